@@ -9,3 +9,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# Tests use tiny models: one thread avoids oversubscription on small shared machines.
+torch.set_num_threads(1)

@@ -1,0 +1,1 @@
+"""Networks: DiT (EDM-preconditioned denoiser) and a small autoregressive GPT."""

@@ -1,0 +1,257 @@
+"""Diffusion Transformer (DiT) for small (C, H, W) binary images.
+
+Parameter names and semantics follow facebookresearch/DiT `models.py`, so a state_dict written by that
+code loads here with `strict=True`: `x_embedder.proj`, `pos_embed`, `t_embedder.mlp.0/2`,
+`y_embedder.embedding_table`, `blocks.{i}.attn.qkv|proj`, `blocks.{i}.mlp.fc1|fc2`,
+`blocks.{i}.adaLN_modulation.1`, `final_layer.linear|adaLN_modulation.1`. The model is unconditional:
+row 0 of the label table is added to the timestep embedding. Written from the published facts of that
+architecture; no code was copied.
+"""
+import math
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def modulate(x, shift, scale):
+    """adaLN modulation: x (B, T, D), shift/scale (B, D)."""
+    return x * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1)
+
+
+#################################################################################
+#               Embedding layers for timesteps, labels and patches               #
+#################################################################################
+
+def timestep_embedding(t, dim, max_period=10000):
+    """Sinusoidal embedding of scalar times t (B,) -> (B, dim): cos half, then sin half."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, dtype=torch.float32, device=t.device) / half)
+    args = t[:, None].float() * freqs[None]                         # (B, half)
+    emb = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)     # (B, 2*half)
+    if dim % 2:
+        emb = torch.cat([emb, torch.zeros_like(emb[:, :1])], dim=-1)
+    return emb
+
+
+class TimestepEmbedder(nn.Module):
+    """Scalar time -> vector: sinusoidal frequencies followed by a 2-layer SiLU MLP."""
+
+    def __init__(self, hidden_size, frequency_embedding_size=256):
+        super().__init__()
+        self.frequency_embedding_size = frequency_embedding_size
+        self.mlp = nn.Sequential(
+            nn.Linear(frequency_embedding_size, hidden_size, bias=True),
+            nn.SiLU(),
+            nn.Linear(hidden_size, hidden_size, bias=True),
+        )
+
+    def forward(self, t):
+        return self.mlp(timestep_embedding(t, self.frequency_embedding_size))   # (B, D)
+
+
+class LabelEmbedder(nn.Module):
+    """Label table; an unconditional model keeps one row, added to every timestep embedding."""
+
+    def __init__(self, num_rows, hidden_size):
+        super().__init__()
+        self.embedding_table = nn.Embedding(num_rows, hidden_size)
+
+    def forward(self, batch_size):
+        return self.embedding_table.weight[0].expand(batch_size, -1)       # (B, D)
+
+
+class PatchEmbed(nn.Module):
+    """(B, C, H, W) -> (B, T, D) by a conv with kernel = stride = patch size."""
+
+    def __init__(self, patch_size, in_channels, hidden_size):
+        super().__init__()
+        self.proj = nn.Conv2d(in_channels, hidden_size, kernel_size=patch_size, stride=patch_size, bias=True)
+
+    def forward(self, x):
+        return self.proj(x).flatten(2).transpose(1, 2)                     # (B, T, D)
+
+
+def sincos_1d(embed_dim, pos):
+    """Fixed 1D sin-cos embedding of positions pos (M,) -> (M, embed_dim): sin half, then cos half."""
+    omega = 1.0 / 10000 ** (np.arange(embed_dim // 2, dtype=np.float64) / (embed_dim / 2.0))
+    out = np.einsum("m,d->md", pos.reshape(-1).astype(np.float64), omega)  # (M, D/2)
+    return np.concatenate([np.sin(out), np.cos(out)], axis=1)
+
+
+def sincos_2d(embed_dim, grid_h, grid_w):
+    """Fixed 2D sin-cos positions for a (grid_h, grid_w) token grid -> (grid_h*grid_w, embed_dim).
+
+    As in DiT, the first half of the channels encodes the column index and the second half the row
+    index (DiT builds `meshgrid(w, h)` and embeds `grid[0]` first).
+    """
+    cols, rows = np.meshgrid(np.arange(grid_w, dtype=np.float64), np.arange(grid_h, dtype=np.float64))
+    return np.concatenate([sincos_1d(embed_dim // 2, cols), sincos_1d(embed_dim // 2, rows)], axis=1)
+
+
+#################################################################################
+#                                 Core DiT model                                 #
+#################################################################################
+
+class Attention(nn.Module):
+    """Multi-head self-attention with a fused qkv projection (qkv bias on)."""
+
+    def __init__(self, dim, num_heads):
+        super().__init__()
+        self.num_heads = num_heads
+        self.qkv = nn.Linear(dim, dim * 3, bias=True)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        qkv = self.qkv(x).reshape(B, T, 3, self.num_heads, D // self.num_heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]                                  # (B, heads, T, hd)
+        out = F.scaled_dot_product_attention(q, k, v)                     # (B, heads, T, hd)
+        return self.proj(out.transpose(1, 2).reshape(B, T, D))            # (B, T, D)
+
+
+class Mlp(nn.Module):
+    """Two linear layers with tanh-approximated GELU."""
+
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.act = nn.GELU(approximate="tanh")
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class DiTBlock(nn.Module):
+    """Transformer block with adaptive LayerNorm-Zero conditioning."""
+
+    def __init__(self, hidden_size, num_heads, mlp_ratio=4.0):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(hidden_size, elementwise_affine=False, eps=1e-6)
+        self.attn = Attention(hidden_size, num_heads)
+        self.norm2 = nn.LayerNorm(hidden_size, elementwise_affine=False, eps=1e-6)
+        self.mlp = Mlp(hidden_size, int(hidden_size * mlp_ratio))
+        self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(hidden_size, 6 * hidden_size, bias=True))
+
+    def forward(self, x, c):
+        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.adaLN_modulation(c).chunk(6, dim=1)
+        x = x + gate_msa.unsqueeze(1) * self.attn(modulate(self.norm1(x), shift_msa, scale_msa))
+        x = x + gate_mlp.unsqueeze(1) * self.mlp(modulate(self.norm2(x), shift_mlp, scale_mlp))
+        return x                                                          # (B, T, D)
+
+
+class FinalLayer(nn.Module):
+    """adaLN-modulated LayerNorm then a linear map to p*p*C_out values per token."""
+
+    def __init__(self, hidden_size, patch_size, out_channels):
+        super().__init__()
+        self.norm_final = nn.LayerNorm(hidden_size, elementwise_affine=False, eps=1e-6)
+        self.linear = nn.Linear(hidden_size, patch_size * patch_size * out_channels, bias=True)
+        self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(hidden_size, 2 * hidden_size, bias=True))
+
+    def forward(self, x, c):
+        shift, scale = self.adaLN_modulation(c).chunk(2, dim=1)
+        return self.linear(modulate(self.norm_final(x), shift, scale))     # (B, T, p*p*C_out)
+
+
+class DiT(nn.Module):
+    """Unconditional DiT on (C, H, W) images; H and W must be multiples of the patch size.
+
+    forward(x (B, C, H, W), t (B,)) -> (B, C_out, H, W) with C_out = 2C when learn_sigma else C.
+    """
+
+    def __init__(self, input_size=(6, 6), patch_size=2, in_channels=1, hidden_size=64, depth=4,
+                 num_heads=4, mlp_ratio=4.0, learn_sigma=False, num_label_rows=1):
+        super().__init__()
+        H, W = (input_size, input_size) if isinstance(input_size, int) else tuple(input_size)
+        if H % patch_size or W % patch_size:
+            raise ValueError(f"image {H}x{W} is not divisible by patch size {patch_size}")
+        if hidden_size % num_heads:
+            raise ValueError(f"hidden_size {hidden_size} is not divisible by num_heads {num_heads}")
+        self.input_size, self.patch_size, self.in_channels = (H, W), patch_size, in_channels
+        self.out_channels = in_channels * 2 if learn_sigma else in_channels
+        self.learn_sigma, self.num_heads = learn_sigma, num_heads
+        self.grid = (H // patch_size, W // patch_size)
+        self.x_embedder = PatchEmbed(patch_size, in_channels, hidden_size)
+        self.t_embedder = TimestepEmbedder(hidden_size)
+        self.y_embedder = LabelEmbedder(num_label_rows, hidden_size)
+        n_tokens = self.grid[0] * self.grid[1]
+        self.pos_embed = nn.Parameter(torch.zeros(1, n_tokens, hidden_size), requires_grad=False)
+        self.blocks = nn.ModuleList([DiTBlock(hidden_size, num_heads, mlp_ratio) for _ in range(depth)])
+        self.final_layer = FinalLayer(hidden_size, patch_size, self.out_channels)
+        self.initialize_weights()
+
+    def initialize_weights(self):
+        """Xavier linears, fixed sin-cos positions, zero adaLN gates and output (adaLN-Zero)."""
+        def _basic_init(module):
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                nn.init.zeros_(module.bias)
+        self.apply(_basic_init)
+        pos = sincos_2d(self.pos_embed.shape[-1], *self.grid)
+        self.pos_embed.data.copy_(torch.from_numpy(pos).float().unsqueeze(0))
+        w = self.x_embedder.proj.weight.data
+        nn.init.xavier_uniform_(w.view(w.shape[0], -1))
+        nn.init.zeros_(self.x_embedder.proj.bias)
+        nn.init.normal_(self.y_embedder.embedding_table.weight, std=0.02)
+        nn.init.normal_(self.t_embedder.mlp[0].weight, std=0.02)
+        nn.init.normal_(self.t_embedder.mlp[2].weight, std=0.02)
+        for block in self.blocks:
+            nn.init.zeros_(block.adaLN_modulation[-1].weight)
+            nn.init.zeros_(block.adaLN_modulation[-1].bias)
+        for layer in (self.final_layer.adaLN_modulation[-1], self.final_layer.linear):
+            nn.init.zeros_(layer.weight)
+            nn.init.zeros_(layer.bias)
+
+    def unpatchify(self, x):
+        """(B, T, p*p*C_out) -> (B, C_out, H, W); per-token values are ordered (p, q, c)."""
+        B, p, c = x.shape[0], self.patch_size, self.out_channels
+        h, w = self.grid
+        x = x.reshape(B, h, w, p, p, c)
+        x = torch.einsum("nhwpqc->nchpwq", x)
+        return x.reshape(B, c, h * p, w * p)
+
+    def forward(self, x, t):
+        x = self.x_embedder(x) + self.pos_embed                  # (B, T, D), T = H*W / p**2
+        c = self.t_embedder(t) + self.y_embedder(x.shape[0])     # (B, D)
+        for block in self.blocks:
+            x = block(x, c)                                      # (B, T, D)
+        x = self.final_layer(x, c)                               # (B, T, p*p*C_out)
+        return self.unpatchify(x)                                # (B, C_out, H, W)
+
+
+#################################################################################
+#                                  DiT configs                                   #
+#################################################################################
+
+DIT_SIZES = {
+    "tiny": dict(hidden_size=64, depth=4, num_heads=4),
+    "small": dict(hidden_size=128, depth=6, num_heads=4),
+    "base": dict(hidden_size=256, depth=8, num_heads=8),
+}
+
+
+def DiT_tiny(**kw):
+    return DiT(**{**DIT_SIZES["tiny"], **kw})
+
+
+def DiT_small(**kw):
+    return DiT(**{**DIT_SIZES["small"], **kw})
+
+
+def DiT_base(**kw):
+    return DiT(**{**DIT_SIZES["base"], **kw})
+
+
+DiT_models = {"tiny": DiT_tiny, "small": DiT_small, "base": DiT_base}
+
+
+def dit_from_config(arch):
+    """Build a DiT from a JSON-able dict (keys as in DiT.__init__ plus an optional `size` preset)."""
+    arch = dict(arch)
+    size = arch.pop("size", None)
+    base = dict(DIT_SIZES[size]) if size else {}
+    base.update({k: v for k, v in arch.items() if v is not None})
+    return DiT(**base)

@@ -1,0 +1,74 @@
+"""EDM preconditioning (Karras et al. 2022) around an image network, and the DSM loss.
+
+`EDMDenoiser(net, image_shape, sigma_data)` implements the scoreprobe denoiser contract
+D(x (B, D), sigma (B,)) -> (B, D) on flattened signed images:
+
+    D(x, σ) = c_skip(σ) x + c_out(σ) F(c_in(σ) x, c_noise(σ))
+    c_skip = σd² / (σ² + σd²)    c_out = σ σd / sqrt(σ² + σd²)
+    c_in   = 1 / sqrt(σ² + σd²)   c_noise = time_scale · ln(σ) / 4
+
+`sigma_data` and `time_scale` are stored with the model (run.json / checkpoint), never hard-coded.
+"""
+import math
+
+import torch
+import torch.nn as nn
+
+P_MEAN, P_STD = -1.2, 1.2
+
+
+class EDMDenoiser(nn.Module):
+    """EDM-preconditioned denoiser over flattened images.
+
+    net:         module mapping ((B, C, H, W), c_noise (B,)) -> (B, C_out, H, W); the first C
+                 output channels are the prediction (DiT with learn_sigma has C_out = 2C).
+    image_shape: (C, H, W) of the images; D = C*H*W.
+    sigma_data:  expected standard deviation of the training data (1.0 for ±1 bits).
+    time_scale:  multiplies c_noise = ln(σ)/4 before the timestep embedder (1.0 for foreign checkpoints).
+    """
+
+    def __init__(self, net, image_shape, sigma_data=1.0, time_scale=1.0):
+        super().__init__()
+        self.net = net
+        self.image_shape = tuple(int(s) for s in image_shape)
+        self.dim = math.prod(self.image_shape)
+        self.sigma_data = float(sigma_data)
+        self.time_scale = float(time_scale)
+
+    def forward(self, x, sigma):
+        """x: (B, D) float, sigma: (B,) or scalar -> (B, D) in x's dtype."""
+        if x.ndim != 2 or x.shape[1] != self.dim:
+            raise ValueError(f"expected x of shape (B, {self.dim}), got {tuple(x.shape)}")
+        dtype = x.dtype
+        x32 = x.float()
+        sigma = torch.as_tensor(sigma, dtype=torch.float32, device=x.device).reshape(-1)
+        sigma = sigma.expand(x.shape[0]) if sigma.numel() == 1 else sigma
+        s = sigma[:, None]                                              # (B, 1)
+        sd2 = self.sigma_data ** 2
+        c_skip = sd2 / (s ** 2 + sd2)
+        c_out = s * self.sigma_data / (s ** 2 + sd2).sqrt()
+        c_in = 1 / (s ** 2 + sd2).sqrt()
+        c_noise = self.time_scale * sigma.log() / 4                     # (B,)
+        C = self.image_shape[0]
+        F_x = self.net((c_in * x32).view(-1, *self.image_shape), c_noise)[:, :C]   # (B, C, H, W)
+        return (c_skip * x32 + c_out * F_x.reshape(x.shape[0], -1)).to(dtype)     # (B, D)
+
+    def loss_weight(self, sigma):
+        """EDM weight λ(σ) = (σ² + σd²) / (σ σd)²."""
+        return (sigma ** 2 + self.sigma_data ** 2) / (sigma * self.sigma_data) ** 2
+
+
+def sample_sigmas(n, generator=None, device="cpu", p_mean=P_MEAN, p_std=P_STD):
+    """Training noise levels: ln σ ~ Normal(p_mean, p_std), shape (n,)."""
+    z = torch.randn(n, generator=generator, device=device)
+    return (z * p_std + p_mean).exp()
+
+
+def dsm_loss(denoiser, y, sigma, noise):
+    """EDM-weighted denoising score-matching loss per sample.
+
+    y: (B, D) clean signed images; sigma: (B,); noise: (B, D) standard normal.
+    Returns (B,): λ(σ) · mean_i (D(y + σ n, σ)_i − y_i)².
+    """
+    denoised = denoiser(y + sigma[:, None] * noise, sigma)             # (B, D)
+    return denoiser.loss_weight(sigma) * ((denoised - y) ** 2).mean(dim=1)

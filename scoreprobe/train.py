@@ -1,0 +1,264 @@
+"""Training loop: one run directory per config, log-spaced checkpoints, resumable.
+
+A run directory holds `run.json` (every setting, versions, git commit, checkpoint steps), `dataset.npz`
+(train and held-out bits), `ckpt/step_0001234.pt` (tensors and plain values only: loadable with
+`torch.load(weights_only=True)`), `train_log.jsonl` (loss per logging interval) and, while a run is
+unfinished, `resume.pt` (model, EMA, optimizer and RNG state). Running the same config again on the
+same directory continues from `resume.pt` and reproduces an uninterrupted run bitwise on CPU.
+"""
+import copy
+import dataclasses
+import json
+import logging
+import math
+import os
+import platform
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from scoreprobe.data import load_dataset, make_dataset, to_signed
+from scoreprobe.errors import ConfigError
+from scoreprobe.models.build import build_model, model_arch
+from scoreprobe.models.edm import dsm_loss, sample_sigmas
+from scoreprobe.rules import rule_from_spec
+
+logger = logging.getLogger(__name__)
+RUN_FORMAT = "scoreprobe-run/1"
+CKPT_FORMAT = "scoreprobe-ckpt/1"
+
+
+@dataclass
+class TrainConfig:
+    rule: dict = field(default_factory=lambda: {"name": "parity", "G": 2, "shape": [6, 6],
+                                                "layout": "random", "seed": 0})
+    n_train: int = 256           # training set size N
+    n_heldout: int = 1024        # held-out valid images (never trained on)
+    data_seed: int = 0           # draws the train / held-out split
+    seed: int = 0                # weights init, minibatches, σ and noise draws
+    model: str = "dit"           # "dit" or "gpt"
+    size: str = "tiny"           # size preset (models.dit.DIT_SIZES / models.gpt.GPT_SIZES)
+    patch_size: int = 2          # DiT patch size p (tokens = H*W / p²)
+    hidden_size: int = None      # override the preset's width
+    depth: int = None            # override the preset's depth
+    num_heads: int = None        # override the preset's heads
+    sigma_data: float = 1.0      # EDM σ_data (±1 bits have unit variance)
+    time_scale: float = 250.0    # c_noise = time_scale · ln σ / 4 feeds the timestep embedder
+    p_mean: float = -1.2         # training ln σ ~ N(p_mean, p_std)
+    p_std: float = 1.2
+    lr: float = 1e-3             # AdamW learning rate (constant after warm-up)
+    weight_decay: float = 0.0
+    warmup_steps: int = 0        # linear lr warm-up
+    batch_size: int = 128
+    total_steps: int = 20000
+    ema_decay: float = 0.999     # with warm-up min(decay, (1+t)/(10+t))
+    n_checkpoints: int = 24      # log-spaced, step 0 included
+    first_checkpoint: int = 1    # first step of the log-spaced range (after step 0)
+    save_dtype: str = "float32"  # dtype of weights in step files ("float16" halves shipped size)
+    save_model: bool = False     # also keep raw (non-EMA) weights in step files
+    log_every: int = 100
+    resume_every: int = 500      # write resume.pt this often (and at every checkpoint)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d):
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ConfigError(f"unknown training settings: {sorted(unknown)}")
+        return cls(**d)
+
+    def validate(self):
+        if self.model not in ("dit", "gpt"):
+            raise ConfigError(f"model must be 'dit' or 'gpt', got {self.model!r}")
+        for name in ("n_train", "batch_size", "total_steps", "n_checkpoints"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.save_dtype not in ("float32", "float16", "bfloat16"):
+            raise ConfigError(f"save_dtype must be float32, float16 or bfloat16, got {self.save_dtype!r}")
+        if not (0 <= self.ema_decay < 1):
+            raise ConfigError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
+
+
+def checkpoint_steps(total_steps, n, first=1):
+    """n unique integer steps, log-spaced from `first` to total_steps, with step 0 prepended. (n,) int list."""
+    first = max(1, min(first, total_steps))
+    n = max(2, min(n, total_steps - first + 2))
+    if n == total_steps - first + 2:
+        return [0] + list(range(first, total_steps + 1))
+    m = n - 1
+    while True:  # more geometric points until rounding leaves n - 1 distinct steps
+        pts = np.geomspace(first, total_steps, m) if m > 1 else np.array([total_steps])
+        steps = np.unique(np.round(pts).astype(np.int64))
+        if len(steps) >= n - 1:
+            break
+        m += 1
+    keep = np.unique(np.round(np.linspace(0, len(steps) - 1, n - 1)).astype(int))
+    return [0] + [int(s) for s in steps[keep]]
+
+
+def ckpt_path(run_dir, step):
+    return Path(run_dir) / "ckpt" / f"step_{step:07d}.pt"
+
+
+# ---------------------------------------------------------------------------------------------
+# Run directory
+# ---------------------------------------------------------------------------------------------
+
+def _git_commit():
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _versions():
+    import scoreprobe
+    return {"scoreprobe": scoreprobe.__version__, "torch": torch.__version__, "numpy": np.__version__,
+            "python": platform.python_version()}
+
+
+def _atomic_save(obj, path):
+    tmp = Path(str(path) + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def init_run_dir(cfg, run_dir):
+    """Create (or check) the run directory; returns the Dataset. Refuses a different config."""
+    run_dir = Path(run_dir)
+    meta_path = run_dir / "run.json"
+    rule = rule_from_spec(cfg.rule)
+    if meta_path.exists():
+        old = json.loads(meta_path.read_text())
+        if old.get("config") != cfg.to_dict():
+            diff = sorted(k for k in cfg.to_dict() if old.get("config", {}).get(k) != cfg.to_dict()[k])
+            raise ConfigError(f"{run_dir} already holds a run with different settings ({', '.join(diff)}); "
+                              "use another directory or the same settings to resume")
+        return load_dataset(run_dir / "dataset.npz", rule)
+    (run_dir / "ckpt").mkdir(parents=True, exist_ok=True)
+    ds = make_dataset(rule, cfg.n_train, cfg.n_heldout, cfg.data_seed)
+    ds.save(run_dir / "dataset.npz")
+    meta = {"format": RUN_FORMAT, "config": cfg.to_dict(), "kind": cfg.model, "arch": model_arch(cfg, rule),
+            "checkpoint_steps": checkpoint_steps(cfg.total_steps, cfg.n_checkpoints, cfg.first_checkpoint),
+            "versions": _versions(), "git_commit": _git_commit()}
+    tmp = meta_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(meta, indent=2))
+    os.replace(tmp, meta_path)
+    return ds
+
+
+# ---------------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------------
+
+class _State:
+    """Everything that changes during training; saved whole in resume.pt."""
+
+    def __init__(self, cfg, model, device):
+        self.model = model
+        self.ema = copy.deepcopy(model).requires_grad_(False)
+        self.opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.gen = torch.Generator(device="cpu").manual_seed(cfg.seed + 1)
+        self.step = 0
+
+    def state_dict(self):
+        return {"format": CKPT_FORMAT, "step": self.step, "model": self.model.state_dict(),
+                "ema": self.ema.state_dict(), "opt": self.opt.state_dict(), "rng": self.gen.get_state()}
+
+    def load_state_dict(self, sd):
+        self.model.load_state_dict(sd["model"])
+        self.ema.load_state_dict(sd["ema"])
+        self.opt.load_state_dict(sd["opt"])
+        self.gen.set_state(sd["rng"])
+        self.step = int(sd["step"])
+
+
+def _loss(cfg, model, batch_bits, gen, device):
+    """Per-sample training loss (B,) for a minibatch of bits (B, D) uint8."""
+    if cfg.model == "gpt":
+        return model.loss(torch.from_numpy(batch_bits).to(device))
+    y = to_signed(torch.from_numpy(batch_bits)).to(device)                 # (B, D)
+    sigma = sample_sigmas(len(y), gen, p_mean=cfg.p_mean, p_std=cfg.p_std).to(device)
+    noise = torch.randn(y.shape, generator=gen).to(device)
+    return dsm_loss(model, y, sigma, noise)
+
+
+def _save_step(cfg, run_dir, st, arch):
+    dtype = getattr(torch, cfg.save_dtype)
+    cast = lambda sd: {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in sd.items()}  # noqa: E731
+    ck = {"format": CKPT_FORMAT, "step": st.step, "kind": cfg.model, "arch": arch,
+          "ema": cast({k: v.cpu() for k, v in st.ema.state_dict().items()})}
+    if cfg.save_model:
+        ck["model"] = cast({k: v.cpu() for k, v in st.model.state_dict().items()})
+    _atomic_save(ck, ckpt_path(run_dir, st.step))
+
+
+def train_run(cfg, run_dir, device="cpu", progress=None):
+    """Train (or resume) the run described by `cfg` in `run_dir`; returns the run directory Path."""
+    cfg.validate()
+    run_dir = Path(run_dir)
+    ds = init_run_dir(cfg, run_dir)
+    meta = json.loads((run_dir / "run.json").read_text())
+    save_at, arch = set(meta["checkpoint_steps"]), meta["arch"]
+    torch.manual_seed(cfg.seed)
+    st = _State(cfg, build_model(meta["kind"], arch).to(device), device)
+    resume = run_dir / "resume.pt"
+    if resume.exists():
+        st.load_state_dict(torch.load(resume, map_location=device, weights_only=True))
+        logger.info("resuming %s from step %d", run_dir, st.step)
+    elif st.step in save_at:
+        _save_step(cfg, run_dir, st, arch)
+    train_bits = ds.train
+    log = open(run_dir / "train_log.jsonl", "a")
+    bar = tqdm(total=cfg.total_steps, initial=st.step, disable=None if progress is None else not progress,
+               desc="train", unit="step")
+    running = []
+    try:
+        while st.step < cfg.total_steps:
+            loss = _train_step(cfg, st, train_bits, device)
+            running.append(loss)
+            if st.step % cfg.log_every == 0:
+                log.write(json.dumps({"step": st.step, "loss": float(np.mean(running))}) + "\n")
+                log.flush()
+                bar.set_postfix(loss=f"{np.mean(running):.4f}")
+                running = []
+            if st.step in save_at:
+                _save_step(cfg, run_dir, st, arch)
+            if st.step in save_at or st.step % cfg.resume_every == 0:
+                _atomic_save(st.state_dict(), resume)
+            bar.update(1)
+    finally:
+        bar.close()
+        log.close()
+    resume.unlink(missing_ok=True)
+    return run_dir
+
+
+def _train_step(cfg, st, train_bits, device):
+    """One optimizer step on a minibatch drawn with replacement; updates EMA. Returns the loss."""
+    idx = torch.randint(len(train_bits), (cfg.batch_size,), generator=st.gen).numpy()
+    lr = cfg.lr * min(1.0, (st.step + 1) / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr
+    for g in st.opt.param_groups:
+        g["lr"] = lr
+    loss = _loss(cfg, st.model, train_bits[idx], st.gen, device).mean()
+    if not torch.isfinite(loss):
+        raise ConfigError(f"training loss became {loss.item()} at step {st.step}; lower the learning rate "
+                          "(the last good state is kept in resume.pt)")
+    st.opt.zero_grad(set_to_none=True)
+    loss.backward()
+    st.opt.step()
+    st.step += 1
+    decay = min(cfg.ema_decay, (1 + st.step) / (10 + st.step))
+    with torch.no_grad():
+        for pe, pm in zip(st.ema.parameters(), st.model.parameters()):
+            pe.lerp_(pm, 1 - decay)
+    return loss.item()

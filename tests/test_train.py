@@ -1,0 +1,94 @@
+"""Training loop: checkpoint schedule, run directory, loss goes down, bitwise resume."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from scoreprobe import train as train_mod
+from scoreprobe.errors import ConfigError
+from scoreprobe.train import TrainConfig, checkpoint_steps, ckpt_path, train_run
+
+RULE = {"name": "parity", "G": 2, "shape": [4, 4], "layout": "random", "seed": 0}
+
+
+def tiny_cfg(**kw):
+    base = dict(rule=RULE, n_train=16, n_heldout=16, hidden_size=32, depth=1, num_heads=2,
+                batch_size=16, total_steps=30, n_checkpoints=5, log_every=5, resume_every=7)
+    return TrainConfig(**{**base, **kw})
+
+
+@pytest.mark.parametrize("total,n", [(1, 2), (10, 5), (100, 24), (20000, 24), (30, 40)])
+def test_checkpoint_steps_are_unique_log_spaced_and_include_ends(total, n):
+    steps = checkpoint_steps(total, n)
+    assert steps[0] == 0 and steps[-1] == total
+    assert steps == sorted(set(steps))
+    assert len(steps) == min(n, total + 1)
+    assert checkpoint_steps(total, n, first=min(5, total))[1] == min(5, total)
+    if total >= 1000:  # log spacing: ratios between consecutive late steps are roughly constant
+        r = np.diff(np.log(steps[-6:]))
+        assert r.max() / r.min() < 1.5
+
+
+def test_run_directory_layout_and_safe_loading(tmp_path):
+    run = train_run(tiny_cfg(total_steps=12, n_checkpoints=4), tmp_path / "run", progress=False)
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["checkpoint_steps"] == checkpoint_steps(12, 4)
+    assert set(np.load(run / "dataset.npz")) >= {"train", "heldout"}
+    for s in meta["checkpoint_steps"]:
+        ck = torch.load(ckpt_path(run, s), weights_only=True)   # tensors and plain values only
+        assert ck["step"] == s and "ema" in ck and "opt" not in ck
+    assert not (run / "resume.pt").exists()
+    assert (run / "train_log.jsonl").read_text().count("\n") >= 2
+
+
+def test_training_lowers_the_dsm_loss(tmp_path):
+    cfg = tiny_cfg(total_steps=300, n_checkpoints=3, log_every=50, lr=2e-3)
+    run = train_run(cfg, tmp_path / "run", progress=False)
+    losses = [json.loads(l)["loss"] for l in (run / "train_log.jsonl").read_text().splitlines()]
+    assert losses[-1] < 0.8 * losses[0]
+
+
+def test_resume_after_kill_equals_uninterrupted_run(tmp_path, monkeypatch):
+    cfg = tiny_cfg()
+    full = train_run(cfg, tmp_path / "full", progress=False)
+
+    real_step, calls = train_mod._train_step, {"n": 0}
+
+    def dying_step(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 19:
+            raise KeyboardInterrupt  # simulated kill between resume points
+        return real_step(*a, **k)
+
+    monkeypatch.setattr(train_mod, "_train_step", dying_step)
+    with pytest.raises(KeyboardInterrupt):
+        train_run(cfg, tmp_path / "killed", progress=False)
+    assert (tmp_path / "killed" / "resume.pt").exists()
+    monkeypatch.setattr(train_mod, "_train_step", real_step)
+    resumed = train_run(cfg, tmp_path / "killed", progress=False)
+    for s in checkpoint_steps(cfg.total_steps, cfg.n_checkpoints):
+        a = torch.load(ckpt_path(full, s), weights_only=True)["ema"]
+        b = torch.load(ckpt_path(resumed, s), weights_only=True)["ema"]
+        for k in a:
+            assert torch.equal(a[k], b[k]), (s, k)
+
+
+def test_rerun_with_other_settings_is_refused(tmp_path):
+    train_run(tiny_cfg(total_steps=3, n_checkpoints=2), tmp_path / "run", progress=False)
+    with pytest.raises(ConfigError, match="different settings.*lr"):
+        train_run(tiny_cfg(total_steps=3, n_checkpoints=2, lr=5e-4), tmp_path / "run", progress=False)
+
+
+@pytest.mark.parametrize("bad", [dict(model="vae"), dict(batch_size=0), dict(save_dtype="int8"),
+                                 dict(ema_decay=1.0)])
+def test_bad_settings_raise_config_error(tmp_path, bad):
+    with pytest.raises(ConfigError):
+        train_run(tiny_cfg(**bad), tmp_path / "run", progress=False)
+
+
+def test_float16_step_files_are_half_size(tmp_path):
+    a = train_run(tiny_cfg(total_steps=2, n_checkpoints=2), tmp_path / "a", progress=False)
+    b = train_run(tiny_cfg(total_steps=2, n_checkpoints=2, save_dtype="float16"), tmp_path / "b", progress=False)
+    sa, sb = ckpt_path(a, 2).stat().st_size, ckpt_path(b, 2).stat().st_size
+    assert sb < 0.6 * sa
