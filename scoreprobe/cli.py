@@ -12,11 +12,11 @@ from scoreprobe.errors import ScoreprobeError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+@click.option("-v", "--verbose", count=True, help="Debug log output.")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
 def cli(verbose, quiet):
     """scoreprobe: dissect when a diffusion model learns the rule and when it memorizes."""
-    level = logging.WARNING if quiet else (logging.INFO if verbose <= 1 else logging.DEBUG)
+    level = logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
@@ -119,9 +119,10 @@ def resolve_device(device):
 # clocks
 # ---------------------------------------------------------------------------------------------
 
-CLOCK_COLUMNS = (("step", "step", "{:>8d}"), ("rule_acc", "rule_acc", "{:>9.3f}"), ("group_acc", "group_acc", "{:>9.3f}"),
-                 ("mem_ratio", "mem_ratio", "{:>9.3f}"), ("heldout_ratio", "heldout", "{:>9.3f}"),
-                 ("novel_ratio", "novel", "{:>9.3f}"), ("invalid_ratio", "invalid", "{:>9.3f}"))
+CLOCK_COLUMNS = (("step", "step", "{:>8d}"), ("rule_acc", "rule_acc", "{:>10.3f}"),
+                 ("group_acc", "group_acc", "{:>10.3f}"), ("mem_ratio", "mem_ratio", "{:>10.3f}"),
+                 ("heldout_ratio", "heldout", "{:>10.3f}"), ("novel_ratio", "novel", "{:>10.3f}"),
+                 ("invalid_ratio", "invalid", "{:>10.3f}"))
 
 
 def _parse_steps(text):
@@ -160,7 +161,7 @@ def clocks(series, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_
     click.echo(f"clocks of {s.path} ({s.kind}, {len(s.steps)} checkpoints), {n_samples} samples, seed {seed}, on {dev}")
     ds = run_clocks(s, n_samples=n_samples, seed=seed, n_steps=n_steps, device=dev, steps=_parse_steps(steps),
                     out=out, overwrite=overwrite, chunk_size=chunk_size)
-    click.echo("".join(f"{h:>9s}" if i else f"{h:>8s}" for i, (_, h, _) in enumerate(CLOCK_COLUMNS)))
+    click.echo("".join(f"{h:>10s}" if i else f"{h:>8s}" for i, (_, h, _) in enumerate(CLOCK_COLUMNS)))
     for i in range(ds.sizes["step"]):
         row = ds.isel(step=i)
         click.echo("".join(fmt.format(int(row[v]) if v == "step" else float(row[v])) for v, _, fmt in CLOCK_COLUMNS))
@@ -354,7 +355,7 @@ def info(path, trust, settings):
     except Exception as e:  # a hostile or odd file must not print a traceback
         logging.getLogger(__name__).debug("info %s failed", path, exc_info=True)
         click.echo(f"error: could not read {path} ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}); "
-                   "rerun with -vv for details", err=True)
+                   "rerun as `scoreprobe -vv info ...` for details", err=True)
         sys.exit(2)
     for key, value in rows:
         click.echo(f"{key + ':':<14s}{value}")
