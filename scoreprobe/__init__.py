@@ -19,6 +19,7 @@ from scoreprobe.slices import Plane, auto_plane, classify, plane_from_spec  # no
 from scoreprobe.probes.field import score_field  # noqa: E402,F401
 from scoreprobe.probes.basins import basins, retention  # noqa: E402,F401
 from scoreprobe.viz import animate_basins, plot_basins, plot_dsm, plot_dsm_gap, plot_field, plot_retention  # noqa: E402,F401
+from scoreprobe.viz import plot_clocks, plot_states  # noqa: E402,F401
 from scoreprobe.checkpoints import CheckpointSeries, load_checkpoint, load_series, series_from_files  # noqa: E402,F401
 
 __version__ = "0.1.0"

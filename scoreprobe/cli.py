@@ -142,7 +142,8 @@ def _fmt_tau(value):
 
 @cli.command()
 @click.argument("series", required=False, type=click.Path(exists=True, file_okay=False))
-@click.option("--n-samples", type=click.IntRange(min=1), default=1000, help="Samples per checkpoint.")
+@click.option("--n-samples", type=click.IntRange(min=1), default=500,
+              help="Samples per checkpoint (library default 1000; 500 keeps a CPU run at about a minute).")
 @click.option("--seed", type=int, default=0, help="Seed of the initial noise (the same at every step).")
 @click.option("--n-steps", type=click.IntRange(min=1), default=18, help="Heun PF-ODE steps (DiT).")
 @click.option("--steps", default="all", help="Checkpoints: all or S1,S2,...")
@@ -414,7 +415,7 @@ def _basin_table(ds):
 @click.option("--plane", "plane_spec", default="auto", help="auto, or train:I,heldout:J,violating:K.")
 @click.option("--sigma-start", multiple=True, default=("1.0",), help="Starting noise level(s); repeat or comma-separate.")
 @click.option("--res", type=click.IntRange(min=2), default=24, help="Grid points per axis.")
-@click.option("--n-steps", type=click.IntRange(min=1), default=12, help="Heun PF-ODE steps from sigma_start to 0.")
+@click.option("--n-steps", type=click.IntRange(min=1), default=10, help="Heun PF-ODE steps from sigma_start to 0.")
 @click.option("--steps", default="auto", help="Checkpoints: auto (about 8), all, or S1,S2,...")
 @click.option("--seed", type=int, default=0, help="Seed of the automatic plane choice.")
 @click.option("--out", type=click.Path(), default="basins.zarr", help="Zarr store (resumable; reruns reuse it).")

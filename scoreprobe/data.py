@@ -181,8 +181,7 @@ class BitIndex:
     """
 
     def __init__(self, bits):
-        width = np.shape(bits)[1] if len(np.shape(bits)) == 2 else -1
-        self.items = check_bits(bits, width, "BitIndex items")  # (N, D)
+        self.items = check_bits(bits, None, "BitIndex items")  # (N, D)
         self.n_bits = self.items.shape[1]
         self._packed = pack_bits(self.items)  # (N, W)
         keys = _row_keys(self._packed)

@@ -37,7 +37,7 @@ def check_bits(bits, n_bits, name="bits"):
     Parameters
     ----------
     bits : (N, D) array-like or torch tensor of bool/integers in {0, 1}
-    n_bits : int, the expected width D
+    n_bits : int, the expected width D (None: any width)
 
     Returns
     -------
@@ -49,10 +49,10 @@ def check_bits(bits, n_bits, name="bits"):
     if arr.dtype.kind not in "biu":
         hint = " (signed or float values: convert with scoreprobe.to_bits first)" if arr.dtype.kind == "f" else ""
         raise DataError(f"{name} must be a bool or integer array of 0/1, got dtype {arr.dtype}{hint}")
-    if arr.ndim != 2 or arr.shape[1] != n_bits:
-        raise DataError(f"{name} must have shape (N, {n_bits}), got {arr.shape}"
+    if arr.ndim != 2 or arr.shape[1] != (arr.shape[1] if n_bits is None else n_bits):
+        raise DataError(f"{name} must have shape (N, {'D' if n_bits is None else n_bits}), got {arr.shape}"
                         + ("; use bits[None] for a single vector" if arr.ndim == 1 else ""))
-    if arr.dtype != np.uint8 or arr.size and arr.max(initial=0) > 1:
+    if arr.dtype != np.uint8 or (arr.size and arr.max() > 1):
         if arr.size and (arr.min() < 0 or arr.max() > 1):
             raise DataError(f"{name} must contain only 0 and 1, found values in [{arr.min()}, {arr.max()}]"
                             " (signed +-1 values: convert with scoreprobe.to_bits first)")

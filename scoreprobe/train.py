@@ -212,6 +212,9 @@ def train_run(cfg, run_dir, device="cpu", progress=None):
     torch.manual_seed(cfg.seed)
     st = _State(cfg, build_model(meta["kind"], arch).to(device), device)
     resume = run_dir / "resume.pt"
+    if not resume.exists() and all(ckpt_path(run_dir, s).exists() for s in save_at):
+        logger.info("%s is complete (%d checkpoints); nothing to train", run_dir, len(save_at))
+        return run_dir
     if resume.exists():
         st.load_state_dict(torch.load(resume, map_location=device, weights_only=True))
         logger.info("resuming %s from step %d", run_dir, st.step)

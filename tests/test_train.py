@@ -74,6 +74,14 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path, monkeypatch):
             assert torch.equal(a[k], b[k]), (s, k)
 
 
+def test_rerun_of_a_finished_run_changes_nothing(tmp_path):
+    cfg = tiny_cfg(total_steps=6, n_checkpoints=3)
+    run = train_run(cfg, tmp_path / "run", progress=False)
+    before = {p.name: p.stat().st_mtime_ns for p in (run / "ckpt").iterdir()}
+    train_run(cfg, run, progress=False)
+    assert {p.name: p.stat().st_mtime_ns for p in (run / "ckpt").iterdir()} == before
+
+
 def test_rerun_with_other_settings_is_refused(tmp_path):
     train_run(tiny_cfg(total_steps=3, n_checkpoints=2), tmp_path / "run", progress=False)
     with pytest.raises(ConfigError, match="different settings.*lr"):

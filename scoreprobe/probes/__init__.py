@@ -1,0 +1,6 @@
+"""Probes: pure functions (denoiser or series, inputs) -> xarray.Dataset.
+
+Each probe module defines its analyses; given a single denoiser they return a Dataset without a
+`step` dimension, given a series or a {step: denoiser} mapping they map over the steps through
+`scoreprobe.sweep` (optionally writing a zarr store). Import them from `scoreprobe` directly.
+"""

@@ -1,0 +1,246 @@
+"""Attractor basins of the probability-flow ODE: on a plane (`basins`) and per item (`retention`).
+
+`basins` starts the PF-ODE at every grid point of a plane, taken as a noisy sample at level
+sigma_start, integrates it to σ = 0 and classifies where it lands. `retention` restarts from
+noisy copies x + σε of training and held-out items and measures how many flow back to the
+item itself and how many are captured by another training item.
+"""
+import logging
+
+import numpy as np
+import torch
+import xarray as xr
+
+from scoreprobe.errors import ConfigError
+from scoreprobe.probes.field import as_sigma_list, plane_coords, resolve_data, run_probe
+
+logger = logging.getLogger(__name__)
+
+
+def _state_attrs():
+    from scoreprobe.data import state_flag_attrs
+    return state_flag_attrs()
+
+
+@torch.no_grad()
+def _endpoints(D, x0, sigma, n_steps, solver, chunk_size):
+    from scoreprobe.ode import integrate
+    return integrate(D, x0, float(sigma), n_steps=n_steps, solver=solver, chunk_size=chunk_size)
+
+
+# ---------------------------------------------------------------------------------------------
+# Basin maps on a plane
+# ---------------------------------------------------------------------------------------------
+
+def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, solver="heun",
+              chunk_size=4096, dtype=torch.float32, device="cpu"):
+    """Endpoints of the PF-ODE from every grid point of `plane`, for one denoiser.
+
+    Returns
+    -------
+    dict name -> numpy array (S, res, res) over (sigma_start, v, u): state (int8), index,
+    train_index, heldout_index, nearest_train_hamming (int64), anchor (int8).
+    """
+    from scoreprobe.slices import classify
+
+    points, _, _ = plane.grid(res, margin)
+    x0 = torch.as_tensor(points, dtype=dtype, device=device)                  # (P, D)
+    keys = ("state", "index", "train_index", "heldout_index", "nearest_train_hamming", "anchor")
+    out = {k: [] for k in keys}
+    for s in sigma_starts:
+        x_end = _endpoints(D, x0, s, n_steps, solver, chunk_size)             # (P, D)
+        c = classify(x_end, dataset, rule, anchors=plane.anchors)
+        for k in keys:
+            out[k].append(c[k].reshape(res, res))
+    return {k: np.stack(v) for k, v in out.items()}
+
+
+def _basin_dataset(m, plane, sigma_starts, u, v):
+    from scoreprobe.data import STATES
+
+    dims = ("sigma_start", "v", "u")
+    one = {"units": "1"}
+    n_states = len(STATES)
+    frac = np.stack([(m["state"] == c).mean(axis=(1, 2)) for c in range(n_states)], axis=1)  # (S, n_states)
+    data = {
+        "endpoint_state": (dims, m["state"], {**_state_attrs(), "long_name": "state of the PF-ODE endpoint"}),
+        "endpoint_index": (dims, m["index"], {**one, "long_name": "item reached: training index if "
+                           "valid_memorized, held-out index if valid_heldout, else -1"}),
+        "endpoint_train_index": (dims, m["train_index"], {**one, "long_name": "training item reached (-1 none)"}),
+        "endpoint_heldout_index": (dims, m["heldout_index"], {**one, "long_name": "held-out item reached (-1 none)"}),
+        "endpoint_anchor": (dims, m["anchor"], {**one, "flag_values": [-1, 0, 1, 2],
+                            "flag_meanings": "none anchor_a anchor_b anchor_c",
+                            "long_name": "anchor vertex the endpoint equals (-1 none)"}),
+        "nearest_train_hamming": (dims, m["nearest_train_hamming"], {
+            **one, "long_name": "Hamming distance of the endpoint to the nearest training item"}),
+        "fraction": (("sigma_start", "state"), frac, {
+            **one, "long_name": "fraction of the plane ending in each state"}),
+    }
+    coords = plane_coords(plane, u, v)
+    coords["sigma_start"] = ("sigma_start", sigma_starts, {"units": "1", "long_name": "noise level the ODE starts at"})
+    coords["state"] = ("state", np.array(STATES, dtype=object), {"long_name": "endpoint state"})
+    return xr.Dataset(data, coords=coords)
+
+
+def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=18, *, dataset=None, rule=None,
+           margin=0.5, solver="heun", chunk_size=4096, dtype=torch.float32, device="cpu", steps=None,
+           out=None, progress=None):
+    """Basin map of the PF-ODE on a plane, for a denoiser or every checkpoint of a series.
+
+    Every grid point x is taken as a noisy sample at level sigma_start: the ODE runs from
+    (x, sigma_start) to σ = 0 (`ode.integrate`, `n_steps` EDM steps) and the endpoint is classified.
+
+    Parameters
+    ----------
+    D_or_series : a denoiser, a CheckpointSeries or a {step: denoiser} mapping.
+    plane : slices.Plane.
+    sigma_start : float or sequence of starting noise levels.
+    res, margin : grid size and padding (see Plane.grid).
+    dataset, rule : data the endpoints are classified against (taken from a series when omitted).
+    steps, out, progress : for series: which steps, zarr store path, progress bar.
+
+    Returns
+    -------
+    xarray.Dataset, dims ([step,] sigma_start, v, u): endpoint_state (flag attrs), endpoint_index,
+    endpoint_train_index, endpoint_heldout_index, endpoint_anchor, nearest_train_hamming;
+    fraction ([step,] sigma_start, state): share of the plane in each state.
+    """
+    dataset, rule = resolve_data(D_or_series, dataset, rule)
+    sigma_starts = as_sigma_list(sigma_start, "sigma_start")
+    if int(n_steps) < 1:
+        raise ConfigError(f"n_steps must be >= 1, got {n_steps}")
+    _, u, v = plane.grid(res, margin)
+    config = {"probe": "basins", "plane": plane.spec(), "sigma_start": sigma_starts.tolist(), "res": int(res),
+              "n_steps": int(n_steps), "margin": float(margin), "solver": solver,
+              "dtype": str(dtype).replace("torch.", ""), "rule": rule.spec()}
+
+    def probe(D):
+        m = basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin, solver, chunk_size, dtype, device)
+        return _basin_dataset(m, plane, sigma_starts, u, v)
+
+    return run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress)
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-item retention
+# ---------------------------------------------------------------------------------------------
+
+def retention_points(dataset, n_train=32, n_heldout=32, seed=0):
+    """A seeded subset of training and held-out items.
+
+    Returns
+    -------
+    points : (n_train + n_heldout, D) float32 signed; split : (M,) str; item_index : (M,) int64.
+    """
+    from scoreprobe.data import to_signed
+
+    rng = np.random.default_rng(seed)
+    parts, split, index = [], [], []
+    for name, bits, n in (("train", dataset.train, n_train), ("heldout", dataset.heldout, n_heldout)):
+        if n > len(bits):
+            raise ConfigError(f"asked for {n} {name} items but the dataset has {len(bits)}")
+        idx = np.sort(rng.choice(len(bits), size=n, replace=False)).astype(np.int64)
+        parts.append(bits[idx])
+        split += [name] * n
+        index.append(idx)
+    return to_signed(np.concatenate(parts)), np.array(split), np.concatenate(index)
+
+
+def _split_of(points, dataset):
+    bits = (np.asarray(points) > 0).astype(np.uint8)
+    ti, hi = dataset.train_index.lookup(bits), dataset.heldout_index.lookup(bits)
+    split = np.where(ti >= 0, "train", np.where(hi >= 0, "heldout", "other"))
+    return split, np.where(ti >= 0, ti, hi).astype(np.int64)
+
+
+@torch.no_grad()
+def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, solver="heun",
+                     chunk_size=4096, dtype=torch.float32, device="cpu"):
+    """Fractions of noisy restarts that return, are captured, or end valid, for one denoiser.
+
+    Restart k of point m at level σ is x_m + σ ε_{m,k} with ε_{m,k} = randn_per_sample(seed,
+    m * n_noise + k): the same noise at every σ and every checkpoint.
+
+    Returns
+    -------
+    dict name -> (S, M) float64: retained, captured, valid.
+    """
+    from scoreprobe.data import STATE_CODES
+    from scoreprobe.ode import randn_per_sample
+    from scoreprobe.slices import classify
+
+    m, d = points.shape
+    split, item = _split_of(points, dataset)
+    own_train = np.repeat(np.where(split == "train", item, -1), n_noise)                    # (M*K,)
+    own = np.repeat((np.asarray(points) > 0).astype(np.uint8), n_noise, axis=0)             # (M*K, D)
+    x = torch.as_tensor(np.repeat(points, n_noise, axis=0), dtype=dtype, device=device)   # (M*K, D)
+    eps = randn_per_sample(seed, torch.arange(m * n_noise), d, dtype=dtype, device=device)  # (M*K, D)
+    valid_codes = [STATE_CODES[k] for k in ("valid_novel", "valid_heldout", "valid_memorized")]
+    res = {k: np.empty((len(sigmas), m)) for k in ("retained", "captured", "valid")}
+    for i, s in enumerate(sigmas):
+        c = classify(_endpoints(D, x + float(s) * eps, s, n_steps, solver, chunk_size), dataset, rule)
+        back = (c["state"] != STATE_CODES["invalid"]) & (c["bits"] == own).all(axis=1)
+        other = (c["state"] == STATE_CODES["valid_memorized"]) & (c["train_index"] != own_train)
+        valid = np.isin(c["state"], valid_codes)
+        for k, hit in (("retained", back), ("captured", other), ("valid", valid)):
+            res[k][i] = hit.reshape(m, n_noise).mean(axis=1)
+    return res
+
+
+RETENTION_VARS = {
+    "retained": "fraction of noisy restarts that flow back to the item itself",
+    "captured": "fraction of noisy restarts captured by another training item",
+    "valid": "fraction of noisy restarts ending on a rule-valid vertex",
+}
+
+
+def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_noise=16, seed=0, *,
+              n_train=32, n_heldout=32, split=None, n_steps=18, dataset=None, rule=None, solver="heun",
+              chunk_size=4096, dtype=torch.float32, device="cpu", steps=None, out=None, progress=None):
+    """Per-item basin retention: do noisy copies of an item flow back to it?
+
+    For every point p_m, level σ and restart k the PF-ODE runs from x = p_m + σ ε_{m,k} at σ to 0.
+    `retained` is the fraction of restarts ending exactly on p_m, `captured` the fraction ending
+    on a training item other than p_m. The noise bank depends only on (seed, m, k), so it is the
+    same at every σ and every checkpoint.
+
+    Parameters
+    ----------
+    D_or_series : a denoiser, a CheckpointSeries or a {step: denoiser} mapping.
+    points : (M, D) signed vertices; default: `n_train` training and `n_heldout` held-out items
+        drawn with `seed` from the dataset.
+    sigmas : noise levels of the restarts.
+    split : (M,) labels for `points`; default: "train"/"heldout"/"other" by lookup in the dataset.
+
+    Returns
+    -------
+    xarray.Dataset, dims ([step,] sigma, sample): retained, captured, valid; coordinates
+    split (sample) and item_index (sample; index within its split, -1 for "other").
+    """
+    dataset, rule = resolve_data(D_or_series, dataset, rule)
+    sigmas = as_sigma_list(sigmas)
+    if int(n_noise) < 1:
+        raise ConfigError(f"n_noise must be >= 1, got {n_noise}")
+    if points is None:
+        points, split_, item = retention_points(dataset, n_train, n_heldout, seed)
+    else:
+        points = np.asarray(points.detach().cpu() if hasattr(points, "detach") else points, dtype=np.float32)
+        if points.ndim != 2 or points.shape[1] != dataset.train.shape[1]:
+            raise ConfigError(f"points must be (M, {dataset.train.shape[1]}) signed vertices, got {points.shape}")
+        split_, item = _split_of(points, dataset)
+    split_ = np.asarray(split if split is not None else split_, dtype=str)
+    config = {"probe": "retention", "sigmas": sigmas.tolist(), "n_noise": int(n_noise), "seed": int(seed),
+              "n_steps": int(n_steps), "solver": solver, "dtype": str(dtype).replace("torch.", ""),
+              "points": ["".join("1" if x > 0 else "0" for x in p) for p in points], "rule": rule.spec()}
+
+    def probe(D):
+        r = retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, solver,
+                             chunk_size, dtype, device)
+        data = {k: (("sigma", "sample"), r[k], {"units": "1", "long_name": RETENTION_VARS[k]}) for k in r}
+        coords = {"sigma": ("sigma", sigmas, {"units": "1", "long_name": "noise level of the restarts"}),
+                  "sample": ("sample", np.arange(len(points), dtype=np.int64), {"units": "1", "long_name": "item"}),
+                  "split": ("sample", split_.astype(object), {"long_name": "which set the item belongs to"}),
+                  "item_index": ("sample", item, {"units": "1", "long_name": "index of the item in its split"})}
+        return xr.Dataset(data, coords=coords)
+
+    return run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress)

@@ -1,0 +1,172 @@
+"""Score field on a plane: what the denoiser's score looks like on a 2-D slice of R^D.
+
+For every grid point x of a `Plane` and noise level σ the score s = (D(x, σ) - x)/σ² is split
+into its in-plane components (score_u, score_v) and the norm of the rest (score_off_norm);
+the denoiser output D(x, σ) is given in plane coordinates (denoised_u, denoised_v).
+"""
+import json
+import logging
+
+import numpy as np
+import torch
+import xarray as xr
+
+from scoreprobe.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers shared by the plane probes (basins.py imports them)
+# ---------------------------------------------------------------------------------------------
+
+def resolve_data(obj, dataset=None, rule=None):
+    """(dataset, rule) from the keyword arguments, else from a series; ConfigError when missing."""
+    dataset = dataset if dataset is not None else getattr(obj, "dataset", None)
+    rule = rule if rule is not None else getattr(obj, "rule", None)
+    if rule is None and dataset is not None:
+        rule = getattr(dataset, "rule", None)
+    if dataset is None or rule is None:
+        raise ConfigError("this probe needs the training data and the rule: pass dataset= and rule= "
+                          "(a CheckpointSeries carries both)")
+    return dataset, rule
+
+
+def run_probe(probe, obj, config, steps=None, out=None, device="cpu", progress=None):
+    """probe(D) on one denoiser (a Dataset without `step`), or mapped over the steps of a series
+    or {step: denoiser} mapping by `sweep` (with `step`; written to the zarr store `out`)."""
+    from scoreprobe.store import normalize_config
+    from scoreprobe.sweep import is_multi, source_identity, sweep
+
+    config = {**config, "source": source_identity(obj)}
+    if is_multi(obj):
+        ds = sweep(probe, obj, steps=steps, out=out, config=config, device=device, progress=progress)
+    elif steps is not None:
+        raise ConfigError("steps= only applies to a checkpoint series or a {step: denoiser} mapping")
+    elif out is not None:  # stored as step 0 so the store layout is the same as for a series
+        ds = sweep(probe, obj, out=out, config=config, device=device, progress=progress).isel(step=0, drop=True)
+    else:
+        ds = probe(obj)
+    ds.attrs["scoreprobe_config"] = json.dumps(normalize_config(config), sort_keys=True)
+    return ds
+
+
+def plane_coords(plane, u, v):
+    """Coordinates u, v and the anchors' plane positions, with CF attrs."""
+    uv = plane.anchor_uv
+    return {
+        "u": ("u", u, {"units": "1", "long_name": "plane coordinate along anchor a -> b"}),
+        "v": ("v", v, {"units": "1", "long_name": "plane coordinate toward anchor c"}),
+        "anchor": ("anchor", np.arange(3, dtype=np.int64), {"units": "1", "long_name": "anchor id"}),
+        "anchor_label": ("anchor", np.array(plane.labels, dtype=object), {"long_name": "anchor name"}),
+        "anchor_u": ("anchor", uv[:, 0], {"units": "1", "long_name": "anchor u coordinate"}),
+        "anchor_v": ("anchor", uv[:, 1], {"units": "1", "long_name": "anchor v coordinate"}),
+    }
+
+
+def as_sigma_list(sigmas, name="sigmas"):
+    arr = np.atleast_1d(np.asarray(sigmas, dtype=np.float64))
+    if arr.ndim != 1 or len(arr) == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ConfigError(f"{name} must be one or more positive finite numbers, got {sigmas!r}")
+    return arr
+
+
+# ---------------------------------------------------------------------------------------------
+# Score field
+# ---------------------------------------------------------------------------------------------
+
+FIELD_VARS = {
+    "score_u": "in-plane score component along e_u",
+    "score_v": "in-plane score component along e_v",
+    "score_off_norm": "norm of the score component orthogonal to the plane",
+    "denoised_u": "plane coordinate u of the denoiser output D(x, sigma)",
+    "denoised_v": "plane coordinate v of the denoiser output D(x, sigma)",
+}
+
+
+@torch.no_grad()
+def plane_field(D, plane, sigmas, res=64, margin=0.5, chunk_size=4096, dtype=torch.float32, device="cpu"):
+    """The field of one denoiser on the plane grid.
+
+    Returns
+    -------
+    dict name -> (S, res, res) float64 numpy arrays (dims sigma, v, u) for the FIELD_VARS.
+    """
+    points, _, _ = plane.grid(res, margin)
+    x = torch.as_tensor(points, dtype=dtype, device=device)                  # (P, D)
+    basis = torch.as_tensor(plane.basis, dtype=dtype, device=device)         # (2, D)
+    origin = torch.as_tensor(plane.origin, dtype=dtype, device=device)       # (D,)
+    out = {k: np.empty((len(sigmas), len(points))) for k in FIELD_VARS}
+    step = int(chunk_size or len(points))
+    for i, sigma in enumerate(sigmas):
+        for lo in range(0, len(points), step):
+            xc = x[lo:lo + step]                                             # (B, D)
+            sig = torch.full((len(xc),), float(sigma), dtype=dtype, device=device)
+            den = D(xc, sig)                                                 # (B, D)
+            score = (den - xc) / sig[:, None] ** 2                           # (B, D)
+            s_uv = score @ basis.T                                           # (B, 2)
+            off = (score - s_uv @ basis).norm(dim=1)                         # (B,)
+            d_uv = (den - origin) @ basis.T                                  # (B, 2)
+            cols = (s_uv[:, 0], s_uv[:, 1], off, d_uv[:, 0], d_uv[:, 1])
+            for k, val in zip(FIELD_VARS, cols):
+                out[k][i, lo:lo + step] = val.double().cpu().numpy()
+    return {k: a.reshape(len(sigmas), res, res) for k, a in out.items()}
+
+
+def _field_dataset(fields, plane, sigmas, u, v, prefix="", who="model"):
+    data = {}
+    for k, arr in fields.items():
+        data[prefix + k] = (("sigma", "v", "u"), arr, {"units": "1", "long_name": f"{FIELD_VARS[k]} ({who})"})
+    coords = plane_coords(plane, u, v)
+    coords["sigma"] = ("sigma", sigmas, {"units": "1", "long_name": "noise level sigma"})
+    return xr.Dataset(data, coords=coords)
+
+
+def score_field(D_or_series, plane, sigmas, res=64, oracles=False, dataset=None, rule=None, *,
+                margin=0.5, chunk_size=4096, dtype=torch.float32, device="cpu", steps=None, out=None,
+                progress=None):
+    """Score field of a denoiser (or of every checkpoint of a series) on a plane.
+
+    Parameters
+    ----------
+    D_or_series : a denoiser D(x, sigma), a CheckpointSeries or a {step: denoiser} mapping.
+    plane : slices.Plane.
+    sigmas : float or sequence of noise levels.
+    res : grid points per axis; margin : grid padding (see Plane.extent).
+    oracles : also compute the memorizer's (`mem_*`) and the rule oracle's (`rule_*`) fields
+        (no `step` dim); needs the data (dataset=, rule=, or from the series).
+    steps, out, progress : for series: which steps, zarr store path, progress bar.
+
+    Returns
+    -------
+    xarray.Dataset with dims ([step,] sigma, v, u): score_u, score_v, score_off_norm,
+    denoised_u, denoised_v (plus mem_*/rule_* with dims (sigma, v, u) when oracles=True).
+    """
+    sigmas = as_sigma_list(sigmas)
+    _, u, v = plane.grid(res, margin)
+    config = {"probe": "score_field", "plane": plane.spec(), "sigmas": sigmas.tolist(), "res": int(res),
+              "margin": float(margin), "dtype": str(dtype).replace("torch.", "")}
+
+    def probe(D):
+        f = plane_field(D, plane, sigmas, res, margin, chunk_size, dtype, device)
+        return _field_dataset(f, plane, sigmas, u, v)
+
+    ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress)
+    if oracles:
+        ds = ds.merge(oracle_fields(D_or_series, plane, sigmas, res, margin, dataset, rule, device=device),
+                      compat="override", join="exact", combine_attrs="override")
+    return ds
+
+
+def oracle_fields(obj, plane, sigmas, res=64, margin=0.5, dataset=None, rule=None, device="cpu"):
+    """Fields of the memorizer (prefix mem_) and the rule oracle (prefix rule_), float64."""
+    from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
+
+    dataset, rule = resolve_data(obj, dataset, rule)
+    _, u, v = plane.grid(res, margin)
+    parts = []
+    for prefix, who, D in (("mem_", "memorizer", EmpiricalDenoiser(dataset.train)),
+                           ("rule_", "rule oracle", RuleDenoiser(rule))):
+        f = plane_field(D, plane, sigmas, res, margin, dtype=torch.float64, device=device)
+        parts.append(_field_dataset(f, plane, sigmas, u, v, prefix=prefix, who=who))
+    return xr.merge(parts, compat="override", join="exact")

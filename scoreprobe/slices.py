@@ -1,0 +1,250 @@
+"""Planes through three hypercube points, grids on them, and classification of ODE endpoints.
+
+A `Plane` is the affine 2-D plane through three signed points a, b, c of R^D. Its origin is
+the anchors' centroid, its first basis vector points from a to b, its second is c's direction
+made orthogonal to the first (Gram-Schmidt). Plane coordinates (u, v) of a point x are
+((x - origin)·e_u, (x - origin)·e_v). With this choice a symmetry of the hypercube that swaps
+a and b and fixes c acts on the plane as the reflection u -> -u.
+"""
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from scoreprobe.errors import ConfigError, DataError
+
+logger = logging.getLogger(__name__)
+
+PLANE_KINDS = ("train", "heldout", "violating")
+
+
+# ---------------------------------------------------------------------------------------------
+# Plane
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class Plane:
+    """The plane through three anchor points (use `Plane.through`).
+
+    Attributes
+    ----------
+    anchors : (3, D) float64, the anchor points (signed; vertices have entries ±1).
+    origin : (D,) float64, the anchors' centroid.
+    basis : (2, D) float64, orthonormal rows e_u, e_v.
+    labels : tuple of 3 str, names of the anchors (e.g. "train:12").
+    """
+    anchors: np.ndarray
+    origin: np.ndarray
+    basis: np.ndarray
+    labels: tuple
+
+    @classmethod
+    def through(cls, a, b, c, labels=None):
+        """Plane through the signed points a, b, c (each (D,), numpy or torch).
+
+        e_u = (b - a)/|b - a|; e_v = Gram-Schmidt of (c - a) against e_u. Raises ConfigError
+        when the three points are (numerically) collinear.
+        """
+        anchors = np.stack([_as_vector(p, name) for p, name in zip((a, b, c), "abc")])  # (3, D)
+        if len({p.shape for p in anchors}) != 1:
+            raise DataError("plane anchors must have the same length")
+        origin = anchors.mean(axis=0)                                        # (D,)
+        e_u = anchors[1] - anchors[0]
+        n_u = np.linalg.norm(e_u)
+        if n_u < 1e-9:
+            raise ConfigError("plane anchors a and b coincide; pick two different points")
+        e_u = e_u / n_u
+        e_v = anchors[2] - anchors[0]
+        for _ in range(2):                                                   # twice for accuracy
+            e_v = e_v - (e_v @ e_u) * e_u
+        n_v = np.linalg.norm(e_v)
+        if n_v < 1e-9 * max(1.0, np.linalg.norm(anchors[2] - anchors[0])):
+            raise ConfigError("plane anchors are collinear; pick a third point off the line a-b")
+        labels = tuple(labels) if labels is not None else ("a", "b", "c")
+        if len(labels) != 3:
+            raise ConfigError(f"a plane needs 3 labels, got {len(labels)}")
+        return cls(anchors=anchors, origin=origin, basis=np.stack([e_u, e_v / n_v]), labels=labels)
+
+    @property
+    def dim(self):
+        """Ambient dimension D."""
+        return self.anchors.shape[1]
+
+    @property
+    def anchor_uv(self):
+        """(3, 2) plane coordinates of the anchors."""
+        return self.coords(self.anchors)
+
+    def coords(self, x):
+        """Plane coordinates of points x: (N, D) -> (N, 2) float64 (orthogonal projection)."""
+        x = np.asarray(x, dtype=np.float64)
+        return (x - self.origin) @ self.basis.T
+
+    def lift(self, u, v):
+        """Points origin + u e_u + v e_v for broadcastable u, v; returns (..., D) float64."""
+        u = np.asarray(u, dtype=np.float64)[..., None]
+        v = np.asarray(v, dtype=np.float64)[..., None]
+        return self.origin + u * self.basis[0] + v * self.basis[1]
+
+    def extent(self, margin=0.5):
+        """Grid bounds (u_lo, u_hi, v_lo, v_hi): the anchors' box widened on each side by
+        `margin` times its larger side."""
+        if margin < 0:
+            raise ConfigError(f"margin must be >= 0, got {margin}")
+        uv = self.anchor_uv
+        lo, hi = uv.min(axis=0), uv.max(axis=0)
+        pad = margin * float(np.max(hi - lo))
+        return lo[0] - pad, hi[0] + pad, lo[1] - pad, hi[1] + pad
+
+    def grid(self, res, margin=0.5):
+        """A res x res grid on the plane.
+
+        Returns
+        -------
+        points : (res*res, D) float64, row-major over (v, u): point k has v = v[k // res], u = u[k % res].
+        u : (res,) float64 coordinates along e_u.
+        v : (res,) float64 coordinates along e_v.
+        """
+        res = int(res)
+        if res < 2:
+            raise ConfigError(f"grid resolution must be >= 2, got {res}")
+        u_lo, u_hi, v_lo, v_hi = self.extent(margin)
+        u = _symmetric_linspace(u_lo, u_hi, res)
+        v = _symmetric_linspace(v_lo, v_hi, res)
+        vv, uu = np.meshgrid(v, u, indexing="ij")                            # (res, res) each
+        return self.lift(uu, vv).reshape(res * res, self.dim), u, v
+
+    def spec(self):
+        """JSON-able description: labels and anchor bits as 0/1 strings (for attrs)."""
+        return {"labels": list(self.labels),
+                "anchors": ["".join("1" if x > 0 else "0" for x in a) for a in self.anchors]}
+
+
+def _symmetric_linspace(lo, hi, n):
+    """n points from lo to hi; exactly mirror-symmetric around the midpoint."""
+    mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo)
+    k = np.arange(n, dtype=np.float64)
+    return mid + half * (2 * k - (n - 1)) / (n - 1)
+
+
+def _as_vector(p, name):
+    if hasattr(p, "detach"):
+        p = p.detach().cpu().numpy()
+    p = np.asarray(p, dtype=np.float64)
+    if p.ndim != 1:
+        raise DataError(f"plane anchor {name} must be a 1-D point (D,), got shape {p.shape}")
+    if not np.all(np.isfinite(p)):
+        raise DataError(f"plane anchor {name} has non-finite entries")
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing a plane
+# ---------------------------------------------------------------------------------------------
+
+def auto_plane(dataset, rule, seed=0):
+    """A plane through a training item, a nearby held-out item and a rule-violating vertex.
+
+    The held-out item is one at the smallest Hamming distance from any training item (2 flips
+    when such a pair exists; ties broken with `seed`); the third anchor is the training item
+    with one bit flipped so that it violates the rule, preferring a bit where the two items agree.
+    """
+    if len(dataset.heldout) == 0 or len(dataset.train) == 0:
+        raise ConfigError("auto_plane needs a dataset with training and held-out items")
+    rng = np.random.default_rng(seed)
+    near_i, dist = dataset.train_index.nearest(dataset.heldout)   # (M,), (M,)
+    target = 2 if np.any(dist == 2) else int(dist[dist > 0].min())
+    j = int(rng.choice(np.flatnonzero(dist == target)))
+    i = int(near_i[j])
+    k = _violating_bit(dataset.train[i], dataset.heldout[j], rule, rng)
+    return _plane_from_items(dataset, rule, i, j, k)
+
+
+def plane_from_spec(spec, dataset, rule, seed=0):
+    """Plane from a CLI-style spec: "auto" or "train:I,heldout:J,violating:K".
+
+    violating:K is training item I with bit K flipped (it must break the rule).
+    """
+    spec = (spec or "auto").strip()
+    if spec == "auto":
+        return auto_plane(dataset, rule, seed)
+    parts = {}
+    for item in spec.split(","):
+        kind, _, num = item.strip().partition(":")
+        if kind not in PLANE_KINDS or not num.strip().lstrip("-").isdigit():
+            raise ConfigError(f"bad plane spec {spec!r}: use 'auto' or 'train:I,heldout:J,violating:K'")
+        parts[kind] = int(num)
+    if set(parts) != set(PLANE_KINDS):
+        raise ConfigError(f"plane spec {spec!r} must name train, heldout and violating once each")
+    return _plane_from_items(dataset, rule, parts["train"], parts["heldout"], parts["violating"])
+
+
+def _violating_bit(a_bits, b_bits, rule, rng):
+    d = a_bits.shape[0]
+    flips = np.repeat(a_bits[None], d, axis=0)                               # (D, D)
+    flips[np.arange(d), np.arange(d)] ^= 1
+    ok = ~rule.is_valid(flips)                                               # (D,)
+    agree = a_bits == b_bits
+    for cand in (np.flatnonzero(ok & agree), np.flatnonzero(ok)):
+        if len(cand):
+            return int(rng.choice(cand))
+    raise ConfigError("no single bit flip of the training item violates the rule; pass --plane explicitly")
+
+
+def _plane_from_items(dataset, rule, i, j, k):
+    from scoreprobe.data import to_signed
+
+    n_tr, n_ho, d = len(dataset.train), len(dataset.heldout), dataset.train.shape[1]
+    for name, val, n in (("train", i, n_tr), ("heldout", j, n_ho), ("violating", k, d)):
+        if not 0 <= val < n:
+            raise ConfigError(f"plane {name}:{val} out of range [0, {n})")
+    a, b = dataset.train[i], dataset.heldout[j]
+    c = a.copy()
+    c[k] ^= 1
+    if rule.is_valid(c[None])[0]:
+        raise ConfigError(f"flipping bit {k} of training item {i} gives a valid vertex; "
+                          "pick another bit for violating:K")
+    sa, sb, sc = (to_signed(x.astype(np.uint8)) for x in (a, b, c))
+    return Plane.through(sa, sb, sc, labels=(f"train:{i}", f"heldout:{j}", f"violating:{k}"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Endpoint classification
+# ---------------------------------------------------------------------------------------------
+
+def classify(x_end, dataset, rule, anchors=None, tol=0.5):
+    """Classify ODE endpoints into the five states and match them to items and anchors.
+
+    Parameters
+    ----------
+    x_end : (N, D) float, signed endpoints (numpy or torch).
+    dataset, rule : the data the endpoints are judged against.
+    anchors : (A, D) signed points (e.g. `plane.anchors`), optional.
+
+    Returns
+    -------
+    dict of numpy arrays, those of `data.classify_endpoints` (state int8, train_index,
+    heldout_index, nearest_train_hamming, nearest_train_index, bits) plus `index` (the
+    training item reached for valid_memorized, the held-out item for valid_heldout, else -1),
+    `anchor` (index of the anchor the endpoint equals, -1 none; invalid endpoints get -1),
+    `nearest_anchor` and `nearest_anchor_hamming`.
+    """
+    from scoreprobe.data import STATE_CODES, classify_endpoints
+
+    out = classify_endpoints(x_end, dataset, rule, tol=tol)
+    state = out["state"]
+    mem, ho = state == STATE_CODES["valid_memorized"], state == STATE_CODES["valid_heldout"]
+    out["index"] = np.where(mem, out["train_index"], np.where(ho, out["heldout_index"], -1)).astype(np.int64)
+    n = len(state)
+    out["anchor"] = np.full(n, -1, dtype=np.int8)
+    out["nearest_anchor"] = np.full(n, -1, dtype=np.int8)
+    out["nearest_anchor_hamming"] = np.full(n, -1, dtype=np.int64)
+    if anchors is not None and n:
+        abits = (np.asarray(anchors) > 0).astype(np.uint8)                   # (A, D)
+        ham = (out["bits"][:, None, :] != abits[None, :, :]).sum(-1)         # (N, A)
+        near = ham.argmin(axis=1)
+        out["nearest_anchor"] = near.astype(np.int8)
+        out["nearest_anchor_hamming"] = ham[np.arange(n), near].astype(np.int64)
+        hit = (ham[np.arange(n), near] == 0) & (state != STATE_CODES["invalid"])
+        out["anchor"] = np.where(hit, near, -1).astype(np.int8)
+    return out

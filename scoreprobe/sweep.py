@@ -1,0 +1,174 @@
+"""Map one analysis over the training steps of a series, one checkpoint in memory at a time.
+
+A probe is a function `probe(model) -> xarray.Dataset` without a `step` dimension, where
+`model` is whatever `load(series, step, device)` returns (a denoiser by default; the clocks
+probe asks a GPT series for its sampler instead). `sweep` adds the `step` dimension, writes each
+step to a zarr store through `scoreprobe.store` when `out` is given (skipping steps already
+there), and returns the whole cube.
+
+Accepted sources: a single denoiser (step 0), a mapping {step: denoiser}, or a CheckpointSeries
+(anything with `.steps` and `.denoiser(step, device)`).
+"""
+import logging
+from collections.abc import Mapping
+
+import numpy as np
+import xarray as xr
+from tqdm.auto import tqdm
+
+from scoreprobe import store
+from scoreprobe.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+STEP_ATTRS = {"units": "1", "long_name": "training step"}
+
+# ---------------------------------------------------------------------------------------------
+# Sources
+# ---------------------------------------------------------------------------------------------
+
+
+def is_series(obj):
+    """True for a checkpoint series (duck-typed: `.steps` and `.denoiser` or `.sampler`)."""
+    return (not isinstance(obj, Mapping) and hasattr(obj, "steps")
+            and (hasattr(obj, "denoiser") or hasattr(obj, "sampler")))
+
+
+def is_multi(obj):
+    """True when `obj` holds several steps (a series or a {step: model} mapping)."""
+    return is_series(obj) or isinstance(obj, Mapping)
+
+
+def load_denoiser(series, step, device):
+    """Default loader: the series' (EMA) denoiser at `step`."""
+    return series.denoiser(step, device=device)
+
+
+def as_steps(obj, device="cpu", load=None):
+    """Normalize a source into an ordered list of (step, getter).
+
+    Parameters
+    ----------
+    obj : denoiser callable, mapping {step: model}, or CheckpointSeries.
+    device : passed to `load` for a series.
+    load : callable (series, step, device) -> model, for a series (default: `load_denoiser`).
+
+    Returns
+    -------
+    list of (int, callable () -> model), ascending in step. Nothing is loaded until a getter runs.
+    """
+    if is_series(obj):
+        load = load or load_denoiser
+        return [(int(s), _bind(load, obj, int(s), device)) for s in sorted(obj.steps)]
+    if isinstance(obj, Mapping):
+        try:
+            keys = sorted(int(k) for k in obj)
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"mapping keys must be integer training steps, got {list(obj)[:5]}") from e
+        by_int = {int(k): v for k, v in obj.items()}
+        return [(k, (lambda v=by_int[k]: v)) for k in keys]
+    if callable(obj):
+        return [(0, lambda: obj)]
+    raise ConfigError("expected a denoiser, a {step: denoiser} mapping or a checkpoint series, "
+                      f"got {type(obj).__name__}")
+
+
+def _bind(load, series, step, device):
+    return lambda: load(series, step, device)
+
+
+def source_identity(obj):
+    """JSON-able description of a source, recorded in a store's config to tell analyses apart."""
+    if is_series(obj):
+        ident = {"type": "series", "path": str(getattr(obj, "path", "")), "kind": getattr(obj, "kind", None)}
+        rule = getattr(obj, "rule", None)
+        if rule is not None and hasattr(rule, "spec"):
+            ident["rule"] = rule.spec()
+        return ident
+    if isinstance(obj, Mapping):
+        return {"type": "mapping", "models": sorted({type(v).__name__ for v in obj.values()})}
+    return {"type": "denoiser", "model": type(obj).__name__}
+
+
+def select_steps(pairs, steps):
+    """Keep the (step, getter) pairs whose step is in `steps` (all when None); ConfigError if missing."""
+    if steps is None:
+        return pairs
+    want = sorted({int(s) for s in np.atleast_1d(steps)})
+    have = {s for s, _ in pairs}
+    missing = [s for s in want if s not in have]
+    if missing:
+        raise ConfigError(f"steps {missing} are not in the series; available: {sorted(have)}")
+    return [(s, g) for s, g in pairs if s in set(want)]
+
+
+# ---------------------------------------------------------------------------------------------
+# The sweep
+# ---------------------------------------------------------------------------------------------
+
+
+def with_step(ds, step):
+    """Add a length-1 `step` dimension (int64 coordinate, CF attrs) in front of every data variable."""
+    ds = ds.expand_dims({"step": np.array([step], dtype=np.int64)})
+    ds["step"].attrs.update(STEP_ATTRS)
+    return ds
+
+
+def concat_steps(parts):
+    """Concatenate per-step Datasets (each with a length-1 `step` dim) along `step`."""
+    out = xr.concat(parts, dim="step", data_vars="minimal", coords="minimal", compat="override",
+                    join="exact", combine_attrs="override")
+    out["step"].attrs.update(STEP_ATTRS)
+    return out
+
+
+def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=None, load=None,
+          overwrite=False, static=None):
+    """Run `probe` at every step of `obj`; return the cube with a leading `step` dimension.
+
+    Parameters
+    ----------
+    probe : callable model -> xarray.Dataset (no `step` dim).
+    obj : series, {step: model} mapping, or a single denoiser (step 0).
+    steps : iterable of int, subset of the source's steps (default: all).
+    out : path of a zarr store; each step is appended as soon as it is computed, steps already
+        in the store are skipped (resume), a store holding another config is refused.
+    config : dict describing the analysis (probe name, arguments, source), stored as JSON.
+    device : device passed to the loader of a series.
+    progress : None (bar on a terminal), True or False.
+    load : (series, step, device) -> model; default loads the denoiser.
+    overwrite : replace an existing store at `out`.
+    static : Dataset of step-independent variables (e.g. oracle reference curves), merged into
+        the result without a `step` dimension (written once to the store).
+
+    Returns
+    -------
+    xarray.Dataset with dims (step, ...); read back from the store when `out` is given.
+    """
+    pairs = select_steps(as_steps(obj, device=device, load=load), steps)
+    config = store.normalize_config(config)
+    done = set(store.prepare_store(out, config, overwrite=overwrite)) if out is not None else set()
+    if done:
+        logger.info("%s: %d of %d steps already written, skipping them", out,
+                    len(done & {s for s, _ in pairs}), len(pairs))
+    parts, resumed = [], bool(done)
+    bar = tqdm(pairs, desc="steps", unit="step", disable=None if progress is None else not progress)
+    for step, getter in bar:
+        bar.set_postfix(step=step)
+        if step in done:
+            continue
+        model = getter()
+        part = with_step(probe(model), step)
+        if static is not None:
+            part = xr.merge([part, static], join="exact", combine_attrs="override")
+        del model  # only one checkpoint alive at a time
+        if out is not None:
+            store.append_step(out, part, config)
+            if resumed:  # record in the CF history that this run added steps to an existing store
+                store.note_history(out)
+                resumed = False
+        else:
+            parts.append(part)
+    if out is not None:
+        return store.open_store(out).sel(step=[s for s, _ in pairs])
+    return concat_steps(parts)

@@ -1,0 +1,222 @@
+import numpy as np
+from PIL import Image
+import pytest
+import torch
+
+from scoreprobe.data import STATE_CODES, Dataset, make_dataset, to_signed
+from scoreprobe.errors import ConfigError
+from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
+from scoreprobe.probes.basins import basins, retention
+from scoreprobe.rules import Parity
+from scoreprobe.slices import Plane, auto_plane
+
+VALID = [STATE_CODES[s] for s in ("valid_novel", "valid_heldout", "valid_memorized")]
+
+
+@pytest.fixture(scope="module")
+def setup():
+    rule = Parity(G=3, shape=(3, 4), layout="random", seed=2)
+    ds = make_dataset(rule, n_train=24, n_heldout=24, seed=0)
+    return rule, ds, auto_plane(ds, rule, seed=0)
+
+
+def test_memorizer_basins_end_on_training_items(setup):
+    rule, ds, plane = setup
+    b = basins(EmpiricalDenoiser(ds.train), plane, sigma_start=(0.5, 1.0, 2.0), res=10, dataset=ds, rule=rule)
+    assert b.endpoint_state.dims == ("sigma_start", "v", "u")
+    mem = (b.endpoint_state == STATE_CODES["valid_memorized"]).mean(("v", "u"))
+    assert (mem >= 0.99).all()
+    np.testing.assert_allclose(b.fraction.sel(state="valid_memorized"), mem)
+    np.testing.assert_allclose(b.fraction.sum("state"), 1.0)
+    # endpoint_index is the training item reached: its bits equal the endpoint's
+    idx = b.endpoint_index.values[b.endpoint_state.values == STATE_CODES["valid_memorized"]]
+    assert (idx >= 0).all() and (idx < len(ds.train)).all()
+
+
+def test_anchors_in_their_own_basins(setup):
+    rule, ds, plane = setup
+    # margin=0: the three anchors of auto_plane sit on grid corners
+    res = 5
+    pts, u, v = plane.grid(res, margin=0.0)
+    corner = {}
+    for k, (au, av) in enumerate(plane.anchor_uv):
+        iu, iv = np.abs(u - au).argmin(), np.abs(v - av).argmin()
+        np.testing.assert_allclose(pts[iv * res + iu], plane.anchors[k], atol=1e-9)
+        corner[k] = (iv, iu)
+    kw = dict(res=res, margin=0.0, dataset=ds, rule=rule, sigma_start=(0.2, 0.5))
+    mem = basins(EmpiricalDenoiser(ds.train), plane, **kw).endpoint_anchor.values
+    gen = basins(RuleDenoiser(rule), plane, **kw).endpoint_anchor.values
+    for s in range(2):
+        assert mem[s][corner[0]] == 0                  # the training item attracts itself...
+        assert mem[s][corner[1]] != 1                  # ...the memorizer has no held-out attractor
+        assert gen[s][corner[0]] == 0 and gen[s][corner[1]] == 1   # valid vertices are attractors
+        assert gen[s][corner[2]] != 2 and mem[s][corner[2]] != 2   # the violating vertex is not
+
+
+def test_rule_oracle_basins_end_on_valid_vertices(setup):
+    rule, ds, plane = setup
+    # a plane through three valid vertices: a training item and two held-out items
+    valid_plane = Plane.through(*(to_signed(x) for x in (ds.train[0], ds.heldout[0], ds.heldout[1])))
+    b = basins(RuleDenoiser(rule), valid_plane, sigma_start=(0.5, 2.0), res=10, dataset=ds, rule=rule)
+    valid = b.fraction.sel(state=["valid_novel", "valid_heldout", "valid_memorized"]).sum("state")
+    assert (valid >= 0.99).all()
+    assert np.isin(b.endpoint_state.values, VALID).mean() >= 0.99
+    # Through the violating anchor of auto_plane the plane lies in the fixed set of a rule symmetry
+    # (swapping two untouched bits of the broken group), so some starts end on a saddle (`invalid`),
+    # but the exact rule oracle never ends on a rule-violating vertex.
+    b = basins(RuleDenoiser(rule), plane, sigma_start=(0.5, 2.0), res=10, dataset=ds, rule=rule)
+    assert (b.endpoint_state != STATE_CODES["rule_violating"]).all()
+
+
+def test_symmetric_plane_gives_a_mirror_symmetric_map():
+    # Parity with contiguous groups of 4: swapping bits 0 and 1 (same group) is a symmetry of the
+    # rule. Anchors a, b = a with bits 0, 1 swapped, c fixed by the swap: the swap acts on the plane
+    # as u -> -u, so the map must be mirror symmetric with anchors a and b exchanged.
+    rule = Parity(G=4, shape=(2, 4))
+    a = np.array([1, 0, 1, 0, 1, 1, 0, 0], np.uint8)
+    b = a[[1, 0, 2, 3, 4, 5, 6, 7]]
+    c = np.array([1, 1, 1, 1, 1, 1, 0, 0], np.uint8)       # valid and fixed by the swap (c0 = c1)
+    heldout = np.array([[1, 0, 0, 1, 0, 0, 0, 0], [0, 1, 0, 1, 0, 0, 0, 0]], np.uint8)   # closed under the swap
+    ds = Dataset(train=np.stack([a, b]), heldout=heldout, rule=rule)
+    plane = Plane.through(to_signed(a), to_signed(b), to_signed(c))
+    assert plane.anchor_uv[0, 0] == pytest.approx(-plane.anchor_uv[1, 0]) and abs(plane.anchor_uv[2, 0]) < 1e-12
+    res = 16
+    out = basins(RuleDenoiser(rule), plane, sigma_start=(0.5, 1.0, 2.0), res=res, dataset=ds, rule=rule,
+                 dtype=torch.float64)
+    st, an = out.endpoint_state.values, out.endpoint_anchor.values
+    assert np.isin(st, VALID).mean() >= 0.99
+    np.testing.assert_array_equal(st, st[..., ::-1])
+    swap = np.array([1, 0, 2, -1])                        # anchor id a <-> b; index -1 maps to -1
+    np.testing.assert_array_equal(an, swap[an[..., ::-1]])
+    assert (an == 0).any() and (an == 1).any()            # both basins are on the map
+
+
+def test_retention_memorizer_and_rule_oracle(setup):
+    rule, ds, _ = setup
+    sig = (0.1, 0.4, 1.0)
+    r = retention(EmpiricalDenoiser(ds.train), None, sig, n_noise=8, n_train=6, n_heldout=6, dataset=ds, rule=rule)
+    assert r.retained.dims == ("sigma", "sample") and list(r.split.values) == ["train"] * 6 + ["heldout"] * 6
+    tr, ho = r.sel(sample=r.split == "train"), r.sel(sample=r.split == "heldout")
+    assert (tr.retained.sel(sigma=0.1) >= 0.99).all()                     # training items keep their basin
+    assert (ho.retained == 0).all() and (ho.captured >= 0.99).all()        # held-out items are swallowed
+    g = retention(RuleDenoiser(rule), None, sig, n_noise=8, n_train=6, n_heldout=6, dataset=ds, rule=rule)
+    gho = g.sel(sample=g.split == "heldout")
+    assert (gho.retained.sel(sigma=0.1) >= 0.99).all() and (gho.captured.sel(sigma=0.1) == 0).all()
+    assert (g.valid >= 0.99).all()
+    # chunking does not change the result (noise is drawn per (item, restart) index)
+    g2 = retention(RuleDenoiser(rule), None, sig, n_noise=8, n_train=6, n_heldout=6, dataset=ds, rule=rule,
+                   chunk_size=5)
+    np.testing.assert_array_equal(g.retained.values, g2.retained.values)
+
+
+def test_retention_points_and_split_from_lookup(setup):
+    rule, ds, _ = setup
+    pts = to_signed(np.stack([ds.heldout[3], ds.train[5], rule.sample(1, seed=9)[0]]))
+    r = retention(RuleDenoiser(rule), pts, 0.2, n_noise=2, dataset=ds, rule=rule)
+    assert r.item_index.values[:2].tolist() == [3, 5]
+    assert r.split.values[0] == "heldout" and r.split.values[1] == "train"
+    with pytest.raises(ConfigError):
+        retention(RuleDenoiser(rule), pts[:, :5], 0.2, dataset=ds, rule=rule)
+
+
+def test_basins_over_a_mapping_writes_an_idempotent_store(setup, tmp_path):
+    rule, ds, plane = setup
+    calls = []
+
+    def counted(D):
+        def f(x, s):
+            calls.append(len(x))
+            return D(x, s)
+        return f
+
+    m = {100: counted(RuleDenoiser(rule)), 10: counted(EmpiricalDenoiser(ds.train))}
+    kw = dict(sigma_start=1.0, res=6, dataset=ds, rule=rule, out=tmp_path / "b.zarr")
+    b = basins(m, plane, **kw)
+    assert b.endpoint_state.dims == ("step", "sigma_start", "v", "u") and b.step.values.tolist() == [10, 100]
+    assert b.fraction.sel(step=10, state="valid_memorized").item() >= 0.99
+    n = len(calls)
+    b2 = basins(m, plane, **kw)                           # rerun: everything is read back, nothing recomputed
+    assert len(calls) == n
+    np.testing.assert_array_equal(b.endpoint_state.values, b2.endpoint_state.values)
+    with pytest.raises(ConfigError):
+        basins(RuleDenoiser(rule), plane, res=4)          # no dataset/rule
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+# ---------------------------------------------------------------------------------------------
+
+class _OracleSeries:
+    """A stand-in CheckpointSeries whose 'checkpoints' are the two oracles."""
+    kind = "dit"
+
+    def __init__(self, path, rule, dataset):
+        self.path, self.rule, self.dataset = str(path), rule, dataset
+        self.models = {0: RuleDenoiser(rule), 100: EmpiricalDenoiser(dataset.train)}
+        self.steps = sorted(self.models)
+
+    def denoiser(self, step, device="cpu", ema=True):
+        return self.models[step]
+
+
+def test_cli_basins_table_store_rerun_and_animate(setup, tmp_path, monkeypatch, capsys):
+    from click.testing import CliRunner
+
+    import scoreprobe.checkpoints
+    from scoreprobe.cli import cli, main
+    from scoreprobe.store import open_store
+    rule, ds, _ = setup
+    monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
+    monkeypatch.chdir(tmp_path)
+    args = ["basins", str(tmp_path), "--res", "6", "--n-steps", "8", "--steps", "all", "--sigma-start", "0.5,1"]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0, r.output
+    rows = {int(ln.split()[0]): [float(t) for t in ln.split()[1:]] for ln in r.output.splitlines()
+            if ln.strip() and ln.split()[0].isdigit()}
+    assert rows[100][0] == 1.0                   # memorizer: the whole plane flows to training items
+    assert rows[0][3] == 0.0                     # rule oracle: nothing ends rule-violating
+    b = open_store(tmp_path / "basins.zarr")
+    assert b.step.values.tolist() == [0, 100] and b.sizes["sigma_start"] == 2
+    with Image.open(tmp_path / "basins.gif") as im:
+        assert im.n_frames == 2
+    r2 = CliRunner().invoke(cli, args)            # rerun: the store is reused, same table
+    assert r2.exit_code == 0 and r2.output.split("wrote")[0] == r.output.split("wrote")[0]
+    r = CliRunner().invoke(cli, ["animate", "basins.zarr", "--out", "again.gif"])
+    assert r.exit_code == 0 and (tmp_path / "again.gif").is_file()
+    with pytest.raises(SystemExit) as e:          # another grid on the same store: refused, exit 2
+        main(["basins", str(tmp_path), "--res", "7"])
+    assert e.value.code == 2 and "different analysis" in capsys.readouterr().err
+
+
+def test_cli_field(setup, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    import scoreprobe.checkpoints
+    from scoreprobe.cli import cli
+    rule, ds, _ = setup
+    monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(cli, ["field", str(tmp_path), "--res", "5", "--sigma", "0.5", "--steps", "100"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "field.png").is_file() and (tmp_path / "field.zarr").is_dir()
+
+
+def test_cli_basins_on_the_shipped_series(tmp_path, monkeypatch, capsys):
+    from scoreprobe.checkpoints import load_series
+    from scoreprobe.cli import main
+    from scoreprobe.errors import CheckpointError
+    try:
+        series = load_series()
+    except CheckpointError as e:
+        pytest.skip(f"no shipped series: {e}")
+    monkeypatch.chdir(tmp_path)
+    main(["basins", "--res", "6", "--n-steps", "4"])            # default: --steps auto
+    out = capsys.readouterr().out
+    rows = [ln.split() for ln in out.splitlines() if ln.strip() and ln.split()[0].isdigit()]
+    steps = [int(r[0]) for r in rows]
+    assert set(steps) <= set(series.steps) and 2 <= len(steps) <= 8
+    assert steps[0] == series.steps[0] and steps[-1] == series.steps[-1]
+    for r in rows:
+        assert sum(float(t) for t in r[1:]) == pytest.approx(1.0, abs=0.01)
+    with Image.open(tmp_path / "basins.gif") as im:
+        assert im.n_frames == len(steps)

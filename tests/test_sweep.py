@@ -1,0 +1,90 @@
+"""sweep.py: source normalization, lazy one-at-a-time loading, step selection, static variables."""
+import gc
+import weakref
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from scoreprobe.errors import ConfigError
+from scoreprobe.sweep import as_steps, is_series, source_identity, sweep
+
+
+class Model:
+    def __init__(self, step):
+        self.step = step
+
+    def __call__(self, x, sigma):
+        return x
+
+
+class FakeSeries:
+    """Duck-typed CheckpointSeries that records what is alive when a model is loaded."""
+
+    def __init__(self, steps):
+        self.steps, self.path, self.kind = list(steps), "runs/fake", "dit"
+        self.loaded, self.alive, self.refs = [], [], []
+
+    def denoiser(self, step, device="cpu"):
+        gc.collect()
+        self.alive.append(sum(r() is not None for r in self.refs))
+        self.loaded.append((step, device))
+        model = Model(step)
+        self.refs.append(weakref.ref(model))
+        return model
+
+
+def probe(model):
+    return xr.Dataset({"value": ((), float(model.step)), "vec": (("sample",), np.full(3, model.step))},
+                      coords={"sample": np.arange(3)})
+
+
+def test_as_steps_normalizes_sources():
+    d = Model(0)
+    assert [(s, g() is d) for s, g in as_steps(d)] == [(0, True)]
+    pairs = as_steps({30: Model(30), 1: Model(1), 5: Model(5)})
+    assert [s for s, _ in pairs] == [1, 5, 30] and [g().step for _, g in pairs] == [1, 5, 30]
+    series = FakeSeries([10, 0, 100])
+    pairs = as_steps(series, device="meta")
+    assert series.loaded == [] and [s for s, _ in pairs] == [0, 10, 100]  # nothing loaded yet
+    assert pairs[1][1]().step == 10 and series.loaded == [(10, "meta")]
+    assert is_series(series) and not is_series({1: d})
+    with pytest.raises(ConfigError, match="integer training steps"):
+        as_steps({"a": d})
+    with pytest.raises(ConfigError, match="expected a denoiser"):
+        as_steps(42)
+
+
+def test_sweep_loads_one_model_at_a_time():
+    series = FakeSeries([0, 1, 10, 100])
+    ds = sweep(probe, series, progress=False)
+    assert [s for s, _ in series.loaded] == [0, 1, 10, 100]
+    assert max(series.alive) == 0  # the previous step's model was freed before the next load
+    assert list(ds.step.values) == [0, 1, 10, 100] and ds.step.dtype == np.int64
+    np.testing.assert_array_equal(ds.value.values, [0, 1, 10, 100])
+    assert ds.vec.dims == ("step", "sample") and ds.step.attrs["units"] == "1"
+
+
+def test_step_selection():
+    series = FakeSeries([0, 1, 10, 100])
+    ds = sweep(probe, series, steps=[100, 1], progress=False)
+    assert list(ds.step.values) == [1, 100] and [s for s, _ in series.loaded] == [1, 100]
+    with pytest.raises(ConfigError, match=r"steps \[7\] are not in the series"):
+        sweep(probe, series, steps=[7], progress=False)
+
+
+def test_static_variables_have_no_step(tmp_path):
+    static = xr.Dataset({"ref": (("sample",), np.array([1.0, 2.0, 3.0]))}, coords={"sample": np.arange(3)})
+    mapping = {s: Model(s) for s in (0, 5)}
+    mem = sweep(probe, mapping, static=static, progress=False)
+    disk = sweep(probe, mapping, static=static, out=tmp_path / "s.zarr", config={"p": 1}, progress=False)
+    for ds in (mem, disk):
+        assert ds.ref.dims == ("sample",) and ds.vec.dims == ("step", "sample")
+        np.testing.assert_array_equal(ds.ref.values, [1.0, 2.0, 3.0])
+    xr.testing.assert_equal(mem, disk)
+
+
+def test_source_identity_is_json_friendly():
+    assert source_identity(FakeSeries([0]))["path"] == "runs/fake"
+    assert source_identity({0: Model(0)}) == {"type": "mapping", "models": ["Model"]}
+    assert source_identity(Model(0)) == {"type": "denoiser", "model": "Model"}
