@@ -56,7 +56,7 @@ def parse_args(argv=None):
     p.add_argument("--smoke", action="store_true", help="same as --preset smoke")
     p.add_argument("--model", choices=["dit", "gpt"], default="dit")
     p.add_argument("--size", default="tiny", help="model size preset")
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--seed", type=int, default=0)
     for key in ("Gs", "Ns"):
         p.add_argument(f"--{key}", type=lambda s: [int(v) for v in s.split(",")], default=None)

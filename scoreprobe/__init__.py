@@ -3,6 +3,14 @@
 The public API is re-exported here; nothing is defined in this file.
 """
 import logging as _logging
+import os as _os
+import sys as _sys
+
+# Tiny models on a few shared cores: OpenMP worker threads that spin while waiting make torch
+# up to ~10x slower when another process holds a core. Passive waiting costs nothing measurable
+# here; it only applies when torch is not imported yet, and an explicit setting wins.
+if "torch" not in _sys.modules:
+    _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 

@@ -140,18 +140,48 @@ def _fmt_tau(value):
     return "never reached" if value is None or not math.isfinite(value) else f"{value:.0f}"
 
 
+def _figure_path(ctx, param, value):
+    """--plot callback: refuse, before any computing, a file type matplotlib cannot write."""
+    import os
+    from matplotlib.backend_bases import FigureCanvasBase
+    ext = os.path.splitext(value or "")[1].lower().lstrip(".")
+    types = FigureCanvasBase.get_supported_filetypes()
+    if ext and ext not in types:
+        raise click.BadParameter(f"cannot write a figure to {value!r}: use .{', .'.join(sorted(types))}")
+    return value
+
+
+def _save_figure(fig, path, dpi):
+    import pathlib
+    pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+
+
+def _sweep_options(out, plot_help, chunk_help):
+    """--steps, --out, --overwrite, --plot, --chunk-size, --device: the options clocks and dsm share."""
+    options = (
+        click.option("--steps", default="all", help="Checkpoints: all or S1,S2,..."),
+        click.option("--out", type=click.Path(), default=out, help="Zarr store (resumable)."),
+        click.option("--overwrite", is_flag=True, help="Replace an existing store at --out."),
+        click.option("--plot", type=click.Path(dir_okay=False), default=None, callback=_figure_path, help=plot_help),
+        click.option("--chunk-size", type=click.IntRange(min=1), default=None, help=chunk_help),
+        click.option("--device", default="auto", help="cpu, cuda, cuda:1 or auto."),
+    )
+
+    def decorate(fn):
+        for option in reversed(options):  # applied bottom-up, so --help lists them in this order
+            fn = option(fn)
+        return fn
+    return decorate
+
+
 @cli.command()
 @click.argument("series", required=False, type=click.Path(exists=True, file_okay=False))
 @click.option("--n-samples", type=click.IntRange(min=1), default=500,
               help="Samples per checkpoint (library default 1000; 500 keeps a CPU run at about a minute).")
 @click.option("--seed", type=int, default=0, help="Seed of the initial noise (the same at every step).")
 @click.option("--n-steps", type=click.IntRange(min=1), default=18, help="Heun PF-ODE steps (DiT).")
-@click.option("--steps", default="all", help="Checkpoints: all or S1,S2,...")
-@click.option("--out", type=click.Path(), default="clocks.zarr", help="Zarr store (resumable).")
-@click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
-@click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write the clock and state figure here.")
-@click.option("--chunk-size", type=click.IntRange(min=1), default=None, help="ODE batch rows (memory bound).")
-@click.option("--device", default="auto", help="cpu, cuda, cuda:1 or auto.")
+@_sweep_options("clocks.zarr", "Write the clock and state figure here.", "ODE batch rows (memory bound).")
 def clocks(series, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_size, device):
     """Rule accuracy and memorization at every checkpoint of SERIES (default: the shipped series),
     with τ_rule, τ_mem and the innovation window."""
@@ -192,7 +222,7 @@ def _clocks_figure(ds, path):
     ax1, ax2 = fig.subplots(1, 2)
     plot_clocks(ds, ax=ax1)
     plot_states(ds, ax=ax2)
-    fig.savefig(path, dpi=120)
+    _save_figure(fig, path, dpi=120)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,12 +237,7 @@ def _clocks_figure(ds, path):
 @click.option("--n-heldout", type=click.IntRange(min=0), default=None,
               help="Held-out items [default: as many as training items].")
 @click.option("--seed", type=int, default=0, help="Seed of the noise bank.")
-@click.option("--steps", default="all", help="Checkpoints: all or S1,S2,...")
-@click.option("--out", type=click.Path(), default="dsm.zarr", help="Zarr store (resumable).")
-@click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
-@click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write the loss and gap figure here.")
-@click.option("--chunk-size", type=click.IntRange(min=1), default=None, help="Denoiser rows per call (memory bound).")
-@click.option("--device", default="auto", help="cpu, cuda, cuda:1 or auto.")
+@_sweep_options("dsm.zarr", "Write the loss and gap figure here.", "Denoiser rows per call (memory bound).")
 def dsm(series, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite, plot, chunk_size, device):
     """DSM loss by σ for training vs held-out items at every checkpoint of SERIES (default: the
     shipped series), with the memorizer and rule-oracle references; prints the mean over σ in [0.2, 2]."""
@@ -261,7 +286,7 @@ def _dsm_figure(ds, path):
     plot_dsm(ds, ax=axes[0] if multi else axes)
     if multi:
         plot_dsm_gap(ds, ax=axes[1])
-    fig.savefig(path, dpi=120)
+    _save_figure(fig, path, dpi=120)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -434,6 +459,9 @@ def basins(series, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
     from scoreprobe.slices import plane_from_spec
     from scoreprobe.viz import animate_basins
     t0 = time.perf_counter()
+    animate_path = None if no_animate else animate_path
+    if animate_path and not animate_path.lower().endswith((".gif", ".mp4")):  # fail before computing
+        raise click.BadParameter(f"use a .gif or .mp4 file name, got {animate_path!r}", param_hint="--animate")
     s = load_series(series)
     dev = resolve_device(device)
     plane = plane_from_spec(plane_spec, s.dataset, s.rule, seed=seed)
@@ -449,7 +477,7 @@ def basins(series, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
         click.echo(line)
     if out:
         click.echo(f"wrote {out}")
-    if animate_path and not no_animate:
+    if animate_path:
         click.echo(f"wrote {animate_basins(ds, animate_path, sigma_start=sig[0])}")
     click.echo(f"done in {time.perf_counter() - t0:.1f} s")
 
@@ -464,7 +492,8 @@ def basins(series, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
 @click.option("--oracles/--no-oracles", default=True, help="Also the memorizer's and the rule oracle's fields.")
 @click.option("--out", type=click.Path(), default="field.zarr", help="Zarr store (model fields; resumable).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
-@click.option("--plot", type=click.Path(dir_okay=False), default="field.png", help="Figure at the last step.")
+@click.option("--plot", type=click.Path(dir_okay=False), default="field.png", callback=_figure_path,
+              help="Figure at the last step.")
 @click.option("--device", default="auto", help="cpu, cuda, cuda:1 or auto.")
 def field(series, plane_spec, sigma, res, steps, seed, oracles, out, overwrite, plot, device):
     """Score field on a plane at checkpoints of SERIES (default: the shipped series), next to the
@@ -506,7 +535,7 @@ def _field_figure(ds, sigma, oracles, path):
     axes = fig.subplots(1, len(prefixes), squeeze=False)[0]
     for ax, prefix in zip(axes, prefixes):
         plot_field(ds, sigma=sigma, prefix=prefix, ax=ax)
-    fig.savefig(path, dpi=110)
+    _save_figure(fig, path, dpi=110)
 
 
 @cli.command()

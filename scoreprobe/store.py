@@ -210,9 +210,13 @@ def prepare_store(path, config, overwrite=False):
     if old is None and (n > 0 or any(True for _ in group.array_keys())):
         raise StoreError(f"{path} is a zarr store not written by scoreprobe; choose another --out or pass --overwrite")
     if n > 0:
-        diff = config_diff(json.loads(old), config)
+        old = json.loads(old)
+        diff = config_diff(old, config)
         if diff:
-            raise StoreError(f"store {path} holds a different analysis (config keys differ: {', '.join(diff)}); "
+            probes = (old.get("probe"), (config or {}).get("probe"))
+            what = (f"{probes[0]}, not {probes[1]}" if "probe" in diff and all(probes)
+                    else f"config keys differ: {', '.join(diff)}")
+            raise StoreError(f"store {path} holds a different analysis ({what}); "
                              "write to another --out or pass --overwrite to replace it")
         _truncate(group, n)
     return written_steps(path)
@@ -290,7 +294,8 @@ def append_step(path, ds, config=None, history=None):
         if dup:
             raise StoreError(f"steps {dup} are already in {path}; refusing to write them twice")
         _check_compatible(path, group, ds)
-        ds.attrs = dict(group.attrs)  # to_zarr replaces global attrs: keep the stored ones
+        # to_zarr replaces global attrs: keep the stored ones ("coordinates" is xarray's own bookkeeping)
+        ds.attrs = {k: v for k, v in group.attrs.items() if k != "coordinates"}
         try:
             ds.to_zarr(str(path), mode="a-", append_dim=STEP_DIM, consolidated=False, write_empty_chunks=True)
         except ValueError as e:

@@ -96,6 +96,8 @@ def select_steps(pairs, steps):
         return pairs
     want = sorted({int(s) for s in np.atleast_1d(steps)})
     have = {s for s, _ in pairs}
+    if not want:
+        raise ConfigError(f"no steps selected; choose one or more of {sorted(have)}")
     missing = [s for s in want if s not in have]
     if missing:
         raise ConfigError(f"steps {missing} are not in the series; available: {sorted(have)}")

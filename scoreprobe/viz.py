@@ -433,7 +433,8 @@ def _step_axis(ax, steps):
     """Log-like x axis that keeps step 0: symlog, linear below the first positive checkpoint."""
     positive = steps[steps > 0]
     ax.set_xscale("symlog", linthresh=float(positive.min()) if positive.size else 1.0, linscale=0.3)
-    ax.set_xlim(float(steps.min()), float(steps.max()))
+    if steps.max() > steps.min():  # a single checkpoint keeps matplotlib's automatic limits
+        ax.set_xlim(float(steps.min()), float(steps.max()))
     ax.set_xlabel("training step")
 
 

@@ -188,6 +188,22 @@ def test_cli_basins_table_store_rerun_and_animate(setup, tmp_path, monkeypatch, 
     assert e.value.code == 2 and "different analysis" in capsys.readouterr().err
 
 
+def test_cli_bad_options_fail_before_computing(setup, tmp_path, monkeypatch, capsys):
+    import scoreprobe.checkpoints
+    from scoreprobe.cli import main
+    rule, ds, _ = setup
+    monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
+    monkeypatch.chdir(tmp_path)
+    for args, message in ((["basins", "--animate", "b.txt"], "use a .gif or .mp4"),
+                          (["field", "--plot", "f.doc"], "cannot write a figure to 'f.doc'"),
+                          (["basins", "--steps", ",", "--no-animate"], "error: no steps selected")):
+        with pytest.raises(SystemExit) as e:
+            main([*args, str(tmp_path), "--res", "4"])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and message in err and "Traceback" not in err
+        assert not list(tmp_path.glob("*.zarr"))  # refused before anything was computed or written
+
+
 def test_cli_field(setup, tmp_path, monkeypatch):
     from click.testing import CliRunner
 

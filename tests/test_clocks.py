@@ -1,6 +1,7 @@
 """probes/clocks.py: oracles through clocks (ground truth), taus on synthetic curves, power-law fits."""
 import itertools
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -229,6 +230,9 @@ def test_clock_figures_mark_taus_and_stack_states():
     fig = plot_states(states)
     tops = fig.axes[0].collections[-1].get_paths()[0].vertices[:, 1]
     assert tops.max() == pytest.approx(1.0)  # the five fractions stack to one
+    with warnings.catch_warnings():  # one checkpoint (`clocks --steps S --plot`): no singular-xlim warning
+        warnings.simplefilter("error")
+        plot_clocks(curves([100], [0.5], [0.0]))
 
 
 # ---------------------------------------------------------------------------------------------

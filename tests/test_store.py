@@ -77,6 +77,8 @@ def test_mismatched_config_refused(tmp_path):
     sweep(toy_probe, mapping(), steps=[0], out=path, config=CONFIG, progress=False)
     with pytest.raises(StoreError, match=r"config keys differ: n, shape.*--out.*--overwrite"):
         sweep(toy_probe, mapping(), out=path, config={"probe": "toy", "n": 6, "shape": (2, 4)}, progress=False)
+    with pytest.raises(StoreError, match=r"holds a different analysis \(toy, not other\); write to another --out"):
+        sweep(toy_probe, mapping(), out=path, config={"probe": "other", "n": 5}, progress=False)
     assert store.written_steps(path) == [0]  # nothing mixed in
     out = sweep(toy_probe, mapping(), out=path, config={"probe": "toy", "n": 6}, overwrite=True, progress=False)
     assert list(out.step.values) == STEPS and json.loads(out.attrs["scoreprobe_config"])["n"] == 6

@@ -71,6 +71,8 @@ def test_step_selection():
     assert list(ds.step.values) == [1, 100] and [s for s, _ in series.loaded] == [1, 100]
     with pytest.raises(ConfigError, match=r"steps \[7\] are not in the series"):
         sweep(probe, series, steps=[7], progress=False)
+    with pytest.raises(ConfigError, match=r"no steps selected; choose one or more of \[0, 1, 10, 100\]"):
+        sweep(probe, series, steps=[], progress=False)  # not a bare xarray error from an empty concat
 
 
 def test_static_variables_have_no_step(tmp_path):
