@@ -89,7 +89,8 @@ def _train_options(fn):
 @click.option("--G", "G", type=int, default=2, help="Parity group size.")
 @click.option("--k", type=int, default=3, help="Ones per image (exactk) or per row (rowk).")
 @click.option("--n", type=int, default=4, help="Latin square / Sudoku size.")
-@click.option("--layout", type=click.Choice(["contiguous", "random"]), default="random")
+@click.option("--layout", type=click.Choice(["contiguous", "offset", "random"]), default="random",
+              help="Parity groups: consecutive pixels, the same shifted by one pixel, or a seeded permutation.")
 @click.option("--rule-seed", type=int, default=0, help="Seed of the random parity layout.")
 @click.option("--shape", default="6x6", help="Image shape HxW (parity, exactk, rowk).")
 @click.option("--device", default="auto", help="cpu, cuda, cuda:1 or auto.")

@@ -114,11 +114,16 @@ class Rule:
         return f"{type(self).__name__}({args})"
 
 
+LAYOUTS = ("contiguous", "offset", "random")
+
+
 class Parity(Rule):
     """The H*W raster pixels are split into D/G groups of G pixels; each group has even parity.
 
-    layout="contiguous": group g holds pixels g*G .. (g+1)*G-1. layout="random": the groups are
-    consecutive slices of the fixed permutation np.random.default_rng(seed).permutation(D).
+    layout="contiguous": group g holds pixels g*G .. (g+1)*G-1. layout="offset": the same one pixel
+    later, g*G+1 .. (g+1)*G, the last group wrapping round to pixel 0 (with patch size 2 and G = 2 every
+    pair then straddles two tokens). layout="random": the groups are consecutive slices of the fixed
+    permutation np.random.default_rng(seed).permutation(D).
     n_valid = 2**(D - D/G); sample() is exactly uniform.
     """
 
@@ -132,12 +137,13 @@ class Parity(Rule):
             divisors = [g for g in range(1, d + 1) if d % g == 0]
             raise ConfigError(f"G={self.G} does not divide D={d} pixels of a {self.shape[0]}x{self.shape[1]} "
                               f"image; choose one of {divisors}")
-        if layout not in ("contiguous", "random"):
-            raise ConfigError(f"layout must be 'contiguous' or 'random', got {layout!r}")
+        if layout not in LAYOUTS:
+            raise ConfigError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
         self.layout, self.seed = layout, _int(seed, "seed", 0)
         self.image_shape = (1, *self.shape)
         self.n_groups = d // self.G
-        order = np.arange(d) if layout == "contiguous" else np.random.default_rng(self.seed).permutation(d)
+        order = {"contiguous": lambda: np.arange(d), "offset": lambda: np.roll(np.arange(d), -1),
+                 "random": lambda: np.random.default_rng(self.seed).permutation(d)}[layout]()
         self.groups = order.astype(np.int64).reshape(self.n_groups, self.G)  # (n_groups, G) bit indices
 
     @property

@@ -20,7 +20,8 @@ def all_vectors(d):
 
 def parity_groups(G, shape, layout, seed):
     d = shape[0] * shape[1]
-    order = list(range(d)) if layout == "contiguous" else list(np.random.default_rng(seed).permutation(d))
+    order = {"contiguous": list(range(d)), "offset": list(range(1, d)) + [0],
+             "random": list(np.random.default_rng(seed).permutation(d))}[layout]
     return [order[i:i + G] for i in range(0, d, G)]
 
 
@@ -59,7 +60,7 @@ def check_against(rule, vectors, direct):
 
 
 PARITY_CASES = [(G, shape, layout, seed) for shape, Gs in (((2, 4), (1, 2, 4, 8)), ((3, 3), (1, 3, 9)))
-                for G in Gs for layout, seed in (("contiguous", 0), ("random", 0), ("random", 3))]
+                for G in Gs for layout, seed in (("contiguous", 0), ("offset", 0), ("random", 0), ("random", 3))]
 
 
 @pytest.mark.parametrize("G,shape,layout,seed", PARITY_CASES)
@@ -194,6 +195,14 @@ def test_spec_round_trip(rule):
     np.testing.assert_array_equal(again.sample(20, seed=4), rule.sample(20, seed=4))
     if isinstance(rule, Parity):
         np.testing.assert_array_equal(again.groups, rule.groups)
+
+
+def test_offset_layout_pairs_straddle_patch_2_tokens():
+    rule = Parity(2, shape=(6, 6), layout="offset")
+    rows, cols = np.divmod(rule.groups, 6)
+    token = (rows // 2) * 3 + cols // 2
+    assert (token[:, 0] != token[:, 1]).all()
+    assert sorted(rule.groups.ravel().tolist()) == list(range(36))
 
 
 def test_shapes_and_layout():
