@@ -218,6 +218,7 @@ def train_run(cfg, run_dir, device="cpu", progress=None):
     if resume.exists():
         st.load_state_dict(torch.load(resume, map_location=device, weights_only=True))
         logger.info("resuming %s from step %d", run_dir, st.step)
+        _truncate_log(run_dir / "train_log.jsonl", st.step)
     elif st.step in save_at:
         _save_step(cfg, run_dir, st, arch)
     train_bits = ds.train
@@ -244,6 +245,13 @@ def train_run(cfg, run_dir, device="cpu", progress=None):
         log.close()
     resume.unlink(missing_ok=True)
     return run_dir
+
+
+def _truncate_log(path, step):
+    """Drop log lines written after `step` by an interrupted run (they are about to be redone)."""
+    if path.exists():
+        keep = [l for l in path.read_text().splitlines(True) if l.strip() and json.loads(l)["step"] <= step]
+        path.write_text("".join(keep))
 
 
 def _train_step(cfg, st, train_bits, device):

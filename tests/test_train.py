@@ -67,6 +67,8 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path, monkeypatch):
     assert (tmp_path / "killed" / "resume.pt").exists()
     monkeypatch.setattr(train_mod, "_train_step", real_step)
     resumed = train_run(cfg, tmp_path / "killed", progress=False)
+    log_steps = lambda run: [json.loads(l)["step"] for l in (run / "train_log.jsonl").read_text().splitlines()]  # noqa: E731
+    assert log_steps(resumed) == log_steps(full)   # no step logged twice after the resume
     for s in checkpoint_steps(cfg.total_steps, cfg.n_checkpoints):
         a = torch.load(ckpt_path(full, s), weights_only=True)["ema"]
         b = torch.load(ckpt_path(resumed, s), weights_only=True)["ema"]
