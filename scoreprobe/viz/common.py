@@ -1,0 +1,42 @@
+"""Shared helpers of the figure modules: axes creation, step / level selection, state colours."""
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from scoreprobe.errors import ConfigError
+
+
+def _new_axes(ax, figsize=(5.0, 4.2)):
+    """(fig, ax): the given axes' figure, or a new Figure with one axes."""
+    if ax is not None:
+        return ax.figure, ax
+    fig = Figure(figsize=figsize, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot()
+
+
+def _pick_step(ds, step):
+    """Select one step (default: the last) when `ds` has a step dim; returns (ds, step or None)."""
+    if "step" not in ds.dims:
+        return ds, None
+    step = int(ds.step.values[-1]) if step is None else int(step)
+    if step not in set(int(s) for s in ds.step.values):
+        raise ConfigError(f"step {step} is not in the data; available: {[int(s) for s in ds.step.values]}")
+    return ds.sel(step=step), step
+
+
+def _pick_level(ds, dim, value):
+    """Select the level of `dim` nearest to `value` (default: the middle one)."""
+    if value is None:
+        return ds.isel({dim: len(ds[dim]) // 2})
+    return ds.sel({dim: float(value)}, method="nearest")
+
+
+STATE_COLORS = {
+    "invalid": "#3b3b3b",
+    "rule_violating": "#d62728",
+    "valid_novel": "#2ca02c",
+    "valid_heldout": "#1f77b4",
+    "valid_memorized": "#ff9f1c",
+}
+ANCHOR_MARKERS = ("o", "s", "^")

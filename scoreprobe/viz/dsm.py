@@ -1,0 +1,139 @@
+"""DSM figures: loss by σ (train vs held-out, oracle references) and the gap heatmap (σ × step)."""
+import numpy as np
+
+from scoreprobe.errors import ConfigError
+from scoreprobe.viz.common import _new_axes
+
+
+DSM_BAND = (0.2, 2.0)   # σ range where the rule / memorization transitions live (shaded)
+
+
+def _dsm_steps(ds, steps, max_steps=6):
+    """The steps to draw: all given, else up to `max_steps` spread over the series ([None] if no step dim)."""
+    if "step" not in ds.dims:
+        return [None]
+    have = [int(s) for s in ds.step.values]
+    if steps is None:
+        idx = np.unique(np.round(np.linspace(0, len(have) - 1, min(max_steps, len(have)))).astype(int))
+        return [have[i] for i in idx]
+    steps = [int(s) for s in np.atleast_1d(steps)]
+    missing = [s for s in steps if s not in have]
+    if missing:
+        raise ConfigError(f"steps {missing} are not in the data; available: {have}")
+    return steps
+
+
+def _split_curve(da, split):
+    """Mean over the items of one split: (sigma,) values, or None when the split is empty."""
+    mask = np.asarray(da.split.values) == split
+    return da.values[..., mask].mean(-1) if mask.any() else None
+
+
+def plot_dsm(ds, steps=None, ax=None, weighted=False, oracles=True):
+    """DSM loss vs σ, training items (solid) vs held-out items (dashed), one colour per step,
+    with the memorizer (grey) and rule-oracle (black) reference curves.
+
+    Parameters
+    ----------
+    ds : Dataset from `dsm_by_sigma` (dims [step,] sigma, sample; coordinate split).
+    steps : int or list of int, steps to draw (default: up to 6 spread over the series).
+    weighted : plot the EDM-weighted loss λ(σ)·loss (log y axis) instead of the plain one.
+    oracles : draw the reference curves when present.
+    """
+    if "loss" not in ds:
+        raise ConfigError("plot_dsm needs a Dataset from dsm_by_sigma()")
+    from matplotlib import colormaps
+    from matplotlib.lines import Line2D
+
+    fig, ax = _new_axes(ax, figsize=(6.2, 4.4))
+    sig = ds.sigma.values
+    chosen = _dsm_steps(ds, steps)
+    colors = colormaps["viridis"](np.linspace(0.0, 0.9, len(chosen)))
+    name = "loss_weighted" if weighted else "loss"
+    for step, c in zip(chosen, colors):
+        d = ds if step is None else ds.sel(step=step)
+        for split, ls in (("train", "-"), ("heldout", "--")):
+            y = _split_curve(d[name], split)
+            if y is not None:
+                ax.plot(sig, y, ls, color=c, lw=1.6, label=(f"step {step}" if step is not None and split == "train"
+                                                             else None))
+    lam = _dsm_weight(ds) if weighted else 1.0
+    for var, color, label in (("mem_loss", "#ff9f1c", "memorizer"), ("rule_loss", "#2ca02c", "rule oracle")):
+        if oracles and var in ds:  # wide translucent bands under the model's curves
+            for split, ls in (("train", "-"), ("heldout", "--")):
+                y = _split_curve(ds[var], split)
+                if y is not None:
+                    ax.plot(sig, lam * y, ls, color=color, lw=5, alpha=0.35, zorder=1,
+                            label=f"{label} (reference)" if split == "train" else None)
+    ax.axvspan(*DSM_BAND, color="0.93", zorder=0)
+    ax.set_xscale("log")
+    if weighted:
+        ax.set_yscale("log")
+    ax.set_xlabel("noise level σ")
+    ax.set_ylabel("EDM-weighted DSM loss" if weighted else "DSM loss ‖D(x+σε,σ) − x‖² / D")
+    ax.set_title("DSM loss by σ" + (f", step {chosen[0]}" if len(chosen) == 1 and chosen[0] is not None else ""))
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [Line2D([], [], color="0.3", ls="-"), Line2D([], [], color="0.3", ls="--")]
+    labels += ["training items", "held-out items"]
+    ax.legend(handles, labels, fontsize=7, ncol=2)
+    return fig
+
+
+def _dsm_weight(ds):
+    """λ(σ) with the stored σ_data (the first step's when it varies)."""
+    sd = float(np.atleast_1d(ds["sigma_data"].values)[0]) if "sigma_data" in ds else 1.0
+    s = ds.sigma.values
+    return (s**2 + sd**2) / (s * sd) ** 2
+
+
+def _log_edges(c):
+    """Cell edges around increasing positive centres, midpoints in log space: (n+1,)."""
+    c = np.asarray(c, dtype=np.float64)
+    if len(c) == 1:
+        return np.array([c[0] / 1.5, c[0] * 1.5])
+    lc = np.log(c)
+    mid = (lc[1:] + lc[:-1]) / 2
+    return np.exp(np.concatenate([[2 * lc[0] - mid[0]], mid, [2 * lc[-1] - mid[-1]]]))
+
+
+def plot_dsm_gap(ds, ax=None, tau_rule=None, tau_mem=None):
+    """Heatmap over (step, σ) of the held-out − training DSM loss gap (log σ axis, and log step
+    axis when every step is positive); red = held-out items are denoised worse (memorization).
+
+    Parameters
+    ----------
+    ds : Dataset from `dsm_by_sigma` over a series (variable gap (step, sigma)).
+    tau_rule, tau_mem : optional steps drawn as vertical lines.
+    """
+    if "gap" not in ds:
+        raise ConfigError("plot_dsm_gap needs a Dataset from dsm_by_sigma()")
+    from matplotlib.colors import TwoSlopeNorm
+
+    gap = ds["gap"] if "step" in ds["gap"].dims else ds["gap"].expand_dims(step=[0])
+    steps = gap.step.values.astype(np.float64)
+    z = gap.transpose("sigma", "step").values                                    # (sigma, step)
+    fig, ax = _new_axes(ax, figsize=(6.2, 4.4))
+    log_x = bool(np.all(steps > 0))
+    x = _log_edges(steps) if log_x else np.arange(len(steps) + 1) - 0.5
+    vmax = float(np.nanpercentile(np.abs(z), 99)) if np.isfinite(z).any() else 1.0
+    vmax = vmax if vmax > 0 else 1.0
+    mesh = ax.pcolormesh(x, _log_edges(ds.sigma.values), z, cmap="RdBu_r",
+                         norm=TwoSlopeNorm(0.0, -vmax, vmax), shading="flat")
+    fig.colorbar(mesh, ax=ax, label="held-out − training DSM loss")
+    ax.set_yscale("log")
+    if log_x:
+        ax.set_xscale("log")
+    else:
+        ax.set_xticks(np.arange(len(steps)), [str(int(s)) for s in steps], rotation=90, fontsize=7)
+    for s in DSM_BAND:
+        ax.axhline(s, color="0.4", lw=0.6, ls=":")
+    for tau, label in ((tau_rule, "τ_rule"), (tau_mem, "τ_mem")):
+        if tau is not None and log_x and np.isfinite(tau):
+            ax.axvline(float(tau), color="k", lw=1.0, ls="--")
+            ax.text(float(tau), ax.get_ylim()[1], label, fontsize=8, ha="left", va="top")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("noise level σ")
+    ax.set_title("DSM generalization gap")
+    return fig
+
+

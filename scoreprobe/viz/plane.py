@@ -1,0 +1,144 @@
+"""Plane figures: score field, basin maps, retention curves."""
+import numpy as np
+from matplotlib.colors import BoundaryNorm, ListedColormap
+from matplotlib.patches import Patch
+
+from scoreprobe.errors import ConfigError
+from scoreprobe.viz.common import ANCHOR_MARKERS, STATE_COLORS, _new_axes, _pick_level, _pick_step
+
+
+def _extent(ds):
+    u, v = ds.u.values, ds.v.values
+    du, dv = (u[1] - u[0]) / 2, (v[1] - v[0]) / 2
+    return (u[0] - du, u[-1] + du, v[0] - dv, v[-1] + dv)
+
+
+def _mark_anchors(ax, ds):
+    if "anchor_u" not in ds:
+        return
+    for k in range(ds.sizes["anchor"]):
+        label = str(ds.anchor_label.values[k]) if "anchor_label" in ds else f"anchor {k}"
+        au, av = float(ds.anchor_u[k]), float(ds.anchor_v[k])
+        ax.plot(au, av, ANCHOR_MARKERS[k % 3], ms=8, mfc="white", mec="black", mew=1.5, zorder=5)
+        ax.annotate(label, (au, av), xytext=(5, 5), textcoords="offset points", fontsize=8,
+                    bbox={"boxstyle": "round,pad=0.2", "fc": "white", "alpha": 0.7}, zorder=6)
+
+
+def plot_field(ds, sigma=None, step=None, ax=None, prefix="", density=16):
+    """Score field on the plane: |score| as background, in-plane score as arrows, anchors marked.
+
+    Parameters
+    ----------
+    ds : Dataset from `score_field` (dims [step,] sigma, v, u).
+    sigma : noise level (nearest available; default: the middle one).
+    step : training step (default: the last) when `ds` has a step dim.
+    prefix : "" for the model, "mem_" / "rule_" for the oracle fields (when computed).
+    density : about this many arrows per axis.
+    """
+    if prefix + "score_u" not in ds:
+        raise ConfigError(f"no {prefix}score_u in the data; compute it with score_field(..., oracles=True)"
+                          if prefix else "plot_field needs a Dataset from score_field")
+    d, step = _pick_step(ds, step)
+    step = step if "step" in ds[prefix + "score_u"].dims else None    # oracle fields have no step
+    d = _pick_level(d, "sigma", sigma)
+    su, sv, off = (d[prefix + k].values for k in ("score_u", "score_v", "score_off_norm"))  # (V, U)
+    norm = np.sqrt(su ** 2 + sv ** 2 + off ** 2)
+    fig, ax = _new_axes(ax)
+    im = ax.imshow(np.log10(norm + 1e-12), origin="lower", extent=_extent(d), cmap="viridis", aspect="equal")
+    fig.colorbar(im, ax=ax, label="log10 |score|")
+    k = max(1, len(d.u) // density)
+    uu, vv = np.meshgrid(d.u.values[::k], d.v.values[::k])
+    mag = np.hypot(su, sv)[::k, ::k] + 1e-12
+    ax.quiver(uu, vv, su[::k, ::k] / mag, sv[::k, ::k] / mag, color="white", alpha=0.8, pivot="mid")
+    _mark_anchors(ax, d)
+    who = {"": "model", "mem_": "memorizer", "rule_": "rule oracle"}.get(prefix, prefix)
+    title = f"score field ({who}), sigma={float(d.sigma):.3g}"
+    ax.set_title(title + (f", step {step}" if step is not None else ""))
+    ax.set_xlabel("u")
+    ax.set_ylabel("v")
+    return fig
+
+
+def _state_cmap():
+    from scoreprobe.data import STATE_CODES, STATES
+    colors = [STATE_COLORS[s] for s in STATES]
+    codes = np.array([STATE_CODES[s] for s in STATES])
+    bounds = np.concatenate([codes - 0.5, [codes[-1] + 0.5]])
+    return ListedColormap(colors), BoundaryNorm(bounds, len(colors)), STATES
+
+
+def _draw_basins(ax, d):
+    """Draw one basin map (d: dims v, u) on ax; returns the image artist."""
+    cmap, norm, states = _state_cmap()
+    im = ax.imshow(d.endpoint_state.values, origin="lower", extent=_extent(d), cmap=cmap, norm=norm,
+                   aspect="equal", interpolation="nearest")
+    anchor = d.endpoint_anchor.values.astype(float)                          # (V, U), -1 none
+    for k in range(d.sizes.get("anchor", 0)):
+        if (anchor == k).any() and not (anchor == k).all():
+            ax.contour(d.u.values, d.v.values, (anchor == k).astype(float), levels=[0.5],
+                       colors="black", linewidths=1.0, linestyles="-")
+    _mark_anchors(ax, d)
+    handles = [Patch(color=STATE_COLORS[s], label=s.replace("_", " ")) for s in states]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
+    ax.set_xlabel("u")
+    ax.set_ylabel("v")
+    return im
+
+
+def _fraction_text(d):
+    short = {"valid_memorized": "train", "valid_heldout": "held-out", "valid_novel": "novel",
+             "rule_violating": "violating", "invalid": "invalid"}
+    frac = {str(s): float(f) for s, f in zip(d.state.values, d.fraction.values)}
+    return "  ".join(f"{short.get(s, s)} {frac[s]:.2f}" for s in short if s in frac)
+
+
+def plot_basins(ds, sigma_start=None, step=None, ax=None):
+    """Basin map: the endpoint state of every grid point (categorical colours and legend),
+    black outlines around the anchors' own basins, anchors marked.
+
+    Parameters
+    ----------
+    ds : Dataset from `basins` (dims [step,] sigma_start, v, u).
+    sigma_start : starting noise level (nearest available; default: the middle one).
+    step : training step (default: the last) when `ds` has a step dim.
+    """
+    if "endpoint_state" not in ds:
+        raise ConfigError("plot_basins needs a Dataset from basins()")
+    d, step = _pick_step(ds, step)
+    d = _pick_level(d, "sigma_start", sigma_start)
+    fig, ax = _new_axes(ax, figsize=(6.2, 4.2))
+    _draw_basins(ax, d)
+    head = f"basins, sigma_start={float(d.sigma_start):.3g}" + (f", step {step}" if step is not None else "")
+    ax.set_title(head + "\n" + _fraction_text(d), fontsize=9)
+    return fig
+
+
+def plot_retention(ds, step=None, ax=None):
+    """Retention vs σ: mean fraction of noisy restarts that return to the item (solid) and that
+    are captured by another training item (dashed), for training vs held-out items.
+
+    Parameters
+    ----------
+    ds : Dataset from `retention` (dims [step,] sigma, sample; coordinate split).
+    step : training step (default: the last) when `ds` has a step dim.
+    """
+    if "retained" not in ds:
+        raise ConfigError("plot_retention needs a Dataset from retention()")
+    d, step = _pick_step(ds, step)
+    fig, ax = _new_axes(ax)
+    colors = {"train": "#ff9f1c", "heldout": "#1f77b4", "other": "#7f7f7f"}
+    for split in dict.fromkeys(str(s) for s in d.split.values):
+        part = d.isel(sample=np.flatnonzero(d.split.values == split))
+        c = colors.get(split, None)
+        ax.plot(d.sigma, part.retained.mean("sample"), "-o", color=c, ms=3, label=f"{split}: returns to itself")
+        ax.plot(d.sigma, part.captured.mean("sample"), "--s", color=c, ms=3,
+                label=f"{split}: captured by another training item")
+    ax.set_xscale("log")
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_xlabel("noise level sigma of the restart")
+    ax.set_ylabel("fraction of restarts")
+    ax.set_title("basin retention" + (f", step {step}" if step is not None else ""))
+    ax.legend(fontsize=8)
+    return fig
+
+
