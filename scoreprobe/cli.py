@@ -106,14 +106,9 @@ def train(run_dir, rule, G, k, n, layout, rule_seed, shape, device, **settings):
 
 
 def resolve_device(device):
-    """'auto' -> cuda when available else cpu; anything else is checked."""
-    import torch
-    from scoreprobe.errors import ConfigError
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"--device {device} asked for, but CUDA is not available here; use --device cpu")
-    return device
+    """'auto' -> cuda when available else cpu; anything else is checked (see ode.resolve_device)."""
+    from scoreprobe.ode import resolve_device as _resolve
+    return str(_resolve(device))
 
 
 # ---------------------------------------------------------------------------------------------

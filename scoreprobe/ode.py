@@ -196,9 +196,17 @@ def _infer_dim(D, dim):
                       " or `.n_bits`); pass dim=D to sample()")
 
 
-def _infer_device(D, device):
+def resolve_device(device=None, D=None):
+    """The torch device to run on: "auto" -> CUDA when available, else CPU; an explicit name is
+    checked (asking for CUDA where there is none is a ConfigError); None -> the denoiser's own device
+    (its `.device` or a parameter's), else CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device is not None:
-        return torch.device(device)
+        device = torch.device(device)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ConfigError(f"device {device} asked for, but CUDA is not available here; use cpu")
+        return device
     if getattr(D, "device", None) is not None:
         return torch.device(D.device)
     if isinstance(D, torch.nn.Module):
@@ -232,7 +240,7 @@ def sample(D, n, seed, n_steps=18, sigma_max=80.0, chunk_size=None, device=None,
     if int(n) != n or n < 1:
         raise ConfigError(f"n must be a positive integer, got {n!r}")
     d = _infer_dim(D, dim)
-    device = _infer_device(D, device)
+    device = resolve_device(device, D)
     x0 = float(sigma_max) * randn_per_sample(seed, np.arange(int(n)), d, dtype=dtype,
                                              device=device)                      # (n, D)
     return integrate(D, x0, sigma_max, n_steps=n_steps, solver=solver, chunk_size=chunk_size,

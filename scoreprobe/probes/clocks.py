@@ -148,10 +148,8 @@ def _group_mem(bits, train, nearest, rule):
 
 
 def resolve_device(device):
-    """None or "auto" -> "cuda" when available else "cpu"; anything else is returned unchanged."""
-    if device is None or device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
+    """None or "auto" -> "cuda" when available else "cpu"; an explicit device is checked. Returns a str."""
+    return str(ode.resolve_device("auto" if device is None else device))
 
 
 def _dataset_identity(dataset, rule):

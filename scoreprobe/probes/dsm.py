@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from scoreprobe.data import to_signed
 from scoreprobe.errors import ConfigError, DataError
-from scoreprobe.ode import randn_per_sample
+from scoreprobe.ode import randn_per_sample, resolve_device
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.sweep import is_multi, source_identity, sweep
 
@@ -93,19 +93,6 @@ def _sigma_data_of(D, sigma_data):
     if sigma_data is not None:
         return float(sigma_data), "argument"
     return 1.0, "default"
-
-
-def _resolve_device(device, D=None):
-    """'auto' -> cuda when available; None -> the device of D's parameters, else cpu."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device is not None:
-        return torch.device(device)
-    if isinstance(D, torch.nn.Module):
-        p = next(iter(D.parameters()), None)
-        if p is not None:
-            return p.device
-    return torch.device(getattr(D, "device", "cpu"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,7 +186,7 @@ def _gap(loss, split):
 def _dsm_step(D, *, bits, split, position, sigmas, n_noise, seed, chunk_size, device, dtype, sigma_data,
               progress=None):
     """DSM loss of one denoiser -> Dataset (sigma, sample): loss, loss_weighted, gap, sigma_data."""
-    dev = _resolve_device(device, D)
+    dev = resolve_device(device, D)
     loss = dsm_losses(D, bits, position, sigmas, n_noise, seed, chunk_size, dev, dtype, progress)
     sd, source = _sigma_data_of(D, sigma_data)
     lam = edm_weight(sigmas, sd)[:, None]                                   # (n_sigma, 1)
@@ -252,7 +239,7 @@ def _run(probe, obj, config, steps, out, device, progress, overwrite):
     """probe(D) on one denoiser (no `step`), or over a series / {step: D} mapping through `sweep`
     (adds `step`; writes each step to the zarr store `out` and resumes an interrupted run)."""
     if is_multi(obj):
-        dev = "cpu" if device is None else str(_resolve_device(device))
+        dev = "cpu" if device is None else str(resolve_device(device))
         return sweep(probe, obj, steps=steps, out=out, config=config, device=dev, progress=progress,
                      overwrite=overwrite)
     if not callable(obj):
