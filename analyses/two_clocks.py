@@ -27,14 +27,12 @@ from pathlib import Path
 
 import numpy as np
 import scipy.stats
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from scoreprobe.checkpoints import load_series
 from scoreprobe.probes.clocks import clocks, fit_power_law, resolve_device
 from scoreprobe.store import normalize_config
 from scoreprobe.train import TrainConfig, train_run
-from scoreprobe.viz import plot_clocks, plot_states
+from scoreprobe.viz import new_figure, plot_clocks, plot_states
 
 logger = logging.getLogger("two_clocks")
 
@@ -116,8 +114,7 @@ def finished(run_dir, cfg):
 
 
 def _new_figure(figsize, ncols):
-    fig = Figure(figsize=figsize, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(figsize)
     return fig, fig.subplots(1, ncols)
 
 

@@ -210,11 +210,8 @@ def clocks(series, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_
 
 
 def _clocks_figure(ds, path):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from scoreprobe.viz import plot_clocks, plot_states
-    fig = Figure(figsize=(12, 4.2), layout="constrained")
-    FigureCanvasAgg(fig)
+    from scoreprobe.viz import new_figure, plot_clocks, plot_states
+    fig = new_figure((12, 4.2))
     ax1, ax2 = fig.subplots(1, 2)
     plot_clocks(ds, ax=ax1)
     plot_states(ds, ax=ax2)
@@ -272,12 +269,9 @@ def _dsm_table(ds, band=(0.2, 2.0)):
 
 
 def _dsm_figure(ds, path):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from scoreprobe.viz import plot_dsm, plot_dsm_gap
+    from scoreprobe.viz import new_figure, plot_dsm, plot_dsm_gap
     multi = "step" in ds.dims and ds.sizes["step"] > 1
-    fig = Figure(figsize=(12 if multi else 6.2, 4.4), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure((12 if multi else 6.2, 4.4))
     axes = fig.subplots(1, 2 if multi else 1)
     plot_dsm(ds, ax=axes[0] if multi else axes)
     if multi:
@@ -522,12 +516,9 @@ def field(series, plane_spec, sigma, res, steps, seed, oracles, out, overwrite, 
 
 
 def _field_figure(ds, sigma, oracles, path):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from scoreprobe.viz import plot_field
+    from scoreprobe.viz import new_figure, plot_field
     prefixes = ("", "mem_", "rule_") if oracles else ("",)
-    fig = Figure(figsize=(5.2 * len(prefixes), 4.4), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure((5.2 * len(prefixes), 4.4))
     axes = fig.subplots(1, len(prefixes), squeeze=False)[0]
     for ax, prefix in zip(axes, prefixes):
         plot_field(ds, sigma=sigma, prefix=prefix, ax=ax)

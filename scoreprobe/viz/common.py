@@ -6,12 +6,18 @@ from matplotlib.figure import Figure
 from scoreprobe.errors import ConfigError
 
 
+def new_figure(figsize=(5.0, 4.2)):
+    """A headless Figure (Agg canvas, constrained layout); no pyplot state is touched."""
+    fig = Figure(figsize=figsize, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
 def _new_axes(ax, figsize=(5.0, 4.2)):
     """(fig, ax): the given axes' figure, or a new Figure with one axes."""
     if ax is not None:
         return ax.figure, ax
-    fig = Figure(figsize=figsize, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(figsize)
     return fig, fig.add_subplot()
 
 
