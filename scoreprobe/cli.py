@@ -69,17 +69,21 @@ def _parse_shape(text):
 def _train_options(fn):
     """One click option per TrainConfig field (except `rule`), defaults from the dataclass."""
     import dataclasses
+    import inspect
+    import re
     from scoreprobe.train import TrainConfig
+    helps = dict(re.findall(r"^\s+(\w+): .*?# (.+)$", inspect.getsource(TrainConfig), re.M))  # field comments
     for f in reversed(dataclasses.fields(TrainConfig)):
         if f.name == "rule":
             continue
         default = f.default
         flag = "--" + f.name.replace("_", "-")
         if isinstance(default, bool):
-            fn = click.option(flag + "/--no-" + flag[2:], default=default, show_default=True)(fn)
+            fn = click.option(flag + "/--no-" + flag[2:], default=default, show_default=True,
+                              help=helps.get(f.name))(fn)
         else:
             typ = int if f.name in ("hidden_size", "depth", "num_heads") else type(default)
-            fn = click.option(flag, type=typ, default=default, show_default=True)(fn)
+            fn = click.option(flag, type=typ, default=default, show_default=True, help=helps.get(f.name))(fn)
     return fn
 
 

@@ -49,18 +49,18 @@ class TrainConfig:
     sigma_data: float = 1.0      # EDM σ_data (±1 bits have unit variance)
     time_scale: float = 250.0    # c_noise = time_scale · ln σ / 4 feeds the timestep embedder
     p_mean: float = -1.2         # training ln σ ~ N(p_mean, p_std)
-    p_std: float = 1.2
+    p_std: float = 1.2           # (see p_mean)
     lr: float = 1e-3             # AdamW learning rate (constant after warm-up)
-    weight_decay: float = 0.0
+    weight_decay: float = 0.0    # AdamW weight decay
     warmup_steps: int = 0        # linear lr warm-up
-    batch_size: int = 128
-    total_steps: int = 20000
+    batch_size: int = 128        # minibatch, drawn with replacement from the N items
+    total_steps: int = 20000     # optimizer steps; the last checkpoint is here
     ema_decay: float = 0.999     # with warm-up min(decay, (1+t)/(10+t))
     n_checkpoints: int = 24      # log-spaced, step 0 included
     first_checkpoint: int = 1    # first step of the log-spaced range (after step 0)
     save_dtype: str = "float32"  # dtype of weights in step files ("float16" halves shipped size)
     save_model: bool = False     # also keep raw (non-EMA) weights in step files
-    log_every: int = 100
+    log_every: int = 100         # steps between lines of train_log.jsonl
     resume_every: int = 500      # write resume.pt this often (and at every checkpoint)
 
     def to_dict(self):
