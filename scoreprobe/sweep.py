@@ -9,6 +9,7 @@ there), and returns the whole cube.
 Accepted sources: a single denoiser (step 0), a mapping {step: denoiser}, or a CheckpointSeries
 (anything with `.steps` and `.denoiser(step, device)`).
 """
+import json
 import logging
 from collections.abc import Mapping
 
@@ -174,3 +175,24 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
     if out is not None:
         return store.open_store(out).sel(step=[s for s, _ in pairs])
     return concat_steps(parts)
+
+
+def run_probe(probe, obj, config, steps=None, out=None, device="cpu", progress=None, overwrite=False):
+    """probe(D) on one denoiser (a Dataset without `step`), or mapped over the steps of a series
+    or {step: denoiser} mapping by `sweep` (with `step`; written to the zarr store `out`)."""
+    config = {**config, "source": source_identity(obj)}
+    if is_multi(obj):
+        ds = sweep(probe, obj, steps=steps, out=out, config=config, device=device, progress=progress,
+                   overwrite=overwrite)
+    elif not callable(obj):
+        raise ConfigError(f"expected a denoiser, a checkpoint series or a {{step: denoiser}} dict, "
+                          f"got {type(obj).__name__}")
+    elif steps is not None:
+        raise ConfigError("steps= only applies to a checkpoint series or a {step: denoiser} mapping")
+    elif out is not None:  # stored as step 0 so the store layout is the same as for a series
+        ds = sweep(probe, obj, out=out, config=config, device=device, progress=progress,
+                   overwrite=overwrite).isel(step=0, drop=True)
+    else:
+        ds = probe(obj)
+    ds.attrs["scoreprobe_config"] = json.dumps(store.normalize_config(config), sort_keys=True)
+    return ds

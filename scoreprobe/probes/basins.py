@@ -12,14 +12,11 @@ import torch
 import xarray as xr
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.probes.field import as_sigma_list, plane_coords, resolve_data, run_probe
+from scoreprobe.data import state_flag_attrs
+from scoreprobe.probes.field import as_sigma_list, plane_coords, resolve_data
+from scoreprobe.sweep import run_probe
 
 logger = logging.getLogger(__name__)
-
-
-def _state_attrs():
-    from scoreprobe.data import state_flag_attrs
-    return state_flag_attrs()
 
 
 @torch.no_grad()
@@ -63,7 +60,7 @@ def _basin_dataset(m, plane, sigma_starts, u, v):
     n_states = len(STATES)
     frac = np.stack([(m["state"] == c).mean(axis=(1, 2)) for c in range(n_states)], axis=1)  # (S, n_states)
     data = {
-        "endpoint_state": (dims, m["state"], {**_state_attrs(), "long_name": "state of the PF-ODE endpoint"}),
+        "endpoint_state": (dims, m["state"], {**state_flag_attrs(), "long_name": "state of the PF-ODE endpoint"}),
         "endpoint_index": (dims, m["index"], {**one, "long_name": "item reached: training index if "
                            "valid_memorized, held-out index if valid_heldout, else -1"}),
         "endpoint_train_index": (dims, m["train_index"], {**one, "long_name": "training item reached (-1 none)"}),

@@ -24,7 +24,7 @@ from scoreprobe.data import to_signed
 from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.ode import randn_per_sample, resolve_device
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.sweep import is_multi, source_identity, sweep
+from scoreprobe.sweep import run_probe, source_identity
 
 logger = logging.getLogger(__name__)
 
@@ -235,24 +235,6 @@ def _dataset_and_rule(obj, dataset, rule):
     return dataset, rule
 
 
-def _run(probe, obj, config, steps, out, device, progress, overwrite):
-    """probe(D) on one denoiser (no `step`), or over a series / {step: D} mapping through `sweep`
-    (adds `step`; writes each step to the zarr store `out` and resumes an interrupted run)."""
-    if is_multi(obj):
-        dev = "cpu" if device is None else str(resolve_device(device))
-        return sweep(probe, obj, steps=steps, out=out, config=config, device=dev, progress=progress,
-                     overwrite=overwrite)
-    if not callable(obj):
-        raise ConfigError(f"dsm_by_sigma expects a denoiser, a series or a {{step: denoiser}} dict, "
-                          f"got {type(obj).__name__}")
-    if steps is not None:
-        raise ConfigError("steps= only applies to a checkpoint series or a {step: denoiser} mapping")
-    if out is not None:  # stored as step 0, the same layout as a series
-        return sweep(probe, obj, out=out, config=config, progress=progress,
-                     overwrite=overwrite).isel(step=0, drop=True)
-    return probe(obj)
-
-
 def dsm_by_sigma(D_or_series, sigmas=None, n_noise=8, n_train=None, n_heldout=None, seed=0, dataset=None,
                  rule=None, chunk_size=None, oracles=True, sigma_data=None, *, steps=None, out=None,
                  device=None, dtype=torch.float32, progress=None, overwrite=False):
@@ -321,7 +303,9 @@ def dsm_by_sigma(D_or_series, sigmas=None, n_noise=8, n_train=None, n_heldout=No
                          "scoreprobe_config": json.dumps(config, sort_keys=True)})
         return ds
 
-    ds = _run(probe, D_or_series, config, steps, out, device, progress, overwrite)
+    sweep_device = "cpu" if device is None else str(resolve_device(device))
+    ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=sweep_device, progress=progress,
+                   overwrite=overwrite)
     ds = ds.reset_coords([k for k in refs if k in ds.coords])
     for name in ("mem", "rule"):
         if f"{name}_loss" in ds:

@@ -4,7 +4,6 @@ For every grid point x of a `Plane` and noise level σ the score s = (D(x, σ) -
 into its in-plane components (score_u, score_v) and the norm of the rest (score_off_norm);
 the denoiser output D(x, σ) is given in plane coordinates (denoised_u, denoised_v).
 """
-import json
 import logging
 
 import numpy as np
@@ -12,6 +11,7 @@ import torch
 import xarray as xr
 
 from scoreprobe.errors import ConfigError
+from scoreprobe.sweep import run_probe
 
 logger = logging.getLogger(__name__)
 
@@ -30,25 +30,6 @@ def resolve_data(obj, dataset=None, rule=None):
         raise ConfigError("this probe needs the training data and the rule: pass dataset= and rule= "
                           "(a CheckpointSeries carries both)")
     return dataset, rule
-
-
-def run_probe(probe, obj, config, steps=None, out=None, device="cpu", progress=None):
-    """probe(D) on one denoiser (a Dataset without `step`), or mapped over the steps of a series
-    or {step: denoiser} mapping by `sweep` (with `step`; written to the zarr store `out`)."""
-    from scoreprobe.store import normalize_config
-    from scoreprobe.sweep import is_multi, source_identity, sweep
-
-    config = {**config, "source": source_identity(obj)}
-    if is_multi(obj):
-        ds = sweep(probe, obj, steps=steps, out=out, config=config, device=device, progress=progress)
-    elif steps is not None:
-        raise ConfigError("steps= only applies to a checkpoint series or a {step: denoiser} mapping")
-    elif out is not None:  # stored as step 0 so the store layout is the same as for a series
-        ds = sweep(probe, obj, out=out, config=config, device=device, progress=progress).isel(step=0, drop=True)
-    else:
-        ds = probe(obj)
-    ds.attrs["scoreprobe_config"] = json.dumps(normalize_config(config), sort_keys=True)
-    return ds
 
 
 def plane_coords(plane, u, v):
