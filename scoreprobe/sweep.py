@@ -91,6 +91,19 @@ def source_identity(obj):
     return {"type": "denoiser", "model": type(obj).__name__}
 
 
+def dataset_and_rule(obj, dataset=None, rule=None, need_rule=True, who="this probe"):
+    """(dataset, rule) for a probe: explicit arguments win, else the series' own; a Dataset also
+    carries its rule. ConfigError naming `who` when the dataset (or, with need_rule, the rule) is missing."""
+    dataset = dataset if dataset is not None else getattr(obj, "dataset", None)
+    for source in (obj, dataset):
+        rule = rule if rule is not None else getattr(source, "rule", None)
+    if dataset is None or (need_rule and rule is None):
+        wanted = "dataset= and rule=" if need_rule else "dataset="
+        raise ConfigError(f"{who} needs the training and held-out data to compare with: pass {wanted} "
+                          "(a CheckpointSeries carries both)")
+    return dataset, rule
+
+
 def select_steps(pairs, steps):
     """Keep the (step, getter) pairs whose step is in `steps` (all when None); ConfigError if missing."""
     if steps is None:

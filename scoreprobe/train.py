@@ -50,7 +50,9 @@ class TrainConfig:
     time_scale: float = 250.0    # c_noise = time_scale · ln σ / 4 feeds the timestep embedder
     p_mean: float = -1.2         # training ln σ ~ N(p_mean, p_std)
     p_std: float = 1.2           # (see p_mean)
-    lr: float = 1e-3             # AdamW learning rate (constant after warm-up)
+    lr: float = 1e-3             # AdamW learning rate (peak, after warm-up)
+    lr_schedule: str = "constant"  # constant, or cosine: decay from lr to lr_min at total_steps
+    lr_min: float = 0.0          # final learning rate of the cosine schedule
     weight_decay: float = 0.0    # AdamW weight decay
     warmup_steps: int = 0        # linear lr warm-up
     batch_size: int = 128        # minibatch, drawn with replacement from the N items
@@ -82,8 +84,22 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.save_dtype not in ("float32", "float16", "bfloat16"):
             raise ConfigError(f"save_dtype must be float32, float16 or bfloat16, got {self.save_dtype!r}")
+        if self.lr_schedule not in ("constant", "cosine"):
+            raise ConfigError(f"lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}")
+        if not (0 <= self.lr_min <= self.lr):
+            raise ConfigError(f"lr_min must be in [0, lr={self.lr}], got {self.lr_min}")
         if not (0 <= self.ema_decay < 1):
             raise ConfigError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
+
+
+def lr_at(cfg, step):
+    """Learning rate of optimizer step `step` (0-based): linear warm-up, then constant or cosine decay."""
+    if cfg.warmup_steps and step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    if cfg.lr_schedule == "constant":
+        return cfg.lr
+    frac = (step - cfg.warmup_steps) / max(1, cfg.total_steps - cfg.warmup_steps)   # 0 -> 1
+    return cfg.lr_min + (cfg.lr - cfg.lr_min) * 0.5 * (1 + math.cos(math.pi * frac))
 
 
 def checkpoint_steps(total_steps, n, first=1):
@@ -139,8 +155,9 @@ def init_run_dir(cfg, run_dir):
     rule = rule_from_spec(cfg.rule)
     if meta_path.exists():
         old = json.loads(meta_path.read_text())
-        if old.get("config") != cfg.to_dict():
-            diff = sorted(k for k in cfg.to_dict() if old.get("config", {}).get(k) != cfg.to_dict()[k])
+        old_cfg = {**TrainConfig().to_dict(), **old.get("config", {})}  # settings added later: defaults
+        if old_cfg != cfg.to_dict():
+            diff = sorted(k for k in cfg.to_dict() if old_cfg.get(k) != cfg.to_dict()[k])
             raise ConfigError(f"{run_dir} already holds a run with different settings ({', '.join(diff)}); "
                               "use another directory or the same settings to resume")
         return load_dataset(run_dir / "dataset.npz", rule)
@@ -257,9 +274,8 @@ def _truncate_log(path, step):
 def _train_step(cfg, st, train_bits, device):
     """One optimizer step on a minibatch drawn with replacement; updates EMA. Returns the loss."""
     idx = torch.randint(len(train_bits), (cfg.batch_size,), generator=st.gen).numpy()
-    lr = cfg.lr * min(1.0, (st.step + 1) / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr
     for g in st.opt.param_groups:
-        g["lr"] = lr
+        g["lr"] = lr_at(cfg, st.step)
     loss = _loss(cfg, st.model, train_bits[idx], st.gen, device).mean()
     if not torch.isfinite(loss):
         raise ConfigError(f"training loss became {loss.item()} at step {st.step}; lower the learning rate "

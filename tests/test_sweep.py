@@ -90,3 +90,18 @@ def test_source_identity_is_json_friendly():
     assert source_identity(FakeSeries([0]))["path"] == "runs/fake"
     assert source_identity({0: Model(0)}) == {"type": "mapping", "models": ["Model"]}
     assert source_identity(Model(0)) == {"type": "denoiser", "model": "Model"}
+
+
+def test_dataset_and_rule_prefers_arguments_then_series_then_the_datasets_rule():
+    from types import SimpleNamespace
+    from scoreprobe.sweep import dataset_and_rule
+    ds_a, ds_b = SimpleNamespace(rule="rule-of-a"), SimpleNamespace(rule=None)
+    series = SimpleNamespace(dataset=ds_a, rule="series-rule")
+    assert dataset_and_rule(series) == (ds_a, "series-rule")
+    assert dataset_and_rule(series, ds_b, "given") == (ds_b, "given")
+    assert dataset_and_rule({}, ds_a) == (ds_a, "rule-of-a")                 # a mapping: the dataset's rule
+    assert dataset_and_rule({}, ds_b, need_rule=False) == (ds_b, None)
+    with pytest.raises(ConfigError, match="basins needs .* dataset= and rule="):
+        dataset_and_rule({}, ds_b, who="basins")
+    with pytest.raises(ConfigError, match="dsm_by_sigma needs .* pass dataset= "):
+        dataset_and_rule(lambda x, s: x, need_rule=False, who="dsm_by_sigma")

@@ -7,7 +7,7 @@ import torch
 
 from scoreprobe import train as train_mod
 from scoreprobe.errors import ConfigError
-from scoreprobe.train import TrainConfig, checkpoint_steps, ckpt_path, train_run
+from scoreprobe.train import TrainConfig, checkpoint_steps, ckpt_path, lr_at, train_run
 
 RULE = {"name": "parity", "G": 2, "shape": [4, 4], "layout": "random", "seed": 0}
 
@@ -49,8 +49,9 @@ def test_training_lowers_the_dsm_loss(tmp_path):
     assert losses[-1] < 0.8 * losses[0]
 
 
-def test_resume_after_kill_equals_uninterrupted_run(tmp_path, monkeypatch):
-    cfg = tiny_cfg()
+@pytest.mark.parametrize("schedule", ["constant", "cosine"])
+def test_resume_after_kill_equals_uninterrupted_run(tmp_path, monkeypatch, schedule):
+    cfg = tiny_cfg(lr_schedule=schedule, warmup_steps=4)
     full = train_run(cfg, tmp_path / "full", progress=False)
 
     real_step, calls = train_mod._train_step, {"n": 0}
@@ -90,8 +91,32 @@ def test_rerun_with_other_settings_is_refused(tmp_path):
         train_run(tiny_cfg(total_steps=3, n_checkpoints=2, lr=5e-4), tmp_path / "run", progress=False)
 
 
+def test_lr_schedules_against_their_formulas():
+    const = tiny_cfg(lr=1e-3, total_steps=100, warmup_steps=10)
+    assert [lr_at(const, s) for s in (0, 4, 9, 10, 99)] == pytest.approx([1e-4, 5e-4, 1e-3, 1e-3, 1e-3])
+    cos = tiny_cfg(lr=1e-3, lr_min=1e-5, lr_schedule="cosine", total_steps=110, warmup_steps=10)
+    assert lr_at(cos, 9) == pytest.approx(1e-3)                       # end of warm-up
+    assert lr_at(cos, 10) == pytest.approx(1e-3)                      # decay starts at the peak
+    assert lr_at(cos, 60) == pytest.approx((1e-3 + 1e-5) / 2)         # half-way: the mean
+    assert lr_at(cos, 110) == pytest.approx(1e-5)                     # lr_min at total_steps
+    lrs = [lr_at(cos, s) for s in range(10, 111)]
+    assert all(a >= b for a, b in zip(lrs, lrs[1:]))                  # monotone decay
+
+
+def test_run_json_from_before_a_setting_existed_still_resumes(tmp_path):
+    cfg = tiny_cfg(total_steps=3, n_checkpoints=2)
+    run = train_run(cfg, tmp_path / "run", progress=False)
+    meta = json.loads((run / "run.json").read_text())
+    for k in ("lr_schedule", "lr_min"):                              # as written by an older version
+        del meta["config"][k]
+    (run / "run.json").write_text(json.dumps(meta))
+    train_run(cfg, run, progress=False)                               # same settings: accepted
+    with pytest.raises(ConfigError, match="lr_schedule"):
+        train_run(tiny_cfg(total_steps=3, n_checkpoints=2, lr_schedule="cosine"), run, progress=False)
+
+
 @pytest.mark.parametrize("bad", [dict(model="vae"), dict(batch_size=0), dict(save_dtype="int8"),
-                                 dict(ema_decay=1.0)])
+                                 dict(ema_decay=1.0), dict(lr_schedule="step"), dict(lr_min=1.0)])
 def test_bad_settings_raise_config_error(tmp_path, bad):
     with pytest.raises(ConfigError):
         train_run(tiny_cfg(**bad), tmp_path / "run", progress=False)

@@ -13,8 +13,8 @@ import xarray as xr
 
 from scoreprobe.errors import ConfigError
 from scoreprobe.data import state_flag_attrs
-from scoreprobe.probes.field import as_sigma_list, plane_coords, resolve_data
-from scoreprobe.sweep import run_probe
+from scoreprobe.probes.field import as_sigma_list, plane_coords
+from scoreprobe.sweep import dataset_and_rule, run_probe
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=18, 
     endpoint_train_index, endpoint_heldout_index, endpoint_anchor, nearest_train_hamming;
     fraction ([step,] sigma_start, state): share of the plane in each state.
     """
-    dataset, rule = resolve_data(D_or_series, dataset, rule)
+    dataset, rule = dataset_and_rule(D_or_series, dataset, rule, who="basins")
     sigma_starts = as_sigma_list(sigma_start, "sigma_start")
     if int(n_steps) < 1:
         raise ConfigError(f"n_steps must be >= 1, got {n_steps}")
@@ -214,7 +214,7 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
     xarray.Dataset, dims ([step,] sigma, sample): retained, captured, valid; coordinates
     split (sample) and item_index (sample; index within its split, -1 for "other").
     """
-    dataset, rule = resolve_data(D_or_series, dataset, rule)
+    dataset, rule = dataset_and_rule(D_or_series, dataset, rule, who="retention")
     sigmas = as_sigma_list(sigmas)
     if int(n_noise) < 1:
         raise ConfigError(f"n_noise must be >= 1, got {n_noise}")

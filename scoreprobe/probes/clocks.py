@@ -22,7 +22,7 @@ import xarray as xr
 
 from scoreprobe import data, ode, store
 from scoreprobe.errors import ConfigError
-from scoreprobe.sweep import is_multi, is_series, source_identity, sweep
+from scoreprobe.sweep import dataset_and_rule, is_multi, source_identity, sweep
 
 logger = logging.getLogger(__name__)
 
@@ -181,12 +181,7 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=18, device=None, d
     with flag attrs, `nearest_train_hamming` (step, sample); attrs: the config (JSON) and `taus`.
     """
     obj = series_or_mapping
-    if is_series(obj):
-        dataset = dataset if dataset is not None else obj.dataset
-        rule = rule if rule is not None else obj.rule
-    if dataset is None or rule is None:
-        raise ConfigError("clocks on a mapping or a single denoiser needs dataset= and rule= "
-                          "(the training data to compare samples with)")
+    dataset, rule = dataset_and_rule(obj, dataset, rule, who="clocks on a mapping or a single denoiser")
     load_device = resolve_device(device)
     ode_device = None if device in (None, "auto") else device  # None: the denoiser's own device
     config = {"probe": "clocks", "n_samples": int(n_samples), "seed": int(seed), "n_steps": int(n_steps),

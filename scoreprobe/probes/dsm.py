@@ -24,7 +24,7 @@ from scoreprobe.data import to_signed
 from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.ode import randn_per_sample, resolve_device
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.sweep import run_probe, source_identity
+from scoreprobe.sweep import dataset_and_rule, run_probe, source_identity
 
 logger = logging.getLogger(__name__)
 
@@ -224,17 +224,6 @@ def _references(dataset, rule, bits, split, position, sigmas, n_noise, seed, chu
     return out
 
 
-def _dataset_and_rule(obj, dataset, rule):
-    """The dataset and rule: explicit arguments win, else the series' own."""
-    dataset = dataset if dataset is not None else getattr(obj, "dataset", None)
-    if dataset is None:
-        raise ConfigError("dsm_by_sigma needs the training and held-out items: pass dataset= "
-                          "(a scoreprobe Dataset) or give a CheckpointSeries")
-    for source in (obj, dataset):
-        rule = rule if rule is not None else getattr(source, "rule", None)
-    return dataset, rule
-
-
 def dsm_by_sigma(D_or_series, sigmas=None, n_noise=8, n_train=None, n_heldout=None, seed=0, dataset=None,
                  rule=None, chunk_size=None, oracles=True, sigma_data=None, *, steps=None, out=None,
                  device=None, dtype=torch.float32, progress=None, overwrite=False):
@@ -280,7 +269,7 @@ def dsm_by_sigma(D_or_series, sigmas=None, n_noise=8, n_train=None, n_heldout=No
         (sigma, sample); `mem_gap`, `rule_gap` (sigma). Coordinates on `sample`: `split`
         ("train"/"heldout") and `item_index` (row in dataset.train / dataset.heldout).
     """
-    dataset, rule = _dataset_and_rule(D_or_series, dataset, rule)
+    dataset, rule = dataset_and_rule(D_or_series, dataset, rule, need_rule=False, who="dsm_by_sigma")
     sig = _resolve_sigmas(sigmas)
     bits, split, item_index, pos = _select_items(dataset, n_train, n_heldout)
     kw = dict(sigmas=sig, n_noise=n_noise, seed=seed, chunk_size=chunk_size, dtype=dtype)

@@ -11,7 +11,7 @@ import torch
 import xarray as xr
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.sweep import run_probe
+from scoreprobe.sweep import dataset_and_rule, run_probe
 
 logger = logging.getLogger(__name__)
 
@@ -19,18 +19,6 @@ logger = logging.getLogger(__name__)
 # ---------------------------------------------------------------------------------------------
 # Helpers shared by the plane probes (basins.py imports them)
 # ---------------------------------------------------------------------------------------------
-
-def resolve_data(obj, dataset=None, rule=None):
-    """(dataset, rule) from the keyword arguments, else from a series; ConfigError when missing."""
-    dataset = dataset if dataset is not None else getattr(obj, "dataset", None)
-    rule = rule if rule is not None else getattr(obj, "rule", None)
-    if rule is None and dataset is not None:
-        rule = getattr(dataset, "rule", None)
-    if dataset is None or rule is None:
-        raise ConfigError("this probe needs the training data and the rule: pass dataset= and rule= "
-                          "(a CheckpointSeries carries both)")
-    return dataset, rule
-
 
 def plane_coords(plane, u, v):
     """Coordinates u, v and the anchors' plane positions, with CF attrs."""
@@ -143,7 +131,7 @@ def oracle_fields(obj, plane, sigmas, res=64, margin=0.5, dataset=None, rule=Non
     """Fields of the memorizer (prefix mem_) and the rule oracle (prefix rule_), float64."""
     from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 
-    dataset, rule = resolve_data(obj, dataset, rule)
+    dataset, rule = dataset_and_rule(obj, dataset, rule, who="score_field")
     _, u, v = plane.grid(res, margin)
     parts = []
     for prefix, who, D in (("mem_", "memorizer", EmpiricalDenoiser(dataset.train)),

@@ -1,0 +1,64 @@
+"""Option parsing and figure helpers shared by the subcommands."""
+import click
+
+
+def resolve_device(device):
+    """'auto' -> cuda when available else cpu; anything else is checked (see ode.resolve_device)."""
+    from scoreprobe.ode import resolve_device as _resolve
+    return str(_resolve(device))
+
+
+def parse_steps(text):
+    """'all' -> None; '0,100,1000' -> [0, 100, 1000]."""
+    if text is None or text == "all":
+        return None
+    try:
+        return [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected 'all' or comma-separated steps, got {text!r}", param_hint="--steps")
+
+
+def figure_path(ctx, param, value):
+    """--plot callback: refuse, before any computing, a file type matplotlib cannot write."""
+    import os
+    from matplotlib.backend_bases import FigureCanvasBase
+    ext = os.path.splitext(value or "")[1].lower().lstrip(".")
+    types = FigureCanvasBase.get_supported_filetypes()
+    if ext and ext not in types:
+        raise click.BadParameter(f"cannot write a figure to {value!r}: use .{', .'.join(sorted(types))}")
+    return value
+
+
+def save_figure(fig, path, dpi):
+    import pathlib
+    pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+
+
+def sweep_options(out, plot_help, chunk_help):
+    """--steps, --out, --overwrite, --plot, --chunk-size, --device: the options clocks and dsm share."""
+    options = (
+        click.option("--steps", default="all", help="Checkpoints: all or S1,S2,..."),
+        click.option("--out", type=click.Path(), default=out, help="Zarr store (resumable)."),
+        click.option("--overwrite", is_flag=True, help="Replace an existing store at --out."),
+        click.option("--plot", type=click.Path(dir_okay=False), default=None, callback=figure_path, help=plot_help),
+        click.option("--chunk-size", type=click.IntRange(min=1), default=None, help=chunk_help),
+        click.option("--device", default="auto", help="cpu, cuda, cuda:1 or auto."),
+    )
+
+    def decorate(fn):
+        for option in reversed(options):  # applied bottom-up, so --help lists them in this order
+            fn = option(fn)
+        return fn
+    return decorate
+
+
+def float_list(values, name):
+    """('0.5,1', '2') -> [0.5, 1.0, 2.0]: repeated options and comma lists both work."""
+    try:
+        out = [float(t) for v in values for t in str(v).split(",") if t.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected numbers, got {values!r}", param_hint=name)
+    if not out:
+        raise click.BadParameter("give at least one value", param_hint=name)
+    return out

@@ -1,0 +1,153 @@
+"""`scoreprobe basins`, `field` and `animate`: PF-ODE basins and score fields on 2D planes."""
+import click
+
+from scoreprobe.cli import cli
+from scoreprobe.cli.common import figure_path, float_list, save_figure, resolve_device
+
+
+# ---------------------------------------------------------------------------------------------
+# basins, field, animate
+# ---------------------------------------------------------------------------------------------
+
+BASIN_COLUMNS = (("valid_memorized", "train"), ("valid_heldout", "held-out"), ("valid_novel", "novel"),
+                 ("rule_violating", "violating"), ("invalid", "invalid"))
+
+
+def _plane_steps(text, series, n_auto=8):
+    """--steps: 'all' -> every checkpoint, 'auto' -> about n_auto spread over the (log-spaced)
+    checkpoints, first and last included, 'S1,S2,...' -> those."""
+    import numpy as np
+    steps = list(series.steps)
+    if text == "all":
+        return steps
+    if text == "auto":
+        idx = np.unique(np.round(np.linspace(0, len(steps) - 1, min(n_auto, len(steps)))).astype(int))
+        return [steps[i] for i in idx]
+    try:
+        return [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected all, auto or S1,S2,..., got {text!r}", param_hint="--steps")
+
+
+def _basin_table(ds):
+    """Lines of the per-step table: share of the plane flowing to each kind of endpoint."""
+    lines = []
+    for s0 in ds.sigma_start.values:
+        d = ds.sel(sigma_start=s0)
+        lines.append(f"sigma_start = {float(s0):g}: share of the plane flowing to")
+        lines.append(f"{'step':>8s}" + "".join(f"{h:>11s}" for _, h in BASIN_COLUMNS))
+        for i in range(d.sizes["step"]):
+            row = d.isel(step=i).fraction
+            lines.append(f"{int(d.step[i]):>8d}" + "".join(f"{float(row.sel(state=k)):>11.3f}" for k, _ in BASIN_COLUMNS))
+    return lines
+
+
+@cli.command()
+@click.argument("series", required=False, type=click.Path(exists=True, file_okay=False))
+@click.option("--plane", "plane_spec", default="auto", help="auto, or train:I,heldout:J,violating:K.")
+@click.option("--sigma-start", multiple=True, default=("1.0",), help="Starting noise level(s); repeat or comma-separate.")
+@click.option("--res", type=click.IntRange(min=2), default=24, help="Grid points per axis.")
+@click.option("--n-steps", type=click.IntRange(min=1), default=10, help="Heun PF-ODE steps from sigma_start to 0.")
+@click.option("--steps", default="auto", help="Checkpoints: auto (about 8), all, or S1,S2,...")
+@click.option("--seed", type=int, default=0, help="Seed of the automatic plane choice.")
+@click.option("--out", type=click.Path(), default="basins.zarr", help="Zarr store (resumable; reruns reuse it).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
+@click.option("--animate", "animate_path", type=click.Path(dir_okay=False), default="basins.gif",
+              help="Animation over steps (.gif, or .mp4 with ffmpeg).")
+@click.option("--no-animate", is_flag=True, help="Skip the animation.")
+@click.option("--device", default="auto", help="cpu, cuda, cuda:1 or auto.")
+def basins(series, plane_spec, sigma_start, res, n_steps, steps, seed, out, overwrite, animate_path, no_animate,
+           device):
+    """Basin maps of the PF-ODE on a plane through a training item, a nearby held-out item and a
+    rule-violating vertex, at checkpoints of SERIES (default: the shipped series)."""
+    import time
+    from scoreprobe.checkpoints import load_series
+    from scoreprobe.probes.basins import basins as run_basins
+    from scoreprobe.slices import plane_from_spec
+    from scoreprobe.viz import animate_basins
+    t0 = time.perf_counter()
+    animate_path = None if no_animate else animate_path
+    if animate_path and not animate_path.lower().endswith((".gif", ".mp4")):  # fail before computing
+        raise click.BadParameter(f"use a .gif or .mp4 file name, got {animate_path!r}", param_hint="--animate")
+    s = load_series(series)
+    dev = resolve_device(device)
+    plane = plane_from_spec(plane_spec, s.dataset, s.rule, seed=seed)
+    chosen = _plane_steps(steps, s)
+    sig = float_list(sigma_start, "--sigma-start")
+    if overwrite and out:
+        from scoreprobe.store import prepare_store
+        prepare_store(out, None, overwrite=True)
+    click.echo(f"basins of {s.path}: {len(chosen)} of {len(s.steps)} checkpoints, plane {', '.join(plane.labels)}, "
+               f"{res}x{res} grid, sigma_start {sig}, {n_steps} Heun steps, on {dev}")
+    ds = run_basins(s, plane, sigma_start=sig, res=res, n_steps=n_steps, steps=chosen, out=out or None, device=dev)
+    for line in _basin_table(ds):
+        click.echo(line)
+    if out:
+        click.echo(f"wrote {out}")
+    if animate_path:
+        click.echo(f"wrote {animate_basins(ds, animate_path, sigma_start=sig[0])}")
+    click.echo(f"done in {time.perf_counter() - t0:.1f} s")
+
+
+@cli.command()
+@click.argument("series", required=False, type=click.Path(exists=True, file_okay=False))
+@click.option("--plane", "plane_spec", default="auto", help="auto, or train:I,heldout:J,violating:K.")
+@click.option("--sigma", multiple=True, default=("0.3", "1.0"), help="Noise level(s); repeat or comma-separate.")
+@click.option("--res", type=click.IntRange(min=2), default=32, help="Grid points per axis.")
+@click.option("--steps", default="auto", help="Checkpoints: auto (about 8), all, or S1,S2,...")
+@click.option("--seed", type=int, default=0, help="Seed of the automatic plane choice.")
+@click.option("--oracles/--no-oracles", default=True, help="Also the memorizer's and the rule oracle's fields.")
+@click.option("--out", type=click.Path(), default="field.zarr", help="Zarr store (model fields; resumable).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
+@click.option("--plot", type=click.Path(dir_okay=False), default="field.png", callback=figure_path,
+              help="Figure at the last step.")
+@click.option("--device", default="auto", help="cpu, cuda, cuda:1 or auto.")
+def field(series, plane_spec, sigma, res, steps, seed, oracles, out, overwrite, plot, device):
+    """Score field on a plane at checkpoints of SERIES (default: the shipped series), next to the
+    memorizer's and the rule oracle's."""
+    from scoreprobe.checkpoints import load_series
+    from scoreprobe.probes.field import score_field
+    from scoreprobe.slices import plane_from_spec
+    s = load_series(series)
+    dev = resolve_device(device)
+    plane = plane_from_spec(plane_spec, s.dataset, s.rule, seed=seed)
+    sig = float_list(sigma, "--sigma")
+    if overwrite and out:
+        from scoreprobe.store import prepare_store
+        prepare_store(out, None, overwrite=True)
+    chosen = _plane_steps(steps, s)
+    click.echo(f"score field of {s.path}: {len(chosen)} checkpoints, plane {', '.join(plane.labels)}, "
+               f"{res}x{res} grid, sigma {sig}, on {dev}")
+    ds = score_field(s, plane, sig, res=res, oracles=oracles, steps=chosen, out=out or None, device=dev)
+    click.echo(f"{'step':>8s}{'sigma':>8s}{'mean|s_uv|':>12s}{'mean|s_off|':>13s}")
+    for st in ds.step.values:
+        for sg in ds.sigma.values:
+            d = ds.sel(step=st, sigma=sg)
+            uv = float(((d.score_u ** 2 + d.score_v ** 2) ** 0.5).mean())
+            click.echo(f"{int(st):>8d}{float(sg):>8.3g}{uv:>12.3f}{float(d.score_off_norm.mean()):>13.3f}")
+    if out:
+        click.echo(f"wrote {out}")
+    if plot:
+        _field_figure(ds, sig[0], oracles, plot)
+        click.echo(f"wrote {plot}")
+
+
+def _field_figure(ds, sigma, oracles, path):
+    from scoreprobe.viz import new_figure, plot_field
+    prefixes = ("", "mem_", "rule_") if oracles else ("",)
+    fig = new_figure((5.2 * len(prefixes), 4.4))
+    axes = fig.subplots(1, len(prefixes), squeeze=False)[0]
+    for ax, prefix in zip(axes, prefixes):
+        plot_field(ds, sigma=sigma, prefix=prefix, ax=ax)
+    save_figure(fig, path, dpi=110)
+
+
+@cli.command()
+@click.argument("store", type=click.Path(exists=True, file_okay=False))
+@click.option("--out", type=click.Path(dir_okay=False), default="basins.gif", help="Output .gif or .mp4.")
+@click.option("--fps", type=click.FloatRange(min=0, min_open=True), default=4.0, help="Frames per second.")
+@click.option("--sigma-start", type=float, default=None, help="Which starting noise level (default: the middle one).")
+def animate(store, out, fps, sigma_start):
+    """Animate a basins STORE (written by `scoreprobe basins --out`) over training steps."""
+    from scoreprobe.viz import animate_basins
+    click.echo(f"wrote {animate_basins(store, out, fps=fps, sigma_start=sigma_start)}")

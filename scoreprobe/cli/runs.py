@@ -1,0 +1,175 @@
+"""`scoreprobe train` and `scoreprobe info`: making and describing checkpoint series."""
+import logging
+import sys
+
+import click
+
+from scoreprobe.cli import cli
+from scoreprobe.cli.common import resolve_device
+from scoreprobe.errors import ScoreprobeError
+
+
+# ---------------------------------------------------------------------------------------------
+# train
+# ---------------------------------------------------------------------------------------------
+
+def _rule_spec(rule, G, k, n, layout, rule_seed, shape):
+    """Rule options -> a rule spec dict (validated by building the rule)."""
+    from scoreprobe.rules import rule_from_spec
+    H, W = _parse_shape(shape)
+    specs = {"parity": {"name": "parity", "G": G, "shape": [H, W], "layout": layout, "seed": rule_seed},
+             "exactk": {"name": "exactk", "k": k, "shape": [H, W]},
+             "rowk": {"name": "rowk", "k": k, "shape": [H, W]},
+             "latin": {"name": "latin", "n": n}, "sudoku": {"name": "sudoku", "n": n}}
+    spec = rule_from_spec(specs[rule]).spec()
+    return spec
+
+
+def _parse_shape(text):
+    try:
+        H, W = (int(t) for t in text.lower().split("x"))
+    except ValueError:
+        raise click.BadParameter(f"expected HxW such as 6x6, got {text!r}", param_hint="--shape")
+    return H, W
+
+
+def _train_options(fn):
+    """One click option per TrainConfig field (except `rule`), defaults from the dataclass."""
+    import dataclasses
+    import inspect
+    import re
+    from scoreprobe.train import TrainConfig
+    helps = dict(re.findall(r"^\s+(\w+): .*?# (.+)$", inspect.getsource(TrainConfig), re.M))  # field comments
+    for f in reversed(dataclasses.fields(TrainConfig)):
+        if f.name == "rule":
+            continue
+        default = f.default
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(default, bool):
+            fn = click.option(flag + "/--no-" + flag[2:], default=default, show_default=True,
+                              help=helps.get(f.name))(fn)
+        else:
+            typ = int if f.name in ("hidden_size", "depth", "num_heads") else type(default)
+            typ = click.Choice(["constant", "cosine"]) if f.name == "lr_schedule" else typ
+            fn = click.option(flag, type=typ, default=default, show_default=True, help=helps.get(f.name))(fn)
+    return fn
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--rule", type=click.Choice(["parity", "exactk", "rowk", "latin", "sudoku"]), default="parity")
+@click.option("--G", "G", type=int, default=2, help="Parity group size.")
+@click.option("--k", type=int, default=3, help="Ones per image (exactk) or per row (rowk).")
+@click.option("--n", type=int, default=4, help="Latin square / Sudoku size.")
+@click.option("--layout", type=click.Choice(["contiguous", "offset", "random"]), default="random",
+              help="Parity groups: consecutive pixels, the same shifted by one pixel, or a seeded permutation.")
+@click.option("--rule-seed", type=int, default=0, help="Seed of the random parity layout.")
+@click.option("--shape", default="6x6", help="Image shape HxW (parity, exactk, rowk).")
+@click.option("--device", default="auto", help="cpu, cuda, cuda:1 or auto.")
+@_train_options
+def train(run_dir, rule, G, k, n, layout, rule_seed, shape, device, **settings):
+    """Train a model and write log-spaced checkpoints to RUN_DIR (rerun the same command to resume)."""
+    from scoreprobe.train import TrainConfig, train_run
+    cfg = TrainConfig(rule=_rule_spec(rule, G, k, n, layout, rule_seed, shape), **settings)
+    dev = resolve_device(device)
+    click.echo(f"training {cfg.model} on {cfg.rule} (N={cfg.n_train}) for {cfg.total_steps} steps on {dev} -> {run_dir}")
+    path = train_run(cfg, run_dir, device=dev)
+    click.echo(f"done: {path}")
+
+
+# ---------------------------------------------------------------------------------------------
+# info
+# ---------------------------------------------------------------------------------------------
+
+def _parse_settings(pairs):
+    """('num_heads=6', 'image_shape=1,6,6') -> {'num_heads': 6, 'image_shape': [1, 6, 6]}."""
+    out = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name.strip():
+            raise click.BadParameter(f"expected NAME=VALUE, got {pair!r}", param_hint="--set")
+        try:
+            values = [float(t) if "." in t or "e" in t.lower() else int(t) for t in text.replace("x", ",").split(",")]
+        except ValueError:
+            raise click.BadParameter(f"{name}: expected numbers, got {text!r}", param_hint="--set")
+        out[name.strip()] = values if name.strip() == "image_shape" else values[0]
+    return out
+
+
+def _fmt_arch(arch):
+    if not arch:
+        return "unknown"
+    flat = {**{k: v for k, v in arch.items() if k != "net"}, **arch.get("net", {})}
+    return " ".join(f"{k}={'?' if v is None else v}" for k, v in flat.items())
+
+
+def _fmt_steps(steps):
+    shown = steps if len(steps) <= 12 else [*steps[:6], "...", *steps[-4:]]
+    return ", ".join(map(str, shown))
+
+
+def _info_series(s):
+    d = s.describe()
+    meta = s.meta
+    planned = d["planned_steps"] or []
+    state = "in progress" if (s.path / "resume.pt").exists() or len(d["steps"]) < len(planned) else "finished"
+    C, H, W = d["image_shape"]
+    yield "path", d["path"]
+    yield "format", f"{meta.get('format')} run directory ({state}; {len(d['steps'])} of {len(planned)} checkpoints)"
+    yield "rule", f"{d['rule']!r}"
+    yield "data", (f"{d['n_train']} train + {d['n_heldout']} held-out images, {C * H * W} bits each "
+                   f"(C,H,W = {C},{H},{W}), data seed {d['config'].get('data_seed')}")
+    yield "model", d["kind"]
+    yield "architecture", _fmt_arch(d["arch"])
+    yield "parameters", f"{d['n_params']:,}"
+    yield "steps", _fmt_steps(d["steps"])
+    cfg = d["config"]
+    yield "training", " ".join(f"{k}={cfg.get(k)}" for k in ("lr", "lr_schedule", "batch_size", "total_steps", "ema_decay",
+                                                                "seed", "save_dtype"))
+    if meta.get("versions"):
+        yield "versions", " ".join(f"{k}={v}" for k, v in meta["versions"].items()) + (
+            f" git={meta['git_commit'][:10]}" if meta.get("git_commit") else "")
+
+
+def _info_file(path, trust, settings):
+    from scoreprobe.checkpoints import describe_checkpoint
+    d = describe_checkpoint(path, trust=trust, **settings)
+    yield "path", d["path"]
+    yield "format", d["format"]
+    yield "model", d["kind"]
+    if d["step"] is not None:
+        yield "step", d["step"]
+    shape = (d["arch"] or {}).get("image_shape")
+    yield "image shape", "unknown" if shape is None else "x".join(map(str, shape))
+    yield "architecture", _fmt_arch(d["arch"])
+    yield "parameters", f"{d['n_params']:,}"
+    if d["missing"]:
+        yield "missing", (f"{', '.join(d['missing'])} (not stored in the file; "
+                          f"pass --set {d['missing'][0]}=... to load it)")
+
+
+@cli.command()
+@click.argument("path", type=click.Path(path_type=str))
+@click.option("--trust", is_flag=True, help="Allow pickles that run code when loaded (only files you trust).")
+@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
+              help="A setting the file does not store: num_heads, sigma_data, image_shape (C,H,W), time_scale.")
+def info(path, trust, settings):
+    """Describe a run directory or a single checkpoint file: rule, data, architecture, parameters, steps."""
+    import os
+    from scoreprobe.checkpoints import load_series
+    settings = _parse_settings(settings)
+    try:
+        if os.path.isdir(path) and os.path.exists(os.path.join(path, "run.json")):
+            rows = list(_info_series(load_series(path)))
+        else:
+            rows = list(_info_file(path, trust, settings))
+    except ScoreprobeError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    except Exception as e:  # a hostile or odd file must not print a traceback
+        logging.getLogger(__name__).debug("info %s failed", path, exc_info=True)
+        click.echo(f"error: could not read {path} ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}); "
+                   "rerun as `scoreprobe -vv info ...` for details", err=True)
+        sys.exit(2)
+    for key, value in rows:
+        click.echo(f"{key + ':':<14s}{value}")
