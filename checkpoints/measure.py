@@ -1,6 +1,6 @@
 """Measure the clocks of a checkpoint series and write `<series>/clocks.json` plus a markdown table.
 
-    python checkpoints/measure.py checkpoints/parity-default [--n-samples 1000]
+    python checkpoints/measure.py checkpoints/parity-default [--n-samples 1000] [--out clocks.zarr]
 
 `clocks.json` holds, per checkpoint, rule accuracy, group accuracy and memorization ratio of
 `n_samples` PF-ODE samples (seed 0), τ_rule / τ_mem, and `window_step`: the checkpoint with the
@@ -18,9 +18,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("series")
     ap.add_argument("--n-samples", type=int, default=1000)
+    ap.add_argument("--out", default=None, help="zarr store to keep per-step results in (a rerun only adds new steps)")
     args = ap.parse_args()
     series = sp.load_series(args.series)
-    ds = sp.clocks(series, n_samples=args.n_samples, seed=0)
+    ds = sp.clocks(series, n_samples=args.n_samples, seed=0, out=args.out)
     rows = [{"step": int(s), "rule_acc": float(ds.rule_acc.sel(step=s)), "group_acc": float(ds.group_acc.sel(step=s)),
              "mem_ratio": float(ds.mem_ratio.sel(step=s))} for s in ds.step.values]
     inside = [r for r in rows if r["mem_ratio"] <= 0.1]
