@@ -30,6 +30,7 @@ from scoreprobe.rules import rule_from_spec
 logger = logging.getLogger(__name__)
 RUN_FORMAT = "scoreprobe-run/1"
 CKPT_FORMAT = "scoreprobe-ckpt/1"
+LR_SCHEDULES = ("constant", "cosine")
 
 
 @dataclass
@@ -84,8 +85,8 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.save_dtype not in ("float32", "float16", "bfloat16"):
             raise ConfigError(f"save_dtype must be float32, float16 or bfloat16, got {self.save_dtype!r}")
-        if self.lr_schedule not in ("constant", "cosine"):
-            raise ConfigError(f"lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ConfigError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
         if not (0 <= self.lr_min <= self.lr):
             raise ConfigError(f"lr_min must be in [0, lr={self.lr}], got {self.lr_min}")
         if not (0 <= self.ema_decay < 1):
@@ -156,8 +157,9 @@ def init_run_dir(cfg, run_dir):
     if meta_path.exists():
         old = json.loads(meta_path.read_text())
         old_cfg = {**TrainConfig().to_dict(), **old.get("config", {})}  # settings added later: defaults
-        if old_cfg != cfg.to_dict():
-            diff = sorted(k for k in cfg.to_dict() if old_cfg.get(k) != cfg.to_dict()[k])
+        new_cfg = cfg.to_dict()
+        if old_cfg != new_cfg:
+            diff = sorted(k for k in new_cfg if old_cfg.get(k) != new_cfg[k])
             raise ConfigError(f"{run_dir} already holds a run with different settings ({', '.join(diff)}); "
                               "use another directory or the same settings to resume")
         return load_dataset(run_dir / "dataset.npz", rule)

@@ -38,7 +38,7 @@ def _train_options(fn):
     import dataclasses
     import inspect
     import re
-    from scoreprobe.train import TrainConfig
+    from scoreprobe.train import LR_SCHEDULES, TrainConfig
     helps = dict(re.findall(r"^\s+(\w+): .*?# (.+)$", inspect.getsource(TrainConfig), re.M))  # field comments
     for f in reversed(dataclasses.fields(TrainConfig)):
         if f.name == "rule":
@@ -50,7 +50,7 @@ def _train_options(fn):
                               help=helps.get(f.name))(fn)
         else:
             typ = int if f.name in ("hidden_size", "depth", "num_heads") else type(default)
-            typ = click.Choice(["constant", "cosine"]) if f.name == "lr_schedule" else typ
+            typ = click.Choice(LR_SCHEDULES) if f.name == "lr_schedule" else typ
             fn = click.option(flag, type=typ, default=default, show_default=True, help=helps.get(f.name))(fn)
     return fn
 
