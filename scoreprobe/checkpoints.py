@@ -26,8 +26,9 @@ import torch
 import torch.nn as nn
 
 from scoreprobe.data import load_dataset
-from scoreprobe.errors import CheckpointError, ConfigError, ScoreprobeError
+from scoreprobe.errors import CheckpointError, ConfigError, ScoreprobeError, first_line
 from scoreprobe.models.build import build_model
+from scoreprobe.models.foreign import check_overrides, infer_dit_arch, is_state_dict, strip_prefixes
 from scoreprobe.rules import Rule, rule_from_spec
 
 logger = logging.getLogger(__name__)
@@ -35,24 +36,12 @@ logger = logging.getLogger(__name__)
 DEFAULT_SERIES = "parity-default"
 ENV_VAR = "SCOREPROBE_CHECKPOINTS"
 RUN_FORMAT, CKPT_FORMAT = "scoreprobe-run/1", "scoreprobe-ckpt/1"
-OVERRIDES = ("num_heads", "sigma_data", "image_shape", "time_scale")
-DIT_HEADS = {"XL": 16, "L": 16, "B": 12, "S": 6}   # facebookresearch/DiT presets DiT-{size}/{patch}
-PREFIXES = ("module.", "_orig_mod.", "model.", "net.")
 _STEP_FILE = re.compile(r"step_(\d+)\.pt")
 
 
 # ---------------------------------------------------------------------------------------------
 # Reading files safely
 # ---------------------------------------------------------------------------------------------
-
-def _first_line(e):
-    """'Type: first sentence' of an exception, at most ~200 characters."""
-    text = str(e).strip()
-    inner = re.search(r"WeightsUnpickler error:\s*([^\n]+)", text)  # torch's long weights_only message
-    text = inner.group(1) if inner else (text.splitlines() or [""])[0]
-    text = text.split(". ")[0][:200]
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
-
 
 def _read(path, trust=False):
     """torch.load with weights_only=True (argparse.Namespace allowed); with trust, fall back to full unpickling."""
@@ -79,10 +68,10 @@ def _read(path, trust=False):
             what = f"Python objects beyond tensors ({m.group(1)})" if m else "a plain Python pickle"
             raise CheckpointError(f"{path} holds {what}; loading it needs code execution. Pass trust=True "
                                   "(CLI: --trust) only for files you trust") from None
-        raise CheckpointError(f"{path} is not a readable checkpoint (corrupt?): {_first_line(e)}") from None
+        raise CheckpointError(f"{path} is not a readable checkpoint (corrupt?): {first_line(e)}") from None
     except Exception as e:  # truncated zip (RuntimeError), EOFError, bad headers, ...
         raise CheckpointError(f"{path} is not a readable checkpoint (truncated or corrupt?): "
-                              f"{_first_line(e)}") from None
+                              f"{first_line(e)}") from None
 
 
 def _read_trusted(path):
@@ -99,87 +88,12 @@ def _read_trusted(path):
     except ModuleNotFoundError as e:
         raise CheckpointError(f"{path} needs the Python module {e.name!r} to load; make it importable") from None
     except Exception as e:
-        raise CheckpointError(f"could not load {path} even with trust=True: {_first_line(e)}") from None
+        raise CheckpointError(f"could not load {path} even with trust=True: {first_line(e)}") from None
 
 
 # ---------------------------------------------------------------------------------------------
 # Sniffing: what is in the file, and what architecture does it need
 # ---------------------------------------------------------------------------------------------
-
-def _is_state_dict(obj):
-    return (isinstance(obj, dict) and len(obj) > 0
-            and all(isinstance(k, str) and torch.is_tensor(v) for k, v in obj.items()))
-
-
-def strip_prefixes(sd):
-    """Remove wrapper prefixes ("module.", "_orig_mod.", "model.", "net.") shared by every key."""
-    while True:
-        prefix = next((p for p in PREFIXES if all(k.startswith(p) for k in sd)), None)
-        if prefix is None:
-            return sd
-        sd = {k[len(prefix):]: v for k, v in sd.items()}
-
-
-def _check_overrides(overrides):
-    unknown = set(overrides) - set(OVERRIDES)
-    if unknown:
-        raise ConfigError(f"unknown checkpoint settings {sorted(unknown)}; known: {', '.join(OVERRIDES)}")
-
-
-def _setting(name, overrides, args):
-    """A setting from keyword overrides, else from the training args (Namespace), else None."""
-    if overrides.get(name) is not None:
-        return overrides[name]
-    return getattr(args, name, None) if args is not None else None
-
-
-def infer_dit_arch(sd, args=None, **overrides):
-    """Architecture dict of a facebookresearch/DiT state_dict, as far as tensor shapes, args and overrides tell.
-
-    sd: DiT state_dict without prefixes. Returns (arch, missing): arch as models.build.model_arch
-    builds it (None where unknown), missing the names of settings nobody stated.
-    """
-    try:
-        hidden, C, p, q = sd["x_embedder.proj.weight"].shape
-        blocks = {int(m.group(1)) for k in sd if (m := re.match(r"blocks\.(\d+)\.", k))}
-        depth = len(blocks)
-        if min(hidden, C, p, q) < 1 or blocks != set(range(depth)):
-            raise ValueError(f"empty patch embedding or blocks not numbered 0..{depth - 1}")
-        ratio = sd["blocks.0.mlp.fc1.weight"].shape[0] / hidden
-        c_out = sd["final_layer.linear.weight"].shape[0] / (p * p)
-        n_freq = sd["t_embedder.mlp.0.weight"].shape[1]
-        rows = sd["y_embedder.embedding_table.weight"].shape[0]
-        n_tokens = sd["pos_embed"].shape[1]
-    except (KeyError, ValueError, IndexError, ZeroDivisionError) as e:
-        raise CheckpointError(f"not a DiT state_dict in the facebookresearch/DiT layout ({_first_line(e)}); "
-                              f"keys start with {sorted(sd)[:4]}") from None
-    if p != q or c_out not in (C, 2 * C) or n_freq != 256 or ratio <= 0 or rows < 1 or n_tokens < 1:
-        raise CheckpointError(f"unsupported DiT variant: patch {p}x{q}, {C} -> {c_out:g} channels, "
-                              f"{n_freq} timestep frequencies (need square patches, C or 2C outputs, 256)")
-    heads = _setting("num_heads", overrides, args)
-    preset = re.match(r"DiT-(XL|L|B|S)/\d+$", str(getattr(args, "model", "")))
-    if heads is None and preset:
-        heads = DIT_HEADS[preset.group(1)]
-    shape = _setting("image_shape", overrides, args)
-    grid = math.isqrt(n_tokens)
-    if shape is None and grid * grid == n_tokens:
-        shape = (C, grid * p, grid * p)
-    if shape is not None:
-        shape = [int(s) for s in shape]
-        if len(shape) != 3 or shape[0] != C or shape[1] % p or shape[2] % p or shape[1] * shape[2] != n_tokens * p * p:
-            raise CheckpointError(f"image_shape {shape} does not fit the weights: {C} channels, patch {p}, "
-                                  f"{n_tokens} tokens")
-    net = {"hidden_size": int(hidden), "depth": depth, "num_heads": None if heads is None else int(heads),
-           "input_size": None if shape is None else shape[1:], "patch_size": int(p), "in_channels": int(C),
-           "mlp_ratio": ratio, "learn_sigma": c_out == 2 * C, "num_label_rows": int(rows)}
-    sigma_data = _setting("sigma_data", overrides, args)
-    time_scale = _setting("time_scale", overrides, args)
-    arch = {"net": net, "image_shape": shape, "sigma_data": None if sigma_data is None else float(sigma_data),
-            "time_scale": 1.0 if time_scale is None else float(time_scale)}
-    missing = [name for name, v in (("num_heads", heads), ("sigma_data", sigma_data), ("image_shape", shape))
-               if v is None]
-    return arch, missing
-
 
 def _plan(obj, path, ema, overrides):
     """What to build from a loaded object: dict(format, kind, arch, weights | module, step, missing)."""
@@ -196,10 +110,10 @@ def _plan(obj, path, ema, overrides):
     args = args if isinstance(args, argparse.Namespace) else None
     keys = ("ema", "model", "state_dict") if ema else ("model", "state_dict")
     sd, fmt = None, "bare DiT state_dict"
-    if _is_state_dict(obj):
+    if is_state_dict(obj):
         sd = obj
     elif isinstance(obj, dict):
-        key = next((k for k in keys if _is_state_dict(obj.get(k))), None)
+        key = next((k for k in keys if is_state_dict(obj.get(k))), None)
         if key is None:
             what = "raw weights ('model')" if not ema and "ema" in obj else "weights"
             raise CheckpointError(f"{path} holds no {what} in a form scoreprobe knows; top-level keys: "
@@ -219,7 +133,7 @@ def _plan_ours(obj, path, ema):
         raise CheckpointError(f"{path} is a training-resume state without architecture; "
                               "load its run directory with load_series instead")
     weights = obj.get("ema") if ema else obj.get("model")
-    if not _is_state_dict(weights):
+    if not is_state_dict(weights):
         raise CheckpointError(f"{path} stores no {'EMA' if ema else 'raw (non-EMA)'} weights"
                               + ("; use ema=True (trained with save_model=False)" if not ema else ""))
     return {"format": f"{CKPT_FORMAT} ({'EMA' if ema else 'raw'} weights)", "kind": obj["kind"],
@@ -298,14 +212,14 @@ def load_checkpoint(path, trust=False, *, ema=True, device="cpu", **overrides):
     nn.Module in eval mode with requires_grad False: EDMDenoiser (D(x (B, D), sigma (B,)) -> (B, D)),
     ModuleDenoiser for trusted EDM-style pickles, or models.gpt.GPT for GPT files.
     """
-    _check_overrides(overrides)
+    check_overrides(overrides)
     plan = _plan(_read(path, trust), Path(path), ema, overrides)
     return _build(plan, path, device)
 
 
 def describe_checkpoint(path, trust=False, **overrides):
     """Facts about one checkpoint file without building it: dict(format, kind, step, arch, n_params, missing)."""
-    _check_overrides(overrides)
+    check_overrides(overrides)
     plan = _plan(_read(path, trust), Path(path), True, overrides)
     return {"path": str(path), "format": plan["format"], "kind": plan["kind"], "step": plan["step"],
             "arch": plan["arch"], "n_params": n_parameters(plan), "missing": plan["missing"]}
@@ -397,7 +311,7 @@ def _read_run_json(path):
     try:
         meta = json.loads(meta_path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{meta_path} is not readable JSON: {_first_line(e)}") from None
+        raise CheckpointError(f"{meta_path} is not readable JSON: {first_line(e)}") from None
     if not isinstance(meta, dict) or meta.get("format") != RUN_FORMAT:
         raise CheckpointError(f"{meta_path} is not a {RUN_FORMAT} file")
     missing = [k for k in ("config", "kind", "arch") if k not in meta]
@@ -443,7 +357,7 @@ def series_from_files(files, steps, dataset, rule=None, **arch):
     (num_heads, sigma_data, image_shape, time_scale) and trust=.
     """
     trust = bool(arch.pop("trust", False))
-    _check_overrides(arch)
+    check_overrides(arch)
     files, steps = [Path(f) for f in files], [int(s) for s in steps]
     if len(files) != len(steps) or not files:
         raise ConfigError(f"need one step per file and at least one file, got {len(files)} files, {len(steps)} steps")

@@ -1,4 +1,5 @@
 """Typed errors. The CLI turns each into one line on stderr and exit code 2."""
+import re
 
 
 class ScoreprobeError(Exception):
@@ -19,3 +20,12 @@ class CheckpointError(ScoreprobeError):
 
 class StoreError(ScoreprobeError):
     """A zarr store cannot be written or does not match the requested analysis."""
+
+
+def first_line(e):
+    """'Type: first sentence' of an exception, at most ~200 characters."""
+    text = str(e).strip()
+    inner = re.search(r"WeightsUnpickler error:\s*([^\n]+)", text)  # torch's long weights_only message
+    text = inner.group(1) if inner else (text.splitlines() or [""])[0]
+    text = text.split(". ")[0][:200]
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__

@@ -10,7 +10,9 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
+from scoreprobe.data import STATE_CODES, to_bits
 from scoreprobe.errors import ConfigError, DataError
 
 logger = logging.getLogger(__name__)
@@ -212,6 +214,43 @@ def _plane_from_items(dataset, rule, i, j, k):
 # Endpoint classification
 # ---------------------------------------------------------------------------------------------
 
+def classify_endpoints(x, dataset, rule=None, tol=0.5):
+    """Classify signed PF-ODE endpoints into STATES.
+
+    Parameters
+    ----------
+    x : (N, D) float signed endpoints (numpy or torch)
+    dataset : Dataset (its cached BitIndex objects are used)
+    rule : Rule, default dataset.rule
+    tol : an endpoint is `invalid` if non-finite or some |x_i| is farther than tol from +-1
+
+    Returns
+    -------
+    dict of numpy arrays: state int8 (N,) (codes STATE_CODES); train_index, heldout_index int64
+    (N,) (-1 = no equal item, and always -1 for invalid endpoints); nearest_train_index,
+    nearest_train_hamming int64 (N,) (of the thresholded bits, -1 if the train set is empty);
+    bits uint8 (N, D) (= to_bits(x)).
+    """
+    rule = dataset.rule if rule is None else rule
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().double().numpy()
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] != rule.n_bits:
+        raise DataError(f"endpoints must have shape (N, {rule.n_bits}), got {x.shape}")
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(x).all(axis=1) & (np.abs(np.abs(x) - 1.0) <= tol).all(axis=1)  # (N,)
+    bits = to_bits(x)  # (N, D)
+    train_i = np.where(ok, dataset.train_index.lookup(bits), -1)
+    held_i = np.where(ok, dataset.heldout_index.lookup(bits), -1)
+    near_i, near_d = dataset.train_index.nearest(bits)
+    valid = rule.is_valid(bits)
+    state = np.select([~ok, ~valid, train_i >= 0, held_i >= 0],
+                      [STATE_CODES["invalid"], STATE_CODES["rule_violating"], STATE_CODES["valid_memorized"],
+                       STATE_CODES["valid_heldout"]], STATE_CODES["valid_novel"]).astype(np.int8)
+    return {"state": state, "train_index": train_i.astype(np.int64), "heldout_index": held_i.astype(np.int64),
+            "nearest_train_hamming": near_d, "nearest_train_index": near_i, "bits": bits}
+
+
 def classify(x_end, dataset, rule, anchors=None, tol=0.5):
     """Classify ODE endpoints into the five states and match them to items and anchors.
 
@@ -223,14 +262,12 @@ def classify(x_end, dataset, rule, anchors=None, tol=0.5):
 
     Returns
     -------
-    dict of numpy arrays, those of `data.classify_endpoints` (state int8, train_index,
+    dict of numpy arrays, those of `classify_endpoints` (state int8, train_index,
     heldout_index, nearest_train_hamming, nearest_train_index, bits) plus `index` (the
     training item reached for valid_memorized, the held-out item for valid_heldout, else -1),
     `anchor` (index of the anchor the endpoint equals, -1 none; invalid endpoints get -1),
     `nearest_anchor` and `nearest_anchor_hamming`.
     """
-    from scoreprobe.data import STATE_CODES, classify_endpoints
-
     out = classify_endpoints(x_end, dataset, rule, tol=tol)
     state = out["state"]
     mem, ho = state == STATE_CODES["valid_memorized"], state == STATE_CODES["valid_heldout"]

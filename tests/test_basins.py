@@ -196,7 +196,8 @@ def test_cli_bad_options_fail_before_computing(setup, tmp_path, monkeypatch, cap
     monkeypatch.chdir(tmp_path)
     for args, message in ((["basins", "--animate", "b.txt"], "use a .gif or .mp4"),
                           (["field", "--plot", "f.doc"], "cannot write a figure to 'f.doc'"),
-                          (["basins", "--steps", ",", "--no-animate"], "error: no steps selected")):
+                          (["basins", "--steps", ",", "--no-animate"], "error: no steps selected"),
+                          (["field", "--steps", "most"], "expected all, auto or comma-separated steps")):
         with pytest.raises(SystemExit) as e:
             main([*args, str(tmp_path), "--res", "4"])
         err = capsys.readouterr().err

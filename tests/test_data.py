@@ -7,10 +7,11 @@ from hypothesis import strategies as st
 from scipy import stats
 
 import scoreprobe.data as data
-from scoreprobe.data import (STATE_CODES, STATES, BitIndex, Dataset, classify_endpoints, load_dataset, make_dataset,
-                             state_flag_attrs, to_bits, to_signed)
+from scoreprobe.data import (STATE_CODES, STATES, BitIndex, Dataset, load_dataset, make_dataset, state_flag_attrs, to_bits,
+                             to_signed)
 from scoreprobe.errors import ConfigError, DataError
-from scoreprobe.rules import ExactK, LatinSquare, Parity, RowK, Sudoku
+from scoreprobe.rules import ExactK, Parity, RowK, Sudoku
+from scoreprobe.slices import classify_endpoints
 
 
 def test_signed_bits_round_trip():

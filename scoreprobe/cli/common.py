@@ -8,14 +8,17 @@ def resolve_device(device):
     return str(_resolve(device))
 
 
-def parse_steps(text):
-    """'all' -> None; '0,100,1000' -> [0, 100, 1000]."""
+def parse_steps(text, words=("all",)):
+    """'all' -> None; '0,100,1000' -> [0, 100, 1000]; any other word in `words` is returned as is."""
     if text is None or text == "all":
         return None
+    if text in words:
+        return text
     try:
         return [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
-        raise click.BadParameter(f"expected 'all' or comma-separated steps, got {text!r}", param_hint="--steps")
+        raise click.BadParameter(f"expected {', '.join(words)} or comma-separated steps S1,S2,..., got {text!r}",
+                                 param_hint="--steps")
 
 
 def figure_path(ctx, param, value):

@@ -2,7 +2,7 @@
 import click
 
 from scoreprobe.cli import cli
-from scoreprobe.cli.common import figure_path, float_list, save_figure, resolve_device
+from scoreprobe.cli.common import figure_path, float_list, parse_steps, resolve_device, save_figure
 
 
 # ---------------------------------------------------------------------------------------------
@@ -18,15 +18,13 @@ def _plane_steps(text, series, n_auto=8):
     checkpoints, first and last included, 'S1,S2,...' -> those."""
     import numpy as np
     steps = list(series.steps)
-    if text == "all":
+    chosen = parse_steps(text, words=("all", "auto"))
+    if chosen is None:
         return steps
-    if text == "auto":
+    if chosen == "auto":
         idx = np.unique(np.round(np.linspace(0, len(steps) - 1, min(n_auto, len(steps)))).astype(int))
         return [steps[i] for i in idx]
-    try:
-        return [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected all, auto or S1,S2,..., got {text!r}", param_hint="--steps")
+    return chosen
 
 
 def _basin_table(ds):

@@ -20,7 +20,7 @@ import scipy.stats
 import torch
 import xarray as xr
 
-from scoreprobe import data, ode, store
+from scoreprobe import data, ode, slices, store
 from scoreprobe.errors import ConfigError
 from scoreprobe.sweep import dataset_and_rule, is_multi, source_identity, sweep
 
@@ -103,7 +103,7 @@ def clock_step(model, dataset, rule, n_samples=1000, seed=0, n_steps=18, device=
     (sample,) int64, [`bits` (sample, bit) uint8], and the scalars of SCALARS.
     """
     x = _draw(model, n_samples, seed, n_steps, device, chunk_size, rule.n_bits)  # (n, D)
-    cls = data.classify_endpoints(x, dataset, rule)
+    cls = slices.classify_endpoints(x, dataset, rule)
     state, bits = np.asarray(cls["state"]), np.asarray(cls["bits"])
     codes = data.STATE_CODES
     frac = {name: float(np.mean(state == codes[name])) for name in data.STATES}

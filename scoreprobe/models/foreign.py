@@ -1,0 +1,93 @@
+"""Architecture of other people's DiT weights, read from tensor shapes, training args and overrides.
+
+    sd = strip_prefixes(torch.load("DiT-S-2.pt", weights_only=True)["ema"])
+    arch, missing = infer_dit_arch(sd, sigma_data=0.5)   # arch as models.build.build_model takes it
+
+What shapes cannot tell (num_heads, sigma_data, image_shape) comes from the training script's
+argparse.Namespace or from keyword overrides; `missing` names whatever nobody stated.
+"""
+import math
+import re
+
+import torch
+
+from scoreprobe.errors import CheckpointError, ConfigError, first_line
+
+OVERRIDES = ("num_heads", "sigma_data", "image_shape", "time_scale")
+DIT_HEADS = {"XL": 16, "L": 16, "B": 12, "S": 6}   # facebookresearch/DiT presets DiT-{size}/{patch}
+PREFIXES = ("module.", "_orig_mod.", "model.", "net.")
+
+
+def is_state_dict(obj):
+    return (isinstance(obj, dict) and len(obj) > 0
+            and all(isinstance(k, str) and torch.is_tensor(v) for k, v in obj.items()))
+
+
+def strip_prefixes(sd):
+    """Remove wrapper prefixes ("module.", "_orig_mod.", "model.", "net.") shared by every key."""
+    while True:
+        prefix = next((p for p in PREFIXES if all(k.startswith(p) for k in sd)), None)
+        if prefix is None:
+            return sd
+        sd = {k[len(prefix):]: v for k, v in sd.items()}
+
+
+def check_overrides(overrides):
+    unknown = set(overrides) - set(OVERRIDES)
+    if unknown:
+        raise ConfigError(f"unknown checkpoint settings {sorted(unknown)}; known: {', '.join(OVERRIDES)}")
+
+
+def _setting(name, overrides, args):
+    """A setting from keyword overrides, else from the training args (Namespace), else None."""
+    if overrides.get(name) is not None:
+        return overrides[name]
+    return getattr(args, name, None) if args is not None else None
+
+
+def infer_dit_arch(sd, args=None, **overrides):
+    """Architecture dict of a facebookresearch/DiT state_dict, as far as tensor shapes, args and overrides tell.
+
+    sd: DiT state_dict without prefixes. Returns (arch, missing): arch as models.build.model_arch
+    builds it (None where unknown), missing the names of settings nobody stated.
+    """
+    try:
+        hidden, C, p, q = sd["x_embedder.proj.weight"].shape
+        blocks = {int(m.group(1)) for k in sd if (m := re.match(r"blocks\.(\d+)\.", k))}
+        depth = len(blocks)
+        if min(hidden, C, p, q) < 1 or blocks != set(range(depth)):
+            raise ValueError(f"empty patch embedding or blocks not numbered 0..{depth - 1}")
+        ratio = sd["blocks.0.mlp.fc1.weight"].shape[0] / hidden
+        c_out = sd["final_layer.linear.weight"].shape[0] / (p * p)
+        n_freq = sd["t_embedder.mlp.0.weight"].shape[1]
+        rows = sd["y_embedder.embedding_table.weight"].shape[0]
+        n_tokens = sd["pos_embed"].shape[1]
+    except (KeyError, ValueError, IndexError, ZeroDivisionError) as e:
+        raise CheckpointError(f"not a DiT state_dict in the facebookresearch/DiT layout ({first_line(e)}); "
+                              f"keys start with {sorted(sd)[:4]}") from None
+    if p != q or c_out not in (C, 2 * C) or n_freq != 256 or ratio <= 0 or rows < 1 or n_tokens < 1:
+        raise CheckpointError(f"unsupported DiT variant: patch {p}x{q}, {C} -> {c_out:g} channels, "
+                              f"{n_freq} timestep frequencies (need square patches, C or 2C outputs, 256)")
+    heads = _setting("num_heads", overrides, args)
+    preset = re.match(r"DiT-(XL|L|B|S)/\d+$", str(getattr(args, "model", "")))
+    if heads is None and preset:
+        heads = DIT_HEADS[preset.group(1)]
+    shape = _setting("image_shape", overrides, args)
+    grid = math.isqrt(n_tokens)
+    if shape is None and grid * grid == n_tokens:
+        shape = (C, grid * p, grid * p)
+    if shape is not None:
+        shape = [int(s) for s in shape]
+        if len(shape) != 3 or shape[0] != C or shape[1] % p or shape[2] % p or shape[1] * shape[2] != n_tokens * p * p:
+            raise CheckpointError(f"image_shape {shape} does not fit the weights: {C} channels, patch {p}, "
+                                  f"{n_tokens} tokens")
+    net = {"hidden_size": int(hidden), "depth": depth, "num_heads": None if heads is None else int(heads),
+           "input_size": None if shape is None else shape[1:], "patch_size": int(p), "in_channels": int(C),
+           "mlp_ratio": ratio, "learn_sigma": c_out == 2 * C, "num_label_rows": int(rows)}
+    sigma_data = _setting("sigma_data", overrides, args)
+    time_scale = _setting("time_scale", overrides, args)
+    arch = {"net": net, "image_shape": shape, "sigma_data": None if sigma_data is None else float(sigma_data),
+            "time_scale": 1.0 if time_scale is None else float(time_scale)}
+    missing = [name for name, v in (("num_heads", heads), ("sigma_data", sigma_data), ("image_shape", shape))
+               if v is None]
+    return arch, missing
