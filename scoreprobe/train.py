@@ -30,7 +30,7 @@ from scoreprobe.rules import rule_from_spec
 logger = logging.getLogger(__name__)
 RUN_FORMAT = "scoreprobe-run/1"
 CKPT_FORMAT = "scoreprobe-ckpt/1"
-LR_SCHEDULES = ("constant", "cosine")
+LR_SCHEDULES = ("constant", "cosine", "step")
 
 
 @dataclass
@@ -52,8 +52,9 @@ class TrainConfig:
     p_mean: float = -1.2         # training ln σ ~ N(p_mean, p_std)
     p_std: float = 1.2           # (see p_mean)
     lr: float = 1e-3             # AdamW learning rate (peak, after warm-up)
-    lr_schedule: str = "constant"  # constant, or cosine: decay from lr to lr_min at total_steps
-    lr_min: float = 0.0          # final learning rate of the cosine schedule
+    lr_schedule: str = "constant"  # constant; cosine: decay from lr to lr_min at total_steps; step: see lr_drop_step
+    lr_min: float = 0.0          # final learning rate of the cosine and step schedules
+    lr_drop_step: int = 0        # step schedule: lr until this step, lr_min from it on
     weight_decay: float = 0.0    # AdamW weight decay
     warmup_steps: int = 0        # linear lr warm-up
     batch_size: int = 128        # minibatch, drawn with replacement from the N items
@@ -89,16 +90,22 @@ class TrainConfig:
             raise ConfigError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
         if not (0 <= self.lr_min <= self.lr):
             raise ConfigError(f"lr_min must be in [0, lr={self.lr}], got {self.lr_min}")
+        if self.lr_schedule == "step" and not (0 < self.lr_drop_step < self.total_steps):
+            raise ConfigError(f"the step schedule needs 0 < lr_drop_step < total_steps={self.total_steps}, "
+                              f"got {self.lr_drop_step}")
         if not (0 <= self.ema_decay < 1):
             raise ConfigError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
 
 
 def lr_at(cfg, step):
-    """Learning rate of optimizer step `step` (0-based): linear warm-up, then constant or cosine decay."""
+    """Learning rate of optimizer step `step` (0-based): linear warm-up, then constant, cosine decay,
+    or a single drop to lr_min at lr_drop_step."""
     if cfg.warmup_steps and step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
     if cfg.lr_schedule == "constant":
         return cfg.lr
+    if cfg.lr_schedule == "step":
+        return cfg.lr if step < cfg.lr_drop_step else cfg.lr_min
     frac = (step - cfg.warmup_steps) / max(1, cfg.total_steps - cfg.warmup_steps)   # 0 -> 1
     return cfg.lr_min + (cfg.lr - cfg.lr_min) * 0.5 * (1 + math.cos(math.pi * frac))
 
@@ -168,7 +175,8 @@ def init_run_dir(cfg, run_dir):
     ds.save(run_dir / "dataset.npz")
     meta = {"format": RUN_FORMAT, "config": cfg.to_dict(), "kind": cfg.model, "arch": model_arch(cfg, rule),
             "checkpoint_steps": checkpoint_steps(cfg.total_steps, cfg.n_checkpoints, cfg.first_checkpoint),
-            "versions": _versions(), "git_commit": _git_commit()}
+            "versions": _versions(), "git_commit": _git_commit(),
+            "torch_threads": torch.get_num_threads()}   # CPU results are bitwise reproducible per thread count
     tmp = meta_path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(meta, indent=2))
     os.replace(tmp, meta_path)

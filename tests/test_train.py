@@ -49,9 +49,9 @@ def test_training_lowers_the_dsm_loss(tmp_path):
     assert losses[-1] < 0.8 * losses[0]
 
 
-@pytest.mark.parametrize("schedule", ["constant", "cosine"])
+@pytest.mark.parametrize("schedule", ["constant", "cosine", "step"])
 def test_resume_after_kill_equals_uninterrupted_run(tmp_path, monkeypatch, schedule):
-    cfg = tiny_cfg(lr_schedule=schedule, warmup_steps=4)
+    cfg = tiny_cfg(lr_schedule=schedule, warmup_steps=4, lr_min=2e-4, lr_drop_step=12)
     full = train_run(cfg, tmp_path / "full", progress=False)
 
     real_step, calls = train_mod._train_step, {"n": 0}
@@ -101,6 +101,8 @@ def test_lr_schedules_against_their_formulas():
     assert lr_at(cos, 110) == pytest.approx(1e-5)                     # lr_min at total_steps
     lrs = [lr_at(cos, s) for s in range(10, 111)]
     assert all(a >= b for a, b in zip(lrs, lrs[1:]))                  # monotone decay
+    step = tiny_cfg(lr=1e-3, lr_min=2e-4, lr_schedule="step", lr_drop_step=50, total_steps=100, warmup_steps=10)
+    assert [lr_at(step, s) for s in (0, 9, 10, 49, 50, 99)] == pytest.approx([1e-4, 1e-3, 1e-3, 1e-3, 2e-4, 2e-4])
 
 
 def test_run_json_from_before_a_setting_existed_still_resumes(tmp_path):
@@ -116,7 +118,8 @@ def test_run_json_from_before_a_setting_existed_still_resumes(tmp_path):
 
 
 @pytest.mark.parametrize("bad", [dict(model="vae"), dict(batch_size=0), dict(save_dtype="int8"),
-                                 dict(ema_decay=1.0), dict(lr_schedule="step"), dict(lr_min=1.0)])
+                                 dict(ema_decay=1.0), dict(lr_schedule="linear"), dict(lr_min=1.0),
+                                 dict(lr_schedule="step"), dict(lr_schedule="step", lr_drop_step=10**9)])
 def test_bad_settings_raise_config_error(tmp_path, bad):
     with pytest.raises(ConfigError):
         train_run(tiny_cfg(**bad), tmp_path / "run", progress=False)
@@ -127,3 +130,26 @@ def test_float16_step_files_are_half_size(tmp_path):
     b = train_run(tiny_cfg(total_steps=2, n_checkpoints=2, save_dtype="float16"), tmp_path / "b", progress=False)
     sa, sb = ckpt_path(a, 2).stat().st_size, ckpt_path(b, 2).stat().st_size
     assert sb < 0.6 * sa
+
+
+def test_train_command_writes_a_run_and_refuses_bad_settings(tmp_path, capsys):
+    from click.testing import CliRunner
+    from scoreprobe.cli import cli, main
+    threads = torch.get_num_threads()
+    args = ["train", str(tmp_path / "run"), "--G", "2", "--layout", "offset", "--n-train", "16", "--n-heldout", "16",
+            "--hidden-size", "32", "--depth", "1", "--num-heads", "2", "--batch-size", "8", "--total-steps", "6",
+            "--n-checkpoints", "3", "--lr-schedule", "step", "--lr-drop-step", "3", "--lr-min", "1e-4",
+            "--device", "cpu", "--threads", "1"]
+    try:
+        r = CliRunner().invoke(cli, args)
+        assert r.exit_code == 0, r.output
+        meta = json.loads((tmp_path / "run" / "run.json").read_text())
+        assert meta["torch_threads"] == 1 and meta["config"]["lr_drop_step"] == 3
+        assert meta["config"]["rule"]["layout"] == "offset" and meta["checkpoint_steps"][-1] == 6
+        args[args.index("--lr-drop-step") + 1] = "6"                   # not before total_steps
+        with pytest.raises(SystemExit) as e:
+            main(args)
+    finally:
+        torch.set_num_threads(threads)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "lr_drop_step" in err and "Traceback" not in err

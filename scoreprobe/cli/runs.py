@@ -66,12 +66,18 @@ def _train_options(fn):
 @click.option("--rule-seed", type=int, default=0, help="Seed of the random parity layout.")
 @click.option("--shape", default="6x6", help="Image shape HxW (parity, exactk, rowk).")
 @click.option("--device", default="auto", help="cpu, cuda, cuda:1 or auto.")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="CPU threads for torch (default: torch's choice). On CPU the weights are bitwise "
+                   "reproducible for a given thread count; tiny models gain little from a second thread.")
 @_train_options
-def train(run_dir, rule, G, k, n, layout, rule_seed, shape, device, **settings):
+def train(run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads, **settings):
     """Train a model and write log-spaced checkpoints to RUN_DIR (rerun the same command to resume)."""
+    import torch
     from scoreprobe.train import TrainConfig, train_run
     cfg = TrainConfig(rule=_rule_spec(rule, G, k, n, layout, rule_seed, shape), **settings)
     dev = resolve_device(device)
+    if threads:
+        torch.set_num_threads(threads)
     click.echo(f"training {cfg.model} on {cfg.rule} (N={cfg.n_train}) for {cfg.total_steps} steps on {dev} -> {run_dir}")
     path = train_run(cfg, run_dir, device=dev)
     click.echo(f"done: {path}")
