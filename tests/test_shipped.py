@@ -62,11 +62,13 @@ def test_last_checkpoint_memorizes(series):
 def test_clocks_of_shipped_series_show_both_clocks(series):
     """Issue 3's criteria re-measured on every checkpoint with `sp.clocks` (1000 samples): some
     checkpoint has rule_acc >= 0.9 with mem_ratio <= 0.1, memorization passes 0.1 (τ_mem) after it,
-    and reaches 0.5 at the last. (Only two checkpoints, 3020 and 4116, have rule_acc >= 0.9, so
-    τ_rule as DESIGN.md defines it — three checkpoints in a row — is not reached on this series.)"""
+    and reaches 0.5 at the last; and by DESIGN.md's definitions (τ_rule: >= 0.9 at three
+    checkpoints in a row) the innovation window is open, τ_rule < τ_mem."""
     ds = sp.clocks(series, n_samples=1000, seed=0)
     inside = (ds.rule_acc >= 0.9) & (ds.mem_ratio <= 0.1)
     assert bool(inside.any())
     first_window_step = int(ds.step[inside.values][0])
     assert first_window_step < ds.attrs["tau_mem"]
     assert float(ds.mem_ratio[-1]) >= 0.5
+    taus = sp.taus(ds)
+    assert taus["window_open"] and taus["tau_rule"] < taus["tau_mem"]
