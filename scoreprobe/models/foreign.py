@@ -19,6 +19,7 @@ PREFIXES = ("module.", "_orig_mod.", "model.", "net.")
 
 
 def is_state_dict(obj):
+    """True for a non-empty dict of str -> tensor."""
     return (isinstance(obj, dict) and len(obj) > 0
             and all(isinstance(k, str) and torch.is_tensor(v) for k, v in obj.items()))
 
