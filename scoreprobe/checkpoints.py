@@ -30,12 +30,12 @@ from scoreprobe.errors import CheckpointError, ConfigError, ScoreprobeError, fir
 from scoreprobe.models.build import build_model
 from scoreprobe.models.foreign import check_overrides, infer_dit_arch, is_state_dict, strip_prefixes
 from scoreprobe.rules import Rule, rule_from_spec
+from scoreprobe.train import CKPT_FORMAT, RUN_FORMAT   # the formats the trainer writes
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_SERIES = "parity-default"
 ENV_VAR = "SCOREPROBE_CHECKPOINTS"
-RUN_FORMAT, CKPT_FORMAT = "scoreprobe-run/1", "scoreprobe-ckpt/1"
 _STEP_FILE = re.compile(r"step_(\d+)\.pt")
 
 
