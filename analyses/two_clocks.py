@@ -22,11 +22,14 @@ import argparse
 import json
 import logging
 import math
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import scipy.stats
+import torch
 
 from scoreprobe.checkpoints import load_series
 from scoreprobe.probes.clocks import clocks, fit_power_law, resolve_device
@@ -36,30 +39,40 @@ from scoreprobe.viz import new_figure, plot_clocks, plot_states
 
 logger = logging.getLogger("two_clocks")
 
-PRESETS = {  # Gs at fixed N = N_fixed; Ns at fixed G = G_fixed
-    "smoke": dict(Gs=[2, 3], N_fixed=8, Ns=[8, 16], G_fixed=2, total_steps=30, n_checkpoints=5,
-                  n_samples=32, n_steps=6, n_heldout=32, batch_size=16),
-    "cpu": dict(Gs=[2, 3, 4], N_fixed=64, Ns=[16, 32, 64, 128], G_fixed=2, total_steps=8000, n_checkpoints=16,
-                n_samples=256, n_steps=18, n_heldout=256, batch_size=128),
-    "gpu": dict(Gs=[2, 3, 4], N_fixed=256, Ns=[64, 128, 256, 512, 1024], G_fixed=2, total_steps=60000,
-                n_checkpoints=24, n_samples=1000, n_steps=18, n_heldout=1024, batch_size=256),
+PRESETS = {  # Gs at fixed N = N_fixed; Ns at fixed G = G_fixed; each run trains views·N/batch steps
+    "smoke": dict(Gs=[2, 3], N_fixed=8, Ns=[8, 16], G_fixed=2, views=60, min_steps=30, n_checkpoints=5,
+                  first_checkpoint=5, n_samples=32, n_steps=6, n_heldout=32, batch_size=16, hidden_size=32,
+                  jobs=1),
+    # Sized from checkpoints/README.md: ≈ 23 steps/s at batch 96 on one thread; memorization 0.1 at
+    # ≈ 9–10k views per image, so 12k views brackets τ_mem; N = 240 keeps τ_mem (≈ 24k steps) far
+    # from G = 2's τ_rule (≈ 2.6k). Two one-thread runs in parallel use both cores: ≈ 70 min.
+    "cpu": dict(Gs=[2, 3], N_fixed=240, Ns=[30, 60, 120, 240], G_fixed=2, views=12000, min_steps=3000,
+                n_checkpoints=20, first_checkpoint=200, n_samples=1000, n_steps=None, n_heldout=1024,
+                batch_size=96, hidden_size=80, jobs=2),
+    "gpu": dict(Gs=[2, 3, 4], N_fixed=256, Ns=[64, 128, 256, 512, 1024], G_fixed=2, views=14000,
+                min_steps=20000, n_checkpoints=24, first_checkpoint=200, n_samples=1000, n_steps=None,
+                n_heldout=1024, batch_size=256, hidden_size=80, jobs=1),
 }
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", default="runs/two_clocks", help="output folder (runs, tables, figures)")
+    p.add_argument("--out", default="runs/two_clocks", help="output folder (runs, per-run figures)")
+    p.add_argument("--results", default=None, help="folder for the tables and figures, two_clocks_<preset>.md/.json"
+                   "/.png (default: analyses/results, or --out for --smoke)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto")
     p.add_argument("--preset", choices=sorted(PRESETS), default=None, help="default: gpu on CUDA, else cpu")
     p.add_argument("--smoke", action="store_true", help="same as --preset smoke")
+    p.add_argument("--train-only", action="store_true", help="train (or resume) the runs, measure nothing")
     p.add_argument("--model", choices=["dit", "gpt"], default="dit")
     p.add_argument("--size", default="tiny", help="model size preset")
+    p.add_argument("--layout", default="offset", help="parity layout (offset, contiguous, random)")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--seed", type=int, default=0)
     for key in ("Gs", "Ns"):
         p.add_argument(f"--{key}", type=lambda s: [int(v) for v in s.split(",")], default=None)
-    for key in ("N_fixed", "G_fixed", "total_steps", "n_checkpoints", "n_samples", "n_steps", "n_heldout",
-                "batch_size"):
+    for key in ("N_fixed", "G_fixed", "views", "min_steps", "n_checkpoints", "first_checkpoint", "n_samples",
+                "n_steps", "n_heldout", "batch_size", "hidden_size", "jobs"):
         p.add_argument("--" + key.replace("_", "-"), dest=key, type=int, default=None)
     args = p.parse_args(argv)
     args.device = resolve_device(args.device)
@@ -68,39 +81,43 @@ def parse_args(argv=None):
         if getattr(args, key, None) is None:
             setattr(args, key, value)
     args.preset = preset
+    if args.results is None:
+        args.results = args.out if preset == "smoke" else "analyses/results"
     return args
 
 
 def plan_runs(args):
-    """[(G, N)] for the G sweep at N_fixed and the N sweep at G_fixed, without duplicates."""
-    runs = [(G, args.N_fixed) for G in args.Gs] + [(args.G_fixed, N) for N in args.Ns]
-    return list(dict.fromkeys(runs))
+    """[(G, N)] for the G sweep at N_fixed and the N sweep at G_fixed, without duplicates, longest first."""
+    runs = list(dict.fromkeys([(G, args.N_fixed) for G in args.Gs] + [(args.G_fixed, N) for N in args.Ns]))
+    return sorted(runs, key=lambda r: -total_steps(args, r[1]))
+
+
+def total_steps(args, N):
+    """Training steps of a run with N items: `views` passes over each image, at least `min_steps`."""
+    return max(args.min_steps, math.ceil(args.views * N / args.batch_size))
+
+
+def train_config(args, G, N):
+    rule = {"name": "parity", "G": G, "shape": [6, 6], "layout": args.layout, "seed": 0}
+    return TrainConfig(rule=rule, n_train=N, n_heldout=args.n_heldout, seed=args.seed, model=args.model,
+                       size=args.size, hidden_size=args.hidden_size, lr=args.lr, batch_size=args.batch_size,
+                       total_steps=total_steps(args, N), n_checkpoints=args.n_checkpoints,
+                       first_checkpoint=args.first_checkpoint, save_dtype="float16")
 
 
 def run_one(args, G, N):
-    """Train (or resume) one run and measure its clocks; returns the row of the table."""
+    """Train (or resume) one run and measure its clocks; returns the row of the table (None: train only)."""
     name = f"g{G}-n{N}"
     run_dir = Path(args.out) / name
-    cfg = TrainConfig(rule={"name": "parity", "G": G, "shape": [6, 6], "layout": "random", "seed": 0},
-                      n_train=N, n_heldout=args.n_heldout, seed=args.seed, model=args.model, size=args.size,
-                      lr=args.lr, batch_size=args.batch_size, total_steps=args.total_steps,
-                      n_checkpoints=args.n_checkpoints)
+    cfg = train_config(args, G, N)
     t0 = time.time()
     if not finished(run_dir, cfg):
-        train_run(cfg, run_dir, device=args.device)
+        train_run(cfg, run_dir, device=args.device, progress=False)
     t1 = time.time()
-    ds = clocks(load_series(run_dir), n_samples=args.n_samples, n_steps=args.n_steps, device=args.device,
-                out=run_dir / "clocks.zarr")
-    t2 = time.time()
-    save_run_figure(ds, Path(args.out) / f"clocks_{name}.png", title=f"G={G}, N={N}")
-    a = ds.attrs
-    row = {"run": name, "G": G, "N": N, "tau_rule": a["tau_rule"], "tau_mem": a["tau_mem"],
-           "window_open": bool(a["window_open"]), "log10_ratio": a["log10_ratio"],
-           "final_rule_acc": float(ds.rule_acc[-1]), "final_mem_ratio": float(ds.mem_ratio[-1]),
-           "train_s": round(t1 - t0, 1), "clocks_s": round(t2 - t1, 1)}
-    logger.info("%s: τ_rule=%s τ_mem=%s (train %.0fs, clocks %.0fs)", name, row["tau_rule"], row["tau_mem"],
-                t1 - t0, t2 - t1)
-    return row
+    logger.info("%s: trained (%.0f s)", name, t1 - t0)
+    if args.train_only:
+        return None
+    return measure_run(args, run_dir, name, G, N, train_s=t1 - t0)
 
 
 def finished(run_dir, cfg):
@@ -111,6 +128,46 @@ def finished(run_dir, cfg):
     if json.loads(meta.read_text()).get("config") != cfg.to_dict():
         return False  # train_run explains the difference
     return cfg.total_steps in load_series(run_dir).steps
+
+
+def measure_run(args, run_dir, name, G, N, train_s):
+    """Clocks of one trained run (resumable store in the run directory); the row of the table."""
+    t0 = time.time()
+    kw = {} if args.n_steps is None else {"n_steps": args.n_steps}
+    ds = clocks(load_series(run_dir), n_samples=args.n_samples, device=args.device, out=run_dir / "clocks.zarr",
+                progress=False, **kw)
+    save_run_figure(ds, Path(args.out) / f"clocks_{name}.png", title=f"G={G}, N={N}")
+    a = ds.attrs
+    keys = ("tau_rule", "tau_rule_ci", "tau_novel", "tau_novel_ci", "tau_mem", "tau_mem_ci", "window_open",
+            "window_intervals", "window_log10_width", "window_log10_width_ci", "window_hi_censored",
+            "under_resolved", "log10_ratio")
+    row = {"run": name, "G": G, "N": N, "steps": int(ds.step.max()), **{k: a.get(k) for k in keys},
+           "peak_rule_acc": float(ds.rule_acc.max()), "final_rule_acc": float(ds.rule_acc[-1]),
+           "final_mem_ratio": float(ds.mem_ratio[-1]), "train_s": round(train_s, 1),
+           "clocks_s": round(time.time() - t0, 1)}
+    if not np.isfinite(row["tau_rule"]):
+        row["tau_rule_extrapolated"] = extrapolate_tau(ds)
+    logger.info("%s: τ_rule=%s τ_mem=%s (clocks %.0f s)", name, row["tau_rule"], row["tau_mem"], row["clocks_s"])
+    return row
+
+
+def extrapolate_tau(ds, threshold=0.9, last=6, confidence=0.95):
+    """Where rule_acc would reach `threshold` if its logit kept rising linearly in log(step + 1), from a
+    fit to the last `last` checkpoints: {"tau", "ci": [lo, hi], "slope"}; None when it does not rise."""
+    steps = ds.step.values[-last:].astype(np.float64)
+    n = ds.sizes["sample"]
+    y = np.clip(ds.rule_acc.values[-last:], 0.5 / n, 1 - 0.5 / n)
+    fit = scipy.stats.linregress(np.log1p(steps), np.log(y / (1 - y)))
+    if fit.slope <= 0:
+        return None
+    target = math.log(threshold / (1 - threshold))
+    t = scipy.stats.t.ppf(0.5 + confidence / 2, len(steps) - 2)
+    slopes = [fit.slope + t * fit.stderr, max(fit.slope - t * fit.stderr, 1e-12)]   # steep -> early
+    ext = [(target - fit.intercept - (s - fit.slope) * np.log1p(steps).mean()) / s for s in slopes]
+    # the line through the mean point with the bounding slopes: a simple, stated interval
+    u_hat = (target - fit.intercept) / fit.slope
+    return {"tau": float(np.expm1(u_hat)), "ci": [float(np.expm1(min(e, 50.0))) for e in ext],
+            "slope": float(fit.slope), "from_steps": [int(steps[0]), int(steps[-1])]}
 
 
 def _new_figure(figsize, ncols):
@@ -135,83 +192,155 @@ def _finite(rows, key):
     return [r for r in rows if r[key] is not None and math.isfinite(r[key]) and r[key] > 0]
 
 
-def decades_per_unit(xs, taus):
-    """Slope of log10 τ vs x (e.g. decades of τ_rule per unit of G), or None with < 2 points."""
-    if len(xs) < 2 or len(set(xs)) < 2:
-        return None
-    fit = scipy.stats.linregress(xs, np.log10(taus))
-    return {"slope": float(fit.slope), "stderr": float(fit.stderr) if len(xs) > 2 else None}
+def _log_se(row, key):
+    """Standard error of ln τ from its bootstrap CI (half-width / 1.96); NaN when the CI is open."""
+    lo, hi = row.get(key + "_ci") or (None, None)
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)) or lo <= 0:
+        return math.nan
+    return (math.log(hi) - math.log(lo)) / (2 * 1.96)
 
 
-def fits(rows, args):
-    """Power laws in N (fixed G) and decades per unit G (fixed N) for both clocks."""
+def g_ratio(rows, args):
+    """τ_rule(G+1) / τ_rule(G) at N_fixed with a CI from the two bootstrap CIs (log-normal), or the bound."""
+    by_g = {r["G"]: r for r in rows if r["N"] == args.N_fixed}
     out = {}
-    by_n = [r for r in rows if r["G"] == args.G_fixed]
-    by_g = [r for r in rows if r["N"] == args.N_fixed]
-    for key in ("tau_mem", "tau_rule"):
-        ok = _finite(by_n, key)
-        try:
-            out[f"{key}_vs_N"] = fit_power_law([r["N"] for r in ok], [r[key] for r in ok])
-        except Exception as e:  # too few runs reached this clock within the budget
-            out[f"{key}_vs_N"] = {"error": str(e)}
-        ok = _finite(by_g, key)
-        out[f"{key}_vs_G"] = decades_per_unit([r["G"] for r in ok], [r[key] for r in ok])
+    for G in sorted(by_g)[:-1]:
+        lo, hi = by_g[G], by_g.get(G + 1)
+        if hi is None or not _finite([lo], "tau_rule"):
+            continue
+        key = f"G{G + 1}/G{G}"
+        if _finite([hi], "tau_rule"):
+            r = hi["tau_rule"] / lo["tau_rule"]
+            se = math.hypot(_log_se(lo, "tau_rule"), _log_se(hi, "tau_rule"))
+            out[key] = {"ratio": r, "ci": [r * math.exp(-1.96 * se), r * math.exp(1.96 * se)]}
+        else:
+            ext = hi.get("tau_rule_extrapolated")
+            out[key] = {"ratio_above": hi["steps"] / lo["tau_rule"],
+                        "extrapolated": None if ext is None else ext["tau"] / lo["tau_rule"],
+                        "extrapolated_ci": None if ext is None else [v / lo["tau_rule"] for v in ext["ci"]]}
     return out
+
+
+def mem_fit(rows, args, n_draws=2000, seed=0):
+    """τ_mem = a·N^b over the N sweep: least squares in log-log with its t-interval, and the spread of b
+    when each τ_mem is redrawn within its own bootstrap CI (measurement noise alone)."""
+    ok = _finite([r for r in rows if r["G"] == args.G_fixed], "tau_mem")
+    try:
+        fit = fit_power_law([r["N"] for r in ok], [r["tau_mem"] for r in ok])
+    except Exception as e:  # too few runs reached τ_mem within the budget
+        return {"error": str(e)}
+    se = np.array([_log_se(r, "tau_mem") for r in ok])
+    if np.all(np.isfinite(se)):
+        rng = np.random.default_rng(seed)
+        logn = np.log([r["N"] for r in ok])
+        draws = np.log([r["tau_mem"] for r in ok]) + rng.normal(size=(n_draws, len(ok))) * se
+        b = np.polyfit(logn, draws.T, 1)[0]
+        fit["b_ci_measurement"] = [float(np.percentile(b, 2.5)), float(np.percentile(b, 97.5))]
+    return fit
 
 
 def _fmt(v, digits=0):
     return "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.{digits}f}"
 
 
-def _fit_line(name, f):
-    if "error" in f:
-        return f"- {name}: no fit ({f['error']})"
-    ci = "" if not math.isfinite(f["b_ci"][0]) else \
-        f", 95% CI a ∈ [{f['a_ci'][0]:.3g}, {f['a_ci'][1]:.3g}], b ∈ [{f['b_ci'][0]:.2f}, {f['b_ci'][1]:.2f}]"
-    return f"- {name} = a·N^b: a = {f['a']:.3g}, b = {f['b']:.2f}{ci} ({f['n']} runs, r² = {f['r2']:.3f})"
+def _tau_cell(r, key):
+    ci = r.get(key + "_ci")
+    text = _fmt(r[key])
+    if ci and r[key] is not None and math.isfinite(r[key]):
+        text += f" [{_fmt(ci[0])}, {'not reached' if ci[1] is None or not math.isfinite(ci[1]) else _fmt(ci[1])}]"
+    return text
 
 
-def markdown(rows, fit, args):
-    lines = [f"# Two clocks ({args.model}, size {args.size}, preset {args.preset}, {args.total_steps} steps, "
-             f"{args.n_samples} samples per checkpoint)", "",
-             "| run | G | N | τ_rule | τ_mem | window | log10(τ_mem/τ_rule) | final rule_acc | final mem_ratio |",
-             "|---|---|---|---|---|---|---|---|---|"]
+def _window_cell(r):
+    if not r["window_open"]:
+        return "closed"
+    spans = " ∪ ".join(f"{_fmt(lo)}–{_fmt(hi)}" for lo, hi in r["window_intervals"])
+    ci = r.get("window_log10_width_ci") or [math.nan, math.nan]
+    return f"{spans}{'+' if r['window_hi_censored'] else ''}: {r['window_log10_width']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
+def markdown(rows, fit, ratios, args):
+    lines = [f"# Two clocks ({args.model}, width {args.hidden_size}, {args.layout} layout, preset {args.preset})", "",
+             f"Generated by `python analyses/two_clocks.py{'' if args.preset == 'cpu' else ' --preset ' + args.preset}`"
+             f" ({args.n_samples} samples per checkpoint, {args.views} views per training image, batch "
+             f"{args.batch_size}, {args.n_checkpoints} log-spaced checkpoints). Definitions: docs/definitions.md; "
+             "τ with 95% bootstrap CIs; the window as step intervals and its log10 width [CI] "
+             "(`+`: still open at the last checkpoint).", "",
+             "| run | G | N | steps | τ_rule | τ_novel | τ_mem | window: steps, log10 width | peak rule_acc "
+             "| final rule_acc | final mem |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        window = f"open [{_fmt(r['tau_rule'])}, {_fmt(r['tau_mem'])}]" if r["window_open"] else "closed"
-        lines.append(f"| {r['run']} | {r['G']} | {r['N']} | {_fmt(r['tau_rule'])} | {_fmt(r['tau_mem'])} | {window} "
-                     f"| {_fmt(r['log10_ratio'], 2)} | {r['final_rule_acc']:.3f} | {r['final_mem_ratio']:.3f} |")
-    lines += ["", "— = not reached within the training budget.", "", f"## Fits (G = {args.G_fixed} for N, "
-              f"N = {args.N_fixed} for G)", "", _fit_line("τ_mem", fit["tau_mem_vs_N"]),
-              _fit_line("τ_rule", fit["tau_rule_vs_N"])]
-    for key in ("tau_rule_vs_G", "tau_mem_vs_G"):
-        f = fit[key]
-        lines.append(f"- {key.split('_vs')[0].replace('tau_', 'τ_')} vs G: "
-                     + ("fewer than two runs reached it" if f is None else
-                        f"{f['slope']:+.2f} decades per unit G (×{10 ** f['slope']:.1f})"))
+        lines.append(f"| {r['run']} | {r['G']} | {r['N']} | {r['steps']} | {_tau_cell(r, 'tau_rule')} | "
+                     f"{_tau_cell(r, 'tau_novel')} | {_tau_cell(r, 'tau_mem')} | {_window_cell(r)} | "
+                     f"{r['peak_rule_acc']:.3f} | {r['final_rule_acc']:.3f} | {r['final_mem_ratio']:.3f} |")
+    lines += ["", "— = not reached within the run. Under-resolved crossings (no checkpoint within a factor 1.5): "
+              + (", ".join(f"{r['run']} {k}" for r in rows for k in r["under_resolved"]) or "none") + ".", ""]
+    lines += _ratio_lines(ratios, args) + [""] + _fit_lines(fit, args)
     return "\n".join(lines) + "\n"
+
+
+def _ratio_lines(ratios, args):
+    lines = [f"## τ_rule vs G (N = {args.N_fixed})", ""]
+    for key, v in ratios.items():
+        if "ratio" in v:
+            lines.append(f"- τ_rule {key} = {v['ratio']:.1f}× [95% CI {v['ci'][0]:.1f}, {v['ci'][1]:.1f}]")
+        else:
+            ext = "" if v["extrapolated"] is None else (
+                f"; extrapolating the logit of rule_acc linearly in log step: {v['extrapolated']:.0f}× "
+                f"[{v['extrapolated_ci'][0]:.0f}, {v['extrapolated_ci'][1]:.0f}]")
+            lines.append(f"- τ_rule {key} > {v['ratio_above']:.1f}× (G + 1 not reached in the run){ext}")
+    return lines + (["- no ratio: τ_rule not reached at the smaller G"] if not ratios else [])
+
+
+def _fit_lines(f, args):
+    lines = [f"## τ_mem vs N (G = {args.G_fixed})", ""]
+    if "error" in f:
+        return lines + [f"- no fit: {f['error']}"]
+    lines.append(f"- τ_mem = a·N^b: a = {f['a']:.3g}, b = {f['b']:.2f}, 95% CI of b [{f['b_ci'][0]:.2f}, "
+                 f"{f['b_ci'][1]:.2f}] (t-interval of the log-log fit, {f['n']} runs, r² = {f['r2']:.3f})")
+    if "b_ci_measurement" in f:
+        lo, hi = f["b_ci_measurement"]
+        lines.append(f"- b from measurement noise alone (each τ_mem redrawn within its CI): [{lo:.2f}, {hi:.2f}]")
+    return lines + ["- the paper's reference DiT: τ_mem ≈ 35·N^1.14"]
 
 
 def scaling_figure(rows, fit, args, path):
     fig, (ax1, ax2) = _new_figure((10, 4), 2)
-    for key, color in (("tau_rule", "#2ca02c"), ("tau_mem", "#ff9f1c")):
-        g = _finite([r for r in rows if r["N"] == args.N_fixed], key)
-        ax1.plot([r["G"] for r in g], [r[key] for r in g], "o-", color=color, label=key.replace("tau_", "τ_"))
-        n = _finite([r for r in rows if r["G"] == args.G_fixed], key)
-        ax2.plot([r["N"] for r in n], [r[key] for r in n], "o", color=color, label=key.replace("tau_", "τ_"))
-    f = fit["tau_mem_vs_N"]
-    if "error" not in f:
+    for ax, sel, x in ((ax1, lambda r: r["N"] == args.N_fixed, "G"), (ax2, lambda r: r["G"] == args.G_fixed, "N")):
+        for key, color in (("tau_rule", "#2ca02c"), ("tau_novel", "#9467bd"), ("tau_mem", "#ff9f1c")):
+            pts = _finite([r for r in rows if sel(r)], key)
+            if not pts:
+                continue
+            ci = np.array([[r[key] - (r[key + "_ci"][0] or r[key]), ((r[key + "_ci"][1] or np.inf) - r[key])]
+                           for r in pts]).T
+            ax.errorbar([r[x] for r in pts], [r[key] for r in pts], yerr=np.minimum(ci, 10 * np.array(
+                [r[key] for r in pts])), fmt="o", color=color, capsize=3, label=key.replace("tau_", "τ_"))
+    if "error" not in fit:
         xs = np.geomspace(min(args.Ns), max(args.Ns), 50)
-        ax2.plot(xs, f["a"] * xs ** f["b"], "-", color="#ff9f1c", lw=1, label=f"{f['a']:.3g}·N^{f['b']:.2f}")
-    ax1.set(xlabel="group size G", ylabel="training step", title=f"N = {args.N_fixed}")
-    ax2.set(xlabel="training set size N", ylabel="training step", title=f"G = {args.G_fixed}")
-    for ax, scales in ((ax1, ("y",)), (ax2, ("x", "y"))):
-        if not any(len(line.get_xdata()) for line in ax.lines):  # log axes need data
+        ax2.plot(xs, fit["a"] * xs ** fit["b"], "-", color="#ff9f1c", lw=1, label=f"{fit['a']:.3g}·N^{fit['b']:.2f}")
+    ax1.set(xlabel="group size G", ylabel="training step", title=f"N = {args.N_fixed}", yscale="log")
+    ax2.set(xlabel="training set size N", ylabel="training step", title=f"G = {args.G_fixed}", xscale="log",
+            yscale="log")
+    for ax in (ax1, ax2):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+        else:
             ax.text(0.5, 0.5, "no clock reached in this budget", ha="center", transform=ax.transAxes)
-            continue
-        for axis in scales:
-            getattr(ax, f"set_{axis}scale")("log")
-        ax.legend(fontsize=8)
     fig.savefig(path, dpi=110)
+
+
+def _worker_init():
+    torch.set_num_threads(1)   # one thread per run: two runs use both cores (checkpoints/README.md)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+
+def run_all(args, runs):
+    """run_one over `runs`, `args.jobs` at a time in one-thread worker processes; rows in `runs` order."""
+    if args.jobs <= 1:
+        return [run_one(args, G, N) for G, N in runs]
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(args.jobs, mp_context=ctx, initializer=_worker_init) as pool:
+        futures = [pool.submit(run_one, args, G, N) for G, N in runs]
+        return [f.result() for f in futures]
 
 
 def main(argv=None):
@@ -220,15 +349,25 @@ def main(argv=None):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     runs = plan_runs(args)
-    logger.info("%d runs on %s (preset %s): %s", len(runs), args.device, args.preset, runs)
-    rows = [run_one(args, G, N) for G, N in runs]
-    fit = fits(rows, args)
-    (out / "two_clocks.md").write_text(markdown(rows, fit, args))
-    report = normalize_config({"args": vars(args), "runs": rows, "fits": fit})  # strict JSON: NaN -> null
-    (out / "two_clocks.json").write_text(json.dumps(report, indent=1))
-    scaling_figure(rows, fit, args, out / "scaling.png")
-    print((out / "two_clocks.md").read_text())
-    print(f"wrote {out}/two_clocks.md, two_clocks.json, scaling.png and clocks_<run>.png")
+    logger.info("%d runs on %s (preset %s, %d at a time): %s", len(runs), args.device, args.preset, args.jobs,
+                [(G, N, total_steps(args, N)) for G, N in runs])
+    rows = run_all(args, runs)
+    if args.train_only:
+        return
+    write_results(rows, args)
+
+
+def write_results(rows, args):
+    results = Path(args.results if args.results else args.out)
+    results.mkdir(parents=True, exist_ok=True)
+    stem = results / f"two_clocks_{args.preset}"
+    fit, ratios = mem_fit(rows, args), g_ratio(rows, args)
+    stem.with_suffix(".md").write_text(markdown(rows, fit, ratios, args))
+    report = normalize_config({"args": vars(args), "runs": rows, "tau_mem_vs_N": fit, "tau_rule_vs_G": ratios})
+    stem.with_suffix(".json").write_text(json.dumps(report, indent=1))  # strict JSON: NaN, inf -> null
+    scaling_figure(rows, fit, args, stem.with_suffix(".png"))
+    print(stem.with_suffix(".md").read_text())
+    print(f"wrote {stem}.md, .json, .png and {args.out}/clocks_<run>.png")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,18 @@ class StoreError(ScoreprobeError):
     """A zarr store cannot be written or does not match the requested analysis."""
 
 
+class ScoreprobeWarning(UserWarning):
+    """Base class of the warnings scoreprobe issues for things a user must act on."""
+
+
+class NonFiniteWarning(ScoreprobeWarning):
+    """A model produced NaN/inf values; they are counted and excluded as documented."""
+
+
+class ResolutionWarning(ScoreprobeWarning):
+    """Checkpoints are too sparse (or a series too short) to place a clock's crossing precisely."""
+
+
 def first_line(e):
     """'Type: first sentence' of an exception, at most ~200 characters."""
     text = str(e).strip()

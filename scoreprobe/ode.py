@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.errors import ConfigError, DataError
 
 logger = logging.getLogger(__name__)
@@ -137,7 +138,7 @@ def _chunks(n, chunk_size):
 
 
 @torch.no_grad()
-def integrate(D, x0, sigma_start, n_steps=18, solver="heun", chunk_size=None, callback=None,
+def integrate(D, x0, sigma_start, n_steps=DEFAULT_N_STEPS, solver="heun", chunk_size=None, callback=None,
               progress=None, *, sigma_min=0.002, rho=7.0):
     """Integrate the PF-ODE dx/dσ = (x - D(x, σ))/σ from σ = sigma_start down to 0.
 
@@ -215,7 +216,7 @@ def resolve_device(device=None, D=None):
     return torch.device("cpu")
 
 
-def sample(D, n, seed, n_steps=18, sigma_max=80.0, chunk_size=None, device=None,
+def sample(D, n, seed, n_steps=DEFAULT_N_STEPS, sigma_max=80.0, chunk_size=None, device=None,
            dtype=torch.float32, *, dim=None, solver="heun", sigma_min=0.002, rho=7.0,
            callback=None, progress=None):
     """Draw n samples by integrating the PF-ODE from σ_max·ε, ε ~ N(0, I) per sample index.

@@ -1,12 +1,15 @@
+import warnings
+
 import numpy as np
 from PIL import Image
 import pytest
 import torch
 
 from scoreprobe.data import STATE_CODES, Dataset, make_dataset, to_signed
-from scoreprobe.errors import ConfigError
+from scoreprobe.defaults import DEFAULT_N_STEPS
+from scoreprobe.errors import ConfigError, ScoreprobeWarning, StoreError
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.probes.basins import basins, retention
+from scoreprobe.probes.basins import LABEL_CHANGE_TOL, basins, retention
 from scoreprobe.rules import Parity
 from scoreprobe.slices import Plane, auto_plane
 
@@ -119,17 +122,18 @@ def test_retention_points_and_split_from_lookup(setup):
         retention(RuleDenoiser(rule), pts[:, :5], 0.2, dataset=ds, rule=rule)
 
 
+def _counted(D, calls):
+    """D, appending the batch size of every call to `calls`."""
+    def f(x, s):
+        calls.append(len(x))
+        return D(x, s)
+    return f
+
+
 def test_basins_over_a_mapping_writes_an_idempotent_store(setup, tmp_path):
     rule, ds, plane = setup
     calls = []
-
-    def counted(D):
-        def f(x, s):
-            calls.append(len(x))
-            return D(x, s)
-        return f
-
-    m = {100: counted(RuleDenoiser(rule)), 10: counted(EmpiricalDenoiser(ds.train))}
+    m = {100: _counted(RuleDenoiser(rule), calls), 10: _counted(EmpiricalDenoiser(ds.train), calls)}
     kw = dict(sigma_start=1.0, res=6, dataset=ds, rule=rule, out=tmp_path / "b.zarr")
     b = basins(m, plane, **kw)
     assert b.endpoint_state.dims == ("step", "sigma_start", "v", "u") and b.step.values.tolist() == [10, 100]
@@ -140,6 +144,123 @@ def test_basins_over_a_mapping_writes_an_idempotent_store(setup, tmp_path):
     np.testing.assert_array_equal(b.endpoint_state.values, b2.endpoint_state.values)
     with pytest.raises(ConfigError):
         basins(RuleDenoiser(rule), plane, res=4)          # no dataset/rule
+
+
+# ---------------------------------------------------------------------------------------------
+# check_convergence: labels at n_steps vs 2·n_steps
+# ---------------------------------------------------------------------------------------------
+
+def _direct_endpoints(D, plane, sigma, res, n_steps, ds, rule, dtype=torch.float32):
+    """Endpoints of every grid point computed without basin_map (integrate + classify_endpoints).
+
+    Returns
+    -------
+    labels : (P, 3) int64, (state, train item, held-out item); off : (P,) bool, some |x_i| farther
+    than 0.5 from 1 (the endpoint is not at a vertex, e.g. a saddle).
+    """
+    from scoreprobe.ode import integrate
+    from scoreprobe.slices import classify_endpoints
+    points, _, _ = plane.grid(res, 0.5)
+    x = integrate(D, torch.as_tensor(points, dtype=dtype), sigma, n_steps=n_steps, chunk_size=4096)
+    c = classify_endpoints(x, ds, rule)
+    off = (np.abs(np.abs(x.double().numpy()) - 1) > 0.5).any(axis=1)
+    return np.stack([c["state"].astype(np.int64), c["train_index"], c["heldout_index"]], axis=1), off
+
+
+def _check_vars(b, n_steps):
+    for name in ("label_change_fraction", "label_change_fraction_item"):
+        assert b[name].dims == ("sigma_start",) and b[name].dtype == np.float64
+        assert b[name].attrs["units"] == "1" and "2·n_steps Heun steps" in b[name].attrs["long_name"]
+        assert f"integrated again with {2 * n_steps} steps" in b[name].attrs["comment"]
+
+
+def test_rule_oracle_labels_do_not_change_with_steps(setup):
+    rule, ds, plane = setup
+    sig, D = (0.5, 1.0, 2.0), RuleDenoiser(rule)
+    # A plane through three valid vertices: every start ends on a vertex, and no label changes.
+    valid_plane = Plane.through(*(to_signed(x) for x in (ds.train[0], ds.heldout[0], ds.heldout[1])))
+    kw = dict(sigma_start=sig, res=10, dataset=ds, rule=rule)                   # n_steps: DEFAULT_N_STEPS
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ScoreprobeWarning)                       # converged: no warning
+        b = basins(D, valid_plane, check_convergence=True, **kw)
+    _check_vars(b, DEFAULT_N_STEPS)
+    np.testing.assert_array_equal(b.label_change_fraction.values, 0.0)
+    np.testing.assert_array_equal(b.label_change_fraction_item.values, 0.0)
+    plain = basins(D, valid_plane, **kw)           # the option adds variables, it does not change the map
+    assert "label_change_fraction" not in plain
+    for name in plain.data_vars:
+        np.testing.assert_array_equal(b[name].values, plain[name].values)
+    # auto_plane lies in the fixed set of a rule symmetry: some starts end exactly on a saddle
+    # (coordinates at ±0), whose thresholded bits depend on the sign of rounding noise, not on the
+    # step count. Such points (off-vertex at both step counts) are not basins and are not counted:
+    # the stored fraction equals the direct one computed without them, and it is 0 for the oracle.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ScoreprobeWarning)
+        b = basins(D, plane, check_convergence=True, **kw)
+    saddles = 0
+    for i, s in enumerate(sig):
+        (a, off_a), (c, off_c) = (_direct_endpoints(D, plane, s, 10, n, ds, rule)
+                                  for n in (DEFAULT_N_STEPS, 2 * DEFAULT_N_STEPS))
+        judged = ~(off_a & off_c)
+        saddles += int((~judged).sum())
+        assert b.label_change_fraction.values[i] == np.mean((a[:, 0] != c[:, 0]) & judged) == 0
+        assert b.label_change_fraction_item.values[i] == np.mean((a != c).any(axis=1) & judged) == 0
+        np.testing.assert_array_equal(b.endpoint_off_vertex.sel(sigma_start=s).values.ravel(), off_a)
+    assert saddles > 0  # the case this guards against does occur on this plane
+    warned = [w for w in caught if issubclass(w.category, ScoreprobeWarning)]
+    assert len(warned) == int(bool((b.label_change_fraction > LABEL_CHANGE_TOL).any()))
+
+
+@pytest.mark.parametrize("n_steps", [1, 2])
+def test_label_change_matches_an_independent_computation(setup, n_steps):
+    # The memorizer with very few steps: at n_steps=1 the endpoint is D(x, sigma_start) itself, a
+    # blend of items wherever the posterior is not yet concentrated, so states change at 2 steps;
+    # at n_steps=2 every endpoint is a training item but near basin boundaries not the same one.
+    rule, ds, _ = setup
+    D = EmpiricalDenoiser(ds.train)
+    plane = Plane.through(*(to_signed(x) for x in (ds.train[0], ds.heldout[0], ds.heldout[1])))
+    sig, res = (0.5, 1.0, 2.0), 12
+    with pytest.warns(ScoreprobeWarning, match="not converged") if n_steps == 1 else warnings.catch_warnings():
+        b = basins(D, plane, sigma_start=sig, res=res, n_steps=n_steps, dataset=ds, rule=rule, check_convergence=True)
+    want_state, want_item = [], []
+    for s in sig:
+        (a, _), (c, _) = (_direct_endpoints(D, plane, s, res, n, ds, rule) for n in (n_steps, 2 * n_steps))
+        want_state.append(np.mean(a[:, 0] != c[:, 0]))
+        want_item.append(np.mean((a != c).any(axis=1)))
+    np.testing.assert_array_equal(b.label_change_fraction.values, want_state)
+    np.testing.assert_array_equal(b.label_change_fraction_item.values, want_item)
+    _check_vars(b, n_steps)
+    assert b.label_change_fraction_item.max() > 0                           # labels do change here
+    assert (b.label_change_fraction_item >= b.label_change_fraction).all()
+    if n_steps == 1:
+        assert b.label_change_fraction.max() > LABEL_CHANGE_TOL
+
+
+@pytest.mark.filterwarnings("ignore::scoreprobe.errors.ScoreprobeWarning")   # 4 steps: the memorizer may warn
+def test_check_convergence_store_is_distinct_and_resumable(setup, tmp_path):
+    from scoreprobe.store import stored_config
+    rule, ds, plane = setup
+    calls = []
+    m = {100: _counted(RuleDenoiser(rule), calls), 10: _counted(EmpiricalDenoiser(ds.train), calls)}
+    kw = dict(sigma_start=(0.5, 1.0), res=5, n_steps=4, dataset=ds, rule=rule)
+    plain = basins(m, plane, out=tmp_path / "plain.zarr", **kw)
+    assert "check_convergence" not in stored_config(tmp_path / "plain.zarr")   # old stores keep matching
+    n_plain = len(calls)
+    b = basins(m, plane, out=tmp_path / "b.zarr", check_convergence=True, **kw)
+    assert stored_config(tmp_path / "b.zarr")["check_convergence"] is True
+    assert b.label_change_fraction.dims == ("step", "sigma_start") and b.step.values.tolist() == [10, 100]
+    heun_calls = {n: 2 * n - 1 for n in (4, 8)}                     # denoiser calls per row and sigma_start
+    assert sum(calls[n_plain:]) * heun_calls[4] == sum(calls[:n_plain]) * (heun_calls[4] + heun_calls[8])
+    np.testing.assert_array_equal(b.endpoint_state.values, plain.endpoint_state.values)
+    n = len(calls)
+    b2 = basins(m, plane, out=tmp_path / "b.zarr", check_convergence=True, **kw)   # resumed: nothing recomputed
+    assert len(calls) == n
+    np.testing.assert_array_equal(b2.label_change_fraction.values, b.label_change_fraction.values)
+    basins(m, plane, out=tmp_path / "plain.zarr", **kw)                           # plain store still resumable
+    assert len(calls) == n
+    for out, flag in (("b.zarr", False), ("plain.zarr", True)):
+        with pytest.raises(StoreError, match="check_convergence"):
+            basins(m, plane, out=tmp_path / out, check_convergence=flag, **kw)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,6 +306,55 @@ def test_cli_basins_table_store_rerun_and_animate(setup, tmp_path, monkeypatch, 
     assert r.exit_code == 0 and (tmp_path / "again.gif").is_file()
     with pytest.raises(SystemExit) as e:          # another grid on the same store: refused, exit 2
         main(["basins", str(tmp_path), "--res", "7"])
+    assert e.value.code == 2 and "different analysis" in capsys.readouterr().err
+
+
+def _table_rows(output):
+    """{(sigma_start, step): [numbers]} from the basins table printed by the CLI."""
+    rows, s0 = {}, None
+    for ln in output.splitlines():
+        if ln.startswith("sigma_start = "):
+            s0 = float(ln.split("=")[1].split(":")[0])
+        elif ln.strip() and ln.split()[0].isdigit():
+            rows[s0, int(ln.split()[0])] = [float(t) for t in ln.split()[1:]]
+    return rows
+
+
+def test_cli_basins_check_convergence(setup, tmp_path, monkeypatch, capsys):
+    from click.testing import CliRunner
+
+    import scoreprobe.checkpoints
+    from scoreprobe.cli import cli, main
+    from scoreprobe.store import open_store, stored_config
+    rule, ds, _ = setup
+    monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
+    monkeypatch.chdir(tmp_path)
+    args = ["basins", str(tmp_path), "--res", "6", "--n-steps", "1", "--steps", "all", "--sigma-start", "0.5,1",
+            "--no-animate", "--out", "c.zarr"]
+    with warnings.catch_warnings(record=True) as caught:             # 1 step: endpoints are D(x, sigma_start)
+        warnings.simplefilter("always", ScoreprobeWarning)
+        r = CliRunner().invoke(cli, [*args, "--check-convergence"])
+    assert r.exit_code == 0, r.output
+    # the CLI shows warnings as 'warning: <Category>: <message>' lines (or Python's default display)
+    shown = [str(w.message) for w in caught if issubclass(w.category, ScoreprobeWarning)]
+    shown += [ln for ln in r.output.splitlines() if ln.startswith("warning: ScoreprobeWarning:")]
+    assert len(shown) == 1 and "not converged" in shown[0]
+    assert "chg@2N" in r.output and "item@2N" in r.output and "(and 2 to check convergence)" in r.output
+    b = open_store(tmp_path / "c.zarr")
+    assert stored_config(tmp_path / "c.zarr")["check_convergence"] is True
+    rows = _table_rows(r.output)
+    assert len(rows) == 4 and all(len(v) == 7 for v in rows.values())
+    for (s0, step), v in rows.items():
+        d = b.sel(step=step, sigma_start=s0)
+        assert v[5] == pytest.approx(float(d.label_change_fraction), abs=5e-4)
+        assert v[6] == pytest.approx(float(d.label_change_fraction_item), abs=5e-4)
+        assert sum(v[:5]) == pytest.approx(1.0, abs=0.01)
+    assert max(v[5] for v in rows.values()) > 0.01
+    plain = CliRunner().invoke(cli, [*args, "--out", "p.zarr"])   # without the flag: no extra columns
+    assert plain.exit_code == 0 and "chg@2N" not in plain.output
+    assert all(len(v) == 5 for v in _table_rows(plain.output).values())
+    with pytest.raises(SystemExit) as e:                          # the plain store is another analysis
+        main([*args, "--out", "p.zarr", "--check-convergence"])
     assert e.value.code == 2 and "different analysis" in capsys.readouterr().err
 
 

@@ -38,17 +38,20 @@ def test_memorizer_copies_training_items(small):
     assert (ds.mem_ratio >= 0.99).all() and (ds.rule_acc == 1).all() and (ds.group_acc == 1).all()
     assert (ds.group_mem >= 0.99).all() and (ds.nearest_train_hamming.values[ds.state.values == 4] == 0).all()
     assert ds.attrs["tau_rule"] == 0 and ds.attrs["tau_mem"] == 0 and ds.attrs["window_open"] is False
+    # a pure memorizer scores rule_acc 1 but never "learns the rule": nothing valid is new
+    assert (ds.novel_valid == 0).all() and np.isnan(ds.attrs["tau_novel"])
+    assert ds.attrs["novel_oracle"] == pytest.approx(1 - N_TRAIN / rule.n_valid)
 
 
 def test_rule_oracle_generalizes(small):
     rule, data = small
     ds = clocks({0: RuleDenoiser(rule), 100: RuleDenoiser(rule)}, n_samples=N_SAMPLES, dataset=data, rule=rule,
                 keep_bits=True, progress=False)
-    assert (ds.rule_acc >= 0.99).all()
+    assert (ds.rule_acc >= 0.99).all() and ds.attrs["tau_novel"] == 0
     p = N_TRAIN / rule.n_valid  # uniform over the valid set: P(sample is a training item) = N / n_valid
     tol = 4 * np.sqrt(p * (1 - p) / N_SAMPLES) + 0.02  # binomial 4σ + ODE discretization slack
     assert np.all(np.abs(ds.mem_ratio.values - p) < tol), (ds.mem_ratio.values, p)
-    assert np.all(np.abs(ds.heldout_ratio.values - N_HELDOUT / rule.n_valid) < tol)
+    assert np.all(np.abs(ds.heldout_hit.values - N_HELDOUT / rule.n_valid) < tol)
     # same seed -> same initial noise at every step: a model that does not change gives the same samples
     np.testing.assert_array_equal(ds.bits.values[0], ds.bits.values[1])
     _check_against_brute_force(ds.isel(step=0), data)
@@ -64,7 +67,7 @@ def _check_against_brute_force(ds, data):
     np.testing.assert_array_equal(ds.state.values, expect)  # no invalid endpoints with an exact oracle
     dist = (bits[:, None, :] != data.train[None, :, :]).sum(axis=2).min(axis=1)
     np.testing.assert_array_equal(ds.nearest_train_hamming.values, dist)
-    for name, code in [("mem_ratio", 4), ("heldout_ratio", 3), ("novel_ratio", 2), ("violating_ratio", 1)]:
+    for name, code in [("mem_ratio", 4), ("heldout_hit", 3), ("novel_ratio", 2), ("violating_ratio", 1)]:
         assert float(ds[name]) == pytest.approx(np.mean(expect == code))
     assert float(ds.rule_acc) == pytest.approx(brute_force_valid(bits).mean())
     assert ds.state.attrs["flag_meanings"].split() == list(STATES)
@@ -92,7 +95,7 @@ def test_ancestral_samplers_are_classified_directly(small):
     rule, data = small
     ds = clocks({0: BitSampler(data.heldout), 9: BitSampler(data.train)}, n_samples=50, dataset=data, rule=rule,
                 progress=False)
-    np.testing.assert_array_equal(ds.heldout_ratio.values, [1, 0])
+    np.testing.assert_array_equal(ds.heldout_hit.values, [1, 0])
     np.testing.assert_array_equal(ds.mem_ratio.values, [0, 1])
 
 
@@ -108,7 +111,7 @@ def test_store_keeps_taus_and_resumes(small, tmp_path):
     out = tmp_path / "clocks.zarr"
     ds = clocks(mapping, n_samples=40, dataset=data, rule=rule, out=out, progress=False)
     disk = store.open_store(out)
-    for key in ("tau_rule", "tau_mem", "window_open", "rule_threshold", "hold", "mem_threshold"):
+    for key in ("tau_rule", "tau_mem", "window_open", "rule_threshold", "mem_threshold", "window_intervals"):
         assert disk.attrs[key] == ds.attrs[key]
     assert json.loads(disk.attrs["scoreprobe_config"])["n_samples"] == 40
     again = clocks(mapping, n_samples=40, dataset=data, rule=rule, out=out, progress=False)
@@ -118,7 +121,7 @@ def test_store_keeps_taus_and_resumes(small, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# taus on synthetic curves
+# Synthetic curves (τ itself: tests/test_taus.py)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -129,50 +132,6 @@ def curves(steps, rule_acc, mem_ratio):
 
 
 STEPS = np.array([0, 10, 30, 100, 300, 1000, 3000, 10000])
-
-
-def test_taus_recover_crossings_of_curves_linear_in_log_step():
-    u = np.log1p(STEPS)  # both curves are exactly linear in log(step + 1) -> interpolation is exact
-    rule_acc = np.clip(u / np.log1p(200.0) * 0.9, 0, 1)  # crosses 0.9 at step 200
-    mem_ratio = np.clip((u - np.log1p(1000.0)) * 0.05 + 0.1, 0, 1)  # crosses 0.1 at step 1000 exactly
-    t = taus(curves(STEPS, rule_acc, mem_ratio))
-    assert t["tau_rule"] == pytest.approx(200.0, rel=1e-9)
-    assert t["tau_mem"] == pytest.approx(1000.0, rel=1e-9)
-    assert t["window_open"] is True and t["window_lo"] == t["tau_rule"] and t["window_hi"] == t["tau_mem"]
-    assert t["log10_ratio"] == pytest.approx(np.log10(5.0), rel=1e-9)
-    shuffled = np.random.default_rng(0).permutation(len(STEPS))  # order of checkpoints does not matter
-    t2 = taus(curves(STEPS[shuffled], rule_acc[shuffled], mem_ratio[shuffled]))
-    assert t2["tau_rule"] == pytest.approx(200.0, rel=1e-9)
-
-
-def test_taus_never_reached():
-    t = taus(curves(STEPS, np.full(8, 0.5), np.zeros(8)))
-    assert np.isnan(t["tau_rule"]) and np.isnan(t["tau_mem"]) and np.isnan(t["log10_ratio"])
-    assert t["window_open"] is False
-
-
-def test_tau_rule_ignores_a_crossing_that_drops_back():
-    rule_acc = [0.0, 0.95, 0.95, 0.5, 0.6, 0.92, 0.93, 0.99]  # brief crossing at 10-30, lasting one at 1000
-    t = taus(curves(STEPS, rule_acc, np.zeros(8)))
-    expected = np.expm1(np.log1p(300) + (0.9 - 0.6) / (0.92 - 0.6) * (np.log1p(1000) - np.log1p(300)))
-    assert t["tau_rule"] == pytest.approx(expected, rel=1e-9)
-    assert 300 < t["tau_rule"] < 1000
-    assert t["window_open"] is True and np.isnan(t["tau_mem"])  # τ_mem never reached: open-ended window
-    late = taus(curves(STEPS, [0, 0, 0, 0, 0, 0.95, 0.95, 0.5], np.zeros(8)))
-    assert np.isnan(late["tau_rule"])  # it did not hold for two more checkpoints
-
-
-def test_window_closed_when_memorization_comes_first():
-    t = taus(curves(STEPS, [0, 0, 0, 0, 0.5, 0.95, 0.97, 0.99], [0, 0.05, 0.2, 0.5, 0.8, 0.9, 0.9, 0.9]))
-    assert 10 < t["tau_mem"] < 30 and 300 < t["tau_rule"] < 1000
-    assert t["window_open"] is False and t["log10_ratio"] < 0
-
-
-def test_taus_thresholds_and_first_checkpoint():
-    t = taus(curves(STEPS, np.ones(8), [0, 0, 0.2, 1, 1, 1, 1, 1]), mem_threshold=0.5)
-    assert t["tau_rule"] == 0.0  # already valid at the first checkpoint
-    u0, u1 = np.log1p(30), np.log1p(100)
-    assert t["tau_mem"] == pytest.approx(np.expm1(u0 + (0.5 - 0.2) / 0.8 * (u1 - u0)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,15 +174,15 @@ def test_itertools_ground_truth_of_n_valid(small):
 
 def test_clock_figures_mark_taus_and_stack_states():
     from scoreprobe.viz import plot_clocks, plot_states
-    u = np.log1p(STEPS)
-    rule_acc = np.clip(u / np.log1p(200.0) * 0.9, 0, 1)
-    mem = np.clip((u - np.log1p(1000.0)) * 0.05 + 0.1, 0, 1)
+    u = np.log1p(STEPS)  # logit-linear in log(step + 1): the interpolant is exact (docs/definitions.md)
+    rule_acc = 1 / (1 + np.exp(-(np.log(9) + 1.5 * (u - np.log1p(200.0)))))    # 0.9 at step 200
+    mem = 1 / (1 + np.exp(-(np.log(1 / 9) + 2.0 * (u - np.log1p(1000.0)))))   # 0.1 at step 1000
     ds = curves(STEPS, rule_acc, mem)
-    ds["heldout_ratio"] = ds.rule_acc * 0 + 0.1
+    ds["heldout_hit"] = ds.rule_acc * 0 + 0.1
     fig = plot_clocks(ds)
     vlines = sorted(line.get_xdata()[0] for line in fig.axes[0].lines if len(set(line.get_xdata())) == 1)
     assert vlines == pytest.approx([200.0, 1000.0])  # τ_rule and τ_mem computed when attrs are absent
-    assert len(fig.axes[0].patches) == 1  # the shaded innovation window
+    assert len(fig.axes[0].patches) == 1  # the shaded innovation window (one interval)
     rng = np.random.default_rng(0)
     states = xr.Dataset({"state": (("step", "sample"), rng.integers(0, 5, (len(STEPS), 50)).astype(np.int8))},
                         coords={"step": STEPS})
@@ -274,7 +233,7 @@ def test_cli_clocks_on_a_tiny_dit(tmp_path_factory, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "rule_acc" in text and "tau_rule" in text and "innovation window" in text
     rows = [line.split() for line in text.splitlines() if line.split() and line.split()[0].isdigit()]
-    assert [int(r[0]) for r in rows] == series.steps and all(len(r) == 7 for r in rows)
+    assert [int(r[0]) for r in rows] == series.steps and all(len(r) == 9 for r in rows)
     disk = store.open_store(out)
     np.testing.assert_allclose([float(r[1]) for r in rows], disk.rule_acc.values, atol=5e-4)
     assert png.stat().st_size > 0
@@ -317,3 +276,40 @@ def test_group_mem_by_hand():
     nearest = np.array([0, 0, 1])  # sample 2 is at distance 2 from both; take item 1
     # sample 0: both groups equal; sample 1: first group only; sample 2: none
     assert _group_mem(bits, train, nearest, rule) == pytest.approx((1 + 0.5 + 0) / 3)
+
+
+def test_thresholded_bits_decide_validity_and_nan_rows_are_excluded(small):
+    """An off-vertex endpoint that rounds to a valid vertex is valid for rule_acc and group_acc alike;
+    a non-finite endpoint is `invalid`, excluded from the group metrics, with sentinel distances."""
+    from scoreprobe.data import to_signed
+    from scoreprobe.probes.clocks import sample_metrics
+    from scoreprobe.slices import classify_endpoints
+    rule, data = small
+    valid = to_signed(data.heldout[:1]).astype(float)                    # (1, D) a valid vertex
+    violating = valid.copy()
+    violating[0, 0] *= -1                                                  # breaks exactly one pair
+    x = np.concatenate([valid, 0.4 * valid, np.full_like(valid, np.nan), violating])
+    cls = classify_endpoints(x, data, rule)
+    codes = [STATES[c] for c in cls["state"]]
+    assert codes == ["valid_heldout", "valid_heldout", "invalid", "rule_violating"]
+    assert cls["off_vertex"].tolist() == [False, True, False, False]
+    assert cls["nearest_train_hamming"][2] == -1 and cls["nearest_train_index"][2] == -1
+    m = sample_metrics(cls, data, rule)
+    assert m["rule_acc"] == 0.5 and m["heldout_hit"] == 0.5 and m["invalid_ratio"] == 0.25
+    assert m["off_vertex"] == pytest.approx(1 / 3)
+    n_groups = rule.n_groups
+    assert m["group_acc"] == pytest.approx((3 * n_groups - 1) / (3 * n_groups))  # finite rows only
+    states = ("novel_ratio", "heldout_hit", "mem_ratio", "violating_ratio", "invalid_ratio")
+    assert sum(m[k] for k in states) == pytest.approx(1.0)
+
+
+def test_clocks_warn_about_nonfinite_samples(small):
+    from scoreprobe.errors import NonFiniteWarning
+    rule, data = small
+
+    def nan_denoiser(x, sigma):
+        return x * float("nan")
+
+    with pytest.warns(NonFiniteWarning, match="400 of 400 sampled endpoints are non-finite"):
+        ds = clocks(nan_denoiser, n_samples=400, dataset=data, rule=rule, n_steps=2)
+    assert float(ds.invalid_ratio) == 1 and float(ds.rule_acc) == 0 and np.isnan(float(ds.group_acc))

@@ -216,20 +216,21 @@ def test_classify_endpoints_hand_built():
                   [1, 1, 1, 1],             # valid, in neither set
                   [1, -1, -1, -1],          # odd parity in the first group
                   [nan, 1, -1, -1],         # not finite
-                  [0.4, 1, -1, -1],         # |x_0| is 0.6 away from 1
+                  [0.4, 1, -1, -1],         # |x_0| is 0.6 away from 1: off-vertex, bits 1100
                   [-inf, 1, 1, 1]])
     expect = ["valid_memorized", "valid_memorized", "valid_heldout", "valid_novel", "rule_violating",
-              "invalid", "invalid", "invalid"]
+              "invalid", "valid_memorized", "invalid"]   # thresholded bits decide; only non-finite is invalid
     for xin in (x, torch.tensor(x, dtype=torch.float32)):
         out = classify_endpoints(xin, ds, rule)
         assert out["state"].dtype == np.int8
         assert [STATES[s] for s in out["state"]] == expect
-        assert out["train_index"].tolist() == [0, 0, -1, -1, -1, -1, -1, -1]
+        assert out["off_vertex"].tolist() == [False] * 6 + [True, False]
+        assert out["train_index"].tolist() == [0, 0, -1, -1, -1, -1, 0, -1]
         assert out["heldout_index"].tolist() == [-1, -1, 0, -1, -1, -1, -1, -1]
-        assert out["nearest_train_hamming"].tolist() == [0, 0, 4, 2, 1, 1, 0, 3]
-        assert out["nearest_train_index"].tolist() == [0] * 8
+        assert out["nearest_train_hamming"].tolist() == [0, 0, 4, 2, 1, -1, 0, -1]
+        assert out["nearest_train_index"].tolist() == [0] * 5 + [-1, 0, -1]
         assert out["bits"].dtype == np.uint8 and out["bits"][3].tolist() == [1, 1, 1, 1]
     wide = classify_endpoints(x, ds, rule, tol=0.7)
-    assert STATES[wide["state"][6]] == "valid_memorized"
+    assert not wide["off_vertex"][6] and STATES[wide["state"][6]] == "valid_memorized"
     with pytest.raises(DataError):
         classify_endpoints(np.zeros((2, 5)), ds, rule)

@@ -1,12 +1,16 @@
-"""DSM loss by σ: ground truth from the oracles, brute-force nearest neighbours and a known-noise denoiser."""
+"""DSM loss by σ: ground truth from the oracles, brute-force nearest neighbours and a known-noise denoiser;
+non-finite counting, standard errors and significance against hand computations."""
+import warnings
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
 
 from scoreprobe.data import make_dataset
-from scoreprobe.errors import ConfigError
+from scoreprobe.errors import ConfigError, NonFiniteWarning
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.probes.dsm import dsm_by_sigma, dsm_summary
+from scoreprobe.probes.dsm import MAX_DEFAULT_HELDOUT, _select_items, dsm_by_sigma, dsm_summary
 from scoreprobe.rules import Parity
 
 
@@ -109,8 +113,10 @@ def test_two_steps_give_step_dim_and_shared_noise(small, tmp_path):
         assert "mem_loss" in r.data_vars and list(r.split.values) == list(ds.split.values)
     # figures: the heatmap holds gap as (σ rows, step columns); the curves are the split means
     from scoreprobe.viz import plot_dsm, plot_dsm_gap
-    mesh = plot_dsm_gap(ds).axes[0].collections[0]
-    np.testing.assert_allclose(np.asarray(mesh.get_array()).reshape(len(sig), 2), ds.gap.values.T)
+    ax = plot_dsm_gap(ds).axes[0]
+    np.testing.assert_allclose(np.asarray(ax.collections[0].get_array()).reshape(len(sig), 2), ds.gap.values.T)
+    dots = [ln for ln in ax.get_lines() if ln.get_label().startswith("smallest σ")]
+    np.testing.assert_array_equal(dots[0].get_ydata(), [np.nan, 0.1])   # rule oracle: none; memorizer: 0.1
     lines = plot_dsm(ds, steps=[300]).axes[0].get_lines()
     assert any(np.allclose(ln.get_ydata(), ds.mem_loss.values[:, 8:].mean(1)) for ln in lines)
     summ = dsm_summary(ds, (0.2, 2.0))
@@ -170,11 +176,183 @@ def test_cli_dsm_table_store_and_plot(small, tmp_path, monkeypatch, capsys):
         main(args + ["--steps", "10,55"])
     assert exc.value.code == 2 and "55" in capsys.readouterr().err
     main(args)
-    rows = {ln.split()[0]: [float(t) for t in ln.split()[1:]] for ln in capsys.readouterr().out.splitlines()
-            if ln.split() and ln.split()[0] in ("10", "100", "memorizer", "rule")}
+    text = capsys.readouterr().out
+    rows = _table_rows(text, ("10", "100", "memorizer", "rule"))
     # the checkpoint that is the memorizer (rule oracle) reproduces the memorizer (rule) reference row
-    assert rows["100"] == rows["memorizer"] and rows["10"] == rows["rule"]
+    np.testing.assert_array_equal(rows["100"], rows["memorizer"])        # NaN σ* (none significant) == NaN
+    np.testing.assert_array_equal(rows["10"], rows["rule"])
     assert rows["memorizer"][2] > rows["rule"][2] + 0.1                  # memorizing opens a gap
+    assert "nonfinite" not in text and "σ*" in text
     assert (tmp_path / "dsm.png").stat().st_size > 10_000
     ds = open_store(tmp_path / "dsm.zarr")
-    assert list(ds.step.values) == [10, 100] and ds.sizes["sample"] == 12 and "mem_loss" in ds.variables
+    # default held-out: all 32 held-out items of the dataset (not as many as the 6 training items)
+    assert list(ds.step.values) == [10, 100] and ds.sizes["sample"] == 6 + 32 and "mem_loss" in ds.variables
+    # the printed gap, its SE and σ* are the numbers of the cube (band of σ in [0.2, 2])
+    band = (ds.sigma.values >= 0.2) & (ds.sigma.values <= 2.0)
+    loss, tr = ds.loss.sel(step=100).values[band], ds.split.values == "train"
+    y_tr, y_ho = loss[:, tr].mean(0), loss[:, ~tr].mean(0)               # per-item band means
+    se = np.sqrt(y_tr.var(ddof=1) / tr.sum() + y_ho.var(ddof=1) / (~tr).sum())
+    assert rows["100"][3] == pytest.approx(se, abs=6e-5)
+    assert rows["100"][4] == pytest.approx(float(ds.first_significant_sigma.sel(step=100)), rel=1e-3)
+
+
+def _table_rows(text, labels):
+    """{label: [numbers]} of the CLI table lines whose first word is in `labels` ('-' -> NaN)."""
+    return {ln.split()[0]: [float("nan") if t == "-" else float(t) for t in ln.split()[1:]]
+            for ln in text.splitlines() if ln.split() and ln.split()[0] in labels}
+
+
+# ---------------------------------------------------------------------------------------------
+# Non-finite losses, standard errors, significance, the held-out default
+# ---------------------------------------------------------------------------------------------
+
+class Poisoned:
+    """Identity, except NaN for σ < 0.02 on items whose first bit is 1 and +inf for 0.02 <= σ < 0.05
+    on items whose second bit is 1 (σ is tiny, so the sign of x + σε is the clean item)."""
+
+    def __call__(self, x, sigma):
+        out = x.clone()
+        out[(sigma < 0.02) & (x[:, 0] > 0)] = float("nan")
+        out[(sigma >= 0.02) & (sigma < 0.05) & (x[:, 1] > 0), 2] = float("inf")
+        return out
+
+
+def test_nonfinite_counted_excluded_and_warned_once(small):
+    _, data = small
+    sig = np.array([0.01, 0.03, 0.5])
+    kw = dict(sigmas=sig, n_noise=3, n_train=20, n_heldout=12, dataset=data, oracles=False, dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NonFiniteWarning)                   # a clean run does not warn
+        clean = dsm_by_sigma({0: Identity(), 1: Identity()}, **kw)
+    with pytest.warns(NonFiniteWarning) as rec:
+        ds = dsm_by_sigma({0: Poisoned(), 1: Poisoned()}, **kw)              # two steps, one warning
+    assert sum(issubclass(w.category, NonFiniteWarning) for w in rec) == 1
+    # expected bad cells from the bits alone
+    tr_bits, ho_bits = data.train[:20], data.heldout[:12]
+    bad_tr = np.stack([tr_bits[:, 0] == 1, tr_bits[:, 1] == 1, np.zeros(20, bool)])       # (sigma, item)
+    bad_ho = np.stack([ho_bits[:, 0] == 1, ho_bits[:, 1] == 1, np.zeros(12, bool)])
+    assert 0 < bad_tr[0].sum() < 20 and 0 < bad_ho[1].sum() < 12
+    for step in (0, 1):
+        np.testing.assert_array_equal(ds.n_nonfinite_train.sel(step=step).values, bad_tr.sum(1))
+        np.testing.assert_array_equal(ds.n_nonfinite_heldout.sel(step=step).values, bad_ho.sum(1))
+    assert ds.n_nonfinite_train.dtype == np.int64 and ds.n_nonfinite_train.attrs["units"] == "1"
+    total = 2 * (bad_tr.sum() + bad_ho.sum())
+    assert f"{total} non-finite" in str(rec[0].message)
+    assert np.isnan(ds.loss.values[0, 0, :20][bad_tr[0]]).all() and np.isinf(ds.loss.values[0, 1, 20:][bad_ho[1]]).all()
+    # finite cells are untouched; means / gap over the finite items of the clean cube
+    ref = clean.loss.sel(step=0).values                                       # (sigma, sample)
+    exp_tr = np.array([ref[j, :20][~bad_tr[j]].mean() for j in range(3)])
+    exp_ho = np.array([ref[j, 20:][~bad_ho[j]].mean() for j in range(3)])
+    np.testing.assert_allclose(ds.loss_train_mean.sel(step=1).values, exp_tr, rtol=1e-12)
+    np.testing.assert_allclose(ds.gap.sel(step=1).values, exp_ho - exp_tr, rtol=1e-10, atol=1e-15)
+    assert np.isfinite(ds.gap.values).all() and np.isfinite(ds.gap_se.values).all()
+    # band summaries = mean over the band's σ of those finite means, for the plain and weighted loss
+    summ = dsm_summary(ds, (0.005, 0.04))
+    np.testing.assert_allclose(summ.train.values, [exp_tr[:2].mean()] * 2, rtol=1e-12)
+    np.testing.assert_allclose(summ.gap.values, [(exp_ho - exp_tr)[:2].mean()] * 2, rtol=1e-10)
+    lam = (sig**2 + 1) / sig**2
+    np.testing.assert_allclose(dsm_summary(ds, (0.005, 0.04), var="loss_weighted").heldout.values,
+                               [(lam * exp_ho)[:2].mean()] * 2, rtol=1e-12)
+    assert np.isfinite(summ.gap_se.values).all()
+    # the figure's curves are the finite means too
+    from scoreprobe.viz import plot_dsm
+    ys = [ln.get_ydata() for ln in plot_dsm(ds, steps=[1]).axes[0].get_lines()]
+    assert any(np.allclose(y, exp_tr, rtol=1e-12) for y in ys if len(y) == 3)
+
+
+class Offset:
+    """D(y, σ) = sign(y) + t·1 with t = (fraction of +1 bits of sign(y)) · (1 + 10σ): at tiny σ the
+    sign is the clean item, so the loss of an item is exactly t²."""
+
+    def __call__(self, x, sigma):
+        s = torch.sign(x)
+        return s + ((s > 0).double().mean(1) * (1 + 10 * sigma))[:, None]
+
+
+def test_standard_errors_and_z_by_hand(small):
+    _, data = small
+    sig = np.array([0.01, 0.02])
+    ds = dsm_by_sigma(Offset(), sigmas=sig, n_noise=2, n_train=5, n_heldout=7, dataset=data, oracles=False,
+                      dtype=torch.float64)
+    frac_tr, frac_ho = data.train[:5].mean(1), data.heldout[:7].mean(1)
+    for j, s in enumerate(sig):
+        lt, lh = (frac_tr * (1 + 10 * s)) ** 2, (frac_ho * (1 + 10 * s)) ** 2
+        se_t, se_h = np.std(lt, ddof=1) / np.sqrt(5), np.std(lh, ddof=1) / np.sqrt(7)
+        gap, gap_se = lh.mean() - lt.mean(), np.sqrt(lt.var(ddof=1) / 5 + lh.var(ddof=1) / 7)
+        np.testing.assert_allclose(ds.loss.values[j], np.concatenate([lt, lh]), rtol=1e-12)
+        got = [float(ds[v][j]) for v in ("loss_train_se", "loss_heldout_se", "gap", "gap_se", "gap_z")]
+        np.testing.assert_allclose(got, [se_t, se_h, gap, gap_se, gap / gap_se], rtol=1e-9)
+        assert np.isclose(gap_se, np.hypot(se_t, se_h))
+    # band summary: per-item band means, independent-samples SE
+    summ = dsm_summary(ds, (0.005, 0.05))
+    yt = ((frac_tr[:, None] * (1 + 10 * sig)) ** 2).mean(1)
+    yh = ((frac_ho[:, None] * (1 + 10 * sig)) ** 2).mean(1)
+    np.testing.assert_allclose([float(summ.train_se), float(summ.gap_se)],
+                               [yt.std(ddof=1) / np.sqrt(5), np.sqrt(yt.var(ddof=1) / 5 + yh.var(ddof=1) / 7)],
+                               rtol=1e-9)
+
+
+class LateMemorizer:
+    """Exact (sign of the input) below σ = 0.05, the memorizer of `train` from there on."""
+
+    def __init__(self, train):
+        self.mem = EmpiricalDenoiser(train)
+
+    def __call__(self, x, sigma):
+        return torch.where((sigma < 0.05)[:, None], torch.sign(x), self.mem(x, sigma))
+
+
+def test_first_significant_sigma(small):
+    rule, data = small
+    kw = dict(n_noise=2, n_train=16, n_heldout=16, dataset=data, oracles=False, dtype=torch.float64)
+    # the memorizer: train loss ~ 0, held-out loss 4·d_H/D at small σ -> significant at the smallest σ,
+    # whatever the order of the grid
+    ds = dsm_by_sigma(EmpiricalDenoiser(data.train), sigmas=[40.0, 0.01, 0.002, 0.3], **kw)
+    assert float(ds.first_significant_sigma) == 0.002 and float(ds.gap_z[2]) > 3
+    assert "smallest σ" in ds.first_significant_sigma.attrs["long_name"]
+    # exact below 0.05 (gap 0, z NaN), memorizer above: the first significant σ is 0.1
+    ds = dsm_by_sigma(LateMemorizer(data.train), sigmas=[0.01, 0.02, 0.1, 0.2], **kw)
+    np.testing.assert_array_equal(ds.gap.values[:2], 0.0)
+    assert float(ds.first_significant_sigma) == 0.1
+    # a denoiser that ignores the split, paired noise, equal sizes: gap 0 (up to rounding) -> z ~ 0 -> none
+    ds = dsm_by_sigma(Identity(), sigmas=[0.01, 0.5, 3.0], **kw)
+    assert np.all(ds.gap_se.values > 0) and np.all(np.abs(ds.gap_z.values) < 1e-6)
+    assert np.isnan(float(ds.first_significant_sigma))
+    # a series: one value per step
+    ds = dsm_by_sigma({1: Identity(), 2: EmpiricalDenoiser(data.train)}, sigmas=[0.002, 0.01], **kw)
+    assert ds.first_significant_sigma.dims == ("step",)
+    np.testing.assert_array_equal(ds.first_significant_sigma.values, [np.nan, 0.002])
+
+
+def test_heldout_default_all_capped(small):
+    _, data = small
+    ds = dsm_by_sigma(Identity(), sigmas=2, n_noise=1, n_train=3, dataset=data, oracles=False)
+    assert int((ds.split == "heldout").sum()) == len(data.heldout) == 32
+    big = SimpleNamespace(train=np.zeros((5, 4), np.uint8), heldout=np.zeros((1500, 4), np.uint8))
+    _, split, _, _ = _select_items(big, None, None)
+    assert (split == "train").sum() == 5 and (split == "heldout").sum() == MAX_DEFAULT_HELDOUT == 512
+    _, split, _, _ = _select_items(big, None, 1500)                           # explicit: no cap
+    assert (split == "heldout").sum() == 1500
+
+
+def test_cli_dsm_reports_nonfinite(small, tmp_path, monkeypatch, capsys):
+    import scoreprobe.checkpoints
+    from scoreprobe.cli import main
+
+    rule, data = small
+    series = _FakeSeries(rule, data, "fake")
+    series.denoiser = lambda step, device="cpu", ema=True: Poisoned() if step == 10 else Identity()
+    monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: series)
+    monkeypatch.chdir(tmp_path)
+    with pytest.warns(NonFiniteWarning):
+        main(["dsm", "--sigmas", "12", "--n-noise", "2", "--n-train", "6", "--n-heldout", "6", "--device", "cpu",
+              "--out", "d.zarr"])
+    out = capsys.readouterr()
+    assert "nonfinite" in out.out
+    rows = _table_rows(out.out, ("10", "100"))
+    # 12 σ in [0.002, 80]: three below 0.02 (NaN where bit 0 is 1), one in [0.02, 0.05) (inf where bit 1 is 1)
+    sig = np.geomspace(0.002, 80, 12)
+    assert ((sig < 0.02).sum(), ((sig >= 0.02) & (sig < 0.05)).sum()) == (3, 1)
+    items = np.concatenate([data.train[:6], data.heldout[:6]])
+    assert rows["10"][-1] == 3 * (items[:, 0] == 1).sum() + (items[:, 1] == 1).sum() > 0
+    assert rows["100"][-1] == 0 and np.isfinite(rows["10"][:4]).all()

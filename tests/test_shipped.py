@@ -9,7 +9,7 @@ import scoreprobe as sp
 from scoreprobe.checkpoints import DEFAULT_SERIES, checkpoints_dir
 from scoreprobe.probes.clocks import clock_step
 
-N_SAMPLES = 1000    # as issue 3 measures them (binomial s.d. <= 0.016 on each ratio below)
+N_SAMPLES = 1000    # as measure.py measures them (binomial s.d. <= 0.016 on each ratio below)
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +44,12 @@ def test_first_checkpoint_knows_nothing(series):
 
 
 def test_some_checkpoint_is_in_the_innovation_window(series):
-    """Rule accuracy >= 0.9 while memorization <= 0.1 at the checkpoint that measure.py picked."""
+    """Rule accuracy >= 0.9 while memorization < 0.1 at the checkpoint that measure.py picked."""
     measured = json.loads((Path(series.path) / "clocks.json").read_text())
     window = measured["window_step"]
     assert window in series.steps
     rule_acc, mem = _measure(series, window)
-    assert rule_acc >= 0.9 and mem <= 0.1
+    assert rule_acc >= 0.9 and mem < 0.1
 
 
 def test_last_checkpoint_memorizes(series):
@@ -60,15 +60,18 @@ def test_last_checkpoint_memorizes(series):
 
 @pytest.mark.slow
 def test_clocks_of_shipped_series_show_both_clocks(series):
-    """Issue 3's criteria re-measured on every checkpoint with `sp.clocks` (1000 samples): some
-    checkpoint has rule_acc >= 0.9 with mem_ratio <= 0.1, memorization passes 0.1 (τ_mem) after it,
-    and reaches 0.5 at the last; and by DESIGN.md's definitions (τ_rule: >= 0.9 at three
-    checkpoints in a row) the innovation window is open, τ_rule < τ_mem."""
+    """Re-measured on every checkpoint with `sp.clocks` (1000 samples, default sampler), by
+    docs/definitions.md: the window is open with τ_rule < τ_mem, memorization reaches 0.5 at the
+    last checkpoint, and every third checkpoint alone gives the same τ and window bounds within
+    the CIs (the definitions do not depend on which checkpoints were measured)."""
     ds = sp.clocks(series, n_samples=1000, seed=0)
-    inside = (ds.rule_acc >= 0.9) & (ds.mem_ratio <= 0.1)
-    assert bool(inside.any())
-    first_window_step = int(ds.step[inside.values][0])
-    assert first_window_step < ds.attrs["tau_mem"]
-    assert float(ds.mem_ratio[-1]) >= 0.5
-    taus = sp.taus(ds)
-    assert taus["window_open"] and taus["tau_rule"] < taus["tau_mem"]
+    a = ds.attrs
+    assert a["window_open"] and a["tau_rule"] < a["tau_mem"] and float(ds.mem_ratio[-1]) >= 0.5
+    assert np.isfinite(a["tau_novel"]) and a["tau_novel"] >= a["tau_rule"]
+    third = sp.taus(ds.isel(step=slice(None, None, 3)), warn=False)
+    for key in ("tau_rule", "tau_mem", "window_lo"):
+        assert a[key + "_ci"][0] <= third[key] <= a[key + "_ci"][1], (key, a[key + "_ci"], third[key])
+        assert third[key + "_ci"][0] <= a[key] <= third[key + "_ci"][1], (key, third[key + "_ci"], a[key])
+    measured = json.loads((Path(series.path) / "clocks.json").read_text())["taus"]
+    for key in ("tau_rule", "tau_mem", "window_log10_width"):   # clocks.json was made by this code
+        assert a[key] == pytest.approx(measured[key], rel=1e-6)

@@ -107,14 +107,16 @@ def test_classify_states_items_and_anchors():
                   s([0, 0, 1, 1]),                      # held-out, anchor 1
                   s([1, 1, 1, 1]),                      # novel valid
                   s([1, 0, 0, 0]),                      # violating, anchor 2
-                  np.array([0.1, 1, 1, 1]),             # invalid (|x| far from 1)
-                  np.array([np.nan, 1, 1, 1])])         # invalid
+                  np.array([0.1, 1, 1, 1]),             # off-vertex, bits 1111: novel valid, no anchor
+                  np.array([np.nan, 1, 1, 1])])         # invalid (non-finite)
     anchors = np.stack([s([1, 1, 0, 0]), s([0, 0, 1, 1]), s([1, 0, 0, 0])])
     c = classify(x, ds, rule, anchors=anchors)
     names = {v: k for k, v in STATE_CODES.items()}
     assert [names[v] for v in c["state"]] == ["valid_memorized", "valid_heldout", "valid_novel",
-                                              "rule_violating", "invalid", "invalid"]
+                                              "rule_violating", "valid_novel", "invalid"]
+    assert c["off_vertex"].tolist() == [False, False, False, False, True, False]
     assert c["index"].tolist() == [0, 0, -1, -1, -1, -1]
     assert c["anchor"].tolist() == [0, 1, -1, 2, -1, -1]
+    assert c["nearest_train_hamming"][5] == -1  # a sentinel, not the distance of NaN's all-zero bits
     assert c["nearest_anchor_hamming"][:4].tolist() == [0, 0, 2, 0]
     assert c["nearest_train_hamming"][:4].tolist() == [0, 4, 2, 1]

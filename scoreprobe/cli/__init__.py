@@ -10,6 +10,7 @@ live here; the subcommands, one module per family, register themselves on import
 """
 import logging
 import sys
+import warnings
 
 import click
 
@@ -25,8 +26,14 @@ def cli(verbose, quiet):
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
+def _format_warning(message, category, filename, lineno, line=None):
+    """Warnings reach CLI users as one line on stderr: 'warning: <Category>: <message>'."""
+    return f"warning: {category.__name__}: {message}\n"
+
+
 def main(argv=None):
     """Console entry point: runs the click group, mapping typed errors to exit code 2."""
+    format_warning, warnings.formatwarning = warnings.formatwarning, _format_warning
     try:
         cli.main(args=argv, prog_name="scoreprobe", standalone_mode=False)
     except click.exceptions.Abort:
@@ -41,6 +48,8 @@ def main(argv=None):
     except KeyboardInterrupt:
         click.echo("interrupted; everything written so far is kept.", err=True)
         sys.exit(130)
+    finally:
+        warnings.formatwarning = format_warning
 
 
 from scoreprobe.cli import curves, planes, runs  # noqa: E402,F401  (registers the subcommands)

@@ -2,6 +2,7 @@
 import click
 
 from scoreprobe.cli import cli
+from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.cli.common import parse_steps, save_figure, sweep_options, resolve_device
 
 
@@ -9,15 +10,48 @@ from scoreprobe.cli.common import parse_steps, save_figure, sweep_options, resol
 # clocks
 # ---------------------------------------------------------------------------------------------
 
-CLOCK_COLUMNS = (("step", "step", "{:>8d}"), ("rule_acc", "rule_acc", "{:>10.3f}"),
-                 ("group_acc", "group_acc", "{:>10.3f}"), ("mem_ratio", "mem_ratio", "{:>10.3f}"),
-                 ("heldout_ratio", "heldout", "{:>10.3f}"), ("novel_ratio", "novel", "{:>10.3f}"),
-                 ("invalid_ratio", "invalid", "{:>10.3f}"))
+CLOCK_COLUMNS = (("rule_acc", "rule_acc"), ("group_acc", "group_acc"), ("novel_ratio", "novel"),
+                 ("heldout_hit", "heldout"), ("mem_ratio", "memorized"), ("violating_ratio", "violating"),
+                 ("invalid_ratio", "invalid"), ("off_vertex", "off_vertex"))
 
 
 def _fmt_tau(value):
     import math
-    return "never reached" if value is None or not math.isfinite(value) else f"{value:.0f}"
+    return "not reached" if value is None or not math.isfinite(value) else f"{value:.0f}"
+
+
+def _fmt_ci(a, key):
+    ci = a.get(key + "_ci")
+    if not ci:
+        return ""
+    lo, hi = (_fmt_tau(v) for v in ci)
+    return f" [{round(100 * a['ci'])}% CI {lo} – {hi}]"
+
+
+def _clock_rows(ds):
+    yield f"{'step':>8s}" + "".join(f"{h:>11s}" for _, h in CLOCK_COLUMNS)
+    for i in range(ds.sizes["step"]):
+        row = ds.isel(step=i)
+        yield f"{int(row.step):>8d}" + "".join(f"{float(row[v]):>11.3f}" for v, _ in CLOCK_COLUMNS)
+    yield ("(novel + heldout + memorized + violating + invalid = 1; rule_acc = novel + heldout + memorized; "
+           "off_vertex is a flag; docs/definitions.md)")
+
+
+def _clock_summary(a):
+    """Lines for τ_rule, τ_novel, τ_mem and the window, from the attrs written by `clocks`."""
+    yield f"tau_rule  = {_fmt_tau(a['tau_rule'])}{_fmt_ci(a, 'tau_rule')}   rule_acc reaches {a['rule_threshold']}"
+    yield (f"tau_novel = {_fmt_tau(a['tau_novel'])}{_fmt_ci(a, 'tau_novel')}   novel_valid reaches "
+           f"{a['novel_threshold']:.3f} ({a['rule_threshold']} x the perfect generalizer's)")
+    yield f"tau_mem   = {_fmt_tau(a['tau_mem'])}{_fmt_ci(a, 'tau_mem')}   mem_ratio reaches {a['mem_threshold']}"
+    if not a["window_open"]:
+        yield "innovation window: closed (no step where rule_acc >= threshold and mem_ratio < threshold)"
+        return
+    spans = ", ".join(f"{_fmt_tau(lo)}–{_fmt_tau(hi)}" for lo, hi in a["window_intervals"])
+    width = f"log10 width {a['window_log10_width']:.2f}"
+    if a.get("window_log10_width_ci"):
+        width += f" [{a['window_log10_width_ci'][0]:.2f}, {a['window_log10_width_ci'][1]:.2f}]"
+    end = " (still open at the last checkpoint)" if a["window_hi_censored"] else ""
+    yield f"innovation window: open, steps {spans}{end}, {width}"
 
 
 @cli.command()
@@ -25,7 +59,7 @@ def _fmt_tau(value):
 @click.option("--n-samples", type=click.IntRange(min=1), default=1000,
               help="Samples per checkpoint (fewer are faster but make the 0.9 threshold noisy).")
 @click.option("--seed", type=int, default=0, help="Seed of the initial noise (the same at every step).")
-@click.option("--n-steps", type=click.IntRange(min=1), default=18, help="Heun PF-ODE steps (DiT).")
+@click.option("--n-steps", type=click.IntRange(min=1), default=DEFAULT_N_STEPS, help="Heun PF-ODE steps (DiT).")
 @sweep_options("clocks.zarr", "Write the clock and state figure here.", "ODE batch rows (memory bound).")
 def clocks(series, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_size, device):
     """Rule accuracy and memorization at every checkpoint of SERIES (default: the shipped series),
@@ -37,20 +71,10 @@ def clocks(series, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_
     click.echo(f"clocks of {s.path} ({s.kind}, {len(s.steps)} checkpoints), {n_samples} samples, seed {seed}, on {dev}")
     ds = run_clocks(s, n_samples=n_samples, seed=seed, n_steps=n_steps, device=dev, steps=parse_steps(steps),
                     out=out, overwrite=overwrite, chunk_size=chunk_size)
-    click.echo("".join(f"{h:>10s}" if i else f"{h:>8s}" for i, (_, h, _) in enumerate(CLOCK_COLUMNS)))
-    for i in range(ds.sizes["step"]):
-        row = ds.isel(step=i)
-        click.echo("".join(fmt.format(int(row[v]) if v == "step" else float(row[v])) for v, _, fmt in CLOCK_COLUMNS))
-    a = ds.attrs
-    click.echo(f"tau_rule = {_fmt_tau(a['tau_rule'])}   (rule_acc >= {a['rule_threshold']} held for "
-               f"{a['hold']} more checkpoints)")
-    click.echo(f"tau_mem  = {_fmt_tau(a['tau_mem'])}   (mem_ratio >= {a['mem_threshold']})")
-    if a["window_open"]:
-        click.echo(f"innovation window: open, [{_fmt_tau(a['window_lo'])}, {_fmt_tau(a['window_hi'])}]"
-                   + ("" if a["log10_ratio"] is None or a["log10_ratio"] != a["log10_ratio"]
-                      else f", log10(tau_mem/tau_rule) = {a['log10_ratio']:.2f}"))
-    else:
-        click.echo("innovation window: closed")
+    for line in _clock_rows(ds):
+        click.echo(line)
+    for line in _clock_summary(ds.attrs):
+        click.echo(line)
     if out is not None:
         click.echo(f"wrote {out}")
     if plot:
@@ -77,12 +101,14 @@ def _clocks_figure(ds, path):
 @click.option("--n-noise", type=click.IntRange(min=1), default=8, help="Noise draws per item (shared by all).")
 @click.option("--n-train", type=click.IntRange(min=0), default=None, help="Training items [default: all].")
 @click.option("--n-heldout", type=click.IntRange(min=0), default=None,
-              help="Held-out items [default: as many as training items].")
+              help="Held-out items [default: all, at most 512].")
 @click.option("--seed", type=int, default=0, help="Seed of the noise bank.")
 @sweep_options("dsm.zarr", "Write the loss and gap figure here.", "Denoiser rows per call (memory bound).")
 def dsm(series, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite, plot, chunk_size, device):
     """DSM loss by σ for training vs held-out items at every checkpoint of SERIES (default: the
-    shipped series), with the memorizer and rule-oracle references; prints the mean over σ in [0.2, 2]."""
+    shipped series), with the memorizer and rule-oracle references; prints the mean over σ in [0.2, 2]
+    (finite items only) with the gap's standard error, the smallest σ where the gap is significant
+    (z > 3), and the number of NaN/inf per-item losses when there are any."""
     from scoreprobe.checkpoints import load_series
     from scoreprobe.probes.dsm import dsm_by_sigma
     s = load_series(series)
@@ -100,21 +126,35 @@ def dsm(series, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite
 
 
 def _dsm_table(ds, band=(0.2, 2.0)):
-    """Per step: mean train / held-out loss over σ in `band` and the gap; then the two oracles."""
-    from scoreprobe.probes.dsm import dsm_summary
+    """Per step: band means of the train / held-out loss (finite items), the gap ± its SE, the
+    smallest σ with gap z > 3 (σ*) and, when any, the count of non-finite per-item losses (all σ);
+    then the two oracles."""
+    from scoreprobe.probes.dsm import Z_SIGNIFICANT, dsm_summary, gap_stats
     n_tr, n_ho = int((ds.split == "train").sum()), int((ds.split == "heldout").sum())
-    click.echo(f"mean DSM loss over σ in [{band[0]}, {band[1]}] ({n_tr} training / {n_ho} held-out items)")
-    click.echo(f"{'step':>10s}{'train':>10s}{'heldout':>10s}{'gap':>10s}")
+    bad = (ds["n_nonfinite_train"] + ds["n_nonfinite_heldout"]).sum("sigma")     # ([step])
+    show_bad = bool((bad > 0).any())
+    click.echo(f"mean DSM loss over σ in [{band[0]}, {band[1]}] ({n_tr} training / {n_ho} held-out items, "
+               f"finite losses only); se = standard error of the gap; σ* = smallest σ with gap z > {Z_SIGNIFICANT:g}")
+    click.echo(f"{'step':>10s}{'train':>10s}{'heldout':>10s}{'gap':>10s}{'se':>9s}{'σ*':>9s}"
+               + (f"{'nonfinite':>10s}" if show_bad else ""))
     summ = dsm_summary(ds, band)
     for i in range(summ.sizes.get("step", 1)):
-        row = summ.isel(step=i) if "step" in summ.dims else summ
+        pick = (lambda a: a.isel(step=i)) if "step" in summ.dims else (lambda a: a)
+        row = pick(summ)
         label = f"{int(row.step):>10d}" if "step" in row.coords else f"{'model':>10s}"
-        click.echo(label + "".join(f"{float(row[v]):>10.4f}" for v in ("train", "heldout")) + f"{float(row.gap):>+10.4f}")
+        extra = f"{int(pick(bad)):>10d}" if show_bad else ""
+        click.echo(_dsm_row(label, row, float(pick(ds["first_significant_sigma"]))) + extra)
     for var, name in (("mem_loss", "memorizer"), ("rule_loss", "rule")):
         if var in ds:
-            ref = dsm_summary(ds, band, var=var)
-            click.echo(f"{name:>10s}" + "".join(f"{float(ref[v]):>10.4f}" for v in ("train", "heldout"))
-                       + f"{float(ref.gap):>+10.4f}")
+            star = gap_stats(ds[var].values, ds.split.values, ds.sigma.values)["first_significant_sigma"]
+            click.echo(_dsm_row(f"{name:>10s}", dsm_summary(ds, band, var=var), float(star)))
+
+
+def _dsm_row(label, row, sigma_star):
+    """One table line: label, train, heldout, gap, se and σ* ('-' when no σ is significant)."""
+    star = f"{sigma_star:>9.3g}" if sigma_star == sigma_star else f"{'-':>9s}"
+    return (label + "".join(f"{float(row[v]):>10.4f}" for v in ("train", "heldout"))
+            + f"{float(row.gap):>+10.4f}{float(row.gap_se):>9.4f}" + star)
 
 
 def _dsm_figure(ds, path):

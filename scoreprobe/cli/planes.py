@@ -2,6 +2,7 @@
 import click
 
 from scoreprobe.cli import cli
+from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.cli.common import figure_path, float_list, parse_steps, resolve_device, save_figure
 
 
@@ -27,16 +28,25 @@ def _plane_steps(text, series, n_auto=8):
     return chosen
 
 
+CONVERGENCE_COLUMNS = (("label_change_fraction", "chg@2N"), ("label_change_fraction_item", "item@2N"))
+
+
 def _basin_table(ds):
-    """Lines of the per-step table: share of the plane flowing to each kind of endpoint."""
+    """Lines of the per-step table: share of the plane flowing to each kind of endpoint, and with
+    --check-convergence the share whose label changes when the steps are doubled."""
+    extra = [(k, h) for k, h in CONVERGENCE_COLUMNS if k in ds]
     lines = []
     for s0 in ds.sigma_start.values:
         d = ds.sel(sigma_start=s0)
         lines.append(f"sigma_start = {float(s0):g}: share of the plane flowing to")
-        lines.append(f"{'step':>8s}" + "".join(f"{h:>11s}" for _, h in BASIN_COLUMNS))
+        lines.append(f"{'step':>8s}" + "".join(f"{h:>11s}" for _, h in BASIN_COLUMNS + tuple(extra)))
         for i in range(d.sizes["step"]):
-            row = d.isel(step=i).fraction
-            lines.append(f"{int(d.step[i]):>8d}" + "".join(f"{float(row.sel(state=k)):>11.3f}" for k, _ in BASIN_COLUMNS))
+            row = d.isel(step=i)
+            cells = [float(row.fraction.sel(state=k)) for k, _ in BASIN_COLUMNS] + [float(row[k]) for k, _ in extra]
+            lines.append(f"{int(d.step[i]):>8d}" + "".join(f"{c:>11.3f}" for c in cells))
+    if extra:
+        lines.append("chg@2N: share of the grid whose endpoint state differs with 2x --n-steps; "
+                     "item@2N: whose state or item reached differs")
     return lines
 
 
@@ -45,7 +55,7 @@ def _basin_table(ds):
 @click.option("--plane", "plane_spec", default="auto", help="auto, or train:I,heldout:J,violating:K.")
 @click.option("--sigma-start", multiple=True, default=("1.0",), help="Starting noise level(s); repeat or comma-separate.")
 @click.option("--res", type=click.IntRange(min=2), default=24, help="Grid points per axis.")
-@click.option("--n-steps", type=click.IntRange(min=1), default=10, help="Heun PF-ODE steps from sigma_start to 0.")
+@click.option("--n-steps", type=click.IntRange(min=1), default=DEFAULT_N_STEPS, help="Heun PF-ODE steps from sigma_start to 0.")
 @click.option("--steps", default="auto", help="Checkpoints: auto (about 8), all, or S1,S2,...")
 @click.option("--seed", type=int, default=0, help="Seed of the automatic plane choice.")
 @click.option("--out", type=click.Path(), default="basins.zarr", help="Zarr store (resumable; reruns reuse it).")
@@ -53,9 +63,15 @@ def _basin_table(ds):
 @click.option("--animate", "animate_path", type=click.Path(dir_okay=False), default="basins.gif",
               help="Animation over steps (.gif, or .mp4 with ffmpeg).")
 @click.option("--no-animate", is_flag=True, help="Skip the animation.")
+@click.option("--check-convergence", is_flag=True,
+              help="Integrate every grid again with 2x --n-steps and report, per step and sigma_start, the "
+                   "share of grid points whose endpoint label changes (columns chg@2N, item@2N; stored as "
+                   "label_change_fraction[_item]); warns when the state changes on more than 1% of a grid. "
+                   "The extra 2N-step run costs about twice the map itself (about 3x the time in all). A store "
+                   "written with it is a different analysis from one without.")
 @click.option("--device", default="auto", help="cpu, cuda, cuda:1 or auto.")
 def basins(series, plane_spec, sigma_start, res, n_steps, steps, seed, out, overwrite, animate_path, no_animate,
-           device):
+           check_convergence, device):
     """Basin maps of the PF-ODE on a plane through a training item, a nearby held-out item and a
     rule-violating vertex, at checkpoints of SERIES (default: the shipped series)."""
     import time
@@ -76,8 +92,10 @@ def basins(series, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
         from scoreprobe.store import prepare_store
         prepare_store(out, None, overwrite=True)
     click.echo(f"basins of {s.path}: {len(chosen)} of {len(s.steps)} checkpoints, plane {', '.join(plane.labels)}, "
-               f"{res}x{res} grid, sigma_start {sig}, {n_steps} Heun steps, on {dev}")
-    ds = run_basins(s, plane, sigma_start=sig, res=res, n_steps=n_steps, steps=chosen, out=out or None, device=dev)
+               f"{res}x{res} grid, sigma_start {sig}, {n_steps} Heun steps"
+               f"{f' (and {2 * n_steps} to check convergence)' if check_convergence else ''}, on {dev}")
+    ds = run_basins(s, plane, sigma_start=sig, res=res, n_steps=n_steps, steps=chosen, out=out or None, device=dev,
+                    check_convergence=check_convergence)
     for line in _basin_table(ds):
         click.echo(line)
     if out:

@@ -4,19 +4,27 @@
 sigma_start, integrates it to σ = 0 and classifies where it lands. `retention` restarts from
 noisy copies x + σε of training and held-out items and measures how many flow back to the
 item itself and how many are captured by another training item.
+
+`basins(..., check_convergence=True)` integrates the grid a second time with twice the steps and
+stores the share of grid points whose label changes (`label_change`): a map is only as good as
+its sampler is converged.
 """
 import logging
+import warnings
 
 import numpy as np
 import torch
 import xarray as xr
 
-from scoreprobe.errors import ConfigError
+from scoreprobe.errors import ConfigError, ScoreprobeWarning
+from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.data import state_flag_attrs
 from scoreprobe.probes.field import as_sigma_list, plane_coords
 from scoreprobe.sweep import dataset_and_rule, run_probe
 
 logger = logging.getLogger(__name__)
+
+LABEL_CHANGE_TOL = 0.01   # check_convergence warns when more than this share of the grid changes label
 
 
 @torch.no_grad()
@@ -36,13 +44,13 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
     Returns
     -------
     dict name -> numpy array (S, res, res) over (sigma_start, v, u): state (int8), index,
-    train_index, heldout_index, nearest_train_hamming (int64), anchor (int8).
+    train_index, heldout_index, nearest_train_hamming (int64), anchor (int8), off_vertex (bool).
     """
     from scoreprobe.slices import classify
 
     points, _, _ = plane.grid(res, margin)
     x0 = torch.as_tensor(points, dtype=dtype, device=device)                  # (P, D)
-    keys = ("state", "index", "train_index", "heldout_index", "nearest_train_hamming", "anchor")
+    keys = ("state", "index", "train_index", "heldout_index", "nearest_train_hamming", "anchor", "off_vertex")
     out = {k: [] for k in keys}
     for s in sigma_starts:
         x_end = _endpoints(D, x0, s, n_steps, solver, chunk_size)             # (P, D)
@@ -50,6 +58,52 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
         for k in keys:
             out[k].append(c[k].reshape(res, res))
     return {k: np.stack(v) for k, v in out.items()}
+
+
+def label_change(a, b):
+    """Share of grid points whose labels differ between two basin maps of the same grid.
+
+    Parameters
+    ----------
+    a, b : dicts returned by `basin_map` for the same plane, grid and sigma_starts (arrays (S, res, res)).
+
+    Returns
+    -------
+    dict of (S,) float64: `state`, the fraction whose endpoint state differs; `item`, the fraction
+    whose endpoint state or endpoint item (`index`) differs (so item >= state). A point whose two
+    endpoints are both off-vertex (e.g. on a saddle between vertices, where the thresholded bits
+    follow rounding noise) is not counted: its label is not a basin.
+    """
+    if a["state"].shape != b["state"].shape:
+        raise ConfigError(f"basin maps of different grids: {a['state'].shape} vs {b['state'].shape}")
+    judged = ~(a["off_vertex"] & b["off_vertex"])                             # (S, res, res)
+    state = (a["state"] != b["state"]) & judged                               # (S, res, res)
+    item = state | ((a["index"] != b["index"]) & judged)                      # (S, res, res)
+    return {"state": state.mean(axis=(1, 2), dtype=np.float64), "item": item.mean(axis=(1, 2), dtype=np.float64)}
+
+
+def _convergence_vars(change, n_steps, solver):
+    """Data variables of the step-count check: (S,) fractions -> {name: (dims, values, attrs)}."""
+    steps = f"n_steps and 2·n_steps {'Heun' if solver == 'heun' else solver} steps"
+    comment = f"n_steps = {int(n_steps)}; the grid is integrated again with {2 * int(n_steps)} steps"
+    what = {"state": "endpoint state", "item": "endpoint state or endpoint item (endpoint_index)"}
+    return {name: (("sigma_start",), change[k], {"units": "1", "comment": comment, "long_name":
+                   f"fraction of grid points whose {what[k]} differs between {steps}"})
+            for name, k in (("label_change_fraction", "state"), ("label_change_fraction_item", "item"))}
+
+
+def _warn_unconverged(ds, n_steps, tol=LABEL_CHANGE_TOL):
+    """ScoreprobeWarning when label_change_fraction ([step,] sigma_start) exceeds `tol` anywhere."""
+    frac = ds["label_change_fraction"].load()
+    bad = frac.values > tol
+    if not bad.any():
+        return
+    worst = np.unravel_index(int(np.argmax(frac.values)), frac.shape)
+    at = ", ".join(f"{d} {frac[d].values[i]:g}" for d, i in zip(frac.dims, worst))
+    warnings.warn(f"basins not converged in the step count: {float(frac.values[worst]):.1%} of the grid "
+                  f"(at {at}) ends in another state with {2 * int(n_steps)} instead of {int(n_steps)} steps, "
+                  f"more than {tol:.0%} in {int(bad.sum())} of {bad.size} ({', '.join(frac.dims)}) cells; "
+                  "raise n_steps", ScoreprobeWarning, stacklevel=3)
 
 
 def _basin_dataset(m, plane, sigma_starts, u, v):
@@ -68,6 +122,9 @@ def _basin_dataset(m, plane, sigma_starts, u, v):
         "endpoint_anchor": (dims, m["anchor"], {**one, "flag_values": [-1, 0, 1, 2],
                             "flag_meanings": "none anchor_a anchor_b anchor_c",
                             "long_name": "anchor vertex the endpoint equals (-1 none)"}),
+        "endpoint_off_vertex": (dims, m["off_vertex"].astype(np.uint8), {
+            **one, "flag_values": [0, 1], "flag_meanings": "on_vertex off_vertex",
+            "long_name": "endpoint farther than 0.5 from ±1 in some coordinate (a flag, not a state)"}),
         "nearest_train_hamming": (dims, m["nearest_train_hamming"], {
             **one, "long_name": "Hamming distance of the endpoint to the nearest training item"}),
         "fraction": (("sigma_start", "state"), frac, {
@@ -79,9 +136,20 @@ def _basin_dataset(m, plane, sigma_starts, u, v):
     return xr.Dataset(data, coords=coords)
 
 
-def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=18, *, dataset=None, rule=None,
-           margin=0.5, solver="heun", chunk_size=4096, dtype=torch.float32, device="cpu", steps=None,
-           out=None, progress=None):
+def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule, check_convergence):
+    """The store identity of a basins run. `check_convergence` is recorded only when True, so
+    configs (and stores) written before the option existed still match a run without it."""
+    config = {"probe": "basins", "plane": plane.spec(), "sigma_start": sigma_starts.tolist(), "res": int(res),
+              "n_steps": int(n_steps), "margin": float(margin), "solver": solver,
+              "dtype": str(dtype).replace("torch.", ""), "rule": rule.spec()}
+    if check_convergence:
+        config["check_convergence"] = True
+    return config
+
+
+def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFAULT_N_STEPS, *, dataset=None,
+           rule=None, margin=0.5, solver="heun", chunk_size=4096, dtype=torch.float32, device="cpu", steps=None,
+           out=None, progress=None, check_convergence=False):
     """Basin map of the PF-ODE on a plane, for a denoiser or every checkpoint of a series.
 
     Every grid point x is taken as a noisy sample at level sigma_start: the ODE runs from
@@ -95,27 +163,39 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=18, 
     res, margin : grid size and padding (see Plane.grid).
     dataset, rule : data the endpoints are classified against (taken from a series when omitted).
     steps, out, progress : for series: which steps, zarr store path, progress bar.
+    check_convergence : also integrate the same grid with 2·n_steps steps (about twice the cost of the
+        map itself) and store the share of grid points whose label changes; a ScoreprobeWarning
+        is issued when it exceeds LABEL_CHANGE_TOL. Recorded in the store's config (only when True,
+        so stores written without it stay resumable).
 
     Returns
     -------
     xarray.Dataset, dims ([step,] sigma_start, v, u): endpoint_state (flag attrs), endpoint_index,
-    endpoint_train_index, endpoint_heldout_index, endpoint_anchor, nearest_train_hamming;
-    fraction ([step,] sigma_start, state): share of the plane in each state.
+    endpoint_train_index, endpoint_heldout_index, endpoint_anchor, nearest_train_hamming (all at
+    n_steps); fraction ([step,] sigma_start, state): share of the plane in each state; with
+    check_convergence, label_change_fraction and label_change_fraction_item ([step,] sigma_start),
+    float64 (see `label_change`).
     """
     dataset, rule = dataset_and_rule(D_or_series, dataset, rule, who="basins")
     sigma_starts = as_sigma_list(sigma_start, "sigma_start")
     if int(n_steps) < 1:
         raise ConfigError(f"n_steps must be >= 1, got {n_steps}")
     _, u, v = plane.grid(res, margin)
-    config = {"probe": "basins", "plane": plane.spec(), "sigma_start": sigma_starts.tolist(), "res": int(res),
-              "n_steps": int(n_steps), "margin": float(margin), "solver": solver,
-              "dtype": str(dtype).replace("torch.", ""), "rule": rule.spec()}
+    config = _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule, check_convergence)
 
     def probe(D):
-        m = basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin, solver, chunk_size, dtype, device)
-        return _basin_dataset(m, plane, sigma_starts, u, v)
+        def grid_map(n):
+            return basin_map(D, plane, sigma_starts, res, n, dataset, rule, margin, solver, chunk_size, dtype, device)
+        m = grid_map(int(n_steps))
+        ds = _basin_dataset(m, plane, sigma_starts, u, v)
+        if check_convergence:
+            ds = ds.assign(_convergence_vars(label_change(m, grid_map(2 * int(n_steps))), n_steps, solver))
+        return ds
 
-    return run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress)
+    ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress)
+    if check_convergence:
+        _warn_unconverged(ds, n_steps)
+    return ds
 
 
 # ---------------------------------------------------------------------------------------------
@@ -192,7 +272,7 @@ RETENTION_VARS = {
 
 
 def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_noise=16, seed=0, *,
-              n_train=32, n_heldout=32, split=None, n_steps=18, dataset=None, rule=None, solver="heun",
+              n_train=32, n_heldout=32, split=None, n_steps=DEFAULT_N_STEPS, dataset=None, rule=None, solver="heun",
               chunk_size=4096, dtype=torch.float32, device="cpu", steps=None, out=None, progress=None):
     """Per-item basin retention: do noisy copies of an item flow back to it?
 

@@ -5,37 +5,45 @@ random stream) at every checkpoint, classifies each endpoint into one of the fiv
 `scoreprobe.data.STATES`, and reports per step the accuracies and the memorization ratio.
 `taus` reads the two clocks off those curves; `fit_power_law` fits τ = a·N^b across runs.
 
-Definitions (DESIGN.md): rule_acc = fraction of samples in a valid state (novel, held-out or
-memorized; an `invalid` endpoint never counts as valid); group_acc = fraction of groups of the
-thresholded endpoints that satisfy the rule (all samples); mem_ratio = fraction of samples equal
-to a training item; group_mem = mean fraction of a sample's groups equal to the same groups of
-its Hamming-nearest training item.
+Definitions: docs/definitions.md ("Endpoint states", "Sample metrics"). In short: validity is
+decided by the thresholded bits (an `invalid` endpoint is a non-finite one); rule_acc counts
+copies; novel_valid = valid and not a training item; off_vertex is a flag reported on its own.
+τ and the window: `scoreprobe.probes.taus`.
 """
 import json
 import logging
 import math
+import warnings
 
 import numpy as np
-import scipy.stats
 import torch
 import xarray as xr
 
 from scoreprobe import data, ode, slices, store
-from scoreprobe.errors import ConfigError
+from scoreprobe.defaults import DEFAULT_N_STEPS, MEM_THRESHOLD, RULE_THRESHOLD
+from scoreprobe.errors import NonFiniteWarning
+from scoreprobe.probes.taus import fit_power_law, taus  # noqa: F401  (re-exported: sp.taus)
 from scoreprobe.sweep import dataset_and_rule, is_multi, source_identity, sweep
 
 logger = logging.getLogger(__name__)
+DEFINITIONS_VERSION = 2   # stores written under other definitions are not resumed into
 
-SCALARS = {  # name: (long_name, units)
-    "rule_acc": ("fraction of samples that satisfy the rule", "1"),
-    "group_acc": ("fraction of groups that satisfy the rule", "1"),
-    "mem_ratio": ("fraction of samples equal to a training item", "1"),
-    "group_mem": ("mean fraction of groups equal to those of the nearest training item", "1"),
-    "heldout_ratio": ("fraction of samples equal to a held-out item", "1"),
+SCALARS = {  # name: (long_name, units); definitions: docs/definitions.md, "Sample metrics"
+    "rule_acc": ("fraction of samples whose thresholded bits satisfy the rule (copies included)", "1"),
+    "novel_valid": ("fraction of samples valid and not a training item", "1"),
+    "heldout_hit": ("fraction of samples equal to a held-out item", "1"),
     "novel_ratio": ("fraction of samples valid and new (neither training nor held-out)", "1"),
-    "violating_ratio": ("fraction of samples on a vertex that violates the rule", "1"),
-    "invalid_ratio": ("fraction of samples not within tolerance of a vertex", "1"),
+    "mem_ratio": ("fraction of samples equal to a training item", "1"),
+    "violating_ratio": ("fraction of samples whose thresholded bits violate the rule", "1"),
+    "invalid_ratio": ("fraction of samples with a non-finite endpoint", "1"),
+    "off_vertex": ("fraction of finite samples with some |x_i| farther than 0.5 from ±1 (a flag, not a state)",
+                   "1"),
+    "group_acc": ("fraction of groups that satisfy the rule (finite samples)", "1"),
+    "group_mem": ("mean fraction of groups equal to those of the nearest training item (finite samples)", "1"),
 }
+# the five states as fractions; they add up to 1
+STATE_FRACTIONS = {"invalid": "invalid_ratio", "rule_violating": "violating_ratio", "valid_novel": "novel_ratio",
+                   "valid_heldout": "heldout_hit", "valid_memorized": "mem_ratio"}
 
 # ---------------------------------------------------------------------------------------------
 # One checkpoint
@@ -88,7 +96,7 @@ def _draw(model, n_samples, seed, n_steps, device, chunk_size, dim):
     return x.detach().to("cpu", torch.float64).numpy()
 
 
-def clock_step(model, dataset, rule, n_samples=1000, seed=0, n_steps=18, device=None, chunk_size=None,
+def clock_step(model, dataset, rule, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, device=None, chunk_size=None,
                keep_bits=False):
     """Sample one model and classify the samples: the clocks of one checkpoint.
 
@@ -99,43 +107,48 @@ def clock_step(model, dataset, rule, n_samples=1000, seed=0, n_steps=18, device=
 
     Returns
     -------
-    xarray.Dataset, dims (sample[, bit]): `state` (sample,) int8, `nearest_train_hamming`
-    (sample,) int64, [`bits` (sample, bit) uint8], and the scalars of SCALARS.
+    xarray.Dataset, dims (sample[, bit]): `state` (sample,) int8, `off_vertex_flag` (sample,) uint8,
+    `nearest_train_hamming` (sample,) int64 (-1: invalid), [`bits` (sample, bit) uint8], and the
+    scalars of SCALARS.
     """
     x = _draw(model, n_samples, seed, n_steps, device, chunk_size, rule.n_bits)  # (n, D)
     cls = slices.classify_endpoints(x, dataset, rule)
-    state, bits = np.asarray(cls["state"]), np.asarray(cls["bits"])
-    codes = data.STATE_CODES
-    frac = {name: float(np.mean(state == codes[name])) for name in data.STATES}
-    scalars = {
-        "rule_acc": frac["valid_novel"] + frac["valid_heldout"] + frac["valid_memorized"],
-        "group_acc": float(rule.group_valid(bits).mean()),
-        "mem_ratio": frac["valid_memorized"],
-        "group_mem": _group_mem(bits, dataset.train, cls["nearest_train_index"], rule),
-        "heldout_ratio": frac["valid_heldout"],
-        "novel_ratio": frac["valid_novel"],
-        "violating_ratio": frac["rule_violating"],
-        "invalid_ratio": frac["invalid"],
-    }
     ds = xr.Dataset(coords={"sample": ("sample", np.arange(n_samples, dtype=np.int64),
                                        {"long_name": "sample index (same initial noise at every step)", "units": "1"})})
-    for name, value in scalars.items():
+    for name, value in sample_metrics(cls, dataset, rule).items():
         long_name, units = SCALARS[name]
         ds[name] = xr.Variable((), np.float64(value), {"long_name": long_name, "units": units})
-    ds["state"] = xr.Variable(("sample",), state.astype(np.int8), data.state_flag_attrs())
+    ds["state"] = xr.Variable(("sample",), cls["state"].astype(np.int8), data.state_flag_attrs())
+    ds["off_vertex_flag"] = xr.Variable(("sample",), cls["off_vertex"].astype(np.uint8), {
+        "long_name": "endpoint farther than 0.5 from ±1 in some coordinate", "units": "1",
+        "flag_values": [0, 1], "flag_meanings": "on_vertex off_vertex"})
     ds["nearest_train_hamming"] = xr.Variable(("sample",), np.asarray(cls["nearest_train_hamming"], np.int64), {
-        "long_name": "Hamming distance from the thresholded sample to the nearest training item", "units": "1"})
+        "long_name": "Hamming distance from the thresholded sample to the nearest training item (-1: invalid)",
+        "units": "1"})
     if keep_bits:
-        ds["bits"] = xr.Variable(("sample", "bit"), bits.astype(np.uint8),
+        ds["bits"] = xr.Variable(("sample", "bit"), cls["bits"].astype(np.uint8),
                                  {"long_name": "thresholded sample bits", "units": "1"})
         bit_attrs = {"long_name": "bit index", "units": "1"}
         ds = ds.assign_coords(bit=("bit", np.arange(rule.n_bits, dtype=np.int64), bit_attrs))
     return ds
 
 
+def sample_metrics(cls, dataset, rule):
+    """The SCALARS of one checkpoint from `slices.classify_endpoints` output. dict name -> float."""
+    state, finite = np.asarray(cls["state"]), np.asarray(cls["state"]) != data.STATE_CODES["invalid"]
+    frac = {STATE_FRACTIONS[name]: float(np.mean(state == code)) for name, code in data.STATE_CODES.items()}
+    bits = cls["bits"][finite]
+    out = {**frac, "rule_acc": frac["novel_ratio"] + frac["heldout_hit"] + frac["mem_ratio"],
+           "novel_valid": frac["novel_ratio"] + frac["heldout_hit"],
+           "off_vertex": float(np.mean(cls["off_vertex"][finite])) if finite.any() else float("nan"),
+           "group_acc": float(rule.group_valid(bits).mean()) if finite.any() else float("nan"),
+           "group_mem": _group_mem(bits, dataset.train, cls["nearest_train_index"][finite], rule)}
+    return {name: out[name] for name in SCALARS}
+
+
 def _group_mem(bits, train, nearest, rule):
     groups = group_bits(rule)
-    if groups is None or len(train) == 0:
+    if groups is None or len(train) == 0 or len(bits) == 0:
         return float("nan")
     near = np.asarray(train)[np.asarray(nearest, dtype=np.int64)]  # (n, D)
     same = bits[:, groups] == near[:, groups]  # (n, n_groups, size)
@@ -159,9 +172,14 @@ def _dataset_identity(dataset, rule):
             "train_sha1": hashlib.sha1(train.tobytes()).hexdigest()[:16]}
 
 
-def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=18, device=None, dataset=None, rule=None,
-           keep_bits=False, out=None, chunk_size=None, steps=None, rule_threshold=0.9, hold=2,
-           mem_threshold=0.1, progress=None, overwrite=False):
+def novel_oracle(dataset, rule):
+    """novel_valid of the perfect generalizer (uniform over valid images): 1 − N_train / n_valid."""
+    return 1.0 - len(dataset.train) / float(rule.n_valid)
+
+
+def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, device=None, dataset=None, rule=None,
+           keep_bits=False, out=None, chunk_size=None, steps=None, rule_threshold=RULE_THRESHOLD,
+           mem_threshold=MEM_THRESHOLD, n_boot=1000, progress=None, overwrite=False):
     """The two clocks of a training run: sample every checkpoint with the same seed and classify.
 
     Parameters
@@ -173,19 +191,24 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=18, device=None, d
     dataset, rule : the training data; taken from a series, required for a mapping.
     keep_bits : also store the thresholded samples, `bits` (step, sample, bit).
     out : zarr store path (resumable; see `scoreprobe.store`). chunk_size : ODE batch rows.
-    steps : subset of the series' steps. rule_threshold, hold, mem_threshold : see `taus`.
+    steps : subset of the series' steps.
+    rule_threshold, mem_threshold, n_boot : see `scoreprobe.probes.taus.taus` (τ_novel's threshold
+        is rule_threshold × `novel_oracle`).
 
     Returns
     -------
     xarray.Dataset, dims (step, sample[, bit]): the SCALARS (step,), `state` (step, sample) int8
-    with flag attrs, `nearest_train_hamming` (step, sample); attrs: the config (JSON) and `taus`.
+    with flag attrs, `off_vertex_flag`, `nearest_train_hamming` (step, sample); attrs: the config
+    (JSON), `novel_oracle` and everything `taus` returns (τ with CIs, the window).
+    Warns (NonFiniteWarning) with the count when endpoints are non-finite.
     """
     obj = series_or_mapping
     dataset, rule = dataset_and_rule(obj, dataset, rule, who="clocks on a mapping or a single denoiser")
     load_device = resolve_device(device)
     ode_device = None if device in (None, "auto") else device  # None: the denoiser's own device
-    config = {"probe": "clocks", "n_samples": int(n_samples), "seed": int(seed), "n_steps": int(n_steps),
-              "keep_bits": bool(keep_bits), "source": source_identity(obj), "data": _dataset_identity(dataset, rule)}
+    config = {"probe": "clocks", "definitions": DEFINITIONS_VERSION, "n_samples": int(n_samples),
+              "seed": int(seed), "n_steps": int(n_steps), "keep_bits": bool(keep_bits),
+              "source": source_identity(obj), "data": _dataset_identity(dataset, rule)}
 
     def probe(model):
         return clock_step(model, dataset, rule, n_samples=n_samples, seed=seed, n_steps=n_steps,
@@ -194,12 +217,14 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=18, device=None, d
     if not is_multi(obj):
         ds = probe(obj)
         ds.attrs["scoreprobe_config"] = json.dumps(store.normalize_config(config), sort_keys=True)
+        _warn_nonfinite(ds)
         return ds
     ds = sweep(probe, obj, steps=steps, out=out, config=config, device=load_device, progress=progress,
                load=_load, overwrite=overwrite)
-    attrs = taus(ds, rule_threshold=rule_threshold, hold=hold, mem_threshold=mem_threshold)
-    attrs.update(rule_threshold=rule_threshold, hold=hold, mem_threshold=mem_threshold,
-                 tau_interpolation="linear in log(step + 1) between the checkpoints around the crossing")
+    _warn_nonfinite(ds)
+    ds.attrs["novel_oracle"] = novel_oracle(dataset, rule)
+    attrs = {"novel_oracle": ds.attrs["novel_oracle"],
+             **taus(ds, rule_threshold=rule_threshold, mem_threshold=mem_threshold, n_boot=n_boot)}
     if out is not None:
         store.update_attrs(out, attrs)
     ds.attrs.update(attrs)
@@ -207,85 +232,9 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=18, device=None, d
     return ds
 
 
-# ---------------------------------------------------------------------------------------------
-# τ_rule, τ_mem and the innovation window
-# ---------------------------------------------------------------------------------------------
-
-
-def _first_crossing(steps, y, threshold, hold):
-    """First step where y >= threshold holds there and at the next `hold` checkpoints (or up to the
-    last one), interpolated linearly in log(step + 1) from the checkpoint before; NaN if never."""
-    ok = np.isfinite(y) & (y >= threshold)
-    for i in range(len(y)):
-        if ok[i:i + hold + 1].all():
-            if i == 0 or not np.isfinite(y[i - 1]):
-                return float(steps[i])
-            u0, u1 = np.log1p(steps[i - 1]), np.log1p(steps[i])
-            f = (threshold - y[i - 1]) / (y[i] - y[i - 1])  # y[i-1] < threshold <= y[i]
-            return float(np.expm1(u0 + f * (u1 - u0)))
-    return float("nan")
-
-
-def taus(ds, rule_threshold=0.9, hold=2, mem_threshold=0.1):
-    """Read τ_rule, τ_mem and the innovation window off a clocks Dataset.
-
-    τ_rule is the first step from which rule_acc >= rule_threshold holds at this and the next
-    `hold` checkpoints (at the end of a series, at every remaining one); τ_mem the first step
-    where mem_ratio >= mem_threshold. Both are interpolated linearly in log(step + 1) between
-    the checkpoint before the crossing and the crossing one (log(step + 1) keeps step 0 usable);
-    when the first checkpoint already crosses, τ is that step. NaN when never reached.
-
-    Parameters
-    ----------
-    ds : Dataset with `rule_acc` (step,) and `mem_ratio` (step,).
-
-    Returns
-    -------
-    dict: tau_rule, tau_mem, window_lo (= τ_rule), window_hi (= τ_mem, NaN when never reached:
-    the window is open-ended), window_open (τ_rule reached and τ_mem not reached or later),
-    log10_ratio = log10(τ_mem / τ_rule) (NaN when either is NaN or τ_rule is 0).
-    """
-    ds = ds.sortby("step")
-    steps = ds["step"].values.astype(np.float64)
-    if np.any(steps < 0):
-        raise ConfigError("training steps must be >= 0")
-    tau_rule = _first_crossing(steps, ds["rule_acc"].values.astype(np.float64), rule_threshold, int(hold))
-    tau_mem = _first_crossing(steps, ds["mem_ratio"].values.astype(np.float64), mem_threshold, 0)
-    is_open = bool(np.isfinite(tau_rule) and (np.isnan(tau_mem) or tau_rule < tau_mem))
-    ratio = float(np.log10(tau_mem / tau_rule)) if np.isfinite(tau_rule) and np.isfinite(tau_mem) and tau_rule > 0 \
-        else float("nan")
-    return {"tau_rule": tau_rule, "tau_mem": tau_mem, "window_lo": tau_rule, "window_hi": tau_mem,
-            "window_open": is_open, "log10_ratio": ratio}
-
-
-# ---------------------------------------------------------------------------------------------
-# Scaling laws
-# ---------------------------------------------------------------------------------------------
-
-
-def fit_power_law(N, tau, confidence=0.95):
-    """Fit tau = a · N^b by least squares on (log N, log tau), with t-distribution intervals.
-
-    Parameters
-    ----------
-    N, tau : (K,) positive numbers; pairs with a non-finite or non-positive value are dropped.
-
-    Returns
-    -------
-    dict: a, b, a_ci, b_ci ((lo, hi) at `confidence`; NaN with only two points), n (pairs used),
-    r2 (coefficient of determination in log-log).
-    """
-    N, tau = np.asarray(N, dtype=np.float64).ravel(), np.asarray(tau, dtype=np.float64).ravel()
-    if N.shape != tau.shape:
-        raise ConfigError(f"N and tau must have the same length, got {N.size} and {tau.size}")
-    keep = np.isfinite(N) & np.isfinite(tau) & (N > 0) & (tau > 0)
-    n = int(keep.sum())
-    if n < 2 or np.unique(N[keep]).size < 2:
-        raise ConfigError(f"a power-law fit needs at least two distinct N with finite τ, got {n} usable pairs")
-    fit = scipy.stats.linregress(np.log(N[keep]), np.log(tau[keep]))
-    t = scipy.stats.t.ppf(0.5 + confidence / 2, n - 2) if n > 2 else float("nan")
-    b_ci = (fit.slope - t * fit.stderr, fit.slope + t * fit.stderr)
-    ln_a_ci = (fit.intercept - t * fit.intercept_stderr, fit.intercept + t * fit.intercept_stderr)
-    return {"a": float(np.exp(fit.intercept)), "b": float(fit.slope),
-            "a_ci": tuple(float(np.exp(v)) for v in ln_a_ci), "b_ci": tuple(float(v) for v in b_ci),
-            "n": n, "r2": float(fit.rvalue ** 2)}
+def _warn_nonfinite(ds):
+    bad = int((ds["state"] == data.STATE_CODES["invalid"]).sum())
+    if bad:
+        warnings.warn(f"{bad} of {ds['state'].size} sampled endpoints are non-finite (NaN/inf): they are counted "
+                      "as `invalid` and excluded from group_acc, group_mem and off_vertex", NonFiniteWarning,
+                      stacklevel=3)

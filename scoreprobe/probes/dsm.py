@@ -14,6 +14,7 @@ perfect generalizer (RuleDenoiser) are evaluated on the same items and noise as 
 """
 import json
 import logging
+import warnings
 
 import numpy as np
 import torch
@@ -21,7 +22,7 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from scoreprobe.data import to_signed
-from scoreprobe.errors import ConfigError, DataError
+from scoreprobe.errors import ConfigError, DataError, NonFiniteWarning
 from scoreprobe.ode import randn_per_sample, resolve_device
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.sweep import dataset_and_rule, run_probe, source_identity
@@ -31,6 +32,8 @@ logger = logging.getLogger(__name__)
 SIGMA_MIN, SIGMA_MAX, N_SIGMAS = 0.002, 80.0, 40
 DEFAULT_CHUNK_SIZE = 8192      # denoiser rows per call; memory is O(chunk_size * D_bits)
 NOISE_STRIDE = 1 << 16         # noise key = position * NOISE_STRIDE + k: banks nest as n_noise grows
+MAX_DEFAULT_HELDOUT = 512      # n_heldout=None takes all held-out items, at most this many (cost ∝ items)
+Z_SIGNIFICANT = 3.0            # gap_z above this (one-sided) counts as a significant held-out > train gap
 
 
 # ---------------------------------------------------------------------------------------------
@@ -63,14 +66,15 @@ def _resolve_sigmas(sigmas):
 
 
 def _select_items(dataset, n_train, n_heldout):
-    """First n_train training and n_heldout held-out items.
+    """First n_train training and n_heldout held-out items (None: all training items; all held-out
+    items up to MAX_DEFAULT_HELDOUT).
 
     Returns bits (S, D) uint8, split (S,) object, item_index (S,) int64, position (S,) int64
     (position inside its split = the noise-bank key, shared by the two splits).
     """
     n_tr_all, n_ho_all = len(dataset.train), len(dataset.heldout)
     n_train = n_tr_all if n_train is None else int(n_train)
-    n_heldout = min(n_ho_all, n_train) if n_heldout is None else int(n_heldout)
+    n_heldout = min(n_ho_all, MAX_DEFAULT_HELDOUT) if n_heldout is None else int(n_heldout)
     for name, n, avail in (("n_train", n_train, n_tr_all), ("n_heldout", n_heldout, n_ho_all)):
         if not 0 <= n <= avail:
             raise ConfigError(f"{name}={n}, but the dataset has {avail} such items; pass at most {avail}")
@@ -121,7 +125,8 @@ def dsm_losses(D, bits, position, sigmas, n_noise=8, seed=0, chunk_size=None, de
     Returns
     -------
     loss : (n_sigma, S) float64
-        mean_k ‖D(x + σ ε_k, σ) − x‖² / D.
+        mean_k ‖D(x + σ ε_k, σ) − x‖² / D. Non-finite outputs are returned as they are (NaN/inf);
+        `dsm_by_sigma` counts them and excludes them from its means.
     """
     if int(n_noise) < 1 or int(n_noise) > NOISE_STRIDE:
         raise ConfigError(f"n_noise={n_noise}: must be between 1 and {NOISE_STRIDE}")
@@ -140,10 +145,7 @@ def dsm_losses(D, bits, position, sigmas, n_noise=8, seed=0, chunk_size=None, de
         for start in tqdm(starts, desc="dsm", unit="chunk", disable=_tqdm_disable(progress, len(starts))):
             stop = min(start + chunk, n_rows)
             err[start:stop] = _chunk_errors(D, x_all, sig_all, keys_all, start, stop, n_noise, seed, d)
-    loss = err.reshape(len(bits), n_noise, n_sig).mean(axis=1).T   # (n_sigma, S)
-    if not np.all(np.isfinite(loss)):
-        logger.warning("denoiser produced non-finite outputs at %d (σ, item) cells", int((~np.isfinite(loss)).sum()))
-    return loss
+    return err.reshape(len(bits), n_noise, n_sig).mean(axis=1).T   # (n_sigma, S)
 
 
 def _chunk_errors(D, x_all, sig_all, keys_all, start, stop, n_noise, seed, d):
@@ -169,23 +171,80 @@ def _tqdm_disable(progress, n):
 
 
 # ---------------------------------------------------------------------------------------------
+# Statistics over finite items: means, standard errors, the gap and its significance
+# ---------------------------------------------------------------------------------------------
+
+def _split_stats(loss, mask):
+    """loss (..., S), mask (S,) bool -> over the finite masked items: n_finite (...) int64, mean (...)
+    (NaN if none) and se = std(ddof=1)/sqrt(n_finite) (...) (NaN with fewer than two)."""
+    x = np.asarray(loss, dtype=np.float64)[..., np.asarray(mask, bool)]
+    fin = np.isfinite(x)
+    n = fin.sum(axis=-1).astype(np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(fin, x, 0.0).sum(axis=-1) / n
+        var = (np.where(fin, x - mean[..., None], 0.0) ** 2).sum(axis=-1) / (n - 1)
+        se = np.where(n >= 2, np.sqrt(var / n), np.nan)
+    return n, mean, se
+
+
+def gap_stats(loss, split, sigmas):
+    """Training vs held-out statistics per σ over finite items only (NaN/inf losses are dropped).
+
+    loss (..., n_sigma, S) float (any leading dims, e.g. step); split (S,) "train"/"heldout";
+    sigmas (n_sigma,). Returns {name: array} for the names of _STAT_ATTRS: (..., n_sigma) float64
+    means, SEs, gap, gap_se (independent samples: the paired noise is ignored), gap_z (±inf when
+    gap_se = 0 < |gap|, NaN when both are 0); (..., n_sigma) int64 `n_nonfinite_*`; (...)
+    `first_significant_sigma` (smallest σ with gap_z > Z_SIGNIFICANT, NaN when none).
+    """
+    split, sigmas = np.asarray(split), np.asarray(sigmas, dtype=np.float64)
+    out = {}
+    for name in ("train", "heldout"):
+        mask = split == name
+        n, out[f"loss_{name}_mean"], out[f"loss_{name}_se"] = _split_stats(loss, mask)
+        out[f"n_nonfinite_{name}"] = int(mask.sum()) - n
+    out["gap"] = out["loss_heldout_mean"] - out["loss_train_mean"]
+    out["gap_se"] = np.hypot(out["loss_train_se"], out["loss_heldout_se"])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["gap_z"] = out["gap"] / out["gap_se"]
+    first = np.where(out["gap_z"] > Z_SIGNIFICANT, sigmas, np.inf).min(axis=-1)
+    out["first_significant_sigma"] = np.where(np.isfinite(first), first, np.nan)
+    return out
+
+
+_LOSS_ATTRS = {"units": "1", "long_name": "DSM loss ‖D(x+σε,σ) − x‖²/D, mean over the noise bank"}
+_STAT_ATTRS = {  # long_name of each gap_stats output; all units "1"
+    "loss_train_mean": "mean DSM loss over the finite training items",
+    "loss_heldout_mean": "mean DSM loss over the finite held-out items",
+    "loss_train_se": "standard error of loss_train_mean: std(ddof=1)/sqrt(n) over the finite training items",
+    "loss_heldout_se": "standard error of loss_heldout_mean: std(ddof=1)/sqrt(n) over the finite held-out items",
+    "gap": "loss_heldout_mean − loss_train_mean (finite items only; paired noise)",
+    "gap_se": "standard error of gap, sqrt(loss_train_se² + loss_heldout_se²) (independent samples)",
+    "gap_z": "gap / gap_se (one-sided test of held-out > train)",
+    "n_nonfinite_train": "number of training items with a NaN/inf loss (any bad noise draw); excluded from means",
+    "n_nonfinite_heldout": "number of held-out items with a NaN/inf loss (any bad noise draw); excluded from means",
+    "first_significant_sigma": (f"smallest σ of the grid (first scanning up from low noise) with "
+                                f"gap_z > {Z_SIGNIFICANT:g}; NaN when no σ has one"),
+}
+
+
+def _stat_vars(loss, split, sigmas):
+    """gap_stats of (n_sigma, S) losses as Dataset variables {name: (dims, values, attrs)}."""
+    out = {}
+    for name, v in gap_stats(loss, split, sigmas).items():
+        extra = {"z_threshold": Z_SIGNIFICANT} if name in ("gap_z", "first_significant_sigma") else {}
+        attrs = {"units": "1", "long_name": _STAT_ATTRS[name], **extra}
+        out[name] = ((() if np.ndim(v) == 0 else ("sigma",)), v, attrs)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # Datasets: one denoiser, oracle references, the public entry point
 # ---------------------------------------------------------------------------------------------
 
-_LOSS_ATTRS = {"units": "1", "long_name": "DSM loss ‖D(x+σε,σ) − x‖²/D, mean over the noise bank"}
-
-
-def _gap(loss, split):
-    """Mean held-out loss − mean training loss per σ: (n_sigma,) (NaN when a split is empty)."""
-    tr, ho = split == "train", split == "heldout"
-    if not tr.any() or not ho.any():
-        return np.full(loss.shape[0], np.nan)
-    return loss[:, ho].mean(axis=1) - loss[:, tr].mean(axis=1)
-
-
 def _dsm_step(D, *, bits, split, position, sigmas, n_noise, seed, chunk_size, device, dtype, sigma_data,
               progress=None):
-    """DSM loss of one denoiser -> Dataset (sigma, sample): loss, loss_weighted, gap, sigma_data."""
+    """DSM loss of one denoiser -> Dataset (sigma, sample): loss, loss_weighted, sigma_data and the
+    gap_stats variables (sigma) / first_significant_sigma ()."""
     dev = resolve_device(device, D)
     loss = dsm_losses(D, bits, position, sigmas, n_noise, seed, chunk_size, dev, dtype, progress)
     sd, source = _sigma_data_of(D, sigma_data)
@@ -194,8 +253,7 @@ def _dsm_step(D, *, bits, split, position, sigmas, n_noise, seed, chunk_size, de
         "loss": (("sigma", "sample"), loss, _LOSS_ATTRS),
         "loss_weighted": (("sigma", "sample"), lam * loss, {
             "units": "1", "long_name": "EDM-weighted DSM loss λ(σ)·loss, λ = (σ²+σ_data²)/(σ·σ_data)²"}),
-        "gap": (("sigma",), _gap(loss, split), {
-            "units": "1", "long_name": "mean held-out loss − mean training loss (paired noise)"}),
+        **_stat_vars(loss, split, sigmas),
         "sigma_data": ((), sd, {"units": "1", "long_name": "σ_data used in the EDM weight",
                                 "source": source}),
     })
@@ -235,39 +293,43 @@ def dsm_by_sigma(D_or_series, sigmas=None, n_noise=8, n_train=None, n_heldout=No
         A denoiser `D(x: (B, D), sigma: (B,)) -> (B, D)`, or several (one per training step).
     sigmas : int or (n_sigma,) float, optional
         Noise levels, or how many log-spaced in [0.002, 80] (default 40).
-    n_noise : int
-        Noise draws per item, shared by all σ, steps and the two splits (paired by position).
+    n_noise : int, noise draws per item, shared by all σ, steps and the two splits (paired by position).
     n_train, n_heldout : int, optional
         The first n_train training / n_heldout held-out items (default: all training items and
-        as many held-out items, capped by what the dataset holds).
-    seed : int
-        Noise-bank seed.
+        all held-out items, at most MAX_DEFAULT_HELDOUT = 512; cost is linear in the items).
+    seed : int, noise-bank seed.
     dataset, rule : optional
         Needed for a plain denoiser or mapping; a series brings its own (rule: only for `rule_loss`).
     chunk_size : int, optional
         Denoiser rows per call (bounds memory); results do not depend on it (up to a network's
         own batch-size-dependent float rounding, ~1e-7 in float32).
-    oracles : bool
-        Also evaluate the memorizer and the rule oracle (`mem_loss`, `rule_loss`, `*_gap`).
+    oracles : bool, also evaluate the memorizer and the rule oracle (`mem_loss`, `rule_loss`, `*_gap`).
     sigma_data : float, optional
         σ_data of the EDM weight when the denoiser has no `.sigma_data` attribute (else 1.0).
-    steps : list of int, optional
-        Which checkpoints of a series/mapping (default all).
+    steps : list of int, optional, which checkpoints of a series/mapping (default all).
     out : path, optional
         Write each step to this zarr store (resumes; a single denoiser is stored as step 0);
         `overwrite=True` replaces a store written with other settings.
     device : str, optional
         "cpu", "cuda", "auto"; default: where the denoiser lives (a series is loaded on cpu).
-    dtype : torch.dtype
-        Dtype of the denoiser inputs (oracle references run in it too, on cpu).
+    dtype : torch.dtype of the denoiser inputs (oracle references run in it too, on cpu).
 
     Returns
     -------
     xarray.Dataset
         dims (step, sigma, sample), no `step` for a single denoiser. `loss`, `loss_weighted`
-        (step, sigma, sample); `gap` (step, sigma); `sigma_data` (step); `mem_loss`, `rule_loss`
-        (sigma, sample); `mem_gap`, `rule_gap` (sigma). Coordinates on `sample`: `split`
-        ("train"/"heldout") and `item_index` (row in dataset.train / dataset.heldout).
+        (step, sigma, sample), raw (NaN/inf kept); per (step, sigma), over finite items only (see
+        `gap_stats`): `loss_train_mean`, `loss_heldout_mean`, their standard errors
+        `loss_train_se`, `loss_heldout_se`, `gap` (held-out − train), `gap_se`, `gap_z`, and the
+        int64 counts `n_nonfinite_train`, `n_nonfinite_heldout`; `first_significant_sigma` and
+        `sigma_data` (step); `mem_loss`, `rule_loss` (sigma, sample); `mem_gap`, `rule_gap`
+        (sigma). Coordinates on `sample`: `split` ("train"/"heldout") and `item_index` (row in
+        dataset.train / dataset.heldout).
+
+    Warns
+    -----
+    NonFiniteWarning, once per call, when any per-item loss (model or oracle) is NaN/inf; such
+    items are excluded from every mean, standard error and gap, here and in `dsm_summary`.
     """
     dataset, rule = dataset_and_rule(D_or_series, dataset, rule, need_rule=False, who="dsm_by_sigma")
     sig = _resolve_sigmas(sigmas)
@@ -298,9 +360,21 @@ def dsm_by_sigma(D_or_series, sigmas=None, n_noise=8, n_train=None, n_heldout=No
     ds = ds.reset_coords([k for k in refs if k in ds.coords])
     for name in ("mem", "rule"):
         if f"{name}_loss" in ds:
-            ds[f"{name}_gap"] = (("sigma",), _gap(ds[f"{name}_loss"].values, split), {
-                "units": "1", "long_name": f"mean held-out − mean training loss of the {name} oracle"})
+            ds[f"{name}_gap"] = (("sigma",), gap_stats(ds[f"{name}_loss"].values, split, sig)["gap"], {
+                "units": "1", "long_name": f"mean held-out − mean training loss of the {name} oracle "
+                                           "(finite items only)"})
+    _warn_nonfinite(ds)
     return ds
+
+
+def _warn_nonfinite(ds):
+    """One NonFiniteWarning for the whole result when any per-item loss is NaN/inf."""
+    counts = {f"model {name}": int(ds[f"n_nonfinite_{name}"].sum()) for name in ("train", "heldout")}
+    counts.update({v: int((~np.isfinite(ds[v].values)).sum()) for v in ("mem_loss", "rule_loss") if v in ds})
+    if sum(counts.values()):
+        warnings.warn(f"dsm_by_sigma: {sum(counts.values())} non-finite per-item losses (NaN/inf) over all "
+                      f"(step, σ) cells ({', '.join(f'{k}: {n}' for k, n in counts.items() if n)}); they are "
+                      "excluded from the means, standard errors and gaps", NonFiniteWarning, stacklevel=3)
 
 
 def _config(sigmas, n_noise, seed, split, oracles, rule, dataset, dtype, sigma_data):
@@ -313,14 +387,21 @@ def _config(sigmas, n_noise, seed, split, oracles, rule, dataset, dtype, sigma_d
         "sigma_data_rule": "denoiser attribute .sigma_data, else the sigma_data argument, else 1.0",
         "rule": rule.spec() if hasattr(rule, "spec") else getattr(rule, "name", None),
         "dataset_seed": getattr(dataset, "seed", None), "dtype": str(dtype).replace("torch.", ""),
+        "statistics": "means over finite items, non-finite counted; independent-samples SE",
+        "z_significant": Z_SIGNIFICANT,
     }
 
 
 def dsm_summary(ds, sigma_range=(0.2, 2.0), var="loss"):
-    """Mean training / held-out loss over σ in `sigma_range` and their gap.
+    """Band means of the training / held-out loss over σ in `sigma_range`, their gap and SEs.
 
-    `var` picks the loss: "loss", "loss_weighted", "mem_loss" or "rule_loss".
-    Returns a Dataset with variables `train`, `heldout`, `gap` over the remaining dims (`step` if any).
+    `var`: "loss", "loss_weighted", "mem_loss" or "rule_loss" (dims [step,] sigma, sample). As in
+    the cube, `train` (`heldout`) is the mean over the band's σ of the per-σ mean over finite items
+    (of `loss_train_mean` for var="loss"); NaN when a σ of the band has no finite item of the split.
+    SEs: over items of each item's band average (a NaN/inf cell weighs 0 and the other items at that
+    σ are up-weighted, so these average to the band mean; plain per-item means when all are finite).
+    Returns a Dataset of `train`, `heldout`, `gap` = heldout − train, `train_se`, `heldout_se`,
+    `gap_se` = sqrt(train_se² + heldout_se²), over the remaining dims (`step` if any).
     """
     if var not in ds:
         raise ConfigError(f"{var!r} is not in the dataset (variables: {sorted(ds.data_vars)})")
@@ -329,10 +410,28 @@ def dsm_summary(ds, sigma_range=(0.2, 2.0), var="loss"):
     if sub.sizes["sigma"] == 0:
         raise ConfigError(f"no σ of the dataset lies in [{lo}, {hi}]; σ ∈ [{float(ds.sigma.min())}, "
                           f"{float(ds.sigma.max())}]")
-    loss = sub[var].mean("sigma")
-    tr = loss.where(sub.split == "train").mean("sample")
-    ho = loss.where(sub.split == "heldout").mean("sample")
     attrs = {"units": "1", "sigma_range": [float(lo), float(hi)]}
-    return xr.Dataset({"train": tr.assign_attrs(attrs, long_name="mean training DSM loss"),
-                       "heldout": ho.assign_attrs(attrs, long_name="mean held-out DSM loss"),
-                       "gap": (ho - tr).assign_attrs(attrs, long_name="held-out − training")})
+    out = {}
+    for name, who in (("train", "training"), ("heldout", "held-out")):
+        out[name], out[f"{name}_se"] = _band_mean_se(sub[var], sub.split == name)
+        out[name].attrs.update(attrs, long_name=f"mean {who} DSM loss over the band (finite items)")
+        out[f"{name}_se"].attrs.update(attrs, long_name=f"standard error of {name}")
+    out["gap"] = (out["heldout"] - out["train"]).assign_attrs(attrs, long_name="held-out − training")
+    out["gap_se"] = np.hypot(out["train_se"], out["heldout_se"]).assign_attrs(attrs, long_name="standard error of gap")
+    return xr.Dataset(out)
+
+
+def _band_mean_se(loss, mask):
+    """Band mean of one split's per-σ finite-item means and its SE: two DataArrays ([step])."""
+    x = loss.isel(sample=np.flatnonzero(np.asarray(mask)))
+    if x.sizes["sample"] == 0:
+        nan = xr.full_like(loss.isel(sample=0, sigma=0, drop=True), np.nan, dtype=np.float64)
+        return nan, nan
+    fin = np.isfinite(x)
+    n_fin = fin.sum("sample")                                                # ([step,] sigma)
+    mean = x.where(fin).mean("sample").mean("sigma", skipna=False)           # NaN if a σ has no finite item
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_item = (x.where(fin, 0.0) * (x.sizes["sample"] / n_fin)).where(n_fin > 0).mean("sigma", skipna=False)
+    n = per_item.sizes["sample"]
+    se = per_item.std("sample", ddof=1, skipna=False) / np.sqrt(n) if n >= 2 else xr.full_like(mean, np.nan)
+    return mean, se

@@ -6,9 +6,10 @@ from scoreprobe.viz.common import STATE_COLORS, _new_axes
 
 
 CLOCK_CURVES = (("rule_acc", "rule accuracy", "#2ca02c", "-"), ("group_acc", "group accuracy", "#2ca02c", ":"),
-                ("mem_ratio", "memorized", "#ff9f1c", "-"), ("heldout_ratio", "held-out", "#1f77b4", "--"))
+                ("novel_valid", "valid, not a copy", "#9467bd", "-."),
+                ("mem_ratio", "memorized", "#ff9f1c", "-"), ("heldout_hit", "held-out", "#1f77b4", "--"))
 STATE_RATIOS = (("invalid", "invalid_ratio"), ("rule_violating", "violating_ratio"), ("valid_novel", "novel_ratio"),
-                ("valid_heldout", "heldout_ratio"), ("valid_memorized", "mem_ratio"))
+                ("valid_heldout", "heldout_hit"), ("valid_memorized", "mem_ratio"))
 
 
 def _step_axis(ax, steps):
@@ -22,10 +23,10 @@ def _step_axis(ax, steps):
 
 def _clock_taus(ds):
     """τ values from the attrs written by clocks(), else computed from the curves."""
-    if "tau_rule" in ds.attrs and "tau_mem" in ds.attrs:
-        return {k: ds.attrs.get(k) for k in ("tau_rule", "tau_mem", "window_open")}
-    from scoreprobe.probes.clocks import taus
-    return taus(ds)
+    if "tau_rule" in ds.attrs and "window_intervals" in ds.attrs:
+        return ds.attrs
+    from scoreprobe.probes.taus import taus
+    return taus(ds, n_boot=0, warn=False)
 
 
 def plot_clocks(ds, ax=None):
@@ -54,9 +55,8 @@ def plot_clocks(ds, ax=None):
             ax.axvline(tau, color=color, lw=1.2, ls="--")
             ax.text(tau, 1.02, f"{label}={tau:.0f}", color=color, fontsize=8, ha="center", va="bottom",
                     transform=ax.get_xaxis_transform())
-    if t.get("window_open"):
-        hi = tau_mem if np.isfinite(tau_mem) else steps.max()
-        ax.axvspan(tau_rule, hi, color="#2ca02c", alpha=0.12, lw=0, label="innovation window")
+    for i, (lo, hi) in enumerate(t.get("window_intervals") or []):   # rule_acc >= 0.9 and mem_ratio < 0.1
+        ax.axvspan(lo, hi, color="#2ca02c", alpha=0.12, lw=0, label=None if i else "innovation window")
     _step_axis(ax, steps)
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("fraction of samples")

@@ -24,9 +24,15 @@ def _dsm_steps(ds, steps, max_steps=6):
 
 
 def _split_curve(da, split):
-    """Mean over the items of one split: (sigma,) values, or None when the split is empty."""
+    """Mean over the finite items of one split (NaN/inf losses are dropped, as in dsm_by_sigma's
+    `loss_train_mean` / `loss_heldout_mean`): (sigma,) values, or None when the split is empty."""
     mask = np.asarray(da.split.values) == split
-    return da.values[..., mask].mean(-1) if mask.any() else None
+    if not mask.any():
+        return None
+    x = np.asarray(da.values, dtype=np.float64)[..., mask]
+    fin = np.isfinite(x)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(fin, x, 0.0).sum(-1) / fin.sum(-1)        # NaN where no item is finite
 
 
 def plot_dsm(ds, steps=None, ax=None, weighted=False, oracles=True):
@@ -99,6 +105,7 @@ def _log_edges(c):
 def plot_dsm_gap(ds, ax=None, tau_rule=None, tau_mem=None):
     """Heatmap over (step, σ) of the held-out − training DSM loss gap (log σ axis, and log step
     axis when every step is positive); red = held-out items are denoised worse (memorization).
+    Black dots: `first_significant_sigma` per step (smallest σ with gap z > 3), when present.
 
     Parameters
     ----------
@@ -127,6 +134,11 @@ def plot_dsm_gap(ds, ax=None, tau_rule=None, tau_mem=None):
         ax.set_xticks(np.arange(len(steps)), [str(int(s)) for s in steps], rotation=90, fontsize=7)
     for s in DSM_BAND:
         ax.axhline(s, color="0.4", lw=0.6, ls=":")
+    if "first_significant_sigma" in ds:
+        star = np.atleast_1d(ds["first_significant_sigma"].values).astype(np.float64)       # (step,)
+        ax.plot(steps if log_x else np.arange(len(steps)), star, "k.", ms=5, label="smallest σ with gap z > 3")
+        if np.isfinite(star).any():
+            ax.legend(fontsize=7, loc="upper left")
     for tau, label in ((tau_rule, "τ_rule"), (tau_mem, "τ_mem")):
         if tau is not None and log_x and np.isfinite(tau):
             ax.axvline(float(tau), color="k", lw=1.0, ls="--")

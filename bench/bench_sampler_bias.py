@@ -1,0 +1,92 @@
+"""Bias of the PF-ODE step count: each candidate default against a 4× finer integration.
+
+On the shipped series, at checkpoints around both crossings, draws the same samples (same seed,
+so the same initial noise) with n and 4n Heun steps and reports, per checkpoint and pooled:
+rule_acc and mem_ratio at both, their paired difference (fine − coarse) with its z, and the
+sampling noise of the default sample count (the standard error of a fraction p from n_samples
+samples). For `basins` the same is done for the labels of a plane's grid: the fraction of grid
+points whose endpoint state changes between n and 4n steps.
+
+  python bench/bench_sampler_bias.py                        # ≈ 10 min on one core
+  python bench/bench_sampler_bias.py --candidates 18,32 --steps 2368,4243,11214
+
+Prints a table per candidate and a last line with the pooled biases; the numbers are quoted in
+docs/definitions.md ("Sampler") and checkpoints/README.md.
+"""
+import argparse
+import time
+
+import numpy as np
+import torch
+
+import scoreprobe as sp
+from scoreprobe.probes.basins import basin_map
+from scoreprobe.probes.clocks import clock_step
+from scoreprobe.slices import plane_from_spec
+
+DEFAULT_STEPS = (1322, 2368, 2876, 4243, 7602, 11214, 36000)  # both crossings of the shipped series
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--candidates", default="18,32", help="step counts n to test (each against 4n)")
+    p.add_argument("--steps", default=",".join(map(str, DEFAULT_STEPS)), help="checkpoints of the series")
+    p.add_argument("--n-samples", type=int, default=1000)
+    p.add_argument("--res", type=int, default=24, help="basins grid (the CLI default)")
+    p.add_argument("--sigma-start", type=float, default=1.0)
+    p.add_argument("--threads", type=int, default=1)
+    return p.parse_args(argv)
+
+
+def paired(a, b):
+    """Mean of b − a over paired 0/1 outcomes and its z (mean / standard error); z = 0 when all equal."""
+    d = b.astype(np.float64) - a.astype(np.float64)
+    se = d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else 0.0
+    return float(d.mean()), float(d.mean() / se) if se > 0 else 0.0
+
+
+def clock_outcomes(D, series, n, n_samples):
+    ds = clock_step(D, series.dataset, series.rule, n_samples=n_samples, seed=0, n_steps=n)
+    state = ds["state"].values
+    codes = sp.data.STATE_CODES
+    valid = np.isin(state, [codes["valid_novel"], codes["valid_heldout"], codes["valid_memorized"]])
+    return valid, state == codes["valid_memorized"]
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    series = sp.load_series()
+    steps = [int(s) for s in args.steps.split(",")]
+    plane = plane_from_spec("auto", series.dataset, series.rule, seed=0)
+    t0 = time.perf_counter()
+    pooled = []
+    for n in [int(c) for c in args.candidates.split(",")]:
+        print(f"\n## {n} vs {4 * n} Heun steps ({args.n_samples} samples, seed 0)")
+        print(f"{'step':>6} {'rule@n':>7} {'rule@4n':>7} {'Δrule':>7} {'z':>5} {'mem@n':>6} {'mem@4n':>6} "
+              f"{'Δmem':>7} {'z':>5} {'basin flips':>11}")
+        rows = []
+        for step in steps:
+            D = series.denoiser(step)
+            (va, ma), (vb, mb) = (clock_outcomes(D, series, k, args.n_samples) for k in (n, 4 * n))
+            dr, zr = paired(va, vb)
+            dm, zm = paired(ma, mb)
+            maps = [basin_map(D, plane, [args.sigma_start], args.res, k, series.dataset, series.rule)["state"]
+                    for k in (n, 4 * n)]
+            flips = float(np.mean(maps[0] != maps[1]))
+            rows.append((va, vb, ma, mb, flips))
+            print(f"{step:>6} {va.mean():>7.3f} {vb.mean():>7.3f} {dr:>+7.3f} {zr:>5.1f} {ma.mean():>6.3f} "
+                  f"{mb.mean():>6.3f} {dm:>+7.3f} {zm:>5.1f} {flips:>11.3f}")
+        va, vb, ma, mb = (np.concatenate([r[i] for r in rows]) for i in range(4))
+        dr, zr = paired(va, vb)
+        dm, zm = paired(ma, mb)
+        flips = float(np.mean([r[4] for r in rows]))
+        noise = np.sqrt(0.9 * 0.1 / args.n_samples)  # SE of a fraction near the thresholds (0.9 / 0.1)
+        print(f"pooled: Δrule {dr:+.4f} (z {zr:.1f}), Δmem {dm:+.4f} (z {zm:.1f}), basin flips {flips:.3f}; "
+              f"sampling noise at {args.n_samples} samples {noise:.4f}")
+        pooled.append(f"n={n}: Δrule {dr:+.4f}, Δmem {dm:+.4f}, flips {flips:.3f}")
+    print(f"\n({time.perf_counter() - t0:.0f} s) " + "; ".join(pooled))
+
+
+if __name__ == "__main__":
+    main()

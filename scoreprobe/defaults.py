@@ -1,0 +1,11 @@
+"""Defaults shared by the API and the CLI (a leaf module: importing it costs nothing).
+
+Their meaning and how each was chosen: docs/definitions.md.
+"""
+
+# Heun steps of every PF-ODE integration unless told otherwise (sample, integrate, clocks, basins,
+# retention, the CLI); chosen from bench/bench_sampler_bias.py (docs/definitions.md, "Sampler").
+DEFAULT_N_STEPS = 32
+
+RULE_THRESHOLD = 0.9   # τ_rule: rule_acc reaches this (and τ_novel: this × the oracle's novel_valid)
+MEM_THRESHOLD = 0.1    # τ_mem: mem_ratio reaches this

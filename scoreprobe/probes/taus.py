@@ -1,0 +1,275 @@
+"""τ_rule, τ_mem, τ_novel and the innovation window, read off the clock curves, with bootstrap CIs.
+
+The definitions (docs/definitions.md, "Clocks"): each curve y(step) — a fraction of samples — is
+interpolated between checkpoints linearly in (log(step + 1), logit y), fractions clipped to
+[1/(2n), 1 − 1/(2n)] for n samples. logit-in-log-step follows the sigmoidal rise of these curves,
+so a crossing moves little when checkpoints are dropped (linear interpolation of y itself moves
+τ_mem of the shipped series by 9% when only every third checkpoint is kept). Then
+
+- τ = the first step where the interpolated curve reaches its threshold (NaN: never reached);
+- the window = the set of steps where the interpolated rule_acc ≥ rule_threshold and
+  mem_ratio < mem_threshold; it may be several intervals (a dip of rule accuracy shows as a
+  gap). It is open iff non-empty; reported as its bounds and its log10 width (sum over intervals).
+
+Confidence intervals: the samples of each checkpoint are resampled with replacement (as a
+multinomial draw of the per-checkpoint state counts, which is the same thing for these
+statistics), independently per checkpoint, `n_boot` times; a τ not reached in a resample counts
+as +∞ (so an upper bound can be "not reached"). A crossing with no checkpoint within a factor 1.5
+of it (in step + 1) is flagged under-resolved and warned about (`ResolutionWarning`).
+"""
+import math
+import warnings
+
+import numpy as np
+import scipy.stats
+
+from scoreprobe.defaults import MEM_THRESHOLD, RULE_THRESHOLD
+from scoreprobe.errors import ConfigError, ResolutionWarning
+
+RESOLUTION_FACTOR = 1.5   # a crossing needs a checkpoint within this factor of it (in step + 1)
+INTERPOLATION = "linear in (log(step + 1), logit(fraction)), fractions clipped to [1/(2n), 1 - 1/(2n)]"
+
+# ---------------------------------------------------------------------------------------------
+# Curves: crossing and window, vectorized over bootstrap replicates
+# ---------------------------------------------------------------------------------------------
+
+
+def _logit(y, n):
+    eps = 0.5 / n
+    y = np.clip(np.asarray(y, dtype=np.float64), eps, 1 - eps)
+    return np.log(y) - np.log1p(-y)
+
+
+def crossing(u, z, zt):
+    """First u where z, linear between knots, reaches zt. u (S,), z (B, S) -> (B,) (NaN: never)."""
+    ok = np.isfinite(z) & (z >= zt)                                       # (B, S)
+    i = ok.argmax(axis=1)                                                 # first crossing knot
+    prev = np.maximum(i - 1, 0)
+    rows = np.arange(z.shape[0])
+    z0, z1 = z[rows, prev], z[rows, i]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f = np.where(i > 0, (zt - z0) / (z1 - z0), 0.0)                   # z0 < zt <= z1
+    f = np.where(np.isfinite(f), f, 0.0)
+    return np.where(ok.any(axis=1), u[prev] + f * (u[i] - u[prev]), np.nan)
+
+
+def _segment_set(z0, z1, zt, above):
+    """Part [a, b] of the t-line where z0 + t·(z1 − z0) >= zt (above) or <= zt (below), not yet cut to
+    [0, 1] (so that a crossing beyond the segment leaves it empty). (B,) each; a > b: empty."""
+    dz = z1 - z0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(dz != 0, (zt - z0) / dz, 0.0)
+    rising = dz > 0 if above else dz < 0
+    flat_ok = (z0 >= zt) if above else (z0 <= zt)
+    a = np.where(dz == 0, np.where(flat_ok, 0.0, 1.0), np.where(rising, t, 0.0))
+    b = np.where(dz == 0, np.where(flat_ok, 1.0, 0.0), np.where(rising, 1.0, t))
+    return a, b
+
+
+def window_segments(u, r, m, rt, mt):
+    """Per segment between knots, the [lo, hi] in u where r >= rt and m <= mt (lo > hi: empty).
+
+    u (S,), r and m (B, S) transformed curves -> lo, hi (B, S - 1); with S = 1, one point segment.
+    """
+    if len(u) == 1:
+        ok = (r[:, 0] >= rt) & (m[:, 0] <= mt)
+        return np.where(ok, u[0], np.inf)[:, None], np.where(ok, u[0], -np.inf)[:, None]
+    ra, rb = _segment_set(r[:, :-1], r[:, 1:], rt, above=True)
+    ma, mb = _segment_set(m[:, :-1], m[:, 1:], mt, above=False)
+    a, b = np.maximum(np.maximum(ra, ma), 0.0), np.minimum(np.minimum(rb, mb), 1.0)
+    du = np.diff(u)
+    lo, hi = u[:-1] + a * du, u[:-1] + b * du
+    empty = a > b
+    return np.where(empty, np.inf, lo), np.where(empty, -np.inf, hi)
+
+
+def window_summary(lo, hi):
+    """(B, K) segment bounds -> open (B,) bool, first lo, last hi, width (log10 units) (B,)."""
+    nonempty = lo <= hi
+    is_open = nonempty.any(axis=1)
+    first = np.where(is_open, np.min(lo, axis=1), np.nan)
+    last = np.where(is_open, np.max(hi, axis=1), np.nan)
+    width = np.where(nonempty, hi - lo, 0.0).sum(axis=1) / math.log(10)
+    return is_open, first, last, width
+
+
+def window_intervals(lo, hi):
+    """Disjoint [lo, hi] intervals in u of one curve pair, segments that touch merged. lo, hi (K,)."""
+    out = []
+    for a, b in zip(lo, hi):
+        if a > b:
+            continue
+        if out and a <= out[-1][1] + 1e-12:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# τ and the window of a clocks Dataset
+# ---------------------------------------------------------------------------------------------
+
+TAUS = ("tau_rule", "tau_mem", "tau_novel")
+
+
+def _evaluate(u, rule, mem, n, th):
+    """Statistics of (B, S) curves rule_acc, mem_ratio (novel_valid = rule − mem) -> dict of (B,)."""
+    R, M, V = _logit(rule, n), _logit(mem, n), _logit(rule - mem, n)
+    out = {"tau_rule": crossing(u, R, _logit(th["rule"], n)), "tau_mem": crossing(u, M, _logit(th["mem"], n)),
+           "tau_novel": crossing(u, V, _logit(th["novel"], n))}
+    lo, hi = window_segments(u, R, M, _logit(th["rule"], n), _logit(th["mem"], n))
+    out["window_open"], out["window_lo"], out["window_hi"], out["window_log10_width"] = window_summary(lo, hi)
+    out["_segments"] = (lo, hi)
+    return out
+
+
+def _counts(ds):
+    """(S, 3) state counts per step: memorized, valid and not memorized, the rest; and n."""
+    from scoreprobe.data import STATE_CODES
+    state = np.asarray(ds["state"].values)                                # (S, n)
+    mem = (state == STATE_CODES["valid_memorized"]).sum(axis=1)
+    new = np.isin(state, [STATE_CODES["valid_novel"], STATE_CODES["valid_heldout"]]).sum(axis=1)
+    return np.stack([mem, new, state.shape[1] - mem - new], axis=1), state.shape[1]
+
+
+def _bootstrap(ds, u, th, n_boot, seed):
+    counts, n = _counts(ds)
+    rng = np.random.default_rng(seed)
+    draws = rng.multinomial(n, counts / n, size=(n_boot, len(u)))        # (B, S, 3)
+    rule, mem = (draws[..., 0] + draws[..., 1]) / n, draws[..., 0] / n
+    return _evaluate(u, rule, mem, n, th)
+
+
+def _ci(values, ci, infinite_nan=True):
+    """Equal-tailed percentile interval of (B,) values; NaN counts as +inf when infinite_nan."""
+    v = np.where(np.isnan(values), np.inf, values) if infinite_nan else values[np.isfinite(values)]
+    if v.size == 0:
+        return [math.nan, math.nan]
+    q = [(1 - ci) / 2 * 100, (1 + ci) / 2 * 100]
+    return [float(np.percentile(v, q[0], method="lower")), float(np.percentile(v, q[1], method="higher"))]
+
+
+def _to_step(u):
+    return float(np.expm1(u)) if np.isfinite(u) else (math.nan if np.isnan(u) else float(u))
+
+
+def _resolution(u, value):
+    """Factor (in step + 1) from the crossing at u-value `value` to its nearest checkpoint."""
+    return float(np.exp(np.min(np.abs(u - value))))
+
+
+def taus(ds, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM_THRESHOLD, novel_threshold=None, n_boot=1000,
+         ci=0.95, seed=0, warn=True):
+    """Read τ_rule, τ_mem, τ_novel and the innovation window off a clocks Dataset, with bootstrap CIs.
+
+    Parameters
+    ----------
+    ds : Dataset with `rule_acc`, `mem_ratio` (step,); `state` (step, sample) for the CIs (without
+        it the CIs are NaN); attrs `novel_oracle` (the perfect generalizer's novel_valid) if known.
+    rule_threshold, mem_threshold : thresholds of rule_acc and mem_ratio.
+    novel_threshold : threshold of novel_valid (default rule_threshold × attrs["novel_oracle"], or
+        rule_threshold when unknown).
+    n_boot, ci, seed : bootstrap resamples (0: no CIs), interval level, seed of the resampling.
+    warn : issue a ResolutionWarning for crossings with no checkpoint within a factor 1.5.
+
+    Returns
+    -------
+    dict (JSON-able): tau_rule, tau_mem, tau_novel (steps; NaN never reached) with `<name>_ci`
+    [lo, hi] (hi +inf/None: not reached in > (1 − ci)/2 of the resamples), `<name>_reached` (share
+    of resamples that reach it); window_open, window_open_share, window_lo, window_hi,
+    window_log10_width (+ `_ci`), window_intervals [[lo, hi], ...] in steps, window_hi_censored
+    (the window still holds at the last checkpoint), log10_ratio = log10(τ_mem/τ_rule),
+    under_resolved (names), thresholds, n_boot, ci, tau_interpolation.
+    """
+    ds = ds.sortby("step")
+    steps = ds["step"].values.astype(np.float64)
+    if steps.size == 0 or np.any(steps < 0):
+        raise ConfigError("taus needs at least one checkpoint and training steps >= 0")
+    u = np.log1p(steps)
+    n = ds.sizes.get("sample") or ds.attrs.get("n_samples") or 10 ** 6
+    novel_threshold = rule_threshold * float(ds.attrs.get("novel_oracle", 1.0)) if novel_threshold is None \
+        else novel_threshold
+    th = {"rule": rule_threshold, "mem": mem_threshold, "novel": novel_threshold}
+    rule, mem = (ds[k].values.astype(np.float64)[None] for k in ("rule_acc", "mem_ratio"))
+    point = _evaluate(u, rule, mem, n, th)
+    boot = _bootstrap(ds, u, th, int(n_boot), seed) if n_boot and "state" in ds else None
+    out = _report(point, boot, u, ci)
+    out.update(rule_threshold=rule_threshold, mem_threshold=mem_threshold, novel_threshold=novel_threshold,
+               n_boot=int(n_boot) if boot is not None else 0, ci=ci, tau_interpolation=INTERPOLATION)
+    if warn and out["under_resolved"]:
+        warnings.warn(_resolution_message(out, steps), ResolutionWarning, stacklevel=2)
+    return out
+
+
+def _report(point, boot, u, ci):
+    out, under = {}, []
+    for key in TAUS + ("window_lo", "window_hi"):
+        value = float(point[key][0])
+        out[key] = _to_step(value)
+        if boot is not None and key in TAUS:
+            out[key + "_ci"] = [_to_step(v) for v in _ci(boot[key], ci)]
+            out[key + "_reached"] = float(np.mean(np.isfinite(boot[key])))
+        elif boot is not None:
+            out[key + "_ci"] = [_to_step(v) for v in _ci(boot[key], ci, infinite_nan=False)]
+        same_as_tau = key.startswith("window") and value in (point["tau_rule"][0], point["tau_mem"][0])
+        if np.isfinite(value) and not same_as_tau and _resolution(u, value) > RESOLUTION_FACTOR:
+            under.append(key)
+    out["window_open"] = bool(point["window_open"][0])
+    out["window_log10_width"] = float(point["window_log10_width"][0])
+    lo, hi = point["_segments"]
+    out["window_intervals"] = [[_to_step(a), _to_step(b)] for a, b in window_intervals(lo[0], hi[0])]
+    out["window_hi_censored"] = bool(out["window_open"] and point["window_hi"][0] >= u[-1])
+    if boot is not None:
+        out["window_open_share"] = float(np.mean(boot["window_open"]))
+        out["window_log10_width_ci"] = _ci(boot["window_log10_width"], ci, infinite_nan=False)
+    t_rule, t_mem = out["tau_rule"], out["tau_mem"]
+    out["log10_ratio"] = float(np.log10(t_mem / t_rule)) if np.isfinite(t_rule) and np.isfinite(t_mem) \
+        and t_rule > 0 else math.nan
+    out["under_resolved"] = under
+    return out
+
+
+def _resolution_message(out, steps):
+    parts = []
+    for key in out["under_resolved"]:
+        v = out[key]
+        below, above = steps[steps <= v], steps[steps >= v]
+        around = f"between checkpoints {below.max():.0f} and {above.min():.0f}" if below.size and above.size \
+            else "outside the measured steps"
+        parts.append(f"{key} = {v:.0f} ({around})")
+    return (f"under-resolved crossing: {'; '.join(parts)}: no checkpoint within a factor {RESOLUTION_FACTOR} "
+            f"of it; measure more checkpoints there for a trustworthy value")
+
+
+# ---------------------------------------------------------------------------------------------
+# Scaling laws
+# ---------------------------------------------------------------------------------------------
+
+
+def fit_power_law(N, tau, confidence=0.95):
+    """Fit tau = a · N^b by least squares on (log N, log tau), with t-distribution intervals.
+
+    Parameters
+    ----------
+    N, tau : (K,) positive numbers; pairs with a non-finite or non-positive value are dropped.
+
+    Returns
+    -------
+    dict: a, b, a_ci, b_ci ((lo, hi) at `confidence`; NaN with only two points), n (pairs used),
+    r2 (coefficient of determination in log-log).
+    """
+    N, tau = np.asarray(N, dtype=np.float64).ravel(), np.asarray(tau, dtype=np.float64).ravel()
+    if N.shape != tau.shape:
+        raise ConfigError(f"N and tau must have the same length, got {N.size} and {tau.size}")
+    keep = np.isfinite(N) & np.isfinite(tau) & (N > 0) & (tau > 0)
+    n = int(keep.sum())
+    if n < 2 or np.unique(N[keep]).size < 2:
+        raise ConfigError(f"a power-law fit needs at least two distinct N with finite τ, got {n} usable pairs")
+    fit = scipy.stats.linregress(np.log(N[keep]), np.log(tau[keep]))
+    t = scipy.stats.t.ppf(0.5 + confidence / 2, n - 2) if n > 2 else float("nan")
+    b_ci = (fit.slope - t * fit.stderr, fit.slope + t * fit.stderr)
+    ln_a_ci = (fit.intercept - t * fit.intercept_stderr, fit.intercept + t * fit.intercept_stderr)
+    return {"a": float(np.exp(fit.intercept)), "b": float(fit.slope),
+            "a_ci": tuple(float(np.exp(v)) for v in ln_a_ci), "b_ci": tuple(float(v) for v in b_ci),
+            "n": n, "r2": float(fit.rvalue ** 2)}
