@@ -9,3 +9,8 @@ DEFAULT_N_STEPS = 32
 
 RULE_THRESHOLD = 0.9   # τ_rule: rule_acc reaches this (and τ_novel: this × the oracle's novel_valid)
 MEM_THRESHOLD = 0.1    # τ_mem: mem_ratio reaches this
+
+# Version of the endpoint classification and clock definitions (docs/definitions.md). Stores of
+# clocks, basins and retention record it, so a store written under other definitions is refused
+# (rewrite it with --overwrite) instead of being extended with incomparable steps.
+DEFINITIONS_VERSION = 2

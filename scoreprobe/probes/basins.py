@@ -17,7 +17,7 @@ import torch
 import xarray as xr
 
 from scoreprobe.errors import ConfigError, ScoreprobeWarning
-from scoreprobe.defaults import DEFAULT_N_STEPS
+from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION
 from scoreprobe.data import state_flag_attrs
 from scoreprobe.probes.field import as_sigma_list, plane_coords
 from scoreprobe.sweep import dataset_and_rule, run_probe
@@ -137,10 +137,9 @@ def _basin_dataset(m, plane, sigma_starts, u, v):
 
 
 def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule, check_convergence):
-    """The store identity of a basins run. `check_convergence` is recorded only when True, so
-    configs (and stores) written before the option existed still match a run without it."""
-    config = {"probe": "basins", "plane": plane.spec(), "sigma_start": sigma_starts.tolist(), "res": int(res),
-              "n_steps": int(n_steps), "margin": float(margin), "solver": solver,
+    """The store identity of a basins run (`check_convergence` is recorded only when True)."""
+    config = {"probe": "basins", "definitions": DEFINITIONS_VERSION, "plane": plane.spec(),
+              "sigma_start": sigma_starts.tolist(), "res": int(res), "n_steps": int(n_steps), "margin": float(margin), "solver": solver,
               "dtype": str(dtype).replace("torch.", ""), "rule": rule.spec()}
     if check_convergence:
         config["check_convergence"] = True
@@ -165,8 +164,7 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
     steps, out, progress : for series: which steps, zarr store path, progress bar.
     check_convergence : also integrate the same grid with 2·n_steps steps (about twice the cost of the
         map itself) and store the share of grid points whose label changes; a ScoreprobeWarning
-        is issued when it exceeds LABEL_CHANGE_TOL. Recorded in the store's config (only when True,
-        so stores written without it stay resumable).
+        is issued when it exceeds LABEL_CHANGE_TOL. Recorded in the store's config when True.
 
     Returns
     -------
@@ -306,8 +304,8 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
             raise ConfigError(f"points must be (M, {dataset.train.shape[1]}) signed vertices, got {points.shape}")
         split_, item = _split_of(points, dataset)
     split_ = np.asarray(split if split is not None else split_, dtype=str)
-    config = {"probe": "retention", "sigmas": sigmas.tolist(), "n_noise": int(n_noise), "seed": int(seed),
-              "n_steps": int(n_steps), "solver": solver, "dtype": str(dtype).replace("torch.", ""),
+    config = {"probe": "retention", "definitions": DEFINITIONS_VERSION, "sigmas": sigmas.tolist(),
+              "n_noise": int(n_noise), "seed": int(seed), "n_steps": int(n_steps), "solver": solver, "dtype": str(dtype).replace("torch.", ""),
               "points": ["".join("1" if x > 0 else "0" for x in p) for p in points], "rule": rule.spec()}
 
     def probe(D):

@@ -20,13 +20,12 @@ import torch
 import xarray as xr
 
 from scoreprobe import data, ode, slices, store
-from scoreprobe.defaults import DEFAULT_N_STEPS, MEM_THRESHOLD, RULE_THRESHOLD
+from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION, MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import NonFiniteWarning
 from scoreprobe.probes.taus import fit_power_law, taus  # noqa: F401  (re-exported: sp.taus)
 from scoreprobe.sweep import dataset_and_rule, is_multi, source_identity, sweep
 
 logger = logging.getLogger(__name__)
-DEFINITIONS_VERSION = 2   # stores written under other definitions are not resumed into
 
 SCALARS = {  # name: (long_name, units); definitions: docs/definitions.md, "Sample metrics"
     "rule_acc": ("fraction of samples whose thresholded bits satisfy the rule (copies included)", "1"),

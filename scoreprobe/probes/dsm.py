@@ -25,6 +25,9 @@ from scoreprobe.data import to_signed
 from scoreprobe.errors import ConfigError, DataError, NonFiniteWarning
 from scoreprobe.ode import randn_per_sample, resolve_device
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
+from scoreprobe.probes.dsm_stats import Z_SIGNIFICANT, _stat_vars, gap_stats
+from scoreprobe.probes.dsm_stats import (  # noqa: F401  (re-exported: the statistics live in dsm_stats)
+    _STAT_ATTRS, _band_mean_se, _split_stats, dsm_summary)
 from scoreprobe.sweep import dataset_and_rule, run_probe, source_identity
 
 logger = logging.getLogger(__name__)
@@ -33,7 +36,6 @@ SIGMA_MIN, SIGMA_MAX, N_SIGMAS = 0.002, 80.0, 40
 DEFAULT_CHUNK_SIZE = 8192      # denoiser rows per call; memory is O(chunk_size * D_bits)
 NOISE_STRIDE = 1 << 16         # noise key = position * NOISE_STRIDE + k: banks nest as n_noise grows
 MAX_DEFAULT_HELDOUT = 512      # n_heldout=None takes all held-out items, at most this many (cost ∝ items)
-Z_SIGNIFICANT = 3.0            # gap_z above this (one-sided) counts as a significant held-out > train gap
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,71 +172,7 @@ def _tqdm_disable(progress, n):
     return True if n <= 1 else None
 
 
-# ---------------------------------------------------------------------------------------------
-# Statistics over finite items: means, standard errors, the gap and its significance
-# ---------------------------------------------------------------------------------------------
-
-def _split_stats(loss, mask):
-    """loss (..., S), mask (S,) bool -> over the finite masked items: n_finite (...) int64, mean (...)
-    (NaN if none) and se = std(ddof=1)/sqrt(n_finite) (...) (NaN with fewer than two)."""
-    x = np.asarray(loss, dtype=np.float64)[..., np.asarray(mask, bool)]
-    fin = np.isfinite(x)
-    n = fin.sum(axis=-1).astype(np.int64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(fin, x, 0.0).sum(axis=-1) / n
-        var = (np.where(fin, x - mean[..., None], 0.0) ** 2).sum(axis=-1) / (n - 1)
-        se = np.where(n >= 2, np.sqrt(var / n), np.nan)
-    return n, mean, se
-
-
-def gap_stats(loss, split, sigmas):
-    """Training vs held-out statistics per σ over finite items only (NaN/inf losses are dropped).
-
-    loss (..., n_sigma, S) float (any leading dims, e.g. step); split (S,) "train"/"heldout";
-    sigmas (n_sigma,). Returns {name: array} for the names of _STAT_ATTRS: (..., n_sigma) float64
-    means, SEs, gap, gap_se (independent samples: the paired noise is ignored), gap_z (±inf when
-    gap_se = 0 < |gap|, NaN when both are 0); (..., n_sigma) int64 `n_nonfinite_*`; (...)
-    `first_significant_sigma` (smallest σ with gap_z > Z_SIGNIFICANT, NaN when none).
-    """
-    split, sigmas = np.asarray(split), np.asarray(sigmas, dtype=np.float64)
-    out = {}
-    for name in ("train", "heldout"):
-        mask = split == name
-        n, out[f"loss_{name}_mean"], out[f"loss_{name}_se"] = _split_stats(loss, mask)
-        out[f"n_nonfinite_{name}"] = int(mask.sum()) - n
-    out["gap"] = out["loss_heldout_mean"] - out["loss_train_mean"]
-    out["gap_se"] = np.hypot(out["loss_train_se"], out["loss_heldout_se"])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out["gap_z"] = out["gap"] / out["gap_se"]
-    first = np.where(out["gap_z"] > Z_SIGNIFICANT, sigmas, np.inf).min(axis=-1)
-    out["first_significant_sigma"] = np.where(np.isfinite(first), first, np.nan)
-    return out
-
-
 _LOSS_ATTRS = {"units": "1", "long_name": "DSM loss ‖D(x+σε,σ) − x‖²/D, mean over the noise bank"}
-_STAT_ATTRS = {  # long_name of each gap_stats output; all units "1"
-    "loss_train_mean": "mean DSM loss over the finite training items",
-    "loss_heldout_mean": "mean DSM loss over the finite held-out items",
-    "loss_train_se": "standard error of loss_train_mean: std(ddof=1)/sqrt(n) over the finite training items",
-    "loss_heldout_se": "standard error of loss_heldout_mean: std(ddof=1)/sqrt(n) over the finite held-out items",
-    "gap": "loss_heldout_mean − loss_train_mean (finite items only; paired noise)",
-    "gap_se": "standard error of gap, sqrt(loss_train_se² + loss_heldout_se²) (independent samples)",
-    "gap_z": "gap / gap_se (one-sided test of held-out > train)",
-    "n_nonfinite_train": "number of training items with a NaN/inf loss (any bad noise draw); excluded from means",
-    "n_nonfinite_heldout": "number of held-out items with a NaN/inf loss (any bad noise draw); excluded from means",
-    "first_significant_sigma": (f"smallest σ of the grid (first scanning up from low noise) with "
-                                f"gap_z > {Z_SIGNIFICANT:g}; NaN when no σ has one"),
-}
-
-
-def _stat_vars(loss, split, sigmas):
-    """gap_stats of (n_sigma, S) losses as Dataset variables {name: (dims, values, attrs)}."""
-    out = {}
-    for name, v in gap_stats(loss, split, sigmas).items():
-        extra = {"z_threshold": Z_SIGNIFICANT} if name in ("gap_z", "first_significant_sigma") else {}
-        attrs = {"units": "1", "long_name": _STAT_ATTRS[name], **extra}
-        out[name] = ((() if np.ndim(v) == 0 else ("sigma",)), v, attrs)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -390,48 +328,3 @@ def _config(sigmas, n_noise, seed, split, oracles, rule, dataset, dtype, sigma_d
         "statistics": "means over finite items, non-finite counted; independent-samples SE",
         "z_significant": Z_SIGNIFICANT,
     }
-
-
-def dsm_summary(ds, sigma_range=(0.2, 2.0), var="loss"):
-    """Band means of the training / held-out loss over σ in `sigma_range`, their gap and SEs.
-
-    `var`: "loss", "loss_weighted", "mem_loss" or "rule_loss" (dims [step,] sigma, sample). As in
-    the cube, `train` (`heldout`) is the mean over the band's σ of the per-σ mean over finite items
-    (of `loss_train_mean` for var="loss"); NaN when a σ of the band has no finite item of the split.
-    SEs: over items of each item's band average (a NaN/inf cell weighs 0 and the other items at that
-    σ are up-weighted, so these average to the band mean; plain per-item means when all are finite).
-    Returns a Dataset of `train`, `heldout`, `gap` = heldout − train, `train_se`, `heldout_se`,
-    `gap_se` = sqrt(train_se² + heldout_se²), over the remaining dims (`step` if any).
-    """
-    if var not in ds:
-        raise ConfigError(f"{var!r} is not in the dataset (variables: {sorted(ds.data_vars)})")
-    lo, hi = sigma_range
-    sub = ds.sel(sigma=(ds.sigma >= lo) & (ds.sigma <= hi))
-    if sub.sizes["sigma"] == 0:
-        raise ConfigError(f"no σ of the dataset lies in [{lo}, {hi}]; σ ∈ [{float(ds.sigma.min())}, "
-                          f"{float(ds.sigma.max())}]")
-    attrs = {"units": "1", "sigma_range": [float(lo), float(hi)]}
-    out = {}
-    for name, who in (("train", "training"), ("heldout", "held-out")):
-        out[name], out[f"{name}_se"] = _band_mean_se(sub[var], sub.split == name)
-        out[name].attrs.update(attrs, long_name=f"mean {who} DSM loss over the band (finite items)")
-        out[f"{name}_se"].attrs.update(attrs, long_name=f"standard error of {name}")
-    out["gap"] = (out["heldout"] - out["train"]).assign_attrs(attrs, long_name="held-out − training")
-    out["gap_se"] = np.hypot(out["train_se"], out["heldout_se"]).assign_attrs(attrs, long_name="standard error of gap")
-    return xr.Dataset(out)
-
-
-def _band_mean_se(loss, mask):
-    """Band mean of one split's per-σ finite-item means and its SE: two DataArrays ([step])."""
-    x = loss.isel(sample=np.flatnonzero(np.asarray(mask)))
-    if x.sizes["sample"] == 0:
-        nan = xr.full_like(loss.isel(sample=0, sigma=0, drop=True), np.nan, dtype=np.float64)
-        return nan, nan
-    fin = np.isfinite(x)
-    n_fin = fin.sum("sample")                                                # ([step,] sigma)
-    mean = x.where(fin).mean("sample").mean("sigma", skipna=False)           # NaN if a σ has no finite item
-    with np.errstate(invalid="ignore", divide="ignore"):
-        per_item = (x.where(fin, 0.0) * (x.sizes["sample"] / n_fin)).where(n_fin > 0).mean("sigma", skipna=False)
-    n = per_item.sizes["sample"]
-    se = per_item.std("sample", ddof=1, skipna=False) / np.sqrt(n) if n >= 2 else xr.full_like(mean, np.nan)
-    return mean, se
