@@ -164,13 +164,18 @@ def test_facebook_training_dict_prefers_ema_and_reads_args(tmp_path):
     opt.step()
     args = argparse.Namespace(model="DiT-S/2", image_size=48, num_classes=1000, global_seed=0, vae="ema")
     torch.save({"model": raw, "ema": ema, "opt": opt.state_dict(), "args": args}, tmp_path / "0100000.pt")
-    D = load_checkpoint(tmp_path / "0100000.pt", sigma_data=0.5)        # num_heads 6 from "DiT-S/2"
+    # upstream train.py args make it DDPM ε (issue #11); reading it as EDM must be asked for explicitly
+    D = load_checkpoint(tmp_path / "0100000.pt", parameterization="edm", sigma_data=0.5)   # heads 6 from "DiT-S/2"
     assert _same(D, _our_dit(ema, C, 6, 6, p, hidden, depth, 6, True, 0.5))
     assert not _same(D, _our_dit(ema, C, 6, 6, p, hidden, depth, 4, True, 0.5))
-    D_raw = load_checkpoint(tmp_path / "0100000.pt", ema=False, sigma_data=0.5, num_heads=4)   # override wins
+    D_raw = load_checkpoint(tmp_path / "0100000.pt", ema=False, parameterization="edm", sigma_data=0.5,
+                            num_heads=4)   # override wins
     assert _same(D_raw, _our_dit(raw, C, 6, 6, p, hidden, depth, 4, True, 0.5))
+    with pytest.raises(ConfigError, match="sigma_data"):          # an EDM-only setting on a DDPM file
+        load_checkpoint(tmp_path / "0100000.pt", sigma_data=0.5)
     with pytest.raises(CheckpointError, match="sigma_data"):
-        load_checkpoint(tmp_path / "0100000.pt")
+        load_checkpoint(tmp_path / "0100000.pt", parameterization="edm")
+    assert load_checkpoint(tmp_path / "0100000.pt").parameterization == "ddpm_eps"
     torch.save({"ema": ema, "args": argparse.Namespace(model="MyDiT")}, tmp_path / "custom.pt")
     with pytest.raises(CheckpointError, match="num_heads"):
         load_checkpoint(tmp_path / "custom.pt", sigma_data=1.0)
@@ -180,7 +185,7 @@ def test_facebook_training_dict_prefers_ema_and_reads_args(tmp_path):
 def test_bare_state_dicts_with_prefixes(tmp_path, prefix):
     sd = facebook_dit_state_dict(2, 2, 16, 1, 3, learn_sigma=False, label_rows=1001)
     torch.save({prefix + k: v for k, v in sd.items()}, tmp_path / "sd.pt")
-    D = load_checkpoint(tmp_path / "sd.pt", num_heads=2, sigma_data=1.0)
+    D = load_checkpoint(tmp_path / "sd.pt", num_heads=2, sigma_data=1.0, class_label=0)   # default: null row
     assert _same(D, _our_dit(sd, 2, 6, 6, 2, 16, 1, 2, False, 1.0, rows=1001), C=2)
 
 

@@ -1,12 +1,13 @@
 """`scoreprobe train` and `scoreprobe info`: making and describing checkpoint series."""
 import logging
 import sys
+import warnings
 
 import click
 
 from scoreprobe.cli import cli
 from scoreprobe.cli.common import resolve_device
-from scoreprobe.errors import ScoreprobeError
+from scoreprobe.errors import ScoreprobeError, ScoreprobeWarning
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,18 +88,28 @@ def train(run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads, **s
 # info
 # ---------------------------------------------------------------------------------------------
 
+_WORD_SETTINGS = ("parameterization", "schedule", "ema")
+
+
+def _parse_value(name, text):
+    """One --set value: words for parameterization/schedule/ema, 'null' or an int for class_label, else numbers."""
+    if name in _WORD_SETTINGS or (name == "class_label" and text.lower() == "null"):
+        return text.lower() if name != "parameterization" else text
+    try:
+        values = [float(t) if "." in t or "e" in t.lower() else int(t) for t in text.replace("x", ",").split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{name}: expected numbers, got {text!r}", param_hint="--set")
+    return values if name == "image_shape" else values[0]
+
+
 def _parse_settings(pairs):
-    """('num_heads=6', 'image_shape=1,6,6') -> {'num_heads': 6, 'image_shape': [1, 6, 6]}."""
+    """('num_heads=6', 'image_shape=1,6,6', 'parameterization=ddpm_eps') -> {'num_heads': 6, ...}."""
     out = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
         if not sep or not name.strip():
             raise click.BadParameter(f"expected NAME=VALUE, got {pair!r}", param_hint="--set")
-        try:
-            values = [float(t) if "." in t or "e" in t.lower() else int(t) for t in text.replace("x", ",").split(",")]
-        except ValueError:
-            raise click.BadParameter(f"{name}: expected numbers, got {text!r}", param_hint="--set")
-        out[name.strip()] = values if name.strip() == "image_shape" else values[0]
+        out[name.strip()] = _parse_value(name.strip(), text.strip())
     return out
 
 
@@ -137,9 +148,30 @@ def _info_series(s):
             f" git={meta['git_commit'][:10]}" if meta.get("git_commit") else "")
 
 
+def _info_decisions(d):
+    """The rows that say how the file will be read: parameterization, schedule, σ_data, label, weights."""
+    p = d["parameterization"]
+    yield "parameterization", (f"{p} ({d['parameterization_how']})" if p else
+                               f"unknown ({d['parameterization_how']}); pass --set parameterization="
+                               "edm|ddpm_eps|v|x0 (or --set sigma_data=... for EDM)")
+    if p != "edm":
+        yield "schedule", f"{d['schedule']} ({d['schedule_how']})" if d["schedule"] else "unknown"
+    sd = d["sigma_data"]
+    yield "sigma_data", (f"{sd:g} ({d['sigma_data_how']})" if sd is not None else
+                         "none (not an EDM model; the DSM weight uses 1.0 unless told)" if p not in (None, "edm")
+                         else "unknown")
+    yield "label", d["label_how"]
+    yield "weights", d["weights"]
+    yield "overrides", ", ".join(f"{k}={v}" for k, v in d["overrides"].items()) or "none"
+    stated = {k: o for k, o in d["origins"].items() if o != "override"}
+    if stated:
+        yield "from the file", ", ".join(f"{k} ({o})" for k, o in stated.items())
+
+
 def _info_file(path, trust, settings):
     from scoreprobe.checkpoints import describe_checkpoint
-    d = describe_checkpoint(path, trust=trust, **settings)
+    ema = settings.pop("ema", "auto")
+    d = describe_checkpoint(path, trust=trust, ema=ema, **settings)
     yield "path", d["path"]
     yield "format", d["format"]
     yield "model", d["kind"]
@@ -147,8 +179,12 @@ def _info_file(path, trust, settings):
         yield "step", d["step"]
     shape = (d["arch"] or {}).get("image_shape")
     yield "image shape", "unknown" if shape is None else "x".join(map(str, shape))
-    yield "architecture", _fmt_arch(d["arch"])
+    arch = d["arch"] if d["parameterization"] in (None, "edm") else {
+        k: v for k, v in (d["arch"] or {}).items() if k not in ("sigma_data", "time_scale")}
+    yield "architecture", _fmt_arch(arch)
     yield "parameters", f"{d['n_params']:,}"
+    if d["kind"] == "dit":
+        yield from _info_decisions(d)
     if d["missing"]:
         yield "missing", (f"{', '.join(d['missing'])} (not stored in the file; "
                           f"pass --set {d['missing'][0]}=... to load it)")
@@ -158,9 +194,12 @@ def _info_file(path, trust, settings):
 @click.argument("path", type=click.Path(path_type=str))
 @click.option("--trust", is_flag=True, help="Allow pickles that run code when loaded (only files you trust).")
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
-              help="A setting the file does not store: num_heads, sigma_data, image_shape (C,H,W), time_scale.")
+              help="A setting the file does not store: parameterization (edm|ddpm_eps|v|x0), schedule "
+                   "(linear|cosine), num_timesteps, class_label (int|null), num_classes, ema (auto|true|false), "
+                   "num_heads, sigma_data, time_scale, image_shape (C,H,W). See docs/checkpoints.md.")
 def info(path, trust, settings):
-    """Describe a run directory or a single checkpoint file: rule, data, architecture, parameters, steps."""
+    """Describe a run directory or a checkpoint file / diffusers folder: rule, data, architecture, parameters,
+    steps; for a file also how it will be read (parameterization, schedule, σ_data, label row, weights)."""
     import os
     from scoreprobe.checkpoints import load_series
     settings = _parse_settings(settings)
@@ -168,7 +207,10 @@ def info(path, trust, settings):
         if os.path.isdir(path) and os.path.exists(os.path.join(path, "run.json")):
             rows = list(_info_series(load_series(path)))
         else:
-            rows = list(_info_file(path, trust, settings))
+            with warnings.catch_warnings(record=True) as caught:   # guessed settings: shown as rows
+                warnings.simplefilter("always", ScoreprobeWarning)
+                rows = list(_info_file(path, trust, settings))
+            rows += [("warning", str(w.message)) for w in caught if issubclass(w.category, ScoreprobeWarning)]
     except ScoreprobeError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
@@ -178,4 +220,4 @@ def info(path, trust, settings):
                    "rerun as `scoreprobe -vv info ...` for details", err=True)
         sys.exit(2)
     for key, value in rows:
-        click.echo(f"{key + ':':<14s}{value}")
+        click.echo(f"{key + ':':<18s}{value}")

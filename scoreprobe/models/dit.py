@@ -3,9 +3,12 @@
 Parameter names and semantics follow facebookresearch/DiT `models.py`, so a state_dict written by that
 code loads here with `strict=True`: `x_embedder.proj`, `pos_embed`, `t_embedder.mlp.0/2`,
 `y_embedder.embedding_table`, `blocks.{i}.attn.qkv|proj`, `blocks.{i}.mlp.fc1|fc2`,
-`blocks.{i}.adaLN_modulation.1`, `final_layer.linear|adaLN_modulation.1`. The model is unconditional:
-row 0 of the label table is added to the timestep embedding. Written from the published facts of that
-architecture; no code was copied.
+`blocks.{i}.adaLN_modulation.1`, `final_layer.linear|adaLN_modulation.1`. The label table row added to
+the timestep embedding is row 0 unless `forward` is given rows `y` (class-conditional and
+classifier-free-guidance models: the null row is the last one). Two options exist only to reproduce
+diffusers' DiTTransformer2DModel: `time_freq_shift` (its timestep frequencies use half − 1) and
+`mlp_norm_eps` (its second LayerNorm uses the config's norm_eps). Written from the published facts of
+that architecture; no code was copied.
 """
 import math
 
@@ -24,10 +27,14 @@ def modulate(x, shift, scale):
 #               Embedding layers for timesteps, labels and patches               #
 #################################################################################
 
-def timestep_embedding(t, dim, max_period=10000):
-    """Sinusoidal embedding of scalar times t (B,) -> (B, dim): cos half, then sin half."""
+def timestep_embedding(t, dim, max_period=10000, freq_shift=0):
+    """Sinusoidal embedding of scalar times t (B,) -> (B, dim): cos half, then sin half.
+
+    Frequencies exp(−ln(max_period)·i/(half − freq_shift)), i = 0..half−1 (DiT: freq_shift 0).
+    """
     half = dim // 2
-    freqs = torch.exp(-math.log(max_period) * torch.arange(half, dtype=torch.float32, device=t.device) / half)
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, dtype=torch.float32, device=t.device)
+                      / (half - freq_shift))
     args = t[:, None].float() * freqs[None]                         # (B, half)
     emb = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)     # (B, 2*half)
     if dim % 2:
@@ -38,9 +45,10 @@ def timestep_embedding(t, dim, max_period=10000):
 class TimestepEmbedder(nn.Module):
     """Scalar time -> vector: sinusoidal frequencies followed by a 2-layer SiLU MLP."""
 
-    def __init__(self, hidden_size, frequency_embedding_size=256):
+    def __init__(self, hidden_size, frequency_embedding_size=256, freq_shift=0):
         super().__init__()
         self.frequency_embedding_size = frequency_embedding_size
+        self.freq_shift = freq_shift
         self.mlp = nn.Sequential(
             nn.Linear(frequency_embedding_size, hidden_size, bias=True),
             nn.SiLU(),
@@ -48,7 +56,8 @@ class TimestepEmbedder(nn.Module):
         )
 
     def forward(self, t):
-        return self.mlp(timestep_embedding(t, self.frequency_embedding_size))   # (B, D)
+        emb = timestep_embedding(t, self.frequency_embedding_size, freq_shift=self.freq_shift)
+        return self.mlp(emb)                                                # (B, D)
 
 
 class LabelEmbedder(nn.Module):
@@ -58,8 +67,11 @@ class LabelEmbedder(nn.Module):
         super().__init__()
         self.embedding_table = nn.Embedding(num_rows, hidden_size)
 
-    def forward(self, batch_size):
-        return self.embedding_table.weight[0].expand(batch_size, -1)       # (B, D)
+    def forward(self, batch_size, rows=None):
+        """rows: (B,) long row indices, or None for row 0 -> (B, D)."""
+        if rows is None:
+            return self.embedding_table.weight[0].expand(batch_size, -1)   # (B, D)
+        return self.embedding_table(rows)                                   # (B, D)
 
 
 class PatchEmbed(nn.Module):
@@ -127,11 +139,11 @@ class Mlp(nn.Module):
 class DiTBlock(nn.Module):
     """Transformer block with adaptive LayerNorm-Zero conditioning."""
 
-    def __init__(self, hidden_size, num_heads, mlp_ratio=4.0):
+    def __init__(self, hidden_size, num_heads, mlp_ratio=4.0, mlp_norm_eps=1e-6):
         super().__init__()
         self.norm1 = nn.LayerNorm(hidden_size, elementwise_affine=False, eps=1e-6)
         self.attn = Attention(hidden_size, num_heads)
-        self.norm2 = nn.LayerNorm(hidden_size, elementwise_affine=False, eps=1e-6)
+        self.norm2 = nn.LayerNorm(hidden_size, elementwise_affine=False, eps=mlp_norm_eps)
         self.mlp = Mlp(hidden_size, int(hidden_size * mlp_ratio))
         self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(hidden_size, 6 * hidden_size, bias=True))
 
@@ -159,11 +171,13 @@ class FinalLayer(nn.Module):
 class DiT(nn.Module):
     """Unconditional DiT on (C, H, W) images; H and W must be multiples of the patch size.
 
-    forward(x (B, C, H, W), t (B,)) -> (B, C_out, H, W) with C_out = 2C when learn_sigma else C.
+    forward(x (B, C, H, W), t (B,), y=None) -> (B, C_out, H, W) with C_out = 2C when learn_sigma else C;
+    y: (B,) label-table rows (None: row 0).
     """
 
     def __init__(self, input_size=(6, 6), patch_size=2, in_channels=1, hidden_size=64, depth=4,
-                 num_heads=4, mlp_ratio=4.0, learn_sigma=False, num_label_rows=1):
+                 num_heads=4, mlp_ratio=4.0, learn_sigma=False, num_label_rows=1, time_freq_shift=0,
+                 mlp_norm_eps=1e-6):
         super().__init__()
         H, W = (input_size, input_size) if isinstance(input_size, int) else tuple(input_size)
         if H % patch_size or W % patch_size:
@@ -175,11 +189,11 @@ class DiT(nn.Module):
         self.learn_sigma, self.num_heads = learn_sigma, num_heads
         self.grid = (H // patch_size, W // patch_size)
         self.x_embedder = PatchEmbed(patch_size, in_channels, hidden_size)
-        self.t_embedder = TimestepEmbedder(hidden_size)
+        self.t_embedder = TimestepEmbedder(hidden_size, freq_shift=time_freq_shift)
         self.y_embedder = LabelEmbedder(num_label_rows, hidden_size)
         n_tokens = self.grid[0] * self.grid[1]
         self.pos_embed = nn.Parameter(torch.zeros(1, n_tokens, hidden_size), requires_grad=False)
-        self.blocks = nn.ModuleList([DiTBlock(hidden_size, num_heads, mlp_ratio) for _ in range(depth)])
+        self.blocks = nn.ModuleList([DiTBlock(hidden_size, num_heads, mlp_ratio, mlp_norm_eps) for _ in range(depth)])
         self.final_layer = FinalLayer(hidden_size, patch_size, self.out_channels)
         self.initialize_weights()
 
@@ -213,9 +227,9 @@ class DiT(nn.Module):
         x = torch.einsum("nhwpqc->nchpwq", x)
         return x.reshape(B, c, h * p, w * p)
 
-    def forward(self, x, t):
+    def forward(self, x, t, y=None):
         x = self.x_embedder(x) + self.pos_embed                  # (B, T, D), T = H*W / p**2
-        c = self.t_embedder(t) + self.y_embedder(x.shape[0])     # (B, D)
+        c = self.t_embedder(t) + self.y_embedder(x.shape[0], y)  # (B, D)
         for block in self.blocks:
             x = block(x, c)                                      # (B, T, D)
         x = self.final_layer(x, c)                               # (B, T, p*p*C_out)

@@ -8,6 +8,8 @@ D(x (B, D), sigma (B,)) -> (B, D) on flattened signed images:
     c_in   = 1 / sqrt(σ² + σd²)   c_noise = time_scale · ln(σ) / 4
 
 `sigma_data` and `time_scale` are stored with the model (run.json / checkpoint), never hard-coded.
+`label` (a label-table row, or None for the network's default) is passed to the network as y.
+Other parameterizations (DDPM ε, v, x0 on a VP schedule) are in `models.param`.
 """
 import math
 
@@ -25,15 +27,26 @@ class EDMDenoiser(nn.Module):
     image_shape: (C, H, W) of the images; D = C*H*W.
     sigma_data:  expected standard deviation of the training data (1.0 for ±1 bits).
     time_scale:  multiplies c_noise = ln(σ)/4 before the timestep embedder (1.0 for foreign checkpoints).
+    label:       label-table row passed to net as y (B,), or None to call net(x, c_noise) alone.
+    `info` holds what the loader decided (weights, sources); it is shown by repr().
     """
+    parameterization = "edm"
 
-    def __init__(self, net, image_shape, sigma_data=1.0, time_scale=1.0):
+    def __init__(self, net, image_shape, sigma_data=1.0, time_scale=1.0, label=None):
         super().__init__()
         self.net = net
         self.image_shape = tuple(int(s) for s in image_shape)
         self.dim = math.prod(self.image_shape)
         self.sigma_data = float(sigma_data)
         self.time_scale = float(time_scale)
+        self.label = None if label is None else int(label)
+        self.info = {}
+
+    def extra_repr(self):
+        parts = [f"parameterization=edm, sigma_data={self.sigma_data:g}, time_scale={self.time_scale:g}"]
+        if self.label is not None:
+            parts.append(f"label={self.label}")
+        return ", ".join(parts + [f"{k}={v}" for k, v in self.info.items()])
 
     def forward(self, x, sigma):
         """x: (B, D) float, sigma: (B,) or scalar -> (B, D) in x's dtype."""
@@ -50,7 +63,12 @@ class EDMDenoiser(nn.Module):
         c_in = 1 / (s ** 2 + sd2).sqrt()
         c_noise = self.time_scale * sigma.log() / 4                     # (B,)
         C = self.image_shape[0]
-        F_x = self.net((c_in * x32).view(-1, *self.image_shape), c_noise)[:, :C]   # (B, C, H, W)
+        inp = (c_in * x32).view(-1, *self.image_shape)                 # (B, C, H, W)
+        if self.label is None:
+            F_x = self.net(inp, c_noise)[:, :C]                          # (B, C, H, W)
+        else:
+            rows = torch.full((x.shape[0],), self.label, dtype=torch.long, device=x.device)
+            F_x = self.net(inp, c_noise, rows)[:, :C]
         return (c_skip * x32 + c_out * F_x.reshape(x.shape[0], -1)).to(dtype)     # (B, D)
 
     def loss_weight(self, sigma):

@@ -1,19 +1,24 @@
 """Architecture of other people's DiT weights, read from tensor shapes, training args and overrides.
 
     sd = strip_prefixes(torch.load("DiT-S-2.pt", weights_only=True)["ema"])
-    arch, missing = infer_dit_arch(sd, sigma_data=0.5)   # arch as models.build.build_model takes it
+    arch, missing = infer_dit_arch(sd, {"num_heads": 6})   # arch as models.build.build_model takes it
 
-What shapes cannot tell (num_heads, sigma_data, image_shape) comes from the training script's
-argparse.Namespace or from keyword overrides; `missing` names whatever nobody stated.
+What shapes cannot tell (num_heads, a non-square image_shape) comes from `settings` (anything with
+.get: a models.settings.Settings or a dict) — the training script's args or keyword overrides;
+`missing` names whatever nobody stated. σ_data, time_scale and the parameterization are decided by
+models.settings, not here.
 """
 import math
 import re
 
 import torch
+import torch.nn as nn
 
 from scoreprobe.errors import CheckpointError, ConfigError, first_line
+from scoreprobe.models.param import check_parameterization
+from scoreprobe.models.settings import SETTINGS
 
-OVERRIDES = ("num_heads", "sigma_data", "image_shape", "time_scale")
+OVERRIDES = SETTINGS
 DIT_HEADS = {"XL": 16, "L": 16, "B": 12, "S": 6}   # facebookresearch/DiT presets DiT-{size}/{patch}
 PREFIXES = ("module.", "_orig_mod.", "model.", "net.")
 
@@ -34,24 +39,34 @@ def strip_prefixes(sd):
 
 
 def check_overrides(overrides):
+    """ConfigError for unknown setting names or a bad parameterization name."""
     unknown = set(overrides) - set(OVERRIDES)
     if unknown:
-        raise ConfigError(f"unknown checkpoint settings {sorted(unknown)}; known: {', '.join(OVERRIDES)}")
+        raise ConfigError(f"unknown checkpoint settings {sorted(unknown)}; known: {', '.join(OVERRIDES)}, ema")
+    if overrides.get("parameterization") is not None:
+        check_parameterization(overrides["parameterization"])
 
 
-def _setting(name, overrides, args):
-    """A setting from keyword overrides, else from the training args (Namespace), else None."""
-    if overrides.get(name) is not None:
-        return overrides[name]
-    return getattr(args, name, None) if args is not None else None
+def dit_module_settings(module):
+    """(state_dict, settings dict) of a pickled DiT module (facebookresearch/DiT or ours), else None."""
+    if not isinstance(module, nn.Module):
+        return None
+    sd = module.state_dict()
+    if "x_embedder.proj.weight" not in sd:
+        return None
+    found = {"num_heads": getattr(module, "num_heads", None),
+             "num_classes": getattr(getattr(module, "y_embedder", None), "num_classes", None)}
+    return sd, {k: int(v) for k, v in found.items() if isinstance(v, int)}
 
 
-def infer_dit_arch(sd, args=None, **overrides):
-    """Architecture dict of a facebookresearch/DiT state_dict, as far as tensor shapes, args and overrides tell.
+def infer_dit_arch(sd, settings=None):
+    """Architecture dict of a facebookresearch/DiT state_dict, as far as tensor shapes and settings tell.
 
-    sd: DiT state_dict without prefixes. Returns (arch, missing): arch as models.build.model_arch
-    builds it (None where unknown), missing the names of settings nobody stated.
+    sd: DiT state_dict without prefixes; settings: .get(name) -> value or None (num_heads,
+    image_shape, model). Returns (arch, missing): arch as models.build.build_model takes it (None
+    where unknown; sigma_data / time_scale left for the caller), missing the names nobody stated.
     """
+    settings = settings if settings is not None else {}
     try:
         hidden, C, p, q = sd["x_embedder.proj.weight"].shape
         blocks = {int(m.group(1)) for k in sd if (m := re.match(r"blocks\.(\d+)\.", k))}
@@ -69,11 +84,11 @@ def infer_dit_arch(sd, args=None, **overrides):
     if p != q or c_out not in (C, 2 * C) or n_freq != 256 or ratio <= 0 or rows < 1 or n_tokens < 1:
         raise CheckpointError(f"unsupported DiT variant: patch {p}x{q}, {C} -> {c_out:g} channels, "
                               f"{n_freq} timestep frequencies (need square patches, C or 2C outputs, 256)")
-    heads = _setting("num_heads", overrides, args)
-    preset = re.match(r"DiT-(XL|L|B|S)/\d+$", str(getattr(args, "model", "")))
+    heads = settings.get("num_heads")
+    preset = re.match(r"DiT-(XL|L|B|S)/\d+$", str(settings.get("model") or ""))
     if heads is None and preset:
         heads = DIT_HEADS[preset.group(1)]
-    shape = _setting("image_shape", overrides, args)
+    shape = settings.get("image_shape")
     grid = math.isqrt(n_tokens)
     if shape is None and grid * grid == n_tokens:
         shape = (C, grid * p, grid * p)
@@ -85,10 +100,6 @@ def infer_dit_arch(sd, args=None, **overrides):
     net = {"hidden_size": int(hidden), "depth": depth, "num_heads": None if heads is None else int(heads),
            "input_size": None if shape is None else shape[1:], "patch_size": int(p), "in_channels": int(C),
            "mlp_ratio": ratio, "learn_sigma": c_out == 2 * C, "num_label_rows": int(rows)}
-    sigma_data = _setting("sigma_data", overrides, args)
-    time_scale = _setting("time_scale", overrides, args)
-    arch = {"net": net, "image_shape": shape, "sigma_data": None if sigma_data is None else float(sigma_data),
-            "time_scale": 1.0 if time_scale is None else float(time_scale)}
-    missing = [name for name, v in (("num_heads", heads), ("sigma_data", sigma_data), ("image_shape", shape))
-               if v is None]
+    arch = {"net": net, "image_shape": shape, "sigma_data": None, "time_scale": 1.0}
+    missing = [name for name, v in (("num_heads", heads), ("image_shape", shape)) if v is None]
     return arch, missing
