@@ -1,22 +1,28 @@
 """The two clocks across a training sweep: τ_rule vs the group size G, τ_mem vs the data size N.
 
-Trains one model per run with the project's trainer (parity on 6x6, random layout), measures
-the clocks at every checkpoint, and writes to --out:
+Trains one model per run with the project's trainer (parity on 6x6, offset layout, DiT width 80,
+patch 2 — the shipped series' family), `--jobs` runs at a time in one-thread worker processes,
+measures the clocks of every checkpoint (`sp.clocks`: τ with bootstrap CIs, the window; see
+docs/definitions.md) and writes
 
-  two_clocks.md       table of τ_rule, τ_mem and the innovation window per run, and the fits
-  two_clocks.json     the same numbers, machine-readable
-  clocks_<run>.png    rule accuracy / memorization and endpoint states vs step, per run
-  scaling.png         τ_rule and τ_mem vs G (fixed N) and vs N (fixed G), with the power-law fit
-  <run>/              each run directory (resumable: rerunning skips finished training and clocks)
+  <results>/two_clocks_<preset>.md    τ_rule, τ_novel, τ_mem and the window per run; τ_rule(G+1)/τ_rule(G);
+                                      the power law τ_mem = a·N^b with its CI
+  <results>/two_clocks_<preset>.json  the same numbers, machine-readable
+  <results>/two_clocks_<preset>.png   τ vs G (fixed N) and vs N (fixed G), with CIs and the fit
+  <out>/clocks_<run>.png              rule accuracy / memorization and endpoint states per run
+  <out>/<run>/                        run directories (resumable: reruns skip finished training and clocks)
+
+Each run trains `views`·N/batch steps (memorization tracks views per image; checkpoints/README.md).
 
 Usage:
-  python analyses/two_clocks.py                       # CPU preset, about an hour on 2 cores
-  python analyses/two_clocks.py --device cuda         # GPU preset: larger N, longer training
-  python analyses/two_clocks.py --smoke               # a minute: checks the pipeline end to end
-Any preset value can be overridden (--Ns 32,64,128,256 --total-steps 8000 ...).
+  python analyses/two_clocks.py                       # CPU preset: ≈ 1.5 h on 2 cores (2 runs at a time)
+  python analyses/two_clocks.py --train-only          # only train (e.g. first, on a busy machine)
+  python analyses/two_clocks.py --device cuda         # GPU preset: G = 2…4, N = 64…1024, same file shapes
+  python analyses/two_clocks.py --smoke               # < 1 min: checks the pipeline end to end
+Any preset value can be overridden (--Ns 32,64,128,256 --views 12000 --jobs 1 ...).
 
-What to expect (DESIGN.md): τ_rule grows about tenfold per unit of G and barely with N; τ_mem
-grows nearly linearly with N (≈ 35·N^1.14 for the reference DiT) and barely with G.
+What the paper (arXiv 2605.10019) reports: τ_rule grows about tenfold per unit of G and barely
+with N; τ_mem grows nearly linearly with N (≈ 35·N^1.14 for its reference DiT) and barely with G.
 """
 import argparse
 import json

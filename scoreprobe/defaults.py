@@ -7,6 +7,11 @@ Their meaning and how each was chosen: docs/definitions.md.
 # retention, the CLI); chosen from bench/bench_sampler_bias.py (docs/definitions.md, "Sampler").
 DEFAULT_N_STEPS = 32
 
+# Measured bias of DEFAULT_N_STEPS on the shipped series: how much rule_acc and mem_ratio rise with
+# 4x the steps (bench/bench_sampler_bias.py, pooled over 4 checkpoints, 1000 samples; the table is
+# in docs/definitions.md). Printed next to the clocks so that nobody reads τ without it.
+SAMPLER_BIAS = {"n_steps": DEFAULT_N_STEPS, "vs_n_steps": 4 * DEFAULT_N_STEPS, "rule_acc": 0.0073, "mem_ratio": 0.0010}
+
 RULE_THRESHOLD = 0.9   # τ_rule: rule_acc reaches this (and τ_novel: this × the oracle's novel_valid)
 MEM_THRESHOLD = 0.1    # τ_mem: mem_ratio reaches this
 

@@ -28,6 +28,14 @@ def _fmt_ci(a, key):
     return f" [{round(100 * a['ci'])}% CI {lo} – {hi}]"
 
 
+def _sampler_bias(n_steps):
+    from scoreprobe.defaults import SAMPLER_BIAS as b
+    if n_steps != b["n_steps"]:
+        return " (bias not measured for this step count; bench/bench_sampler_bias.py measures it)"
+    return (f" (on the shipped series {b['vs_n_steps']} steps give rule_acc +{100 * b['rule_acc']:.1f} and "
+            f"mem_ratio +{100 * b['mem_ratio']:.1f} points; docs/definitions.md)")
+
+
 def _clock_rows(ds):
     yield f"{'step':>8s}" + "".join(f"{h:>11s}" for _, h in CLOCK_COLUMNS)
     for i in range(ds.sizes["step"]):
@@ -69,6 +77,8 @@ def clocks(series, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_
     s = load_series(series)
     dev = resolve_device(device)
     click.echo(f"clocks of {s.path} ({s.kind}, {len(s.steps)} checkpoints), {n_samples} samples, seed {seed}, on {dev}")
+    if s.kind == "dit":
+        click.echo(f"sampler: Heun PF-ODE, {n_steps} steps" + _sampler_bias(n_steps))
     ds = run_clocks(s, n_samples=n_samples, seed=seed, n_steps=n_steps, device=dev, steps=parse_steps(steps),
                     out=out, overwrite=overwrite, chunk_size=chunk_size)
     for line in _clock_rows(ds):
