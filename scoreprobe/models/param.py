@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.models.edm import EDMDenoiser
+from scoreprobe.models.edm import EDMDenoiser, ImageDenoiser
 from scoreprobe.models.schedules import VPSchedule
 
 PARAMETERIZATIONS = ("edm", "ddpm_eps", "v", "x0")
@@ -37,7 +37,7 @@ def check_parameterization(name):
     return name
 
 
-class VPDenoiser(nn.Module):
+class VPDenoiser(ImageDenoiser):
     """Denoiser around a network trained on a discrete VP schedule (DDPM ε, v or x0 prediction).
 
     net:         module mapping (x_t (B, C, H, W), t (B,)[, y (B,)]) -> (B, C_out, H, W); the first C
@@ -51,46 +51,30 @@ class VPDenoiser(nn.Module):
     sigma_data = None
 
     def __init__(self, net, image_shape, prediction, schedule=None, label=None):
-        super().__init__()
         if prediction not in VP_PARAMETERIZATIONS:
             raise ConfigError(f"VPDenoiser takes one of {VP_PARAMETERIZATIONS}, got {prediction!r}")
-        self.net = net
-        self.image_shape = tuple(int(s) for s in image_shape)
-        self.dim = math.prod(self.image_shape)
+        super().__init__(net, image_shape, label)
         self.parameterization = prediction
         self.schedule = schedule if schedule is not None else VPSchedule()
-        self.label = None if label is None else int(label)
-        self.info = {}
 
     def extra_repr(self):
-        parts = [f"parameterization={self.parameterization}", f"schedule={self.schedule.describe()}"]
-        if self.label is not None:
-            parts.append(f"label={self.label}")
-        return ", ".join(parts + [f"{k}={v}" for k, v in self.info.items()])
+        return self._describe([f"parameterization={self.parameterization}",
+                               f"schedule={self.schedule.describe()}"])
 
     def forward(self, x, sigma):
         """x: (B, D) float, sigma: (B,) or scalar -> (B, D) in x's dtype."""
-        if x.ndim != 2 or x.shape[1] != self.dim:
-            raise ValueError(f"expected x of shape (B, {self.dim}), got {tuple(x.shape)}")
-        B, dtype, x32 = x.shape[0], x.dtype, x.float()
-        sigma = torch.as_tensor(sigma, dtype=torch.float32, device=x.device).reshape(-1)
-        sigma = sigma.expand(B) if sigma.numel() == 1 else sigma
-        s = sigma[:, None]                                               # (B, 1)
+        x32, sigma = self._inputs(x, sigma)                              # (B, D), (B,)
+        B, s = x.shape[0], sigma[:, None]                                # s: (B, 1)
         sqrt_ab = 1 / (1 + s ** 2).sqrt()                                # √ᾱ, (B, 1)
         x_t = (sqrt_ab * x32).view(B, *self.image_shape)                 # (B, C, H, W)
-        t = self.schedule.t_of_sigma(sigma)                              # (B,)
-        if self.label is None:
-            out = self.net(x_t, t)
-        else:
-            out = self.net(x_t, t, torch.full((B,), self.label, dtype=torch.long, device=x.device))
-        out = out[:, :self.image_shape[0]].reshape(B, -1)               # (B, D)
+        out = self._net(x_t, self.schedule.t_of_sigma(sigma)).reshape(B, -1)   # (B, D)
         if self.parameterization == "ddpm_eps":
             D = x32 - s * out
         elif self.parameterization == "v":
             D = sqrt_ab ** 2 * x32 - s * sqrt_ab * out
         else:
             D = out
-        return D.to(dtype)                                               # (B, D)
+        return D.to(x.dtype)                                             # (B, D)
 
 
 def make_denoiser(net, image_shape, parameterization, *, sigma_data=None, time_scale=1.0, schedule=None,
