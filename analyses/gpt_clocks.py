@@ -109,7 +109,9 @@ def figure(sets, path):
             ax.plot(x, curves["rule_acc"], "-o", ms=3, color=color, label=f"{name} rule_acc")
             ax.plot(x, curves["mem_ratio"], "--s", ms=3, color=color, label=f"{name} mem_ratio")
     for ax, label in ((ax1, "training step"), (ax2, "views per training image")):
-        ax.set(xscale="symlog", xlabel=label, ylabel="fraction of samples", ylim=(-0.02, 1.02))
+        first = min(x for line in ax.lines for x in line.get_xdata() if x > 0)   # log above it, linear to 0
+        ax.set_xscale("symlog", linthresh=first, linscale=0.3)
+        ax.set(xlabel=label, ylabel="fraction of samples", ylim=(-0.02, 1.02))
         ax.axhline(0.9, color="grey", lw=0.5)
         ax.axhline(0.1, color="grey", lw=0.5)
         ax.legend(fontsize=7)

@@ -31,7 +31,8 @@ def main():
     rows = [{"step": int(s), **{c: float(ds[c].sel(step=s)) for c in COLUMNS}} for s in ds.step.values]
     inside = [r for r in rows if r["mem_ratio"] < 0.1]
     window = max(inside, key=lambda r: r["rule_acc"])["step"] if inside else None
-    taus = {k: v for k, v in ds.attrs.items() if k not in ("scoreprobe_config", "history")}
+    taus = {k: v for k, v in ds.attrs.items()
+            if not k.startswith("scoreprobe_") and k not in ("history", "Conventions")}
     third = sp.taus(ds.isel(step=slice(None, None, 3)))
     out = {"n_samples": args.n_samples, "seed": 0, "n_steps": DEFAULT_N_STEPS, "window_step": window,
            "taus": taus, "taus_every_third": third, "table": rows}

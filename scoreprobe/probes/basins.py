@@ -139,8 +139,8 @@ def _basin_dataset(m, plane, sigma_starts, u, v):
 def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule, check_convergence):
     """The store identity of a basins run (`check_convergence` is recorded only when True)."""
     config = {"probe": "basins", "definitions": DEFINITIONS_VERSION, "plane": plane.spec(),
-              "sigma_start": sigma_starts.tolist(), "res": int(res), "n_steps": int(n_steps), "margin": float(margin), "solver": solver,
-              "dtype": str(dtype).replace("torch.", ""), "rule": rule.spec()}
+              "sigma_start": sigma_starts.tolist(), "res": int(res), "n_steps": int(n_steps),
+              "margin": float(margin), "solver": solver, "dtype": str(dtype).replace("torch.", ""), "rule": rule.spec()}
     if check_convergence:
         config["check_convergence"] = True
     return config
@@ -305,8 +305,8 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
         split_, item = _split_of(points, dataset)
     split_ = np.asarray(split if split is not None else split_, dtype=str)
     config = {"probe": "retention", "definitions": DEFINITIONS_VERSION, "sigmas": sigmas.tolist(),
-              "n_noise": int(n_noise), "seed": int(seed), "n_steps": int(n_steps), "solver": solver, "dtype": str(dtype).replace("torch.", ""),
-              "points": ["".join("1" if x > 0 else "0" for x in p) for p in points], "rule": rule.spec()}
+              "n_noise": int(n_noise), "seed": int(seed), "n_steps": int(n_steps), "solver": solver,
+              "dtype": str(dtype).replace("torch.", ""), "points": ["".join("1" if x > 0 else "0" for x in p) for p in points], "rule": rule.spec()}
 
     def probe(D):
         r = retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, solver,
