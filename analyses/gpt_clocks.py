@@ -9,7 +9,7 @@ measured them with the same function (`checkpoints/parity-default/clocks.json`),
   analyses/results/gpt_clocks.json  the same, machine-readable
   analyses/results/gpt_clocks.png   rule accuracy and memorization vs step, and vs views per image
 
-    python analyses/gpt_clocks.py   # ≈ 25 min on one core; run checkpoints/measure.py first
+    python analyses/gpt_clocks.py   # ≈ 15 min on one core; run checkpoints/measure.py first
 
 Definitions: docs/definitions.md. The run goes to runs/gpt-parity-default (resumable).
 """

@@ -9,7 +9,7 @@ docs/definitions.md) and writes
                                       the power law τ_mem = a·N^b with its CI
   <results>/two_clocks_<preset>.json  the same numbers, machine-readable
   <results>/two_clocks_<preset>.png   τ vs G (fixed N) and vs N (fixed G), with CIs and the fit
-  <out>/clocks_<run>.png              rule accuracy / memorization and endpoint states per run
+  <results>/two_clocks_<preset>_<run>.png   rule accuracy / memorization and endpoint states per run
   <out>/<run>/                        run directories (resumable: reruns skip finished training and clocks)
 
 Each run trains `views`·N/batch steps (memorization tracks views per image; checkpoints/README.md).
@@ -142,7 +142,7 @@ def measure_run(args, run_dir, name, G, N, train_s):
     kw = {} if args.n_steps is None else {"n_steps": args.n_steps}
     ds = clocks(load_series(run_dir), n_samples=args.n_samples, device=args.device, out=run_dir / "clocks.zarr",
                 progress=False, **kw)
-    save_run_figure(ds, Path(args.out) / f"clocks_{name}.png", title=f"G={G}, N={N}")
+    save_run_figure(ds, Path(args.results) / f"two_clocks_{args.preset}_{name}.png", title=f"G={G}, N={N}")
     a = ds.attrs
     keys = ("tau_rule", "tau_rule_ci", "tau_novel", "tau_novel_ci", "tau_mem", "tau_mem_ci", "window_open",
             "window_intervals", "window_log10_width", "window_log10_width_ci", "window_hi_censored",
@@ -218,7 +218,10 @@ def g_ratio(rows, args):
         if _finite([hi], "tau_rule"):
             r = hi["tau_rule"] / lo["tau_rule"]
             se = math.hypot(_log_se(lo, "tau_rule"), _log_se(hi, "tau_rule"))
-            out[key] = {"ratio": r, "ci": [r * math.exp(-1.96 * se), r * math.exp(1.96 * se)]}
+            if math.isfinite(se):
+                out[key] = {"ratio": r, "ci": [r * math.exp(-1.96 * se), r * math.exp(1.96 * se)]}
+            else:  # an open CI (not reached in some resamples): the conservative lower bound only
+                out[key] = {"ratio": r, "ci": [hi["tau_rule_ci"][0] / lo["tau_rule_ci"][1], math.inf]}
         else:
             ext = hi.get("tau_rule_extrapolated")
             out[key] = {"ratio_above": hi["steps"] / lo["tau_rule"],
@@ -288,7 +291,8 @@ def _ratio_lines(ratios, args):
     lines = [f"## τ_rule vs G (N = {args.N_fixed})", ""]
     for key, v in ratios.items():
         if "ratio" in v:
-            lines.append(f"- τ_rule {key} = {v['ratio']:.1f}× [95% CI {v['ci'][0]:.1f}, {v['ci'][1]:.1f}]")
+            upper = f"{v['ci'][1]:.1f}" if math.isfinite(v["ci"][1]) else "unbounded: G + 1 is not reached in some resamples"
+            lines.append(f"- τ_rule {key} = {v['ratio']:.1f}× [95% CI {v['ci'][0]:.1f}, {upper}]")
         else:
             ext = "" if v["extrapolated"] is None else (
                 f"; extrapolating the logit of rule_acc linearly in log step: {v['extrapolated']:.0f}× "
@@ -312,14 +316,17 @@ def _fit_lines(f, args):
 def scaling_figure(rows, fit, args, path):
     fig, (ax1, ax2) = _new_figure((10, 4), 2)
     for ax, sel, x in ((ax1, lambda r: r["N"] == args.N_fixed, "G"), (ax2, lambda r: r["G"] == args.G_fixed, "N")):
-        for key, color in (("tau_rule", "#2ca02c"), ("tau_novel", "#9467bd"), ("tau_mem", "#ff9f1c")):
+        for key, color, fmt, shift in (("tau_rule", "#2ca02c", "o", 0.97), ("tau_novel", "#9467bd", "D", 1.03),
+                                       ("tau_mem", "#ff9f1c", "s", 1.0)):   # shift: τ_rule ≈ τ_novel side by side
             pts = _finite([r for r in rows if sel(r)], key)
             if not pts:
                 continue
             ci = np.array([[r[key] - (r[key + "_ci"][0] or r[key]), ((r[key + "_ci"][1] or np.inf) - r[key])]
                            for r in pts]).T
-            ax.errorbar([r[x] for r in pts], [r[key] for r in pts], yerr=np.minimum(ci, 10 * np.array(
-                [r[key] for r in pts])), fmt="o", color=color, capsize=3, label=key.replace("tau_", "τ_"))
+            xs = [r[x] * shift if x == "N" else r[x] + (shift - 1) * 2 for r in pts]
+            ax.errorbar(xs, [r[key] for r in pts], yerr=np.minimum(ci, 10 * np.array([r[key] for r in pts])),
+                        fmt=fmt, mfc="none" if key == "tau_novel" else color, color=color, capsize=3,
+                        label=key.replace("tau_", "τ_"))
     if "error" not in fit:
         xs = np.geomspace(min(args.Ns), max(args.Ns), 50)
         ax2.plot(xs, fit["a"] * xs ** fit["b"], "-", color="#ff9f1c", lw=1, label=f"{fit['a']:.3g}·N^{fit['b']:.2f}")
@@ -373,7 +380,7 @@ def write_results(rows, args):
     stem.with_suffix(".json").write_text(json.dumps(report, indent=1))  # strict JSON: NaN, inf -> null
     scaling_figure(rows, fit, args, stem.with_suffix(".png"))
     print(stem.with_suffix(".md").read_text())
-    print(f"wrote {stem}.md, .json, .png and {args.out}/clocks_<run>.png")
+    print(f"wrote {stem}.md, .json, .png and {stem}_<run>.png")
 
 
 if __name__ == "__main__":

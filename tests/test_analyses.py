@@ -19,7 +19,7 @@ def test_two_clocks_smoke(tmp_path, capsys):
     assert runs == {"g2-n8", "g3-n8", "g2-n16"}
     for r in report["runs"]:
         assert {"tau_rule", "tau_rule_ci", "tau_mem_ci", "window_intervals", "under_resolved"} <= set(r)
-        assert (tmp_path / f"clocks_{r['run']}.png").stat().st_size > 0
+        assert (tmp_path / f"two_clocks_smoke_{r['run']}.png").stat().st_size > 0
     assert (tmp_path / "two_clocks_smoke.png").stat().st_size > 0
     assert "| g3-n8 | 3 | 8 |" in capsys.readouterr().out
     two_clocks.main(["--smoke", "--out", str(tmp_path)])  # rerun: training and clocks are reused
