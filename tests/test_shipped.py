@@ -67,7 +67,8 @@ def test_clocks_of_shipped_series_show_both_clocks(series):
     ds = sp.clocks(series, n_samples=1000, seed=0)
     a = ds.attrs
     assert a["window_open"] and a["tau_rule"] < a["tau_mem"] and float(ds.mem_ratio[-1]) >= 0.5
-    assert np.isfinite(a["tau_novel"]) and a["tau_novel"] >= a["tau_rule"]
+    # copies are rare before τ_rule, so the rule clock that copying cannot advance agrees with it
+    assert a["tau_rule_ci"][0] <= a["tau_novel"] <= a["tau_rule_ci"][1]
     third = sp.taus(ds.isel(step=slice(None, None, 3)), warn=False)
     for key in ("tau_rule", "tau_mem", "window_lo"):
         assert a[key + "_ci"][0] <= third[key] <= a[key + "_ci"][1], (key, a[key + "_ci"], third[key])
