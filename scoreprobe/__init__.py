@@ -14,20 +14,46 @@ if "torch" not in _sys.modules:
 
 _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
-from scoreprobe.errors import CheckpointError, ConfigError, DataError, ScoreprobeError, StoreError  # noqa: E402,F401
-from scoreprobe.rules import ExactK, LatinSquare, Parity, RowK, Sudoku, rule_from_spec  # noqa: E402,F401
-from scoreprobe.data import BitIndex, Dataset, load_dataset, make_dataset, to_bits, to_signed  # noqa: E402,F401
-from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser  # noqa: E402,F401
-from scoreprobe.ode import edm_sigmas, integrate, randn_per_sample, sample  # noqa: E402,F401
-from scoreprobe.probes.dsm import dsm_by_sigma, dsm_summary  # noqa: E402,F401
-from scoreprobe.store import open_store, written_steps  # noqa: E402,F401
-from scoreprobe.sweep import sweep  # noqa: E402,F401
-from scoreprobe.probes.clocks import clocks, fit_power_law, taus  # noqa: E402,F401
-from scoreprobe.slices import Plane, auto_plane, classify, plane_from_spec  # noqa: E402,F401
-from scoreprobe.probes.field import score_field  # noqa: E402,F401
-from scoreprobe.probes.basins import basins, retention  # noqa: E402,F401
-from scoreprobe.viz import animate_basins, plot_basins, plot_dsm, plot_dsm_gap, plot_field, plot_retention  # noqa: E402,F401
-from scoreprobe.viz import plot_clocks, plot_states  # noqa: E402,F401
-from scoreprobe.checkpoints import CheckpointSeries, load_checkpoint, load_series, series_from_files  # noqa: E402,F401
-
+# The public API: name -> module that defines it. Imported on first use (PEP 562), so that
+# `import scoreprobe` and the CLI's start-up (`scoreprobe --help`) do not pay for torch, scipy and
+# xarray until a name that needs them is touched.
+_API = {
+    "scoreprobe.errors": "CheckpointError ConfigError DataError ScoreprobeError StoreError ScoreprobeWarning "
+                         "NonFiniteWarning ResolutionWarning",
+    "scoreprobe.rules": "ExactK LatinSquare Parity RowK Sudoku rule_from_spec",
+    "scoreprobe.data": "BitIndex Dataset load_dataset make_dataset to_bits to_signed",
+    "scoreprobe.oracles": "EmpiricalDenoiser RuleDenoiser",
+    "scoreprobe.ode": "edm_sigmas integrate randn_per_sample sample",
+    "scoreprobe.probes.dsm": "dsm_by_sigma dsm_summary",
+    "scoreprobe.store": "open_store written_steps",
+    "scoreprobe.sweep": "sweep",
+    "scoreprobe.probes.clocks": "clocks",
+    "scoreprobe.probes.taus": "fit_power_law taus",
+    "scoreprobe.slices": "Plane auto_plane classify plane_from_spec",
+    "scoreprobe.probes.field": "score_field",
+    "scoreprobe.probes.basins": "basins retention",
+    "scoreprobe.viz": "animate_basins plot_basins plot_dsm plot_dsm_gap plot_field plot_retention plot_clocks "
+                      "plot_states",
+    "scoreprobe.checkpoints": "CheckpointSeries load_checkpoint load_series series_from_files",
+}
+_WHERE = {name: module for module, names in _API.items() for name in names.split()}
+__all__ = sorted(_WHERE)
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    import importlib
+    if name in _WHERE:
+        value = getattr(importlib.import_module(_WHERE[name]), name)
+        globals()[name] = value           # later lookups skip this function
+        return value
+    try:                                   # submodules: sp.data, sp.probes, ...
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"{__name__}.{name}":
+            raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_WHERE))
