@@ -21,14 +21,17 @@ import os
 import re
 from pathlib import Path
 
+import torch
+
 from scoreprobe.data import load_dataset
 from scoreprobe.errors import CheckpointError, ConfigError, ScoreprobeError, first_line
-from scoreprobe.models.build import build_model
+from scoreprobe.limits import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_STEP, check_int, json_depth
+from scoreprobe.models.build import build_model, check_arch, expected_shapes
 from scoreprobe.models.dit import dit_from_config
 from scoreprobe.models.foreign import check_overrides
 from scoreprobe.models.param import ModuleDenoiser, make_denoiser
 from scoreprobe.models.plan import n_parameters, plan_checkpoint
-from scoreprobe.models.weights import check_ema
+from scoreprobe.models.weights import check_ema, check_tensors
 from scoreprobe.rules import Rule, rule_from_spec
 from scoreprobe.train import RUN_FORMAT   # the format the trainer writes
 
@@ -62,17 +65,17 @@ def _build(plan, path, device):
     if "module" in plan:
         model = ModuleDenoiser(plan["module"], plan["arch"]["image_shape"], label=facts["label"])
     else:
+        arch, foreign = plan["arch"], plan["foreign"]
+        check_arch(plan["kind"], arch, where=f"{path}: architecture")
+        weights = check_tensors(plan["weights"], expected_shapes(plan["kind"], arch, foreign), path)
         try:
-            if plan["foreign"]:
-                arch = plan["arch"]
+            if foreign:
                 model = make_denoiser(dit_from_config(arch["net"]), arch["image_shape"], facts["parameterization"],
                                       sigma_data=arch.get("sigma_data"), time_scale=arch.get("time_scale", 1.0),
                                       schedule=facts["schedule"], label=facts["label"])
             else:
-                model = build_model(plan["kind"], plan["arch"])
-            target = model.net if plan["foreign"] else model
-            weights = {k: (v.float() if v.is_floating_point() else v) for k, v in plan["weights"].items()}
-            target.load_state_dict(weights, strict=True)
+                model = build_model(plan["kind"], arch)
+            (model.net if foreign else model).load_state_dict(weights, strict=True)
         except (RuntimeError, ValueError, TypeError, KeyError, ScoreprobeError) as e:
             msg = "; ".join(s.strip() for s in str(e).splitlines() if s.strip())
             raise CheckpointError(f"{path}: weights do not fit the architecture: {msg[:400]}") from None
@@ -102,8 +105,16 @@ def load_checkpoint(path, trust=False, *, ema="auto", device="cpu", **overrides)
     VPDenoiser (ddpm_eps / v / x0) or ModuleDenoiser (trusted EDM-style pickles) — each with
     `.parameterization`, `.sigma_data` (None when the model has none) and `.info`; or models.gpt.GPT.
     """
+    return _load(path, trust, ema, device, overrides)
+
+
+def _load(path, trust, ema, device, overrides, step=None):
+    """load_checkpoint; with `step`, CheckpointError when a scoreprobe file states another step."""
     check_overrides(overrides)
     plan = plan_checkpoint(path, trust, check_ema(ema), overrides)
+    if step is not None and not plan["foreign"] and plan["step"] != step:
+        raise CheckpointError(f"{path} states step {plan['step']}, but its file name says {step}; "
+                              "the run directory is inconsistent")
     return _build(plan, path, device)
 
 
@@ -173,20 +184,25 @@ class CheckpointSeries:
         if self.kind == "gpt":
             raise CheckpointError("this is a GPT series: it has no denoiser; use series.sampler(step)")
         ema = self._ema if ema == "auto" else ema
-        return load_checkpoint(self.checkpoint_path(step), self._trust, ema=ema, device=device,
-                               **self._overrides)
+        return _load(self.checkpoint_path(step), self._trust, ema, device, self._overrides, self._own_step(step))
 
     def sampler(self, step, device="cpu"):
         """GPT of `step` (EMA weights): `.sample(n, seed, temperature=1.0) -> uint8 (n, D)`."""
         if self.kind != "gpt":
             raise CheckpointError("sampler() is for GPT series; for DiT use sp.sample(series.denoiser(step), n, seed)")
-        return load_checkpoint(self.checkpoint_path(step), self._trust, device=device, **self._overrides)
+        return _load(self.checkpoint_path(step), self._trust, "auto", device, self._overrides, self._own_step(step))
+
+    def _own_step(self, step):
+        """The step a file of this series must state (run directories only), else None."""
+        return step if self.meta.get("format") == RUN_FORMAT else None
 
     def describe(self):
         """Facts for `scoreprobe info`: dict of plain values."""
         n_params = None
         if self.arch is not None:
-            n_params = sum(p.numel() for p in build_model(self.kind, self.arch).parameters() if p.requires_grad)
+            check_arch(self.kind, self.arch, where=f"{self.path}: architecture")
+            with torch.device("meta"):   # counts without allocating
+                n_params = sum(p.numel() for p in build_model(self.kind, self.arch).parameters() if p.requires_grad)
         planned = self.meta.get("checkpoint_steps")
         return {"path": str(self.path), "kind": self.kind, "rule": self.rule, "n_train": len(self.dataset.train),
                 "n_heldout": len(self.dataset.heldout), "image_shape": list(self.rule.image_shape),
@@ -204,19 +220,49 @@ def checkpoints_dir():
 
 
 def _read_run_json(path):
+    """The checked run.json of a run directory: size, depth, format, kind, arch, config.rule, checkpoint_steps."""
     meta_path = path / "run.json"
     if not meta_path.is_file():
         raise CheckpointError(f"{path} is not a run directory (no run.json)")
+    if meta_path.stat().st_size > MAX_JSON_BYTES:
+        raise CheckpointError(f"{meta_path} is larger than {MAX_JSON_BYTES} bytes (scoreprobe.limits.MAX_JSON_BYTES)")
     try:
         meta = json.loads(meta_path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise CheckpointError(f"{meta_path} is not readable JSON: {first_line(e)}") from None
+    if json_depth(meta) > MAX_JSON_DEPTH:
+        raise CheckpointError(f"{meta_path} is nested deeper than {MAX_JSON_DEPTH} levels (scoreprobe.limits)")
     if not isinstance(meta, dict) or meta.get("format") != RUN_FORMAT:
         raise CheckpointError(f"{meta_path} is not a {RUN_FORMAT} file")
     missing = [k for k in ("config", "kind", "arch") if k not in meta]
     if missing or not isinstance(meta["config"], dict) or "rule" not in meta["config"]:
         raise CheckpointError(f"{meta_path} is incomplete (missing {missing or ['config.rule']})")
+    check_arch(meta["kind"], meta["arch"], where=f"{meta_path}: arch")
+    planned = meta.get("checkpoint_steps")
+    if planned is not None:
+        if not isinstance(planned, list):
+            raise CheckpointError(f"{meta_path}: checkpoint_steps must be a list of steps")
+        for s in planned:
+            check_int(s, f"{meta_path}: a checkpoint step", 0, MAX_STEP, CheckpointError)
     return meta
+
+
+def _step_files(path):
+    """{step: file} of ckpt/step_*.pt; CheckpointError for huge steps or two files naming one step."""
+    files = {}
+    for p in sorted((path / "ckpt").glob("step_*.pt")):
+        m = _STEP_FILE.fullmatch(p.name)
+        if not m:
+            continue
+        if len(m.group(1)) > 13 or int(m.group(1)) > MAX_STEP:
+            raise CheckpointError(f"{p} names step {m.group(1)[:20]}{'...' if len(m.group(1)) > 20 else ''}, "
+                                  f"beyond the limit {MAX_STEP} (scoreprobe.limits.MAX_STEP)")
+        step = int(m.group(1))
+        if step in files:
+            raise CheckpointError(f"{files[step].name} and {p.name} both name step {step} in {path / 'ckpt'}; "
+                                  "remove one")
+        files[step] = p
+    return files
 
 
 def load_series(path=None):
@@ -238,10 +284,13 @@ def load_series(path=None):
     meta = _read_run_json(path)
     try:
         rule = rule_from_spec(meta["config"]["rule"])
+        if list(rule.image_shape) != list(meta["arch"]["image_shape"]):
+            raise CheckpointError(f"arch image_shape {meta['arch']['image_shape']} differs from the rule's "
+                                  f"{list(rule.image_shape)}")
         dataset = load_dataset(path / "dataset.npz", rule)
     except ScoreprobeError as e:
         raise CheckpointError(f"{path}: {e}") from None
-    files = {int(m.group(1)): p for p in (path / "ckpt").glob("step_*.pt") if (m := _STEP_FILE.fullmatch(p.name))}
+    files = _step_files(path)
     if not files:
         raise CheckpointError(f"{path} has no checkpoints yet (ckpt/step_*.pt)")
     return CheckpointSeries(path, files, dataset, config=meta["config"], kind=meta["kind"], arch=meta["arch"],
@@ -258,7 +307,7 @@ def series_from_files(files, steps, dataset, rule=None, **arch):
     trust = bool(arch.pop("trust", False))
     ema = check_ema(arch.pop("ema", "auto"))
     check_overrides(arch)
-    files, steps = [Path(f) for f in files], [int(s) for s in steps]
+    files, steps = [Path(f) for f in files], [check_int(s, "a step", 0, MAX_STEP) for s in steps]
     if len(files) != len(steps) or not files:
         raise ConfigError(f"need one step per file and at least one file, got {len(files)} files, {len(steps)} steps")
     if len(set(steps)) != len(steps):

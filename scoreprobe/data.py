@@ -9,6 +9,8 @@ import json
 import logging
 import math
 import os
+import zipfile
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -321,29 +323,35 @@ def load_dataset(path, rule=None):
     """Read a Dataset written by Dataset.save (or any npz with uint8 keys train, heldout).
 
     rule: the Rule the items must satisfy; None = the rule stored in the file. DataError when the
-    file is missing, keys are absent, widths differ, items are invalid, or the stored rule differs.
+    file is missing or not an npz, keys are absent, a header declares object arrays or more items
+    than limits.MAX_ITEMS / MAX_DATASET_BYTES (checked before loading), widths differ, items are
+    invalid or duplicated, train and held-out overlap, or the stored rule differs.
     """
-    if not os.path.exists(path):
-        raise DataError(f"no dataset file at {path}")
-    with np.load(path, allow_pickle=False) as z:
-        missing = {"train", "heldout"} - set(z.files)
-        if missing:
-            raise DataError(f"{path} lacks the keys {sorted(missing)} (found {z.files})")
-        stored = rule_from_spec(str(z["rule"])) if "rule" in z.files else None
-        seed = int(z["seed"]) if "seed" in z.files else -1
-        train, heldout = z["train"], z["heldout"]
+    if not os.path.isfile(path):
+        raise DataError(f"no dataset file at {path}" + (" (it is a directory)" if os.path.isdir(path) else ""))
+    from scoreprobe.datafile import check_bit_headers, check_distinct, npz_headers, stored_rule
+    headers = npz_headers(path, DataError)
+    stored = stored_rule(path, headers)
     if rule is None:
         if stored is None:
             raise DataError(f"{path} stores no rule; pass rule=")
         rule = stored
     elif stored is not None and stored != rule:
         raise DataError(f"{path} was made for {stored!r}, not {rule!r}")
+    check_bit_headers(path, headers, rule.n_bits)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            seed = int(z["seed"]) if "seed" in z.files else -1
+            train, heldout = z["train"], z["heldout"]
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise DataError(f"{path} is not a readable dataset (corrupt?): {type(e).__name__}: {' '.join(str(e).split())[:120]}") from None
     train = check_bits(train, rule.n_bits, "train")
     heldout = check_bits(heldout, rule.n_bits, "heldout")
     for name, bits in (("train", train), ("heldout", heldout)):
         bad = np.flatnonzero(~rule.is_valid(bits))
         if bad.size:
             raise DataError(f"{path}: {bad.size} {name} items are not valid under {rule!r} (first: {bad[0]})")
+    check_distinct(path, train, heldout)
     return Dataset(train, heldout, rule, None if seed < 0 else seed)
 
 

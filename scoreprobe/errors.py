@@ -34,6 +34,10 @@ class ResolutionWarning(ScoreprobeWarning):
     """Checkpoints are too sparse (or a series too short) to place a clock's crossing precisely."""
 
 
+class StoreDamageWarning(ScoreprobeWarning):
+    """A store's data no longer match their checksums (deleted or overwritten chunk files)."""
+
+
 def first_line(e):
     """'Type: first sentence' of an exception, at most ~200 characters."""
     text = str(e).strip()

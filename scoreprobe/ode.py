@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.errors import ConfigError, DataError
+from scoreprobe.limits import warn_nonfinite_rows
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ def integrate(D, x0, sigma_start, n_steps=DEFAULT_N_STEPS, solver="heun", chunk_
     The steps are `edm_sigmas(n_steps, min(sigma_min, sigma_start), sigma_start, rho)`, i.e.
     the EDM schedule restricted to [σ_min, σ_start], then a last (Euler) step to σ = 0.
     Non-finite values returned by D are not an error: they propagate to the endpoints, which
-    the endpoint classification later labels `invalid`.
+    the endpoint classification later labels `invalid`; a NonFiniteWarning gives their count.
 
     Parameters
     ----------
@@ -183,6 +184,7 @@ def integrate(D, x0, sigma_start, n_steps=DEFAULT_N_STEPS, solver="heun", chunk_
         x = torch.cat([_step(D, x[r], sigma, sigma_next, solver) for r in rows])  # (B, D)
         if callback is not None:
             callback(i + 1, sigma_next, x)
+    warn_nonfinite_rows(x, "PF-ODE endpoints", "they propagate as NaN and are classified `invalid`")
     return x
 
 
@@ -204,7 +206,10 @@ def resolve_device(device=None, D=None):
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device is not None:
-        device = torch.device(device)
+        try:
+            device = torch.device(device)
+        except (RuntimeError, TypeError, ValueError):
+            raise ConfigError(f"unknown device {device!r}; use cpu, cuda, cuda:N or auto") from None
         if device.type == "cuda" and not torch.cuda.is_available():
             raise ConfigError(f"device {device} asked for, but CUDA is not available here; use cpu")
         return device

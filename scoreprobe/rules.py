@@ -20,6 +20,7 @@ import numbers
 import numpy as np
 
 from scoreprobe.errors import ConfigError, DataError
+from scoreprobe.limits import MAX_BITS
 
 ENUMERATE_LIMIT = 2**20  # enumerate() refuses valid sets larger than this (memory: n_valid * D bytes)
 
@@ -63,7 +64,7 @@ def check_bits(bits, n_bits, name="bits"):
 def _int(value, name, lo, hi=None):
     """A python int in [lo, hi]; ConfigError otherwise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ConfigError(f"{name} must be an integer, got {value!r}")
+        raise ConfigError(f"{name} must be an integer, got {str(value)[:60]}")
     value = int(value)
     if value < lo or (hi is not None and value > hi):
         raise ConfigError(f"{name}={value} is out of range [{lo}, {'inf' if hi is None else hi}]")
@@ -71,12 +72,16 @@ def _int(value, name, lo, hi=None):
 
 
 def _shape(shape):
-    """(H, W) of positive ints; ConfigError otherwise."""
+    """(H, W) of positive ints with H*W <= limits.MAX_BITS; ConfigError otherwise."""
     try:
         h, w = shape
     except (TypeError, ValueError):
-        raise ConfigError(f"shape must be (rows, cols), got {shape!r}") from None
-    return _int(h, "shape[0]", 1), _int(w, "shape[1]", 1)
+        raise ConfigError(f"shape must be (rows, cols), got {str(shape)[:60]}") from None
+    h, w = _int(h, "shape[0]", 1, MAX_BITS), _int(w, "shape[1]", 1, MAX_BITS)
+    if h * w > MAX_BITS:
+        raise ConfigError(f"shape {h}x{w} has {h * w} pixels, more than the limit {MAX_BITS} "
+                          "(scoreprobe.limits.MAX_BITS)")
+    return h, w
 
 
 class Rule:
@@ -139,7 +144,7 @@ class Parity(Rule):
                               f"image; choose one of {divisors}")
         if layout not in LAYOUTS:
             raise ConfigError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
-        self.layout, self.seed = layout, _int(seed, "seed", 0)
+        self.layout, self.seed = layout, _int(seed, "seed", 0, 2**63 - 1)
         self.image_shape = (1, *self.shape)
         self.n_groups = d // self.G
         order = {"contiguous": lambda: np.arange(d), "offset": lambda: np.roll(np.arange(d), -1),
@@ -373,15 +378,15 @@ def rule_from_spec(spec):
     if isinstance(spec, str):
         try:
             spec = json.loads(spec)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"rule spec is not valid JSON: {e}") from None
+        except (json.JSONDecodeError, RecursionError) as e:
+            raise ConfigError(f"rule spec is not valid JSON: {str(e)[:100]}") from None
     if not isinstance(spec, dict) or spec.get("name") not in RULES:
-        raise ConfigError(f"rule spec needs a 'name' among {sorted(RULES)}, got {spec!r}")
+        raise ConfigError(f"rule spec needs a 'name' among {sorted(RULES)}, got {str(spec)[:100]}")
     kwargs = {k: v for k, v in spec.items() if k != "name"}
     try:
         return RULES[spec["name"]](**kwargs)
     except TypeError as e:
-        raise ConfigError(f"bad arguments in rule spec {spec!r}: {e}") from None
+        raise ConfigError(f"bad arguments in rule spec {str(spec)[:100]}: {e}") from None
 
 
 def grids_to_bits(grids, n):

@@ -14,6 +14,7 @@ import torch
 
 from scoreprobe.data import STATE_CODES, to_bits
 from scoreprobe.errors import ConfigError, DataError
+from scoreprobe.limits import check_grid
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ class Plane:
         return lo[0] - pad, hi[0] + pad, lo[1] - pad, hi[1] + pad
 
     def grid(self, res, margin=0.5):
-        """A res x res grid on the plane.
+        """A res x res grid on the plane (ConfigError beyond limits.MAX_GRID_RES or MAX_GRID_BYTES).
 
         Returns
         -------
@@ -107,9 +108,7 @@ class Plane:
         u : (res,) float64 coordinates along e_u.
         v : (res,) float64 coordinates along e_v.
         """
-        res = int(res)
-        if res < 2:
-            raise ConfigError(f"grid resolution must be >= 2, got {res}")
+        res = check_grid(res, self.dim)   # limits.MAX_GRID_RES and MAX_GRID_BYTES
         u_lo, u_hi, v_lo, v_hi = self.extent(margin)
         u = _symmetric_linspace(u_lo, u_hi, res)
         v = _symmetric_linspace(v_lo, v_hi, res)
@@ -173,8 +172,12 @@ def plane_from_spec(spec, dataset, rule, seed=0):
     parts = {}
     for item in spec.split(","):
         kind, _, num = item.strip().partition(":")
-        if kind not in PLANE_KINDS or not num.strip().lstrip("-").isdigit():
-            raise ConfigError(f"bad plane spec {spec!r}: use 'auto' or 'train:I,heldout:J,violating:K'")
+        num = num.strip()
+        if kind not in PLANE_KINDS or not (num.lstrip("-").isascii() and num.lstrip("-").isdigit()) or len(num) > 18:
+            raise ConfigError(f"bad plane spec {spec[:80]!r}: use 'auto' or 'train:I,heldout:J,violating:K'")
+        if kind in parts:
+            raise ConfigError(f"plane spec {spec[:80]!r} names {kind} twice; name train, heldout and violating "
+                              "once each")
         parts[kind] = int(num)
     if set(parts) != set(PLANE_KINDS):
         raise ConfigError(f"plane spec {spec!r} must name train, heldout and violating once each")

@@ -2,14 +2,19 @@
 
 A store holds one analysis of one series: every variable that depends on the training step has
 `step` as its first dimension and is chunked one step per chunk, so each append writes exactly
-one chunk per variable. Arrays are written from numpy (no dask), `consolidated=False`, floats
-with an explicit `_FillValue` of NaN.
+one chunk per variable. Arrays are written from numpy (no dask), floats with an explicit
+`_FillValue` of NaN.
 
-Crash safety. xarray appends variable by variable, so a crash can leave some arrays one step
-longer than others. The global attribute `scoreprobe_steps_written` is a commit marker: it is
-raised only after every variable of a step is on disk. Readers see only the committed prefix,
-and `prepare_store` (called before every write) truncates any uncommitted tail, so a rerun
-continues exactly where the last complete step ended.
+Crash safety and readers (`storecommit`). Every append writes all arrays, then publishes the step
+by atomically rewriting the root metadata (consolidated metadata, the step count
+`scoreprobe_steps_written` and the commit record `scoreprobe_record`: steps and per-step, per-array
+checksums). Plain `xr.open_zarr` readers therefore only ever see complete steps, also while a
+writer runs or after it was killed; the next writer undoes any uncommitted tail. New and replacing
+stores are written beside `path` and renamed into place (`--overwrite` never removes the old store
+before the new one is complete). One writer per store (`storelock`). Damaged chunks are found by
+checksum (`storecheck`): `open_store` refuses them, a resumed write recomputes them with a warning.
+The writer itself is `scoreprobe.storewriter.StoreWriter`; the functions below are its helpers
+and the one-call API (`check_writable`, `prepare_store`, `append_step`, `update_attrs`).
 
 Identity. The JSON attribute `scoreprobe_config` records what was computed (probe, arguments,
 series). Writing with a different config to an existing store raises StoreError listing the
@@ -21,7 +26,7 @@ Attributes are kept strict JSON: NaN/inf global attributes are written as null a
 import datetime
 import json
 import logging
-import shutil
+import os
 import sys
 from pathlib import Path
 
@@ -29,13 +34,16 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from scoreprobe import storecheck, storecommit
 from scoreprobe.errors import StoreError
+from scoreprobe.storelock import holder
 
 logger = logging.getLogger(__name__)
 
 STEP_DIM = "step"
 COMMIT_ATTR = "scoreprobe_steps_written"
 CONFIG_ATTR = "scoreprobe_config"
+RECORD_ATTR = "scoreprobe_record"
 
 # ---------------------------------------------------------------------------------------------
 # Config and attributes
@@ -87,7 +95,13 @@ def config_diff(old, new):
     return sorted(k for k in set(a) | set(b) if a.get(k, "<missing>") != b.get(k, "<missing>"))
 
 
-def _history_line(command=None):
+def config_json(config):
+    """The config as stored in `scoreprobe_config` (sorted JSON)."""
+    return json.dumps(normalize_config(config), sort_keys=True)
+
+
+def history_line(command=None):
+    """'<UTC time> scoreprobe <version>: <command>' (default command: sys.argv)."""
     from scoreprobe import __version__
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     command = command if command is not None else " ".join([Path(sys.argv[0]).name] + sys.argv[1:])
@@ -95,20 +109,142 @@ def _history_line(command=None):
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading and repairing
+# Paths and what is at them
 # ---------------------------------------------------------------------------------------------
 
 
-def _is_store(path):
-    return (Path(path) / "zarr.json").is_file()
+def resolve_path(path):
+    """`path` as a Path, a symbolic link followed to its target; StoreError for a dangling link."""
+    p = Path(path)
+    if p.is_symlink():
+        if not p.exists():
+            raise StoreError(f"--out {p} is a symbolic link to {os.readlink(p)}, which does not exist; "
+                             "create its target or choose another --out")
+        p = Path(os.path.realpath(p))
+    return p
 
 
-def _open_group(path, mode="r"):
-    try:
-        return zarr.open_group(str(path), mode=mode, zarr_format=3)
-    except Exception as e:  # zarr raises several types for unreadable stores
-        raise StoreError(f"{path} is not a readable zarr format 3 store ({type(e).__name__}: {e}); "
-                         "choose another --out or pass --overwrite") from e
+def committed(root):
+    """Number of committed steps in a root metadata dict (0 without the marker)."""
+    n = (root.get("attributes") or {}).get(COMMIT_ATTR)
+    return int(n) if n is not None else 0
+
+
+def inspect(path, overwrite=False):
+    """What is at `path`: ('absent' | 'empty' | 'partial' | 'store', root metadata or None).
+
+    'empty' is an empty directory and 'partial' a scoreprobe store without committed steps (a
+    write killed before its first step): both are replaced by the next write. With `overwrite`,
+    a zarr store not written by scoreprobe counts as 'store' (it will be replaced). Raises
+    StoreError for a file, a directory that is not a zarr store, or a foreign store."""
+    path = Path(path)
+    if not path.exists():
+        return "absent", None
+    if not path.is_dir():
+        raise StoreError(f"{path} is a file, not a zarr store; choose another --out")
+    if not (path / "zarr.json").is_file():
+        if not any(path.iterdir()):
+            return "empty", None
+        raise StoreError(f"{path} exists and is not a zarr store (refusing to replace it); choose another --out")
+    root = storecommit.read_json(path / "zarr.json")
+    attrs = root.get("attributes") or {}
+    if CONFIG_ATTR not in attrs:
+        if overwrite:
+            return "store", root
+        if root.get("node_type") != "group" or any(True for _ in storecommit.disk_metas(path)):
+            raise StoreError(f"{path} is a zarr store not written by scoreprobe; choose another --out "
+                             "or pass --overwrite")
+        return "partial", root
+    return ("store" if committed(root) > 0 else "partial"), root
+
+
+def _root(path):
+    path = resolve_path(path)
+    return path, (storecommit.read_json(path / "zarr.json") if (path / "zarr.json").is_file() else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading and checking
+# ---------------------------------------------------------------------------------------------
+
+
+def written_steps(path):
+    """Training steps committed to the store at `path`, in write order ([] when there is none)."""
+    path, root = _root(path)
+    if root is None or committed(root) == 0:
+        return []
+    record = (root.get("attributes") or {}).get(RECORD_ATTR)
+    if record and record.get("steps") is not None:
+        return [int(s) for s in record["steps"]]
+    group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)
+    return [int(s) for s in np.asarray(group[STEP_DIM][:committed(root)])] if STEP_DIM in group else []
+
+
+def stored_config(path):
+    """The `scoreprobe_config` of the store at `path` as a dict (None when absent)."""
+    _, root = _root(path)
+    raw = (root or {}).get("attributes", {}).get(CONFIG_ATTR)
+    return json.loads(raw) if raw is not None else None
+
+
+def check_config(path, root, config):
+    """StoreError when the store's config differs from `config` (naming the differing keys)."""
+    old = json.loads((root.get("attributes") or {}).get(CONFIG_ATTR) or "{}")
+    diff = config_diff(old, config)
+    if diff:
+        probes = (old.get("probe"), (config or {}).get("probe"))
+        what = (f"{probes[0]}, not {probes[1]}" if "probe" in diff and all(probes)
+                else f"config keys differ: {', '.join(diff)}")
+        raise StoreError(f"store {path} holds a different analysis ({what}); "
+                         "write to another --out or pass --overwrite to replace it")
+
+
+def verify(path):
+    """{index: [arrays]} of committed steps whose chunks fail their checksums (steps written
+    before checksums are not checked). StoreError when step-free data (coordinates) are damaged."""
+    path, root = _root(path)
+    record = (root or {}).get("attributes", {}).get(RECORD_ATTR)
+    if not record:
+        return {}
+    metas = storecommit.committed_metas(path, root)
+    bad_static = storecheck.damaged_static(path, record.get("static"))
+    if bad_static:
+        raise StoreError(f"store {path} has damaged step-independent data ({', '.join(bad_static)}); "
+                         "rerun the command that wrote it with --overwrite")
+    step_arrays = [n for n, m in metas.items() if storecommit.step_axis(m) == 0]
+    return storecheck.damaged_steps(path, metas, step_arrays, record.get("digests") or [])
+
+
+def open_store(path):
+    """Open a store as an `xarray.Dataset` of lazily loaded numpy arrays (no dask), committed steps only.
+
+    Steps are sorted ascending. Raises StoreError when `path` holds no store, when checksums show
+    damaged data (rerunning the command that wrote it recomputes them) or when a store written
+    before commit records has an interrupted write.
+    """
+    path, root = _root(path)
+    if root is None:
+        raise StoreError(f"no zarr store at {path}; run the analysis with --out {path} first")
+    bad = verify(path)
+    if bad:
+        steps = written_steps(path)
+        raise StoreError(f"store {path} has damaged data at steps {sorted(steps[i] for i in bad)}; "
+                         "rerun the command that wrote it to recompute them")
+    consolidated = (root.get("consolidated_metadata") or {}).get("metadata") is not None
+    n = committed(root)
+    if not consolidated:
+        group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)
+        lengths = _step_lengths(group)
+        if len(set(lengths.values())) > 1:
+            raise StoreError(f"store {path} has an interrupted write (lengths along step: {lengths}); "
+                             "rerun the command that wrote it to repair it")
+    ds = xr.open_zarr(str(path), chunks=None, consolidated=consolidated, zarr_format=3)
+    ds.attrs = {k: (float("nan") if v is None else v) for k, v in ds.attrs.items() if k != RECORD_ATTR}
+    if STEP_DIM in ds.dims:
+        ds = ds.isel(step=slice(0, n))
+        if n > 1 and not ds.indexes[STEP_DIM].is_monotonic_increasing:
+            ds = ds.sortby(STEP_DIM)
+    return ds
 
 
 def _step_lengths(group):
@@ -121,61 +257,8 @@ def _step_lengths(group):
     return out
 
 
-def _committed(group):
-    """Number of committed steps (0 when the marker is missing, e.g. a crashed first write)."""
-    n = group.attrs.get(COMMIT_ATTR)
-    return int(n) if n is not None else 0
-
-
-def written_steps(path):
-    """Training steps already committed to the store at `path` ([] when there is no store).
-
-    Returns
-    -------
-    list of int, in the order they were written.
-    """
-    if not _is_store(path):
-        return []
-    group = _open_group(path)
-    n = _committed(group)
-    if n == 0 or STEP_DIM not in group:
-        return []
-    return [int(s) for s in np.asarray(group[STEP_DIM][:n])]
-
-
-def stored_config(path):
-    """The `scoreprobe_config` of the store at `path` as a dict (None when absent)."""
-    if not _is_store(path):
-        return None
-    raw = _open_group(path).attrs.get(CONFIG_ATTR)
-    return json.loads(raw) if raw is not None else None
-
-
-def open_store(path):
-    """Open a store as an `xarray.Dataset` of lazily loaded numpy arrays (no dask), committed steps only.
-
-    Steps are sorted ascending. Raises StoreError when `path` holds no store or when an
-    interrupted write left it inconsistent (rerunning the command that wrote it repairs it).
-    """
-    if not _is_store(path):
-        raise StoreError(f"no zarr store at {path}; run the analysis with --out {path} first")
-    group = _open_group(path)
-    n = _committed(group)
-    lengths = _step_lengths(group)
-    if len(set(lengths.values())) > 1:
-        raise StoreError(f"store {path} has an interrupted write (lengths along step: {lengths}); "
-                         "rerun the command that wrote it to repair it")
-    ds = xr.open_zarr(str(path), chunks=None, consolidated=False, zarr_format=3)
-    ds.attrs = {k: (float("nan") if v is None else v) for k, v in ds.attrs.items()}
-    if STEP_DIM in ds.dims:
-        ds = ds.isel(step=slice(0, n))
-        if n > 1 and not ds.indexes[STEP_DIM].is_monotonic_increasing:
-            ds = ds.sortby(STEP_DIM)
-    return ds
-
-
-def _truncate(group, n):
-    """Cut every step-dimensioned array back to the first `n` steps."""
+def truncate(group, n):
+    """Cut every step-dimensioned array back to the first `n` steps (stores without commit records)."""
     for name, arr in group.arrays():
         dims = arr.metadata.dimension_names or ()
         if STEP_DIM in dims:
@@ -185,49 +268,38 @@ def _truncate(group, n):
                 arr.resize(arr.shape[:ax] + (n,) + arr.shape[ax + 1:])
 
 
-def prepare_store(path, config, overwrite=False):
-    """Check (or clear) the store at `path` before writing an analysis with `config`.
+def check_writable(path, config=None, overwrite=False):
+    """Cheap check, before computing, that an analysis can be written to `path`; changes nothing.
 
-    Removes it when `overwrite`; refuses a store written with another config or a non-scoreprobe
-    directory; truncates the uncommitted tail of an interrupted write.
+    Raises StoreError when another process is writing the store, `path` is a dangling symlink, a
+    file, a non-store directory, a foreign store (without `overwrite`), a store holding another
+    config (without `overwrite`; only checked when `config` is given), or not writable.
 
     Returns
     -------
-    list of int: the steps already written (to be skipped).
+    list of int: the steps a run would skip ([] with `overwrite` or for a new store).
     """
-    path = Path(path)
-    if overwrite and path.exists():
-        if not _is_store(path):
-            raise StoreError(f"refusing to overwrite {path}: it exists but is not a zarr store")
-        shutil.rmtree(path)
-    if not path.exists():
+    path = resolve_path(path)
+    who = holder(path)
+    if who:
+        raise StoreError(f"store {path} is being written by {who}; wait for that run to finish (one writer per store)")
+    parent = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("/"))
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise StoreError(f"cannot create {path}: {parent} is not a writable directory")
+    state, root = inspect(path, overwrite=overwrite)
+    if state != "store" or overwrite:
         return []
-    if not _is_store(path):
-        raise StoreError(f"{path} exists and is not a zarr store; choose another --out")
-    group = _open_group(path, mode="r+")
-    n = _committed(group)
-    old = group.attrs.get(CONFIG_ATTR)
-    if old is None and (n > 0 or any(True for _ in group.array_keys())):
-        raise StoreError(f"{path} is a zarr store not written by scoreprobe; choose another --out or pass --overwrite")
-    if n > 0:
-        old = json.loads(old)
-        diff = config_diff(old, config)
-        if diff:
-            probes = (old.get("probe"), (config or {}).get("probe"))
-            what = (f"{probes[0]}, not {probes[1]}" if "probe" in diff and all(probes)
-                    else f"config keys differ: {', '.join(diff)}")
-            raise StoreError(f"store {path} holds a different analysis ({what}); "
-                             "write to another --out or pass --overwrite to replace it")
-        _truncate(group, n)
+    if config is not None:
+        check_config(path, root, normalize_config(config))
     return written_steps(path)
 
 
 # ---------------------------------------------------------------------------------------------
-# Writing
+# Writing helpers and the one-call API (a sweep holds one StoreWriter instead)
 # ---------------------------------------------------------------------------------------------
 
 
-def _encoding(ds):
+def encoding(ds):
     """One chunk per step along `step`, the full extent elsewhere; NaN fill for floats."""
     enc = {}
     for name, var in ds.variables.items():
@@ -238,10 +310,13 @@ def _encoding(ds):
     return enc
 
 
-def _plain(ds):
-    """A numpy-backed copy of `ds` with encodings cleared and JSON-safe attrs."""
+def plain(ds):
+    """A numpy-backed copy of `ds` with encodings cleared and JSON-safe attrs; StoreError when a
+    step-dependent variable does not have `step` first."""
     ds = ds.copy(deep=False).load()
     for name, var in list(ds.variables.items()):
+        if STEP_DIM in var.dims and var.dims[0] != STEP_DIM:
+            raise StoreError(f"variable {name} has dims {var.dims}; `step` must come first")
         if var.dtype.kind == "U":  # fixed-width unicode has no zarr v3 spec; variable-length UTF-8 does
             ds[name] = var.astype(object)
     for var in ds.variables.values():
@@ -251,7 +326,7 @@ def _plain(ds):
     return ds
 
 
-def _check_compatible(path, group, ds):
+def check_compatible(path, group, ds):
     """Same variables and the same non-step coordinates as the store (xarray does not check)."""
     have = set(group.array_keys())
     want = set(ds.variables)
@@ -267,59 +342,56 @@ def _check_compatible(path, group, ds):
                 raise StoreError(f"cannot append to {path}: coordinate {name} differs from the stored one")
 
 
-def append_step(path, ds, config=None, history=None):
-    """Append the step(s) of `ds` (a Dataset with a `step` dimension) to the store at `path`.
+def prepare_store(path, config, overwrite=False):
+    """Check and repair the store at `path` before writing an analysis with `config` (one-call API).
 
-    The first write creates the store with global attrs `Conventions`, `history` and the
-    config; later writes must carry the same variables and coordinates. Steps already in the
-    store are refused. Call `prepare_store` first to check the config and repair crashes.
+    Takes the writer lock for the duration of the call: cleans leftovers of crashed runs, undoes an
+    interrupted write, verifies checksums (damaged steps are left out of the result, with a
+    StoreDamageWarning, so they are recomputed). With `overwrite`, nothing is removed: the next
+    writer of `path` in this process (a sweep or `append_step`) builds the new store beside the old
+    one and swaps it in when complete.
 
-    Parameters
-    ----------
-    path : str or Path
-    ds : xarray.Dataset with dims (step, ...); every step-dependent variable has `step` first.
-    config : dict, the analysis config stored as JSON in `scoreprobe_config`.
-    history : str, command recorded in `history` (default: sys.argv).
+    Returns
+    -------
+    list of int: the steps already written (to be skipped).
     """
+    from scoreprobe.storewriter import StoreWriter, request_overwrite
+    if overwrite:
+        check_writable(path, overwrite=True)
+        request_overwrite(path)
+        return []
+    with StoreWriter(path, config) as w:
+        return w.done
+
+
+def append_step(path, ds, config=None, history=None):
+    """Append the step(s) of `ds` (dims step, ...) to the store at `path` (one-call API).
+
+    The first write creates the store with global attrs `Conventions`, `history` and the config;
+    later writes must carry the same variables and coordinates; steps already in the store are
+    refused. Each call takes the writer lock, and commits the step atomically.
+    """
+    from scoreprobe.storewriter import StoreWriter
     if STEP_DIM not in ds.dims:
         raise StoreError("append_step needs a Dataset with a 'step' dimension")
-    path = Path(path)
-    ds = _plain(ds)
-    k = ds.sizes[STEP_DIM]
-    new = [int(s) for s in ds[STEP_DIM].values]
-    if _is_store(path) and _committed(_open_group(path)) > 0:
-        group = _open_group(path, mode="r+")
-        n = _committed(group)
-        dup = sorted(set(new) & set(written_steps(path)))
-        if dup:
-            raise StoreError(f"steps {dup} are already in {path}; refusing to write them twice")
-        _check_compatible(path, group, ds)
-        # to_zarr replaces global attrs: keep the stored ones ("coordinates" is xarray's own bookkeeping)
-        ds.attrs = {k: v for k, v in group.attrs.items() if k != "coordinates"}
-        try:
-            ds.to_zarr(str(path), mode="a-", append_dim=STEP_DIM, consolidated=False, write_empty_chunks=True)
-        except ValueError as e:
-            raise StoreError(f"cannot append to {path}: {e}") from e
-    else:
-        n = 0
-        ds.attrs.update({"Conventions": "CF-1.11", "history": _history_line(history),
-                         CONFIG_ATTR: json.dumps(normalize_config(config), sort_keys=True), COMMIT_ATTR: 0})
-        # A store without committed steps is a crashed first write (prepare_store vetted it).
-        mode = "w" if path.exists() else "w-"
-        ds.to_zarr(str(path), mode=mode, encoding=_encoding(ds), consolidated=False, zarr_format=3,
-                   write_empty_chunks=True)
-    _open_group(path, mode="r+").attrs.update({COMMIT_ATTR: n + k})  # commit
+    with StoreWriter(path, None, history=history) as w:
+        if w.attrs is None:
+            w.config = normalize_config(config)
+        w.write(ds)
+        w.finish()
 
 
 def update_attrs(path, attrs):
     """Merge JSON-safe `attrs` into the global attributes of the store at `path`."""
-    if not _is_store(path):
+    from scoreprobe.storewriter import StoreWriter
+    if _root(path)[1] is None:
         raise StoreError(f"no zarr store at {path}")
-    _open_group(path, mode="r+").attrs.update(normalize_config(dict(attrs)))
+    with StoreWriter(path) as w:
+        w.update_attrs(attrs)
 
 
 def note_history(path, command=None):
     """Append a line (timestamp, version, command) to the store's CF `history` attribute."""
-    group = _open_group(path, mode="r+")
-    old = group.attrs.get("history", "")
-    group.attrs.update({"history": (old + "\n" if old else "") + _history_line(command)})
+    from scoreprobe.storewriter import StoreWriter
+    with StoreWriter(path) as w:
+        w.note_history(command)

@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from scoreprobe import store
 from scoreprobe.errors import ConfigError
+from scoreprobe.storewriter import StoreWriter
 
 logger = logging.getLogger(__name__)
 
@@ -147,13 +148,16 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
     probe : callable model -> xarray.Dataset (no `step` dim).
     obj : series, {step: model} mapping, or a single denoiser (step 0).
     steps : iterable of int, subset of the source's steps (default: all).
-    out : path of a zarr store; each step is appended as soon as it is computed, steps already
-        in the store are skipped (resume), a store holding another config is refused.
+    out : path of a zarr store; each step is appended and committed as soon as it is computed,
+        steps already in the store are skipped (resume), damaged ones recomputed (with a
+        StoreDamageWarning), a store holding another config is refused; one writer per store
+        (a second one gets a StoreError before computing anything).
     config : dict describing the analysis (probe name, arguments, source), stored as JSON.
     device : device passed to the loader of a series.
     progress : None (bar on a terminal), True or False.
     load : (series, step, device) -> model; default loads the denoiser.
-    overwrite : replace an existing store at `out`.
+    overwrite : replace an existing store at `out`; the new store is built beside it and swapped
+        in only when every step is written (until then the old one stays intact).
     static : Dataset of step-independent variables (e.g. oracle reference curves), merged into
         the result without a `step` dimension (written once to the store).
 
@@ -163,10 +167,21 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
     """
     pairs = select_steps(as_steps(obj, device=device, load=load), steps)
     config = store.normalize_config(config)
-    done = set(store.prepare_store(out, config, overwrite=overwrite)) if out is not None else set()
-    if done:
-        logger.info("%s: %d of %d steps already written, skipping them", out,
-                    len(done & {s for s, _ in pairs}), len(pairs))
+    if out is None:
+        return concat_steps(_compute(probe, pairs, static, progress, set(), None))
+    with StoreWriter(out, config, overwrite=overwrite) as writer:
+        done = set(writer.done)
+        if done:
+            logger.info("%s: %d of %d steps already written, skipping them", out,
+                        len(done & {s for s, _ in pairs}), len(pairs))
+        _compute(probe, pairs, static, progress, done, writer)
+        writer.finish()
+    return store.open_store(out).sel(step=[s for s, _ in pairs])
+
+
+def _compute(probe, pairs, static, progress, done, writer):
+    """Run the probe at each step not in `done`; append each to `writer` (and return []) or
+    return the per-step Datasets when `writer` is None. One model alive at a time."""
     parts, resumed = [], bool(done)
     bar = tqdm(pairs, desc="steps", unit="step", disable=None if progress is None else not progress)
     for step, getter in bar:
@@ -178,16 +193,14 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
         if static is not None:
             part = xr.merge([part, static], join="exact", combine_attrs="override")
         del model  # only one checkpoint alive at a time
-        if out is not None:
-            store.append_step(out, part, config)
-            if resumed:  # record in the CF history that this run added steps to an existing store
-                store.note_history(out)
-                resumed = False
-        else:
+        if writer is None:
             parts.append(part)
-    if out is not None:
-        return store.open_store(out).sel(step=[s for s, _ in pairs])
-    return concat_steps(parts)
+            continue
+        writer.write(part)
+        if resumed:  # record in the CF history that this run added steps to an existing store
+            writer.note_history()
+            resumed = False
+    return parts
 
 
 def run_probe(probe, obj, config, steps=None, out=None, device="cpu", progress=None, overwrite=False):

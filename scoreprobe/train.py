@@ -7,94 +7,30 @@ unfinished, `resume.pt` (model, EMA, optimizer and RNG state). Running the same 
 same directory continues from `resume.pt` and reproduces an uninterrupted run bitwise on CPU.
 """
 import copy
-import dataclasses
 import json
 import logging
 import math
 import os
 import platform
 import subprocess
-from dataclasses import dataclass, field
+import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+# the config and the formats live in a leaf module (no torch): the CLI reads them at start-up
+from scoreprobe.config import CKPT_FORMAT, LR_SCHEDULES, RUN_FORMAT, TrainConfig  # noqa: F401  (re-exported)
 from scoreprobe.data import load_dataset, make_dataset, to_signed
-from scoreprobe.errors import ConfigError
+from scoreprobe.errors import CheckpointError, ConfigError, first_line
+from scoreprobe.limits import check_int
 from scoreprobe.models.build import build_model, model_arch
 from scoreprobe.models.edm import dsm_loss, sample_sigmas
 from scoreprobe.rules import rule_from_spec
 
 logger = logging.getLogger(__name__)
-RUN_FORMAT = "scoreprobe-run/1"
-CKPT_FORMAT = "scoreprobe-ckpt/1"
-LR_SCHEDULES = ("constant", "cosine", "step")
-
-
-@dataclass
-class TrainConfig:
-    rule: dict = field(default_factory=lambda: {"name": "parity", "G": 2, "shape": [6, 6],
-                                                "layout": "random", "seed": 0})
-    n_train: int = 256           # training set size N
-    n_heldout: int = 1024        # held-out valid images (never trained on)
-    data_seed: int = 0           # draws the train / held-out split
-    seed: int = 0                # weights init, minibatches, σ and noise draws
-    model: str = "dit"           # "dit" or "gpt"
-    size: str = "tiny"           # size preset (models.dit.DIT_SIZES / models.gpt.GPT_SIZES)
-    patch_size: int = 2          # DiT patch size p (tokens = H*W / p²)
-    hidden_size: int = None      # override the preset's width
-    depth: int = None            # override the preset's depth
-    num_heads: int = None        # override the preset's heads
-    sigma_data: float = 1.0      # EDM σ_data (±1 bits have unit variance)
-    time_scale: float = 250.0    # c_noise = time_scale · ln σ / 4 feeds the timestep embedder
-    p_mean: float = -1.2         # training ln σ ~ N(p_mean, p_std)
-    p_std: float = 1.2           # (see p_mean)
-    lr: float = 1e-3             # AdamW learning rate (peak, after warm-up)
-    lr_schedule: str = "constant"  # constant; cosine: decay from lr to lr_min at total_steps; step: see lr_drop_step
-    lr_min: float = 0.0          # final learning rate of the cosine and step schedules
-    lr_drop_step: int = 0        # step schedule: lr until this step, lr_min from it on
-    weight_decay: float = 0.0    # AdamW weight decay
-    warmup_steps: int = 0        # linear lr warm-up
-    batch_size: int = 128        # minibatch, drawn with replacement from the N items
-    total_steps: int = 20000     # optimizer steps; the last checkpoint is here
-    ema_decay: float = 0.999     # with warm-up min(decay, (1+t)/(10+t))
-    n_checkpoints: int = 24      # log-spaced, step 0 included
-    first_checkpoint: int = 1    # first step of the log-spaced range (after step 0)
-    save_dtype: str = "float32"  # dtype of weights in step files ("float16" halves shipped size)
-    save_model: bool = False     # also keep raw (non-EMA) weights in step files
-    log_every: int = 100         # steps between lines of train_log.jsonl
-    resume_every: int = 500      # write resume.pt this often (and at every checkpoint)
-
-    def to_dict(self):
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d):
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - names
-        if unknown:
-            raise ConfigError(f"unknown training settings: {sorted(unknown)}")
-        return cls(**d)
-
-    def validate(self):
-        if self.model not in ("dit", "gpt"):
-            raise ConfigError(f"model must be 'dit' or 'gpt', got {self.model!r}")
-        for name in ("n_train", "batch_size", "total_steps", "n_checkpoints"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.save_dtype not in ("float32", "float16", "bfloat16"):
-            raise ConfigError(f"save_dtype must be float32, float16 or bfloat16, got {self.save_dtype!r}")
-        if self.lr_schedule not in LR_SCHEDULES:
-            raise ConfigError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
-        if not (0 <= self.lr_min <= self.lr):
-            raise ConfigError(f"lr_min must be in [0, lr={self.lr}], got {self.lr_min}")
-        if self.lr_schedule == "step" and not (0 < self.lr_drop_step < self.total_steps):
-            raise ConfigError(f"the step schedule needs 0 < lr_drop_step < total_steps={self.total_steps}, "
-                              f"got {self.lr_drop_step}")
-        if not (0 <= self.ema_decay < 1):
-            raise ConfigError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
 
 
 def lr_at(cfg, step):
@@ -209,6 +145,33 @@ class _State:
         self.step = int(sd["step"])
 
 
+def _load_resume(st, path, device, total_steps):
+    """Restore `st` from resume.pt (tensors and plain values only); CheckpointError when it is unreadable,
+    hostile, truncated or does not fit the run. Deleting resume.pt restarts training from step 0."""
+    from scoreprobe.models.foreign import is_state_dict
+    from scoreprobe.models.formats import check_zip_crc
+    from scoreprobe.models.weights import check_tensors
+    fix = "; delete it to train this run from step 0"
+    if zipfile.is_zipfile(path):
+        check_zip_crc(path)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*pickle protocol", category=UserWarning)
+            sd = torch.load(path, map_location=device, weights_only=True)
+    except Exception as e:  # UnpicklingError (hostile), EOFError / RuntimeError (truncated), ...
+        raise CheckpointError(f"{path} is not a readable resume state ({first_line(e)}){fix}") from None
+    if not isinstance(sd, dict) or sd.get("format") != CKPT_FORMAT or not all(map(is_state_dict, (
+            sd.get("model"), sd.get("ema")))) or not isinstance(sd.get("opt"), dict):
+        raise CheckpointError(f"{path} is not a {CKPT_FORMAT} resume state{fix}")
+    check_int(sd.get("step"), f"{path}: step", 0, total_steps, CheckpointError)
+    for key, net in (("model", st.model), ("ema", st.ema)):
+        check_tensors(sd[key], {k: tuple(v.shape) for k, v in net.state_dict().items()}, f"{path} ({key})")
+    try:
+        st.load_state_dict(sd)
+    except (RuntimeError, ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+        raise CheckpointError(f"{path} does not fit this run ({first_line(e)}){fix}") from None
+
+
 def _loss(cfg, model, batch_bits, gen, device):
     """Per-sample training loss (B,) for a minibatch of bits (B, D) uint8."""
     if cfg.model == "gpt":
@@ -243,7 +206,7 @@ def train_run(cfg, run_dir, device="cpu", progress=None):
         logger.info("%s is complete (%d checkpoints); nothing to train", run_dir, len(save_at))
         return run_dir
     if resume.exists():
-        st.load_state_dict(torch.load(resume, map_location=device, weights_only=True))
+        _load_resume(st, resume, device, cfg.total_steps)
         logger.info("resuming %s from step %d", run_dir, st.step)
         _truncate_log(run_dir / "train_log.jsonl", st.step)
     elif st.step in save_at:

@@ -9,7 +9,10 @@ live here; the subcommands, one module per family, register themselves on import
     planes.py  basins, field, animate   (2D planes through hypercube vertices)
 """
 import logging
+import os
+import signal
 import sys
+import threading
 import warnings
 
 import click
@@ -31,25 +34,126 @@ def _format_warning(message, category, filename, lineno, line=None):
     return f"warning: {category.__name__}: {message}\n"
 
 
-def main(argv=None):
-    """Console entry point: runs the click group, mapping typed errors to exit code 2."""
-    format_warning, warnings.formatwarning = warnings.formatwarning, _format_warning
-    try:
-        cli.main(args=argv, prog_name="scoreprobe", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
-        sys.exit(130)
-    except click.ClickException as e:
+INTERRUPTED = "interrupted; everything written so far is kept."
+
+
+class _Interrupts:
+    """Ctrl-C for one `main()` call: the first SIGINT raises KeyboardInterrupt (so `finally` blocks
+    and store clean-ups run), a second one while those run leaves at once. `leave()` prints the
+    one line, silences worker-thread tracebacks and exits 130; as the console script (`hard`) it
+    ends the process without the interpreter's shutdown, where thread pools still being joined or
+    fed print tracebacks ("cannot schedule new futures after shutdown")."""
+
+    def __init__(self, hard):
+        self.hard, self.seen, self.old = hard, False, None
+
+    def install(self):
+        """Take over SIGINT, unless it is ignored (a background job) or this is not the main thread."""
+        try:
+            if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+                self.old = signal.signal(signal.SIGINT, self._handler)
+        except ValueError:  # not the main thread (embedded use): keep Python's default
+            self.old = None
+
+    def restore(self):
+        """Put back the SIGINT handler found by `install`."""
+        if self.old is not None:
+            signal.signal(signal.SIGINT, self.old)
+
+    def _handler(self, signum, frame):
+        if self.seen:
+            self.leave()
+        self.seen = True
+        raise KeyboardInterrupt
+
+    def leave(self):
+        """Print the one line and exit 130 (os._exit as the console script, else SystemExit)."""
+        self.seen = True
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:
+            pass
+        if self.hard:   # the process ends here: worker threads stopped mid-way must not print
+            threading.excepthook = lambda args: None
+            sys.unraisablehook = lambda unraisable: None
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # a closed pipe must not turn the exit into a traceback
+                pass
+        try:
+            sys.stderr.write(INTERRUPTED + "\n")
+            sys.stderr.flush()
+        except Exception:
+            pass
+        if self.hard:
+            os._exit(130)
+        raise SystemExit(130)
+
+
+def _usage_error(e):
+    """A click usage error as `error: <message>` plus one hint line; exit 2."""
+    if type(e).__name__ == "NoArgsIsHelpError":   # bare `scoreprobe`: click's help text, as click shows it
         e.show()
         sys.exit(e.exit_code)
+    message = " ".join(e.format_message().split())
+    click.echo(f"error: {message}", err=True)
+    if e.ctx is not None:
+        click.echo(f"try '{e.ctx.command_path} --help'", err=True)
+    sys.exit(2)
+
+
+def _invoke(argv):
+    """Parse and run the group without click's own Ctrl-C and error handling (done by `main`)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if hasattr(cli, "_main_shell_completion"):   # what click's own main() does first (_SCOREPROBE_COMPLETE)
+        cli._main_shell_completion({}, "scoreprobe", None)
+    try:
+        with cli.make_context("scoreprobe", args) as ctx:
+            return cli.invoke(ctx)
+    except click.exceptions.Exit as e:
+        return e.exit_code
+
+
+def _run(argv, interrupts):
+    """`_invoke`, mapping usage errors, typed errors and Ctrl-C to one line each."""
+    try:
+        return _invoke(argv)
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        interrupts.leave()
+    except click.UsageError as e:
+        _usage_error(e)
+    except click.ClickException as e:
+        click.echo(f"error: {' '.join(e.format_message().split())}", err=True)
+        sys.exit(e.exit_code)
     except ScoreprobeError as e:
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"error: {' '.join(str(e).split())}", err=True)
         sys.exit(2)
-    except KeyboardInterrupt:
-        click.echo("interrupted; everything written so far is kept.", err=True)
-        sys.exit(130)
+    except BrokenPipeError:   # `scoreprobe ... | head`: quiet, as click's own main() is
+        sys.stdout = click.utils.PacifyFlushWrapper(sys.stdout)
+        sys.stderr = click.utils.PacifyFlushWrapper(sys.stderr)
+        sys.exit(1)
+    except Exception:
+        if interrupts.seen:   # an error raised by the interruption itself (thread pool shut down...)
+            interrupts.leave()
+        raise
+
+
+def main(argv=None):
+    """Console entry point: runs the click group; a usage error or a typed error is one line (plus
+    a hint for usage errors) and exit code 2, Ctrl-C is one line and exit code 130. With `argv`
+    given (tests, embedding) an interrupt raises SystemExit(130) instead of ending the process."""
+    interrupts = _Interrupts(hard=argv is None)
+    interrupts.install()
+    format_warning, warnings.formatwarning = warnings.formatwarning, _format_warning
+    try:
+        try:
+            return _run(argv, interrupts)
+        except KeyboardInterrupt:   # Ctrl-C while an error line was being written
+            interrupts.leave()
     finally:
         warnings.formatwarning = format_warning
+        interrupts.restore()
 
 
 from scoreprobe.cli import curves, planes, runs  # noqa: E402,F401  (registers the subcommands)

@@ -2,10 +2,45 @@
 import click
 
 
+SEED = click.IntRange(min=0)  # every --seed: numpy's generators refuse negative seeds
+
+
 def resolve_device(device):
     """'auto' -> cuda when available else cpu; anything else is checked (see ode.resolve_device)."""
     from scoreprobe.ode import resolve_device as _resolve
     return str(_resolve(device))
+
+
+def device_checked(ctx, param, value):
+    """--device callback: an unknown or unavailable device is a usage error, found before any work."""
+    from scoreprobe.errors import ConfigError
+    try:
+        return resolve_device(value)
+    except ConfigError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+def device_option():
+    """The --device option every computing subcommand shares (checked when parsed)."""
+    return click.option("--device", default="auto", callback=device_checked, help="cpu, cuda, cuda:1 or auto.")
+
+
+def check_writable(path, param_hint):
+    """Refuse, before any computing or deleting, an output whose folder cannot be written.
+
+    The nearest existing folder above `path` must be a writable directory (missing folders below
+    it are created when writing); `path` itself, when it exists, must be writable too."""
+    import os
+    if not path:
+        return
+    target = os.path.abspath(os.fspath(path))
+    parent = os.path.dirname(target)
+    while not os.path.exists(parent) and os.path.dirname(parent) != parent:
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise click.BadParameter(f"cannot write {path}: {parent} is not a directory", param_hint=param_hint)
+    if not os.access(parent, os.W_OK | os.X_OK) or (os.path.exists(target) and not os.access(target, os.W_OK)):
+        raise click.BadParameter(f"cannot write {path}: permission denied", param_hint=param_hint)
 
 
 def parse_steps(text, words=("all",)):
@@ -46,7 +81,7 @@ def sweep_options(out, plot_help, chunk_help):
         click.option("--overwrite", is_flag=True, help="Replace an existing store at --out."),
         click.option("--plot", type=click.Path(dir_okay=False), default=None, callback=figure_path, help=plot_help),
         click.option("--chunk-size", type=click.IntRange(min=1), default=None, help=chunk_help),
-        click.option("--device", default="auto", help="cpu, cuda, cuda:1 or auto."),
+        device_option(),
     )
 
     def decorate(fn):

@@ -3,7 +3,13 @@ import click
 
 from scoreprobe.cli import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
-from scoreprobe.cli.common import parse_steps, save_figure, sweep_options, resolve_device
+from scoreprobe.cli.common import SEED, check_writable, parse_steps, save_figure, sweep_options
+
+
+def _check_outputs(out, plot):
+    """--out and --plot must be writable; checked before anything is computed or replaced."""
+    check_writable(out, "--out")
+    check_writable(plot, "--plot")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -66,7 +72,7 @@ def _clock_summary(a):
 @click.argument("series", required=False, type=click.Path(exists=True, file_okay=False))
 @click.option("--n-samples", type=click.IntRange(min=1), default=1000,
               help="Samples per checkpoint (fewer are faster but make the 0.9 threshold noisy).")
-@click.option("--seed", type=int, default=0, help="Seed of the initial noise (the same at every step).")
+@click.option("--seed", type=SEED, default=0, help="Seed of the initial noise (the same at every step).")
 @click.option("--n-steps", type=click.IntRange(min=1), default=DEFAULT_N_STEPS, help="Heun PF-ODE steps (DiT).")
 @sweep_options("clocks.zarr", "Write the clock and state figure here.", "ODE batch rows (memory bound).")
 def clocks(series, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_size, device):
@@ -74,12 +80,14 @@ def clocks(series, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_
     with τ_rule, τ_mem and the innovation window."""
     from scoreprobe.checkpoints import load_series
     from scoreprobe.probes.clocks import clocks as run_clocks
+    chosen = parse_steps(steps)
     s = load_series(series)
-    dev = resolve_device(device)
-    click.echo(f"clocks of {s.path} ({s.kind}, {len(s.steps)} checkpoints), {n_samples} samples, seed {seed}, on {dev}")
+    _check_outputs(out, plot)
+    click.echo(f"clocks of {s.path} ({s.kind}, {len(s.steps)} checkpoints), {n_samples} samples, seed {seed}, "
+               f"on {device}")
     if s.kind == "dit":
         click.echo(f"sampler: Heun PF-ODE, {n_steps} steps" + _sampler_bias(n_steps))
-    ds = run_clocks(s, n_samples=n_samples, seed=seed, n_steps=n_steps, device=dev, steps=parse_steps(steps),
+    ds = run_clocks(s, n_samples=n_samples, seed=seed, n_steps=n_steps, device=device, steps=chosen,
                     out=out, overwrite=overwrite, chunk_size=chunk_size)
     for line in _clock_rows(ds):
         click.echo(line)
@@ -112,7 +120,7 @@ def _clocks_figure(ds, path):
 @click.option("--n-train", type=click.IntRange(min=0), default=None, help="Training items [default: all].")
 @click.option("--n-heldout", type=click.IntRange(min=0), default=None,
               help="Held-out items [default: all, at most 512].")
-@click.option("--seed", type=int, default=0, help="Seed of the noise bank.")
+@click.option("--seed", type=SEED, default=0, help="Seed of the noise bank.")
 @sweep_options("dsm.zarr", "Write the loss and gap figure here.", "Denoiser rows per call (memory bound).")
 def dsm(series, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite, plot, chunk_size, device):
     """DSM loss by σ for training vs held-out items at every checkpoint of SERIES (default: the
@@ -121,12 +129,13 @@ def dsm(series, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite
     (z > 3), and the number of NaN/inf per-item losses when there are any."""
     from scoreprobe.checkpoints import load_series
     from scoreprobe.probes.dsm import dsm_by_sigma
+    chosen = parse_steps(steps)
     s = load_series(series)
-    dev = resolve_device(device)
+    _check_outputs(out, plot)
     click.echo(f"DSM loss of {s.path} ({len(s.steps)} checkpoints), {sigmas} σ in [0.002, 80], "
-               f"{n_noise} noise draws, seed {seed}, on {dev}")
+               f"{n_noise} noise draws, seed {seed}, on {device}")
     ds = dsm_by_sigma(s, sigmas=sigmas, n_noise=n_noise, n_train=n_train, n_heldout=n_heldout, seed=seed,
-                      chunk_size=chunk_size, steps=parse_steps(steps), out=out, overwrite=overwrite, device=dev)
+                      chunk_size=chunk_size, steps=chosen, out=out, overwrite=overwrite, device=device)
     _dsm_table(ds)
     if out is not None:
         click.echo(f"wrote {out}")

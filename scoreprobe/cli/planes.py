@@ -3,7 +3,8 @@ import click
 
 from scoreprobe.cli import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
-from scoreprobe.cli.common import figure_path, float_list, parse_steps, resolve_device, save_figure
+from scoreprobe.cli.common import (SEED, check_writable, device_option, figure_path, float_list, parse_steps,
+                                   save_figure)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -25,7 +26,29 @@ def _plane_steps(text, series, n_auto=8):
     if chosen == "auto":
         idx = np.unique(np.round(np.linspace(0, len(steps) - 1, min(n_auto, len(steps)))).astype(int))
         return [steps[i] for i in idx]
+    from scoreprobe.sweep import select_steps
+    select_steps([(s, None) for s in steps], chosen)   # ConfigError for an empty or unknown choice, before any output
     return chosen
+
+
+def _sigmas(values, name):
+    """--sigma / --sigma-start values, checked (positive, finite) before any output is touched."""
+    from scoreprobe.errors import ConfigError
+    from scoreprobe.probes.field import as_sigma_list
+    sig = float_list(values, name)
+    try:
+        as_sigma_list(sig, name)
+    except ConfigError as e:
+        raise click.BadParameter(str(e).replace(f"{name} must", "must"), param_hint=name) from None
+    return sig
+
+
+def _request_overwrite(out):
+    """--overwrite, once every option has been checked: mark the store at `out` for replacement
+    (store.prepare_store); the sweep builds the new store beside the old one and swaps it in when
+    complete, so a run that fails or is interrupted leaves the old store as it was."""
+    from scoreprobe.store import prepare_store
+    prepare_store(out, None, overwrite=True)
 
 
 CONVERGENCE_COLUMNS = (("label_change_fraction", "chg@2N"), ("label_change_fraction_item", "item@2N"))
@@ -57,7 +80,7 @@ def _basin_table(ds):
 @click.option("--res", type=click.IntRange(min=2), default=24, help="Grid points per axis.")
 @click.option("--n-steps", type=click.IntRange(min=1), default=DEFAULT_N_STEPS, help="Heun PF-ODE steps from sigma_start to 0.")
 @click.option("--steps", default="auto", help="Checkpoints: auto (about 8), all, or S1,S2,...")
-@click.option("--seed", type=int, default=0, help="Seed of the automatic plane choice.")
+@click.option("--seed", type=SEED, default=0, help="Seed of the automatic plane choice.")
 @click.option("--out", type=click.Path(), default="basins.zarr", help="Zarr store (resumable; reruns reuse it).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
 @click.option("--animate", "animate_path", type=click.Path(dir_okay=False), default="basins.gif",
@@ -69,7 +92,7 @@ def _basin_table(ds):
                    "label_change_fraction[_item]); warns when the state changes on more than 1% of a grid. "
                    "The extra 2N-step run costs about twice the map itself (about 3x the time in all). A store "
                    "written with it is a different analysis from one without.")
-@click.option("--device", default="auto", help="cpu, cuda, cuda:1 or auto.")
+@device_option()
 def basins(series, plane_spec, sigma_start, res, n_steps, steps, seed, out, overwrite, animate_path, no_animate,
            check_convergence, device):
     """Basin maps of the PF-ODE on a plane through a training item, a nearby held-out item and a
@@ -83,18 +106,18 @@ def basins(series, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
     animate_path = None if no_animate else animate_path
     if animate_path and not animate_path.lower().endswith((".gif", ".mp4")):  # fail before computing
         raise click.BadParameter(f"use a .gif or .mp4 file name, got {animate_path!r}", param_hint="--animate")
+    sig = _sigmas(sigma_start, "--sigma-start")
     s = load_series(series)
-    dev = resolve_device(device)
     plane = plane_from_spec(plane_spec, s.dataset, s.rule, seed=seed)
     chosen = _plane_steps(steps, s)
-    sig = float_list(sigma_start, "--sigma-start")
+    check_writable(out, "--out")
+    check_writable(animate_path, "--animate")
     if overwrite and out:
-        from scoreprobe.store import prepare_store
-        prepare_store(out, None, overwrite=True)
+        _request_overwrite(out)
     click.echo(f"basins of {s.path}: {len(chosen)} of {len(s.steps)} checkpoints, plane {', '.join(plane.labels)}, "
                f"{res}x{res} grid, sigma_start {sig}, {n_steps} Heun steps"
-               f"{f' (and {2 * n_steps} to check convergence)' if check_convergence else ''}, on {dev}")
-    ds = run_basins(s, plane, sigma_start=sig, res=res, n_steps=n_steps, steps=chosen, out=out or None, device=dev,
+               f"{f' (and {2 * n_steps} to check convergence)' if check_convergence else ''}, on {device}")
+    ds = run_basins(s, plane, sigma_start=sig, res=res, n_steps=n_steps, steps=chosen, out=out or None, device=device,
                     check_convergence=check_convergence)
     for line in _basin_table(ds):
         click.echo(line)
@@ -111,30 +134,30 @@ def basins(series, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
 @click.option("--sigma", multiple=True, default=("0.3", "1.0"), help="Noise level(s); repeat or comma-separate.")
 @click.option("--res", type=click.IntRange(min=2), default=32, help="Grid points per axis.")
 @click.option("--steps", default="auto", help="Checkpoints: auto (about 8), all, or S1,S2,...")
-@click.option("--seed", type=int, default=0, help="Seed of the automatic plane choice.")
+@click.option("--seed", type=SEED, default=0, help="Seed of the automatic plane choice.")
 @click.option("--oracles/--no-oracles", default=True, help="Also the memorizer's and the rule oracle's fields.")
 @click.option("--out", type=click.Path(), default="field.zarr", help="Zarr store (model fields; resumable).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
 @click.option("--plot", type=click.Path(dir_okay=False), default="field.png", callback=figure_path,
               help="Figure at the last step.")
-@click.option("--device", default="auto", help="cpu, cuda, cuda:1 or auto.")
+@device_option()
 def field(series, plane_spec, sigma, res, steps, seed, oracles, out, overwrite, plot, device):
     """Score field on a plane at checkpoints of SERIES (default: the shipped series), next to the
     memorizer's and the rule oracle's."""
     from scoreprobe.checkpoints import load_series
     from scoreprobe.probes.field import score_field
     from scoreprobe.slices import plane_from_spec
+    sig = _sigmas(sigma, "--sigma")
     s = load_series(series)
-    dev = resolve_device(device)
     plane = plane_from_spec(plane_spec, s.dataset, s.rule, seed=seed)
-    sig = float_list(sigma, "--sigma")
-    if overwrite and out:
-        from scoreprobe.store import prepare_store
-        prepare_store(out, None, overwrite=True)
     chosen = _plane_steps(steps, s)
+    check_writable(out, "--out")
+    check_writable(plot, "--plot")
+    if overwrite and out:
+        _request_overwrite(out)
     click.echo(f"score field of {s.path}: {len(chosen)} checkpoints, plane {', '.join(plane.labels)}, "
-               f"{res}x{res} grid, sigma {sig}, on {dev}")
-    ds = score_field(s, plane, sig, res=res, oracles=oracles, steps=chosen, out=out or None, device=dev)
+               f"{res}x{res} grid, sigma {sig}, on {device}")
+    ds = score_field(s, plane, sig, res=res, oracles=oracles, steps=chosen, out=out or None, device=device)
     click.echo(f"{'step':>8s}{'sigma':>8s}{'mean|s_uv|':>12s}{'mean|s_off|':>13s}")
     for st in ds.step.values:
         for sg in ds.sigma.values:
@@ -166,4 +189,5 @@ def _field_figure(ds, sigma, oracles, path):
 def animate(store, out, fps, sigma_start):
     """Animate a basins STORE (written by `scoreprobe basins --out`) over training steps."""
     from scoreprobe.viz import animate_basins
+    check_writable(out, "--out")
     click.echo(f"wrote {animate_basins(store, out, fps=fps, sigma_start=sigma_start)}")

@@ -6,7 +6,7 @@ import warnings
 import click
 
 from scoreprobe.cli import cli
-from scoreprobe.cli.common import resolve_device
+from scoreprobe.cli.common import SEED, check_writable, device_option
 from scoreprobe.errors import ScoreprobeError, ScoreprobeWarning
 
 
@@ -39,7 +39,7 @@ def _train_options(fn):
     import dataclasses
     import inspect
     import re
-    from scoreprobe.train import LR_SCHEDULES, TrainConfig
+    from scoreprobe.config import LR_SCHEDULES, TrainConfig
     helps = dict(re.findall(r"^\s+(\w+): .*?# (.+)$", inspect.getsource(TrainConfig), re.M))  # field comments
     for f in reversed(dataclasses.fields(TrainConfig)):
         if f.name == "rule":
@@ -52,6 +52,7 @@ def _train_options(fn):
         else:
             typ = int if f.name in ("hidden_size", "depth", "num_heads") else type(default)
             typ = click.Choice(LR_SCHEDULES) if f.name == "lr_schedule" else typ
+            typ = SEED if f.name.endswith("seed") else typ
             fn = click.option(flag, type=typ, default=default, show_default=True, help=helps.get(f.name))(fn)
     return fn
 
@@ -64,9 +65,9 @@ def _train_options(fn):
 @click.option("--n", type=int, default=4, help="Latin square / Sudoku size.")
 @click.option("--layout", type=click.Choice(["contiguous", "offset", "random"]), default="random",
               help="Parity groups: consecutive pixels, the same shifted by one pixel, or a seeded permutation.")
-@click.option("--rule-seed", type=int, default=0, help="Seed of the random parity layout.")
+@click.option("--rule-seed", type=SEED, default=0, help="Seed of the random parity layout.")
 @click.option("--shape", default="6x6", help="Image shape HxW (parity, exactk, rowk).")
-@click.option("--device", default="auto", help="cpu, cuda, cuda:1 or auto.")
+@device_option()
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="CPU threads for torch (default: torch's choice). On CPU the weights are bitwise "
                    "reproducible for a given thread count; tiny models gain little from a second thread.")
@@ -76,11 +77,12 @@ def train(run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads, **s
     import torch
     from scoreprobe.train import TrainConfig, train_run
     cfg = TrainConfig(rule=_rule_spec(rule, G, k, n, layout, rule_seed, shape), **settings)
-    dev = resolve_device(device)
+    check_writable(run_dir, "RUN_DIR")
     if threads:
         torch.set_num_threads(threads)
-    click.echo(f"training {cfg.model} on {cfg.rule} (N={cfg.n_train}) for {cfg.total_steps} steps on {dev} -> {run_dir}")
-    path = train_run(cfg, run_dir, device=dev)
+    click.echo(f"training {cfg.model} on {cfg.rule} (N={cfg.n_train}) for {cfg.total_steps} steps on {device} "
+               f"-> {run_dir}")
+    path = train_run(cfg, run_dir, device=device)
     click.echo(f"done: {path}")
 
 

@@ -1,5 +1,7 @@
 """Build a network from a JSON-able architecture dict (what run.json and checkpoints store)."""
-from scoreprobe.errors import ConfigError
+from scoreprobe.errors import CheckpointError, ConfigError
+from scoreprobe.limits import (MAX_BITS, MAX_DEPTH, MAX_HIDDEN, MAX_LABEL_ROWS, MAX_MLP_RATIO, MAX_PARAMS,
+                               check_int, check_positive)
 from scoreprobe.models.dit import DIT_SIZES, dit_from_config
 from scoreprobe.models.edm import EDMDenoiser
 
@@ -29,3 +31,103 @@ def build_model(kind, arch):
         from scoreprobe.models.gpt import build_gpt
         return build_gpt(arch)
     raise ConfigError(f"unknown model kind {kind!r}; expected 'dit' or 'gpt'")
+
+
+# ---------------------------------------------------------------------------------------------
+# Checking an architecture before building it (limits in scoreprobe.limits)
+# ---------------------------------------------------------------------------------------------
+
+_DIT_KEYS = ("input_size", "patch_size", "in_channels", "hidden_size", "depth", "num_heads", "mlp_ratio",
+             "learn_sigma", "num_label_rows", "time_freq_shift", "mlp_norm_eps", "size")
+
+
+def check_arch(kind, arch, error=CheckpointError, where="architecture"):
+    """`error` unless `arch` is a buildable architecture of `kind` within the limits; returns its parameter count.
+
+    Every field is checked for type and range (hidden size, depth, heads dividing the width, patch
+    dividing the image, channels matching image_shape, sigma_data > 0, ...) and the parameter count
+    is estimated from the numbers alone, so nothing is allocated for a hostile file.
+    """
+    if not isinstance(arch, dict):
+        raise error(f"{where} must be a JSON object, got {type(arch).__name__}")
+    try:
+        if kind == "dit":
+            return _check_dit(arch)
+        if kind == "gpt":
+            return _check_gpt(arch)
+    except ConfigError as e:
+        raise error(f"{where}: {e}") from None
+    raise error(f"{where}: unknown model kind {str(kind)[:40]!r}; expected 'dit' or 'gpt'")
+
+
+def _check_shape(shape):
+    if not isinstance(shape, (list, tuple)) or len(shape) != 3:
+        raise ConfigError(f"image_shape must be [C, H, W], got {str(shape)[:60]}")
+    C, H, W = (check_int(s, "image_shape entry", 1, MAX_BITS) for s in shape)
+    if C * H * W > MAX_BITS:
+        raise ConfigError(f"image_shape {C}x{H}x{W} has more than {MAX_BITS} bits (scoreprobe.limits.MAX_BITS)")
+    return C, H, W
+
+
+def _check_dit(arch):
+    C, H, W = _check_shape(arch.get("image_shape"))
+    for k in ("sigma_data", "time_scale"):
+        if arch.get(k) is not None:
+            check_positive(arch[k], k)
+    net = arch.get("net")
+    if not isinstance(net, dict) or set(net) - set(_DIT_KEYS):
+        raise ConfigError(f"net must be an object with keys among {_DIT_KEYS}")
+    if net.get("size") is not None and net["size"] not in DIT_SIZES:
+        raise ConfigError(f"unknown DiT size {str(net['size'])[:40]!r}; choose from {sorted(DIT_SIZES)}")
+    net = {**DIT_SIZES.get(net.get("size"), {}), **{k: v for k, v in net.items() if v is not None}}
+    h = check_int(net.get("hidden_size"), "hidden_size", 1, MAX_HIDDEN)
+    depth = check_int(net.get("depth"), "depth", 1, MAX_DEPTH)
+    heads = check_int(net.get("num_heads"), "num_heads", 1, h)
+    p = check_int(net.get("patch_size", 2), "patch_size", 1, max(H, W))
+    if h % heads or H % p or W % p:
+        raise ConfigError(f"hidden_size {h} must be divisible by num_heads {heads}, and the {H}x{W} image by "
+                          f"patch_size {p}")
+    if check_int(net.get("in_channels", 1), "in_channels", 1, MAX_BITS) != C or list(net.get("input_size", [])) != [H, W]:
+        raise ConfigError(f"in_channels / input_size {net.get('in_channels')} / {str(net.get('input_size'))[:30]} "
+                          f"do not match image_shape [{C}, {H}, {W}]")
+    m = int(h * check_positive(net.get("mlp_ratio", 4.0), "mlp_ratio", MAX_MLP_RATIO))
+    rows = check_int(net.get("num_label_rows", 1), "num_label_rows", 1, MAX_LABEL_ROWS)
+    check_int(net.get("time_freq_shift", 0), "time_freq_shift", 0, 127)
+    check_positive(net.get("mlp_norm_eps", 1e-6), "mlp_norm_eps", 1.0)
+    if not isinstance(net.get("learn_sigma", False), bool):
+        raise ConfigError("learn_sigma must be true or false")
+    tokens, out = (H // p) * (W // p), p * p * C * (2 if net.get("learn_sigma") else 1)
+    n = depth * (10 * h * h + 2 * h * m) + h * (C * p * p + tokens + 256 + h + rows + 2 * h + out)
+    return _check_count(n)
+
+
+def _check_gpt(arch):
+    C, H, W = _check_shape(arch.get("image_shape"))
+    e = check_int(arch.get("n_embd"), "n_embd", 1, MAX_HIDDEN)
+    layers = check_int(arch.get("n_layer"), "n_layer", 1, MAX_DEPTH)
+    heads = check_int(arch.get("n_head"), "n_head", 1, e)
+    m = int(e * check_positive(arch.get("mlp_ratio", 4.0), "mlp_ratio", MAX_MLP_RATIO))
+    if e % heads or arch.get("tokens") not in ("bits", "cells") or (arch["tokens"] == "cells" and C < 2):
+        raise ConfigError(f"n_embd {e} must be divisible by n_head {heads}, and tokens 'bits' or 'cells' "
+                          f"(cells need C >= 2), got {str(arch.get('tokens'))[:20]!r}")
+    vocab, n_tokens = (2, C * H * W) if arch["tokens"] == "bits" else (C, H * W)
+    return _check_count(layers * (4 * e * e + 2 * e * m) + e * (2 * vocab + 1 + n_tokens))
+
+
+def _check_count(n):
+    if n > MAX_PARAMS:
+        raise ConfigError(f"the architecture declares about {n:.3g} parameters, more than the limit "
+                          f"{MAX_PARAMS:.3g} (scoreprobe.limits.MAX_PARAMS)")
+    return n
+
+
+def expected_shapes(kind, arch, foreign=False):
+    """{name: shape} of the state_dict the architecture expects, built on the meta device (no memory).
+
+    Call check_arch first. foreign=True: the bare DiT network's names (arch["net"]) rather than the
+    wrapped denoiser's.
+    """
+    import torch
+    with torch.device("meta"):
+        model = dit_from_config(arch["net"]) if foreign else build_model(kind, arch)
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}

@@ -15,6 +15,7 @@ import torch
 import torch.nn as nn
 
 from scoreprobe.errors import CheckpointError, ConfigError, first_line
+from scoreprobe.limits import MAX_BITS, MAX_HIDDEN, MAX_LABEL_ROWS, check_int, check_positive
 from scoreprobe.models.param import check_parameterization
 from scoreprobe.models.settings import SETTINGS
 
@@ -39,12 +40,23 @@ def strip_prefixes(sd):
 
 
 def check_overrides(overrides):
-    """ConfigError for unknown setting names or a bad parameterization name."""
+    """ConfigError for unknown setting names, a bad parameterization name, or values out of range
+    (num_heads, num_classes: positive ints; sigma_data, time_scale: positive finite; image_shape)."""
     unknown = set(overrides) - set(OVERRIDES)
     if unknown:
         raise ConfigError(f"unknown checkpoint settings {sorted(unknown)}; known: {', '.join(OVERRIDES)}, ema")
     if overrides.get("parameterization") is not None:
         check_parameterization(overrides["parameterization"])
+    for name, (lo, hi) in (("num_heads", (1, MAX_HIDDEN)), ("num_classes", (1, MAX_LABEL_ROWS))):
+        if overrides.get(name) is not None:
+            check_int(overrides[name], name, lo, hi)
+    for name in ("sigma_data", "time_scale"):
+        if overrides.get(name) is not None:
+            check_positive(overrides[name], name)
+    shape = overrides.get("image_shape")
+    if shape is not None and (not isinstance(shape, (list, tuple)) or len(shape) != 3
+                              or math.prod(check_int(v, "image_shape entry", 1, MAX_BITS) for v in shape) > MAX_BITS):
+        raise ConfigError(f"image_shape must be (C, H, W) with C*H*W <= {MAX_BITS}, got {str(shape)[:60]}")
 
 
 def dit_module_settings(module):

@@ -15,6 +15,7 @@ import re
 import struct
 import warnings
 import zipfile
+import zlib
 from pathlib import Path
 
 import torch
@@ -75,8 +76,24 @@ def read_file(path, trust=False):
     return _read_torch(path, trust), {}, "torch"
 
 
+def check_zip_crc(path):
+    """CheckpointError when a zip container (torch's format) has a member whose CRC-32 does not match.
+
+    torch.load does not verify CRCs, so a bit flip in the stored tensors would load silently.
+    """
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bad = zf.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error) as e:
+        raise CheckpointError(f"{path} is a corrupt zip container: {first_line(e)}") from None
+    if bad is not None:
+        raise CheckpointError(f"{path} is corrupt: the CRC-32 of its member {bad!r} does not match its data")
+
+
 def _read_torch(path, trust):
     """torch.load with weights_only=True (argparse.Namespace allowed); with trust, fall back to full unpickling."""
+    if zipfile.is_zipfile(path):
+        check_zip_crc(path)
     try:
         with torch.serialization.safe_globals([argparse.Namespace]), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*pickle protocol", category=UserWarning)

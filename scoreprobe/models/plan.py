@@ -12,6 +12,8 @@ from pathlib import Path
 import torch.nn as nn
 
 from scoreprobe.errors import CheckpointError, ConfigError
+from scoreprobe.limits import MAX_STEP, check_int, check_positive
+from scoreprobe.models.build import check_arch
 from scoreprobe.models.diffusers_dit import convert_diffusers_dit, find_diffusers_dir, is_diffusers_dit
 from scoreprobe.models.diffusers_dit import read_diffusers_weights
 from scoreprobe.models.foreign import dit_module_settings, infer_dit_arch, is_state_dict, strip_prefixes
@@ -137,8 +139,9 @@ def _decide(arch, settings, missing):
         facts["schedule"], facts["schedule_how"] = resolve_schedule(param, settings, how)
     if param == "edm":
         sd, origin = settings.lookup("sigma_data")
-        arch["sigma_data"] = None if sd is None else float(sd)
-        arch["time_scale"] = float(settings.get("time_scale") or 1.0)
+        arch["sigma_data"] = None if sd is None else check_positive(sd, f"sigma_data ({origin})")
+        ts, ts_origin = settings.lookup("time_scale")
+        arch["time_scale"] = 1.0 if ts is None else check_positive(ts, f"time_scale ({ts_origin})")
         facts["sigma_data_how"] = origin or ""
         if sd is None:
             missing.append("sigma_data")
@@ -158,6 +161,8 @@ def _plan_ours(obj, path, ema, settings):
         hint = "; use ema=True (trained with save_model=False)" if ema is False else ""
         raise CheckpointError(f"{path}: {e}{hint}") from None
     arch = obj["arch"]
+    check_arch(obj["kind"], arch, where=f"{path}: stored architecture")
+    check_int(obj.get("step"), f"{path}: stored step", 0, MAX_STEP, CheckpointError)
     stored = {"sigma_data": arch.get("sigma_data"), "time_scale": arch.get("time_scale"), "parameterization": "edm",
               "image_shape": arch.get("image_shape"), "num_heads": (arch.get("net") or {}).get("num_heads"),
               "class_label": 0}

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from scoreprobe.errors import ConfigError
+from scoreprobe.limits import MAX_TIMESTEPS, check_int
 
 SCHEDULES = ("linear", "cosine")
 COSINE_OFFSET = 0.008      # s in Nichol & Dhariwal (2021), eq. 17
@@ -36,10 +37,9 @@ class VPSchedule:
     num_timesteps: int = 1000
 
     def __post_init__(self):
-        if self.name not in SCHEDULES:
-            raise ConfigError(f"unknown schedule {self.name!r}; known: {', '.join(SCHEDULES)}")
-        if int(self.num_timesteps) != self.num_timesteps or self.num_timesteps < 2:
-            raise ConfigError(f"num_timesteps must be an integer >= 2, got {self.num_timesteps!r}")
+        if not isinstance(self.name, str) or self.name not in SCHEDULES:
+            raise ConfigError(f"unknown schedule {str(self.name)[:40]!r}; known: {', '.join(SCHEDULES)}")
+        check_int(self.num_timesteps, "num_timesteps", 2, MAX_TIMESTEPS)
 
     def betas(self):
         """β_t for t = 0..T−1: float64 (T,)."""

@@ -139,7 +139,8 @@ def resolve_schedule(param, settings, how=""):
         return None, ""
     name, n_origin = settings.lookup("schedule")
     T, t_origin = settings.lookup("num_timesteps")
-    schedule = VPSchedule(name or "linear", int(T) if T is not None else 1000)
+    T = int(T) if isinstance(T, float) and T.is_integer() else T
+    schedule = VPSchedule(name or "linear", T if T is not None else 1000)
     for src, d in settings.sources:   # diffusers configs state their β; only the two known schedules load
         if schedule.name == "linear" and ("beta_start" in d or "beta_end" in d):
             want = (1e-4 * 1000 / schedule.num_timesteps, 0.02 * 1000 / schedule.num_timesteps)

@@ -14,9 +14,11 @@ present, else raw, else the file's only (unmarked) weights, and `describe` says 
 """
 from dataclasses import dataclass
 
+import torch
 import torch.nn as nn
 
 from scoreprobe.errors import CheckpointError, ConfigError
+from scoreprobe.limits import warn_nonfinite
 from scoreprobe.models.foreign import is_state_dict
 
 EMA_KEYS = ("ema", "state_dict_ema", "model_ema")
@@ -128,3 +130,29 @@ def select_weights(obj, ema="auto"):
             return Weights(by_role[role][1], role, by_role[role][0], auto=True, note=note)
     keys = sorted(map(str, obj))[:8] if isinstance(obj, dict) else []
     raise CheckpointError(f"holds no weights in a form scoreprobe knows; top-level keys: {keys}")
+
+
+def check_tensors(sd, expected, path):
+    """Check weights before they are loaded into a network; returns them as float32.
+
+    CheckpointError when names or shapes differ from `expected` ({name: shape}, models.build.expected_shapes)
+    or a tensor is not a dense real floating-point tensor (int8, complex, bool, sparse weights are refused);
+    NonFiniteWarning with the count when values are NaN/inf (the model then runs, and its NaN outputs are
+    counted where they land).
+    """
+    missing, extra = sorted(set(expected) - set(sd)), sorted(set(sd) - set(expected))
+    wrong = [k for k in expected if k in sd and tuple(sd[k].shape) != tuple(expected[k])]
+    if missing or extra or wrong:
+        what = "; ".join(f"{label}: {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}" for label, keys in
+                         (("missing", missing), ("unexpected", extra), ("wrong shape", wrong)) if keys)
+        raise CheckpointError(f"{path}: weights do not fit the architecture ({what}); "
+                              + (f"e.g. {wrong[0]} is {tuple(sd[wrong[0]].shape)}, expected {expected[wrong[0]]}"
+                                 if wrong else "the file's architecture and tensors disagree"))
+    odd = [(k, v) for k, v in sd.items() if v.layout != torch.strided or not v.is_floating_point()]
+    if odd:
+        raise CheckpointError(f"{path}: weight {odd[0][0]!r} has dtype {odd[0][1].dtype} ({odd[0][1].layout}); "
+                              f"weights must be dense real floating-point tensors ({len(odd)} are not)")
+    n_bad = sum(int((~torch.isfinite(v)).sum()) for v in sd.values())
+    warn_nonfinite(n_bad, sum(v.numel() for v in sd.values()), f"weight values of {path}",
+                   "the model will produce NaN outputs, counted as `invalid` endpoints", stacklevel=4)
+    return {k: v.float() for k, v in sd.items()}

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 import xarray as xr
 
-from scoreprobe.errors import ConfigError, ScoreprobeWarning
+from scoreprobe.errors import ConfigError, NonFiniteWarning, ScoreprobeWarning
+from scoreprobe.limits import warn_nonfinite
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION
 from scoreprobe.data import state_flag_attrs
 from scoreprobe.probes.field import as_sigma_list, plane_coords
@@ -238,7 +239,8 @@ def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, s
 
     Returns
     -------
-    dict name -> (S, M) float64: retained, captured, valid.
+    dict name -> (S, M) float64: retained, captured, valid. Non-finite endpoints count as none of the
+    three; one NonFiniteWarning gives their number.
     """
     from scoreprobe.data import STATE_CODES
     from scoreprobe.ode import randn_per_sample
@@ -252,13 +254,19 @@ def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, s
     eps = randn_per_sample(seed, torch.arange(m * n_noise), d, dtype=dtype, device=device)  # (M*K, D)
     valid_codes = [STATE_CODES[k] for k in ("valid_novel", "valid_heldout", "valid_memorized")]
     res = {k: np.empty((len(sigmas), m)) for k in ("retained", "captured", "valid")}
+    n_bad = 0
     for i, s in enumerate(sigmas):
-        c = classify(_endpoints(D, x + float(s) * eps, s, n_steps, solver, chunk_size), dataset, rule)
+        with warnings.catch_warnings():   # counted here and reported once below
+            warnings.simplefilter("ignore", NonFiniteWarning)
+            c = classify(_endpoints(D, x + float(s) * eps, s, n_steps, solver, chunk_size), dataset, rule)
+        n_bad += int(np.count_nonzero(c["state"] == STATE_CODES["invalid"]))
         back = (c["state"] != STATE_CODES["invalid"]) & (c["bits"] == own).all(axis=1)
         other = (c["state"] == STATE_CODES["valid_memorized"]) & (c["train_index"] != own_train)
         valid = np.isin(c["state"], valid_codes)
         for k, hit in (("retained", back), ("captured", other), ("valid", valid)):
             res[k][i] = hit.reshape(m, n_noise).mean(axis=1)
+    warn_nonfinite(n_bad, len(sigmas) * m * n_noise, "retention restarts' endpoints (sigmas x points x restarts)",
+                   "they count as neither retained, captured nor valid")
     return res
 
 

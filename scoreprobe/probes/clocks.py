@@ -22,6 +22,7 @@ import xarray as xr
 from scoreprobe import data, ode, slices, store
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION, MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import NonFiniteWarning
+from scoreprobe.limits import warn_nonfinite
 from scoreprobe.probes.taus import fit_power_law, taus  # noqa: F401  (re-exported: sp.taus)
 from scoreprobe.sweep import dataset_and_rule, is_multi, source_identity, sweep
 
@@ -91,7 +92,9 @@ def _draw(model, n_samples, seed, n_steps, device, chunk_size, dim):
     if sampler is not None:
         kw = {} if chunk_size is None else {"chunk_size": chunk_size}
         return data.to_signed(np.asarray(sampler.sample(n_samples, seed, **kw)))
-    x = ode.sample(model, n_samples, seed, n_steps=n_steps, chunk_size=chunk_size, device=device, dim=dim)
+    with warnings.catch_warnings():   # non-finite endpoints: counted and warned about once by `clocks`
+        warnings.simplefilter("ignore", NonFiniteWarning)
+        x = ode.sample(model, n_samples, seed, n_steps=n_steps, chunk_size=chunk_size, device=device, dim=dim)
     return x.detach().to("cpu", torch.float64).numpy()
 
 
@@ -233,7 +236,5 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
 
 def _warn_nonfinite(ds):
     bad = int((ds["state"] == data.STATE_CODES["invalid"]).sum())
-    if bad:
-        warnings.warn(f"{bad} of {ds['state'].size} sampled endpoints are non-finite (NaN/inf): they are counted "
-                      "as `invalid` and excluded from group_acc, group_mem and off_vertex", NonFiniteWarning,
-                      stacklevel=3)
+    warn_nonfinite(bad, ds["state"].size, "sampled endpoints",
+                   "they are counted as `invalid` and excluded from group_acc, group_mem and off_vertex", stacklevel=4)

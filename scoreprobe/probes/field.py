@@ -11,6 +11,7 @@ import torch
 import xarray as xr
 
 from scoreprobe.errors import ConfigError
+from scoreprobe.limits import warn_nonfinite
 from scoreprobe.sweep import dataset_and_rule, run_probe
 
 logger = logging.getLogger(__name__)
@@ -59,7 +60,8 @@ def plane_field(D, plane, sigmas, res=64, margin=0.5, chunk_size=4096, dtype=tor
 
     Returns
     -------
-    dict name -> (S, res, res) float64 numpy arrays (dims sigma, v, u) for the FIELD_VARS.
+    dict name -> (S, res, res) float64 numpy arrays (dims sigma, v, u) for the FIELD_VARS. Grid points
+    where D returns NaN/inf get NaN/inf values; one NonFiniteWarning gives their count.
     """
     points, _, _ = plane.grid(res, margin)
     x = torch.as_tensor(points, dtype=dtype, device=device)                  # (P, D)
@@ -67,11 +69,13 @@ def plane_field(D, plane, sigmas, res=64, margin=0.5, chunk_size=4096, dtype=tor
     origin = torch.as_tensor(plane.origin, dtype=dtype, device=device)       # (D,)
     out = {k: np.empty((len(sigmas), len(points))) for k in FIELD_VARS}
     step = int(chunk_size or len(points))
+    n_bad = 0
     for i, sigma in enumerate(sigmas):
         for lo in range(0, len(points), step):
             xc = x[lo:lo + step]                                             # (B, D)
             sig = torch.full((len(xc),), float(sigma), dtype=dtype, device=device)
             den = D(xc, sig)                                                 # (B, D)
+            n_bad += int((~torch.isfinite(den)).any(dim=1).sum())
             score = (den - xc) / sig[:, None] ** 2                           # (B, D)
             s_uv = score @ basis.T                                           # (B, 2)
             off = (score - s_uv @ basis).norm(dim=1)                         # (B,)
@@ -79,6 +83,8 @@ def plane_field(D, plane, sigmas, res=64, margin=0.5, chunk_size=4096, dtype=tor
             cols = (s_uv[:, 0], s_uv[:, 1], off, d_uv[:, 0], d_uv[:, 1])
             for k, val in zip(FIELD_VARS, cols):
                 out[k][i, lo:lo + step] = val.double().cpu().numpy()
+    warn_nonfinite(n_bad, len(sigmas) * len(points), "denoiser outputs on the plane grid (points x sigmas)",
+                   "their score-field values are NaN/inf")
     return {k: a.reshape(len(sigmas), res, res) for k, a in out.items()}
 
 

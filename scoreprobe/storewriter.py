@@ -1,0 +1,190 @@
+"""StoreWriter: the single, crash-safe writer of one store (see `scoreprobe.store`).
+
+    with StoreWriter(path, config, overwrite=False) as w:   # lock, clean leftovers, repair, verify
+        for step in steps_to_compute(w.done): w.write(ds_of_one_step)
+        w.finish()                                            # swap a replacement store into place
+
+Visibility: each `write` ends with one atomic commit of the root metadata (`storecommit`), so plain
+readers only ever see complete steps. A new store (or the replacement of an empty or partial
+directory) is built beside `path` as `<name>.scoreprobe-new` and renamed into place after its first
+step; with `overwrite`, the existing store stays in place, intact, until `finish`. Damaged steps
+(checksum mismatch) are reported with a StoreDamageWarning and rewritten in place by `write`.
+"""
+import logging
+import os
+import warnings
+
+import numpy as np
+import zarr
+from xarray.conventions import encode_cf_variable
+
+from scoreprobe import store, storecheck, storecommit
+from scoreprobe.errors import StoreDamageWarning, StoreError
+from scoreprobe.storelock import StoreLock
+
+logger = logging.getLogger(__name__)
+
+_PENDING_OVERWRITE = set()  # paths `prepare_store(..., overwrite=True)` marked for replacement in this process
+
+
+def request_overwrite(path):
+    """Make the next StoreWriter of `path` in this process replace the store (legacy prepare_store)."""
+    _PENDING_OVERWRITE.add(os.path.abspath(store.resolve_path(path)))
+
+
+class StoreWriter:
+    """Exclusive writer of the store at `path` for an analysis with `config` (None: not checked)."""
+
+    def __init__(self, path, config=None, overwrite=False, history=None):
+        self.path = store.resolve_path(path)
+        self.config = None if config is None else store.normalize_config(config)
+        self.overwrite = bool(overwrite) or os.path.abspath(self.path) in _PENDING_OVERWRITE
+        self.history, self.lock = history, StoreLock(self.path)
+        self.target, self.publish = storecommit.sibling(self.path, "new"), "now"
+        self.attrs, self.steps, self.digests, self.static, self.damaged = None, [], [], {}, {}
+
+    def __enter__(self):
+        self.lock.acquire()
+        try:
+            self._prepare()
+        except BaseException:
+            self.lock.release()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.lock.release()
+
+    @property
+    def done(self):
+        """Committed, undamaged steps in the order they were written."""
+        return [s for s in self.steps if s not in self.damaged]
+
+    def _prepare(self):
+        note = storecommit.clean_leftovers(self.path)
+        if note:
+            logger.warning(note)
+        state, root = store.inspect(self.path, overwrite=self.overwrite)
+        _PENDING_OVERWRITE.discard(os.path.abspath(self.path))
+        if state != "store":
+            return
+        if self.overwrite:
+            self.publish = "finish"
+            return
+        if self.config is not None:
+            store.check_config(self.path, root, self.config)
+        self.target, self.publish = self.path, None
+        self._load(root)
+
+    def _load(self, root):
+        """Repair what a killed write left, read the commit record, verify checksums."""
+        if (root.get("consolidated_metadata") or {}).get("metadata") is None:  # written before commits
+            group = zarr.open_group(str(self.path), mode="r+", zarr_format=3, use_consolidated=False)
+            store.truncate(group, store.committed(root))
+        else:
+            fixed = storecommit.restore_arrays(self.path, storecommit.committed_metas(self.path, root))
+            if fixed:
+                logger.warning("repaired %s: undid the uncommitted part of an interrupted write (%s)",
+                               self.path, ", ".join(fixed))
+        self.attrs = dict(root.get("attributes") or {})
+        record = self.attrs.get(store.RECORD_ATTR) or {}
+        self.steps = store.written_steps(self.path)
+        self.digests = list(record.get("digests") or [None] * len(self.steps))
+        self.static = record.get("static") or {}
+        if record.get("static") is None or None in self.digests:
+            self._commit()  # first write since checksums: record them (trust on first use)
+        bad = store.verify(self.path)
+        self.damaged = {self.steps[i]: i for i in bad}
+        if bad:
+            warnings.warn(f"store {self.path}: damaged data at steps {sorted(self.damaged)} "
+                          f"({'; '.join(', '.join(v) for v in bad.values())}); recomputing them",
+                          StoreDamageWarning, stacklevel=3)
+
+    def write(self, ds, history=None):
+        """Write the step(s) of `ds` (dims step, ...) and commit each one."""
+        if store.STEP_DIM not in ds.dims:
+            raise StoreError("StoreWriter.write needs a Dataset with a 'step' dimension")
+        ds = store.plain(ds)
+        for i in range(ds.sizes[store.STEP_DIM]):
+            self._write_one(ds.isel({store.STEP_DIM: slice(i, i + 1)}), history)
+
+    def _write_one(self, part, history):
+        s = int(part[store.STEP_DIM].values[0])
+        if s in self.steps and s not in self.damaged:
+            raise StoreError(f"steps [{s}] are already in {self.path}; refusing to write them twice")
+        if not self.steps and self.attrs is None:
+            self._create(part, history)
+        else:
+            index = self.damaged.pop(s, len(self.steps))
+            self._write_at(part, index)
+            if index == len(self.steps):
+                self.steps.append(s)
+                self.digests.append(None)
+            else:
+                self.digests[index] = None
+        self._commit()
+        if self.publish == "now":
+            self._swap()
+
+    def _create(self, part, history):
+        part = part.copy()
+        part.attrs.update({"Conventions": "CF-1.11", "history": store.history_line(history or self.history),
+                           store.CONFIG_ATTR: store.config_json(self.config)})
+        part.to_zarr(str(self.target), mode="w-", encoding=store.encoding(part), consolidated=False,
+                     zarr_format=3, write_empty_chunks=True)
+        self.attrs = storecommit.read_json(self.target / "zarr.json").get("attributes") or {}
+        self.steps, self.digests = [int(part[store.STEP_DIM].values[0])], [None]
+        metas = storecommit.disk_metas(self.target)
+        self.static = storecheck.static_digests(self.target, [n for n, m in metas.items()
+                                                              if storecommit.step_axis(m) is None])
+
+    def _write_at(self, part, index):
+        """Write one step's values at `index` of every step array (resizing when appending)."""
+        group = zarr.open_group(str(self.target), mode="r+", zarr_format=3, use_consolidated=False)
+        store.check_compatible(self.path, group, part)
+        with zarr.config.set({"array.write_empty_chunks": True}):
+            for name, var in part.variables.items():
+                if store.STEP_DIM not in var.dims:
+                    continue
+                arr, values = group[name], np.asarray(encode_cf_variable(var, name=name).values)
+                if index >= arr.shape[0]:
+                    arr.resize((index + 1,) + tuple(arr.shape[1:]))
+                try:
+                    arr[index:index + 1] = values
+                except (ValueError, TypeError) as e:
+                    raise StoreError(f"cannot append to {self.path}: {name} does not fit the stored array "
+                                     f"({type(e).__name__}: {e})") from e
+
+    def _commit(self):
+        """Checksum what is new and publish it in one atomic root rewrite."""
+        metas = storecommit.disk_metas(self.target)
+        step_arrays = [n for n, m in metas.items() if storecommit.step_axis(m) == 0]
+        for i, d in enumerate(self.digests):
+            if d is None:
+                self.digests[i] = storecheck.step_digests(self.target, metas, step_arrays, i)
+        if not self.static:
+            self.static = storecheck.static_digests(self.target, [n for n in metas if n not in step_arrays])
+        self.attrs.update({store.COMMIT_ATTR: len(self.steps),
+                           store.RECORD_ATTR: {"steps": self.steps, "digests": self.digests, "static": self.static}})
+        storecommit.commit(self.target, self.attrs, metas)
+
+    def _swap(self):
+        storecommit.swap_in(self.target, self.path)
+        self.target, self.publish = self.path, None
+
+    def update_attrs(self, attrs):
+        """Merge JSON-safe global `attrs` and commit (needs a written store)."""
+        if self.attrs is None:
+            raise StoreError(f"no zarr store at {self.path}")
+        self.attrs.update(store.normalize_config(dict(attrs)))
+        self._commit()
+
+    def note_history(self, command=None):
+        """Append a line (timestamp, version, command) to the CF `history` attribute."""
+        old = (self.attrs or {}).get("history", "")
+        self.update_attrs({"history": (old + "\n" if old else "") + store.history_line(command)})
+
+    def finish(self):
+        """Swap a completed replacement store into place (no-op when writing in place)."""
+        if self.publish == "finish" and self.attrs is not None:
+            self._swap()

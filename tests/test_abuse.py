@@ -1,0 +1,233 @@
+"""Reliability under abuse (issue #12): a corpus of bad inputs built at test time (tests/abuse_corpus.py).
+
+Every case starts from a copy of one tiny, valid run directory and breaks one thing (a field of
+run.json, the dataset, a checkpoint file, resume.pt, an option value). For each the API must raise
+the typed error, the CLI must print one `error:` line and exit 2 without a traceback, a pickle
+whose __reduce__ would create a marker file must never run, and a store next to the run must be
+left as it was. NaN weights are the one case where running is right: they must warn with a count.
+"""
+import shutil
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from abuse_corpus import CFG, CKPT, DATA_CASES, RESUME_CASES, RUN_CASES, STEP, STEP_CASES
+from scoreprobe.checkpoints import load_checkpoint, load_series
+from scoreprobe.cli import main
+from scoreprobe.errors import CheckpointError, ConfigError, DataError, NonFiniteWarning
+from scoreprobe.rules import rule_from_spec
+from scoreprobe.train import TrainConfig, train_run
+
+
+@pytest.fixture(scope="module")
+def good_run(tmp_path_factory):
+    path = tmp_path_factory.mktemp("abuse") / "good"
+    train_run(TrainConfig(**CFG), path, progress=False)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Running the corpus
+# ---------------------------------------------------------------------------------------------
+
+def _tree(path):
+    """{relative path: (bytes, mtime)} of every file under path."""
+    return {str(p.relative_to(path)): (p.read_bytes(), p.stat().st_mtime_ns) for p in path.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def sandbox(good_run, tmp_path):
+    """(a copy of the good run, an existing store next to it, that store's contents)."""
+    d = tmp_path / "run"
+    shutil.copytree(good_run, d)
+    store = tmp_path / "existing.zarr"
+    store.mkdir()
+    (store / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
+    return d, store, _tree(store)
+
+
+def _cli(argv, capsys):
+    """(exit code, stderr) of the CLI run in-process."""
+    capsys.readouterr()
+    try:
+        main(["-q", *map(str, argv)])
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    return code, capsys.readouterr().err
+
+
+def _assert_one_error(code, err):
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert "Traceback" not in err and "rerun as" not in err, err   # 'rerun as': info's untyped catch-all
+    assert [ln for ln in lines if ln.startswith("error:")] == [ln for ln in lines if not ln.startswith("warning:")]
+    assert len([ln for ln in lines if ln.startswith("error:")]) == 1, err
+
+
+def _api(fn, error):
+    t0 = time.perf_counter()
+    with pytest.raises(error):
+        fn()
+    assert time.perf_counter() - t0 < 2.0, "a bad input must fail fast"
+
+
+def _clocks_argv(d):
+    return ["clocks", d, "--steps", STEP, "--n-samples", 2, "--n-steps", 1, "--out", d.parent / "c.zarr",
+            "--plot", d.parent / "c.png", "--device", "cpu"]
+
+
+def _run_case(breaker, sandbox, capsys, api, error, argv):
+    d, store, before = sandbox
+    breaker(d)
+    _api(lambda: api(d), error)
+    if argv is not None:
+        _assert_one_error(*_cli(argv(d), capsys))
+    assert not (d.parent / "MARKER").exists(), "a hostile pickle ran"
+    assert _tree(store) == before
+
+
+@pytest.mark.parametrize("name,breaker", DATA_CASES, ids=[c[0] for c in DATA_CASES])
+def test_bad_dataset(name, breaker, sandbox, capsys):
+    rule = rule_from_spec(CFG["rule"])
+    from scoreprobe.data import load_dataset
+    _run_case(breaker, sandbox, capsys, lambda d: load_dataset(d / "dataset.npz", rule), DataError,
+              lambda d: ["info", d])
+    with pytest.raises(CheckpointError):
+        load_series(sandbox[0])
+
+
+@pytest.mark.parametrize("name,breaker", RUN_CASES, ids=[c[0] for c in RUN_CASES])
+def test_bad_run_directory(name, breaker, sandbox, capsys):
+    _run_case(breaker, sandbox, capsys, lambda d: load_series(d).describe(), CheckpointError,
+              lambda d: ["info", d])
+
+
+@pytest.mark.parametrize("name,breaker", STEP_CASES, ids=[c[0] for c in STEP_CASES])
+def test_bad_checkpoint(name, breaker, sandbox, capsys):
+    _run_case(breaker, sandbox, capsys, lambda d: load_series(d).denoiser(STEP), CheckpointError, _clocks_argv)
+
+
+@pytest.mark.parametrize("name,breaker", RESUME_CASES, ids=[c[0] for c in RESUME_CASES])
+def test_bad_resume_state(name, breaker, sandbox, capsys):
+    _run_case(breaker, sandbox, capsys, lambda d: train_run(TrainConfig(**CFG), d, progress=False),
+              CheckpointError, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Option values: (name, API call on the good series, CLI arguments)
+# ---------------------------------------------------------------------------------------------
+
+def _plane(spec):
+    from scoreprobe.slices import plane_from_spec
+    return (lambda d: (lambda s: plane_from_spec(spec, s.dataset, s.rule))(load_series(d)),
+            lambda d, out: ["basins", d, "--plane", spec, "--steps", STEP, "--out", out, "--no-animate",
+                            "--device", "cpu"])
+
+
+def _grid(command):
+    from scoreprobe.slices import auto_plane
+
+    def api(d):
+        s = load_series(d)
+        auto_plane(s.dataset, s.rule).grid(100000)
+    extra = ["--no-animate"] if command == "basins" else ["--plot", "f.png"]
+    return api, lambda d, out: [command, d, "--res", 100000, "--steps", STEP, "--out", out, *extra, "--device", "cpu"]
+
+
+def _override(name, value, text):
+    return (lambda d: load_checkpoint(d / CKPT, **{name: value}),
+            lambda d, out: ["info", d / CKPT, "--set", f"{name}={text}"])
+
+
+OPTION_CASES = [
+    ("plane_train_twice", *_plane("train:0,heldout:0,violating:1,train:5")),
+    ("plane_huge_index", *_plane("train:0,heldout:0,violating:99999999999999999999999")),
+    ("plane_garbage", *_plane("train:x,heldout:0,violating:1")),
+    ("plane_incomplete", *_plane("train:0,heldout:0")),
+    ("basins_res_100000", *_grid("basins")), ("field_res_100000", *_grid("field")),
+    ("set_sigma_data_negative", *_override("sigma_data", -1.0, "-1.0")),
+    ("set_num_heads_0", *_override("num_heads", 0, "0")),
+    ("set_image_shape_0", *_override("image_shape", [1, 0, 4], "1,0,4")),
+    ("set_time_scale_0", *_override("time_scale", 0.0, "0.0")),
+]
+
+
+@pytest.mark.parametrize("name,api,argv", OPTION_CASES, ids=[c[0] for c in OPTION_CASES])
+def test_bad_option_value(name, api, argv, sandbox, capsys, monkeypatch):
+    d, store, before = sandbox
+    monkeypatch.chdir(d.parent)
+    _api(lambda: api(d), ConfigError)
+    _assert_one_error(*_cli(argv(d, store), capsys))
+    assert _tree(store) == before, "an existing store was touched"
+
+
+def test_corpus_size():
+    n = len(DATA_CASES) + len(RUN_CASES) + len(STEP_CASES) + len(RESUME_CASES) + len(OPTION_CASES)
+    assert n >= 60, n
+
+
+# ---------------------------------------------------------------------------------------------
+# NaN weights and NaN denoisers: running is right, silence is not
+# ---------------------------------------------------------------------------------------------
+
+def test_nan_weights_run_with_counted_warnings(sandbox, capsys, monkeypatch):
+    from abuse_corpus import _weights
+    from scoreprobe.ode import sample
+    d, store, before = sandbox
+    _weights(lambda v: torch.full_like(v, float("nan")))(d)
+    with pytest.warns(NonFiniteWarning, match=r"[1-9]\d* of \d+ weight values"):
+        D = load_series(d).denoiser(STEP)
+    with pytest.warns(NonFiniteWarning, match="3 of 3 PF-ODE endpoints"):
+        assert torch.isnan(sample(D, 3, 0, n_steps=1)).all()
+    monkeypatch.chdir(d.parent)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, err = _cli(["clocks", d, "--steps", STEP, "--n-samples", 2, "--n-steps", 1, "--out", "c.zarr",
+                          "--plot", "c.png", "--device", "cpu"], capsys)
+    assert code in (0, None) and "Traceback" not in err
+    assert any(issubclass(w.category, NonFiniteWarning) and "weight values" in str(w.message) for w in caught)
+    assert any(issubclass(w.category, NonFiniteWarning) and "2 of 2" in str(w.message) for w in caught)
+
+
+def _nan_plane_setup():
+    from scoreprobe.data import make_dataset, to_signed
+    from scoreprobe.slices import Plane
+    rule = rule_from_spec(CFG["rule"])
+    ds = make_dataset(rule, 4, 4, seed=0)
+    plane = Plane.through(*to_signed(np.concatenate([ds.train[:2], ds.heldout[:1]])))
+    D = lambda x, sigma: torch.where(x[:, :1] > 0, float("nan"), 0.0) * x   # noqa: E731  NaN on half the rows
+    return ds, rule, plane, D
+
+
+def test_score_field_counts_nonfinite_outputs():
+    from scoreprobe.probes.field import score_field
+    ds, rule, plane, D = _nan_plane_setup()
+    with pytest.warns(NonFiniteWarning, match=r"[1-9]\d* of 32 denoiser outputs on the plane grid"):
+        out = score_field(D, plane, [0.5, 1.0], res=4)
+    assert np.isnan(out["score_u"].values).any() and np.isfinite(out["score_u"].values).any()
+
+
+def test_retention_counts_nonfinite_endpoints_once():
+    from scoreprobe.probes.basins import retention
+    ds, rule, plane, D = _nan_plane_setup()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        retention(D, sigmas=[0.5, 1.0], n_noise=2, n_train=2, n_heldout=2, dataset=ds, rule=rule, n_steps=1)
+    nonfinite = [str(w.message) for w in caught if issubclass(w.category, NonFiniteWarning)]
+    assert len(nonfinite) == 1 and " of 16 retention restarts" in nonfinite[0], nonfinite
+
+
+@pytest.mark.parametrize("name", ["rule_parity_dos", "json_nested_10000"])
+def test_cli_subprocess_one_line(name, sandbox):
+    cases = dict(RUN_CASES)
+    d = sandbox[0]
+    cases[name](d)
+    r = subprocess.run([sys.executable, "-m", "scoreprobe", "info", str(d)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("error:"), r.stderr
