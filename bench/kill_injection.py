@@ -1,7 +1,7 @@
 """Kill-injection check of scoreprobe stores: SIGKILL a writer at N points, then read and resume.
 
-The writer is a subprocess computing a tiny `clocks` analysis on the oracles (4 steps, 8 samples)
-into a zarr store through the public API. It counts its file-system events (zarr writes, atomic
+The writer is a subprocess computing a tiny analysis on the oracles (`--probe` clocks, basins,
+field or dsm; 4 steps) into a zarr store through the public API. It counts its file-system events (zarr writes, atomic
 JSON writes, renames, tree removals) and SIGKILLs itself just before event K. For every K the
 parent checks:
 
@@ -12,6 +12,7 @@ parent checks:
       with no lock or leftover directories beside it.
 
     python bench/kill_injection.py --n 20                  # 20 points per mode, both modes
+    python bench/kill_injection.py --n 10 --probe basins   # the same for basins (field, dsm)
     python bench/kill_injection.py --n 3 --modes fresh     # quick
     python bench/kill_injection.py --points 255-273        # every event in a range (e.g. the last commit and swap)
 
@@ -19,7 +20,6 @@ Prints one line per point and the counts; exit status 1 when any check failed.
 """
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import signal
@@ -70,19 +70,36 @@ def _install_kill_hooks(kill_at):
     return count
 
 
-def child(out, kill_at, seed, overwrite):
-    """Write the tiny clocks store; print the number of file-system events when not killed."""
+def _analysis(probe, seed):
+    """(function, {step: oracle}, kwargs) of a tiny analysis; `seed` 0 / 1 gives two different configs."""
     from scoreprobe.data import make_dataset
     from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-    from scoreprobe.probes.clocks import clocks
     from scoreprobe.rules import Parity
+    from scoreprobe.slices import auto_plane
     rule = Parity(2, shape=(3, 4))
     data = make_dataset(rule, 16, 16, seed=0)
     mapping = {0: RuleDenoiser(rule), 10: EmpiricalDenoiser(data.train), 20: RuleDenoiser(rule),
                30: EmpiricalDenoiser(data.train)}
+    common = dict(dataset=data, rule=rule, progress=False)
+    if probe == "clocks":
+        from scoreprobe.probes.clocks import clocks
+        return clocks, mapping, dict(n_samples=8, n_steps=6, seed=seed, n_boot=50, **common)
+    if probe == "dsm":
+        from scoreprobe.probes.dsm import dsm_by_sigma
+        return dsm_by_sigma, mapping, dict(sigmas=[0.1, 0.5, 2.0], n_noise=2, seed=seed, **common)
+    plane = auto_plane(data, rule, seed=0)
+    if probe == "basins":
+        from scoreprobe.probes.basins import basins
+        return basins, mapping, dict(plane=plane, sigma_start=(1.0, 0.5)[seed], res=6, n_steps=6, **common)
+    from scoreprobe.probes.field import score_field
+    return score_field, mapping, dict(plane=plane, sigmas=[(1.0, 0.5)[seed]], res=6, **common)
+
+
+def child(out, kill_at, seed, overwrite, probe="clocks"):
+    """Write the tiny store of `probe`; print the number of file-system events when not killed."""
+    fn, mapping, kw = _analysis(probe, seed)   # imports happen before the hooks count events
     count = _install_kill_hooks(kill_at)
-    clocks(mapping, n_samples=8, n_steps=6, seed=seed, dataset=data, rule=rule, out=out, n_boot=50,
-           progress=False, overwrite=overwrite)
+    fn(mapping, out=out, overwrite=overwrite, **kw)
     print(f"EVENTS {count[0]}")
 
 
@@ -91,9 +108,13 @@ def child(out, kill_at, seed, overwrite):
 # ---------------------------------------------------------------------------------------------
 
 
+PROBE = ["clocks"]   # the analysis the writer runs (set by --probe)
+
+
 def run_child(out, kill_at=0, seed=NEW_SEED, overwrite=False):
     """(return code, stdout+stderr) of one writer run (-9 when it was killed)."""
-    cmd = [sys.executable, __file__, "--child", str(out), "--kill-at", str(kill_at), "--seed", str(seed)]
+    cmd = [sys.executable, __file__, "--child", str(out), "--kill-at", str(kill_at), "--seed", str(seed),
+           "--probe", PROBE[0]]
     cmd += ["--overwrite"] if overwrite else []
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
@@ -130,10 +151,10 @@ def check_reader(path, mode, ref, old):
     try:
         if mode == "fresh":
             return _same_steps(shown, ref), f"{shown.sizes.get('step', 0)} complete steps"
-        seed = json.loads(shown.attrs["scoreprobe_config"])["seed"]
-        want = old if seed == OLD_SEED else ref
+        is_old = shown.attrs["scoreprobe_config"] == old.attrs["scoreprobe_config"]
+        want = old if is_old else ref
         ok = _same_steps(shown, want) and shown.sizes["step"] == want.sizes["step"]
-        return ok, f"{'old' if seed == OLD_SEED else 'new'} store, {shown.sizes['step']} steps"
+        return ok, f"{'old' if is_old else 'new'} store, {shown.sizes['step']} steps"
     except AssertionError as e:
         return False, f"visible data differ from a complete run: {str(e).splitlines()[0]}"
 
@@ -198,13 +219,16 @@ def main(argv=None):
     ap.add_argument("--modes", default="fresh,overwrite", help="fresh (new store), overwrite (replace one)")
     ap.add_argument("--points", default=None, help="explicit event range FIRST-LAST instead of --n spread points")
     ap.add_argument("--workdir", default=None, help="scratch directory (default: a temporary one)")
+    ap.add_argument("--probe", default="clocks", choices=["clocks", "basins", "field", "dsm"],
+                    help="the analysis the writer runs (tiny, on the oracles)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--kill-at", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=NEW_SEED, help=argparse.SUPPRESS)
     ap.add_argument("--overwrite", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    PROBE[0] = args.probe
     if args.child:
-        return child(args.child, args.kill_at, args.seed, args.overwrite)
+        return child(args.child, args.kill_at, args.seed, args.overwrite, args.probe)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="kill_injection_"))
     work.mkdir(parents=True, exist_ok=True)
     refs = references(work)
@@ -223,7 +247,7 @@ def main(argv=None):
             c["resume_ok"] += ok_b
             print(f"{mode:9s} kill before event {k:3d}/{n_events}: (a) {'ok ' if ok_a else 'BAD'} "
                   f"(b) {'ok ' if ok_b else 'BAD'}  {note}", flush=True)
-    print(f"writer events in an uninterrupted run: {refs['new_events']} (new store), "
+    print(f"{args.probe}: writer events in an uninterrupted run: {refs['new_events']} (new store), "
           f"{refs['overwrite_events']} (replacing a store)")
     for mode, c in totals.items():
         print(f"{mode}: {c['points']} injection points, {c['killed']} writers killed, plain reader ok "

@@ -127,7 +127,12 @@ def resolve_path(path):
 def committed(root):
     """Number of committed steps in a root metadata dict (0 without the marker)."""
     n = (root.get("attributes") or {}).get(COMMIT_ATTR)
-    return int(n) if n is not None else 0
+    if n is None:
+        return 0
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise StoreError(f"the store's commit marker {COMMIT_ATTR} is {n!r}, not a step count: the store is "
+                         "damaged; write to another --out or pass --overwrite to replace it")
+    return n
 
 
 def inspect(path, overwrite=False):
@@ -182,14 +187,26 @@ def written_steps(path):
 
 def stored_config(path):
     """The `scoreprobe_config` of the store at `path` as a dict (None when absent)."""
-    _, root = _root(path)
+    path, root = _root(path)
     raw = (root or {}).get("attributes", {}).get(CONFIG_ATTR)
-    return json.loads(raw) if raw is not None else None
+    return _parse_config(path, raw) if raw is not None else None
+
+
+def _parse_config(path, raw):
+    """The JSON `scoreprobe_config` text as a dict, or StoreError naming the damaged store."""
+    try:
+        config = json.loads(raw)
+    except (TypeError, ValueError):
+        config = None
+    if not isinstance(config, dict):
+        raise StoreError(f"store {path}: its {CONFIG_ATTR} attribute is not a JSON object (the store is "
+                         "damaged); write to another --out or pass --overwrite to replace it")
+    return config
 
 
 def check_config(path, root, config):
     """StoreError when the store's config differs from `config` (naming the differing keys)."""
-    old = json.loads((root.get("attributes") or {}).get(CONFIG_ATTR) or "{}")
+    old = _parse_config(path, (root.get("attributes") or {}).get(CONFIG_ATTR) or "{}")
     diff = config_diff(old, config)
     if diff:
         probes = (old.get("probe"), (config or {}).get("probe"))

@@ -132,10 +132,12 @@ class _State:
         self.opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.gen = torch.Generator(device="cpu").manual_seed(cfg.seed + 1)
         self.step = 0
+        self.running = []   # losses since the last log line (so a resumed run logs the same means)
 
     def state_dict(self):
         return {"format": CKPT_FORMAT, "step": self.step, "model": self.model.state_dict(),
-                "ema": self.ema.state_dict(), "opt": self.opt.state_dict(), "rng": self.gen.get_state()}
+                "ema": self.ema.state_dict(), "opt": self.opt.state_dict(), "rng": self.gen.get_state(),
+                "running": torch.tensor(self.running, dtype=torch.float64)}
 
     def load_state_dict(self, sd):
         self.model.load_state_dict(sd["model"])
@@ -143,6 +145,7 @@ class _State:
         self.opt.load_state_dict(sd["opt"])
         self.gen.set_state(sd["rng"])
         self.step = int(sd["step"])
+        self.running = [float(v) for v in sd.get("running", torch.zeros(0)).reshape(-1)]   # older files: none
 
 
 def _load_resume(st, path, device, total_steps):
@@ -208,23 +211,22 @@ def train_run(cfg, run_dir, device="cpu", progress=None):
     if resume.exists():
         _load_resume(st, resume, device, cfg.total_steps)
         logger.info("resuming %s from step %d", run_dir, st.step)
-        _truncate_log(run_dir / "train_log.jsonl", st.step)
     elif st.step in save_at:
         _save_step(cfg, run_dir, st, arch)
+    _truncate_log(run_dir / "train_log.jsonl", st.step)   # also after a kill before the first resume.pt
     train_bits = ds.train
     log = open(run_dir / "train_log.jsonl", "a")
     bar = tqdm(total=cfg.total_steps, initial=st.step, disable=None if progress is None else not progress,
                desc="train", unit="step")
-    running = []
     try:
         while st.step < cfg.total_steps:
             loss = _train_step(cfg, st, train_bits, device)
-            running.append(loss)
+            st.running.append(loss)
             if st.step % cfg.log_every == 0:
-                log.write(json.dumps({"step": st.step, "loss": float(np.mean(running))}) + "\n")
+                log.write(json.dumps({"step": st.step, "loss": float(np.mean(st.running))}) + "\n")
                 log.flush()
-                bar.set_postfix(loss=f"{np.mean(running):.4f}")
-                running = []
+                bar.set_postfix(loss=f"{np.mean(st.running):.4f}")
+                st.running = []
             if st.step in save_at:
                 _save_step(cfg, run_dir, st, arch)
             if st.step in save_at or st.step % cfg.resume_every == 0:
@@ -238,10 +240,19 @@ def train_run(cfg, run_dir, device="cpu", progress=None):
 
 
 def _truncate_log(path, step):
-    """Drop log lines written after `step` by an interrupted run (they are about to be redone)."""
+    """Drop log lines written after `step` by an interrupted run (they are about to be redone),
+    and a last line a kill cut short."""
     if path.exists():
-        keep = [l for l in path.read_text().splitlines(True) if l.strip() and json.loads(l)["step"] <= step]
+        keep = [line for line in path.read_text().splitlines(True) if _log_step(line) <= step]
         path.write_text("".join(keep))
+
+
+def _log_step(line):
+    """The step of a training-log line; +inf for a line that is not a complete JSON record."""
+    try:
+        return json.loads(line)["step"] if line.endswith("\n") else math.inf
+    except (ValueError, KeyError, TypeError):
+        return math.inf
 
 
 def _train_step(cfg, st, train_bits, device):

@@ -422,3 +422,20 @@ def test_stores_written_before_commit_records_are_resumed_and_upgraded(tmp_path)
     xr.testing.assert_identical(drop_history(out), drop_history(ref))
     record = json.loads((path / "zarr.json").read_text())["attributes"]["scoreprobe_record"]
     assert record["steps"] == STEPS and all(record["digests"])  # old steps checksummed on first use
+
+
+@pytest.mark.parametrize("attr, value, message", [
+    ("scoreprobe_steps_written", "a string", "commit marker scoreprobe_steps_written is 'a string'"),
+    ("scoreprobe_steps_written", -1, "not a step count"),
+    ("scoreprobe_config", "{not json", "scoreprobe_config attribute is not a JSON object"),
+    ("scoreprobe_config", "[1, 2]", "scoreprobe_config attribute is not a JSON object")])
+def test_damaged_root_attributes_are_typed_errors(tmp_path, attr, value, message):
+    path = tmp_path / "a.zarr"
+    sweep(toy_probe, mapping(), steps=[0, 3], out=path, config=CONFIG, progress=False)
+    root = json.loads((path / "zarr.json").read_text())
+    root["attributes"][attr] = value
+    (path / "zarr.json").write_text(json.dumps(root))
+    with pytest.raises(StoreError, match=message):   # resuming into it: one typed error, nothing written
+        sweep(toy_probe, mapping(), out=path, config=CONFIG, progress=False)
+    with pytest.raises(StoreError, match=message):
+        store.stored_config(path) if attr == "scoreprobe_config" else store.open_store(path)

@@ -70,11 +70,37 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path, monkeypatch, sched
     resumed = train_run(cfg, tmp_path / "killed", progress=False)
     log_steps = lambda run: [json.loads(l)["step"] for l in (run / "train_log.jsonl").read_text().splitlines()]  # noqa: E731
     assert log_steps(resumed) == log_steps(full)   # no step logged twice after the resume
+    # the same loss means too: the losses since the last log line travel in resume.pt
+    assert (resumed / "train_log.jsonl").read_text() == (full / "train_log.jsonl").read_text()
     for s in checkpoint_steps(cfg.total_steps, cfg.n_checkpoints):
         a = torch.load(ckpt_path(full, s), weights_only=True)["ema"]
         b = torch.load(ckpt_path(resumed, s), weights_only=True)["ema"]
         for k in a:
             assert torch.equal(a[k], b[k]), (s, k)
+
+
+def test_kill_before_the_first_resume_point_leaves_no_duplicate_log_lines(tmp_path, monkeypatch):
+    """A run killed before its first resume.pt restarts from step 0: the log lines it wrote (and a
+    last line the kill cut short) are dropped, so the finished log equals an uninterrupted one."""
+    cfg = tiny_cfg(resume_every=1000)
+    full = train_run(cfg, tmp_path / "full", progress=False)
+    real_step, calls = train_mod._train_step, {"n": 0}
+
+    def dying_step(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 12:   # after two log lines (log_every 5), before any resume point but step 0
+            raise KeyboardInterrupt
+        return real_step(*a, **k)
+
+    monkeypatch.setattr(train_mod, "_train_step", dying_step)
+    with pytest.raises(KeyboardInterrupt):
+        train_run(cfg, tmp_path / "killed", progress=False)
+    log = tmp_path / "killed" / "train_log.jsonl"
+    (tmp_path / "killed" / "resume.pt").unlink(missing_ok=True)   # as if killed before step 0's resume write
+    log.write_text(log.read_text() + '{"step": 15, "lo')          # a line the kill cut short
+    monkeypatch.setattr(train_mod, "_train_step", real_step)
+    resumed = train_run(cfg, tmp_path / "killed", progress=False)
+    assert (resumed / "train_log.jsonl").read_text() == (full / "train_log.jsonl").read_text()
 
 
 def test_rerun_of_a_finished_run_changes_nothing(tmp_path):

@@ -149,7 +149,7 @@ def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule
 
 def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFAULT_N_STEPS, *, dataset=None,
            rule=None, margin=0.5, solver="heun", chunk_size=4096, dtype=torch.float32, device="cpu", steps=None,
-           out=None, progress=None, check_convergence=False):
+           out=None, progress=None, check_convergence=False, overwrite=False):
     """Basin map of the PF-ODE on a plane, for a denoiser or every checkpoint of a series.
 
     Every grid point x is taken as a noisy sample at level sigma_start: the ODE runs from
@@ -163,6 +163,7 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
     res, margin : grid size and padding (see Plane.grid).
     dataset, rule : data the endpoints are classified against (taken from a series when omitted).
     steps, out, progress : for series: which steps, zarr store path, progress bar.
+    overwrite : replace a store at `out` written with other settings (only once the new one is complete).
     check_convergence : also integrate the same grid with 2·n_steps steps (about twice the cost of the
         map itself) and store the share of grid points whose label changes; a ScoreprobeWarning
         is issued when it exceeds LABEL_CHANGE_TOL. Recorded in the store's config when True.
@@ -191,7 +192,8 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
             ds = ds.assign(_convergence_vars(label_change(m, grid_map(2 * int(n_steps))), n_steps, solver))
         return ds
 
-    ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress)
+    ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress,
+                   overwrite=overwrite)
     if check_convergence:
         _warn_unconverged(ds, n_steps)
     return ds

@@ -99,7 +99,7 @@ def _field_dataset(fields, plane, sigmas, u, v, prefix="", who="model"):
 
 def score_field(D_or_series, plane, sigmas, res=64, oracles=False, dataset=None, rule=None, *,
                 margin=0.5, chunk_size=4096, dtype=torch.float32, device="cpu", steps=None, out=None,
-                progress=None):
+                progress=None, overwrite=False):
     """Score field of a denoiser (or of every checkpoint of a series) on a plane.
 
     Parameters
@@ -111,6 +111,7 @@ def score_field(D_or_series, plane, sigmas, res=64, oracles=False, dataset=None,
     oracles : also compute the memorizer's (`mem_*`) and the rule oracle's (`rule_*`) fields
         (no `step` dim); needs the data (dataset=, rule=, or from the series).
     steps, out, progress : for series: which steps, zarr store path, progress bar.
+    overwrite : replace a store at `out` written with other settings (only once the new one is complete).
 
     Returns
     -------
@@ -126,7 +127,8 @@ def score_field(D_or_series, plane, sigmas, res=64, oracles=False, dataset=None,
         f = plane_field(D, plane, sigmas, res, margin, chunk_size, dtype, device)
         return _field_dataset(f, plane, sigmas, u, v)
 
-    ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress)
+    ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress,
+                   overwrite=overwrite)
     if oracles:
         ds = ds.merge(oracle_fields(D_or_series, plane, sigmas, res, margin, dataset, rule, device=device),
                       compat="override", join="exact", combine_attrs="override")
