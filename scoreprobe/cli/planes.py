@@ -43,12 +43,19 @@ def _sigmas(values, name):
     return sig
 
 
-def _request_overwrite(out):
-    """--overwrite, once every option has been checked: mark the store at `out` for replacement
-    (store.prepare_store); the sweep builds the new store beside the old one and swaps it in when
-    complete, so a run that fails or is interrupted leaves the old store as it was."""
-    from scoreprobe.store import prepare_store
-    prepare_store(out, None, overwrite=True)
+def _plane_setup(series, plane_spec, seed, steps, outputs):
+    """Everything a plane command checks before computing: the series, the plane, the steps, and
+    that each output path {option: path} can be written. Returns (series, plane, chosen steps).
+    --overwrite is passed on to the probe, which writes the new store beside the old one and swaps
+    it in when complete: a run that fails or is interrupted leaves the old store as it was."""
+    from scoreprobe.checkpoints import load_series
+    from scoreprobe.slices import plane_from_spec
+    s = load_series(series)
+    plane = plane_from_spec(plane_spec, s.dataset, s.rule, seed=seed)
+    chosen = _plane_steps(steps, s)
+    for option, path in outputs.items():
+        check_writable(path, option)
+    return s, plane, chosen
 
 
 CONVERGENCE_COLUMNS = (("label_change_fraction", "chg@2N"), ("label_change_fraction_item", "item@2N"))
@@ -98,27 +105,19 @@ def basins(series, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
     """Basin maps of the PF-ODE on a plane through a training item, a nearby held-out item and a
     rule-violating vertex, at checkpoints of SERIES (default: the shipped series)."""
     import time
-    from scoreprobe.checkpoints import load_series
     from scoreprobe.probes.basins import basins as run_basins
-    from scoreprobe.slices import plane_from_spec
     from scoreprobe.viz import animate_basins
     t0 = time.perf_counter()
     animate_path = None if no_animate else animate_path
     if animate_path and not animate_path.lower().endswith((".gif", ".mp4")):  # fail before computing
         raise click.BadParameter(f"use a .gif or .mp4 file name, got {animate_path!r}", param_hint="--animate")
     sig = _sigmas(sigma_start, "--sigma-start")
-    s = load_series(series)
-    plane = plane_from_spec(plane_spec, s.dataset, s.rule, seed=seed)
-    chosen = _plane_steps(steps, s)
-    check_writable(out, "--out")
-    check_writable(animate_path, "--animate")
-    if overwrite and out:
-        _request_overwrite(out)
+    s, plane, chosen = _plane_setup(series, plane_spec, seed, steps, {"--out": out, "--animate": animate_path})
     click.echo(f"basins of {s.path}: {len(chosen)} of {len(s.steps)} checkpoints, plane {', '.join(plane.labels)}, "
                f"{res}x{res} grid, sigma_start {sig}, {n_steps} Heun steps"
                f"{f' (and {2 * n_steps} to check convergence)' if check_convergence else ''}, on {device}")
     ds = run_basins(s, plane, sigma_start=sig, res=res, n_steps=n_steps, steps=chosen, out=out or None, device=device,
-                    check_convergence=check_convergence)
+                    check_convergence=check_convergence, overwrite=overwrite)
     for line in _basin_table(ds):
         click.echo(line)
     if out:
@@ -144,20 +143,13 @@ def basins(series, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
 def field(series, plane_spec, sigma, res, steps, seed, oracles, out, overwrite, plot, device):
     """Score field on a plane at checkpoints of SERIES (default: the shipped series), next to the
     memorizer's and the rule oracle's."""
-    from scoreprobe.checkpoints import load_series
     from scoreprobe.probes.field import score_field
-    from scoreprobe.slices import plane_from_spec
     sig = _sigmas(sigma, "--sigma")
-    s = load_series(series)
-    plane = plane_from_spec(plane_spec, s.dataset, s.rule, seed=seed)
-    chosen = _plane_steps(steps, s)
-    check_writable(out, "--out")
-    check_writable(plot, "--plot")
-    if overwrite and out:
-        _request_overwrite(out)
+    s, plane, chosen = _plane_setup(series, plane_spec, seed, steps, {"--out": out, "--plot": plot})
     click.echo(f"score field of {s.path}: {len(chosen)} checkpoints, plane {', '.join(plane.labels)}, "
                f"{res}x{res} grid, sigma {sig}, on {device}")
-    ds = score_field(s, plane, sig, res=res, oracles=oracles, steps=chosen, out=out or None, device=device)
+    ds = score_field(s, plane, sig, res=res, oracles=oracles, steps=chosen, out=out or None, device=device,
+                     overwrite=overwrite)
     click.echo(f"{'step':>8s}{'sigma':>8s}{'mean|s_uv|':>12s}{'mean|s_off|':>13s}")
     for st in ds.step.values:
         for sg in ds.sigma.values:
