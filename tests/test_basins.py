@@ -343,16 +343,17 @@ def test_cli_basins_check_convergence(setup, tmp_path, monkeypatch, capsys):
     b = open_store(tmp_path / "c.zarr")
     assert stored_config(tmp_path / "c.zarr")["check_convergence"] is True
     rows = _table_rows(r.output)
-    assert len(rows) == 4 and all(len(v) == 7 for v in rows.values())
+    assert len(rows) == 4 and all(len(v) == 8 for v in rows.values())   # 5 states, 2 changes, off-vertex
     for (s0, step), v in rows.items():
         d = b.sel(step=step, sigma_start=s0)
         assert v[5] == pytest.approx(float(d.label_change_fraction), abs=5e-4)
         assert v[6] == pytest.approx(float(d.label_change_fraction_item), abs=5e-4)
         assert sum(v[:5]) == pytest.approx(1.0, abs=0.01)
+        assert v[7] == pytest.approx(float(d.endpoint_off_vertex.mean()), abs=5e-4)
     assert max(v[5] for v in rows.values()) > 0.01
     plain = CliRunner().invoke(cli, [*args, "--out", "p.zarr"])   # without the flag: no extra columns
     assert plain.exit_code == 0 and "chg@2N" not in plain.output
-    assert all(len(v) == 5 for v in _table_rows(plain.output).values())
+    assert all(len(v) == 6 for v in _table_rows(plain.output).values())
     with pytest.raises(SystemExit) as e:                          # the plain store is another analysis
         main([*args, "--out", "p.zarr", "--check-convergence"])
     assert e.value.code == 2 and "different analysis" in capsys.readouterr().err
@@ -403,7 +404,7 @@ def test_cli_basins_on_the_shipped_series(tmp_path, monkeypatch, capsys):
     steps = [int(r[0]) for r in rows]
     assert set(steps) <= set(series.steps) and 2 <= len(steps) <= 8
     assert steps[0] == series.steps[0] and steps[-1] == series.steps[-1]
-    for r in rows:
-        assert sum(float(t) for t in r[1:]) == pytest.approx(1.0, abs=0.01)
+    for r in rows:   # the five states add up to 1; the last column is the off-vertex flag
+        assert len(r) == 7 and sum(float(t) for t in r[1:6]) == pytest.approx(1.0, abs=0.01)
     with Image.open(tmp_path / "basins.gif") as im:
         assert im.n_frames == len(steps)

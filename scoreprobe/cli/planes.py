@@ -69,11 +69,15 @@ def _basin_table(ds):
     for s0 in ds.sigma_start.values:
         d = ds.sel(sigma_start=s0)
         lines.append(f"sigma_start = {float(s0):g}: share of the plane flowing to")
-        lines.append(f"{'step':>8s}" + "".join(f"{h:>11s}" for _, h in BASIN_COLUMNS + tuple(extra)))
+        lines.append(f"{'step':>8s}" + "".join(f"{h:>11s}" for _, h in BASIN_COLUMNS + tuple(extra))
+                     + f"{'off-vertex':>11s}")
         for i in range(d.sizes["step"]):
             row = d.isel(step=i)
             cells = [float(row.fraction.sel(state=k)) for k, _ in BASIN_COLUMNS] + [float(row[k]) for k, _ in extra]
+            cells.append(float(row.endpoint_off_vertex.mean()) if "endpoint_off_vertex" in row else float("nan"))
             lines.append(f"{int(d.step[i]):>8d}" + "".join(f"{c:>11.3f}" for c in cells))
+    lines.append("the five states add up to 1 (by the endpoint's thresholded bits); off-vertex: share of "
+                 "endpoints not at a vertex, a flag (docs/definitions.md)")
     if extra:
         lines.append("chg@2N: share of the grid whose endpoint state differs with 2x --n-steps; "
                      "item@2N: whose state or item reached differs")
