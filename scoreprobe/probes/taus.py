@@ -4,7 +4,8 @@ The definitions (docs/definitions.md, "Clocks"): each curve y(step) — a fracti
 interpolated between checkpoints linearly in (log(step + 1), logit y), fractions clipped to
 [1/(2n), 1 − 1/(2n)] for n samples. logit-in-log-step follows the sigmoidal rise of these curves,
 so a crossing moves little when checkpoints are dropped (linear interpolation of y itself moves
-τ_mem of the shipped series by 9% when only every third checkpoint is kept). Then
+τ_mem of the shipped series by 8%, outside its CI, when only every third checkpoint is kept;
+the logit, by 3.5%). Then
 
 - τ = the first step where the interpolated curve reaches its threshold (NaN: never reached);
 - the window = the set of steps where the interpolated rule_acc ≥ rule_threshold and
