@@ -289,6 +289,14 @@ def test_series_from_files(tmp_path):
 # scoreprobe info
 # ---------------------------------------------------------------------------------------------
 
+def test_info_without_a_path_describes_the_shipped_series():
+    result = CliRunner().invoke(cli, ["info"])
+    assert result.exit_code == 0, result.output
+    s = load_series()
+    assert str(s.path) in result.stdout and "120 train + 1024 held-out" in result.stdout
+    assert f"{len(s.steps)} of {len(s.steps)} checkpoints" in result.stdout
+
+
 def test_info_of_a_run_directory(run_dir):
     result = CliRunner().invoke(cli, ["info", str(run_dir)])
     assert result.exit_code == 0, result.output

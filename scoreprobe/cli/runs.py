@@ -193,20 +193,21 @@ def _info_file(path, trust, settings):
 
 
 @cli.command()
-@click.argument("path", type=click.Path(path_type=str))
+@click.argument("path", type=click.Path(path_type=str), required=False)
 @click.option("--trust", is_flag=True, help="Allow pickles that run code when loaded (only files you trust).")
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
               help="A setting the file does not store: parameterization (edm|ddpm_eps|v|x0), schedule "
                    "(linear|cosine), num_timesteps, class_label (int|null), num_classes, ema (auto|true|false), "
                    "num_heads, sigma_data, time_scale, image_shape (C,H,W). See docs/checkpoints.md.")
 def info(path, trust, settings):
-    """Describe a run directory or a checkpoint file / diffusers folder: rule, data, architecture, parameters,
-    steps; for a file also how it will be read (parameterization, schedule, σ_data, label row, weights)."""
+    """Describe a run directory (default: the shipped series) or a checkpoint file / diffusers folder:
+    rule, data, architecture, parameters, steps; for a file also how it will be read
+    (parameterization, schedule, σ_data, label row, weights)."""
     import os
     from scoreprobe.checkpoints import load_series
     settings = _parse_settings(settings)
     try:
-        if os.path.isdir(path) and os.path.exists(os.path.join(path, "run.json")):
+        if path is None or (os.path.isdir(path) and os.path.exists(os.path.join(path, "run.json"))):
             rows = list(_info_series(load_series(path)))
         else:
             with warnings.catch_warnings(record=True) as caught:   # guessed settings: shown as rows
