@@ -189,6 +189,19 @@ def test_bare_state_dicts_with_prefixes(tmp_path, prefix):
     assert _same(D, _our_dit(sd, 2, 6, 6, 2, 16, 1, 2, False, 1.0, rows=1001), C=2)
 
 
+def test_a_guessed_time_scale_is_named(tmp_path):
+    """A bare state_dict read as EDM: time_scale 1.0 is a guess (our trainer uses 250), so it warns."""
+    import warnings
+    from scoreprobe.errors import ScoreprobeWarning
+    torch.save(facebook_dit_state_dict(1, 2, 16, 1, 1, learn_sigma=False), tmp_path / "sd.pt")
+    with pytest.warns(ScoreprobeWarning, match="time_scale is not stated; taking 1.0"):
+        D = load_checkpoint(tmp_path / "sd.pt", num_heads=2, sigma_data=1.0)
+    assert D.time_scale == 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ScoreprobeWarning)      # stated: no guess, no warning
+        assert load_checkpoint(tmp_path / "sd.pt", num_heads=2, sigma_data=1.0, time_scale=250).time_scale == 250
+
+
 def test_half_precision_and_non_square_images(tmp_path):
     sd = facebook_dit_state_dict(1, 2, 16, 1, 1, learn_sigma=True)
     sd["pos_embed"] = torch.randn(1, 6, 16)                                # a 2 x 3 token grid

@@ -7,11 +7,12 @@ A plan is a dict(format, kind, arch, weights | module, step, missing, foreign, f
 decision with its source (what `scoreprobe info` prints). checkpoints.load_checkpoint builds it.
 """
 import argparse
+import warnings
 from pathlib import Path
 
 import torch.nn as nn
 
-from scoreprobe.errors import CheckpointError, ConfigError
+from scoreprobe.errors import CheckpointError, ConfigError, ScoreprobeWarning
 from scoreprobe.limits import MAX_STEP, check_int, check_positive
 from scoreprobe.models.build import check_arch
 from scoreprobe.models.diffusers_dit import convert_diffusers_dit, find_diffusers_dir, is_diffusers_dit
@@ -142,6 +143,10 @@ def _decide(arch, settings, missing):
         arch["sigma_data"] = None if sd is None else check_positive(sd, f"sigma_data ({origin})")
         ts, ts_origin = settings.lookup("time_scale")
         arch["time_scale"] = 1.0 if ts is None else check_positive(ts, f"time_scale ({ts_origin})")
+        if ts is None:   # a guess, so it is named: the model differs by up to ~0.7 between 1 and 250
+            warnings.warn("time_scale is not stated; taking 1.0 (c_noise = ln σ / 4, as in EDM). scoreprobe's own "
+                          "trainer uses 250: pass time_scale=... if the network was trained with another",
+                          ScoreprobeWarning, stacklevel=4)
         facts["sigma_data_how"] = origin or ""
         if sd is None:
             missing.append("sigma_data")
