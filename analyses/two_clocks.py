@@ -39,6 +39,7 @@ import torch
 
 from scoreprobe.checkpoints import load_series
 from scoreprobe.probes.clocks import clocks, fit_power_law, resolve_device
+from scoreprobe.probes.taus import logit_fraction
 from scoreprobe.store import normalize_config
 from scoreprobe.train import TrainConfig, train_run
 from scoreprobe.viz import new_figure, plot_clocks, plot_states
@@ -161,9 +162,8 @@ def extrapolate_tau(ds, threshold=0.9, last=6, confidence=0.95):
     """Where rule_acc would reach `threshold` if its logit kept rising linearly in log(step + 1), from a
     fit to the last `last` checkpoints: {"tau", "ci": [lo, hi], "slope"}; None when it does not rise."""
     steps = ds.step.values[-last:].astype(np.float64)
-    n = ds.sizes["sample"]
-    y = np.clip(ds.rule_acc.values[-last:], 0.5 / n, 1 - 0.5 / n)
-    fit = scipy.stats.linregress(np.log1p(steps), np.log(y / (1 - y)))
+    z = logit_fraction(ds.rule_acc.values[-last:], ds.sizes["sample"])   # as the clocks interpolate
+    fit = scipy.stats.linregress(np.log1p(steps), z)
     if fit.slope <= 0:
         return None
     target = math.log(threshold / (1 - threshold))

@@ -19,7 +19,7 @@ import torch
 from tqdm.auto import tqdm
 
 from scoreprobe.errors import DataError
-from scoreprobe.rules import ENUMERATE_LIMIT, Rule, _int, check_bits, rule_from_spec
+from scoreprobe.rules import ENUMERATE_LIMIT, Rule, _int, check_bits
 
 log = logging.getLogger(__name__)
 

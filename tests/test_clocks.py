@@ -12,7 +12,7 @@ from scoreprobe import store
 from scoreprobe.data import STATES, make_dataset
 from scoreprobe.errors import ConfigError
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.probes.clocks import clocks, fit_power_law, taus
+from scoreprobe.probes.clocks import clocks, fit_power_law
 from scoreprobe.rules import Parity
 
 N_TRAIN, N_HELDOUT, N_SAMPLES = 16, 16, 400

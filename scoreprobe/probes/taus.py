@@ -35,7 +35,8 @@ INTERPOLATION = "linear in (log(step + 1), logit(fraction)), fractions clipped t
 # ---------------------------------------------------------------------------------------------
 
 
-def _logit(y, n):
+def logit_fraction(y, n):
+    """logit of fractions of n samples, clipped to [1/(2n), 1 − 1/(2n)] so 0 and 1 stay finite."""
     eps = 0.5 / n
     y = np.clip(np.asarray(y, dtype=np.float64), eps, 1 - eps)
     return np.log(y) - np.log1p(-y)
@@ -116,10 +117,10 @@ TAUS = ("tau_rule", "tau_mem", "tau_novel")
 
 def _evaluate(u, rule, mem, n, th):
     """Statistics of (B, S) curves rule_acc, mem_ratio (novel_valid = rule − mem) -> dict of (B,)."""
-    R, M, V = _logit(rule, n), _logit(mem, n), _logit(rule - mem, n)
-    out = {"tau_rule": crossing(u, R, _logit(th["rule"], n)), "tau_mem": crossing(u, M, _logit(th["mem"], n)),
-           "tau_novel": crossing(u, V, _logit(th["novel"], n))}
-    lo, hi = window_segments(u, R, M, _logit(th["rule"], n), _logit(th["mem"], n))
+    R, M, V = logit_fraction(rule, n), logit_fraction(mem, n), logit_fraction(rule - mem, n)   # (B, S)
+    rt, mt, vt = (logit_fraction(th[k], n) for k in ("rule", "mem", "novel"))
+    out = {"tau_rule": crossing(u, R, rt), "tau_mem": crossing(u, M, mt), "tau_novel": crossing(u, V, vt)}
+    lo, hi = window_segments(u, R, M, rt, mt)
     out["window_open"], out["window_lo"], out["window_hi"], out["window_log10_width"] = window_summary(lo, hi)
     out["_segments"] = (lo, hi)
     return out
