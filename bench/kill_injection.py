@@ -15,6 +15,11 @@ parent checks:
     python bench/kill_injection.py --n 10 --probe basins   # the same for basins (field, dsm)
     python bench/kill_injection.py --n 3 --modes fresh     # quick
     python bench/kill_injection.py --points 255-273        # every event in a range (e.g. the last commit and swap)
+    python bench/kill_injection.py --swap rename --modes overwrite --points 270-280   # the fallback swap
+
+`--swap rename` makes the writer replace a store by two renames (the fallback for file systems
+without an atomic exchange) so that a kill between them is injected too; a plain reader then finds
+no store at `--out` (counted apart), and the rerun must restore or finish the swap.
 
 Prints one line per point and the counts; exit status 1 when any check failed.
 """
@@ -36,7 +41,7 @@ NEW_SEED, OLD_SEED = 0, 1
 # ---------------------------------------------------------------------------------------------
 
 
-def _install_kill_hooks(kill_at):
+def _install_kill_hooks(kill_at, swap="exchange"):
     """Count file-system events of the writer; SIGKILL this process just before event `kill_at`."""
     import zarr.storage
     count = [0]
@@ -62,7 +67,9 @@ def _install_kill_hooks(kill_at):
                (os, "rename"), (shutil, "rmtree")]
     try:
         from scoreprobe import storecommit
-        targets.append((storecommit, "write_json_atomic"))
+        targets += [(storecommit, "write_json_atomic"), (storecommit, "_exchange")]
+        if swap == "rename":  # as on a file system without renameat2: two renames
+            storecommit._exchange = lambda a, b: False
     except ImportError:  # an older scoreprobe (to see what the checks catch there)
         pass
     for owner, name in targets:
@@ -95,10 +102,10 @@ def _analysis(probe, seed):
     return score_field, mapping, dict(plane=plane, sigmas=[(1.0, 0.5)[seed]], res=6, **common)
 
 
-def child(out, kill_at, seed, overwrite, probe="clocks"):
+def child(out, kill_at, seed, overwrite, probe="clocks", swap="exchange"):
     """Write the tiny store of `probe`; print the number of file-system events when not killed."""
     fn, mapping, kw = _analysis(probe, seed)   # imports happen before the hooks count events
-    count = _install_kill_hooks(kill_at)
+    count = _install_kill_hooks(kill_at, swap)
     fn(mapping, out=out, overwrite=overwrite, **kw)
     print(f"EVENTS {count[0]}")
 
@@ -108,13 +115,13 @@ def child(out, kill_at, seed, overwrite, probe="clocks"):
 # ---------------------------------------------------------------------------------------------
 
 
-PROBE = ["clocks"]   # the analysis the writer runs (set by --probe)
+PROBE, SWAP = ["clocks"], ["exchange"]   # the analysis the writer runs, how it swaps (--probe, --swap)
 
 
 def run_child(out, kill_at=0, seed=NEW_SEED, overwrite=False):
     """(return code, stdout+stderr) of one writer run (-9 when it was killed)."""
     cmd = [sys.executable, __file__, "--child", str(out), "--kill-at", str(kill_at), "--seed", str(seed),
-           "--probe", PROBE[0]]
+           "--probe", PROBE[0], "--swap", SWAP[0]]
     cmd += ["--overwrite"] if overwrite else []
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
@@ -143,6 +150,9 @@ def _same_steps(shown, ref):
 def check_reader(path, mode, ref, old):
     """(a): what a plain reader sees after the kill. Returns (ok, description)."""
     if not path.exists():
+        from scoreprobe.storecommit import sibling
+        if mode == "overwrite" and sibling(path, "old").is_dir():
+            return True, "NO STORE: killed between the two renames of the fallback swap"
         return mode == "fresh", "no store yet"
     try:
         shown = _load(path, plain=True)
@@ -221,14 +231,16 @@ def main(argv=None):
     ap.add_argument("--workdir", default=None, help="scratch directory (default: a temporary one)")
     ap.add_argument("--probe", default="clocks", choices=["clocks", "basins", "field", "dsm"],
                     help="the analysis the writer runs (tiny, on the oracles)")
+    ap.add_argument("--swap", default="exchange", choices=["exchange", "rename"],
+                    help="how a replacement is swapped in: atomic exchange (Linux) or the two-rename fallback")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--kill-at", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=NEW_SEED, help=argparse.SUPPRESS)
     ap.add_argument("--overwrite", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    PROBE[0] = args.probe
+    PROBE[0], SWAP[0] = args.probe, args.swap
     if args.child:
-        return child(args.child, args.kill_at, args.seed, args.overwrite, args.probe)
+        return child(args.child, args.kill_at, args.seed, args.overwrite, args.probe, args.swap)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="kill_injection_"))
     work.mkdir(parents=True, exist_ok=True)
     refs = references(work)
@@ -239,19 +251,21 @@ def main(argv=None):
         if args.points:
             first, last = (int(v) for v in args.points.split("-"))
             points = list(range(first, min(last, n_events) + 1))
-        c = totals[mode] = {"points": len(points), "killed": 0, "reader_ok": 0, "resume_ok": 0}
+        c = totals[mode] = {"points": len(points), "killed": 0, "reader_ok": 0, "resume_ok": 0, "gap": 0}
         for k in points:
             killed, ok_a, ok_b, note = one_point(work, mode, k, refs)
             c["killed"] += killed
             c["reader_ok"] += ok_a
             c["resume_ok"] += ok_b
+            c["gap"] += "NO STORE" in note
             print(f"{mode:9s} kill before event {k:3d}/{n_events}: (a) {'ok ' if ok_a else 'BAD'} "
                   f"(b) {'ok ' if ok_b else 'BAD'}  {note}", flush=True)
     print(f"{args.probe}: writer events in an uninterrupted run: {refs['new_events']} (new store), "
           f"{refs['overwrite_events']} (replacing a store)")
     for mode, c in totals.items():
         print(f"{mode}: {c['points']} injection points, {c['killed']} writers killed, plain reader ok "
-              f"{c['reader_ok']}/{c['points']}, resume equal {c['resume_ok']}/{c['points']}")
+              f"{c['reader_ok']}/{c['points']}, resume equal {c['resume_ok']}/{c['points']}"
+              + (f", reader found no store {c['gap']}" if args.swap == "rename" else ""))
     if not args.workdir:
         shutil.rmtree(work)
     return 0 if all(c["reader_ok"] == c["resume_ok"] == c["points"] for c in totals.values()) else 1

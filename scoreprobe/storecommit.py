@@ -150,8 +150,9 @@ def swap_in(new, path):
         shutil.rmtree(old)
 
 
-def clean_leftovers(path):
-    """Finish an interrupted swap, or remove the unfinished new store of a crashed run.
+def clean_leftovers(path, keep_new=False):
+    """Finish an interrupted swap, or remove the unfinished new store of a crashed run (unless
+    `keep_new`: the caller decides whether to resume it).
 
     Returns a description of what was done (None when there was nothing)."""
     path = Path(path)
@@ -166,7 +167,7 @@ def clean_leftovers(path):
     if old.exists():
         shutil.rmtree(old)
         return f"removed {old.name} left by an interrupted swap"
-    if new.exists():
+    if new.exists() and not keep_new:
         shutil.rmtree(new)
         return f"removed {new.name}, the unfinished store of an interrupted run"
     return None

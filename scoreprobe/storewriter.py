@@ -12,6 +12,7 @@ step; with `overwrite`, the existing store stays in place, intact, until `finish
 """
 import logging
 import os
+import shutil
 import warnings
 
 import numpy as np
@@ -61,11 +62,13 @@ class StoreWriter:
         return [s for s in self.steps if s not in self.damaged]
 
     def _prepare(self):
-        note = storecommit.clean_leftovers(self.path)
+        note = storecommit.clean_leftovers(self.path, keep_new=True)
         if note:
             logger.warning(note)
         state, root = store.inspect(self.path, overwrite=self.overwrite)
         _PENDING_OVERWRITE.discard(os.path.abspath(self.path))
+        if self._resume_replacement(state):
+            return
         if state != "store":
             return
         if self.overwrite:
@@ -76,24 +79,47 @@ class StoreWriter:
         self.target, self.publish = self.path, None
         self._load(root)
 
+    def _resume_replacement(self, state):
+        """Continue the new store an interrupted run left beside `path` when it holds this analysis
+        and would replace what is there (`overwrite`, or nothing published yet); else remove it."""
+        new = self.target
+        if not new.exists():
+            return False
+        try:
+            kind, root = store.inspect(new)
+            usable = (kind == "store" and self.config is not None and (self.overwrite or state != "store")
+                      and not store.config_diff(store.stored_config(new), self.config))
+        except (StoreError, OSError, ValueError):
+            usable = False
+        if not usable:
+            shutil.rmtree(new)
+            logger.warning("removed %s, the unfinished store of an interrupted run", new.name)
+            return False
+        logger.warning("resuming %s, the unfinished store an interrupted run left beside %s", new.name, self.path)
+        self._load(root)
+        self.publish = "finish"
+        if state != "store":  # killed before its first publication: nothing to keep at `path`
+            self._swap()
+        return True
+
     def _load(self, root):
         """Repair what a killed write left, read the commit record, verify checksums."""
         if (root.get("consolidated_metadata") or {}).get("metadata") is None:  # written before commits
-            group = zarr.open_group(str(self.path), mode="r+", zarr_format=3, use_consolidated=False)
+            group = zarr.open_group(str(self.target), mode="r+", zarr_format=3, use_consolidated=False)
             store.truncate(group, store.committed(root))
         else:
-            fixed = storecommit.restore_arrays(self.path, storecommit.committed_metas(self.path, root))
+            fixed = storecommit.restore_arrays(self.target, storecommit.committed_metas(self.target, root))
             if fixed:
                 logger.warning("repaired %s: undid the uncommitted part of an interrupted write (%s)",
-                               self.path, ", ".join(fixed))
+                               self.target, ", ".join(fixed))
         self.attrs = dict(root.get("attributes") or {})
         record = self.attrs.get(store.RECORD_ATTR) or {}
-        self.steps = store.written_steps(self.path)
+        self.steps = store.written_steps(self.target)
         self.digests = list(record.get("digests") or [None] * len(self.steps))
         self.static = record.get("static") or {}
         if record.get("static") is None or None in self.digests:
             self._commit()  # first write since checksums: record them (trust on first use)
-        bad = store.verify(self.path)
+        bad = store.verify(self.target)
         self.damaged = {self.steps[i]: i for i in bad}
         if bad:
             warnings.warn(f"store {self.path}: damaged data at steps {sorted(self.damaged)} "

@@ -223,6 +223,18 @@ def test_retention_counts_nonfinite_endpoints_once():
     assert len(nonfinite) == 1 and " of 16 retention restarts" in nonfinite[0], nonfinite
 
 
+def test_basins_count_nonfinite_endpoints_once():
+    from scoreprobe.probes.basins import basins
+    ds, rule, plane, D = _nan_plane_setup()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = basins(D, plane, sigma_start=[0.5, 1.0, 2.0], res=4, n_steps=2, dataset=ds, rule=rule)
+    nonfinite = [str(w.message) for w in caught if issubclass(w.category, NonFiniteWarning)]
+    n_invalid = int((out.endpoint_state == 0).sum())   # code 0: invalid
+    assert len(nonfinite) == 1 and f"{n_invalid} of 48 PF-ODE endpoints" in nonfinite[0], nonfinite
+    assert 0 < n_invalid < 48
+
+
 @pytest.mark.parametrize("name", ["rule_parity_dos", "json_nested_10000"])
 def test_cli_subprocess_one_line(name, sandbox):
     cases = dict(RUN_CASES)

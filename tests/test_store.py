@@ -233,6 +233,40 @@ def test_overwrite_keeps_the_old_store_until_the_new_one_is_complete(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.zarr"]  # no lock, no leftovers
 
 
+def test_an_interrupted_overwrite_resumes_its_replacement(tmp_path):
+    path, other = tmp_path / "a.zarr", {"probe": "toy", "n": 6}
+    old = store.open_store(_full(path))
+    with pytest.raises(RuntimeError, match="boom"):
+        sweep(crash_at(STEPS[3]), mapping(), out=path, config=other, overwrite=True, progress=False)
+    calls = []
+
+    def counting(s):
+        calls.append(s)
+        return toy_probe(s)
+    with pytest.raises(RuntimeError, match="boom"):   # a rerun with another config: the leftover goes
+        sweep(crash_at(STEPS[0]), mapping(), out=path, config={"probe": "toy", "n": 7}, overwrite=True,
+              progress=False)
+    xr.testing.assert_identical(store.open_store(path), old)
+    with pytest.raises(RuntimeError, match="boom"):
+        sweep(crash_at(STEPS[3]), mapping(), out=path, config=other, overwrite=True, progress=False)
+    out = sweep(counting, mapping(), out=path, config=other, overwrite=True, progress=False)
+    assert calls == STEPS[3:]   # the three finished steps of the replacement were kept
+    ref = sweep(toy_probe, mapping(), out=tmp_path / "ref.zarr", config=other, progress=False)
+    xr.testing.assert_identical(drop_history(out), drop_history(ref))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.zarr", "ref.zarr"]
+
+
+def test_a_new_store_killed_before_its_first_publication_is_published(tmp_path):
+    from scoreprobe.storecommit import sibling
+    path = tmp_path / "a.zarr"
+    _full(sibling(path, "new"))   # committed beside `path`, not yet renamed into place
+    path.mkdir()                  # and an empty directory where it belongs
+    calls = []
+    out = sweep(lambda s: calls.append(s) or toy_probe(s), mapping(), out=path, config=CONFIG, progress=False)
+    assert calls == [] and list(out.step.values) == STEPS
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.zarr"]
+
+
 def test_legacy_prepare_store_overwrite_defers_the_replacement(tmp_path):
     path = _full(tmp_path / "a.zarr")
     assert store.prepare_store(path, None, overwrite=True) == []

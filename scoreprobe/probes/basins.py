@@ -52,12 +52,17 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
     points, _, _ = plane.grid(res, margin)
     x0 = torch.as_tensor(points, dtype=dtype, device=device)                  # (P, D)
     keys = ("state", "index", "train_index", "heldout_index", "nearest_train_hamming", "anchor", "off_vertex")
-    out = {k: [] for k in keys}
+    out, n_bad = {k: [] for k in keys}, 0
     for s in sigma_starts:
-        x_end = _endpoints(D, x0, s, n_steps, solver, chunk_size)             # (P, D)
+        with warnings.catch_warnings():   # non-finite endpoints: counted over all σ_start, warned once below
+            warnings.simplefilter("ignore", NonFiniteWarning)
+            x_end = _endpoints(D, x0, s, n_steps, solver, chunk_size)         # (P, D)
+        n_bad += int((~torch.isfinite(x_end)).any(dim=1).sum())
         c = classify(x_end, dataset, rule, anchors=plane.anchors)
         for k in keys:
             out[k].append(c[k].reshape(res, res))
+    warn_nonfinite(n_bad, len(sigma_starts) * len(x0), "PF-ODE endpoints (sigma_starts x grid points)",
+                   "they are classified `invalid`")
     return {k: np.stack(v) for k, v in out.items()}
 
 
