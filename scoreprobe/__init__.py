@@ -35,6 +35,7 @@ _API = {
     "scoreprobe.viz": "animate_basins plot_basins plot_dsm plot_dsm_gap plot_field plot_retention plot_clocks "
                       "plot_states",
     "scoreprobe.checkpoints": "CheckpointSeries load_checkpoint load_series series_from_files",
+    "scoreprobe.sources": "open_source",
 }
 _WHERE = {name: module for module, names in _API.items() for name in names.split()}
 __all__ = sorted(_WHERE)

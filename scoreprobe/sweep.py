@@ -9,9 +9,11 @@ there), and returns the whole cube.
 Accepted sources: a single denoiser (step 0), a mapping {step: denoiser}, or a CheckpointSeries
 (anything with `.steps` and `.denoiser(step, device)`).
 """
+import hashlib
 import json
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import xarray as xr
@@ -80,16 +82,46 @@ def _bind(load, series, step, device):
 
 
 def source_identity(obj):
-    """JSON-able description of a source, recorded in a store's config to tell analyses apart."""
+    """JSON-able description of a source, recorded in a store's config to tell analyses apart.
+
+    No machine paths: a series is named by its folder's name, a digest of its data and of its
+    training config (run directories) or its files' names and sizes plus the settings they are
+    read with (files), so a store can be moved and opened elsewhere and still be resumed."""
     if is_series(obj):
-        ident = {"type": "series", "path": str(getattr(obj, "path", "")), "kind": getattr(obj, "kind", None)}
+        path = getattr(obj, "path", None)
+        ident = {"type": "series", "name": "" if path is None else Path(path).name, "kind": getattr(obj, "kind", None)}
         rule = getattr(obj, "rule", None)
         if rule is not None and hasattr(rule, "spec"):
             ident["rule"] = rule.spec()
+        ident.update(_series_digests(obj))
         return ident
     if isinstance(obj, Mapping):
         return {"type": "mapping", "models": sorted({type(v).__name__ for v in obj.values()})}
     return {"type": "denoiser", "model": type(obj).__name__}
+
+
+def _digest(*parts):
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p if isinstance(p, bytes) else json.dumps(p, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+def _series_digests(obj):
+    """Data digest, and either the training config's digest or the files (names, sizes) and settings."""
+    out, data, config = {}, getattr(obj, "dataset", None), getattr(obj, "config", None)
+    if data is not None and hasattr(data, "train"):
+        out["data_sha256"] = _digest(np.ascontiguousarray(data.train, dtype=np.uint8).tobytes(),
+                                     np.ascontiguousarray(data.heldout, dtype=np.uint8).tobytes())
+    if not isinstance(config, Mapping):
+        return out
+    if "files" in config:   # series_from_files
+        files = [Path(f) for f in config["files"]]
+        out["files"] = [[f.name, f.stat().st_size if f.is_file() else None] for f in files]
+        out.update({k: config.get(k) for k in ("overrides", "ema", "parameterization")})
+    else:
+        out["config_sha256"] = _digest(dict(config))
+    return out
 
 
 def dataset_and_rule(obj, dataset=None, rule=None, need_rule=True, who="this probe"):

@@ -1,5 +1,6 @@
 """sweep.py: source normalization, lazy one-at-a-time loading, step selection, static variables."""
 import gc
+import json
 import weakref
 
 import numpy as np
@@ -87,9 +88,25 @@ def test_static_variables_have_no_step(tmp_path):
 
 
 def test_source_identity_is_json_friendly():
-    assert source_identity(FakeSeries([0]))["path"] == "runs/fake"
+    assert source_identity(FakeSeries([0])) == {"type": "series", "name": "fake", "kind": "dit"}
     assert source_identity({0: Model(0)}) == {"type": "mapping", "models": ["Model"]}
     assert source_identity(Model(0)) == {"type": "denoiser", "model": "Model"}
+
+
+def test_source_identity_has_no_machine_paths_and_tells_series_apart(tmp_path):
+    import shutil
+    from scoreprobe.checkpoints import load_series
+    from scoreprobe.sources import open_source
+    shipped = load_series()
+    ident = source_identity(shipped)
+    assert str(shipped.path) not in json.dumps(ident) and ident["name"] == shipped.path.name
+    copy = tmp_path / shipped.path.name   # the same run elsewhere: the same identity
+    shutil.copytree(shipped.path, copy, ignore=lambda d, names: [n for n in names if n.startswith("step_")][2:])
+    assert source_identity(load_series(copy)) == ident
+    files = open_source([shipped.checkpoint_path(s) for s in shipped.steps[:2]])
+    other = open_source([shipped.checkpoint_path(s) for s in shipped.steps[:2]], ema=True)
+    a, b = source_identity(files), source_identity(other)
+    assert a["files"][0][0] == shipped.checkpoint_path(shipped.steps[0]).name and a["data_sha256"] == ident["data_sha256"] and a != b
 
 
 def test_dataset_and_rule_prefers_arguments_then_series_then_the_datasets_rule():

@@ -3,6 +3,7 @@ import click
 
 from scoreprobe.cli import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
+from scoreprobe.cli.source import source_options
 from scoreprobe.cli.common import SEED, check_writable, parse_steps, save_figure, sweep_options
 
 
@@ -69,19 +70,19 @@ def _clock_summary(a):
 
 
 @cli.command()
-@click.argument("series", required=False, type=click.Path(exists=True, file_okay=False))
 @click.option("--n-samples", type=click.IntRange(min=1), default=1000,
               help="Samples per checkpoint (fewer are faster but make the 0.9 threshold noisy).")
 @click.option("--seed", type=SEED, default=0, help="Seed of the initial noise (the same at every step).")
 @click.option("--n-steps", type=click.IntRange(min=1), default=DEFAULT_N_STEPS, help="Heun PF-ODE steps (DiT).")
 @sweep_options("clocks.zarr", "Write the clock and state figure here.", "ODE batch rows (memory bound).")
-def clocks(series, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_size, device):
-    """Rule accuracy and memorization at every checkpoint of SERIES (default: the shipped series),
+@source_options
+def clocks(source, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_size, device):
+    """Rule accuracy and memorization at every checkpoint of SOURCES (default: the shipped
+    series; or a run directory, checkpoint files, a glob or a folder of them: see --dataset, --set),
     with τ_rule, τ_mem and the innovation window."""
-    from scoreprobe.checkpoints import load_series
     from scoreprobe.probes.clocks import clocks as run_clocks
     chosen = parse_steps(steps)
-    s = load_series(series)
+    s = source()
     _check_outputs(out, plot)
     click.echo(f"clocks of {s.path} ({s.kind}, {len(s.steps)} checkpoints), {n_samples} samples, seed {seed}, "
                f"on {device}")
@@ -114,7 +115,6 @@ def _clocks_figure(ds, path):
 # ---------------------------------------------------------------------------------------------
 
 @cli.command()
-@click.argument("series", required=False, type=click.Path(exists=True, file_okay=False))
 @click.option("--sigmas", type=click.IntRange(min=1), default=40, help="Log-spaced noise levels in [0.002, 80].")
 @click.option("--n-noise", type=click.IntRange(min=1), default=8, help="Noise draws per item (shared by all).")
 @click.option("--n-train", type=click.IntRange(min=0), default=None, help="Training items [default: all].")
@@ -122,15 +122,15 @@ def _clocks_figure(ds, path):
               help="Held-out items [default: all, at most 512].")
 @click.option("--seed", type=SEED, default=0, help="Seed of the noise bank.")
 @sweep_options("dsm.zarr", "Write the loss and gap figure here.", "Denoiser rows per call (memory bound).")
-def dsm(series, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite, plot, chunk_size, device):
-    """DSM loss by σ for training vs held-out items at every checkpoint of SERIES (default: the
-    shipped series), with the memorizer and rule-oracle references; prints the mean over σ in [0.2, 2]
+@source_options
+def dsm(source, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite, plot, chunk_size, device):
+    """DSM loss by σ for training vs held-out items at every checkpoint of SOURCES (default: the
+    shipped series; or a run directory, checkpoint files, a glob or a folder of them), with the memorizer and rule-oracle references; prints the mean over σ in [0.2, 2]
     (finite items only) with the gap's standard error, the smallest σ where the gap is significant
     (z > 3), and the number of NaN/inf per-item losses when there are any."""
-    from scoreprobe.checkpoints import load_series
     from scoreprobe.probes.dsm import dsm_by_sigma
     chosen = parse_steps(steps)
-    s = load_series(series)
+    s = source()
     _check_outputs(out, plot)
     click.echo(f"DSM loss of {s.path} ({len(s.steps)} checkpoints), {sigmas} σ in [0.002, 80], "
                f"{n_noise} noise draws, seed {seed}, on {device}")

@@ -3,6 +3,7 @@ import click
 
 from scoreprobe.cli import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
+from scoreprobe.cli.source import source_options
 from scoreprobe.cli.common import (SEED, check_writable, device_option, figure_path, float_list, parse_steps,
                                    save_figure)
 
@@ -43,14 +44,13 @@ def _sigmas(values, name):
     return sig
 
 
-def _plane_setup(series, plane_spec, seed, steps, outputs):
+def _plane_setup(source, plane_spec, seed, steps, outputs):
     """Everything a plane command checks before computing: the series, the plane, the steps, and
     that each output path {option: path} can be written. Returns (series, plane, chosen steps).
     --overwrite is passed on to the probe, which writes the new store beside the old one and swaps
     it in when complete: a run that fails or is interrupted leaves the old store as it was."""
-    from scoreprobe.checkpoints import load_series
     from scoreprobe.slices import plane_from_spec
-    s = load_series(series)
+    s = source()
     plane = plane_from_spec(plane_spec, s.dataset, s.rule, seed=seed)
     chosen = _plane_steps(steps, s)
     for option, path in outputs.items():
@@ -85,7 +85,6 @@ def _basin_table(ds):
 
 
 @cli.command()
-@click.argument("series", required=False, type=click.Path(exists=True, file_okay=False))
 @click.option("--plane", "plane_spec", default="auto", help="auto, or train:I,heldout:J,violating:K.")
 @click.option("--sigma-start", multiple=True, default=("1.0",), help="Starting noise level(s); repeat or comma-separate.")
 @click.option("--res", type=click.IntRange(min=2), default=24, help="Grid points per axis.")
@@ -104,10 +103,12 @@ def _basin_table(ds):
                    "The extra 2N-step run costs about twice the map itself (about 3x the time in all). A store "
                    "written with it is a different analysis from one without.")
 @device_option()
-def basins(series, plane_spec, sigma_start, res, n_steps, steps, seed, out, overwrite, animate_path, no_animate,
+@source_options
+def basins(source, plane_spec, sigma_start, res, n_steps, steps, seed, out, overwrite, animate_path, no_animate,
            check_convergence, device):
     """Basin maps of the PF-ODE on a plane through a training item, a nearby held-out item and a
-    rule-violating vertex, at checkpoints of SERIES (default: the shipped series)."""
+    rule-violating vertex, at the checkpoints of SOURCES (default: the shipped
+    series; or a run directory, checkpoint files, a glob or a folder of them: see --dataset, --set)."""
     import time
     from scoreprobe.probes.basins import basins as run_basins
     from scoreprobe.viz import animate_basins
@@ -116,7 +117,7 @@ def basins(series, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
     if animate_path and not animate_path.lower().endswith((".gif", ".mp4")):  # fail before computing
         raise click.BadParameter(f"use a .gif or .mp4 file name, got {animate_path!r}", param_hint="--animate")
     sig = _sigmas(sigma_start, "--sigma-start")
-    s, plane, chosen = _plane_setup(series, plane_spec, seed, steps, {"--out": out, "--animate": animate_path})
+    s, plane, chosen = _plane_setup(source, plane_spec, seed, steps, {"--out": out, "--animate": animate_path})
     click.echo(f"basins of {s.path}: {len(chosen)} of {len(s.steps)} checkpoints, plane {', '.join(plane.labels)}, "
                f"{res}x{res} grid, sigma_start {sig}, {n_steps} Heun steps"
                f"{f' (and {2 * n_steps} to check convergence)' if check_convergence else ''}, on {device}")
@@ -132,7 +133,6 @@ def basins(series, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
 
 
 @cli.command()
-@click.argument("series", required=False, type=click.Path(exists=True, file_okay=False))
 @click.option("--plane", "plane_spec", default="auto", help="auto, or train:I,heldout:J,violating:K.")
 @click.option("--sigma", multiple=True, default=("0.3", "1.0"), help="Noise level(s); repeat or comma-separate.")
 @click.option("--res", type=click.IntRange(min=2), default=32, help="Grid points per axis.")
@@ -144,12 +144,14 @@ def basins(series, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
 @click.option("--plot", type=click.Path(dir_okay=False), default="field.png", callback=figure_path,
               help="Figure at the last step.")
 @device_option()
-def field(series, plane_spec, sigma, res, steps, seed, oracles, out, overwrite, plot, device):
-    """Score field on a plane at checkpoints of SERIES (default: the shipped series), next to the
+@source_options
+def field(source, plane_spec, sigma, res, steps, seed, oracles, out, overwrite, plot, device):
+    """Score field on a plane at the checkpoints of SOURCES (default: the shipped
+    series; or a run directory, checkpoint files, a glob or a folder of them: see --dataset, --set), next to the
     memorizer's and the rule oracle's."""
     from scoreprobe.probes.field import score_field
     sig = _sigmas(sigma, "--sigma")
-    s, plane, chosen = _plane_setup(series, plane_spec, seed, steps, {"--out": out, "--plot": plot})
+    s, plane, chosen = _plane_setup(source, plane_spec, seed, steps, {"--out": out, "--plot": plot})
     click.echo(f"score field of {s.path}: {len(chosen)} checkpoints, plane {', '.join(plane.labels)}, "
                f"{res}x{res} grid, sigma {sig}, on {device}")
     ds = score_field(s, plane, sig, res=res, oracles=oracles, steps=chosen, out=out or None, device=device,

@@ -7,6 +7,7 @@ import click
 
 from scoreprobe.cli import cli
 from scoreprobe.cli.common import SEED, check_writable, device_option
+from scoreprobe.cli.source import SET_HELP, TRUST_HELP, parse_settings
 from scoreprobe.errors import ScoreprobeError, ScoreprobeWarning
 
 
@@ -90,31 +91,6 @@ def train(run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads, **s
 # info
 # ---------------------------------------------------------------------------------------------
 
-_WORD_SETTINGS = ("parameterization", "schedule", "ema")
-
-
-def _parse_value(name, text):
-    """One --set value: words for parameterization/schedule/ema, 'null' or an int for class_label, else numbers."""
-    if name in _WORD_SETTINGS or (name == "class_label" and text.lower() == "null"):
-        return text.lower() if name != "parameterization" else text
-    try:
-        values = [float(t) if "." in t or "e" in t.lower() else int(t) for t in text.replace("x", ",").split(",")]
-    except ValueError:
-        raise click.BadParameter(f"{name}: expected numbers, got {text!r}", param_hint="--set")
-    return values if name == "image_shape" else values[0]
-
-
-def _parse_settings(pairs):
-    """('num_heads=6', 'image_shape=1,6,6', 'parameterization=ddpm_eps') -> {'num_heads': 6, ...}."""
-    out = {}
-    for pair in pairs:
-        name, sep, text = pair.partition("=")
-        if not sep or not name.strip():
-            raise click.BadParameter(f"expected NAME=VALUE, got {pair!r}", param_hint="--set")
-        out[name.strip()] = _parse_value(name.strip(), text.strip())
-    return out
-
-
 def _fmt_arch(arch):
     if not arch:
         return "unknown"
@@ -194,18 +170,15 @@ def _info_file(path, trust, settings):
 
 @cli.command()
 @click.argument("path", type=click.Path(path_type=str), required=False)
-@click.option("--trust", is_flag=True, help="Allow pickles that run code when loaded (only files you trust).")
-@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
-              help="A setting the file does not store: parameterization (edm|ddpm_eps|v|x0), schedule "
-                   "(linear|cosine), num_timesteps, class_label (int|null), num_classes, ema (auto|true|false), "
-                   "num_heads, sigma_data, time_scale, image_shape (C,H,W). See docs/checkpoints.md.")
+@click.option("--trust", is_flag=True, help=TRUST_HELP)
+@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE", help=SET_HELP)
 def info(path, trust, settings):
     """Describe a run directory (default: the shipped series) or a checkpoint file / diffusers folder:
     rule, data, architecture, parameters, steps; for a file also how it will be read
     (parameterization, schedule, σ_data, label row, weights)."""
     import os
     from scoreprobe.checkpoints import load_series
-    settings = _parse_settings(settings)
+    settings = parse_settings(settings)
     try:
         if path is None or (os.path.isdir(path) and os.path.exists(os.path.join(path, "run.json"))):
             rows = list(_info_series(load_series(path)))
