@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
-from tqdm.auto import tqdm
 
 from scoreprobe import store
 from scoreprobe.errors import ConfigError
+from scoreprobe.progress import StepProgress
 from scoreprobe.storewriter import StoreWriter
 
 logger = logging.getLogger(__name__)
@@ -186,7 +186,8 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
         (a second one gets a StoreError before computing anything).
     config : dict describing the analysis (probe name, arguments, source), stored as JSON.
     device : device passed to the loader of a series.
-    progress : None (bar on a terminal), True or False.
+    progress : None (a bar on a terminal or in a notebook, else one stderr line per step with the
+        time left), True (a bar) or False (silent); see `scoreprobe.progress`.
     load : (series, step, device) -> model; default loads the denoiser.
     overwrite : replace an existing store at `out`; the new store is built beside it and swapped
         in only when every step is written (until then the old one stays intact).
@@ -200,25 +201,29 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
     pairs = select_steps(as_steps(obj, device=device, load=load), steps)
     config = store.normalize_config(config)
     if out is None:
-        return concat_steps(_compute(probe, pairs, static, progress, set(), None))
+        return concat_steps(_compute(probe, pairs, static, StepProgress(pairs, _desc(config), progress), set(), None))
     with StoreWriter(out, config, overwrite=overwrite) as writer:
         done = set(writer.done)
         if done:
             logger.info("%s: %d of %d steps already written, skipping them", out,
                         len(done & {s for s, _ in pairs}), len(pairs))
-        _compute(probe, pairs, static, progress, done, writer)
+        _compute(probe, pairs, static, StepProgress(pairs, _desc(config), progress), done, writer)
         writer.finish()
     return store.open_store(out).sel(step=[s for s, _ in pairs])
 
 
-def _compute(probe, pairs, static, progress, done, writer):
-    """Run the probe at each step not in `done`; append each to `writer` (and return []) or
-    return the per-step Datasets when `writer` is None. One model alive at a time."""
+def _desc(config):
+    return str((config or {}).get("probe") or "steps")
+
+
+def _compute(probe, pairs, static, bar, done, writer):
+    """Run the probe at each step not in `done`, reporting to the StepProgress `bar`; append each
+    to `writer` (and return []) or return the per-step Datasets when `writer` is None. One model
+    alive at a time."""
     parts, resumed = [], bool(done)
-    bar = tqdm(pairs, desc="steps", unit="step", disable=None if progress is None else not progress)
     for step, getter in bar:
-        bar.set_postfix(step=step)
         if step in done:
+            bar.skipped()
             continue
         model = getter()
         part = with_step(probe(model), step)
@@ -227,11 +232,12 @@ def _compute(probe, pairs, static, progress, done, writer):
         del model  # only one checkpoint alive at a time
         if writer is None:
             parts.append(part)
-            continue
-        writer.write(part)
-        if resumed:  # record in the CF history that this run added steps to an existing store
-            writer.note_history()
-            resumed = False
+        else:
+            writer.write(part)
+            if resumed:  # record in the CF history that this run added steps to an existing store
+                writer.note_history()
+                resumed = False
+        bar.computed(step)
     return parts
 
 

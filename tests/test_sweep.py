@@ -122,3 +122,19 @@ def test_dataset_and_rule_prefers_arguments_then_series_then_the_datasets_rule()
         dataset_and_rule({}, ds_b, who="basins")
     with pytest.raises(ConfigError, match="dsm_by_sigma needs .* pass dataset= "):
         dataset_and_rule(lambda x, s: x, need_rule=False, who="dsm_by_sigma")
+
+
+def test_progress_is_one_line_per_computed_step_outside_a_terminal(capsys, tmp_path):
+    import xarray as xr
+
+    def probe(model):
+        return xr.Dataset({"v": ((), float(model.step))})
+    series = FakeSeries([0, 10, 100])
+    sweep(probe, series, steps=[0], out=tmp_path / "s.zarr", config={"probe": "toy"})   # one step already written
+    capsys.readouterr()
+    sweep(probe, series, out=tmp_path / "s.zarr", config={"probe": "toy"})
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert [line.split(" in ")[0] for line in lines] == ["toy: step 10 (2/3)", "toy: step 100 (3/3)"], lines
+    assert "s left" in lines[0] and "left" not in lines[1]   # the first computed step estimates the rest
+    sweep(probe, series, out=tmp_path / "t.zarr", config={"probe": "toy"}, progress=False)
+    assert capsys.readouterr().err == ""
