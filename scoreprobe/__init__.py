@@ -19,7 +19,8 @@ _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 # xarray until a name that needs them is touched.
 _API = {
     "scoreprobe.errors": "CheckpointError ConfigError DataError ScoreprobeError StoreError ScoreprobeWarning "
-                         "NonFiniteWarning ResolutionWarning",
+                         "NonFiniteWarning ResolutionWarning SettingWarning StoreDamageWarning StoreRepairWarning "
+                         "TrustWarning",
     "scoreprobe.rules": "ExactK LatinSquare Parity RowK Sudoku rule_from_spec",
     "scoreprobe.data": "BitIndex Dataset load_dataset make_dataset to_bits to_signed",
     "scoreprobe.oracles": "EmpiricalDenoiser RuleDenoiser",
@@ -32,8 +33,8 @@ _API = {
     "scoreprobe.slices": "Plane auto_plane classify plane_from_spec",
     "scoreprobe.probes.field": "score_field",
     "scoreprobe.probes.basins": "basins retention",
-    "scoreprobe.viz": "animate_basins plot_basins plot_dsm plot_dsm_gap plot_field plot_retention plot_clocks "
-                      "plot_states",
+    "scoreprobe.viz": "animate_basins plot_basins plot_dsm plot_dsm_gap plot_field plot_field_panels "
+                      "plot_retention plot_clocks plot_states",
     "scoreprobe.checkpoints": "CheckpointSeries load_checkpoint load_series series_from_files",
     "scoreprobe.sources": "open_source",
 }

@@ -16,7 +16,6 @@ state_dict path, anything else is taken as an NVlabs/edm-style network returning
 by written rules and shown by `describe_checkpoint` / `scoreprobe info`; docs/checkpoints.md has them.
 """
 import json
-import logging
 import os
 import re
 from pathlib import Path
@@ -34,8 +33,6 @@ from scoreprobe.models.plan import n_parameters, plan_checkpoint
 from scoreprobe.models.weights import check_ema, check_tensors
 from scoreprobe.rules import Rule, rule_from_spec
 from scoreprobe.train import RUN_FORMAT   # the format the trainer writes
-
-logger = logging.getLogger(__name__)
 
 DEFAULT_SERIES = "parity-default"
 ENV_VAR = "SCOREPROBE_CHECKPOINTS"

@@ -19,3 +19,7 @@ MEM_THRESHOLD = 0.1    # τ_mem: mem_ratio reaches this
 # clocks, basins and retention record it, so a store written under other definitions is refused
 # (rewrite it with --overwrite) instead of being extended with incomparable steps.
 DEFINITIONS_VERSION = 2
+
+# Frames of `animate_basins` / `scoreprobe basins --animate` / `scoreprobe animate`.
+ANIMATION_SIZE = (6.2, 4.4)   # inches: the basin map, its legend and a two-line title
+ANIMATION_DPI = 160           # 992 x 704 px at ANIMATION_SIZE: sharp on a slide

@@ -1,5 +1,6 @@
 """Typed errors. The CLI turns each into one line on stderr and exit code 2."""
 import re
+import sys
 
 
 class ScoreprobeError(Exception):
@@ -36,6 +37,31 @@ class ResolutionWarning(ScoreprobeWarning):
 
 class StoreDamageWarning(ScoreprobeWarning):
     """A store's data no longer match their checksums (deleted or overwritten chunk files)."""
+
+
+class StoreRepairWarning(ScoreprobeWarning):
+    """A store an interrupted run left was repaired, cleaned up or resumed (its committed steps are kept)."""
+
+
+class TrustWarning(ScoreprobeWarning):
+    """A file is unpickled with trust=True: code stored in it may run."""
+
+
+class SettingWarning(ScoreprobeWarning):
+    """An argument is ignored, or a requested part of a result cannot be computed for these inputs."""
+
+
+class StepGuessWarning(ScoreprobeWarning):
+    """The training steps of checkpoint files were read from their names by the default rule."""
+
+
+def user_stacklevel():
+    """`stacklevel` for warnings.warn, called in the function that warns, that attributes the warning
+    to the first caller outside the scoreprobe package (the user's script, notebook cell or test)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "scoreprobe":
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def first_line(e):

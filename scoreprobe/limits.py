@@ -19,6 +19,7 @@ eating memory or time. The limits (raise them here if a real use needs more):
     MAX_TIMESTEPS      10**6      num_timesteps of a VP (DDPM) schedule
     MAX_GRID_RES       4096       grid points per axis of a plane grid (--res)
     MAX_GRID_BYTES     2 GiB      memory of a plane grid: res**2 * D * 8 bytes (float64 points)
+    MAX_FRAME_PX       4096       pixels per side of an animation frame (size * dpi)
 
 `warn_nonfinite` is the one place that words the NonFiniteWarning with its count.
 """
@@ -42,6 +43,7 @@ MAX_PARAMS = 2 * 10**9
 MAX_TIMESTEPS = 10**6
 MAX_GRID_RES = 4096
 MAX_GRID_BYTES = 2 << 30
+MAX_FRAME_PX = 4096
 
 
 def check_int(value, name, lo, hi, error=ConfigError):

@@ -5,12 +5,21 @@ CI): one line per computed step on stderr, the first with an estimate of the tim
 
     clocks: step 1088 (2/8) in 9.8 s; about 59 s left
 
-`progress=False` silences both; `progress=True` forces the bar.
+`progress=False` silences both; `progress=True` forces the bar. `DEFAULT` stands in for
+`progress=None` (the CLI's `-q` sets it to False).
 """
 import sys
 import time
 
 from tqdm.auto import tqdm
+
+DEFAULT = None   # what progress=None means: None (bar or lines, see above), True or False
+
+
+def _mode(progress):
+    """'bar', 'lines' or 'off' for a `progress` argument."""
+    progress = DEFAULT if progress is None else progress
+    return "off" if progress is False else "bar" if progress or interactive() else "lines"
 
 
 def interactive():
@@ -32,7 +41,7 @@ class StepProgress:
 
     def __init__(self, pairs, desc, progress=None):
         self.pairs, self.desc = list(pairs), desc
-        self.mode = "off" if progress is False else "bar" if progress or interactive() else "lines"
+        self.mode = _mode(progress)
         self.bar = tqdm(self.pairs, desc=desc, unit="step") if self.mode == "bar" else None
         self.times, self.t0, self.todo = [], time.perf_counter(), len(self.pairs)
 
@@ -56,3 +65,40 @@ class StepProgress:
         eta = f"; about {left:.0f} s left" if left > 0 else ""
         sys.stderr.write(f"{self.desc}: step {step} ({self.index + 1}/{len(self.pairs)}) in {dt:.1f} s{eta}\n")
         sys.stderr.flush()
+
+
+class CountProgress:
+    """Progress over a count (training steps): a tqdm bar, or in "lines" mode one stderr line at
+    each `mark` (a saved checkpoint) with the rate and the time left; "off" when progress is False."""
+
+    def __init__(self, total, initial, desc, progress=None):
+        self.total, self.start, self.desc = total, initial, desc
+        self.mode = _mode(progress)
+        self.bar = tqdm(total=total, initial=initial, desc=desc, unit="step") if self.mode == "bar" else None
+        self.t0 = time.perf_counter()
+
+    def update(self, n=1):
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def set_postfix(self, **kw):
+        if self.bar is not None:
+            self.bar.set_postfix(**kw)
+
+    def mark(self, n, what):
+        """A line 'desc: step n/total (what), r steps/s; about t left' in lines mode."""
+        if self.mode != "lines" or n <= self.start:
+            return
+        rate = (n - self.start) / max(time.perf_counter() - self.t0, 1e-9)
+        left = (self.total - n) / rate
+        eta = f"; about {_duration(left)} left" if n < self.total else ""
+        sys.stderr.write(f"{self.desc}: step {n}/{self.total} ({what}), {rate:.1f} steps/s{eta}\n")
+        sys.stderr.flush()
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _duration(seconds):
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"

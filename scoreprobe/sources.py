@@ -17,15 +17,11 @@ import re
 import warnings
 from pathlib import Path
 
-from scoreprobe.errors import ConfigError, DataError, ScoreprobeWarning
+from scoreprobe.errors import ConfigError, DataError, StepGuessWarning, user_stacklevel
 from scoreprobe.limits import MAX_STEP
 
 RUN_STEP_FILE = r"^step_(\d+)\.pt$"   # RUN/ckpt/step_0000500.pt, as `scoreprobe train` writes them
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".pkl", ".pickle")
-
-
-class StepGuessWarning(ScoreprobeWarning):
-    """The training steps of checkpoint files were read from their names by the default rule."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,9 +25,9 @@ Attributes are kept strict JSON: NaN/inf global attributes are written as null a
 """
 import datetime
 import json
-import logging
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -35,10 +35,9 @@ import xarray as xr
 import zarr
 
 from scoreprobe import storecheck, storecommit
-from scoreprobe.errors import StoreError
+from scoreprobe.errors import StoreError, StoreRepairWarning, user_stacklevel
 from scoreprobe.storelock import holder
 
-logger = logging.getLogger(__name__)
 
 STEP_DIM = "step"
 COMMIT_ATTR = "scoreprobe_steps_written"
@@ -281,7 +280,9 @@ def truncate(group, n):
         if STEP_DIM in dims:
             ax = dims.index(STEP_DIM)
             if arr.shape[ax] != n:
-                logger.warning("repairing %s: truncating %s from %d to %d steps", group.store, name, arr.shape[ax], n)
+                warnings.warn(f"repairing {group.store}: an interrupted write left {name} with {arr.shape[ax]} "
+                              f"steps; truncating it to the {n} committed ones", StoreRepairWarning,
+                              stacklevel=user_stacklevel())
                 arr.resize(arr.shape[:ax] + (n,) + arr.shape[ax + 1:])
 
 

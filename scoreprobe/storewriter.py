@@ -10,7 +10,6 @@ directory) is built beside `path` as `<name>.scoreprobe-new` and renamed into pl
 step; with `overwrite`, the existing store stays in place, intact, until `finish`. Damaged steps
 (checksum mismatch) are reported with a StoreDamageWarning and rewritten in place by `write`.
 """
-import logging
 import os
 import shutil
 import warnings
@@ -20,10 +19,8 @@ import zarr
 from xarray.conventions import encode_cf_variable
 
 from scoreprobe import store, storecheck, storecommit
-from scoreprobe.errors import StoreDamageWarning, StoreError
+from scoreprobe.errors import StoreDamageWarning, StoreError, StoreRepairWarning, user_stacklevel
 from scoreprobe.storelock import StoreLock
-
-logger = logging.getLogger(__name__)
 
 _PENDING_OVERWRITE = set()  # paths `prepare_store(..., overwrite=True)` marked for replacement in this process
 
@@ -31,6 +28,11 @@ _PENDING_OVERWRITE = set()  # paths `prepare_store(..., overwrite=True)` marked 
 def request_overwrite(path):
     """Make the next StoreWriter of `path` in this process replace the store (legacy prepare_store)."""
     _PENDING_OVERWRITE.add(os.path.abspath(store.resolve_path(path)))
+
+
+def _repaired(message):
+    """What was done to a store an interrupted run left: a StoreRepairWarning at the caller's line."""
+    warnings.warn(message, StoreRepairWarning, stacklevel=user_stacklevel())
 
 
 class StoreWriter:
@@ -64,7 +66,7 @@ class StoreWriter:
     def _prepare(self):
         note = storecommit.clean_leftovers(self.path, keep_new=True)
         if note:
-            logger.warning(note)
+            _repaired(note)
         state, root = store.inspect(self.path, overwrite=self.overwrite)
         _PENDING_OVERWRITE.discard(os.path.abspath(self.path))
         if self._resume_replacement(state):
@@ -93,9 +95,9 @@ class StoreWriter:
             usable = False
         if not usable:
             shutil.rmtree(new)
-            logger.warning("removed %s, the unfinished store of an interrupted run", new.name)
+            _repaired(f"removed {new.name}, the unfinished store of an interrupted run")
             return False
-        logger.warning("resuming %s, the unfinished store an interrupted run left beside %s", new.name, self.path)
+        _repaired(f"resuming {new.name}, the unfinished store an interrupted run left beside {self.path}")
         self._load(root)
         self.publish = "finish"
         if state != "store":  # killed before its first publication: nothing to keep at `path`
@@ -110,8 +112,8 @@ class StoreWriter:
         else:
             fixed = storecommit.restore_arrays(self.target, storecommit.committed_metas(self.target, root))
             if fixed:
-                logger.warning("repaired %s: undid the uncommitted part of an interrupted write (%s)",
-                               self.target, ", ".join(fixed))
+                _repaired(f"repaired {self.target}: undid the uncommitted part of an interrupted write "
+                          f"({', '.join(fixed)})")
         self.attrs = dict(root.get("attributes") or {})
         record = self.attrs.get(store.RECORD_ATTR) or {}
         self.steps = store.written_steps(self.target)
@@ -124,7 +126,7 @@ class StoreWriter:
         if bad:
             warnings.warn(f"store {self.path}: damaged data at steps {sorted(self.damaged)} "
                           f"({'; '.join(', '.join(v) for v in bad.values())}); recomputing them",
-                          StoreDamageWarning, stacklevel=3)
+                          StoreDamageWarning, stacklevel=user_stacklevel())
 
     def write(self, ds, history=None):
         """Write the step(s) of `ds` (dims step, ...) and commit each one."""

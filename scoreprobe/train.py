@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 # the config and the formats live in a leaf module (no torch): the CLI reads them at start-up
 from scoreprobe.config import CKPT_FORMAT, LR_SCHEDULES, RUN_FORMAT, TrainConfig  # noqa: F401  (re-exported)
@@ -28,6 +27,7 @@ from scoreprobe.errors import CheckpointError, ConfigError, first_line
 from scoreprobe.limits import check_int
 from scoreprobe.models.build import build_model, model_arch
 from scoreprobe.models.edm import dsm_loss, sample_sigmas
+from scoreprobe.progress import CountProgress
 from scoreprobe.rules import rule_from_spec
 
 logger = logging.getLogger(__name__)
@@ -216,8 +216,7 @@ def train_run(cfg, run_dir, device="cpu", progress=None):
     _truncate_log(run_dir / "train_log.jsonl", st.step)   # also after a kill before the first resume.pt
     train_bits = ds.train
     log = open(run_dir / "train_log.jsonl", "a")
-    bar = tqdm(total=cfg.total_steps, initial=st.step, disable=None if progress is None else not progress,
-               desc="train", unit="step")
+    bar = CountProgress(cfg.total_steps, st.step, "train", progress)
     try:
         while st.step < cfg.total_steps:
             loss = _train_step(cfg, st, train_bits, device)
@@ -229,6 +228,7 @@ def train_run(cfg, run_dir, device="cpu", progress=None):
                 st.running = []
             if st.step in save_at:
                 _save_step(cfg, run_dir, st, arch)
+                bar.mark(st.step, f"checkpoint {sorted(save_at).index(st.step) + 1} of {len(save_at)}")
             if st.step in save_at or st.step % cfg.resume_every == 0:
                 _atomic_save(st.state_dict(), resume)
             bar.update(1)

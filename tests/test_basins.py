@@ -288,6 +288,7 @@ def test_cli_basins_table_store_rerun_and_animate(setup, tmp_path, monkeypatch, 
     from scoreprobe.store import open_store
     rule, ds, _ = setup
     monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
+    (tmp_path / "run.json").write_text("{}")   # a run directory for the CLI; the patched loader never reads it
     monkeypatch.chdir(tmp_path)
     args = ["basins", str(tmp_path), "--res", "6", "--n-steps", "8", "--steps", "all", "--sigma-start", "0.5,1"]
     r = CliRunner().invoke(cli, args)
@@ -301,7 +302,7 @@ def test_cli_basins_table_store_rerun_and_animate(setup, tmp_path, monkeypatch, 
     with Image.open(tmp_path / "basins.gif") as im:
         assert im.n_frames == 2
     r2 = CliRunner().invoke(cli, args)            # rerun: the store is reused, same table
-    assert r2.exit_code == 0 and r2.output.split("wrote")[0] == r.output.split("wrote")[0]
+    assert r2.exit_code == 0 and r2.stdout.split("wrote")[0] == r.stdout.split("wrote")[0]
     r = CliRunner().invoke(cli, ["animate", "basins.zarr", "--out", "again.gif"])
     assert r.exit_code == 0 and (tmp_path / "again.gif").is_file()
     with pytest.raises(SystemExit) as e:          # another grid on the same store: refused, exit 2
@@ -328,6 +329,7 @@ def test_cli_basins_check_convergence(setup, tmp_path, monkeypatch, capsys):
     from scoreprobe.store import open_store, stored_config
     rule, ds, _ = setup
     monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
+    (tmp_path / "run.json").write_text("{}")   # a run directory for the CLI; the patched loader never reads it
     monkeypatch.chdir(tmp_path)
     args = ["basins", str(tmp_path), "--res", "6", "--n-steps", "1", "--steps", "all", "--sigma-start", "0.5,1",
             "--no-animate", "--out", "c.zarr"]
@@ -364,6 +366,7 @@ def test_cli_bad_options_fail_before_computing(setup, tmp_path, monkeypatch, cap
     from scoreprobe.cli import main
     rule, ds, _ = setup
     monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
+    (tmp_path / "run.json").write_text("{}")   # a run directory for the CLI; the patched loader never reads it
     monkeypatch.chdir(tmp_path)
     for args, message in ((["basins", "--animate", "b.txt"], "use a .gif or .mp4"),
                           (["field", "--plot", "f.doc"], "cannot write a figure to 'f.doc'"),
@@ -383,6 +386,7 @@ def test_cli_field(setup, tmp_path, monkeypatch):
     from scoreprobe.cli import cli
     rule, ds, _ = setup
     monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
+    (tmp_path / "run.json").write_text("{}")   # a run directory for the CLI; the patched loader never reads it
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(cli, ["field", str(tmp_path), "--res", "5", "--sigma", "0.5", "--steps", "100"])
     assert r.exit_code == 0, r.output

@@ -17,7 +17,7 @@ from scoreprobe.checkpoints import (DEFAULT_SERIES, ENV_VAR, CheckpointSeries, l
                                     series_from_files)
 from scoreprobe.cli import cli
 from scoreprobe.data import make_dataset
-from scoreprobe.errors import CheckpointError, ConfigError
+from scoreprobe.errors import CheckpointError, ConfigError, TrustWarning
 from scoreprobe.models.dit import DiT
 from scoreprobe.models.edm import EDMDenoiser
 from scoreprobe.rules import Parity
@@ -234,7 +234,9 @@ def test_edm_pickles_need_trust(tmp_path):
     for name in ("network-snapshot.pkl", "module.pt"):
         with pytest.raises(CheckpointError, match="trust=True"):
             load_checkpoint(tmp_path / name)
-        D = load_checkpoint(tmp_path / name, trust=True)
+        with pytest.warns(TrustWarning, match="trust=True: code stored in the file may run") as caught:
+            D = load_checkpoint(tmp_path / name, trust=True)
+        assert [w.filename for w in caught] == [__file__]   # attributed to the caller's line, not scoreprobe's
         x, s = torch.randn(3, 16), torch.tensor([0.5, 1.0, 2.0])
         torch.testing.assert_close(D(x, s), x * 0.7 / (1 + s[:, None] ** 2))
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from scoreprobe.data import make_dataset
-from scoreprobe.errors import ConfigError, NonFiniteWarning
+from scoreprobe.errors import ConfigError, NonFiniteWarning, SettingWarning
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.probes.dsm import MAX_DEFAULT_HELDOUT, _select_items, dsm_by_sigma, dsm_summary
 from scoreprobe.rules import Parity
@@ -132,7 +132,12 @@ def test_edm_weight_and_sigma_data_source(small):
     kw = dict(sigmas=sig, n_noise=2, n_train=4, n_heldout=4, dataset=data, oracles=False)
     for D, arg, expect, source in ((Identity(0.5), 2.0, 0.5, "denoiser"), (Identity(), 2.0, 2.0, "argument"),
                                    (Identity(), None, 1.0, "default")):
-        ds = dsm_by_sigma(D, sigma_data=arg, **kw)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ds = dsm_by_sigma(D, sigma_data=arg, **kw)
+        ignored = [str(w.message) for w in caught if issubclass(w.category, SettingWarning)]
+        assert ignored == (["the denoiser states sigma_data=0.5; ignoring sigma_data=2"] if source == "denoiser"
+                           else [])     # an ignored argument reaches the user, once per call
         lam = (sig**2 + expect**2) / (sig * expect) ** 2
         np.testing.assert_allclose(ds.loss_weighted.values, lam[:, None] * ds.loss.values, rtol=1e-12)
         assert float(ds.sigma_data) == expect and ds.sigma_data.attrs["source"] == source

@@ -8,7 +8,7 @@ import xarray as xr
 import zarr
 
 from scoreprobe import store
-from scoreprobe.errors import StoreDamageWarning, StoreError
+from scoreprobe.errors import StoreDamageWarning, StoreError, StoreRepairWarning
 from scoreprobe.sweep import sweep
 
 STEPS = [0, 3, 10, 30, 100]
@@ -249,7 +249,8 @@ def test_an_interrupted_overwrite_resumes_its_replacement(tmp_path):
     xr.testing.assert_identical(store.open_store(path), old)
     with pytest.raises(RuntimeError, match="boom"):
         sweep(crash_at(STEPS[3]), mapping(), out=path, config=other, overwrite=True, progress=False)
-    out = sweep(counting, mapping(), out=path, config=other, overwrite=True, progress=False)
+    with pytest.warns(StoreRepairWarning, match="resuming a.zarr.scoreprobe-new"):
+        out = sweep(counting, mapping(), out=path, config=other, overwrite=True, progress=False)
     assert calls == STEPS[3:]   # the three finished steps of the replacement were kept
     ref = sweep(toy_probe, mapping(), out=tmp_path / "ref.zarr", config=other, progress=False)
     xr.testing.assert_identical(drop_history(out), drop_history(ref))

@@ -179,3 +179,14 @@ def test_train_command_writes_a_run_and_refuses_bad_settings(tmp_path, capsys):
         torch.set_num_threads(threads)
     err = capsys.readouterr().err
     assert e.value.code == 2 and "lr_drop_step" in err and "Traceback" not in err
+
+
+def test_progress_outside_a_terminal_is_one_line_per_checkpoint(tmp_path, capsys):
+    cfg = tiny_cfg()
+    train_run(cfg, tmp_path / "run")   # progress=None, stderr captured (not a terminal)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("train: ")]
+    assert len(lines) == cfg.n_checkpoints - 1, lines   # step 0 is saved before any step is timed
+    assert lines[-1].startswith(f"train: step {cfg.total_steps}/{cfg.total_steps} (checkpoint {cfg.n_checkpoints} of")
+    assert "left" in lines[0] and "left" not in lines[-1]
+    train_run(cfg, tmp_path / "quiet", progress=False)
+    assert "train: " not in capsys.readouterr().err

@@ -56,6 +56,22 @@ def parse_steps(text, words=("all",)):
                                  param_hint="--steps")
 
 
+def choose_steps(text, series, n_auto=8):
+    """--steps: 'all' -> every checkpoint, 'auto' -> about n_auto spread over the (log-spaced)
+    checkpoints, first and last included, 'S1,S2,...' -> those."""
+    import numpy as np
+    steps = list(series.steps)
+    chosen = parse_steps(text, words=("all", "auto"))
+    if chosen is None:
+        return steps
+    if chosen == "auto":
+        idx = np.unique(np.round(np.linspace(0, len(steps) - 1, min(n_auto, len(steps)))).astype(int))
+        return [steps[i] for i in idx]
+    from scoreprobe.sweep import select_steps
+    select_steps([(s, None) for s in steps], chosen)   # ConfigError for an empty or unknown choice, before any output
+    return chosen
+
+
 def figure_path(ctx, param, value):
     """--plot callback: refuse, before any computing, a file type matplotlib cannot write."""
     import os
@@ -76,7 +92,7 @@ def save_figure(fig, path, dpi):
 def sweep_options(out, plot_help, chunk_help):
     """--steps, --out, --overwrite, --plot, --chunk-size, --device: the options clocks and dsm share."""
     options = (
-        click.option("--steps", default="all", help="Checkpoints: all or S1,S2,..."),
+        click.option("--steps", default="auto", help="Checkpoints: auto (about 8, log-spread), all, or S1,S2,..."),
         click.option("--out", type=click.Path(), default=out, help="Zarr store (resumable)."),
         click.option("--overwrite", is_flag=True, help="Replace an existing store at --out."),
         click.option("--plot", type=click.Path(dir_okay=False), default=None, callback=figure_path, help=plot_help),
@@ -100,3 +116,32 @@ def float_list(values, name):
     if not out:
         raise click.BadParameter("give at least one value", param_hint=name)
     return out
+
+
+def _frame_size(ctx, param, value):
+    """--size callback: 'W,H' (inches) -> (float, float)."""
+    try:
+        w, h = (float(t) for t in value.lower().replace("x", ",").split(","))
+    except ValueError:
+        raise click.BadParameter(f"expected W,H in inches such as 6.2,4.4, got {value!r}") from None
+    return w, h
+
+
+def animation_options(fn):
+    """--dpi and --size of an animation's frames (checked together when the command starts)."""
+    from scoreprobe.defaults import ANIMATION_DPI, ANIMATION_SIZE
+    fn = click.option("--size", "frame_size", default=",".join(f"{v:g}" for v in ANIMATION_SIZE), callback=_frame_size,
+                      metavar="W,H", help="Animation frame size in inches (text keeps its size: larger frames give "
+                                          "the map more room).")(fn)
+    return click.option("--dpi", type=float, default=ANIMATION_DPI,
+                        help="Animation pixels per inch (the default frame is 992x704 px).")(fn)
+
+
+def check_frame(dpi, frame_size):
+    """--dpi with --size: a usage error before any computing when the frame is impossible or too large."""
+    from scoreprobe.errors import ConfigError
+    from scoreprobe.viz.animation import check_frame as check
+    try:
+        check(dpi, frame_size)
+    except ConfigError as e:
+        raise click.BadParameter(str(e), param_hint="--dpi/--size") from None

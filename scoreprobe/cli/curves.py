@@ -4,7 +4,7 @@ import click
 from scoreprobe.cli import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.cli.source import source_options
-from scoreprobe.cli.common import SEED, check_writable, parse_steps, save_figure, sweep_options
+from scoreprobe.cli.common import SEED, check_writable, choose_steps, parse_steps, save_figure, sweep_options
 
 
 def _check_outputs(out, plot):
@@ -81,11 +81,12 @@ def clocks(source, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_
     series; or a run directory, checkpoint files, a glob or a folder of them: see --dataset, --set),
     with τ_rule, τ_mem and the innovation window."""
     from scoreprobe.probes.clocks import clocks as run_clocks
-    chosen = parse_steps(steps)
+    parse_steps(steps, words=("all", "auto"))   # a malformed --steps fails before anything is loaded
     s = source()
+    chosen = choose_steps(steps, s)
     _check_outputs(out, plot)
-    click.echo(f"clocks of {s.path} ({s.kind}, {len(s.steps)} checkpoints), {n_samples} samples, seed {seed}, "
-               f"on {device}")
+    click.echo(f"clocks of {s.path} ({s.kind}, {len(chosen)} of {len(s.steps)} checkpoints), {n_samples} samples, "
+               f"seed {seed}, on {device}" + ("" if len(chosen) == len(s.steps) else "; --steps all for every one"))
     if s.kind == "dit":
         click.echo(f"sampler: Heun PF-ODE, {n_steps} steps" + _sampler_bias(n_steps))
     ds = run_clocks(s, n_samples=n_samples, seed=seed, n_steps=n_steps, device=device, steps=chosen,
@@ -114,12 +115,14 @@ def _clocks_figure(ds, path):
 # dsm
 # ---------------------------------------------------------------------------------------------
 
+CLI_HELDOUT = 256   # the command's held-out cap (the API's is 512): defaults sized for about a minute on 2 cores
+
 @cli.command()
-@click.option("--sigmas", type=click.IntRange(min=1), default=40, help="Log-spaced noise levels in [0.002, 80].")
-@click.option("--n-noise", type=click.IntRange(min=1), default=8, help="Noise draws per item (shared by all).")
+@click.option("--sigmas", type=click.IntRange(min=1), default=20, help="Log-spaced noise levels in [0.002, 80].")
+@click.option("--n-noise", type=click.IntRange(min=1), default=4, help="Noise draws per item (shared by all).")
 @click.option("--n-train", type=click.IntRange(min=0), default=None, help="Training items [default: all].")
 @click.option("--n-heldout", type=click.IntRange(min=0), default=None,
-              help="Held-out items [default: all, at most 512].")
+              help=f"Held-out items [default: all, at most {CLI_HELDOUT}].")
 @click.option("--seed", type=SEED, default=0, help="Seed of the noise bank.")
 @sweep_options("dsm.zarr", "Write the loss and gap figure here.", "Denoiser rows per call (memory bound).")
 @source_options
@@ -129,11 +132,14 @@ def dsm(source, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite
     (finite items only) with the gap's standard error, the smallest σ where the gap is significant
     (z > 3), and the number of NaN/inf per-item losses when there are any."""
     from scoreprobe.probes.dsm import dsm_by_sigma
-    chosen = parse_steps(steps)
+    parse_steps(steps, words=("all", "auto"))
     s = source()
+    chosen = choose_steps(steps, s)
+    n_heldout = min(len(s.dataset.heldout), CLI_HELDOUT) if n_heldout is None else n_heldout
     _check_outputs(out, plot)
-    click.echo(f"DSM loss of {s.path} ({len(s.steps)} checkpoints), {sigmas} σ in [0.002, 80], "
-               f"{n_noise} noise draws, seed {seed}, on {device}")
+    click.echo(f"DSM loss of {s.path} ({len(chosen)} of {len(s.steps)} checkpoints), {sigmas} σ in [0.002, 80], "
+               f"{n_noise} noise draws, {n_heldout} held-out items, seed {seed}, on {device}"
+               + _full_dsm_hint(chosen, s, sigmas, n_noise, n_heldout))
     ds = dsm_by_sigma(s, sigmas=sigmas, n_noise=n_noise, n_train=n_train, n_heldout=n_heldout, seed=seed,
                       chunk_size=chunk_size, steps=chosen, out=out, overwrite=overwrite, device=device)
     _dsm_table(ds)
@@ -142,6 +148,12 @@ def dsm(source, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite
     if plot:
         _dsm_figure(ds, plot)
         click.echo(f"wrote {plot}")
+
+
+def _full_dsm_hint(chosen, s, sigmas, n_noise, n_heldout):
+    """The options of the full-size run when the defaults (sized for about a minute on 2 cores) are in use."""
+    small = len(chosen) < len(s.steps) or sigmas < 40 or n_noise < 8 or n_heldout < min(512, len(s.dataset.heldout))
+    return "; the full run: --steps all --sigmas 40 --n-noise 8 --n-heldout 512" if small else ""
 
 
 def _dsm_table(ds, band=(0.2, 2.0)):

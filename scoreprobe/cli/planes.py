@@ -4,8 +4,8 @@ import click
 from scoreprobe.cli import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.cli.source import source_options
-from scoreprobe.cli.common import (SEED, check_writable, device_option, figure_path, float_list, parse_steps,
-                                   save_figure)
+from scoreprobe.cli.common import (SEED, animation_options, check_frame, check_writable, choose_steps, device_option,
+                                   figure_path, float_list, save_figure)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -14,22 +14,6 @@ from scoreprobe.cli.common import (SEED, check_writable, device_option, figure_p
 
 BASIN_COLUMNS = (("valid_memorized", "train"), ("valid_heldout", "held-out"), ("valid_novel", "novel"),
                  ("rule_violating", "violating"), ("invalid", "invalid"))
-
-
-def _plane_steps(text, series, n_auto=8):
-    """--steps: 'all' -> every checkpoint, 'auto' -> about n_auto spread over the (log-spaced)
-    checkpoints, first and last included, 'S1,S2,...' -> those."""
-    import numpy as np
-    steps = list(series.steps)
-    chosen = parse_steps(text, words=("all", "auto"))
-    if chosen is None:
-        return steps
-    if chosen == "auto":
-        idx = np.unique(np.round(np.linspace(0, len(steps) - 1, min(n_auto, len(steps)))).astype(int))
-        return [steps[i] for i in idx]
-    from scoreprobe.sweep import select_steps
-    select_steps([(s, None) for s in steps], chosen)   # ConfigError for an empty or unknown choice, before any output
-    return chosen
 
 
 def _sigmas(values, name):
@@ -52,7 +36,7 @@ def _plane_setup(source, plane_spec, seed, steps, outputs):
     from scoreprobe.slices import plane_from_spec
     s = source()
     plane = plane_from_spec(plane_spec, s.dataset, s.rule, seed=seed)
-    chosen = _plane_steps(steps, s)
+    chosen = choose_steps(steps, s)
     for option, path in outputs.items():
         check_writable(path, option)
     return s, plane, chosen
@@ -96,6 +80,7 @@ def _basin_table(ds):
 @click.option("--animate", "animate_path", type=click.Path(dir_okay=False), default="basins.gif",
               help="Animation over steps (.gif, or .mp4 with ffmpeg).")
 @click.option("--no-animate", is_flag=True, help="Skip the animation.")
+@animation_options
 @click.option("--check-convergence", is_flag=True,
               help="Integrate every grid again with 2x --n-steps and report, per step and sigma_start, the "
                    "share of grid points whose endpoint label changes (columns chg@2N, item@2N; stored as "
@@ -105,7 +90,7 @@ def _basin_table(ds):
 @device_option()
 @source_options
 def basins(source, plane_spec, sigma_start, res, n_steps, steps, seed, out, overwrite, animate_path, no_animate,
-           check_convergence, device):
+           dpi, frame_size, check_convergence, device):
     """Basin maps of the PF-ODE on a plane through a training item, a nearby held-out item and a
     rule-violating vertex, at the checkpoints of SOURCES (default: the shipped
     series; or a run directory, checkpoint files, a glob or a folder of them: see --dataset, --set)."""
@@ -116,6 +101,7 @@ def basins(source, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
     animate_path = None if no_animate else animate_path
     if animate_path and not animate_path.lower().endswith((".gif", ".mp4")):  # fail before computing
         raise click.BadParameter(f"use a .gif or .mp4 file name, got {animate_path!r}", param_hint="--animate")
+    check_frame(dpi, frame_size)
     sig = _sigmas(sigma_start, "--sigma-start")
     s, plane, chosen = _plane_setup(source, plane_spec, seed, steps, {"--out": out, "--animate": animate_path})
     click.echo(f"basins of {s.path}: {len(chosen)} of {len(s.steps)} checkpoints, plane {', '.join(plane.labels)}, "
@@ -128,7 +114,7 @@ def basins(source, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
     if out:
         click.echo(f"wrote {out}")
     if animate_path:
-        click.echo(f"wrote {animate_basins(ds, animate_path, sigma_start=sig[0])}")
+        click.echo(f"wrote {animate_basins(ds, animate_path, sigma_start=sig[0], dpi=dpi, size=frame_size)}")
     click.echo(f"done in {time.perf_counter() - t0:.1f} s")
 
 
@@ -142,7 +128,7 @@ def basins(source, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
 @click.option("--out", type=click.Path(), default="field.zarr", help="Zarr store (model fields; resumable).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
 @click.option("--plot", type=click.Path(dir_okay=False), default="field.png", callback=figure_path,
-              help="Figure at the last step.")
+              help="Figure at the last step: one row per sigma, one column per field, one shared colour scale.")
 @device_option()
 @source_options
 def field(source, plane_spec, sigma, res, steps, seed, oracles, out, overwrite, plot, device):
@@ -162,20 +148,18 @@ def field(source, plane_spec, sigma, res, steps, seed, oracles, out, overwrite, 
             d = ds.sel(step=st, sigma=sg)
             uv = float(((d.score_u ** 2 + d.score_v ** 2) ** 0.5).mean())
             click.echo(f"{int(st):>8d}{float(sg):>8.3g}{uv:>12.3f}{float(d.score_off_norm.mean()):>13.3f}")
+    click.echo("mean|s_uv|: mean length of the model's score within the plane; mean|s_off|: mean norm of its part "
+               "orthogonal to the plane (over the grid; docs/definitions.md)")
     if out:
         click.echo(f"wrote {out}")
     if plot:
-        _field_figure(ds, sig[0], oracles, plot)
+        _field_figure(ds, sig, oracles, plot)
         click.echo(f"wrote {plot}")
 
 
-def _field_figure(ds, sigma, oracles, path):
-    from scoreprobe.viz import new_figure, plot_field
-    prefixes = ("", "mem_", "rule_") if oracles else ("",)
-    fig = new_figure((5.2 * len(prefixes), 4.4))
-    axes = fig.subplots(1, len(prefixes), squeeze=False)[0]
-    for ax, prefix in zip(axes, prefixes):
-        plot_field(ds, sigma=sigma, prefix=prefix, ax=ax)
+def _field_figure(ds, sigmas, oracles, path):
+    from scoreprobe.viz import plot_field_panels
+    fig = plot_field_panels(ds, sigmas=sigmas, prefixes=("", "mem_", "rule_") if oracles else ("",))
     save_figure(fig, path, dpi=110)
 
 
@@ -184,8 +168,10 @@ def _field_figure(ds, sigma, oracles, path):
 @click.option("--out", type=click.Path(dir_okay=False), default="basins.gif", help="Output .gif or .mp4.")
 @click.option("--fps", type=click.FloatRange(min=0, min_open=True), default=4.0, help="Frames per second.")
 @click.option("--sigma-start", type=float, default=None, help="Which starting noise level (default: the middle one).")
-def animate(store, out, fps, sigma_start):
+@animation_options
+def animate(store, out, fps, sigma_start, dpi, frame_size):
     """Animate a basins STORE (written by `scoreprobe basins --out`) over training steps."""
     from scoreprobe.viz import animate_basins
     check_writable(out, "--out")
-    click.echo(f"wrote {animate_basins(store, out, fps=fps, sigma_start=sigma_start)}")
+    check_frame(dpi, frame_size)
+    click.echo(f"wrote {animate_basins(store, out, fps=fps, sigma_start=sigma_start, dpi=dpi, size=frame_size)}")

@@ -9,7 +9,6 @@ safetensors files never run code. safetensors is an optional dependency (`pip in
 """
 import argparse
 import json
-import logging
 import pickle
 import re
 import struct
@@ -20,9 +19,8 @@ from pathlib import Path
 
 import torch
 
-from scoreprobe.errors import CheckpointError, first_line
+from scoreprobe.errors import CheckpointError, TrustWarning, first_line, user_stacklevel
 
-logger = logging.getLogger(__name__)
 
 SIDE_FILES = ("args.json", "config.json")
 _MAX_HEADER = 100_000_000          # safetensors' own limit on the JSON header
@@ -116,7 +114,8 @@ def _read_torch(path, trust):
 
 def _read_trusted(path):
     """Full unpickling (runs code from the file): torch zip files via torch.load, others via pickle."""
-    logger.warning("loading %s with trust=True: code stored in the file may run", path)
+    warnings.warn(f"loading {path} with trust=True: code stored in the file may run", TrustWarning,
+                  stacklevel=user_stacklevel())
     try:
         if zipfile.is_zipfile(path):
             return torch.load(path, map_location="cpu", weights_only=False)

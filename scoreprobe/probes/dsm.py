@@ -22,7 +22,7 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from scoreprobe.data import to_signed
-from scoreprobe.errors import ConfigError, DataError, NonFiniteWarning
+from scoreprobe.errors import ConfigError, DataError, NonFiniteWarning, SettingWarning, user_stacklevel
 from scoreprobe.ode import randn_per_sample, resolve_device
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.probes.dsm_stats import Z_SIGNIFICANT, _stat_vars, gap_stats
@@ -94,7 +94,8 @@ def _sigma_data_of(D, sigma_data):
     own = getattr(D, "sigma_data", None)
     if own is not None:
         if sigma_data is not None and float(sigma_data) != float(own):
-            logger.warning("denoiser has sigma_data=%g; ignoring sigma_data=%g", float(own), float(sigma_data))
+            warnings.warn(f"the denoiser states sigma_data={float(own):g}; ignoring sigma_data={float(sigma_data):g}",
+                          SettingWarning, stacklevel=user_stacklevel())
         return float(own), "denoiser"
     if sigma_data is not None:
         return float(sigma_data), "argument"
@@ -203,16 +204,17 @@ def _references(dataset, rule, bits, split, position, sigmas, n_noise, seed, chu
     """Loss of the memorizer and the rule oracle on the same items and noise.
 
     Returns {"mem_loss": (dims, (n_sigma, S) values, attrs), "rule_loss": ...}; `rule_loss` is
-    left out (with a warning) when the rule has no exact oracle.
+    left out without a rule (logged) and when the rule has no exact oracle (SettingWarning).
     """
     oracles = {"mem": (EmpiricalDenoiser(dataset.train), "perfect memorizer (EmpiricalDenoiser of the training set)")}
     if rule is None:
-        logger.warning("no rule given: no rule-oracle reference")
+        logger.info("no rule given: no rule-oracle reference")
     else:
         try:
             oracles["rule"] = (RuleDenoiser(rule), "rule oracle (RuleDenoiser, uniform over valid images)")
         except ConfigError as e:
-            logger.warning("no rule-oracle reference: %s", e)
+            warnings.warn(f"no rule-oracle reference (rule_loss, rule_gap): {e}", SettingWarning,
+                          stacklevel=user_stacklevel())
     out = {}
     for name, (oracle, who) in oracles.items():
         loss = dsm_losses(oracle, bits, position, sigmas, n_noise, seed, chunk_size, "cpu", dtype, progress)

@@ -6,16 +6,18 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from scoreprobe.defaults import ANIMATION_DPI, ANIMATION_SIZE
 from scoreprobe.errors import ConfigError
 from scoreprobe.viz.common import _new_axes, _pick_level
-
-logger = logging.getLogger(__name__)
 from scoreprobe.viz.plane import _draw_basins, _fraction_text
 
+logger = logging.getLogger(__name__)
 
-def _frames(ds, sigma_start, dpi):
-    """RGB uint8 frames (one per step) of the basin map at `sigma_start`."""
-    fig, ax = _new_axes(None, figsize=(6.2, 4.4))
+
+def _frames(ds, sigma_start, dpi, size):
+    """RGB uint8 frames (one per step) of the basin map at `sigma_start`: (H, W, 3) each,
+    H, W = round(size[1] * dpi), round(size[0] * dpi)."""
+    fig, ax = _new_axes(None, figsize=size)
     fig.set_dpi(dpi)
     steps = [int(s) for s in ds.step.values] if "step" in ds.dims else [None]
     frames = []
@@ -31,7 +33,7 @@ def _frames(ds, sigma_start, dpi):
     return frames
 
 
-def animate_basins(ds_or_path, path, fps=4, sigma_start=None, dpi=80):
+def animate_basins(ds_or_path, path, fps=4, sigma_start=None, dpi=ANIMATION_DPI, size=ANIMATION_SIZE):
     """Animate a basin map over training steps: one frame per step, the step and the state
     fractions in the title.
 
@@ -41,6 +43,9 @@ def animate_basins(ds_or_path, path, fps=4, sigma_start=None, dpi=80):
     path : output file, ".gif" (Pillow, always available) or ".mp4" (needs ffmpeg).
     fps : frames per second.
     sigma_start : starting noise level to show (nearest available; default: the middle one).
+    dpi : pixels per inch of the frames (default 160: 992 x 704 px at the default size).
+    size : (width, height) of each frame in inches (default (6.2, 4.4)); text keeps its size in
+        inches, so a larger `size` gives the map more room and a larger `dpi` only more pixels.
 
     Returns
     -------
@@ -54,6 +59,7 @@ def animate_basins(ds_or_path, path, fps=4, sigma_start=None, dpi=80):
         raise ConfigError(f"cannot write an animation to {path.name!r}: use a .gif or .mp4 file name")
     if fps <= 0:
         raise ConfigError(f"fps must be positive, got {fps}")
+    size = check_frame(dpi, size)
     if not isinstance(ds_or_path, xr.Dataset):
         from scoreprobe.store import open_store
         ds_or_path = open_store(ds_or_path)
@@ -61,7 +67,7 @@ def animate_basins(ds_or_path, path, fps=4, sigma_start=None, dpi=80):
         raise ConfigError("animate_basins needs a basins Dataset or store (scoreprobe basins --out ...)")
     if ext == ".mp4":
         _check_ffmpeg()
-    frames = _frames(ds_or_path, sigma_start, dpi)
+    frames = _frames(ds_or_path, sigma_start, dpi, size)
     path.parent.mkdir(parents=True, exist_ok=True)
     if ext == ".gif":
         _write_gif(frames, path, fps)
@@ -69,6 +75,20 @@ def animate_basins(ds_or_path, path, fps=4, sigma_start=None, dpi=80):
         _write_mp4(frames, path, fps)
     logger.info("wrote %d frames to %s", len(frames), path)
     return path
+
+
+def check_frame(dpi, size):
+    """(w, h) inches as floats; ConfigError unless dpi and both sides are positive and a frame has at
+    most MAX_FRAME_PX pixels a side."""
+    from scoreprobe.limits import MAX_FRAME_PX, check_positive
+    if isinstance(size, (str, bytes)) or np.ndim(size) != 1 or len(size) != 2:
+        raise ConfigError(f"size must be (width, height) in inches, got {size!r}")
+    dpi = check_positive(dpi, "dpi")
+    w, h = (check_positive(x, f"size[{i}]") for i, x in enumerate(size))
+    if max(w, h) * dpi > MAX_FRAME_PX:
+        raise ConfigError(f"frames of {w * dpi:.0f} x {h * dpi:.0f} px are too large (at most {MAX_FRAME_PX} px "
+                          "a side, scoreprobe.limits.MAX_FRAME_PX); lower dpi or size")
+    return w, h
 
 
 def _write_gif(frames, path, fps):
@@ -86,7 +106,8 @@ def _check_ffmpeg():
 
 def _write_mp4(frames, path, fps):
     from matplotlib import animation
-    h, w = frames[0].shape[:2]
+    h, w = (n - n % 2 for n in frames[0].shape[:2])     # even sides: H.264 (yuv420p) needs them
+    frames = [f[:h, :w] for f in frames]
     fig = Figure(figsize=(w / 100, h / 100), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_axes((0, 0, 1, 1))

@@ -3,6 +3,7 @@ import numpy as np
 
 from scoreprobe.errors import ConfigError
 from scoreprobe.viz.common import STATE_COLORS, _new_axes
+from scoreprobe.viz.steps import step_ticks
 
 
 CLOCK_CURVES = (("rule_acc", "rule accuracy", "#2ca02c", "-"), ("group_acc", "group accuracy", "#2ca02c", ":"),
@@ -13,11 +14,13 @@ STATE_RATIOS = (("invalid", "invalid_ratio"), ("rule_violating", "violating_rati
 
 
 def _step_axis(ax, steps):
-    """Log-like x axis that keeps step 0: symlog, linear below the first positive checkpoint."""
+    """Log-like x axis that keeps step 0: symlog, linear below the first positive checkpoint; plain,
+    non-overlapping step labels (`step_ticks`)."""
     positive = steps[steps > 0]
     ax.set_xscale("symlog", linthresh=float(positive.min()) if positive.size else 1.0, linscale=0.3)
     if steps.max() > steps.min():  # a single checkpoint keeps matplotlib's automatic limits
         ax.set_xlim(float(steps.min()), float(steps.max()))
+    step_ticks(ax)
     ax.set_xlabel("training step")
 
 

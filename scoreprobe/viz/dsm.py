@@ -1,8 +1,10 @@
 """DSM figures: loss by σ (train vs held-out, oracle references) and the gap heatmap (σ × step)."""
 import numpy as np
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from scoreprobe.errors import ConfigError
 from scoreprobe.viz.common import _new_axes
+from scoreprobe.viz.steps import step_ticks
 
 
 DSM_BAND = (0.2, 2.0)   # σ range where the rule / memorization transitions live (shaded)
@@ -102,6 +104,21 @@ def _log_edges(c):
     return np.exp(np.concatenate([[2 * lc[0] - mid[0]], mid, [2 * lc[-1] - mid[-1]]]))
 
 
+def _gap_step_axis(ax, steps, log_x):
+    """Log step axis with `step_ticks`; else one column per step, a few of them labelled (rotated)."""
+    if log_x:
+        ax.set_xscale("log")
+        step_ticks(ax)
+        return
+
+    def label(i, pos=None):   # column index -> its step
+        return str(int(steps[int(i)])) if float(i).is_integer() and 0 <= i < len(steps) else ""
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins="auto", integer=True))   # as many as fit the axis
+    ax.xaxis.set_major_formatter(FuncFormatter(label))
+    ax.tick_params(axis="x", labelrotation=90, labelsize=7)
+
+
 def plot_dsm_gap(ds, ax=None, tau_rule=None, tau_mem=None):
     """Heatmap over (step, σ) of the held-out − training DSM loss gap (log σ axis, and log step
     axis when every step is positive); red = held-out items are denoised worse (memorization).
@@ -128,10 +145,7 @@ def plot_dsm_gap(ds, ax=None, tau_rule=None, tau_mem=None):
                          norm=TwoSlopeNorm(0.0, -vmax, vmax), shading="flat")
     fig.colorbar(mesh, ax=ax, label="held-out − training DSM loss")
     ax.set_yscale("log")
-    if log_x:
-        ax.set_xscale("log")
-    else:
-        ax.set_xticks(np.arange(len(steps)), [str(int(s)) for s in steps], rotation=90, fontsize=7)
+    _gap_step_axis(ax, steps, log_x)
     for s in DSM_BAND:
         ax.axhline(s, color="0.4", lw=0.6, ls=":")
     if "first_significant_sigma" in ds:

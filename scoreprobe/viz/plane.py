@@ -4,7 +4,7 @@ from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.patches import Patch
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.viz.common import ANCHOR_MARKERS, STATE_COLORS, _new_axes, _pick_level, _pick_step
+from scoreprobe.viz.common import ANCHOR_MARKERS, STATE_COLORS, _new_axes, _pick_level, _pick_step, new_figure
 
 
 def _extent(ds):
@@ -24,7 +24,24 @@ def _mark_anchors(ax, ds):
                     bbox={"boxstyle": "round,pad=0.2", "fc": "white", "alpha": 0.7}, zorder=6)
 
 
-def plot_field(ds, sigma=None, step=None, ax=None, prefix="", density=16):
+def _field_slice(ds, sigma, step, prefix):
+    """(d, step): the field at one σ (nearest; default the middle one) and step (default the last);
+    step is None when the `prefix` field has no step dim (oracle fields)."""
+    if prefix + "score_u" not in ds:
+        raise ConfigError(f"no {prefix}score_u in the data; compute it with score_field(..., oracles=True)"
+                          if prefix else "plot_field needs a Dataset from score_field")
+    d, step = _pick_step(ds, step)
+    step = step if "step" in ds[prefix + "score_u"].dims else None    # oracle fields have no step
+    return _pick_level(d, "sigma", sigma), step
+
+
+def _log_magnitude(d, prefix):
+    """log10 |score| (in-plane and off-plane parts together) of a one-σ field: (V, U)."""
+    su, sv, off = (d[prefix + k].values for k in ("score_u", "score_v", "score_off_norm"))  # (V, U)
+    return np.log10(np.sqrt(su ** 2 + sv ** 2 + off ** 2) + 1e-12)
+
+
+def plot_field(ds, sigma=None, step=None, ax=None, prefix="", density=16, norm=None, colorbar=True):
     """Score field on the plane: |score| as background, in-plane score as arrows, anchors marked.
 
     Parameters
@@ -34,18 +51,17 @@ def plot_field(ds, sigma=None, step=None, ax=None, prefix="", density=16):
     step : training step (default: the last) when `ds` has a step dim.
     prefix : "" for the model, "mem_" / "rule_" for the oracle fields (when computed).
     density : about this many arrows per axis.
+    norm : matplotlib Normalize of the log10 |score| colours (default: this panel's min..max); pass
+        one shared norm to compare panels (`plot_field_panels` does).
+    colorbar : draw this panel's colorbar.
     """
-    if prefix + "score_u" not in ds:
-        raise ConfigError(f"no {prefix}score_u in the data; compute it with score_field(..., oracles=True)"
-                          if prefix else "plot_field needs a Dataset from score_field")
-    d, step = _pick_step(ds, step)
-    step = step if "step" in ds[prefix + "score_u"].dims else None    # oracle fields have no step
-    d = _pick_level(d, "sigma", sigma)
-    su, sv, off = (d[prefix + k].values for k in ("score_u", "score_v", "score_off_norm"))  # (V, U)
-    norm = np.sqrt(su ** 2 + sv ** 2 + off ** 2)
+    d, step = _field_slice(ds, sigma, step, prefix)
     fig, ax = _new_axes(ax)
-    im = ax.imshow(np.log10(norm + 1e-12), origin="lower", extent=_extent(d), cmap="viridis", aspect="equal")
-    fig.colorbar(im, ax=ax, label="log10 |score|")
+    im = ax.imshow(_log_magnitude(d, prefix), origin="lower", extent=_extent(d), cmap="viridis", norm=norm,
+                   aspect="equal")
+    if colorbar:
+        fig.colorbar(im, ax=ax, label="log10 |score|")
+    su, sv = d[prefix + "score_u"].values, d[prefix + "score_v"].values                   # (V, U)
     k = max(1, len(d.u) // density)
     uu, vv = np.meshgrid(d.u.values[::k], d.v.values[::k])
     mag = np.hypot(su, sv)[::k, ::k] + 1e-12
@@ -56,6 +72,53 @@ def plot_field(ds, sigma=None, step=None, ax=None, prefix="", density=16):
     ax.set_title(title + (f", step {step}" if step is not None else ""))
     ax.set_xlabel("u")
     ax.set_ylabel("v")
+    return fig
+
+
+def _shared_norm(ds, sigmas, prefixes, step, vmin, vmax):
+    """One Normalize over the finite log10 |score| of every panel (vmin / vmax override its ends)."""
+    from matplotlib.colors import Normalize
+    vals = np.concatenate([_log_magnitude(_field_slice(ds, s, step, p)[0], p).ravel()
+                           for s in sigmas for p in prefixes])
+    vals = vals[np.isfinite(vals)]
+    lo, hi = (float(vals.min()), float(vals.max())) if vals.size else (0.0, 1.0)
+    return Normalize(lo if vmin is None else float(vmin), hi if vmax is None else float(vmax))
+
+
+def plot_field_panels(ds, sigmas=None, prefixes=("", "mem_", "rule_"), step=None, fig=None, density=16,
+                      vmin=None, vmax=None):
+    """Score fields side by side: one row per σ, one column per field (model, memorizer, rule oracle;
+    those present in `ds`), all coloured on ONE log10 |score| scale with one shared colorbar.
+
+    Parameters
+    ----------
+    ds : Dataset from `score_field` (dims [step,] sigma, v, u), with `oracles=True` for the oracle columns.
+    sigmas : noise levels, one row each (nearest available; default: every σ in `ds`).
+    prefixes : fields to show, in column order: "" model, "mem_" memorizer, "rule_" rule oracle;
+        those absent from `ds` are skipped.
+    step : training step of the model field (default: the last) when `ds` has a step dim.
+    fig : Figure or SubFigure to draw on (default: a new one sized to the grid).
+    density : about this many arrows per axis in each panel.
+    vmin, vmax : ends of the shared log10 |score| scale (default: the min / max over all panels).
+
+    Returns
+    -------
+    matplotlib Figure (or the given `fig`); axes in row-major order, then the colorbar's.
+    """
+    from matplotlib.cm import ScalarMappable
+    prefixes = [p for p in prefixes if p + "score_u" in ds]
+    if not prefixes:
+        raise ConfigError("plot_field_panels needs a Dataset from score_field (none of the fields is in it)")
+    sigmas = [float(s) for s in (ds.sigma.values if sigmas is None else np.atleast_1d(sigmas))]
+    if not sigmas:
+        raise ConfigError("plot_field_panels needs at least one sigma")
+    norm = _shared_norm(ds, sigmas, prefixes, step, vmin, vmax)
+    fig = new_figure((4.4 * len(prefixes) + 1.0, 3.8 * len(sigmas))) if fig is None else fig
+    axes = fig.subplots(len(sigmas), len(prefixes), squeeze=False)                  # (n_sigma, n_field)
+    for row, sigma in zip(axes, sigmas):
+        for ax, prefix in zip(row, prefixes):
+            plot_field(ds, sigma, step, ax, prefix, density, norm=norm, colorbar=False)
+    fig.colorbar(ScalarMappable(norm=norm, cmap="viridis"), ax=axes.ravel().tolist(), label="log10 |score|")
     return fig
 
 
