@@ -161,6 +161,9 @@ def _dsm_table(ds, band=(0.2, 2.0)):
     smallest σ with gap z > 3 (σ*) and, when any, the count of non-finite per-item losses (all σ);
     then the two oracles."""
     from scoreprobe.probes.dsm import Z_SIGNIFICANT, dsm_summary, gap_stats
+    sig = ds.sigma.values
+    if not ((sig >= band[0]) & (sig <= band[1])).any():   # a coarse --sigmas grid: average over all of it
+        band = (float(sig.min()), float(sig.max()))
     n_tr, n_ho = int((ds.split == "train").sum()), int((ds.split == "heldout").sum())
     bad = (ds["n_nonfinite_train"] + ds["n_nonfinite_heldout"]).sum("sigma")     # ([step])
     show_bad = bool((bad > 0).any())
