@@ -176,3 +176,14 @@ def test_upstream_dicts_by_glob_steps_file_and_regex(tmp_path, capsys):
 def test_file_options_are_refused_for_a_run_directory(capsys):
     code, out, err = _cli(["clocks", SHIPPED.path, "--set", "num_heads=4", "--trust", *TINY], capsys)
     assert code == 2 and err.count("\n") == 1 and "--set, --trust apply to checkpoint files" in err, err
+
+
+def test_a_rerun_says_what_it_reused(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = ["field", "--res", "3", "--no-oracles", "--plot", "", *TINY]
+    code, out, err = _cli([*args, "--steps", "0,500"], capsys)
+    assert code == 0 and "wrote field.zarr (2 steps)" in out, out + err
+    code, out, err = _cli([*args, "--steps", "0,500"], capsys)
+    assert "field.zarr: all 2 steps were already written; reused them, computed nothing" in out
+    code, out, err = _cli([*args, "--steps", "0,500,607"], capsys)
+    assert "wrote field.zarr: computed 1 steps, reused 2 written by an earlier run" in out

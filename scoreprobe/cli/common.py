@@ -145,3 +145,27 @@ def check_frame(dpi, frame_size):
         check(dpi, frame_size)
     except ConfigError as e:
         raise click.BadParameter(str(e), param_hint="--dpi/--size") from None
+
+
+def steps_in_store(out, overwrite):
+    """Steps already in the store at `out` that a run will reuse (empty with --overwrite, for a new
+    store, or when the store cannot be read: the writer reports that itself)."""
+    if not out or overwrite:
+        return set()
+    from scoreprobe.errors import ScoreprobeError
+    from scoreprobe.store import written_steps
+    try:
+        return set(written_steps(out))
+    except (ScoreprobeError, OSError, ValueError):
+        return set()
+
+
+def store_line(out, chosen, reused):
+    """'wrote OUT (8 steps)' or, on a resumed run, what was computed and what was reused."""
+    chosen = list(chosen)
+    kept = [s for s in chosen if s in reused]
+    if not kept:
+        return f"wrote {out} ({len(chosen)} steps)"
+    if len(kept) == len(chosen):
+        return f"{out}: all {len(chosen)} steps were already written; reused them, computed nothing"
+    return f"wrote {out}: computed {len(chosen) - len(kept)} steps, reused {len(kept)} written by an earlier run"

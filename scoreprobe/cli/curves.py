@@ -3,8 +3,9 @@ import click
 
 from scoreprobe.cli import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
+from scoreprobe.cli.common import (SEED, check_writable, choose_steps, parse_steps, save_figure, steps_in_store,
+                                   store_line, sweep_options)
 from scoreprobe.cli.source import source_options
-from scoreprobe.cli.common import SEED, check_writable, choose_steps, parse_steps, save_figure, sweep_options
 
 
 def _check_outputs(out, plot):
@@ -85,6 +86,7 @@ def clocks(source, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_
     s = source()
     chosen = choose_steps(steps, s)
     _check_outputs(out, plot)
+    reused = steps_in_store(out, overwrite)
     click.echo(f"clocks of {s.path} ({s.kind}, {len(chosen)} of {len(s.steps)} checkpoints), {n_samples} samples, "
                f"seed {seed}, on {device}" + ("" if len(chosen) == len(s.steps) else "; --steps all for every one"))
     if s.kind == "dit":
@@ -96,7 +98,7 @@ def clocks(source, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_
     for line in _clock_summary(ds.attrs):
         click.echo(line)
     if out is not None:
-        click.echo(f"wrote {out}")
+        click.echo(store_line(out, list(ds.step.values), reused))
     if plot:
         _clocks_figure(ds, plot)
         click.echo(f"wrote {plot}")
@@ -137,6 +139,7 @@ def dsm(source, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite
     chosen = choose_steps(steps, s)
     n_heldout = min(len(s.dataset.heldout), CLI_HELDOUT) if n_heldout is None else n_heldout
     _check_outputs(out, plot)
+    reused = steps_in_store(out, overwrite)
     click.echo(f"DSM loss of {s.path} ({len(chosen)} of {len(s.steps)} checkpoints), {sigmas} σ in [0.002, 80], "
                f"{n_noise} noise draws, {n_heldout} held-out items, seed {seed}, on {device}"
                + _full_dsm_hint(chosen, s, sigmas, n_noise, n_heldout))
@@ -144,7 +147,7 @@ def dsm(source, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite
                       chunk_size=chunk_size, steps=chosen, out=out, overwrite=overwrite, device=device)
     _dsm_table(ds)
     if out is not None:
-        click.echo(f"wrote {out}")
+        click.echo(store_line(out, list(ds.step.values), reused))
     if plot:
         _dsm_figure(ds, plot)
         click.echo(f"wrote {plot}")

@@ -3,9 +3,9 @@ import click
 
 from scoreprobe.cli import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
-from scoreprobe.cli.source import source_options
 from scoreprobe.cli.common import (SEED, animation_options, check_frame, check_writable, choose_steps, device_option,
-                                   figure_path, float_list, save_figure)
+                                   figure_path, float_list, save_figure, steps_in_store, store_line)
+from scoreprobe.cli.source import source_options
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,6 +104,7 @@ def basins(source, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
     check_frame(dpi, frame_size)
     sig = _sigmas(sigma_start, "--sigma-start")
     s, plane, chosen = _plane_setup(source, plane_spec, seed, steps, {"--out": out, "--animate": animate_path})
+    reused = steps_in_store(out, overwrite)
     click.echo(f"basins of {s.path}: {len(chosen)} of {len(s.steps)} checkpoints, plane {', '.join(plane.labels)}, "
                f"{res}x{res} grid, sigma_start {sig}, {n_steps} Heun steps"
                f"{f' (and {2 * n_steps} to check convergence)' if check_convergence else ''}, on {device}")
@@ -112,7 +113,7 @@ def basins(source, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
     for line in _basin_table(ds):
         click.echo(line)
     if out:
-        click.echo(f"wrote {out}")
+        click.echo(store_line(out, list(ds.step.values), reused))
     if animate_path:
         click.echo(f"wrote {animate_basins(ds, animate_path, sigma_start=sig[0], dpi=dpi, size=frame_size)}")
     click.echo(f"done in {time.perf_counter() - t0:.1f} s")
@@ -138,6 +139,7 @@ def field(source, plane_spec, sigma, res, steps, seed, oracles, out, overwrite, 
     from scoreprobe.probes.field import score_field
     sig = _sigmas(sigma, "--sigma")
     s, plane, chosen = _plane_setup(source, plane_spec, seed, steps, {"--out": out, "--plot": plot})
+    reused = steps_in_store(out, overwrite)
     click.echo(f"score field of {s.path}: {len(chosen)} checkpoints, plane {', '.join(plane.labels)}, "
                f"{res}x{res} grid, sigma {sig}, on {device}")
     ds = score_field(s, plane, sig, res=res, oracles=oracles, steps=chosen, out=out or None, device=device,
@@ -151,7 +153,7 @@ def field(source, plane_spec, sigma, res, steps, seed, oracles, out, overwrite, 
     click.echo("mean|s_uv|: mean length of the model's score within the plane; mean|s_off|: mean norm of its part "
                "orthogonal to the plane (over the grid; docs/definitions.md)")
     if out:
-        click.echo(f"wrote {out}")
+        click.echo(store_line(out, list(ds.step.values), reused))
     if plot:
         _field_figure(ds, sig, oracles, plot)
         click.echo(f"wrote {plot}")
