@@ -10,7 +10,9 @@ seeds, the spread (std) of two quantities both estimators target:
   delta = the change of the mean training loss between two checkpoints at one σ,
 
 for a denoiser halfway between the memorizer and the rule oracle, and the throughput of
-`dsm_losses` (denoiser rows per second). Run: `python bench/bench_dsm.py [--seeds 8]`.
+`dsm_losses` (denoiser rows per second). Then the speed of `dsm_losses` on the shipped network
+against the loop people write: for each σ, for each item, D on that item's noise draws (the same
+losses, checked). Run: `python bench/bench_dsm.py [--seeds 8] [--loop-items 16]`.
 """
 import argparse
 import time
@@ -19,7 +21,7 @@ import numpy as np
 import torch
 
 import scoreprobe as sp
-from scoreprobe.probes.dsm import dsm_by_sigma, dsm_losses
+from scoreprobe.probes.dsm import NOISE_STRIDE, dsm_by_sigma, dsm_losses
 
 
 class Blend:
@@ -76,12 +78,41 @@ def throughput(D, data, n_rows):
     return n_items * 40 * 8 / (time.perf_counter() - t)
 
 
+def loop_losses(D, bits, sigmas, n_noise, seed):
+    """The per-σ, per-item Python loop, on dsm_losses' own noise bank: (n_sigma, S)."""
+    x = sp.to_signed(torch.as_tensor(bits))                                     # (S, D)
+    keys = (np.arange(len(bits))[:, None] * NOISE_STRIDE + np.arange(n_noise)).reshape(-1)   # as dsm_losses keys them
+    eps = sp.randn_per_sample(seed, keys, x.shape[1]).reshape(len(bits), n_noise, -1)    # (S, K, D)
+    out = np.empty((len(sigmas), len(bits)))
+    with torch.inference_mode():
+        for j, s in enumerate(sigmas):
+            for i in range(len(bits)):
+                xs = x[i].expand(n_noise, -1)                                   # (K, D)
+                sig = torch.full((n_noise,), float(s))
+                out[j, i] = float(((D(xs + sig[:, None] * eps[i], sig) - xs) ** 2).mean())
+    return out
+
+
+def loop_vs_batched(n_items, n_noise=8):
+    """Seconds of the Python loop and of dsm_losses on the shipped network, and their max difference."""
+    series = sp.load_series()
+    D = series.denoiser(series.steps[-1])
+    bits, sig = series.dataset.train[:n_items], np.geomspace(0.002, 80, 40)
+    t = time.perf_counter()
+    ref = loop_losses(D, bits, sig, n_noise, seed=0)
+    t_loop = time.perf_counter() - t
+    t = time.perf_counter()
+    ours = dsm_losses(D, bits, np.arange(n_items), sig, n_noise=n_noise, seed=0, progress=False)
+    return t_loop, time.perf_counter() - t, float(np.abs(ours - ref).max())
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=8)
     p.add_argument("--n-items", type=int, default=64, help="training and held-out items each")
     p.add_argument("--n-noise", type=int, default=4)
     p.add_argument("--n-train", type=int, default=256, help="training-set size of the memorizer")
+    p.add_argument("--loop-items", type=int, default=16, help="items of the loop-vs-batched timing (40 σ, 8 draws)")
     a = p.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
     rule = sp.Parity(G=3, shape=(6, 6))
@@ -101,6 +132,10 @@ def main():
     print(f"(variance study took {time.perf_counter() - t:.1f} s)")
     for name, D in (("memorizer", mem), ("rule oracle", gen)):
         print(f"dsm_losses throughput, {name}: {throughput(D, data, 20_000):,.0f} rows/s")
+    t_loop, t_ours, diff = loop_vs_batched(a.loop_items)
+    print(f"shipped network, {a.loop_items} items x 40 σ x 8 draws: per-σ per-item loop {t_loop:.2f} s, "
+          f"dsm_losses {t_ours:.2f} s (max |difference| {diff:.1e})")
+    print(f"ratios: loop/dsm_losses {t_loop / t_ours:.1f}x")
 
 
 if __name__ == "__main__":

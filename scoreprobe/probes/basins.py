@@ -42,28 +42,35 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
               chunk_size=4096, dtype=torch.float32, device="cpu"):
     """Endpoints of the PF-ODE from every grid point of `plane`, for one denoiser.
 
+    A `models.stack.StackedDenoiser` of K checkpoints integrates all K maps in one batched pass
+    and gives a list of K such dicts (identical to K calls with the single models).
+
     Returns
     -------
     dict name -> numpy array (S, res, res) over (sigma_start, v, u): state (int8), index,
     train_index, heldout_index, nearest_train_hamming (int64), anchor (int8), off_vertex (bool).
     """
+    from scoreprobe.models.stack import StackedDenoiser, chunk_rows, replicate, split
     from scoreprobe.slices import classify
 
+    k = D.k if isinstance(D, StackedDenoiser) else 1                          # K models of a stack
     points, _, _ = plane.grid(res, margin)
-    x0 = torch.as_tensor(points, dtype=dtype, device=device)                  # (P, D)
+    x0 = replicate(torch.as_tensor(points, dtype=dtype, device=device), k)   # (P*K, D)
     keys = ("state", "index", "train_index", "heldout_index", "nearest_train_hamming", "anchor", "off_vertex")
-    out, n_bad = {k: [] for k in keys}, 0
+    out, n_bad = [{key: [] for key in keys} for _ in range(k)], 0
     for s in sigma_starts:
         with warnings.catch_warnings():   # non-finite endpoints: counted over all σ_start, warned once below
             warnings.simplefilter("ignore", NonFiniteWarning)
-            x_end = _endpoints(D, x0, s, n_steps, solver, chunk_size)         # (P, D)
+            x_end = _endpoints(D, x0, s, n_steps, solver, chunk_rows(chunk_size, k))   # (P*K, D)
         n_bad += int((~torch.isfinite(x_end)).any(dim=1).sum())
-        c = classify(x_end, dataset, rule, anchors=plane.anchors)
-        for k in keys:
-            out[k].append(c[k].reshape(res, res))
-    warn_nonfinite(n_bad, len(sigma_starts) * len(x0), "PF-ODE endpoints (sigma_starts x grid points)",
-                   "they are classified `invalid`")
-    return {k: np.stack(v) for k, v in out.items()}
+        for i, xe in enumerate(split(x_end, k)):                              # (P, D) per model
+            c = classify(xe, dataset, rule, anchors=plane.anchors)
+            for key in keys:
+                out[i][key].append(c[key].reshape(res, res))
+    warn_nonfinite(n_bad, len(sigma_starts) * len(x0), "PF-ODE endpoints (sigma_starts x grid points"
+                   + (f" x {k} stacked checkpoints)" if k > 1 else ")"), "they are classified `invalid`")
+    maps = [{key: np.stack(v) for key, v in m.items()} for m in out]
+    return maps if k > 1 else maps[0]
 
 
 def label_change(a, b):

@@ -23,6 +23,7 @@ from scoreprobe import data, ode, slices, store
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION, MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import NonFiniteWarning
 from scoreprobe.limits import warn_nonfinite
+from scoreprobe.models.stack import StackedDenoiser, chunk_rows, replicate, split
 from scoreprobe.probes.taus import fit_power_law, taus  # noqa: F401  (re-exported: sp.taus)
 from scoreprobe.sweep import dataset_and_rule, is_multi, source_identity, sweep
 
@@ -94,8 +95,19 @@ def _draw(model, n_samples, seed, n_steps, device, chunk_size, dim):
         return data.to_signed(np.asarray(sampler.sample(n_samples, seed, **kw)))
     with warnings.catch_warnings():   # non-finite endpoints: counted and warned about once by `clocks`
         warnings.simplefilter("ignore", NonFiniteWarning)
+        if isinstance(model, StackedDenoiser):   # K checkpoints, one batched integration: a list of K
+            return [x.detach().to("cpu", torch.float64).numpy()
+                    for x in split(_sample_stack(model, n_samples, seed, n_steps, device, chunk_size, dim), model.k)]
         x = ode.sample(model, n_samples, seed, n_steps=n_steps, chunk_size=chunk_size, device=device, dim=dim)
     return x.detach().to("cpu", torch.float64).numpy()
+
+
+def _sample_stack(model, n_samples, seed, n_steps, device, chunk_size, dim, sigma_max=80.0):
+    """ode.sample for a StackedDenoiser: the same starting noise for each of its K models, (n*K, D)."""
+    device = ode.resolve_device(device, model)
+    x0 = sigma_max * ode.randn_per_sample(seed, np.arange(int(n_samples)), dim, device=device)   # (n, D)
+    return ode.integrate(model, replicate(x0, model.k), sigma_max, n_steps=n_steps,
+                         chunk_size=chunk_rows(chunk_size, model.k))
 
 
 def clock_step(model, dataset, rule, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, device=None, chunk_size=None,
@@ -107,13 +119,23 @@ def clock_step(model, dataset, rule, n_samples=1000, seed=0, n_steps=DEFAULT_N_S
     model : denoiser D(x, sigma) (sampled by Heun PF-ODE) or AncestralSampler / GPT sampler.
     dataset : data.Dataset (train / held-out bits); rule : the rule of the dataset.
 
+    A `models.stack.StackedDenoiser` of K checkpoints is sampled in one batched integration
+    (the same starting noise for each) and gives a list of K Datasets.
+
     Returns
     -------
     xarray.Dataset, dims (sample[, bit]): `state` (sample,) int8, `off_vertex_flag` (sample,) uint8,
     `nearest_train_hamming` (sample,) int64 (-1: invalid), [`bits` (sample, bit) uint8], and the
     scalars of SCALARS.
     """
-    x = _draw(model, n_samples, seed, n_steps, device, chunk_size, rule.n_bits)  # (n, D)
+    x = _draw(model, n_samples, seed, n_steps, device, chunk_size, rule.n_bits)  # (n, D), or K of them
+    if isinstance(x, list):
+        return [_clock_dataset(xi, dataset, rule, n_samples, keep_bits) for xi in x]
+    return _clock_dataset(x, dataset, rule, n_samples, keep_bits)
+
+
+def _clock_dataset(x, dataset, rule, n_samples, keep_bits):
+    """The per-checkpoint Dataset of `clock_step` from its signed endpoints x (n, D)."""
     cls = slices.classify_endpoints(x, dataset, rule)
     ds = xr.Dataset(coords={"sample": ("sample", np.arange(n_samples, dtype=np.int64),
                                        {"long_name": "sample index (same initial noise at every step)", "units": "1"})})

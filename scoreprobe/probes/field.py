@@ -58,34 +58,47 @@ FIELD_VARS = {
 def plane_field(D, plane, sigmas, res=64, margin=0.5, chunk_size=4096, dtype=torch.float32, device="cpu"):
     """The field of one denoiser on the plane grid.
 
+    A `models.stack.StackedDenoiser` of K checkpoints evaluates all K fields in one batched pass
+    and gives a list of K such dicts.
+
     Returns
     -------
     dict name -> (S, res, res) float64 numpy arrays (dims sigma, v, u) for the FIELD_VARS. Grid points
     where D returns NaN/inf get NaN/inf values; one NonFiniteWarning gives their count.
     """
+    from scoreprobe.models.stack import StackedDenoiser, chunk_rows, replicate, split
+    k = D.k if isinstance(D, StackedDenoiser) else 1                         # K models of a stack
     points, _, _ = plane.grid(res, margin)
     x = torch.as_tensor(points, dtype=dtype, device=device)                  # (P, D)
     basis = torch.as_tensor(plane.basis, dtype=dtype, device=device)         # (2, D)
     origin = torch.as_tensor(plane.origin, dtype=dtype, device=device)       # (D,)
-    out = {k: np.empty((len(sigmas), len(points))) for k in FIELD_VARS}
-    step = int(chunk_size or len(points))
+    out = [{key: np.empty((len(sigmas), len(points))) for key in FIELD_VARS} for _ in range(k)]
     n_bad = 0
     for i, sigma in enumerate(sigmas):
-        for lo in range(0, len(points), step):
-            xc = x[lo:lo + step]                                             # (B, D)
-            sig = torch.full((len(xc),), float(sigma), dtype=dtype, device=device)
-            den = D(xc, sig)                                                 # (B, D)
-            n_bad += int((~torch.isfinite(den)).any(dim=1).sum())
-            score = (den - xc) / sig[:, None] ** 2                           # (B, D)
-            s_uv = score @ basis.T                                           # (B, 2)
-            off = (score - s_uv @ basis).norm(dim=1)                         # (B,)
-            d_uv = (den - origin) @ basis.T                                  # (B, 2)
-            cols = (s_uv[:, 0], s_uv[:, 1], off, d_uv[:, 0], d_uv[:, 1])
-            for k, val in zip(FIELD_VARS, cols):
-                out[k][i, lo:lo + step] = val.double().cpu().numpy()
-    warn_nonfinite(n_bad, len(sigmas) * len(points), "denoiser outputs on the plane grid (points x sigmas)",
-                   "their score-field values are NaN/inf")
-    return {k: a.reshape(len(sigmas), res, res) for k, a in out.items()}
+        den_all = _denoise_rows(D, replicate(x, k), float(sigma), chunk_rows(chunk_size or len(x) * k, k))
+        n_bad += int((~torch.isfinite(den_all)).any(dim=1).sum())
+        for m, den in enumerate(split(den_all, k)):                          # (P, D) per model
+            for key, val in _field_columns(den, x, float(sigma), basis, origin).items():
+                out[m][key][i] = val.double().cpu().numpy()
+    warn_nonfinite(n_bad, len(sigmas) * len(points) * k, "denoiser outputs on the plane grid (points x sigmas"
+                   + (f" x {k} stacked checkpoints)" if k > 1 else ")"), "their score-field values are NaN/inf")
+    maps = [{key: a.reshape(len(sigmas), res, res) for key, a in o.items()} for o in out]
+    return maps if k > 1 else maps[0]
+
+
+def _denoise_rows(D, x, sigma, step):
+    """D(x, σ) over the rows of x (N, D) in chunks of `step` rows -> (N, D)."""
+    sig = torch.full((len(x),), sigma, dtype=x.dtype, device=x.device)      # (N,)
+    return torch.cat([D(x[lo:lo + step], sig[lo:lo + step]) for lo in range(0, len(x), step)])
+
+
+def _field_columns(den, x, sigma, basis, origin):
+    """FIELD_VARS from denoiser outputs den (P, D) at points x (P, D): {name: (P,) tensor}."""
+    score = (den - x) / sigma ** 2                                           # (P, D)
+    s_uv = score @ basis.T                                                   # (P, 2)
+    off = (score - s_uv @ basis).norm(dim=1)                                 # (P,)
+    d_uv = (den - origin) @ basis.T                                          # (P, 2)
+    return dict(zip(FIELD_VARS, (s_uv[:, 0], s_uv[:, 1], off, d_uv[:, 0], d_uv[:, 1])))
 
 
 def _field_dataset(fields, plane, sigmas, u, v, prefix="", who="model"):

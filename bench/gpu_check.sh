@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# GPU check (issue #14): install the project, run the `gpu` tests, the GPU benchmarks and the GPU
+# preset of analyses/two_clocks.py, each under a time limit, and write everything under $OUT:
+#
+#   OUT=/tmp/gpu bash bench/gpu_check.sh              # on a CUDA machine (≈ 8 min at most)
+#   OUT=/tmp/dry bash bench/gpu_check.sh --dry-run    # the same steps on CPU at toy size (≈ 3 min)
+#
+# WHEELS=/path/to/wheels adds a local wheel folder for packages the machine's image lacks (it has no
+# network). Every step's exit status goes to $OUT/summary.txt; a failing step does not stop the
+# others. The exit status is the number of failed steps (0 = all passed).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+DRY=0
+if [ "${1:-}" = "--dry-run" ]; then DRY=1; fi
+OUT="${OUT:-$(mktemp -d -t gpu_check.XXXX)}"
+mkdir -p "$OUT"
+DEV=cuda; RES=64; IVP=64; TWO="--device cuda --preset gpu"; ENS="--members 32 --steps 500"
+if [ "$DRY" = 1 ]; then DEV=cpu; RES=8; IVP=4; TWO="--device cpu --smoke"; ENS="--members 2 --steps 20"; fi
+FAILED=0
+
+step() {   # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAME.txt, record the status
+    local name="$1" limit="$2"; shift 2
+    local t0; t0=$(date +%s)
+    timeout "$limit" "$@" > "$OUT/$name.txt" 2>&1
+    local rc=$?
+    [ "$rc" -ne 0 ] && FAILED=$((FAILED + 1))
+    echo "$name rc=$rc $(( $(date +%s) - t0 ))s: $*" | tee -a "$OUT/summary.txt"
+}
+
+: > "$OUT/summary.txt"
+echo "gpu_check $(date -u +%FT%TZ) dry_run=$DRY git=$(git rev-parse --short HEAD 2>/dev/null)" | tee -a "$OUT/summary.txt"
+if [ "$DRY" = 0 ]; then
+    step install 240 python -m pip install -q ${WHEELS:+--find-links "$WHEELS"} -e ".[dev,bench]"
+fi
+step machine 30 bash -c 'nvidia-smi || true; python -c "import torch; print(torch.__version__, \
+torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else \"cpu\")"'
+step gpu_tests 180 python -m pytest -q -m gpu -p no:cacheprovider
+step bench_basins 180 python bench/bench_basins.py --device "$DEV" --res "$RES" --ivp-points "$IVP"
+if [ -f bench/bench_ensemble.py ]; then
+    step bench_ensemble 180 python bench/bench_ensemble.py --device "$DEV" $ENS
+fi
+step two_clocks 300 python analyses/two_clocks.py $TWO --out "$OUT/runs" --results "$OUT/two_clocks"
+echo "failed steps: $FAILED (results in $OUT)" | tee -a "$OUT/summary.txt"
+exit "$FAILED"

@@ -1,0 +1,85 @@
+"""models/stack.py: K checkpoints of one architecture in one batched (vmapped) forward, identical to
+evaluating them one at a time; basin maps of a stack equal the single maps (issue #14)."""
+import numpy as np
+import pytest
+import torch
+
+from scoreprobe.data import make_dataset, to_signed
+from scoreprobe.errors import ConfigError
+from scoreprobe.models.dit import DiT
+from scoreprobe.models.edm import EDMDenoiser
+from scoreprobe.models.stack import StackedDenoiser, can_stack, chunk_rows, replicate, split
+from scoreprobe.probes.basins import basin_map
+from scoreprobe.probes.field import plane_field
+from scoreprobe.rules import Parity
+from scoreprobe.slices import Plane
+
+
+def _model(seed, hidden=32, **kw):
+    torch.manual_seed(seed)
+    net = DiT(input_size=(6, 6), patch_size=2, in_channels=1, hidden_size=hidden, depth=2, num_heads=2,
+              learn_sigma=False)
+    for p in net.parameters():   # adaLN-Zero starts at zero: give every weight a value
+        torch.nn.init.normal_(p, std=0.2)
+    return EDMDenoiser(net, (1, 6, 6), time_scale=250.0, **kw).eval()
+
+
+def test_a_stack_equals_its_models_row_by_row():
+    models = [_model(s) for s in range(3)]
+    S = StackedDenoiser(models)
+    x, sig = torch.randn(20, 36), torch.rand(20) * 3 + 0.01
+    with torch.no_grad():
+        got = split(S(replicate(x, 3), replicate(sig[:, None], 3)[:, 0]), 3)
+        for model, out in zip(models, got):
+            torch.testing.assert_close(out, model(x, sig), rtol=0, atol=1e-6)
+    assert not torch.equal(got[0], got[1])   # the models differ, so the test can tell them apart
+
+
+def test_what_cannot_be_stacked_is_refused():
+    assert not can_stack([_model(0), _model(1, hidden=16)])              # another width
+    assert not can_stack([_model(0), _model(1, sigma_data=0.5)])         # another setting
+    with pytest.raises(ConfigError, match="one architecture"):
+        StackedDenoiser([_model(0), _model(1, hidden=16)])
+    with pytest.raises(ConfigError, match="multiple of 2 rows"):
+        StackedDenoiser([_model(0), _model(1)])(torch.zeros(3, 36), torch.ones(3))
+    assert chunk_rows(100, 3) == 99 and chunk_rows(2, 3) == 3 and chunk_rows(None, 3) is None
+
+
+def _setup():
+    rule = Parity(2, shape=(6, 6))
+    data = make_dataset(rule, 12, 12, seed=0)
+    plane = Plane.through(*to_signed(np.concatenate([data.train[:2], data.heldout[:1]])))
+    return rule, data, plane, [_model(s) for s in range(3)]
+
+
+def test_fields_of_a_stack_equal_the_single_fields():
+    rule, data, plane, models = _setup()
+    one = [plane_field(D, plane, [0.3, 1.0], res=5, chunk_size=7) for D in models]
+    many = plane_field(StackedDenoiser(models), plane, [0.3, 1.0], res=5, chunk_size=7)
+    assert len(many) == 3 and not np.array_equal(one[0]["score_u"], one[1]["score_u"])
+    for a, b in zip(one, many):
+        for key in a:
+            np.testing.assert_allclose(b[key], a[key], rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+def test_basin_maps_of_a_stack_equal_the_single_maps():
+    rule, data, plane, models = _setup()
+    one = [basin_map(D, plane, [0.5, 1.0], 6, 4, data, rule, chunk_size=10) for D in models]
+    many = basin_map(StackedDenoiser(models), plane, [0.5, 1.0], 6, 4, data, rule, chunk_size=10)
+    assert len(many) == 3
+    for a, b in zip(one, many):
+        assert a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def test_clocks_of_a_stack_equal_the_single_clocks():
+    import xarray as xr
+
+    from scoreprobe.probes.clocks import clock_step
+    rule, data, plane, models = _setup()
+    one = [clock_step(D, data, rule, n_samples=12, seed=3, n_steps=4, chunk_size=5) for D in models]
+    many = clock_step(StackedDenoiser(models), data, rule, n_samples=12, seed=3, n_steps=4, chunk_size=5)
+    assert len(many) == 3
+    for a, b in zip(one, many):
+        xr.testing.assert_identical(a, b)
