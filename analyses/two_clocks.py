@@ -90,6 +90,7 @@ def parse_args(argv=None):
     args.preset = preset
     if args.results is None:
         args.results = args.out if preset == "smoke" else "analyses/results"
+    Path(args.results).mkdir(parents=True, exist_ok=True)   # per-run figures are written there as runs finish
     return args
 
 
