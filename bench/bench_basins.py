@@ -20,6 +20,7 @@ overhead ≤ 1.1.
     python bench/bench_basins.py                      # ≈ 1 min on 2 cores
     python bench/bench_basins.py --res 64 --device cuda
     python bench/bench_basins.py --compile            # also through torch.compile (≈ 40 s to compile)
+    python bench/bench_basins.py --device cuda --arch 6,128 --res 256 --bf16 --peak-tflops 67   # MFU on an H200
 """
 import argparse
 import time
@@ -103,6 +104,33 @@ def _compiled(D, x0, s0):
     return C
 
 
+def _random_dit(arch, device):
+    """An EDM-wrapped DiT of `arch` = 'DEPTH,WIDTH' (patch 2, heads WIDTH/32, random weights) on 6x6 images."""
+    from scoreprobe.models.dit import DiT
+    from scoreprobe.models.edm import EDMDenoiser
+    depth, width = (int(v) for v in arch.split(","))
+    torch.manual_seed(0)
+    net = DiT(input_size=(6, 6), patch_size=2, in_channels=1, hidden_size=width, depth=depth,
+              num_heads=max(1, width // 32), learn_sigma=False)
+    for p in net.parameters():
+        torch.nn.init.normal_(p, std=0.02)
+    return EDMDenoiser(net, (1, 6, 6), time_scale=250.0).to(device).eval()
+
+
+def _flops_per_row(D, x0):
+    from torch.utils.flop_counter import FlopCounterMode
+    x = x0[:64]
+    with FlopCounterMode(display=False) as fc, torch.inference_mode():
+        D(x, torch.full((len(x),), 0.5, device=x.device))
+    return fc.get_total_flops() / len(x)
+
+
+def _describe(D):
+    n = sum(p.numel() for p in D.parameters())
+    net = getattr(D, "net", D)
+    return f"{type(net).__name__} depth {len(getattr(net, 'blocks', []))}, {n / 1e6:.2f}M parameters"
+
+
 def _states(x, ds, rule):
     return classify(x, ds, rule)["state"]
 
@@ -116,10 +144,15 @@ def main(argv=None):
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeat", type=int, default=2, help="best of this many timings")
     ap.add_argument("--compile", action="store_true", help="also time the network through torch.compile")
+    ap.add_argument("--bf16", action="store_true", help="also time bfloat16 autocast and its agreement with float32")
+    ap.add_argument("--arch", default=None, metavar="DEPTH,WIDTH",
+                    help="a randomly initialised DiT of this size instead of the shipped checkpoint (speed only)")
+    ap.add_argument("--peak-tflops", type=float, default=None,
+                    help="the device's peak for the model-FLOP utilization (e.g. 67 for H200 fp32, 989 for bf16)")
     args = ap.parse_args(argv)
     device = torch.device(args.device)
     series = sp.load_series()
-    D = series.denoiser(series.steps[-1], device=device)
+    D = series.denoiser(series.steps[-1], device=device) if args.arch is None else _random_dit(args.arch, device)
     ds, rule = series.dataset, series.rule
     plane = sp.auto_plane(ds, rule, seed=0)
     pts, _, _ = plane.grid(args.res, 0.5)
@@ -144,7 +177,15 @@ def main(argv=None):
                            repeat=args.repeat)
         rows.append((f"scoreprobe, torch.compile ({t_c:.0f} s to compile)", t_cmp / P,
                      float((mc["state"].reshape(-1) == ours).mean()), (2 * args.n_steps - 1) * P, P))
+    if args.bf16:   # the same map under bfloat16 autocast: speed and agreement with float32
+        def bf16_map():
+            with torch.autocast(device.type, dtype=torch.bfloat16):
+                return basin_map(D, plane, [s0], args.res, args.n_steps, ds, rule, device=device)
+        t_bf, mb = _timed(bf16_map, repeat=args.repeat)
+        rows.append(("scoreprobe, bf16 autocast", t_bf / P, float((mb["state"].reshape(-1) == ours).mean()),
+                     (2 * args.n_steps - 1) * P, P))
     ratio_o, t_int, t_fwd = overhead(D, x0, s0, args.n_steps, args.repeat)
+    flops = _flops_per_row(D, x0) * (2 * args.n_steps - 1) * P / t_ours   # achieved, float32 map
 
     print(f"device {device}, {P} grid points ({args.res}x{args.res}), sigma_start {s0}, "
           f"torch threads {torch.get_num_threads()}")
@@ -153,6 +194,8 @@ def main(argv=None):
         print(f"{name:36s}{per:>14.3e}{agree:>11.3f}{'-' if nfe is None else nfe:>10}{n:>8d}")
     print(f"integrate {t_int:.3f} s = {ratio_o:.3f} x ({2 * args.n_steps - 1} NFE x one forward of "
           f"{t_fwd * 1e3:.2f} ms)")
+    mfu = f", model-FLOP utilization {flops / (args.peak_tflops * 1e12):.2f}" if args.peak_tflops else ""
+    print(f"network: {_describe(D)}; basin integration at {flops / 1e9:.1f} GFLOP/s (matmul FLOPs){mfu}")
     line = f"ratios: solve_ivp/scoreprobe per point {rows[1][1] / rows[0][1]:.0f}x"
     if args.compile:
         line += f" (compiled: {rows[1][1] / rows[-1][1]:.0f}x)"
