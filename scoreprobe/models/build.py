@@ -15,8 +15,10 @@ def model_arch(cfg, rule):
             raise ConfigError(f"unknown DiT size {cfg.size!r}; choose from {sorted(DIT_SIZES)}")
         net = {**preset, **{k: getattr(cfg, k) for k in ("hidden_size", "depth", "num_heads")
                             if getattr(cfg, k) is not None}}
+        remedies = {k: v for k, v in (("mlp", getattr(cfg, "mlp", "gelu")),
+                                      ("global_token", getattr(cfg, "global_token", False))) if v not in ("gelu", False)}
         return {"net": {**net, "input_size": [H, W], "patch_size": cfg.patch_size, "in_channels": C,
-                        "mlp_ratio": 4.0, "learn_sigma": False, "num_label_rows": 1},
+                        "mlp_ratio": 4.0, "learn_sigma": False, "num_label_rows": 1, **remedies},
                 "image_shape": [C, H, W], "sigma_data": cfg.sigma_data, "time_scale": cfg.time_scale}
     from scoreprobe.models.gpt import gpt_arch
     return gpt_arch(cfg, rule)
@@ -38,7 +40,7 @@ def build_model(kind, arch):
 # ---------------------------------------------------------------------------------------------
 
 _DIT_KEYS = ("input_size", "patch_size", "in_channels", "hidden_size", "depth", "num_heads", "mlp_ratio",
-             "learn_sigma", "num_label_rows", "time_freq_shift", "mlp_norm_eps", "size")
+             "learn_sigma", "num_label_rows", "time_freq_shift", "mlp_norm_eps", "size", "mlp", "global_token")
 
 
 def check_arch(kind, arch, error=CheckpointError, where="architecture"):
@@ -94,10 +96,14 @@ def _check_dit(arch):
     rows = check_int(net.get("num_label_rows", 1), "num_label_rows", 1, MAX_LABEL_ROWS)
     check_int(net.get("time_freq_shift", 0), "time_freq_shift", 0, 127)
     check_positive(net.get("mlp_norm_eps", 1e-6), "mlp_norm_eps", 1.0)
-    if not isinstance(net.get("learn_sigma", False), bool):
-        raise ConfigError("learn_sigma must be true or false")
+    for flag in ("learn_sigma", "global_token"):
+        if not isinstance(net.get(flag, False), bool):
+            raise ConfigError(f"{flag} must be true or false")
+    if net.get("mlp", "gelu") not in ("gelu", "glu"):
+        raise ConfigError(f"mlp must be 'gelu' or 'glu', got {str(net.get('mlp'))[:40]!r}")
     tokens, out = (H // p) * (W // p), p * p * C * (2 if net.get("learn_sigma") else 1)
-    n = depth * (10 * h * h + 2 * h * m) + h * (C * p * p + tokens + 256 + h + rows + 2 * h + out)
+    extra = h * h + h if net.get("global_token") else 0                     # the broadcast map per block
+    n = depth * (10 * h * h + 2 * h * m + extra) + h * (C * p * p + tokens + 256 + h + rows + 2 * h + out + 1)
     return _check_count(n)
 
 

@@ -136,21 +136,50 @@ class Mlp(nn.Module):
         return self.fc2(self.act(self.fc1(x)))
 
 
-class DiTBlock(nn.Module):
-    """Transformer block with adaptive LayerNorm-Zero conditioning."""
+class GluMlp(nn.Module):
+    """Multiplicative MLP (GEGLU): fc2(GELU(a) * b) with [a, b] = fc1(x), so one layer can form
+    products of two projections of its input. `hidden` is chosen by `glu_hidden` to keep the
+    parameter count of the plain Mlp it replaces."""
 
-    def __init__(self, hidden_size, num_heads, mlp_ratio=4.0, mlp_norm_eps=1e-6):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, 2 * hidden)
+        self.act = nn.GELU(approximate="tanh")
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        a, b = self.fc1(x).chunk(2, dim=-1)                               # (B, T, hidden) each
+        return self.fc2(self.act(a) * b)
+
+
+def glu_hidden(dim, mlp_hidden):
+    """Width h of a GluMlp with the parameters of an Mlp(dim, mlp_hidden): 3·dim·h + 2h + dim ≈ 2·dim·m + m + dim."""
+    return max(1, round((2 * dim * mlp_hidden + mlp_hidden) / (3 * dim + 2)))
+
+
+class DiTBlock(nn.Module):
+    """Transformer block with adaptive LayerNorm-Zero conditioning.
+
+    mlp: "gelu" (the DiT MLP) or "glu" (GluMlp, same parameter count). broadcast: the last token is a
+    global register whose state is added, through a zero-initialised linear map, to every token at
+    the end of the block (off: no extra module, today's block exactly)."""
+
+    def __init__(self, hidden_size, num_heads, mlp_ratio=4.0, mlp_norm_eps=1e-6, mlp="gelu", broadcast=False):
         super().__init__()
         self.norm1 = nn.LayerNorm(hidden_size, elementwise_affine=False, eps=1e-6)
         self.attn = Attention(hidden_size, num_heads)
         self.norm2 = nn.LayerNorm(hidden_size, elementwise_affine=False, eps=mlp_norm_eps)
-        self.mlp = Mlp(hidden_size, int(hidden_size * mlp_ratio))
+        m = int(hidden_size * mlp_ratio)
+        self.mlp = GluMlp(hidden_size, glu_hidden(hidden_size, m)) if mlp == "glu" else Mlp(hidden_size, m)
         self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(hidden_size, 6 * hidden_size, bias=True))
+        self.broadcast = nn.Linear(hidden_size, hidden_size) if broadcast else None
 
     def forward(self, x, c):
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.adaLN_modulation(c).chunk(6, dim=1)
         x = x + gate_msa.unsqueeze(1) * self.attn(modulate(self.norm1(x), shift_msa, scale_msa))
         x = x + gate_mlp.unsqueeze(1) * self.mlp(modulate(self.norm2(x), shift_mlp, scale_mlp))
+        if self.broadcast is not None:
+            x = x + self.broadcast(x[:, -1:])                             # the register's state, to every token
         return x                                                          # (B, T, D)
 
 
@@ -177,7 +206,7 @@ class DiT(nn.Module):
 
     def __init__(self, input_size=(6, 6), patch_size=2, in_channels=1, hidden_size=64, depth=4,
                  num_heads=4, mlp_ratio=4.0, learn_sigma=False, num_label_rows=1, time_freq_shift=0,
-                 mlp_norm_eps=1e-6):
+                 mlp_norm_eps=1e-6, mlp="gelu", global_token=False):
         super().__init__()
         H, W = (input_size, input_size) if isinstance(input_size, int) else tuple(input_size)
         if H % patch_size or W % patch_size:
@@ -193,9 +222,14 @@ class DiT(nn.Module):
         self.y_embedder = LabelEmbedder(num_label_rows, hidden_size)
         n_tokens = self.grid[0] * self.grid[1]
         self.pos_embed = nn.Parameter(torch.zeros(1, n_tokens, hidden_size), requires_grad=False)
-        self.blocks = nn.ModuleList([DiTBlock(hidden_size, num_heads, mlp_ratio, mlp_norm_eps) for _ in range(depth)])
+        if mlp not in ("gelu", "glu"):
+            raise ValueError(f"mlp must be 'gelu' or 'glu', got {mlp!r}")
+        self.blocks = nn.ModuleList([DiTBlock(hidden_size, num_heads, mlp_ratio, mlp_norm_eps, mlp, bool(global_token))
+                                     for _ in range(depth)])
         self.final_layer = FinalLayer(hidden_size, patch_size, self.out_channels)
         self.initialize_weights()
+        # a learned global register token appended after the image tokens (off: no parameter at all)
+        self.register = nn.Parameter(0.02 * torch.randn(1, 1, hidden_size)) if global_token else None
 
     def initialize_weights(self):
         """Xavier linears, fixed sin-cos positions, zero adaLN gates and output (adaLN-Zero)."""
@@ -215,6 +249,9 @@ class DiT(nn.Module):
         for block in self.blocks:
             nn.init.zeros_(block.adaLN_modulation[-1].weight)
             nn.init.zeros_(block.adaLN_modulation[-1].bias)
+            if block.broadcast is not None:   # zero: a new register starts as a no-op
+                nn.init.zeros_(block.broadcast.weight)
+                nn.init.zeros_(block.broadcast.bias)
         for layer in (self.final_layer.adaLN_modulation[-1], self.final_layer.linear):
             nn.init.zeros_(layer.weight)
             nn.init.zeros_(layer.bias)
@@ -230,8 +267,12 @@ class DiT(nn.Module):
     def forward(self, x, t, y=None):
         x = self.x_embedder(x) + self.pos_embed                  # (B, T, D), T = H*W / p**2
         c = self.t_embedder(t) + self.y_embedder(x.shape[0], y)  # (B, D)
+        if self.register is not None:
+            x = torch.cat([x, self.register.expand(x.shape[0], -1, -1)], dim=1)   # (B, T+1, D)
         for block in self.blocks:
-            x = block(x, c)                                      # (B, T, D)
+            x = block(x, c)                                      # (B, T[+1], D)
+        if self.register is not None:
+            x = x[:, :-1]                                        # (B, T, D): the register is not an output
         x = self.final_layer(x, c)                               # (B, T, p*p*C_out)
         return self.unpatchify(x)                                # (B, C_out, H, W)
 

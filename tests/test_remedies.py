@@ -1,0 +1,62 @@
+"""The paper's remedies as DiT switches (issue #15): a global register token broadcast to every token,
+a multiplicative (GLU) MLP at the same parameter count; off is today's DiT exactly."""
+import pytest
+import torch
+
+from scoreprobe.errors import ConfigError
+from scoreprobe.models.build import check_arch
+from scoreprobe.models.dit import DiT, GluMlp, dit_from_config, glu_hidden
+
+ARCH = dict(hidden_size=80, depth=4, num_heads=4)
+
+
+def _net(seed=0, **kw):
+    torch.manual_seed(seed)
+    return DiT(**ARCH, **kw)
+
+
+def _count(net):
+    return sum(p.numel() for p in net.parameters() if p.requires_grad)
+
+
+def test_off_is_the_baseline_exactly():
+    a, b = _net(), _net(mlp="gelu", global_token=False)
+    assert a.state_dict().keys() == b.state_dict().keys()
+    assert all(torch.equal(a.state_dict()[k], b.state_dict()[k]) for k in a.state_dict())
+
+
+def test_glu_keeps_the_parameter_count_and_multiplies():
+    base, glu = _count(_net()), _count(_net(mlp="glu"))
+    assert abs(glu - base) / base < 0.01
+    assert glu_hidden(80, 320) == 213
+    m = GluMlp(4, 3)
+    x = torch.randn(2, 5, 4)
+    a, b = m.fc1(x).chunk(2, dim=-1)
+    torch.testing.assert_close(m(x), m.fc2(torch.nn.functional.gelu(a, approximate="tanh") * b))
+
+
+def test_the_global_token_is_seen_and_broadcast():
+    net = _net(global_token=True)
+    for blk in net.blocks:   # give the zero-initialised parts values
+        for p in (*blk.broadcast.parameters(), *blk.adaLN_modulation.parameters()):
+            torch.nn.init.normal_(p, std=0.1)
+    torch.nn.init.normal_(net.final_layer.linear.weight, std=0.1)
+    x, t = torch.randn(3, 1, 6, 6), torch.rand(3)
+    with torch.no_grad():
+        before = net(x, t)
+        net.register.add_(1.0)                                   # only the register changes
+        after = net(x, t)
+    assert before.shape == (3, 1, 6, 6) and not torch.allclose(before, after)
+    extra = _count(net) - _count(_net())
+    assert extra == 4 * (80 * 80 + 80) + 80                      # broadcast maps + the register
+
+
+def test_switches_travel_through_the_architecture_dict():
+    arch = {"net": {**ARCH, "input_size": [6, 6], "patch_size": 2, "in_channels": 1, "mlp": "glu",
+                    "global_token": True}, "image_shape": [1, 6, 6], "sigma_data": 1.0, "time_scale": 250.0}
+    check_arch("dit", arch)
+    net = dit_from_config(arch["net"])
+    assert isinstance(net.blocks[0].mlp, GluMlp) and net.register is not None
+    for bad, msg in (({"mlp": "relu"}, "mlp must be"), ({"global_token": "yes"}, "global_token must be")):
+        with pytest.raises(ConfigError, match=msg):
+            check_arch("dit", {**arch, "net": {**arch["net"], **bad}}, error=ConfigError)
