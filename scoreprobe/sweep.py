@@ -8,7 +8,15 @@ there), and returns the whole cube.
 
 Accepted sources: a single denoiser (step 0), a mapping {step: denoiser}, or a CheckpointSeries
 (anything with `.steps` and `.denoiser(step, device)`).
+
+Scale-out: with `scheduler=` (or inside `scoreprobe.distributed.using(scheduler)`, which is how the
+probes' public functions reach it) each step not yet written becomes a dask.distributed task and
+this process writes the results in step order through the same StoreWriter; the store equals a
+local run's. See `scoreprobe.distributed` for the design.
 """
+import contextlib
+import contextvars
+import functools
 import hashlib
 import json
 import logging
@@ -26,6 +34,9 @@ from scoreprobe.storewriter import StoreWriter
 logger = logging.getLogger(__name__)
 
 STEP_ATTRS = {"units": "1", "long_name": "training step"}
+
+# What scheduler=None means: local, unless set by `scoreprobe.distributed.using(...)`.
+SCHEDULER = contextvars.ContextVar("scoreprobe_scheduler", default=None)
 
 # ---------------------------------------------------------------------------------------------
 # Sources
@@ -172,7 +183,7 @@ def concat_steps(parts):
 
 
 def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=None, load=None,
-          overwrite=False, static=None):
+          overwrite=False, static=None, scheduler=None):
     """Run `probe` at every step of `obj`; return the cube with a leading `step` dimension.
 
     Parameters
@@ -193,6 +204,11 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
         in only when every step is written (until then the old one stays intact).
     static : Dataset of step-independent variables (e.g. oracle reference curves), merged into
         the result without a `step` dimension (written once to the store).
+    scheduler : None (here, one step after another; inside `scoreprobe.distributed.using(s)`: s),
+        a `distributed.Client`, an address "tcp://HOST:PORT" or ("local", n_workers): one dask
+        task per step, loading its checkpoint on the worker (`probe` and `load` must pickle with
+        cloudpickle); this process writes the results in step order, so the store is the local
+        run's. Needs the dask extra (ConfigError without it). See `scoreprobe.distributed`.
 
     Returns
     -------
@@ -200,14 +216,20 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
     """
     pairs = select_steps(as_steps(obj, device=device, load=load), steps)
     config = store.normalize_config(config)
+    scheduler = SCHEDULER.get() if scheduler is None else scheduler
+    if scheduler is not None:   # a bad scheduler or an unpicklable probe fails before the store is opened
+        from scoreprobe.distributed import check_sendable
+        check_sendable(scheduler, probe, pairs)
     if out is None:
-        return concat_steps(_compute(probe, pairs, static, StepProgress(pairs, _desc(config), progress), set(), None))
+        with _step_results(probe, pairs, set(), scheduler, _desc(config)) as results:
+            return concat_steps(_compute(results, static, StepProgress(results, _desc(config), progress), set(), None))
     with StoreWriter(out, config, overwrite=overwrite) as writer:
         done = set(writer.done)
         if done:
             logger.info("%s: %d of %d steps already written, skipping them", out,
                         len(done & {s for s, _ in pairs}), len(pairs))
-        _compute(probe, pairs, static, StepProgress(pairs, _desc(config), progress), done, writer)
+        with _step_results(probe, pairs, done, scheduler, _desc(config)) as results:
+            _compute(results, static, StepProgress(results, _desc(config), progress), done, writer)
         writer.finish()
     return store.open_store(out).sel(step=[s for s, _ in pairs])
 
@@ -216,20 +238,35 @@ def _desc(config):
     return str((config or {}).get("probe") or "steps")
 
 
-def _compute(probe, pairs, static, bar, done, writer):
-    """Run the probe at each step not in `done`, reporting to the StepProgress `bar`; append each
-    to `writer` (and return []) or return the per-step Datasets when `writer` is None. One model
-    alive at a time."""
+def run_step(probe, getter, step):
+    """The probe's Dataset at one step, with its `step` dimension; the model lives only meanwhile."""
+    return with_step(probe(getter()), step)
+
+
+@contextlib.contextmanager
+def _step_results(probe, pairs, done, scheduler, name):
+    """[(step, fetch)] in step order, fetch() -> that step's Dataset: computed here when called, or
+    collected from the dask task submitted for it (steps in `done` are not submitted)."""
+    if scheduler is None:
+        yield [(step, functools.partial(run_step, probe, getter, step)) for step, getter in pairs]
+        return
+    from scoreprobe.distributed import submitted
+    with submitted(scheduler, probe, pairs, done, name) as results:
+        yield results
+
+
+def _compute(results, static, bar, done, writer):
+    """Fetch each step's Dataset (see `_step_results`) not in `done`, reporting to the StepProgress
+    `bar`; append each to `writer` (and return []) or return the per-step Datasets when `writer`
+    is None. Locally one model is alive at a time."""
     parts, resumed = [], bool(done)
-    for step, getter in bar:
+    for step, fetch in bar:
         if step in done:
             bar.skipped()
             continue
-        model = getter()
-        part = with_step(probe(model), step)
+        part = fetch()
         if static is not None:
             part = xr.merge([part, static], join="exact", combine_attrs="override")
-        del model  # only one checkpoint alive at a time
         if writer is None:
             parts.append(part)
         else:
@@ -241,21 +278,23 @@ def _compute(probe, pairs, static, bar, done, writer):
     return parts
 
 
-def run_probe(probe, obj, config, steps=None, out=None, device="cpu", progress=None, overwrite=False):
+def run_probe(probe, obj, config, steps=None, out=None, device="cpu", progress=None, overwrite=False,
+              scheduler=None):
     """probe(D) on one denoiser (a Dataset without `step`), or mapped over the steps of a series
-    or {step: denoiser} mapping by `sweep` (with `step`; written to the zarr store `out`)."""
+    or {step: denoiser} mapping by `sweep` (with `step`; written to the zarr store `out`).
+    `scheduler` is passed to `sweep` (None: local, or that of an enclosing
+    `scoreprobe.distributed.using` block); a single denoiser without `out` always runs here."""
     config = {**config, "source": source_identity(obj)}
+    kw = dict(config=config, device=device, progress=progress, overwrite=overwrite, scheduler=scheduler)
     if is_multi(obj):
-        ds = sweep(probe, obj, steps=steps, out=out, config=config, device=device, progress=progress,
-                   overwrite=overwrite)
+        ds = sweep(probe, obj, steps=steps, out=out, **kw)
     elif not callable(obj):
         raise ConfigError(f"expected a denoiser, a checkpoint series or a {{step: denoiser}} dict, "
                           f"got {type(obj).__name__}")
     elif steps is not None:
         raise ConfigError("steps= only applies to a checkpoint series or a {step: denoiser} mapping")
     elif out is not None:  # stored as step 0 so the store layout is the same as for a series
-        ds = sweep(probe, obj, out=out, config=config, device=device, progress=progress,
-                   overwrite=overwrite).isel(step=0, drop=True)
+        ds = sweep(probe, obj, out=out, **kw).isel(step=0, drop=True)
     else:
         ds = probe(obj)
     ds.attrs["scoreprobe_config"] = json.dumps(store.normalize_config(config), sort_keys=True)

@@ -26,9 +26,10 @@ from scoreprobe.errors import ScoreprobeError
 def cli(verbose, quiet):
     """scoreprobe: dissect when a diffusion model learns the rule and when it memorizes."""
     level = logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO)
-    if quiet:   # no progress bars or lines either
+    if quiet:   # no progress bars or lines either, for this invocation only
         from scoreprobe import progress
-        progress.DEFAULT = False
+        saved, progress.DEFAULT = progress.DEFAULT, False
+        click.get_current_context().call_on_close(lambda: setattr(progress, "DEFAULT", saved))
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
@@ -146,11 +147,9 @@ def main(argv=None):
     """Console entry point: runs the click group; a usage error or a typed error is one line (plus
     a hint for usage errors) and exit code 2, Ctrl-C is one line and exit code 130. With `argv`
     given (tests, embedding) an interrupt raises SystemExit(130) instead of ending the process."""
-    from scoreprobe import progress
     interrupts = _Interrupts(hard=argv is None)
     interrupts.install()
     format_warning, warnings.formatwarning = warnings.formatwarning, _format_warning
-    progress_default = progress.DEFAULT   # -q changes it for this call only
     try:
         try:
             return _run(argv, interrupts)
@@ -158,7 +157,6 @@ def main(argv=None):
             interrupts.leave()
     finally:
         warnings.formatwarning = format_warning
-        progress.DEFAULT = progress_default
         interrupts.restore()
 
 

@@ -90,7 +90,8 @@ def save_figure(fig, path, dpi):
 
 
 def sweep_options(out, plot_help, chunk_help):
-    """--steps, --out, --overwrite, --plot, --chunk-size, --device: the options clocks and dsm share."""
+    """--steps, --out, --overwrite, --plot, --chunk-size, --device, --scheduler, --dask-local: the
+    options clocks and dsm share."""
     options = (
         click.option("--steps", default="auto", help="Checkpoints: auto (about 8, log-spread), all, or S1,S2,..."),
         click.option("--out", type=click.Path(), default=out, help="Zarr store (resumable)."),
@@ -98,6 +99,7 @@ def sweep_options(out, plot_help, chunk_help):
         click.option("--plot", type=click.Path(dir_okay=False), default=None, callback=figure_path, help=plot_help),
         click.option("--chunk-size", type=click.IntRange(min=1), default=None, help=chunk_help),
         device_option(),
+        scheduler_options,
     )
 
     def decorate(fn):
@@ -105,6 +107,43 @@ def sweep_options(out, plot_help, chunk_help):
             fn = option(fn)
         return fn
     return decorate
+
+
+def scheduler_options(fn):
+    """--scheduler ADDRESS and --dask-local N (one task per checkpoint on a dask cluster; this process
+    writes the store); the command turns them into the library's scheduler= with `scheduler_of`."""
+    fn = click.option("--dask-local", type=click.IntRange(min=1), default=None, metavar="N",
+                      help="Start a local dask cluster of N worker processes and compute one checkpoint per task "
+                           "on it (needs pip install -e '.[dask]').")(fn)
+    return click.option("--scheduler", default=None, metavar="ADDRESS",
+                        help="Compute one checkpoint per task on the dask.distributed scheduler at ADDRESS "
+                             "(tcp://HOST:PORT; workers read the checkpoints at the same paths); the store is "
+                             "written here and equals a local run's.")(fn)
+
+
+def scheduler_of(address, n_local):
+    """The library's scheduler= for --scheduler / --dask-local (None: run here), checked before any
+    work: both at once or a malformed address is a usage error, missing dask a ConfigError (one line)."""
+    if address is None and n_local is None:
+        return None
+    if address is not None and n_local is not None:
+        raise click.UsageError("use either --scheduler or --dask-local, not both")
+    from scoreprobe.distributed import check_scheduler, require_dask
+    from scoreprobe.errors import ConfigError
+    require_dask()
+    try:
+        return check_scheduler(address if n_local is None else ("local", n_local))
+    except ConfigError as e:
+        raise click.BadParameter(str(e), param_hint="--scheduler") from None
+
+
+def on_scheduler(scheduler):
+    """Context in which the library's sweeps run on `scheduler` (from `scheduler_of`; None: here)."""
+    if scheduler is None:
+        import contextlib
+        return contextlib.nullcontext()
+    from scoreprobe.distributed import using
+    return using(scheduler)
 
 
 def float_list(values, name):

@@ -3,8 +3,8 @@ import click
 
 from scoreprobe.cli import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
-from scoreprobe.cli.common import (SEED, check_writable, choose_steps, parse_steps, save_figure, steps_in_store,
-                                   store_line, sweep_options)
+from scoreprobe.cli.common import (SEED, check_writable, choose_steps, on_scheduler, parse_steps, save_figure,
+                                   scheduler_of, steps_in_store, store_line, sweep_options)
 from scoreprobe.cli.source import source_options
 
 
@@ -77,12 +77,13 @@ def _clock_summary(a):
 @click.option("--n-steps", type=click.IntRange(min=1), default=DEFAULT_N_STEPS, help="Heun PF-ODE steps (DiT).")
 @sweep_options("clocks.zarr", "Write the clock and state figure here.", "ODE batch rows (memory bound).")
 @source_options
-def clocks(source, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_size, device):
+def clocks(source, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_size, device, scheduler, dask_local):
     """Rule accuracy and memorization at every checkpoint of SOURCES (default: the shipped
     series; or a run directory, checkpoint files, a glob or a folder of them: see --dataset, --set),
     with τ_rule, τ_mem and the innovation window."""
     from scoreprobe.probes.clocks import clocks as run_clocks
     parse_steps(steps, words=("all", "auto"))   # a malformed --steps fails before anything is loaded
+    scheduler = scheduler_of(scheduler, dask_local)
     s = source()
     chosen = choose_steps(steps, s)
     _check_outputs(out, plot)
@@ -91,8 +92,9 @@ def clocks(source, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_
                f"seed {seed}, on {device}" + ("" if len(chosen) == len(s.steps) else "; --steps all for every one"))
     if s.kind == "dit":
         click.echo(f"sampler: Heun PF-ODE, {n_steps} steps" + _sampler_bias(n_steps))
-    ds = run_clocks(s, n_samples=n_samples, seed=seed, n_steps=n_steps, device=device, steps=chosen,
-                    out=out, overwrite=overwrite, chunk_size=chunk_size)
+    with on_scheduler(scheduler):
+        ds = run_clocks(s, n_samples=n_samples, seed=seed, n_steps=n_steps, device=device, steps=chosen,
+                        out=out, overwrite=overwrite, chunk_size=chunk_size)
     for line in _clock_rows(ds):
         click.echo(line)
     for line in _clock_summary(ds.attrs):
@@ -128,13 +130,15 @@ CLI_HELDOUT = 256   # the command's held-out cap (the API's is 512): defaults si
 @click.option("--seed", type=SEED, default=0, help="Seed of the noise bank.")
 @sweep_options("dsm.zarr", "Write the loss and gap figure here.", "Denoiser rows per call (memory bound).")
 @source_options
-def dsm(source, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite, plot, chunk_size, device):
+def dsm(source, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite, plot, chunk_size, device, scheduler,
+        dask_local):
     """DSM loss by σ for training vs held-out items at every checkpoint of SOURCES (default: the
     shipped series; or a run directory, checkpoint files, a glob or a folder of them), with the memorizer and rule-oracle references; prints the mean over σ in [0.2, 2]
     (finite items only) with the gap's standard error, the smallest σ where the gap is significant
     (z > 3), and the number of NaN/inf per-item losses when there are any."""
     from scoreprobe.probes.dsm import dsm_by_sigma
     parse_steps(steps, words=("all", "auto"))
+    scheduler = scheduler_of(scheduler, dask_local)
     s = source()
     chosen = choose_steps(steps, s)
     n_heldout = min(len(s.dataset.heldout), CLI_HELDOUT) if n_heldout is None else n_heldout
@@ -143,8 +147,9 @@ def dsm(source, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite
     click.echo(f"DSM loss of {s.path} ({len(chosen)} of {len(s.steps)} checkpoints), {sigmas} σ in [0.002, 80], "
                f"{n_noise} noise draws, {n_heldout} held-out items, seed {seed}, on {device}"
                + _full_dsm_hint(chosen, s, sigmas, n_noise, n_heldout))
-    ds = dsm_by_sigma(s, sigmas=sigmas, n_noise=n_noise, n_train=n_train, n_heldout=n_heldout, seed=seed,
-                      chunk_size=chunk_size, steps=chosen, out=out, overwrite=overwrite, device=device)
+    with on_scheduler(scheduler):
+        ds = dsm_by_sigma(s, sigmas=sigmas, n_noise=n_noise, n_train=n_train, n_heldout=n_heldout, seed=seed,
+                          chunk_size=chunk_size, steps=chosen, out=out, overwrite=overwrite, device=device)
     _dsm_table(ds)
     if out is not None:
         click.echo(store_line(out, list(ds.step.values), reused))

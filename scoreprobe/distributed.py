@@ -1,0 +1,245 @@
+"""Run the steps of a sweep as tasks on a dask.distributed cluster; one process writes the store.
+
+    sp.clocks(series, steps=some, out="c.zarr", ...)            # local, one step after another
+    with scoreprobe.distributed.using(("local", 4)):             # or "tcp://host:8786", or a Client
+        sp.clocks(series, steps=some, out="c.zarr", ...)        # one dask task per checkpoint
+        sp.basins(series, plane, out="b.zarr", ...)             # same cluster, started once
+    sweep(probe, series, out="x.zarr", scheduler=client)        # the same, for one sweep
+
+Install with ``pip install -e '.[dask]'``; nothing here imports dask until a scheduler is used.
+
+Design: tasks compute, the caller writes
+    The store's crash safety (`scoreprobe.storewriter`: one atomic commit record with checksums
+    per step, a lock file admitting one writer per store, --overwrite built beside the old store
+    and swapped in) rests on a single writer process, and dask workers on other machines need not
+    share a file system with the caller. So workers do not write regions of a pre-sized store:
+    `sweep` opens the store as before, submits one task per step that is not already in it
+    (resume unchanged: written steps are skipped, damaged ones recomputed), and each task loads its
+    checkpoint on the worker (the series object travels, holding paths; the files must be readable
+    there at the same paths) and returns the step's Dataset. The caller waits for the results in
+    step order and writes each through the same StoreWriter; a result that completes early waits
+    on its worker until its turn (the buffer), while the other tasks keep running. The store's
+    step order is therefore the local run's with no reorder pass (writing in completion order
+    would need one, and an interrupted run would leave an order that depends on timing), and the
+    store equals the local run's (up to its `history` line) whenever the workers compute what the
+    caller would: same library versions and the same torch thread count (dask's worker processes
+    run with OMP_NUM_THREADS=1; the tests run both sides with one).
+
+Failures and warnings
+    A task that raises a typed error (`scoreprobe.errors.ScoreprobeError`) returns it and the
+    caller raises it as is (no worker traceback printed); any other exception reaches the caller
+    through dask, also with its type. Steps before the failing one are written, later ones are
+    cancelled: a rerun resumes. Warnings raised on a worker are raised again by the caller (our
+    own at the caller's line, others at their original file and line); recording them assumes one
+    task at a time per worker process, as in the LocalCluster started here (1 thread per worker).
+
+The probe and the loader must be picklable with cloudpickle (closures and lambdas are; open files,
+locks or generators are not): `sweep` checks this before it opens the store (ConfigError).
+"""
+import contextlib
+import logging
+import re
+import signal
+import threading
+import uuid
+import warnings
+
+from scoreprobe.errors import ConfigError, ScoreprobeError, ScoreprobeWarning, user_stacklevel
+
+INSTALL_HINT = "pip install -e '.[dask]'"
+_ADDRESS = re.compile(r"[a-z][a-z0-9+.-]*://\S+|[^\s/:\[\]]+:\d+|\[[0-9a-fA-F:]+\]:\d+")  # proto://..., HOST:PORT
+_REGISTRY = {}   # warnings already shown by `_reissue` ("default" action: once per text and place)
+
+
+def require_dask():
+    """The `distributed` module, or a ConfigError saying how to install it."""
+    try:
+        import distributed
+    except ImportError:
+        raise ConfigError(f"running on a dask scheduler needs dask.distributed, which is not installed: "
+                          f"{INSTALL_HINT}") from None
+    return distributed
+
+
+def check_scheduler(scheduler):
+    """Check a `scheduler=` value without connecting; return it normalized.
+
+    Parameters
+    ----------
+    scheduler : None (run here), a `distributed.Client`, an address string ("tcp://HOST:PORT"),
+        or ("local", n_workers) to start a LocalCluster of n worker processes.
+
+    Returns
+    -------
+    None, the Client, the stripped address, or ("local", int). ConfigError for anything else, or
+    when dask is not installed.
+    """
+    if scheduler is None:
+        return None
+    distributed = require_dask()
+    if isinstance(scheduler, distributed.Client):
+        return scheduler
+    if isinstance(scheduler, str):
+        address = scheduler.strip()
+        if not _ADDRESS.fullmatch(address):
+            raise ConfigError(f"a scheduler address looks like tcp://HOST:PORT, got {scheduler!r}")
+        return address
+    if (isinstance(scheduler, tuple) and len(scheduler) == 2 and scheduler[0] == "local"
+            and isinstance(scheduler[1], int) and not isinstance(scheduler[1], bool)):
+        if scheduler[1] < 1:
+            raise ConfigError(f"a local dask cluster needs at least 1 worker, got {scheduler[1]}")
+        return scheduler
+    raise ConfigError("scheduler must be None, a distributed.Client, an address 'tcp://HOST:PORT' or "
+                      f"('local', N_WORKERS), got {scheduler!r}")
+
+
+@contextlib.contextmanager
+def client_for(scheduler):
+    """A Client for a checked `scheduler`: a given Client as is (left open); a connection to an
+    address, or a new LocalCluster (one thread per worker process), closed on exit."""
+    distributed = require_dask()
+    scheduler = check_scheduler(scheduler)
+    if isinstance(scheduler, distributed.Client):
+        yield scheduler
+        return
+    if isinstance(scheduler, str):
+        try:
+            client = distributed.Client(scheduler, set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as e:
+            raise ConfigError(f"cannot connect to the dask scheduler at {scheduler}: {e}") from None
+        with client:
+            yield client
+        return
+    # the HTTP server on a free port (the default 8787 warns when another cluster holds it); workers
+    # log errors only (not, e.g., that a task cancelled after Ctrl-C or a failure ended cancelled)
+    with _quiet("distributed"), _sigint_ignored():   # workers ignore Ctrl-C: this process shuts them down
+        try:
+            cluster = distributed.LocalCluster(n_workers=scheduler[1], threads_per_worker=1, processes=True,
+                                               dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},
+                                               silence_logs=logging.ERROR)
+        except RuntimeError as e:   # typically a script without a main guard: each worker re-imports it
+            raise ConfigError(f"the local dask cluster did not start ({e}); in a script, start it under "
+                              "`if __name__ == '__main__':`") from e
+    with _quiet("distributed"), cluster, distributed.Client(cluster, set_as_default=False) as client:
+        yield client
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """SIGINT ignored meanwhile (processes started now inherit that), when this is the main thread.
+    A Ctrl-C on a terminal reaches every process of the group; worker processes would each print a
+    traceback, and this process cancels their tasks and stops them anyway."""
+    try:
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:   # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+@contextlib.contextmanager
+def _quiet(name, level=logging.ERROR):
+    """Only errors from logger `name` meanwhile: a cluster started here is ours to run, and its INFO
+    lines (or a nanny's benign WARNING when a worker process is slow to exit, which it then
+    kills) would read as the analysis' own output."""
+    logger = logging.getLogger(name)
+    old = logger.level
+    logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.setLevel(old)
+
+
+@contextlib.contextmanager
+def using(scheduler):
+    """Within the block, every sweep whose `scheduler=` is None (the probes' sweeps: clocks,
+    basins, score_field, dsm_by_sigma, retention) runs on `scheduler` (see `check_scheduler`);
+    a LocalCluster or connection is opened once for the block. `using(None)` runs locally.
+    Yields the Client (None for local)."""
+    from scoreprobe import sweep
+    local = check_scheduler(scheduler) is None
+    with contextlib.nullcontext() if local else client_for(scheduler) as client:
+        token = sweep.SCHEDULER.set(client)
+        try:
+            yield client
+        finally:
+            sweep.SCHEDULER.reset(token)
+
+
+@contextlib.contextmanager
+def submitted(scheduler, probe, pairs, done, name="steps"):
+    """Submit one task per (step, getter) of `pairs` whose step is not in `done`.
+
+    Yields [(step, fetch)] in the order of `pairs`: fetch() waits for that step's Dataset (with its
+    `step` dimension), raises the warnings and the error its task raised, and returns it (None for
+    steps in `done`). On exit, unfinished tasks are cancelled and a client opened here is closed.
+    """
+    todo = [(step, getter) for step, getter in pairs if step not in done]
+    if not todo:   # everything is written already: no cluster to start
+        yield [(step, None) for step, _ in pairs]
+        return
+    with client_for(scheduler) as client:
+        tag = f"{re.sub(r'[^A-Za-z0-9_]', '_', name)}-{uuid.uuid4().hex[:8]}"
+        futures = {step: client.submit(_task, probe, getter, step, key=f"{tag}-step{step}",
+                                       priority=len(todo) - i, pure=False)
+                   for i, (step, getter) in enumerate(todo)}
+        try:
+            yield [(step, (lambda f=futures.get(step): None if f is None else _collect(f))) for step, _ in pairs]
+        finally:
+            client.cancel([f for f in futures.values() if not f.done()])
+
+
+def check_sendable(scheduler, probe, pairs):
+    """Before any work: ConfigError for a bad `scheduler` (see `check_scheduler`) or when the probe
+    or a step's getter (loader and source) does not pickle with cloudpickle, as dask needs."""
+    check_scheduler(scheduler)
+    import cloudpickle
+    for what, obj in [("probe", probe)] + [(f"loader of step {s}", g) for s, g in pairs]:
+        try:
+            cloudpickle.dumps(obj)
+        except Exception as e:   # pickling raises TypeError, PicklingError, AttributeError...
+            raise ConfigError(f"the {what} cannot be sent to dask workers (cloudpickle: {type(e).__name__}: "
+                              f"{e}); run it locally or make it picklable") from None
+
+
+def _task(probe, getter, step):
+    """On a worker: (Dataset of the step, warnings raised [(category, message, file, line)], typed error)."""
+    from scoreprobe.sweep import run_step
+    _thread_lock_for_tqdm()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ScoreprobeWarning)   # the caller's filters decide about showing them
+        try:
+            part, error = run_step(probe, getter, step), None
+        except ScoreprobeError as e:
+            part, error = None, e
+    return part, [(w.category, str(w.message), w.filename, w.lineno) for w in caught], error
+
+
+def _thread_lock_for_tqdm():
+    """In a worker process, before its first progress bar: tqdm's lock as a thread lock. Its default
+    multiprocessing lock is a named semaphore that a worker stopped mid-task (after Ctrl-C) leaks,
+    and the resource tracker then warns about it when the caller exits."""
+    from tqdm.std import tqdm
+    if "_lock" not in vars(tqdm):
+        tqdm.set_lock(threading.RLock())
+
+
+def _collect(future):
+    part, caught, error = future.result()
+    _reissue(caught)
+    if error is not None:
+        raise error
+    return part
+
+
+def _reissue(caught):
+    """Raise the warnings of a task here: ours at the user's line, others where they were raised."""
+    for category, message, filename, lineno in caught:
+        if issubclass(category, ScoreprobeWarning):
+            warnings.warn(message, category, stacklevel=user_stacklevel())
+        else:
+            warnings.warn_explicit(message, category, filename, lineno, registry=_REGISTRY)
