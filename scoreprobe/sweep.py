@@ -183,7 +183,7 @@ def concat_steps(parts):
 
 
 def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=None, load=None,
-          overwrite=False, static=None, scheduler=None):
+          overwrite=False, static=None, scheduler=None, models_per_pass=1):
     """Run `probe` at every step of `obj`; return the cube with a leading `step` dimension.
 
     Parameters
@@ -209,6 +209,11 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
         task per step, loading its checkpoint on the worker (`probe` and `load` must pickle with
         cloudpickle); this process writes the results in step order, so the store is the local
         run's. Needs the dask extra (ConfigError without it). See `scoreprobe.distributed`.
+    models_per_pass : K >= 1, or "auto" (1 on CPU, where a stack is slower; on CUDA from free
+        memory, at most 32): a probe marked `stackable` gets K checkpoints of one architecture at
+        once as a `models.stack.StackedDenoiser` (one batched forward for all K) and returns K
+        Datasets; the results equal the one-at-a-time path. Other probes, models that cannot be
+        stacked and dask runs take one checkpoint at a time.
 
     Returns
     -------
@@ -220,15 +225,16 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
     if scheduler is not None:   # a bad scheduler or an unpicklable probe fails before the store is opened
         from scoreprobe.distributed import check_sendable
         check_sendable(scheduler, probe, pairs)
+    k = _models_per_pass(models_per_pass, device, probe, len(pairs)) if scheduler is None else 1
     if out is None:
-        with _step_results(probe, pairs, set(), scheduler, _desc(config)) as results:
+        with _step_results(probe, pairs, set(), scheduler, _desc(config), k) as results:
             return concat_steps(_compute(results, static, StepProgress(results, _desc(config), progress), set(), None))
     with StoreWriter(out, config, overwrite=overwrite) as writer:
         done = set(writer.done)
         if done:
             logger.info("%s: %d of %d steps already written, skipping them", out,
                         len(done & {s for s, _ in pairs}), len(pairs))
-        with _step_results(probe, pairs, done, scheduler, _desc(config)) as results:
+        with _step_results(probe, pairs, done, scheduler, _desc(config), k) as results:
             _compute(results, static, StepProgress(results, _desc(config), progress), done, writer)
         writer.finish()
     return store.open_store(out).sel(step=[s for s, _ in pairs])
@@ -244,15 +250,67 @@ def run_step(probe, getter, step):
 
 
 @contextlib.contextmanager
-def _step_results(probe, pairs, done, scheduler, name):
-    """[(step, fetch)] in step order, fetch() -> that step's Dataset: computed here when called, or
-    collected from the dask task submitted for it (steps in `done` are not submitted)."""
+def _step_results(probe, pairs, done, scheduler, name, k=1):
+    """[(step, fetch)] in step order, fetch() -> that step's Dataset: computed here when called
+    (k > 1: K steps per stacked pass), or collected from the dask task submitted for it (steps in
+    `done` are not submitted)."""
     if scheduler is None:
-        yield [(step, functools.partial(run_step, probe, getter, step)) for step, getter in pairs]
+        yield (_stacked_results(probe, pairs, done, k) if k > 1 else
+               [(step, functools.partial(run_step, probe, getter, step)) for step, getter in pairs])
         return
     from scoreprobe.distributed import submitted
     with submitted(scheduler, probe, pairs, done, name) as results:
         yield results
+
+
+def _stacked_results(probe, pairs, done, k):
+    """[(step, fetch)] where the steps not in `done` go in groups of k: the first fetch of a group
+    computes all of it in one stacked pass (`run_group`); the others return what it kept."""
+    todo = [(step, getter) for step, getter in pairs if step not in done]
+    kept, fetchers = {}, {}
+
+    def fetch(group, step):
+        if step not in kept:
+            kept.update(run_group(probe, group))
+        return kept.pop(step)
+    for i in range(0, len(todo), k):
+        group = todo[i:i + k]
+        fetchers.update({step: functools.partial(fetch, group, step) for step, _ in group})
+    return [(step, fetchers.get(step, functools.partial(run_step, probe, getter, step))) for step, getter in pairs]
+
+
+def run_group(probe, group):
+    """{step: Dataset} of a group [(step, getter)]: one StackedDenoiser pass when the models stack,
+    else one model after another."""
+    from scoreprobe.models.stack import StackedDenoiser, can_stack
+    models = [getter() for _, getter in group]
+    if len(models) > 1 and can_stack(models):
+        parts = probe(StackedDenoiser(models))
+    else:
+        parts = [probe(m) for m in models]
+    return {step: with_step(part, step) for (step, _), part in zip(group, parts)}
+
+
+def _models_per_pass(k, device, probe, n_steps):
+    """K for `sweep`: 1 for probes that cannot take a stack; "auto" -> 1 on CPU, else from free memory."""
+    if not getattr(probe, "stackable", False):
+        return 1
+    if k == "auto":
+        return _auto_models_per_pass(device, n_steps)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ConfigError(f"models_per_pass must be a positive integer or 'auto', got {k!r}")
+    return int(k)
+
+
+def _auto_models_per_pass(device, n_steps, per_model_bytes=256 << 20):
+    """On CUDA: as many checkpoints as a quarter of the free memory holds at ~256 MB each, at most
+    32 and the number of steps; on CPU 1 (a stack evaluates no faster there, bench/bench_basins.py)."""
+    import torch
+    device = torch.device(device)
+    if device.type != "cuda":
+        return 1
+    free, _ = torch.cuda.mem_get_info(device)
+    return max(1, min(32, n_steps, free // 4 // per_model_bytes))
 
 
 def _compute(results, static, bar, done, writer):
@@ -279,13 +337,14 @@ def _compute(results, static, bar, done, writer):
 
 
 def run_probe(probe, obj, config, steps=None, out=None, device="cpu", progress=None, overwrite=False,
-              scheduler=None):
+              scheduler=None, models_per_pass=1):
     """probe(D) on one denoiser (a Dataset without `step`), or mapped over the steps of a series
     or {step: denoiser} mapping by `sweep` (with `step`; written to the zarr store `out`).
     `scheduler` is passed to `sweep` (None: local, or that of an enclosing
     `scoreprobe.distributed.using` block); a single denoiser without `out` always runs here."""
     config = {**config, "source": source_identity(obj)}
-    kw = dict(config=config, device=device, progress=progress, overwrite=overwrite, scheduler=scheduler)
+    kw = dict(config=config, device=device, progress=progress, overwrite=overwrite, scheduler=scheduler,
+              models_per_pass=models_per_pass)
     if is_multi(obj):
         ds = sweep(probe, obj, steps=steps, out=out, **kw)
     elif not callable(obj):

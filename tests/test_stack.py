@@ -83,3 +83,32 @@ def test_clocks_of_a_stack_equal_the_single_clocks():
     assert len(many) == 3
     for a, b in zip(one, many):
         xr.testing.assert_identical(a, b)
+
+
+def test_a_sweep_with_stacked_checkpoints_writes_the_store_of_the_loop(tmp_path, capsys):
+    import xarray as xr
+
+    from scoreprobe.checkpoints import load_series
+    from scoreprobe.cli import main
+    from scoreprobe.probes.basins import basins
+    from scoreprobe.slices import auto_plane
+    from scoreprobe.store import open_store
+    s = load_series()
+    plane, steps = auto_plane(s.dataset, s.rule, seed=0), s.steps[-5:]
+    kw = dict(sigma_start=[1.0], res=5, n_steps=3, steps=steps, progress=False)
+    basins(s, plane, out=tmp_path / "one.zarr", **kw)
+    basins(s, plane, out=tmp_path / "three.zarr", models_per_pass=3, **kw)   # groups of 3 and 2
+    a, b = (open_store(tmp_path / n) for n in ("one.zarr", "three.zarr"))
+    for ds in (a, b):
+        ds.attrs.pop("history")
+    xr.testing.assert_identical(a, b)
+    for command, extra in (("clocks", ["--n-samples", "6", "--n-steps", "2"]), ("field", ["--res", "3", "--plot", ""])):
+        outs = []
+        for k in ("1", "2"):
+            main([command, "--steps", ",".join(map(str, steps[:3])), "--models-per-pass", k, "--device", "cpu",
+                  "--out", str(tmp_path / f"{command}{k}.zarr"), *extra])
+            outs.append(open_store(tmp_path / f"{command}{k}.zarr").drop_attrs())
+        xr.testing.assert_identical(*outs)
+    with pytest.raises(SystemExit):
+        main(["basins", "--models-per-pass", "0"])
+    assert "expected a positive integer or auto" in capsys.readouterr().err

@@ -208,3 +208,20 @@ def store_line(out, chosen, reused):
     if len(kept) == len(chosen):
         return f"{out}: all {len(chosen)} steps were already written; reused them, computed nothing"
     return f"wrote {out}: computed {len(chosen) - len(kept)} steps, reused {len(kept)} written by an earlier run"
+
+
+def models_per_pass_option():
+    """--models-per-pass of the commands whose probe takes stacked checkpoints (basins, field, clocks)."""
+    def parse(ctx, param, value):
+        if value == "auto":
+            return value
+        try:
+            k = int(value)
+        except ValueError:
+            k = 0
+        if k < 1:
+            raise click.BadParameter(f"expected a positive integer or auto, got {value!r}")
+        return k
+    return click.option("--models-per-pass", default="1", callback=parse, metavar="K|auto",
+                        help="Checkpoints evaluated together as one stacked network (faster on a GPU; auto: "
+                             "from free GPU memory, 1 on CPU). Results do not depend on it.")

@@ -30,9 +30,11 @@ def _signature(model):
 
 
 def can_stack(models):
-    """True when the models are nn.Modules of one type, settings and parameter shapes."""
+    """True when the models are denoiser nn.Modules (not samplers such as a GPT) of one type,
+    settings and parameter shapes."""
     models = list(models)
-    return (len(models) > 0 and all(isinstance(m, nn.Module) for m in models)
+    return (len(models) > 0 and all(isinstance(m, nn.Module) and not callable(getattr(m, "sample", None))
+                                    for m in models)
             and len({_signature(m) for m in models}) == 1)
 
 

@@ -161,7 +161,7 @@ def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule
 
 def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFAULT_N_STEPS, *, dataset=None,
            rule=None, margin=0.5, solver="heun", chunk_size=4096, dtype=torch.float32, device="cpu", steps=None,
-           out=None, progress=None, check_convergence=False, overwrite=False):
+           out=None, progress=None, check_convergence=False, overwrite=False, models_per_pass=1):
     """Basin map of the PF-ODE on a plane, for a denoiser or every checkpoint of a series.
 
     Every grid point x is taken as a noisy sample at level sigma_start: the ODE runs from
@@ -176,6 +176,7 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
     dataset, rule : data the endpoints are classified against (taken from a series when omitted).
     steps, out, progress : for series: which steps, zarr store path, progress bar.
     overwrite : replace a store at `out` written with other settings (only once the new one is complete).
+    models_per_pass : checkpoints integrated together as one stacked network (see `sweep`).
     check_convergence : also integrate the same grid with 2·n_steps steps (about twice the cost of the
         map itself) and store the share of grid points whose label changes; a ScoreprobeWarning
         is issued when it exceeds LABEL_CHANGE_TOL. Recorded in the store's config when True.
@@ -195,17 +196,20 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
     _, u, v = plane.grid(res, margin)
     config = _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule, check_convergence)
 
-    def probe(D):
+    def probe(D):   # a StackedDenoiser of K checkpoints gives K Datasets
         def grid_map(n):
-            return basin_map(D, plane, sigma_starts, res, n, dataset, rule, margin, solver, chunk_size, dtype, device)
-        m = grid_map(int(n_steps))
-        ds = _basin_dataset(m, plane, sigma_starts, u, v)
+            m = basin_map(D, plane, sigma_starts, res, n, dataset, rule, margin, solver, chunk_size, dtype, device)
+            return m if isinstance(m, list) else [m]
+        maps = grid_map(int(n_steps))
+        out = [_basin_dataset(m, plane, sigma_starts, u, v) for m in maps]
         if check_convergence:
-            ds = ds.assign(_convergence_vars(label_change(m, grid_map(2 * int(n_steps))), n_steps, solver))
-        return ds
+            out = [ds.assign(_convergence_vars(label_change(m, m2), n_steps, solver))
+                   for ds, m, m2 in zip(out, maps, grid_map(2 * int(n_steps)))]
+        return out if len(out) > 1 else out[0]
+    probe.stackable = True
 
     ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress,
-                   overwrite=overwrite)
+                   overwrite=overwrite, models_per_pass=models_per_pass)
     if check_convergence:
         _warn_unconverged(ds, n_steps)
     return ds

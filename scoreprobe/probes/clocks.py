@@ -203,7 +203,7 @@ def novel_oracle(dataset, rule):
 
 def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, device=None, dataset=None, rule=None,
            keep_bits=False, out=None, chunk_size=None, steps=None, rule_threshold=RULE_THRESHOLD,
-           mem_threshold=MEM_THRESHOLD, n_boot=1000, progress=None, overwrite=False):
+           mem_threshold=MEM_THRESHOLD, n_boot=1000, progress=None, overwrite=False, models_per_pass=1):
     """The two clocks of a training run: sample every checkpoint with the same seed and classify.
 
     Parameters
@@ -216,6 +216,7 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     keep_bits : also store the thresholded samples, `bits` (step, sample, bit).
     out : zarr store path (resumable; see `scoreprobe.store`). chunk_size : ODE batch rows.
     steps : subset of the series' steps.
+    models_per_pass : checkpoints sampled together as one stacked network (see `sweep`).
     rule_threshold, mem_threshold, n_boot : see `scoreprobe.probes.taus.taus` (τ_novel's threshold
         is rule_threshold × `novel_oracle`).
 
@@ -234,9 +235,10 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
               "seed": int(seed), "n_steps": int(n_steps), "keep_bits": bool(keep_bits),
               "source": source_identity(obj), "data": _dataset_identity(dataset, rule)}
 
-    def probe(model):
+    def probe(model):   # a StackedDenoiser of K checkpoints gives K Datasets
         return clock_step(model, dataset, rule, n_samples=n_samples, seed=seed, n_steps=n_steps,
                           device=ode_device, chunk_size=chunk_size, keep_bits=keep_bits)
+    probe.stackable = True
 
     if not is_multi(obj):
         ds = probe(obj)
@@ -244,7 +246,7 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
         _warn_nonfinite(ds)
         return ds
     ds = sweep(probe, obj, steps=steps, out=out, config=config, device=load_device, progress=progress,
-               load=_load, overwrite=overwrite)
+               load=_load, overwrite=overwrite, models_per_pass=models_per_pass)
     _warn_nonfinite(ds)
     ds.attrs["novel_oracle"] = novel_oracle(dataset, rule)
     attrs = {"novel_oracle": ds.attrs["novel_oracle"],

@@ -112,7 +112,7 @@ def _field_dataset(fields, plane, sigmas, u, v, prefix="", who="model"):
 
 def score_field(D_or_series, plane, sigmas, res=64, oracles=False, dataset=None, rule=None, *,
                 margin=0.5, chunk_size=4096, dtype=torch.float32, device="cpu", steps=None, out=None,
-                progress=None, overwrite=False):
+                progress=None, overwrite=False, models_per_pass=1):
     """Score field of a denoiser (or of every checkpoint of a series) on a plane.
 
     Parameters
@@ -125,6 +125,7 @@ def score_field(D_or_series, plane, sigmas, res=64, oracles=False, dataset=None,
         (no `step` dim); needs the data (dataset=, rule=, or from the series).
     steps, out, progress : for series: which steps, zarr store path, progress bar.
     overwrite : replace a store at `out` written with other settings (only once the new one is complete).
+    models_per_pass : checkpoints evaluated together as one stacked network (see `sweep`).
 
     Returns
     -------
@@ -136,12 +137,14 @@ def score_field(D_or_series, plane, sigmas, res=64, oracles=False, dataset=None,
     config = {"probe": "score_field", "plane": plane.spec(), "sigmas": sigmas.tolist(), "res": int(res),
               "margin": float(margin), "dtype": str(dtype).replace("torch.", "")}
 
-    def probe(D):
+    def probe(D):   # a StackedDenoiser of K checkpoints gives K Datasets
         f = plane_field(D, plane, sigmas, res, margin, chunk_size, dtype, device)
-        return _field_dataset(f, plane, sigmas, u, v)
+        return [_field_dataset(fk, plane, sigmas, u, v) for fk in f] if isinstance(f, list) else \
+            _field_dataset(f, plane, sigmas, u, v)
+    probe.stackable = True
 
     ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress,
-                   overwrite=overwrite)
+                   overwrite=overwrite, models_per_pass=models_per_pass)
     if oracles:
         ds = ds.merge(oracle_fields(D_or_series, plane, sigmas, res, margin, dataset, rule, device=device),
                       compat="override", join="exact", combine_attrs="override")
