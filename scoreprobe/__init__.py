@@ -37,6 +37,7 @@ _API = {
                       "plot_retention plot_clocks plot_states",
     "scoreprobe.checkpoints": "CheckpointSeries load_checkpoint load_series series_from_files",
     "scoreprobe.sources": "open_source",
+    "scoreprobe.ensemble": "train_ensemble",
 }
 _WHERE = {name: module for module, names in _API.items() for name in names.split()}
 __all__ = sorted(_WHERE)

@@ -5,6 +5,7 @@ A run directory holds `run.json` (every setting, versions, git commit, checkpoin
 `torch.load(weights_only=True)`), `train_log.jsonl` (loss per logging interval) and, while a run is
 unfinished, `resume.pt` (model, EMA, optimizer and RNG state). Running the same config again on the
 same directory continues from `resume.pt` and reproduces an uninterrupted run bitwise on CPU.
+`scoreprobe.ensemble.train_ensemble` trains several runs at once and writes each through the same `Run`.
 """
 import copy
 import json
@@ -92,19 +93,28 @@ def _atomic_save(obj, path):
     os.replace(tmp, path)
 
 
+def check_run_dir(cfg, run_dir):
+    """True when `run_dir` holds a run of `cfg` (to resume), False when it holds none; ConfigError
+    when it holds a run with different settings."""
+    meta_path = Path(run_dir) / "run.json"
+    if not meta_path.exists():
+        return False
+    old = json.loads(meta_path.read_text())
+    old_cfg = {**TrainConfig().to_dict(), **old.get("config", {})}  # settings added later: defaults
+    new_cfg = cfg.to_dict()
+    if old_cfg != new_cfg:
+        diff = sorted(k for k in new_cfg if old_cfg.get(k) != new_cfg[k])
+        raise ConfigError(f"{run_dir} already holds a run with different settings ({', '.join(diff)}); "
+                          "use another directory or the same settings to resume")
+    return True
+
+
 def init_run_dir(cfg, run_dir):
     """Create (or check) the run directory; returns the Dataset. Refuses a different config."""
     run_dir = Path(run_dir)
     meta_path = run_dir / "run.json"
     rule = rule_from_spec(cfg.rule)
-    if meta_path.exists():
-        old = json.loads(meta_path.read_text())
-        old_cfg = {**TrainConfig().to_dict(), **old.get("config", {})}  # settings added later: defaults
-        new_cfg = cfg.to_dict()
-        if old_cfg != new_cfg:
-            diff = sorted(k for k in new_cfg if old_cfg.get(k) != new_cfg[k])
-            raise ConfigError(f"{run_dir} already holds a run with different settings ({', '.join(diff)}); "
-                              "use another directory or the same settings to resume")
+    if check_run_dir(cfg, run_dir):
         return load_dataset(run_dir / "dataset.npz", rule)
     (run_dir / "ckpt").mkdir(parents=True, exist_ok=True)
     ds = make_dataset(rule, cfg.n_train, cfg.n_heldout, cfg.data_seed)
@@ -175,14 +185,46 @@ def _load_resume(st, path, device, total_steps):
         raise CheckpointError(f"{path} does not fit this run ({first_line(e)}){fix}") from None
 
 
+def draw_bits(cfg, train_bits, gen):
+    """A step's first draw from `gen`: a minibatch (B, D) uint8 picked with replacement from train_bits (N, D)."""
+    idx = torch.randint(len(train_bits), (cfg.batch_size,), generator=gen).numpy()
+    return train_bits[idx]
+
+
+def draw_inputs(cfg, batch_bits, gen, device):
+    """A DiT step's next draws from `gen`: y (B, D) signed images of batch_bits (B, D), then σ (B,),
+    then noise (B, D), each moved to `device` (drawn on the CPU generator, so equal on every device)."""
+    y = to_signed(torch.from_numpy(batch_bits)).to(device)                 # (B, D)
+    sigma = sample_sigmas(len(y), gen, p_mean=cfg.p_mean, p_std=cfg.p_std).to(device)
+    noise = torch.randn(y.shape, generator=gen).to(device)
+    return y, sigma, noise
+
+
 def _loss(cfg, model, batch_bits, gen, device):
     """Per-sample training loss (B,) for a minibatch of bits (B, D) uint8."""
     if cfg.model == "gpt":
         return model.loss(torch.from_numpy(batch_bits).to(device))
-    y = to_signed(torch.from_numpy(batch_bits)).to(device)                 # (B, D)
-    sigma = sample_sigmas(len(y), gen, p_mean=cfg.p_mean, p_std=cfg.p_std).to(device)
-    noise = torch.randn(y.shape, generator=gen).to(device)
-    return dsm_loss(model, y, sigma, noise)
+    return dsm_loss(model, *draw_inputs(cfg, batch_bits, gen, device))
+
+
+def set_lr(cfg, opt, step):
+    """The learning rate of optimizer step `step` (0-based) on every parameter group of `opt`."""
+    for g in opt.param_groups:
+        g["lr"] = lr_at(cfg, step)
+
+
+def ema_update(cfg, step, ema_params, params):
+    """EMA after optimizer step `step` (1-based): decay min(ema_decay, (1+step)/(10+step)), in place."""
+    decay = min(cfg.ema_decay, (1 + step) / (10 + step))
+    with torch.no_grad():
+        for pe, pm in zip(ema_params, params):
+            pe.lerp_(pm, 1 - decay)
+
+
+def loss_error(loss, step, where=""):
+    """The ConfigError for a non-finite training loss at `step` (`where`: which run, for an ensemble)."""
+    return ConfigError(f"training loss{where} became {loss} at step {step}; lower the learning rate "
+                       "(the last good state is kept in resume.pt)")
 
 
 def _save_step(cfg, run_dir, st, arch):
@@ -195,48 +237,89 @@ def _save_step(cfg, run_dir, st, arch):
     _atomic_save(ck, ckpt_path(run_dir, st.step))
 
 
-def train_run(cfg, run_dir, device="cpu", progress=None):
-    """Train (or resume) the run described by `cfg` in `run_dir`; returns the run directory Path."""
+class Run:
+    """One run directory being trained: config, state (`_State`), training bits and checkpoint plan.
+
+    Made by `open_run`; after each optimizer step `record` writes what falls on that step (log line,
+    checkpoint, resume.pt) and `finish` removes resume.pt at the end. train_run and the ensemble
+    trainer (scoreprobe.ensemble) share it, so both write the same files.
+    """
+
+    def __init__(self, cfg, run_dir, st, train_bits, meta):
+        self.cfg, self.dir, self.st, self.train_bits = cfg, Path(run_dir), st, train_bits   # bits (N, D) uint8
+        self.save_at, self.arch = sorted(meta["checkpoint_steps"]), meta["arch"]
+        self.resume = self.dir / "resume.pt"
+
+    def writes_state(self, step):
+        """Whether `record` at `step` writes the state (a checkpoint or resume.pt)."""
+        return step in self.save_at or step % self.cfg.resume_every == 0
+
+    def record(self, loss, log):
+        """After an optimizer step with loss `loss`: the log line, checkpoint and resume.pt due at
+        st.step. Returns the logged mean loss, or None when no line was due."""
+        st, mean = self.st, None
+        st.running.append(loss)
+        if st.step % self.cfg.log_every == 0:
+            mean = float(np.mean(st.running))
+            log.write(json.dumps({"step": st.step, "loss": mean}) + "\n")
+            log.flush()
+            st.running = []
+        if st.step in self.save_at:
+            _save_step(self.cfg, self.dir, st, self.arch)
+        if self.writes_state(st.step):
+            _atomic_save(st.state_dict(), self.resume)
+        return mean
+
+    def checkpoint_label(self):
+        """'checkpoint k of K' when st.step is a checkpoint step, else None."""
+        step = self.st.step
+        return f"checkpoint {self.save_at.index(step) + 1} of {len(self.save_at)}" if step in self.save_at else None
+
+    def finish(self):
+        self.resume.unlink(missing_ok=True)
+
+
+def open_run(cfg, run_dir, device):
+    """Create or reopen `run_dir` for `cfg`: a `Run` at step 0 (its step-0 checkpoint written) or at
+    the step of resume.pt, or None when the run is already complete. ConfigError for another config."""
     cfg.validate()
     run_dir = Path(run_dir)
     ds = init_run_dir(cfg, run_dir)
     meta = json.loads((run_dir / "run.json").read_text())
-    save_at, arch = set(meta["checkpoint_steps"]), meta["arch"]
     torch.manual_seed(cfg.seed)
-    st = _State(cfg, build_model(meta["kind"], arch).to(device), device)
-    resume = run_dir / "resume.pt"
-    if not resume.exists() and all(ckpt_path(run_dir, s).exists() for s in save_at):
-        logger.info("%s is complete (%d checkpoints); nothing to train", run_dir, len(save_at))
-        return run_dir
-    if resume.exists():
-        _load_resume(st, resume, device, cfg.total_steps)
-        logger.info("resuming %s from step %d", run_dir, st.step)
-    elif st.step in save_at:
-        _save_step(cfg, run_dir, st, arch)
-    _truncate_log(run_dir / "train_log.jsonl", st.step)   # also after a kill before the first resume.pt
-    train_bits = ds.train
-    log = open(run_dir / "train_log.jsonl", "a")
-    bar = CountProgress(cfg.total_steps, st.step, "train", progress)
+    run = Run(cfg, run_dir, _State(cfg, build_model(meta["kind"], meta["arch"]).to(device), device), ds.train, meta)
+    if not run.resume.exists() and all(ckpt_path(run_dir, s).exists() for s in run.save_at):
+        logger.info("%s is complete (%d checkpoints); nothing to train", run_dir, len(run.save_at))
+        return None
+    if run.resume.exists():
+        _load_resume(run.st, run.resume, device, cfg.total_steps)
+        logger.info("resuming %s from step %d", run_dir, run.st.step)
+    elif run.st.step in run.save_at:
+        _save_step(cfg, run_dir, run.st, run.arch)
+    _truncate_log(run_dir / "train_log.jsonl", run.st.step)   # also after a kill before the first resume.pt
+    return run
+
+
+def train_run(cfg, run_dir, device="cpu", progress=None):
+    """Train (or resume) the run described by `cfg` in `run_dir`; returns the run directory Path."""
+    run = open_run(cfg, run_dir, device)
+    if run is None:
+        return Path(run_dir)
+    bar = CountProgress(cfg.total_steps, run.st.step, "train", progress)
     try:
-        while st.step < cfg.total_steps:
-            loss = _train_step(cfg, st, train_bits, device)
-            st.running.append(loss)
-            if st.step % cfg.log_every == 0:
-                log.write(json.dumps({"step": st.step, "loss": float(np.mean(st.running))}) + "\n")
-                log.flush()
-                bar.set_postfix(loss=f"{np.mean(st.running):.4f}")
-                st.running = []
-            if st.step in save_at:
-                _save_step(cfg, run_dir, st, arch)
-                bar.mark(st.step, f"checkpoint {sorted(save_at).index(st.step) + 1} of {len(save_at)}")
-            if st.step in save_at or st.step % cfg.resume_every == 0:
-                _atomic_save(st.state_dict(), resume)
-            bar.update(1)
+        with open(run.dir / "train_log.jsonl", "a") as log:
+            while run.st.step < cfg.total_steps:
+                loss = _train_step(cfg, run.st, run.train_bits, device)
+                mean = run.record(loss, log)
+                if mean is not None:
+                    bar.set_postfix(loss=f"{mean:.4f}")
+                if run.checkpoint_label():
+                    bar.mark(run.st.step, run.checkpoint_label())
+                bar.update(1)
     finally:
         bar.close()
-        log.close()
-    resume.unlink(missing_ok=True)
-    return run_dir
+    run.finish()
+    return run.dir
 
 
 def _truncate_log(path, step):
@@ -257,19 +340,14 @@ def _log_step(line):
 
 def _train_step(cfg, st, train_bits, device):
     """One optimizer step on a minibatch drawn with replacement; updates EMA. Returns the loss."""
-    idx = torch.randint(len(train_bits), (cfg.batch_size,), generator=st.gen).numpy()
-    for g in st.opt.param_groups:
-        g["lr"] = lr_at(cfg, st.step)
-    loss = _loss(cfg, st.model, train_bits[idx], st.gen, device).mean()
+    batch = draw_bits(cfg, train_bits, st.gen)
+    set_lr(cfg, st.opt, st.step)
+    loss = _loss(cfg, st.model, batch, st.gen, device).mean()
     if not torch.isfinite(loss):
-        raise ConfigError(f"training loss became {loss.item()} at step {st.step}; lower the learning rate "
-                          "(the last good state is kept in resume.pt)")
+        raise loss_error(loss.item(), st.step)
     st.opt.zero_grad(set_to_none=True)
     loss.backward()
     st.opt.step()
     st.step += 1
-    decay = min(cfg.ema_decay, (1 + st.step) / (10 + st.step))
-    with torch.no_grad():
-        for pe, pm in zip(st.ema.parameters(), st.model.parameters()):
-            pe.lerp_(pm, 1 - decay)
+    ema_update(cfg, st.step, st.ema.parameters(), st.model.parameters())
     return loss.item()

@@ -72,12 +72,27 @@ def _train_options(fn):
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="CPU threads for torch (default: torch's choice). On CPU the weights are bitwise "
                    "reproducible for a given thread count; tiny models gain little from a second thread.")
+@click.option("--ensemble", "ensemble_spec", metavar="SPEC", default=None,
+              help="Train a grid of runs at once (stacked, vmapped DiTs), one directory per member under "
+                   "RUN_DIR named from its values: 'G=2,3 n_train=64,128 seed=0,1' is the Cartesian "
+                   "product (8 runs, e.g. RUN_DIR/G2-n_train64-seed0). Keys: rule, G, k, layout, rule_seed "
+                   "(same image shape), seed, data_seed, n_train, n_heldout, p_mean, p_std, save_dtype, "
+                   "save_model; every other option is shared.")
 @_train_options
-def train(run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads, **settings):
-    """Train a model and write log-spaced checkpoints to RUN_DIR (rerun the same command to resume)."""
+@click.pass_context
+def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads, ensemble_spec, **settings):
+    """Train a model and write log-spaced checkpoints to RUN_DIR (rerun the same command to resume);
+    with --ensemble, a grid of DiT runs at once, one run directory each under RUN_DIR."""
     import torch
     from scoreprobe.train import TrainConfig, train_run
-    cfg = TrainConfig(rule=_rule_spec(rule, G, k, n, layout, rule_seed, shape), **settings)
+    rule_args = dict(rule=rule, G=G, k=k, n=n, layout=layout, rule_seed=rule_seed, shape=shape)
+    if ensemble_spec is not None:
+        grid = _ensemble_grid(ctx, ensemble_spec)       # usage errors before anything is built
+        check_writable(run_dir, "RUN_DIR")
+        if threads:
+            torch.set_num_threads(threads)
+        return _train_ensemble(run_dir, grid, rule_args, device, settings)
+    cfg = TrainConfig(rule=_rule_spec(**rule_args), **settings)
     check_writable(run_dir, "RUN_DIR")
     if threads:
         torch.set_num_threads(threads)
@@ -85,6 +100,77 @@ def train(run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads, **s
                f"-> {run_dir}")
     path = train_run(cfg, run_dir, device=device)
     click.echo(f"done: {path}")
+
+
+# ---------------------------------------------------------------------------------------------
+# train --ensemble: a grid of runs trained at once
+# ---------------------------------------------------------------------------------------------
+
+_RULE_KEYS = ("rule", "G", "k", "layout", "rule_seed")   # rule options a member may set (same image shape)
+
+
+def _grid_keys():
+    """{lower-case key: option name} of what --ensemble may vary (config.ENSEMBLE_VARIES, the rule by its options)."""
+    from scoreprobe.config import ENSEMBLE_VARIES
+    return {name.lower(): name for name in (*_RULE_KEYS, *(f for f in ENSEMBLE_VARIES if f != "rule"))}
+
+
+def _grid_values(ctx, key, text, names):
+    """The values of one SPEC item `key=V1,V2,...`, each converted by the option's own type."""
+    def bad(message):
+        return click.BadParameter(message, ctx=ctx, param_hint="--ensemble")
+    name = names.get(key.strip().lower().replace("-", "_"))
+    if name is None:
+        raise bad(f"{key!r} cannot vary within an ensemble (the members share the architecture and the "
+                  f"training loop); keys: {', '.join(names.values())}")
+    param = next(p for p in ctx.command.params if p.name == name)
+    if ctx.get_parameter_source(name).name in ("COMMANDLINE", "ENVIRONMENT"):
+        raise bad(f"{name} is set by both {param.opts[0]} and --ensemble; give it in one place")
+    raw = [v.strip() for v in text.split(",")]
+    if not all(raw) or len(set(raw)) != len(raw):
+        raise bad(f"{name}={text!r}: expected distinct comma-separated values")
+    try:
+        return name, [param.type.convert(v, param, ctx) for v in raw]
+    except click.BadParameter as e:
+        raise bad(f"{name}={text}: {e.message}") from None
+
+
+def _ensemble_grid(ctx, spec):
+    """SPEC 'KEY=V1,V2 KEY2=...' -> the Cartesian product as a list of {option name: value} dicts."""
+    import itertools
+    names, axes = _grid_keys(), {}
+    for item in spec.split():
+        key, eq, text = item.partition("=")
+        if not eq or not key or not text:
+            raise click.BadParameter(f"expected KEY=V1,V2,... items separated by spaces, got {item!r}",
+                                     ctx=ctx, param_hint="--ensemble")
+        name, values = _grid_values(ctx, key, text, names)
+        if name in axes:
+            raise click.BadParameter(f"{name} is given twice", ctx=ctx, param_hint="--ensemble")
+        axes[name] = values
+    if not axes:
+        raise click.BadParameter("empty; give at least one KEY=V1,V2,...", ctx=ctx, param_hint="--ensemble")
+    return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+
+
+def _train_ensemble(run_dir, grid, rule_args, device, settings):
+    """Build and check one TrainConfig per grid member, then train them as one ensemble under run_dir."""
+    import os
+    from scoreprobe.ensemble import check_ensemble, train_ensemble
+    from scoreprobe.train import TrainConfig
+    cfgs, dirs = [], []
+    for member in grid:
+        rule_spec = _rule_spec(**{k: member.get(k, v) for k, v in rule_args.items()})
+        own = {k: v for k, v in member.items() if k not in rule_args}
+        cfgs.append(TrainConfig(rule=rule_spec, **{**settings, **own}))
+        dirs.append(os.path.join(run_dir, "-".join(f"{k}{v}" for k, v in member.items())))
+    check_ensemble(cfgs, dirs)          # ConfigError (one line, exit 2) before any directory is made
+    click.echo(f"training an ensemble of {len(cfgs)} {cfgs[0].model} runs for {cfgs[0].total_steps} steps "
+               f"on {device} -> {run_dir}")
+    for i, (member, path) in enumerate(zip(grid, dirs)):
+        click.echo(f"  {i + 1}/{len(grid)}: {' '.join(f'{k}={v}' for k, v in member.items())} -> {path}")
+    train_ensemble(cfgs, dirs, device=device)
+    click.echo(f"done: {len(dirs)} runs in {run_dir}")
 
 
 # ---------------------------------------------------------------------------------------------
