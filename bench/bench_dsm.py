@@ -55,7 +55,7 @@ def spread(args, data, models, sigmas):
     res = {"paired": ([], []), "fresh": ([], [])}
     for seed in range(args.seeds):
         ds = dsm_by_sigma(dict(enumerate(models)), sigmas=sigmas, n_noise=args.n_noise, n_train=n, n_heldout=n,
-                          seed=seed, dataset=data, oracles=False)
+                          seed=seed, dataset=data, oracles=False, progress=False)
         loss = ds.loss.values                                                   # (2, n_sigma, S)
         res["paired"][0].append(ds.gap.values[0])
         res["paired"][1].append(loss[1][:, tr].mean(1) - loss[0][:, tr].mean(1))

@@ -30,6 +30,8 @@ class TrainConfig:
     hidden_size: int = None      # override the preset's width
     depth: int = None            # override the preset's depth
     num_heads: int = None        # override the preset's heads
+    global_token: bool = False   # DiT: a learned register token whose state every block broadcasts to all tokens
+    multiplicative: bool = False  # DiT: GLU MLPs (products of two projections) at the plain MLP's parameter count
     sigma_data: float = 1.0      # EDM σ_data (±1 bits have unit variance)
     time_scale: float = 250.0    # c_noise = time_scale · ln σ / 4 feeds the timestep embedder
     p_mean: float = -1.2         # training ln σ ~ N(p_mean, p_std)
@@ -64,6 +66,8 @@ class TrainConfig:
     def validate(self):
         if self.model not in ("dit", "gpt"):
             raise ConfigError(f"model must be 'dit' or 'gpt', got {self.model!r}")
+        if self.model != "dit" and (self.global_token or self.multiplicative):
+            raise ConfigError("global_token and multiplicative are DiT switches; use model='dit'")
         for name in ("n_train", "batch_size", "total_steps", "n_checkpoints"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")

@@ -60,3 +60,46 @@ def test_switches_travel_through_the_architecture_dict():
     for bad, msg in (({"mlp": "relu"}, "mlp must be"), ({"global_token": "yes"}, "global_token must be")):
         with pytest.raises(ConfigError, match=msg):
             check_arch("dit", {**arch, "net": {**arch["net"], **bad}}, error=ConfigError)
+
+
+# ---------------------------------------------------------------------------------------------
+# The switches in TrainConfig: trained, saved, loaded back
+# ---------------------------------------------------------------------------------------------
+
+def _cfg(**kw):
+    from scoreprobe.config import TrainConfig
+    base = dict(rule={"name": "parity", "G": 2, "shape": [6, 6], "layout": "offset", "seed": 0}, n_train=16,
+                n_heldout=16, hidden_size=32, depth=1, num_heads=2, batch_size=16, total_steps=12, n_checkpoints=3,
+                log_every=4, resume_every=5)
+    return TrainConfig(**{**base, **kw})
+
+
+def test_switches_off_leave_the_architecture_as_it_was():
+    from scoreprobe.models.build import model_arch
+    from scoreprobe.rules import rule_from_spec
+    cfg = _cfg()
+    arch = model_arch(cfg, rule_from_spec(cfg.rule))
+    assert "mlp" not in arch["net"] and "global_token" not in arch["net"]   # run.json as before the switches
+    on = model_arch(_cfg(global_token=True, multiplicative=True), rule_from_spec(cfg.rule))
+    assert on["net"]["mlp"] == "glu" and on["net"]["global_token"] is True
+
+
+@pytest.mark.parametrize("switch", ["global_token", "multiplicative"])
+def test_a_run_with_a_switch_trains_saves_and_loads(switch, tmp_path):
+    from scoreprobe.checkpoints import load_series
+    from scoreprobe.train import train_run
+    run = train_run(_cfg(**{switch: True}), tmp_path / "run", progress=False)
+    base = train_run(_cfg(), tmp_path / "base", progress=False)
+    s, b = load_series(run), load_series(base)
+    net = s.denoiser(s.steps[-1]).net
+    assert (net.register is not None) if switch == "global_token" else isinstance(net.blocks[0].mlp, GluMlp)
+    x, sig = torch.randn(4, 36), torch.full((4,), 0.7)
+    assert not torch.allclose(s.denoiser(s.steps[-1])(x, sig), b.denoiser(b.steps[-1])(x, sig))
+    train_run(_cfg(**{switch: True}), run, progress=False)            # a finished run: nothing to do
+    with pytest.raises(ConfigError, match=switch):                    # the other setting: refused
+        train_run(_cfg(), run, progress=False)
+
+
+def test_switches_are_dit_only():
+    with pytest.raises(ConfigError, match="DiT switches"):
+        _cfg(model="gpt", global_token=True).validate()

@@ -15,7 +15,7 @@ def model_arch(cfg, rule):
             raise ConfigError(f"unknown DiT size {cfg.size!r}; choose from {sorted(DIT_SIZES)}")
         net = {**preset, **{k: getattr(cfg, k) for k in ("hidden_size", "depth", "num_heads")
                             if getattr(cfg, k) is not None}}
-        remedies = {k: v for k, v in (("mlp", getattr(cfg, "mlp", "gelu")),
+        remedies = {k: v for k, v in (("mlp", "glu" if getattr(cfg, "multiplicative", False) else "gelu"),
                                       ("global_token", getattr(cfg, "global_token", False))) if v not in ("gelu", False)}
         return {"net": {**net, "input_size": [H, W], "patch_size": cfg.patch_size, "in_channels": C,
                         "mlp_ratio": 4.0, "learn_sigma": False, "num_label_rows": 1, **remedies},
