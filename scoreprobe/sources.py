@@ -109,7 +109,7 @@ def steps_from_names(files, pattern=None):
     shown = ", ".join(f"{f.name} -> {s}" for f, s in list(zip(files, steps))[:4]) + (", ..." if len(files) > 4 else "")
     warnings.warn(f"training steps read from the file names (the last number in each; {shown}); pass "
                   "--step-from-name REGEX or --steps-file FILE (steps_file=) when that is wrong", StepGuessWarning,
-                  stacklevel=3)
+                  stacklevel=user_stacklevel())
     return steps
 
 

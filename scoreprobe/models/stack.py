@@ -71,6 +71,11 @@ class StackedDenoiser(nn.Module):
         return out.transpose(0, 1).reshape(n, d)                            # (N, D)
 
 
+def stack_size(D):
+    """K for a StackedDenoiser, 1 for any other denoiser."""
+    return D.k if isinstance(D, StackedDenoiser) else 1
+
+
 def replicate(x0, k):
     """(B, D) starting points -> (B·K, D) in the stacked layout (row b·K + k is x0[b] for model k)."""
     return x0.repeat_interleave(k, dim=0)

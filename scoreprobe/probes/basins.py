@@ -50,10 +50,10 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
     dict name -> numpy array (S, res, res) over (sigma_start, v, u): state (int8), index,
     train_index, heldout_index, nearest_train_hamming (int64), anchor (int8), off_vertex (bool).
     """
-    from scoreprobe.models.stack import StackedDenoiser, chunk_rows, replicate, split
+    from scoreprobe.models.stack import chunk_rows, replicate, split, stack_size
     from scoreprobe.slices import classify
 
-    k = D.k if isinstance(D, StackedDenoiser) else 1                          # K models of a stack
+    k = stack_size(D)                          # K models of a stack
     points, _, _ = plane.grid(res, margin)
     x0 = replicate(torch.as_tensor(points, dtype=dtype, device=device), k)   # (P*K, D)
     keys = ("state", "index", "train_index", "heldout_index", "nearest_train_hamming", "anchor", "off_vertex")

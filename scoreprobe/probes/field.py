@@ -66,8 +66,8 @@ def plane_field(D, plane, sigmas, res=64, margin=0.5, chunk_size=4096, dtype=tor
     dict name -> (S, res, res) float64 numpy arrays (dims sigma, v, u) for the FIELD_VARS. Grid points
     where D returns NaN/inf get NaN/inf values; one NonFiniteWarning gives their count.
     """
-    from scoreprobe.models.stack import StackedDenoiser, chunk_rows, replicate, split
-    k = D.k if isinstance(D, StackedDenoiser) else 1                         # K models of a stack
+    from scoreprobe.models.stack import chunk_rows, replicate, split, stack_size
+    k = stack_size(D)                         # K models of a stack
     points, _, _ = plane.grid(res, margin)
     x = torch.as_tensor(points, dtype=dtype, device=device)                  # (P, D)
     basis = torch.as_tensor(plane.basis, dtype=dtype, device=device)         # (2, D)
