@@ -178,7 +178,7 @@ def _ensemble_step(runs, stack, device):
     Returns the members' losses, list of M floats.
     """
     cfg = runs[0].cfg
-    draws = [draw_inputs(r.cfg, draw_bits(r.cfg, r.train_bits, r.st.gen), r.st.gen, "cpu") for r in runs]
+    draws = [draw_inputs(r.cfg, draw_bits(r.cfg, r.bits_at(r.st.step), r.st.gen), r.st.gen, "cpu") for r in runs]
     y, sigma, noise = (torch.stack(t).to(device) for t in zip(*draws))   # (M, B, D), (M, B), (M, B, D)
     set_lr(cfg, stack.opt, stack.step)
     with warnings.catch_warnings():   # CPU attention has no vmap rule: torch loops over the members (same kernel)

@@ -185,6 +185,20 @@ def _load_resume(st, path, device, total_steps):
         raise CheckpointError(f"{path} does not fit this run ({first_line(e)}){fix}") from None
 
 
+def curriculum_bits(cfg, data, g_start):
+    """The curriculum's first training set: n_train images valid under parity with groups of g_start
+    (the rule's own layout and seed, so its groups tile the rule's and its images are valid for the
+    rule too), drawn with data_seed, none of them a held-out image. (N, D) uint8."""
+    spec = {**cfg.rule, "G": int(g_start)}
+    fine = rule_from_spec(spec)
+    pool = make_dataset(fine, min(fine.n_valid, cfg.n_train + len(data.heldout)), 0, seed=cfg.data_seed).train
+    held = {row.tobytes() for row in np.asarray(data.heldout, dtype=np.uint8)}
+    keep = [row for row in pool if row.tobytes() not in held][:cfg.n_train]
+    if len(keep) < cfg.n_train:
+        raise ConfigError(f"curriculum: parity G={g_start} has too few images outside the held-out set")
+    return np.stack(keep)
+
+
 def draw_bits(cfg, train_bits, gen):
     """A step's first draw from `gen`: a minibatch (B, D) uint8 picked with replacement from train_bits (N, D)."""
     idx = torch.randint(len(train_bits), (cfg.batch_size,), generator=gen).numpy()
@@ -245,10 +259,16 @@ class Run:
     trainer (scoreprobe.ensemble) share it, so both write the same files.
     """
 
-    def __init__(self, cfg, run_dir, st, train_bits, meta):
-        self.cfg, self.dir, self.st, self.train_bits = cfg, Path(run_dir), st, train_bits   # bits (N, D) uint8
+    def __init__(self, cfg, run_dir, st, data, meta):
+        self.cfg, self.dir, self.st, self.train_bits = cfg, Path(run_dir), st, data.train   # bits (N, D) uint8
         self.save_at, self.arch = sorted(meta["checkpoint_steps"]), meta["arch"]
         self.resume = self.dir / "resume.pt"
+        plan = cfg.curriculum_plan()
+        self.switch, self.first_bits = (plan[1], curriculum_bits(cfg, data, plan[0])) if plan else (0, None)
+
+    def bits_at(self, step):
+        """The training items a step draws from: the curriculum's before its switch, else the run's."""
+        return self.first_bits if step < self.switch else self.train_bits
 
     def writes_state(self, step):
         """Whether `record` at `step` writes the state (a checkpoint or resume.pt)."""
@@ -287,7 +307,7 @@ def open_run(cfg, run_dir, device):
     ds = init_run_dir(cfg, run_dir)
     meta = json.loads((run_dir / "run.json").read_text())
     torch.manual_seed(cfg.seed)
-    run = Run(cfg, run_dir, _State(cfg, build_model(meta["kind"], meta["arch"]).to(device), device), ds.train, meta)
+    run = Run(cfg, run_dir, _State(cfg, build_model(meta["kind"], meta["arch"]).to(device), device), ds, meta)
     if not run.resume.exists() and all(ckpt_path(run_dir, s).exists() for s in run.save_at):
         logger.info("%s is complete (%d checkpoints); nothing to train", run_dir, len(run.save_at))
         return None
@@ -309,7 +329,7 @@ def train_run(cfg, run_dir, device="cpu", progress=None):
     try:
         with open(run.dir / "train_log.jsonl", "a") as log:
             while run.st.step < cfg.total_steps:
-                loss = _train_step(cfg, run.st, run.train_bits, device)
+                loss = _train_step(cfg, run.st, run.bits_at(run.st.step), device)
                 mean = run.record(loss, log)
                 if mean is not None:
                     bar.set_postfix(loss=f"{mean:.4f}")

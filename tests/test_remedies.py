@@ -103,3 +103,46 @@ def test_a_run_with_a_switch_trains_saves_and_loads(switch, tmp_path):
 def test_switches_are_dit_only():
     with pytest.raises(ConfigError, match="DiT switches"):
         _cfg(model="gpt", global_token=True).validate()
+
+
+# ---------------------------------------------------------------------------------------------
+# The curriculum over G
+# ---------------------------------------------------------------------------------------------
+
+def _g4(**kw):
+    return _cfg(rule={"name": "parity", "G": 4, "shape": [6, 6], "layout": "offset", "seed": 0}, **kw)
+
+
+@pytest.mark.parametrize("spec, message", [("2:4", "G_START:G_END:STEPS"), ("2:3:5", "G=3"), ("3:4:5", "divide"),
+                                           ("1:4:5", "> 1"), ("2:4:0", "STEPS=0"), ("2:4:12", "STEPS=12")])
+def test_bad_curricula_are_refused(spec, message):
+    with pytest.raises(ConfigError, match=message):
+        _g4(curriculum=spec).validate()
+
+
+def test_the_curriculum_trains_on_finer_groups_then_on_the_rule(tmp_path):
+    import numpy as np
+
+    from scoreprobe.checkpoints import load_series
+    from scoreprobe.rules import rule_from_spec
+    from scoreprobe.train import open_run, train_run
+    cfg = _g4(curriculum="2:4:5")
+    run = open_run(cfg, tmp_path / "run", "cpu")
+    first, final = run.bits_at(0), run.bits_at(5)
+    fine, rule = rule_from_spec({**cfg.rule, "G": 2}), rule_from_spec(cfg.rule)
+    assert first.shape == final.shape and run.bits_at(4) is first and final is run.train_bits
+    assert fine.is_valid(first).all() and rule.is_valid(first).all()      # finer groups tile the rule's
+    assert not fine.is_valid(final).all()                                 # the rule's own items are not all finer-valid
+    data = np.load(run.dir / "dataset.npz")
+    assert not {r.tobytes() for r in first} & {r.tobytes() for r in data["heldout"]}   # never a held-out image
+    train_run(cfg, tmp_path / "run", progress=False)                      # trains, resumable like any run
+    base = train_run(_g4(), tmp_path / "base", progress=False)
+    s, b = load_series(tmp_path / "run"), load_series(base)
+    x, sig = torch.randn(4, 36), torch.full((4,), 0.7)
+    assert not torch.equal(s.denoiser(s.steps[-1])(x, sig), b.denoiser(b.steps[-1])(x, sig))
+    assert json_config(tmp_path / "run")["curriculum"] == "2:4:5"
+
+
+def json_config(run_dir):
+    import json
+    return json.loads((run_dir / "run.json").read_text())["config"]
