@@ -27,3 +27,20 @@ def test_two_clocks_smoke(tmp_path, capsys):
     timing = ("train_s", "clocks_s")
     assert [{k: v for k, v in r.items() if k not in timing} for r in rerun] == \
         [{k: v for k, v in r.items() if k not in timing} for r in report["runs"]]
+
+
+def test_remedies_smoke(tmp_path, capsys):
+    sys.path.insert(0, str(ANALYSES))
+    try:
+        import remedies
+    finally:
+        sys.path.remove(str(ANALYSES))
+    remedies.main(["--smoke", "--out", str(tmp_path), "--jobs", "1", "--variants", "baseline,curriculum,all"])
+    report = json.loads((tmp_path / "remedies_smoke.json").read_text())
+    assert [r["run"] for r in report["runs"]] == ["baseline-s0", "curriculum-s0", "all-s0"]
+    params = {r["variant"]: r["params"] for r in report["runs"]}
+    assert params["curriculum"] == params["baseline"] < params["all"]   # the register adds parameters
+    assert json.loads((tmp_path / "curriculum-s0" / "run.json").read_text())["config"]["curriculum"] == "2:4:7"
+    assert (tmp_path / "remedies_smoke.png").stat().st_size > 0 and "| curriculum | 0 |" in capsys.readouterr().out
+    remedies.main(["--smoke", "--G", "3", "--out", str(tmp_path / "g3"), "--jobs", "1", "--variants", "curriculum"])
+    assert "groups of 2 cannot tile groups of 3" in (tmp_path / "g3" / "remedies_smoke.md").read_text()

@@ -1,0 +1,191 @@
+"""The paper's remedies against the two clocks: baseline vs --global-token, --multiplicative,
+--curriculum and all of them together, at one G, with several seeds (issue #15).
+
+Trains every (variant, seed) with the project's trainer (parity on 6x6, offset layout, DiT width 80,
+patch 2 — the shipped series' family), `--jobs` runs at a time in one-thread worker processes,
+measures the clocks of every checkpoint (`sp.clocks`: τ with bootstrap CIs, the window) and writes
+
+  <results>/remedies_<preset>.md / .json   τ_rule, τ_mem, the window (log10 width) and the parameter
+                                           count per run and per variant (seeds side by side); a τ
+                                           not reached in budget is reported with its extrapolation
+  <results>/remedies_<preset>.png          rule accuracy and memorization vs step, a colour per variant
+  <out>/<variant>-s<seed>/                 run directories (resumable)
+
+The curriculum trains on parity groups of --curriculum-g (which must divide G: a group of 3 has no
+tiling, so at G = 3 the variant is left out and the report says why) until a --curriculum-share of
+the steps. See docs/remedies.md.
+
+Usage:
+  python analyses/remedies.py                 # CPU preset (G = 3, N = 120, 2 seeds; ≈ 2 h on 2 cores)
+  python analyses/remedies.py --smoke         # < 1 min: the pipeline end to end
+  python analyses/remedies.py --device cuda   # GPU preset (G = 4, N = 256, 3 seeds)
+"""
+import argparse
+import dataclasses
+import json
+import logging
+import multiprocessing
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from scoreprobe.checkpoints import load_series
+from scoreprobe.probes.clocks import clocks
+from scoreprobe.store import normalize_config
+from scoreprobe.train import TrainConfig, train_run
+from scoreprobe.viz import new_figure
+from two_clocks import _worker_init, extrapolate_tau, finished
+
+logger = logging.getLogger("remedies")
+
+PRESETS = {
+    "smoke": dict(G=4, N=8, seeds=[0], views=60, min_steps=30, n_checkpoints=5, n_samples=50, n_heldout=64),
+    "cpu": dict(G=3, N=120, seeds=[0, 1], views=12000, min_steps=3000, n_checkpoints=16, n_samples=1000,
+                n_heldout=1024),
+    "gpu": dict(G=4, N=256, seeds=[0, 1, 2], views=14000, min_steps=3000, n_checkpoints=24, n_samples=2000,
+                n_heldout=1024),
+}
+VARIANTS = {"baseline": {}, "global_token": {"global_token": True}, "multiplicative": {"multiplicative": True},
+            "curriculum": {"curriculum": True}, "all": {"global_token": True, "multiplicative": True,
+                                                        "curriculum": True}}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="runs/remedies", help="output folder (run directories)")
+    p.add_argument("--results", default=None, help="folder of the tables and figure (default: analyses/results, "
+                                                   "or --out for --smoke)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--preset", choices=sorted(PRESETS), default=None, help="default: gpu on CUDA, else cpu")
+    p.add_argument("--smoke", action="store_true", help="same as --preset smoke")
+    p.add_argument("--variants", default=",".join(VARIANTS), help="which of " + ", ".join(VARIANTS))
+    p.add_argument("--curriculum-g", type=int, default=2, help="group size of the curriculum's first phase")
+    p.add_argument("--curriculum-share", type=float, default=0.25, help="share of the steps on the finer groups")
+    p.add_argument("--jobs", type=int, default=2, help="runs at a time (one thread each)")
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--batch-size", type=int, default=96)
+    for key in ("G", "N", "views", "min_steps", "n_checkpoints", "n_samples", "n_heldout"):
+        p.add_argument("--" + key.replace("_", "-"), dest=key, type=int, default=None)
+    p.add_argument("--seeds", type=lambda s: [int(v) for v in s.split(",")], default=None)
+    args = p.parse_args(argv)
+    args.preset = "smoke" if args.smoke else args.preset or ("gpu" if args.device.startswith("cuda") else "cpu")
+    for key, value in PRESETS[args.preset].items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    args.results = args.results or (args.out if args.preset == "smoke" else "analyses/results")
+    Path(args.results).mkdir(parents=True, exist_ok=True)
+    return args
+
+
+def train_config(args, variant, seed):
+    """TrainConfig of one (variant, seed); None for a curriculum that G does not allow (reason logged)."""
+    steps = max(args.min_steps, -(-args.views * args.N // args.batch_size))
+    switches = dict(VARIANTS[variant])
+    if switches.pop("curriculum", False):
+        if args.G % args.curriculum_g or not 1 < args.curriculum_g < args.G:
+            return None
+        switches["curriculum"] = f"{args.curriculum_g}:{args.G}:{max(1, int(steps * args.curriculum_share))}"
+    rule = {"name": "parity", "G": args.G, "shape": [6, 6], "layout": "offset", "seed": 0}
+    return TrainConfig(rule=rule, n_train=args.N, n_heldout=args.n_heldout, seed=seed, hidden_size=80, depth=4,
+                       num_heads=4, lr=args.lr, batch_size=args.batch_size, total_steps=steps,
+                       n_checkpoints=args.n_checkpoints, save_dtype="float16", **switches)
+
+
+def run_one(args, variant, seed):
+    """Train (or resume) one run and measure its clocks; the row of the table."""
+    cfg, name = train_config(args, variant, seed), f"{variant}-s{seed}"
+    run_dir, t0 = Path(args.out) / name, time.time()
+    if not finished(run_dir, cfg):
+        train_run(cfg, run_dir, device=args.device, progress=False)
+    series = load_series(run_dir)
+    ds = clocks(series, n_samples=args.n_samples, device=args.device, out=run_dir / "clocks.zarr", progress=False)
+    a = ds.attrs
+    row = {"variant": variant, "seed": seed, "run": name, "params": series.describe()["n_params"],
+           **{k: a.get(k) for k in ("tau_rule", "tau_rule_ci", "tau_mem", "tau_mem_ci", "window_open",
+                                    "window_log10_width", "window_log10_width_ci")},
+           "peak_rule_acc": float(ds.rule_acc.max()), "final_mem_ratio": float(ds.mem_ratio[-1]),
+           "curve": {"step": ds.step.values.tolist(), "rule_acc": ds.rule_acc.values.tolist(),
+                     "mem_ratio": ds.mem_ratio.values.tolist()}, "seconds": round(time.time() - t0, 1)}
+    if not np.isfinite(row["tau_rule"]):
+        row["tau_rule_extrapolated"] = extrapolate_tau(ds)
+    logger.info("%s: τ_rule=%s τ_mem=%s", name, row["tau_rule"], row["tau_mem"])
+    return row
+
+
+def _fmt(v, ci=None):
+    if v is None or not np.isfinite(v):
+        return "not reached"
+    out = f"{v:.0f}"
+    if ci and all(c is not None for c in ci):
+        out += f" [{ci[0]:.0f}, {ci[1]:.0f}]" if all(np.isfinite(ci)) else f" [{ci[0]:.0f}, ∞)"
+    return out
+
+
+def _extrapolated(ext, row):
+    """' (extrapolated τ [lo, hi])' from the logit trend of the last checkpoints, '' without one."""
+    if not ext:
+        return ""
+    last = row["curve"]["step"][-1]
+    if ext["tau"] > 1000 * max(last, 1):
+        return f" (extrapolated beyond 1000x the last step, {last})"
+    lo, hi = ext["ci"]
+    return f" (extrapolated {ext['tau']:.3g} [{lo:.3g}, {hi:.3g}])"
+
+
+def markdown(rows, skipped, args):
+    lines = [f"# Remedies at G = {args.G}, N = {args.N} (preset {args.preset})", "",
+             "| variant | seed | parameters | τ_rule [95% CI] | τ_mem [95% CI] | window (log10 width) | peak rule_acc |",
+             "|---|---:|---:|---|---|---|---:|"]
+    for r in rows:
+        rule = _fmt(r["tau_rule"], r["tau_rule_ci"]) + _extrapolated(r.get("tau_rule_extrapolated"), r)
+        width = f"{r['window_log10_width']:.2f}" if r["window_open"] else "closed"
+        lines.append(f"| {r['variant']} | {r['seed']} | {r['params']:,} | {rule} | {_fmt(r['tau_mem'], r['tau_mem_ci'])} "
+                     f"| {width} | {r['peak_rule_acc']:.3f} |")
+    lines += [f"\n{v}: left out — {why}" for v, why in skipped.items()]
+    return "\n".join(lines) + "\n"
+
+
+def figure(rows, path):
+    fig = new_figure((11, 4.2))
+    ax1, ax2 = fig.subplots(1, 2)
+    colours = dict(zip(VARIANTS, ("black", "tab:blue", "tab:orange", "tab:green", "tab:red")))
+    for r in rows:
+        c, ls = r["curve"], "-" if r["seed"] == rows[0]["seed"] else "--"
+        x = np.asarray(c["step"]) + 1
+        ax1.plot(x, c["rule_acc"], ls, color=colours[r["variant"]], label=f"{r['variant']} s{r['seed']}")
+        ax2.plot(x, c["mem_ratio"], ls, color=colours[r["variant"]])
+    for ax, name in ((ax1, "rule accuracy"), (ax2, "memorized share")):
+        ax.set_xscale("log")
+        ax.set_xlabel("training step + 1")
+        ax.set_ylabel(name)
+    if rows:
+        ax1.legend(fontsize=7)
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    variants = args.variants.split(",")
+    skipped = {v: f"groups of {args.curriculum_g} cannot tile groups of {args.G} (docs/remedies.md)"
+               for v in variants if train_config(args, v, 0) is None}
+    runs = [(v, s) for v in variants if v not in skipped for s in args.seeds]
+    logger.info("%d runs (preset %s, %d at a time)", len(runs), args.preset, args.jobs)
+    if args.jobs <= 1:
+        rows = [run_one(args, v, s) for v, s in runs]
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(args.jobs, mp_context=ctx, initializer=_worker_init) as pool:
+            rows = [f.result() for f in [pool.submit(run_one, args, v, s) for v, s in runs]]
+    stem = Path(args.results) / f"remedies_{args.preset}"
+    stem.with_suffix(".md").write_text(markdown(rows, skipped, args))
+    report = {"args": vars(args), "runs": rows, "skipped": skipped}
+    stem.with_suffix(".json").write_text(json.dumps(normalize_config(report), indent=1))
+    figure(rows, stem.with_suffix(".png"))
+    print(stem.with_suffix(".md").read_text())
+
+
+if __name__ == "__main__":
+    main()
