@@ -21,7 +21,6 @@ Usage:
   python analyses/remedies.py --device cuda   # GPU preset (G = 4, N = 256, 3 seeds)
 """
 import argparse
-import dataclasses
 import json
 import logging
 import multiprocessing
