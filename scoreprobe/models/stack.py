@@ -76,6 +76,11 @@ def stack_size(D):
     return D.k if isinstance(D, StackedDenoiser) else 1
 
 
+def counted(what, k):
+    """What a non-finite count is over: `what` plus ' x K stacked checkpoints' for a stack, in parentheses."""
+    return f"({what}" + (f" x {k} stacked checkpoints)" if k > 1 else ")")
+
+
 def replicate(x0, k):
     """(B, D) starting points -> (B·K, D) in the stacked layout (row b·K + k is x0[b] for model k)."""
     return x0.repeat_interleave(k, dim=0)

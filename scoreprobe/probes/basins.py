@@ -50,7 +50,7 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
     dict name -> numpy array (S, res, res) over (sigma_start, v, u): state (int8), index,
     train_index, heldout_index, nearest_train_hamming (int64), anchor (int8), off_vertex (bool).
     """
-    from scoreprobe.models.stack import chunk_rows, replicate, split, stack_size
+    from scoreprobe.models.stack import chunk_rows, counted, replicate, split, stack_size
     from scoreprobe.slices import classify
 
     k = stack_size(D)                          # K models of a stack
@@ -67,8 +67,8 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
             c = classify(xe, dataset, rule, anchors=plane.anchors)
             for key in keys:
                 out[i][key].append(c[key].reshape(res, res))
-    warn_nonfinite(n_bad, len(sigma_starts) * len(x0), "PF-ODE endpoints (sigma_starts x grid points"
-                   + (f" x {k} stacked checkpoints)" if k > 1 else ")"), "they are classified `invalid`")
+    warn_nonfinite(n_bad, len(sigma_starts) * len(x0), "PF-ODE endpoints "
+                   + counted("sigma_starts x grid points", k), "they are classified `invalid`")
     maps = [{key: np.stack(v) for key, v in m.items()} for m in out]
     return maps if k > 1 else maps[0]
 

@@ -66,7 +66,7 @@ def plane_field(D, plane, sigmas, res=64, margin=0.5, chunk_size=4096, dtype=tor
     dict name -> (S, res, res) float64 numpy arrays (dims sigma, v, u) for the FIELD_VARS. Grid points
     where D returns NaN/inf get NaN/inf values; one NonFiniteWarning gives their count.
     """
-    from scoreprobe.models.stack import chunk_rows, replicate, split, stack_size
+    from scoreprobe.models.stack import chunk_rows, counted, replicate, split, stack_size
     k = stack_size(D)                         # K models of a stack
     points, _, _ = plane.grid(res, margin)
     x = torch.as_tensor(points, dtype=dtype, device=device)                  # (P, D)
@@ -80,8 +80,8 @@ def plane_field(D, plane, sigmas, res=64, margin=0.5, chunk_size=4096, dtype=tor
         for m, den in enumerate(split(den_all, k)):                          # (P, D) per model
             for key, val in _field_columns(den, x, float(sigma), basis, origin).items():
                 out[m][key][i] = val.double().cpu().numpy()
-    warn_nonfinite(n_bad, len(sigmas) * len(points) * k, "denoiser outputs on the plane grid (points x sigmas"
-                   + (f" x {k} stacked checkpoints)" if k > 1 else ")"), "their score-field values are NaN/inf")
+    warn_nonfinite(n_bad, len(sigmas) * len(points) * k, "denoiser outputs on the plane grid "
+                   + counted("points x sigmas", k), "their score-field values are NaN/inf")
     maps = [{key: a.reshape(len(sigmas), res, res) for key, a in o.items()} for o in out]
     return maps if k > 1 else maps[0]
 
