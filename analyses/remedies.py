@@ -11,31 +11,31 @@ measures the clocks of every checkpoint (`sp.clocks`: τ with bootstrap CIs, the
   <results>/remedies_<preset>.png          rule accuracy and memorization vs step, a colour per variant
   <out>/<variant>-s<seed>/                 run directories (resumable)
 
-The curriculum trains on parity groups of --curriculum-g (which must divide G: a group of 3 has no
-tiling, so at G = 3 the variant is left out and the report says why) until a --curriculum-share of
-the steps. See docs/remedies.md.
+The curriculum trains on parity over pieces of --curriculum-g pixels of each group (at G = 3 from 2: a
+pair and one pixel that stays 0) until a --curriculum-share of the steps. See docs/remedies.md.
 
 Usage:
   python analyses/remedies.py                 # CPU preset (G = 3, N = 120, 2 seeds; ≈ 2 h on 2 cores)
   python analyses/remedies.py --smoke         # < 1 min: the pipeline end to end
-  python analyses/remedies.py --device cuda   # GPU preset (G = 4, N = 256, 3 seeds)
+  python analyses/remedies.py --device cuda   # GPU preset (G = 4, N = 256, 3 seeds; a variant's seeds
+                                              # train as one stacked ensemble, --ensemble on CPU)
 """
 import argparse
+import functools
 import json
 import logging
-import multiprocessing
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
+from grid import extrapolate_tau, finished, in_parallel, train_ensembles
 from scoreprobe.checkpoints import load_series
+from scoreprobe.errors import StoreError, first_line
 from scoreprobe.probes.clocks import clocks
 from scoreprobe.store import normalize_config
 from scoreprobe.train import TrainConfig, train_run
 from scoreprobe.viz import new_figure
-from two_clocks import _worker_init, extrapolate_tau, finished
 
 logger = logging.getLogger("remedies")
 
@@ -63,6 +63,8 @@ def parse_args(argv=None):
     p.add_argument("--curriculum-g", type=int, default=2, help="group size of the curriculum's first phase")
     p.add_argument("--curriculum-share", type=float, default=0.25, help="share of the steps on the finer groups")
     p.add_argument("--jobs", type=int, default=2, help="runs at a time (one thread each)")
+    p.add_argument("--ensemble", action=argparse.BooleanOptionalAction, default=None,
+                   help="train the seeds of each variant as one stacked ensemble (default: on CUDA)")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--batch-size", type=int, default=96)
     for key in ("G", "N", "views", "min_steps", "n_checkpoints", "n_samples", "n_heldout"):
@@ -73,23 +75,35 @@ def parse_args(argv=None):
     for key, value in PRESETS[args.preset].items():
         if getattr(args, key, None) is None:
             setattr(args, key, value)
+    args.ensemble = args.device.startswith("cuda") if args.ensemble is None else args.ensemble
     args.results = args.results or (args.out if args.preset == "smoke" else "analyses/results")
     Path(args.results).mkdir(parents=True, exist_ok=True)
     return args
 
 
 def train_config(args, variant, seed):
-    """TrainConfig of one (variant, seed); None for a curriculum that G does not allow (reason logged)."""
+    """TrainConfig of one (variant, seed); None for a curriculum that G does not allow."""
     steps = max(args.min_steps, -(-args.views * args.N // args.batch_size))
     switches = dict(VARIANTS[variant])
     if switches.pop("curriculum", False):
-        if args.G % args.curriculum_g or not 1 < args.curriculum_g < args.G:
+        if not 1 < args.curriculum_g < args.G:
             return None
         switches["curriculum"] = f"{args.curriculum_g}:{args.G}:{max(1, int(steps * args.curriculum_share))}"
     rule = {"name": "parity", "G": args.G, "shape": [6, 6], "layout": "offset", "seed": 0}
     return TrainConfig(rule=rule, n_train=args.N, n_heldout=args.n_heldout, seed=seed, hidden_size=80, depth=4,
                        num_heads=4, lr=args.lr, batch_size=args.batch_size, total_steps=steps,
                        n_checkpoints=args.n_checkpoints, save_dtype="float16", **switches)
+
+
+def measured_clocks(series, args, out):
+    """sp.clocks of a run, resumed from its store; a store this script wrote with other settings (or
+    other sampling noise, before 2026-12-01) is replaced, since it is derived from the run."""
+    kw = dict(n_samples=args.n_samples, device=args.device, out=out, progress=False)
+    try:
+        return clocks(series, **kw)
+    except StoreError as e:
+        logger.warning("%s; measuring again", first_line(e))
+        return clocks(series, overwrite=True, **kw)
 
 
 def run_one(args, variant, seed):
@@ -99,12 +113,13 @@ def run_one(args, variant, seed):
     if not finished(run_dir, cfg):
         train_run(cfg, run_dir, device=args.device, progress=False)
     series = load_series(run_dir)
-    ds = clocks(series, n_samples=args.n_samples, device=args.device, out=run_dir / "clocks.zarr", progress=False)
+    ds = measured_clocks(series, args, run_dir / "clocks.zarr")
     a = ds.attrs
     row = {"variant": variant, "seed": seed, "run": name, "params": series.describe()["n_params"],
            **{k: a.get(k) for k in ("tau_rule", "tau_rule_ci", "tau_mem", "tau_mem_ci", "window_open",
                                     "window_log10_width", "window_log10_width_ci")},
-           "peak_rule_acc": float(ds.rule_acc.max()), "final_mem_ratio": float(ds.mem_ratio[-1]),
+           "peak_rule_acc": float(ds.rule_acc.max()), "final_rule_acc": float(ds.rule_acc[-1]),
+           "final_mem_ratio": float(ds.mem_ratio[-1]),
            "curve": {"step": ds.step.values.tolist(), "rule_acc": ds.rule_acc.values.tolist(),
                      "mem_ratio": ds.mem_ratio.values.tolist()}, "seconds": round(time.time() - t0, 1)}
     if not np.isfinite(row["tau_rule"]):
@@ -133,8 +148,26 @@ def _extrapolated(ext, row):
     return f" (extrapolated {ext['tau']:.3g} [{lo:.3g}, {hi:.3g}])"
 
 
+def by_variant(rows):
+    """Per variant, the seeds side by side: peak and final rule accuracy, final copies, τ_mem, windows."""
+    lines = ["| variant | seeds | peak rule_acc | final rule_acc | final mem | τ_mem | windows open |",
+             "|---|---:|---|---|---|---|---:|"]
+    for v in dict.fromkeys(r["variant"] for r in rows):
+        rs = [r for r in rows if r["variant"] == v]
+        each = lambda key, f: " / ".join(f.format(r[key]) for r in rs)   # noqa: E731
+        lines.append(f"| {v} | {len(rs)} | {each('peak_rule_acc', '{:.3f}')} | {each('final_rule_acc', '{:.3f}')} "
+                     f"| {each('final_mem_ratio', '{:.3f}')} | {' / '.join(_fmt(r['tau_mem']) for r in rs)} "
+                     f"| {sum(bool(r['window_open']) for r in rs)} of {len(rs)} |")
+    return lines
+
+
 def markdown(rows, skipped, args):
+    steps = rows[0]["curve"]["step"][-1] if rows else 0
     lines = [f"# Remedies at G = {args.G}, N = {args.N} (preset {args.preset})", "",
+             f"Generated by `python analyses/remedies.py{'' if args.preset == 'cpu' else ' --preset ' + args.preset}`: "
+             f"{steps} training steps (batch {args.batch_size}, {args.views} views per image), {args.n_checkpoints} "
+             f"log-spaced checkpoints, clocks from {args.n_samples} samples each (docs/definitions.md: rule accuracy "
+             "0.9 for τ_rule, copies 0.1 for τ_mem, 95% bootstrap CIs). The switches: docs/remedies.md.", "",
              "| variant | seed | parameters | τ_rule [95% CI] | τ_mem [95% CI] | window (log10 width) | peak rule_acc |",
              "|---|---:|---:|---|---|---|---:|"]
     for r in rows:
@@ -143,6 +176,7 @@ def markdown(rows, skipped, args):
         lines.append(f"| {r['variant']} | {r['seed']} | {r['params']:,} | {rule} | {_fmt(r['tau_mem'], r['tau_mem_ci'])} "
                      f"| {width} | {r['peak_rule_acc']:.3f} |")
     lines += [f"\n{v}: left out — {why}" for v, why in skipped.items()]
+    lines += ["", "## By variant (seeds in the order of the table above)", ""] + by_variant(rows)
     return "\n".join(lines) + "\n"
 
 
@@ -168,16 +202,14 @@ def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     variants = args.variants.split(",")
-    skipped = {v: f"groups of {args.curriculum_g} cannot tile groups of {args.G} (docs/remedies.md)"
+    skipped = {v: f"--curriculum-g {args.curriculum_g} must be > 1 and < G = {args.G}"
                for v in variants if train_config(args, v, 0) is None}
     runs = [(v, s) for v in variants if v not in skipped for s in args.seeds]
     logger.info("%d runs (preset %s, %d at a time)", len(runs), args.preset, args.jobs)
-    if args.jobs <= 1:
-        rows = [run_one(args, v, s) for v, s in runs]
-    else:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(args.jobs, mp_context=ctx, initializer=_worker_init) as pool:
-            rows = [f.result() for f in [pool.submit(run_one, args, v, s) for v, s in runs]]
+    if args.ensemble:   # the seeds of a variant train as one stacked ensemble
+        train_ensembles([train_config(args, v, s) for v, s in runs], [Path(args.out) / f"{v}-s{s}" for v, s in runs],
+                        args.device)
+    rows = in_parallel(functools.partial(run_one, args), runs, 1 if args.ensemble else args.jobs)
     stem = Path(args.results) / f"remedies_{args.preset}"
     stem.with_suffix(".md").write_text(markdown(rows, skipped, args))
     report = {"args": vars(args), "runs": rows, "skipped": skipped}

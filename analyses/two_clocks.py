@@ -17,7 +17,8 @@ Each run trains `views`·N/batch steps (memorization tracks views per image; che
 Usage:
   python analyses/two_clocks.py                       # CPU preset: ≈ 1.5 h on 2 cores (2 runs at a time)
   python analyses/two_clocks.py --train-only          # only train (e.g. first, on a busy machine)
-  python analyses/two_clocks.py --device cuda         # GPU preset: G = 2…4, N = 64…1024, same file shapes
+  python analyses/two_clocks.py --device cuda         # GPU preset: G = 2, 3, 4, 6, N = 64…1024, 3 seeds,
+                                                      # runs of one length as stacked ensembles
   python analyses/two_clocks.py --smoke               # < 1 min: checks the pipeline end to end
 Any preset value can be overridden (--Ns 32,64,128,256 --views 12000 --jobs 1 ...).
 
@@ -25,21 +26,18 @@ What the paper (arXiv 2605.10019) reports: τ_rule grows about tenfold per unit 
 with N; τ_mem grows nearly linearly with N (≈ 35·N^1.14 for its reference DiT) and barely with G.
 """
 import argparse
+import functools
 import json
 import logging
 import math
-import multiprocessing
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import scipy.stats
-import torch
 
+from grid import extrapolate_tau, finished, in_parallel, train_ensembles
 from scoreprobe.checkpoints import load_series
 from scoreprobe.probes.clocks import clocks, fit_power_law, resolve_device
-from scoreprobe.probes.taus import logit_fraction
 from scoreprobe.store import normalize_config
 from scoreprobe.train import TrainConfig, train_run
 from scoreprobe.viz import new_figure, plot_clocks, plot_states
@@ -49,16 +47,17 @@ logger = logging.getLogger("two_clocks")
 PRESETS = {  # Gs at fixed N = N_fixed; Ns at fixed G = G_fixed; each run trains views·N/batch steps
     "smoke": dict(Gs=[2, 3], N_fixed=8, Ns=[8, 16], G_fixed=2, views=60, min_steps=30, n_checkpoints=5,
                   first_checkpoint=5, n_samples=32, n_steps=6, n_heldout=32, batch_size=16, hidden_size=32,
-                  jobs=1),
+                  jobs=1, seeds=[0]),
     # Sized from checkpoints/README.md: ≈ 23 steps/s at batch 96 on one thread; memorization 0.1 at
     # ≈ 9–10k views per image, so 12k views brackets τ_mem; N = 240 keeps τ_mem (≈ 24k steps) far
     # from G = 2's τ_rule (≈ 2.6k). Two one-thread runs in parallel use both cores: ≈ 70 min.
     "cpu": dict(Gs=[2, 3], N_fixed=240, Ns=[30, 60, 120, 240], G_fixed=2, views=12000, min_steps=3000,
                 n_checkpoints=20, first_checkpoint=200, n_samples=1000, n_steps=None, n_heldout=1024,
-                batch_size=96, hidden_size=80, jobs=2),
-    "gpu": dict(Gs=[2, 3, 4], N_fixed=256, Ns=[64, 128, 256, 512, 1024], G_fixed=2, views=14000,
+                batch_size=96, hidden_size=80, jobs=2, seeds=[0]),
+    # G = 2…6 (5 does not divide 36 pixels), 3 seeds; runs of one length train as one stacked ensemble
+    "gpu": dict(Gs=[2, 3, 4, 6], N_fixed=256, Ns=[64, 128, 256, 512, 1024], G_fixed=2, views=14000,
                 min_steps=20000, n_checkpoints=24, first_checkpoint=200, n_samples=1000, n_steps=None,
-                n_heldout=1024, batch_size=256, hidden_size=80, jobs=1),
+                n_heldout=1024, batch_size=256, hidden_size=80, jobs=1, seeds=[0, 1, 2]),
 }
 
 
@@ -75,7 +74,10 @@ def parse_args(argv=None):
     p.add_argument("--size", default="tiny", help="model size preset")
     p.add_argument("--layout", default="offset", help="parity layout (offset, contiguous, random)")
     p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=lambda s: [int(v) for v in s.split(",")], default=None,
+                   help="training seeds (comma-separated); a run of seed s > 0 is named g<G>-n<N>-s<s>")
+    p.add_argument("--ensemble", action=argparse.BooleanOptionalAction, default=None,
+                   help="train runs of equal length as stacked ensembles (scoreprobe.ensemble; default: on CUDA)")
     for key in ("Gs", "Ns"):
         p.add_argument(f"--{key}", type=lambda s: [int(v) for v in s.split(",")], default=None)
     for key in ("N_fixed", "G_fixed", "views", "min_steps", "n_checkpoints", "first_checkpoint", "n_samples",
@@ -88,6 +90,7 @@ def parse_args(argv=None):
         if getattr(args, key, None) is None:
             setattr(args, key, value)
     args.preset = preset
+    args.ensemble = args.device.startswith("cuda") if args.ensemble is None else args.ensemble
     if args.results is None:
         args.results = args.out if preset == "smoke" else "analyses/results"
     Path(args.results).mkdir(parents=True, exist_ok=True)   # per-run figures are written there as runs finish
@@ -95,9 +98,14 @@ def parse_args(argv=None):
 
 
 def plan_runs(args):
-    """[(G, N)] for the G sweep at N_fixed and the N sweep at G_fixed, without duplicates, longest first."""
-    runs = list(dict.fromkeys([(G, args.N_fixed) for G in args.Gs] + [(args.G_fixed, N) for N in args.Ns]))
-    return sorted(runs, key=lambda r: -total_steps(args, r[1]))
+    """[(G, N, seed)] for the G sweep at N_fixed and the N sweep at G_fixed, each seed, without
+    duplicates, longest first."""
+    grid = list(dict.fromkeys([(G, args.N_fixed) for G in args.Gs] + [(args.G_fixed, N) for N in args.Ns]))
+    return sorted([(G, N, s) for G, N in grid for s in args.seeds], key=lambda r: -total_steps(args, r[1]))
+
+
+def run_name(G, N, seed):
+    return f"g{G}-n{N}" + (f"-s{seed}" if seed else "")
 
 
 def total_steps(args, N):
@@ -105,19 +113,19 @@ def total_steps(args, N):
     return max(args.min_steps, math.ceil(args.views * N / args.batch_size))
 
 
-def train_config(args, G, N):
+def train_config(args, G, N, seed):
     rule = {"name": "parity", "G": G, "shape": [6, 6], "layout": args.layout, "seed": 0}
-    return TrainConfig(rule=rule, n_train=N, n_heldout=args.n_heldout, seed=args.seed, model=args.model,
+    return TrainConfig(rule=rule, n_train=N, n_heldout=args.n_heldout, seed=seed, model=args.model,
                        size=args.size, hidden_size=args.hidden_size, lr=args.lr, batch_size=args.batch_size,
                        total_steps=total_steps(args, N), n_checkpoints=args.n_checkpoints,
                        first_checkpoint=args.first_checkpoint, save_dtype="float16")
 
 
-def run_one(args, G, N):
+def run_one(args, G, N, seed):
     """Train (or resume) one run and measure its clocks; returns the row of the table (None: train only)."""
-    name = f"g{G}-n{N}"
+    name = run_name(G, N, seed)
     run_dir = Path(args.out) / name
-    cfg = train_config(args, G, N)
+    cfg = train_config(args, G, N, seed)
     t0 = time.time()
     if not finished(run_dir, cfg):
         train_run(cfg, run_dir, device=args.device, progress=False)
@@ -125,20 +133,19 @@ def run_one(args, G, N):
     logger.info("%s: trained (%.0f s)", name, t1 - t0)
     if args.train_only:
         return None
-    return measure_run(args, run_dir, name, G, N, train_s=t1 - t0)
+    return measure_run(args, run_dir, name, G, N, seed, train_s=t1 - t0)
 
 
-def finished(run_dir, cfg):
-    """True when `run_dir` holds this config's run with its last checkpoint written (skip training)."""
-    meta = Path(run_dir) / "run.json"
-    if not meta.is_file() or (Path(run_dir) / "resume.pt").exists():
-        return False
-    if json.loads(meta.read_text()).get("config") != cfg.to_dict():
-        return False  # train_run explains the difference
-    return cfg.total_steps in load_series(run_dir).steps
+def run_all(args, runs):
+    """run_one over `runs` (rows in `runs` order): `args.jobs` at a time in one-thread worker processes,
+    or, with args.ensemble, training first as stacked ensembles (`grid.train_ensembles`)."""
+    if args.ensemble:
+        train_ensembles([train_config(args, *r) for r in runs], [Path(args.out) / run_name(*r) for r in runs],
+                        args.device)
+    return in_parallel(functools.partial(run_one, args), runs, 1 if args.ensemble else args.jobs)
 
 
-def measure_run(args, run_dir, name, G, N, train_s):
+def measure_run(args, run_dir, name, G, N, seed, train_s):
     """Clocks of one trained run (resumable store in the run directory); the row of the table."""
     t0 = time.time()
     kw = {} if args.n_steps is None else {"n_steps": args.n_steps}
@@ -149,7 +156,7 @@ def measure_run(args, run_dir, name, G, N, train_s):
     keys = ("tau_rule", "tau_rule_ci", "tau_novel", "tau_novel_ci", "tau_mem", "tau_mem_ci", "window_open",
             "window_intervals", "window_log10_width", "window_log10_width_ci", "window_hi_censored",
             "under_resolved", "log10_ratio")
-    row = {"run": name, "G": G, "N": N, "steps": int(ds.step.max()), **{k: a.get(k) for k in keys},
+    row = {"run": name, "G": G, "N": N, "seed": seed, "steps": int(ds.step.max()), **{k: a.get(k) for k in keys},
            "peak_rule_acc": float(ds.rule_acc.max()), "final_rule_acc": float(ds.rule_acc[-1]),
            "final_mem_ratio": float(ds.mem_ratio[-1]), "train_s": round(train_s, 1),
            "clocks_s": round(time.time() - t0, 1)}
@@ -157,24 +164,6 @@ def measure_run(args, run_dir, name, G, N, train_s):
         row["tau_rule_extrapolated"] = extrapolate_tau(ds)
     logger.info("%s: τ_rule=%s τ_mem=%s (clocks %.0f s)", name, row["tau_rule"], row["tau_mem"], row["clocks_s"])
     return row
-
-
-def extrapolate_tau(ds, threshold=0.9, last=6, confidence=0.95):
-    """Where rule_acc would reach `threshold` if its logit kept rising linearly in log(step + 1), from a
-    fit to the last `last` checkpoints: {"tau", "ci": [lo, hi], "slope"}; None when it does not rise."""
-    steps = ds.step.values[-last:].astype(np.float64)
-    z = logit_fraction(ds.rule_acc.values[-last:], ds.sizes["sample"])   # as the clocks interpolate
-    fit = scipy.stats.linregress(np.log1p(steps), z)
-    if fit.slope <= 0:
-        return None
-    target = math.log(threshold / (1 - threshold))
-    t = scipy.stats.t.ppf(0.5 + confidence / 2, len(steps) - 2)
-    slopes = [fit.slope + t * fit.stderr, max(fit.slope - t * fit.stderr, 1e-12)]   # steep -> early
-    ext = [(target - fit.intercept - (s - fit.slope) * np.log1p(steps).mean()) / s for s in slopes]
-    # the line through the mean point with the bounding slopes: a simple, stated interval
-    u_hat = (target - fit.intercept) / fit.slope
-    return {"tau": float(np.expm1(u_hat)), "ci": [float(np.expm1(min(e, 50.0))) for e in ext],
-            "slope": float(fit.slope), "from_steps": [int(steps[0]), int(steps[-1])]}
 
 
 def _new_figure(figsize, ncols):
@@ -208,14 +197,22 @@ def _log_se(row, key):
 
 
 def g_ratio(rows, args):
-    """τ_rule(G+1) / τ_rule(G) at N_fixed with a CI from the two bootstrap CIs (log-normal), or the bound."""
-    by_g = {r["G"]: r for r in rows if r["N"] == args.N_fixed}
+    """τ_rule(G') / τ_rule(G) for consecutive G of the sweep at N_fixed (per seed), with a CI from the two
+    bootstrap CIs (log-normal), or the bound."""
     out = {}
-    for G in sorted(by_g)[:-1]:
-        lo, hi = by_g[G], by_g.get(G + 1)
-        if hi is None or not _finite([lo], "tau_rule"):
+    for seed in args.seeds:
+        by_g = {r["G"]: r for r in rows if r["N"] == args.N_fixed and r["seed"] == seed}
+        out.update(_g_ratios(by_g, f" (seed {seed})" if len(args.seeds) > 1 else ""))
+    return out
+
+
+def _g_ratios(by_g, suffix):
+    out, gs = {}, sorted(by_g)
+    for G, G1 in zip(gs, gs[1:]):
+        lo, hi = by_g[G], by_g[G1]
+        if not _finite([lo], "tau_rule"):
             continue
-        key = f"G{G + 1}/G{G}"
+        key = f"G{G1}/G{G}{suffix}"
         if _finite([hi], "tau_rule"):
             r = hi["tau_rule"] / lo["tau_rule"]
             se = math.hypot(_log_se(lo, "tau_rule"), _log_se(hi, "tau_rule"))
@@ -292,13 +289,13 @@ def _ratio_lines(ratios, args):
     lines = [f"## τ_rule vs G (N = {args.N_fixed})", ""]
     for key, v in ratios.items():
         if "ratio" in v:
-            upper = f"{v['ci'][1]:.1f}" if math.isfinite(v["ci"][1]) else "unbounded: G + 1 is not reached in some resamples"
+            upper = f"{v['ci'][1]:.1f}" if math.isfinite(v["ci"][1]) else "unbounded: the larger G is not reached in some resamples"
             lines.append(f"- τ_rule {key} = {v['ratio']:.1f}× [95% CI {v['ci'][0]:.1f}, {upper}]")
         else:
             ext = "" if v["extrapolated"] is None else (
                 f"; extrapolating the logit of rule_acc linearly in log step: {v['extrapolated']:.0f}× "
                 f"[{v['extrapolated_ci'][0]:.0f}, {v['extrapolated_ci'][1]:.0f}]")
-            lines.append(f"- τ_rule {key} > {v['ratio_above']:.1f}× (G + 1 not reached in the run){ext}")
+            lines.append(f"- τ_rule {key} > {v['ratio_above']:.1f}× (the larger G not reached in the run){ext}")
     return lines + (["- no ratio: τ_rule not reached at the smaller G"] if not ratios else [])
 
 
@@ -342,29 +339,15 @@ def scaling_figure(rows, fit, args, path):
     fig.savefig(path, dpi=110)
 
 
-def _worker_init():
-    torch.set_num_threads(1)   # one thread per run: two runs use both cores (checkpoints/README.md)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-
-
-def run_all(args, runs):
-    """run_one over `runs`, `args.jobs` at a time in one-thread worker processes; rows in `runs` order."""
-    if args.jobs <= 1:
-        return [run_one(args, G, N) for G, N in runs]
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(args.jobs, mp_context=ctx, initializer=_worker_init) as pool:
-        futures = [pool.submit(run_one, args, G, N) for G, N in runs]
-        return [f.result() for f in futures]
-
-
 def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     runs = plan_runs(args)
-    logger.info("%d runs on %s (preset %s, %d at a time): %s", len(runs), args.device, args.preset, args.jobs,
-                [(G, N, total_steps(args, N)) for G, N in runs])
+    logger.info("%d runs on %s (preset %s, %s): %s", len(runs), args.device, args.preset,
+                "stacked ensembles" if args.ensemble else f"{args.jobs} at a time",
+                [(G, N, s, total_steps(args, N)) for G, N, s in runs])
     rows = run_all(args, runs)
     if args.train_only:
         return

@@ -15,10 +15,10 @@ DRY=0
 if [ "${1:-}" = "--dry-run" ]; then DRY=1; fi
 OUT="${OUT:-$(mktemp -d -t gpu_check.XXXX)}"
 mkdir -p "$OUT"
-DEV=cuda; RES=64; IVP=64; TWO="--device cuda --preset gpu"; ENS="--members 32 --steps 500"; STACK="--k 32 --res 64"
+NOISE="--rows 1000000"; DEV=cuda; RES=64; IVP=64; TWO="--device cuda --preset gpu"; ENS="--members 32 --steps 500"; STACK="--k 32 --res 64"
 BASINS="--arch 6,128 --bf16 --peak-tflops 67"
 if [ "$DRY" = 1 ]; then
-    DEV=cpu; RES=8; IVP=4; TWO="--device cpu --smoke"; ENS="--members 2 --steps 20"; STACK="--k 2 --res 4 --n-steps 4"
+    NOISE="--rows 20000"; DEV=cpu; RES=8; IVP=4; TWO="--device cpu --smoke"; ENS="--members 2 --steps 20"; STACK="--k 2 --res 4 --n-steps 4"
     BASINS="--bf16"
 fi
 FAILED=0
@@ -42,6 +42,7 @@ torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_availa
 step gpu_tests 180 python -m pytest -q -m gpu -p no:cacheprovider
 step bench_basins 180 python bench/bench_basins.py --device "$DEV" --res "$RES" --ivp-points "$IVP"
 step bench_basins_mfu 180 python bench/bench_basins.py --device "$DEV" --res "$RES" --ivp-points 2 $BASINS
+step bench_noise 120 python bench/bench_noise.py $NOISE
 step bench_stack 180 python bench/bench_stack.py --device "$DEV" $STACK
 if [ -f bench/bench_ensemble.py ]; then
     step bench_ensemble 180 python bench/bench_ensemble.py --device "$DEV" $ENS

@@ -32,7 +32,7 @@ class TrainConfig:
     num_heads: int = None        # override the preset's heads
     global_token: bool = False   # DiT: a learned register token whose state every block broadcasts to all tokens
     multiplicative: bool = False  # DiT: GLU MLPs (products of two projections) at the plain MLP's parameter count
-    curriculum: str = ""         # G_START:G_END:STEPS: parity groups of G_START (tiling the rule's) until STEPS; "" off
+    curriculum: str = ""         # G_START:G_END:STEPS: parity on pieces of G_START of the rule's groups until STEPS; "" off
     sigma_data: float = 1.0      # EDM σ_data (±1 bits have unit variance)
     time_scale: float = 250.0    # c_noise = time_scale · ln σ / 4 feeds the timestep embedder
     p_mean: float = -1.2         # training ln σ ~ N(p_mean, p_std)
@@ -66,7 +66,7 @@ class TrainConfig:
 
     def curriculum_plan(self):
         """(G_start, switch_step) of `curriculum`, or None when it is off. ConfigError unless the rule is
-        parity with G = G_END, 1 < G_START < G_END, G_START divides G_END, and 0 < STEPS < total_steps."""
+        parity with G = G_END, 1 < G_START < G_END and 0 < STEPS < total_steps."""
         if not self.curriculum:
             return None
         try:
@@ -76,9 +76,9 @@ class TrainConfig:
         rule = self.rule if isinstance(self.rule, dict) else {}
         if rule.get("name") != "parity" or rule.get("G") != g1:
             raise ConfigError(f"curriculum {self.curriculum} needs the parity rule with G={g1}, got {rule}")
-        if not (1 < g0 < g1 and g1 % g0 == 0):
-            raise ConfigError(f"curriculum: G_START={g0} must be > 1, smaller than G_END={g1} and divide it "
-                              "(its groups then tile the rule's groups)")
+        if not 1 < g0 < g1:
+            raise ConfigError(f"curriculum: G_START={g0} must be > 1 and smaller than G_END={g1} "
+                              "(each group of G_END is cut into pieces of G_START, the last one shorter)")
         if not 0 < steps < self.total_steps:
             raise ConfigError(f"curriculum: STEPS={steps} must be in (0, total_steps={self.total_steps})")
         return g0, steps

@@ -9,8 +9,8 @@ integrated from a starting noise level down to σ = 0 on the EDM time steps
 Heun's second-order correction is applied on every step except the last one (to σ = 0), exactly as
 in Karras et al. (2022), Algorithm 1 without stochasticity.
 
-Noise is drawn per sample index (`randn_per_sample`), so a sample does not depend on the batch
-size, the chunk size or the device it was computed on.
+Noise is drawn per sample index (`scoreprobe.noise.randn_per_sample`, counter-based), so a sample
+does not depend on the batch size, the chunk size or the device it was computed on.
 """
 import logging
 
@@ -21,15 +21,16 @@ from tqdm.auto import tqdm
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.limits import warn_nonfinite_rows
+from scoreprobe.noise import NOISE, randn_per_sample  # noqa: F401  (re-exported)
 
 logger = logging.getLogger(__name__)
 
 SOLVERS = ("heun", "euler")
-_MASK64 = (1 << 64) - 1
+AUTO_CPU_ROWS = 4096   # chunk_size="auto" off CUDA: rows per forward (the long-standing default)
 
 
 # ---------------------------------------------------------------------------------------------
-# Schedule and per-sample noise
+# Schedule
 # ---------------------------------------------------------------------------------------------
 
 def edm_sigmas(n_steps, sigma_min=0.002, sigma_max=80.0, rho=7.0):
@@ -61,50 +62,6 @@ def edm_sigmas(n_steps, sigma_min=0.002, sigma_max=80.0, rho=7.0):
     return torch.cat([sigmas, torch.zeros(1, dtype=torch.float64)])             # (N + 1,)
 
 
-def _mix64(z):
-    """SplitMix64 finalizer: a bijection on uint64 that scrambles all bits. z: uint64 array."""
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-def _per_sample_seeds(seed, index):
-    """64-bit generator seeds, one per index, hashed from (seed, index). index: (M,) int."""
-    key = _mix64(np.array([int(seed) & _MASK64], dtype=np.uint64))              # (1,)
-    with np.errstate(over="ignore"):
-        return _mix64(key ^ _mix64(index.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)))
-
-
-def randn_per_sample(seed, index, d, dtype=torch.float32, device="cpu"):
-    """Standard normal noise whose row i depends only on (seed, index[i]).
-
-    Each row comes from its own `torch.Generator`, seeded by a 64-bit hash of (seed, index[i]);
-    the numbers are drawn in float64 on the CPU and then cast and moved, so they are identical
-    for every batch size, chunk size and device.
-
-    Parameters
-    ----------
-    seed : int.
-    index : (M,) ints >= 0 (list, numpy or torch), the sample indices.
-    d : int, the number of values per sample.
-
-    Returns
-    -------
-    noise : (M, d) tensor of `dtype` on `device`.
-    """
-    index = np.asarray(index.cpu() if torch.is_tensor(index) else index).reshape(-1)
-    if index.size and (not np.issubdtype(index.dtype, np.integer) or index.min() < 0):
-        raise ConfigError("randn_per_sample: index must hold non-negative integers")
-    if int(d) != d or d < 1:
-        raise ConfigError(f"randn_per_sample: d must be a positive integer, got {d!r}")
-    out = torch.empty(len(index), int(d), dtype=torch.float64)                  # (M, d)
-    gen = torch.Generator()
-    for row, s in enumerate(_per_sample_seeds(seed, index).tolist()):
-        gen.manual_seed(s)
-        out[row] = torch.randn(int(d), generator=gen, dtype=torch.float64)
-    return out.to(device=device, dtype=dtype)
-
-
 # ---------------------------------------------------------------------------------------------
 # Integrator
 # ---------------------------------------------------------------------------------------------
@@ -130,11 +87,36 @@ def _step(D, x, sigma, sigma_next, solver):
     return x_next
 
 
+def fitting_rows(free_bytes, bytes_per_row, n_rows, share=0.25, least=256, multiple=1):
+    """Rows per chunk that keep `share` of `free_bytes` for one forward at `bytes_per_row`: at least
+    `least`, a multiple of `multiple` (a stack's K); None when all n_rows fit at once."""
+    rows = int(free_bytes * share // max(bytes_per_row, 1))
+    if rows >= n_rows:
+        return None
+    return max(least, rows) // multiple * multiple or multiple
+
+
+def auto_chunk_rows(D, x0, sigma, probe_rows=256):
+    """chunk_size="auto": off CUDA AUTO_CPU_ROWS; on CUDA the rows that a quarter of the free memory
+    holds, from the peak memory of one forward of D on `probe_rows` rows of x0 (None: all fit)."""
+    k = int(getattr(D, "k", 1))                          # a StackedDenoiser's rows come in groups of K
+    if x0.device.type != "cuda":
+        return max(k, AUTO_CPU_ROWS // k * k)
+    dev, probe = x0.device, x0[:max(k, probe_rows // k * k)]
+    torch.cuda.synchronize(dev)
+    base = torch.cuda.memory_allocated(dev)
+    torch.cuda.reset_peak_memory_stats(dev)
+    _denoise(D, probe, sigma)
+    per_row = (torch.cuda.max_memory_allocated(dev) - base) / len(probe)
+    free, _ = torch.cuda.mem_get_info(dev)
+    return fitting_rows(free, per_row, len(x0), least=len(probe), multiple=k)
+
+
 def _chunks(n, chunk_size):
     if chunk_size is None:
         return [slice(0, n)]
     if int(chunk_size) != chunk_size or chunk_size < 1:
-        raise ConfigError(f"chunk_size must be a positive integer or None, got {chunk_size!r}")
+        raise ConfigError(f"chunk_size must be a positive integer, None or \"auto\", got {chunk_size!r}")
     return [slice(i, min(i + int(chunk_size), n)) for i in range(0, n, int(chunk_size))]
 
 
@@ -155,7 +137,8 @@ def integrate(D, x0, sigma_start, n_steps=DEFAULT_N_STEPS, solver="heun", chunk_
     sigma_start : float > 0.
     n_steps : int >= 1, number of ODE steps (Heun uses 2·n_steps - 1 denoiser calls per row).
     solver : "heun" or "euler".
-    chunk_size : int or None, rows passed to D at once (None = the whole batch).
+    chunk_size : int, None (the whole batch) or "auto" (`auto_chunk_rows`: AUTO_CPU_ROWS off CUDA, from
+        the free memory on CUDA), rows passed to D at once.
     callback : callable or None, called as callback(i, sigma_i, x_i) for i = 0..n_steps with
         x_i (B, D) the state at noise level sigma_i (x_0 = x0, x_n = the endpoint, sigma_n = 0).
         x_i is not modified afterwards, so keeping a reference records the trajectory.
@@ -174,6 +157,8 @@ def integrate(D, x0, sigma_start, n_steps=DEFAULT_N_STEPS, solver="heun", chunk_
     if not 0 < sigma_start < float("inf"):
         raise ConfigError(f"sigma_start must be positive and finite, got {sigma_start}")
     sigmas = edm_sigmas(n_steps, min(sigma_min, sigma_start), sigma_start, rho).tolist()
+    if chunk_size == "auto":
+        chunk_size = auto_chunk_rows(D, x0, sigmas[0])
     rows = _chunks(x0.shape[0], chunk_size)
     x = x0
     if callback is not None:

@@ -23,6 +23,7 @@ import torch
 
 # the config and the formats live in a leaf module (no torch): the CLI reads them at start-up
 from scoreprobe.config import CKPT_FORMAT, LR_SCHEDULES, RUN_FORMAT, TrainConfig  # noqa: F401  (re-exported)
+from scoreprobe.curriculum import curriculum_bits
 from scoreprobe.data import load_dataset, make_dataset, to_signed
 from scoreprobe.errors import CheckpointError, ConfigError, first_line
 from scoreprobe.limits import check_int
@@ -185,20 +186,6 @@ def _load_resume(st, path, device, total_steps):
         raise CheckpointError(f"{path} does not fit this run ({first_line(e)}){fix}") from None
 
 
-def curriculum_bits(cfg, data, g_start):
-    """The curriculum's first training set: n_train images valid under parity with groups of g_start
-    (the rule's own layout and seed, so its groups tile the rule's and its images are valid for the
-    rule too), drawn with data_seed, none of them a held-out image. (N, D) uint8."""
-    spec = {**cfg.rule, "G": int(g_start)}
-    fine = rule_from_spec(spec)
-    pool = make_dataset(fine, min(fine.n_valid, cfg.n_train + len(data.heldout)), 0, seed=cfg.data_seed).train
-    held = {row.tobytes() for row in np.asarray(data.heldout, dtype=np.uint8)}
-    keep = [row for row in pool if row.tobytes() not in held][:cfg.n_train]
-    if len(keep) < cfg.n_train:
-        raise ConfigError(f"curriculum: parity G={g_start} has too few images outside the held-out set")
-    return np.stack(keep)
-
-
 def draw_bits(cfg, train_bits, gen):
     """A step's first draw from `gen`: a minibatch (B, D) uint8 picked with replacement from train_bits (N, D)."""
     idx = torch.randint(len(train_bits), (cfg.batch_size,), generator=gen).numpy()
@@ -264,7 +251,8 @@ class Run:
         self.save_at, self.arch = sorted(meta["checkpoint_steps"]), meta["arch"]
         self.resume = self.dir / "resume.pt"
         plan = cfg.curriculum_plan()
-        self.switch, self.first_bits = (plan[1], curriculum_bits(cfg, data, plan[0])) if plan else (0, None)
+        self.switch, self.first_bits = (plan[1], curriculum_bits(rule_from_spec(cfg.rule), plan[0], cfg.n_train,
+                                                                 data.heldout, cfg.data_seed)) if plan else (0, None)
 
     def bits_at(self, step):
         """The training items a step draws from: the curriculum's before its switch, else the run's."""

@@ -42,5 +42,24 @@ def test_remedies_smoke(tmp_path, capsys):
     assert params["curriculum"] == params["baseline"] < params["all"]   # the register adds parameters
     assert json.loads((tmp_path / "curriculum-s0" / "run.json").read_text())["config"]["curriculum"] == "2:4:7"
     assert (tmp_path / "remedies_smoke.png").stat().st_size > 0 and "| curriculum | 0 |" in capsys.readouterr().out
-    remedies.main(["--smoke", "--G", "3", "--out", str(tmp_path / "g3"), "--jobs", "1", "--variants", "curriculum"])
-    assert "groups of 2 cannot tile groups of 3" in (tmp_path / "g3" / "remedies_smoke.md").read_text()
+    remedies.main(["--smoke", "--G", "6", "--curriculum-g", "6", "--out", str(tmp_path / "g6"), "--jobs", "1",
+                   "--variants", "baseline,curriculum"])
+    assert "curriculum: left out — --curriculum-g 6 must be > 1 and < G = 6" in (tmp_path / "g6" / "remedies_smoke.md").read_text()
+
+
+def test_two_clocks_smoke_with_seeds_as_ensembles(tmp_path, caplog):
+    """--ensemble (the GPU preset's default) trains the runs of one length as one stacked ensemble."""
+    sys.path.insert(0, str(ANALYSES))
+    try:
+        import two_clocks
+    finally:
+        sys.path.remove(str(ANALYSES))
+    with caplog.at_level("INFO", logger="grid"):
+        two_clocks.main(["--smoke", "--out", str(tmp_path), "--ensemble", "--seeds", "0,1", "--Ns", "8", "--Gs", "2,3"])
+    assert any("ensemble of 4 runs (30 steps)" in r.getMessage() for r in caplog.records)
+    report = json.loads((tmp_path / "two_clocks_smoke.json").read_text())
+    assert [r["run"] for r in report["runs"]] == ["g2-n8", "g2-n8-s1", "g3-n8", "g3-n8-s1"]
+    assert [r["seed"] for r in report["runs"]] == [0, 1, 0, 1]
+    configs = [json.loads((tmp_path / r["run"] / "run.json").read_text())["config"] for r in report["runs"]]
+    assert [c["seed"] for c in configs] == [0, 1, 0, 1] and len({c["total_steps"] for c in configs}) == 1
+    assert set(report["tau_rule_vs_G"]) <= {"G3/G2 (seed 0)", "G3/G2 (seed 1)"}

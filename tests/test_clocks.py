@@ -313,3 +313,20 @@ def test_clocks_warn_about_nonfinite_samples(small):
     with pytest.warns(NonFiniteWarning, match="400 of 400 sampled endpoints are non-finite"):
         ds = clocks(nan_denoiser, n_samples=400, dataset=data, rule=rule, n_steps=2)
     assert float(ds.invalid_ratio) == 1 and float(ds.rule_acc) == 0 and np.isnan(float(ds.group_acc))
+
+
+def test_a_store_sampled_with_other_noise_is_refused(small, tmp_path):
+    """A store written before the counter-based noise (its config has no `noise`) is not extended."""
+    rule, data = small
+    out = tmp_path / "clocks.zarr"
+    clocks({0: RuleDenoiser(rule)}, n_samples=8, dataset=data, rule=rule, out=out, progress=False)
+    meta_path = out / "zarr.json"
+    meta = json.loads(meta_path.read_text())
+    config = json.loads(meta["attributes"]["scoreprobe_config"])
+    assert config["noise"] == "splitmix64-box-muller"
+    del config["noise"]
+    meta["attributes"]["scoreprobe_config"] = json.dumps(config)
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(Exception, match="config keys differ: noise.*--overwrite"):
+        clocks({0: RuleDenoiser(rule), 5: RuleDenoiser(rule)}, n_samples=8, dataset=data, rule=rule, out=out,
+               progress=False)

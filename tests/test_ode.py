@@ -175,3 +175,40 @@ def test_sample_on_cuda_matches_cpu():
     torch.testing.assert_close(gpu.cpu(), cpu, rtol=0, atol=1e-9)
     x0 = randn_per_sample(4, np.arange(8), 36, device="cuda")
     assert torch.equal(x0.cpu(), randn_per_sample(4, np.arange(8), 36))
+
+
+def test_fitting_rows_keeps_a_share_of_free_memory():
+    from scoreprobe.ode import fitting_rows
+    assert fitting_rows(4e9, 1e5, 10**6) == 10_000                    # a quarter of 4 GB at 100 kB per row
+    assert fitting_rows(4e9, 1e5, 5_000) is None                       # everything fits: one chunk
+    assert fitting_rows(4e9, 1e5, 10**6, multiple=32) == 9_984         # a stack's rows come in groups of K
+    assert fitting_rows(1e6, 1e5, 10**6, least=256) == 256             # never below the measured probe
+
+
+def test_auto_chunks_on_cpu_are_the_old_default():
+    from scoreprobe.ode import AUTO_CPU_ROWS, auto_chunk_rows
+    from scoreprobe.oracles import RuleDenoiser
+    from scoreprobe.rules import Parity
+    D = RuleDenoiser(Parity(2, shape=(2, 3)))
+    x0 = randn_per_sample(0, np.arange(9000), 6, dtype=F64)
+    assert auto_chunk_rows(D, x0, 1.0) == AUTO_CPU_ROWS
+    calls = []
+    counted = lambda x, s: calls.append(len(x)) or D(x, s)           # noqa: E731
+    a = integrate(counted, x0, 1.0, n_steps=2, chunk_size="auto")
+    rest = 9000 - 2 * AUTO_CPU_ROWS
+    assert calls[:6] == [AUTO_CPU_ROWS] * 4 + [rest] * 2                 # Heun: two calls per chunk
+    assert torch.equal(a, integrate(D, x0, 1.0, n_steps=2, chunk_size=AUTO_CPU_ROWS))
+
+
+@pytest.mark.gpu
+def test_auto_chunks_on_cuda_come_from_free_memory():
+    import scoreprobe as sp
+    from scoreprobe.ode import auto_chunk_rows
+    s = sp.load_series()
+    D = s.denoiser(s.steps[-1], device="cuda")
+    x0 = randn_per_sample(0, np.arange(1 << 16), 36, device="cuda")
+    rows = auto_chunk_rows(D, x0, 1.0)
+    assert rows is None or rows >= 256
+    a = integrate(D, x0, 1.0, n_steps=4, chunk_size="auto")
+    b = integrate(D, x0, 1.0, n_steps=4, chunk_size=4096)
+    assert ((a > 0) == (b > 0)).all(dim=1).float().mean() >= 0.999

@@ -113,7 +113,7 @@ def _g4(**kw):
     return _cfg(rule={"name": "parity", "G": 4, "shape": [6, 6], "layout": "offset", "seed": 0}, **kw)
 
 
-@pytest.mark.parametrize("spec, message", [("2:4", "G_START:G_END:STEPS"), ("2:3:5", "G=3"), ("3:4:5", "divide"),
+@pytest.mark.parametrize("spec, message", [("2:4", "G_START:G_END:STEPS"), ("2:3:5", "G=3"), ("4:4:5", "smaller than G_END"),
                                            ("1:4:5", "> 1"), ("2:4:0", "STEPS=0"), ("2:4:12", "STEPS=12")])
 def test_bad_curricula_are_refused(spec, message):
     with pytest.raises(ConfigError, match=message):
@@ -141,6 +141,39 @@ def test_the_curriculum_trains_on_finer_groups_then_on_the_rule(tmp_path):
     x, sig = torch.randn(4, 36), torch.full((4,), 0.7)
     assert not torch.equal(s.denoiser(s.steps[-1])(x, sig), b.denoiser(b.steps[-1])(x, sig))
     assert json_config(tmp_path / "run")["curriculum"] == "2:4:5"
+
+
+def test_a_curriculum_piece_set_equals_brute_force_enumeration():
+    import itertools
+
+    import numpy as np
+
+    from scoreprobe.curriculum import curriculum_bits, fine_groups
+    from scoreprobe.rules import Parity
+    rule = Parity(3, shape=(2, 3), layout="offset")                     # groups [1 2 3] [4 5 0]
+    assert [c.tolist() for c in fine_groups(rule, 2)] == [[1, 2], [3], [4, 5], [0]]
+    every = np.array(list(itertools.product([0, 1], repeat=6)), np.uint8)
+    pieces = [[1, 2], [3], [4, 5], [0]]                                   # written out, not derived
+    truth = {r.tobytes() for r in every if all(r[p].sum() % 2 == 0 for p in pieces)}
+    got = curriculum_bits(rule, 2, 4, np.zeros((0, 6), np.uint8), seed=0)
+    assert {r.tobytes() for r in got} == truth and len(truth) == 4 and rule.is_valid(got).all()
+    held = got[:1]
+    assert not {r.tobytes() for r in curriculum_bits(rule, 2, 3, held, seed=1)} & {held[0].tobytes()}
+    with pytest.raises(ConfigError, match="3 images outside the held-out set, fewer than n_train=4"):
+        curriculum_bits(rule, 2, 4, held, seed=0)
+
+
+def test_a_curriculum_at_g3_cuts_each_group_into_a_pair_and_a_zero_pixel(tmp_path):
+    from scoreprobe.curriculum import fine_groups
+    from scoreprobe.rules import rule_from_spec
+    from scoreprobe.train import open_run
+    cfg = _cfg(rule={"name": "parity", "G": 3, "shape": [6, 6], "layout": "offset", "seed": 0}, curriculum="2:3:5")
+    run = open_run(cfg, tmp_path / "run", "cpu")
+    rule, first = rule_from_spec(cfg.rule), run.bits_at(0)
+    singles = [int(c[0]) for c in fine_groups(rule, 2) if len(c) == 1]
+    assert len(singles) == 12 and not first[:, singles].any()           # one zero pixel per group of 3
+    assert rule.is_valid(first).all() and len({r.tobytes() for r in first}) == cfg.n_train
+    assert run.train_bits[:, singles].any()                              # the rule's own items use them
 
 
 def json_config(run_dir):

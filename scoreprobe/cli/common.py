@@ -210,6 +210,15 @@ def store_line(out, chosen, reused):
     return f"wrote {out}: computed {len(chosen) - len(kept)} steps, reused {len(kept)} written by an earlier run"
 
 
+def autocast_option():
+    """--autocast of the commands whose probe evaluates a network many times (basins, field, clocks)."""
+    return click.option("--autocast", type=click.Choice(["bf16", "fp16"]), default=None,
+                        help="Evaluate the network's matrix products in bf16 or fp16 (torch.autocast); the ODE "
+                             "stays float32. Faster on GPUs (and on CPUs with bf16 units); endpoints agree with "
+                             "float32 on >= 99% of a grid on the shipped series (bench/bench_basins.py --bf16). "
+                             "A store written with it is a different analysis from one without.")
+
+
 def models_per_pass_option():
     """--models-per-pass of the commands whose probe takes stacked checkpoints (basins, field, clocks)."""
     def parse(ctx, param, value):

@@ -3,8 +3,9 @@ import click
 
 from scoreprobe.cli import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
-from scoreprobe.cli.common import (SEED, check_writable, choose_steps, on_scheduler, parse_steps, save_figure,
-                                   scheduler_of, steps_in_store, store_line, sweep_options, models_per_pass_option)
+from scoreprobe.cli.common import (SEED, autocast_option, check_writable, choose_steps, models_per_pass_option,
+                                   on_scheduler, parse_steps, save_figure, scheduler_of, steps_in_store, store_line,
+                                   sweep_options)
 from scoreprobe.cli.source import source_options
 
 
@@ -77,9 +78,10 @@ def _clock_summary(a):
 @click.option("--n-steps", type=click.IntRange(min=1), default=DEFAULT_N_STEPS, help="Heun PF-ODE steps (DiT).")
 @sweep_options("clocks.zarr", "Write the clock and state figure here.", "ODE batch rows (memory bound).")
 @models_per_pass_option()
+@autocast_option()
 @source_options
 def clocks(source, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_size, device, models_per_pass,
-           scheduler, dask_local):
+           autocast, scheduler, dask_local):
     """Rule accuracy and memorization at every checkpoint of SOURCES (default: the shipped
     series; or a run directory, checkpoint files, a glob or a folder of them: see --dataset, --set),
     with τ_rule, τ_mem and the innovation window."""
@@ -96,7 +98,8 @@ def clocks(source, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_
         click.echo(f"sampler: Heun PF-ODE, {n_steps} steps" + _sampler_bias(n_steps))
     with on_scheduler(scheduler):
         ds = run_clocks(s, n_samples=n_samples, seed=seed, n_steps=n_steps, device=device, steps=chosen,
-                        out=out, overwrite=overwrite, chunk_size=chunk_size, models_per_pass=models_per_pass)
+                        out=out, overwrite=overwrite, chunk_size=chunk_size, models_per_pass=models_per_pass,
+                        autocast=autocast)
     for line in _clock_rows(ds):
         click.echo(line)
     for line in _clock_summary(ds.attrs):

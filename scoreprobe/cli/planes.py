@@ -3,10 +3,10 @@ import click
 
 from scoreprobe.cli import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
-from scoreprobe.cli.common import (SEED, animation_options, check_frame, check_writable, choose_steps, device_option,
-                                   figure_path, float_list, models_per_pass_option, on_scheduler, save_figure,
-                                   scheduler_of, scheduler_options,
-                                   steps_in_store, store_line)
+from scoreprobe.cli.common import (SEED, animation_options, autocast_option, check_frame, check_writable,
+                                   choose_steps, device_option, figure_path, float_list, models_per_pass_option,
+                                   on_scheduler, save_figure, scheduler_of, scheduler_options, steps_in_store,
+                                   store_line)
 from scoreprobe.cli.source import source_options
 
 
@@ -91,10 +91,11 @@ def _basin_table(ds):
                    "written with it is a different analysis from one without.")
 @device_option()
 @models_per_pass_option()
+@autocast_option()
 @scheduler_options
 @source_options
 def basins(source, plane_spec, sigma_start, res, n_steps, steps, seed, out, overwrite, animate_path, no_animate,
-           dpi, frame_size, check_convergence, device, models_per_pass, scheduler, dask_local):
+           dpi, frame_size, check_convergence, device, models_per_pass, autocast, scheduler, dask_local):
     """Basin maps of the PF-ODE on a plane through a training item, a nearby held-out item and a
     rule-violating vertex, at the checkpoints of SOURCES (default: the shipped
     series; or a run directory, checkpoint files, a glob or a folder of them: see --dataset, --set)."""
@@ -116,7 +117,7 @@ def basins(source, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
     with on_scheduler(scheduler):
         ds = run_basins(s, plane, sigma_start=sig, res=res, n_steps=n_steps, steps=chosen, out=out or None,
                         device=device, check_convergence=check_convergence, overwrite=overwrite,
-                        models_per_pass=models_per_pass)
+                        models_per_pass=models_per_pass, autocast=autocast)
     for line in _basin_table(ds):
         click.echo(line)
     if out:
@@ -139,10 +140,11 @@ def basins(source, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
               help="Figure at the last step: one row per sigma, one column per field, one shared colour scale.")
 @device_option()
 @models_per_pass_option()
+@autocast_option()
 @scheduler_options
 @source_options
 def field(source, plane_spec, sigma, res, steps, seed, oracles, out, overwrite, plot, device, models_per_pass,
-          scheduler, dask_local):
+          autocast, scheduler, dask_local):
     """Score field on a plane at the checkpoints of SOURCES (default: the shipped
     series; or a run directory, checkpoint files, a glob or a folder of them: see --dataset, --set), next to the
     memorizer's and the rule oracle's."""
@@ -155,7 +157,7 @@ def field(source, plane_spec, sigma, res, steps, seed, oracles, out, overwrite, 
                f"{res}x{res} grid, sigma {sig}, on {device}")
     with on_scheduler(scheduler):
         ds = score_field(s, plane, sig, res=res, oracles=oracles, steps=chosen, out=out or None, device=device,
-                         overwrite=overwrite, models_per_pass=models_per_pass)
+                         overwrite=overwrite, models_per_pass=models_per_pass, autocast=autocast)
     click.echo(f"{'step':>8s}{'sigma':>8s}{'mean|s_uv|':>12s}{'mean|s_off|':>13s}")
     for st in ds.step.values:
         for sg in ds.sigma.values:

@@ -93,5 +93,6 @@ def split(x, k):
 
 
 def chunk_rows(chunk_size, k):
-    """A chunk size that is a multiple of K (None stays None: one chunk)."""
-    return None if chunk_size is None else max(k, int(chunk_size) // k * k)
+    """A chunk size that is a multiple of K (None stays None: one chunk; "auto" is resolved by
+    `ode.auto_chunk_rows`, which knows K)."""
+    return chunk_size if chunk_size in (None, "auto") else max(k, int(chunk_size) // k * k)

@@ -18,6 +18,8 @@ import xarray as xr
 
 from scoreprobe.errors import ConfigError, NonFiniteWarning, ScoreprobeWarning
 from scoreprobe.limits import warn_nonfinite
+from scoreprobe.noise import NOISE
+from scoreprobe.precision import with_autocast
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION
 from scoreprobe.data import state_flag_attrs
 from scoreprobe.probes.field import as_sigma_list, plane_coords
@@ -39,7 +41,7 @@ def _endpoints(D, x0, sigma, n_steps, solver, chunk_size):
 # ---------------------------------------------------------------------------------------------
 
 def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, solver="heun",
-              chunk_size=4096, dtype=torch.float32, device="cpu"):
+              chunk_size="auto", dtype=torch.float32, device="cpu"):
     """Endpoints of the PF-ODE from every grid point of `plane`, for one denoiser.
 
     A `models.stack.StackedDenoiser` of K checkpoints integrates all K maps in one batched pass
@@ -160,8 +162,8 @@ def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule
 
 
 def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFAULT_N_STEPS, *, dataset=None,
-           rule=None, margin=0.5, solver="heun", chunk_size=4096, dtype=torch.float32, device="cpu", steps=None,
-           out=None, progress=None, check_convergence=False, overwrite=False, models_per_pass=1):
+           rule=None, margin=0.5, solver="heun", chunk_size="auto", dtype=torch.float32, device="cpu", steps=None,
+           out=None, progress=None, check_convergence=False, overwrite=False, models_per_pass=1, autocast=None):
     """Basin map of the PF-ODE on a plane, for a denoiser or every checkpoint of a series.
 
     Every grid point x is taken as a noisy sample at level sigma_start: the ODE runs from
@@ -177,6 +179,9 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
     steps, out, progress : for series: which steps, zarr store path, progress bar.
     overwrite : replace a store at `out` written with other settings (only once the new one is complete).
     models_per_pass : checkpoints integrated together as one stacked network (see `sweep`).
+    chunk_size : rows per forward; "auto": 4096 on CPU, from the free memory on CUDA (`ode.auto_chunk_rows`).
+    autocast : None (float32), "bf16" or "fp16": the network's matrix products in that dtype, the ODE
+        in `dtype` (see `scoreprobe.precision`); recorded in the store's config.
     check_convergence : also integrate the same grid with 2·n_steps steps (about twice the cost of the
         map itself) and store the share of grid points whose label changes; a ScoreprobeWarning
         is issued when it exceeds LABEL_CHANGE_TOL. Recorded in the store's config when True.
@@ -208,6 +213,7 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
         return out if len(out) > 1 else out[0]
     probe.stackable = True
 
+    probe, config = with_autocast(probe, config, autocast, device)
     ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress,
                    overwrite=overwrite, models_per_pass=models_per_pass)
     if check_convergence:
@@ -249,7 +255,7 @@ def _split_of(points, dataset):
 
 @torch.no_grad()
 def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, solver="heun",
-                     chunk_size=4096, dtype=torch.float32, device="cpu"):
+                     chunk_size="auto", dtype=torch.float32, device="cpu"):
     """Fractions of noisy restarts that return, are captured, or end valid, for one denoiser.
 
     Restart k of point m at level σ is x_m + σ ε_{m,k} with ε_{m,k} = randn_per_sample(seed,
@@ -297,7 +303,7 @@ RETENTION_VARS = {
 
 def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_noise=16, seed=0, *,
               n_train=32, n_heldout=32, split=None, n_steps=DEFAULT_N_STEPS, dataset=None, rule=None, solver="heun",
-              chunk_size=4096, dtype=torch.float32, device="cpu", steps=None, out=None, progress=None):
+              chunk_size="auto", dtype=torch.float32, device="cpu", steps=None, out=None, progress=None):
     """Per-item basin retention: do noisy copies of an item flow back to it?
 
     For every point p_m, level σ and restart k the PF-ODE runs from x = p_m + σ ε_{m,k} at σ to 0.
@@ -331,8 +337,9 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
         split_, item = _split_of(points, dataset)
     split_ = np.asarray(split if split is not None else split_, dtype=str)
     config = {"probe": "retention", "definitions": DEFINITIONS_VERSION, "sigmas": sigmas.tolist(),
-              "n_noise": int(n_noise), "seed": int(seed), "n_steps": int(n_steps), "solver": solver,
-              "dtype": str(dtype).replace("torch.", ""), "points": ["".join("1" if x > 0 else "0" for x in p) for p in points], "rule": rule.spec()}
+              "n_noise": int(n_noise), "seed": int(seed), "noise": NOISE if n_noise else None,
+              "n_steps": int(n_steps), "solver": solver, "dtype": str(dtype).replace("torch.", ""),
+              "points": ["".join("1" if x > 0 else "0" for x in p) for p in points], "rule": rule.spec()}
 
     def probe(D):
         r = retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, solver,

@@ -23,6 +23,7 @@ from scoreprobe import data, ode, slices, store
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION, MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import NonFiniteWarning
 from scoreprobe.limits import warn_nonfinite
+from scoreprobe.precision import with_autocast
 from scoreprobe.models.stack import StackedDenoiser, chunk_rows, replicate, split
 from scoreprobe.probes.taus import fit_power_law, taus  # noqa: F401  (re-exported: sp.taus)
 from scoreprobe.sweep import dataset_and_rule, is_multi, source_identity, sweep
@@ -203,7 +204,8 @@ def novel_oracle(dataset, rule):
 
 def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, device=None, dataset=None, rule=None,
            keep_bits=False, out=None, chunk_size=None, steps=None, rule_threshold=RULE_THRESHOLD,
-           mem_threshold=MEM_THRESHOLD, n_boot=1000, progress=None, overwrite=False, models_per_pass=1):
+           mem_threshold=MEM_THRESHOLD, n_boot=1000, progress=None, overwrite=False, models_per_pass=1,
+           autocast=None):
     """The two clocks of a training run: sample every checkpoint with the same seed and classify.
 
     Parameters
@@ -217,6 +219,8 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     out : zarr store path (resumable; see `scoreprobe.store`). chunk_size : ODE batch rows.
     steps : subset of the series' steps.
     models_per_pass : checkpoints sampled together as one stacked network (see `sweep`).
+    autocast : None (float32), "bf16" or "fp16": the network's matrix products in that dtype, the ODE
+        in float32 (see `scoreprobe.precision`); recorded in the store's config.
     rule_threshold, mem_threshold, n_boot : see `scoreprobe.probes.taus.taus` (τ_novel's threshold
         is rule_threshold × `novel_oracle`).
 
@@ -232,7 +236,7 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     load_device = resolve_device(device)
     ode_device = None if device in (None, "auto") else device  # None: the denoiser's own device
     config = {"probe": "clocks", "definitions": DEFINITIONS_VERSION, "n_samples": int(n_samples),
-              "seed": int(seed), "n_steps": int(n_steps), "keep_bits": bool(keep_bits),
+              "seed": int(seed), "noise": ode.NOISE, "n_steps": int(n_steps), "keep_bits": bool(keep_bits),
               "source": source_identity(obj), "data": _dataset_identity(dataset, rule)}
 
     def probe(model):   # a StackedDenoiser of K checkpoints gives K Datasets
@@ -240,6 +244,7 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
                           device=ode_device, chunk_size=chunk_size, keep_bits=keep_bits)
     probe.stackable = True
 
+    probe, config = with_autocast(probe, config, autocast, load_device)
     if not is_multi(obj):
         ds = probe(obj)
         ds.attrs["scoreprobe_config"] = json.dumps(store.normalize_config(config), sort_keys=True)

@@ -23,7 +23,8 @@ from tqdm.auto import tqdm
 
 from scoreprobe.data import to_signed
 from scoreprobe.errors import ConfigError, DataError, NonFiniteWarning, SettingWarning, user_stacklevel
-from scoreprobe.ode import randn_per_sample, resolve_device
+from scoreprobe.noise import NOISE, randn_per_sample
+from scoreprobe.ode import resolve_device
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.probes.dsm_stats import Z_SIGNIFICANT, _stat_vars, gap_stats
 from scoreprobe.probes.dsm_stats import (  # noqa: F401  (re-exported: the statistics live in dsm_stats)
@@ -322,7 +323,7 @@ def _config(sigmas, n_noise, seed, split, oracles, rule, dataset, dtype, sigma_d
     return {
         "probe": "dsm_by_sigma", "sigmas": [float(s) for s in sigmas], "n_noise": int(n_noise),
         "seed": int(seed), "n_train": int((split == "train").sum()), "n_heldout": int((split == "heldout").sum()),
-        "oracles": bool(oracles), "noise_key": f"position * {NOISE_STRIDE} + noise index",
+        "oracles": bool(oracles), "noise": NOISE, "noise_key": f"position * {NOISE_STRIDE} + noise index",
         "sigma_data": None if sigma_data is None else float(sigma_data),
         "sigma_data_rule": "denoiser attribute .sigma_data, else the sigma_data argument, else 1.0",
         "rule": rule.spec() if hasattr(rule, "spec") else getattr(rule, "name", None),

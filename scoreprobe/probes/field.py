@@ -12,6 +12,7 @@ import xarray as xr
 
 from scoreprobe.errors import ConfigError
 from scoreprobe.limits import warn_nonfinite
+from scoreprobe.precision import with_autocast
 from scoreprobe.sweep import dataset_and_rule, run_probe
 
 logger = logging.getLogger(__name__)
@@ -112,7 +113,7 @@ def _field_dataset(fields, plane, sigmas, u, v, prefix="", who="model"):
 
 def score_field(D_or_series, plane, sigmas, res=64, oracles=False, dataset=None, rule=None, *,
                 margin=0.5, chunk_size=4096, dtype=torch.float32, device="cpu", steps=None, out=None,
-                progress=None, overwrite=False, models_per_pass=1):
+                progress=None, overwrite=False, models_per_pass=1, autocast=None):
     """Score field of a denoiser (or of every checkpoint of a series) on a plane.
 
     Parameters
@@ -126,6 +127,8 @@ def score_field(D_or_series, plane, sigmas, res=64, oracles=False, dataset=None,
     steps, out, progress : for series: which steps, zarr store path, progress bar.
     overwrite : replace a store at `out` written with other settings (only once the new one is complete).
     models_per_pass : checkpoints evaluated together as one stacked network (see `sweep`).
+    autocast : None (float32), "bf16" or "fp16": the network's matrix products in that dtype (see
+        `scoreprobe.precision`); recorded in the store's config.
 
     Returns
     -------
@@ -143,6 +146,7 @@ def score_field(D_or_series, plane, sigmas, res=64, oracles=False, dataset=None,
             _field_dataset(f, plane, sigmas, u, v)
     probe.stackable = True
 
+    probe, config = with_autocast(probe, config, autocast, device)
     ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress,
                    overwrite=overwrite, models_per_pass=models_per_pass)
     if oracles:

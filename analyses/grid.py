@@ -1,0 +1,83 @@
+"""Shared by the analyses: running a grid of training runs (one-thread worker processes, or stacked
+ensembles on a GPU) and the extrapolated τ of a run that did not reach the threshold."""
+import json
+import logging
+import math
+import multiprocessing
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import scipy.stats
+import torch
+
+from scoreprobe.checkpoints import load_series
+from scoreprobe.config import ENSEMBLE_VARIES
+from scoreprobe.ensemble import train_ensemble
+from scoreprobe.probes.taus import logit_fraction
+
+logger = logging.getLogger("grid")
+
+
+def finished(run_dir, cfg):
+    """True when `run_dir` holds this config's run with its last checkpoint written (skip training)."""
+    meta = Path(run_dir) / "run.json"
+    if not meta.is_file() or (Path(run_dir) / "resume.pt").exists():
+        return False
+    if json.loads(meta.read_text()).get("config") != cfg.to_dict():
+        return False  # train_run explains the difference
+    return cfg.total_steps in load_series(run_dir).steps
+
+
+def worker_init():
+    torch.set_num_threads(1)   # one thread per run: two runs use both cores (checkpoints/README.md)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+
+def in_parallel(fn, calls, jobs):
+    """[fn(*c) for c in calls], `jobs` at a time in one-thread worker processes (jobs <= 1: here)."""
+    if jobs <= 1:
+        return [fn(*c) for c in calls]
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=worker_init) as pool:
+        return [f.result() for f in [pool.submit(fn, *c) for c in calls]]
+
+
+def ensemble_groups(cfgs):
+    """Lists of positions in `cfgs` whose TrainConfigs can train as one ensemble (equal outside
+    ENSEMBLE_VARIES: same architecture, steps and optimisation), in order of first appearance."""
+    groups = {}
+    for i, cfg in enumerate(cfgs):
+        shared = json.dumps({k: v for k, v in cfg.to_dict().items() if k not in ENSEMBLE_VARIES}, sort_keys=True)
+        groups.setdefault(shared, []).append(i)
+    return list(groups.values())
+
+
+def train_ensembles(cfgs, run_dirs, device):
+    """Train (or resume) every unfinished run, one `train_ensemble` per group of `ensemble_groups`."""
+    for group in ensemble_groups(cfgs):
+        todo = [i for i in group if not finished(run_dirs[i], cfgs[i])]
+        if todo:
+            t0 = time.time()
+            train_ensemble([cfgs[i] for i in todo], [run_dirs[i] for i in todo], device=device, progress=False)
+            logger.info("ensemble of %d runs (%d steps) trained in %.0f s", len(todo), cfgs[todo[0]].total_steps,
+                        time.time() - t0)
+
+
+def extrapolate_tau(ds, threshold=0.9, last=6, confidence=0.95):
+    """Where rule_acc would reach `threshold` if its logit kept rising linearly in log(step + 1), from a
+    fit to the last `last` checkpoints: {"tau", "ci": [lo, hi], "slope"}; None when it does not rise."""
+    steps = ds.step.values[-last:].astype(np.float64)
+    z = logit_fraction(ds.rule_acc.values[-last:], ds.sizes["sample"])   # as the clocks interpolate
+    fit = scipy.stats.linregress(np.log1p(steps), z)
+    if fit.slope <= 0:
+        return None
+    target = math.log(threshold / (1 - threshold))
+    t = scipy.stats.t.ppf(0.5 + confidence / 2, len(steps) - 2)
+    slopes = [fit.slope + t * fit.stderr, max(fit.slope - t * fit.stderr, 1e-12)]   # steep -> early
+    ext = [(target - fit.intercept - (s - fit.slope) * np.log1p(steps).mean()) / s for s in slopes]
+    # the line through the mean point with the bounding slopes: a simple, stated interval
+    u_hat = (target - fit.intercept) / fit.slope
+    return {"tau": float(np.expm1(u_hat)), "ci": [float(np.expm1(min(e, 50.0))) for e in ext],
+            "slope": float(fit.slope), "from_steps": [int(steps[0]), int(steps[-1])]}
