@@ -17,9 +17,10 @@ OUT="${OUT:-$(mktemp -d -t gpu_check.XXXX)}"
 mkdir -p "$OUT"
 NOISE="--rows 1000000"; DEV=cuda; RES=64; IVP=64; TWO="--device cuda --preset gpu"; ENS="--members 32 --steps 500"; STACK="--k 32 --res 64"
 BASINS="--arch 6,128 --bf16 --peak-tflops 67"
+EVOLVE="--steps all --res 256 --sigma-start 0.25,0.5,1,2 --models-per-pass auto"   # 24 shipped checkpoints
 if [ "$DRY" = 1 ]; then
     NOISE="--rows 20000"; DEV=cpu; RES=8; IVP=4; TWO="--device cpu --smoke"; ENS="--members 2 --steps 20"; STACK="--k 2 --res 4 --n-steps 4"
-    BASINS="--bf16"
+    BASINS="--bf16"; EVOLVE="--steps 0,500,607 --res 8 --sigma-start 0.5,1"
 fi
 FAILED=0
 
@@ -47,6 +48,8 @@ step bench_stack 180 python bench/bench_stack.py --device "$DEV" $STACK
 if [ -f bench/bench_ensemble.py ]; then
     step bench_ensemble 180 python bench/bench_ensemble.py --device "$DEV" $ENS
 fi
+# the basin evolution target (30 checkpoints x 256^2 x 4 sigma in <= 2 min): 24 checkpoints here, x 30/24
+step basin_evolution 300 scoreprobe basins $EVOLVE --device "$DEV" --out "$OUT/evolution.zarr" --no-animate
 step two_clocks 300 python analyses/two_clocks.py $TWO --out "$OUT/runs" --results "$OUT/two_clocks"
 echo "failed steps: $FAILED (results in $OUT)" | tee -a "$OUT/summary.txt"
 exit "$FAILED"

@@ -85,6 +85,47 @@ def test_clocks_of_a_stack_equal_the_single_clocks():
         xr.testing.assert_identical(a, b)
 
 
+def test_retention_of_a_stack_equals_the_single_retention():
+    from scoreprobe.probes.basins import retention, retention_counts
+    rule, data, plane, models = _setup()
+    kw = dict(sigmas=[0.3, 1.0], n_noise=3, n_train=4, n_heldout=4, n_steps=4, dataset=data, rule=rule,
+              chunk_size=7, progress=False)
+    loop = retention(dict(enumerate(models)), **kw)
+    stacked = retention(dict(enumerate(models)), models_per_pass=3, **kw)
+    assert stacked.sizes["step"] == 3
+    xr_equal(stacked, loop)
+    points = np.sign(np.random.default_rng(0).standard_normal((5, data.train.shape[1]))).astype(np.float32)
+    args = (points, [0.3, 1.0], 3, 0, 4, data, rule)
+    one = [retention_counts(D, *args, chunk_size=7) for D in models]
+    many = retention_counts(StackedDenoiser(models), *args, chunk_size=7)       # one batched pass
+    assert len(many) == 3
+    for a, b in zip(one, many):
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def test_dsm_of_a_stack_equals_the_single_dsm():
+    from scoreprobe.probes.dsm import dsm_by_sigma, dsm_losses
+    rule, data, plane, models = _setup()
+    bits = data.train[:5]
+    one = [dsm_losses(D, bits, np.arange(5), [0.1, 1.0, 3.0], n_noise=2, chunk_size=7) for D in models]
+    many = dsm_losses(StackedDenoiser(models), bits, np.arange(5), [0.1, 1.0, 3.0], n_noise=2, chunk_size=7)
+    assert len(many) == 3
+    for a, b in zip(one, many):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=0)     # vmapped matmuls may round differently
+    kw = dict(sigmas=[0.1, 1.0], n_noise=2, n_train=4, n_heldout=4, dataset=data, rule=rule, progress=False)
+    loop = dsm_by_sigma(dict(enumerate(models)), **kw)
+    stacked = dsm_by_sigma(dict(enumerate(models)), models_per_pass=2, **kw)   # a group of 2 and one alone
+    assert stacked.sizes["step"] == 3
+    for name in ("loss", "gap", "mem_loss"):
+        np.testing.assert_allclose(stacked[name].values, loop[name].values, rtol=1e-6, err_msg=name)
+
+
+def xr_equal(a, b):
+    import xarray as xr
+    xr.testing.assert_identical(a.drop_attrs(), b.drop_attrs())
+
+
 def test_a_sweep_with_stacked_checkpoints_writes_the_store_of_the_loop(tmp_path, capsys):
     import xarray as xr
 

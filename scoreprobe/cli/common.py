@@ -220,7 +220,7 @@ def autocast_option():
 
 
 def models_per_pass_option():
-    """--models-per-pass of the commands whose probe takes stacked checkpoints (basins, field, clocks)."""
+    """--models-per-pass of the commands whose probe takes stacked checkpoints (basins, field, clocks, dsm)."""
     def parse(ctx, param, value):
         if value == "auto":
             return value

@@ -134,9 +134,10 @@ CLI_HELDOUT = 256   # the command's held-out cap (the API's is 512): defaults si
               help=f"Held-out items [default: all, at most {CLI_HELDOUT}].")
 @click.option("--seed", type=SEED, default=0, help="Seed of the noise bank.")
 @sweep_options("dsm.zarr", "Write the loss and gap figure here.", "Denoiser rows per call (memory bound).")
+@models_per_pass_option()
 @source_options
-def dsm(source, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite, plot, chunk_size, device, scheduler,
-        dask_local):
+def dsm(source, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite, plot, chunk_size, device,
+        models_per_pass, scheduler, dask_local):
     """DSM loss by σ for training vs held-out items at every checkpoint of SOURCES (default: the
     shipped series; or a run directory, checkpoint files, a glob or a folder of them), with the memorizer and rule-oracle references; prints the mean over σ in [0.2, 2]
     (finite items only) with the gap's standard error, the smallest σ where the gap is significant
@@ -154,7 +155,8 @@ def dsm(source, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite
                + _full_dsm_hint(chosen, s, sigmas, n_noise, n_heldout))
     with on_scheduler(scheduler):
         ds = dsm_by_sigma(s, sigmas=sigmas, n_noise=n_noise, n_train=n_train, n_heldout=n_heldout, seed=seed,
-                          chunk_size=chunk_size, steps=chosen, out=out, overwrite=overwrite, device=device)
+                          chunk_size=chunk_size, steps=chosen, out=out, overwrite=overwrite, device=device,
+                          models_per_pass=models_per_pass)
     _dsm_table(ds)
     if out is not None:
         click.echo(store_line(out, list(ds.step.values), reused))

@@ -49,6 +49,7 @@ class StackedDenoiser(nn.Module):
             raise ConfigError("only denoisers of one type, one architecture and the same settings can be stacked")
         self.k = len(models)
         self.dim = getattr(models[0], "dim", None)
+        self.sigma_data = getattr(models[0], "sigma_data", None)            # equal for all (can_stack)
         params, buffers = stack_module_state(models)                        # each (K, ...)
         self.params, self.buffers_ = params, buffers
         self.base = copy.deepcopy(models[0]).to("meta")                     # structure only

@@ -259,39 +259,49 @@ def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, s
     """Fractions of noisy restarts that return, are captured, or end valid, for one denoiser.
 
     Restart k of point m at level σ is x_m + σ ε_{m,k} with ε_{m,k} = randn_per_sample(seed,
-    m * n_noise + k): the same noise at every σ and every checkpoint.
+    m * n_noise + k): the same noise at every σ and every checkpoint. A `models.stack.StackedDenoiser`
+    of K checkpoints runs all K in one batched pass and gives a list of K such dicts.
 
     Returns
     -------
     dict name -> (S, M) float64: retained, captured, valid. Non-finite endpoints count as none of the
     three; one NonFiniteWarning gives their number.
     """
-    from scoreprobe.data import STATE_CODES
+    from scoreprobe.models.stack import chunk_rows, counted, replicate, split, stack_size
     from scoreprobe.ode import randn_per_sample
     from scoreprobe.slices import classify
 
-    m, d = points.shape
-    split, item = _split_of(points, dataset)
-    own_train = np.repeat(np.where(split == "train", item, -1), n_noise)                    # (M*K,)
-    own = np.repeat((np.asarray(points) > 0).astype(np.uint8), n_noise, axis=0)             # (M*K, D)
-    x = torch.as_tensor(np.repeat(points, n_noise, axis=0), dtype=dtype, device=device)   # (M*K, D)
-    eps = randn_per_sample(seed, torch.arange(m * n_noise), d, dtype=dtype, device=device)  # (M*K, D)
-    valid_codes = [STATE_CODES[k] for k in ("valid_novel", "valid_heldout", "valid_memorized")]
-    res = {k: np.empty((len(sigmas), m)) for k in ("retained", "captured", "valid")}
+    (m, d), k = points.shape, stack_size(D)
+    x = torch.as_tensor(np.repeat(points, n_noise, axis=0), dtype=dtype, device=device)   # (M*R, D), R restarts
+    eps = randn_per_sample(seed, torch.arange(m * n_noise), d, dtype=dtype, device=device)  # (M*R, D)
+    res = [{name: np.empty((len(sigmas), m)) for name in RETENTION_VARS} for _ in range(k)]
     n_bad = 0
     for i, s in enumerate(sigmas):
         with warnings.catch_warnings():   # counted here and reported once below
             warnings.simplefilter("ignore", NonFiniteWarning)
-            c = classify(_endpoints(D, x + float(s) * eps, s, n_steps, solver, chunk_size), dataset, rule)
-        n_bad += int(np.count_nonzero(c["state"] == STATE_CODES["invalid"]))
-        back = (c["state"] != STATE_CODES["invalid"]) & (c["bits"] == own).all(axis=1)
-        other = (c["state"] == STATE_CODES["valid_memorized"]) & (c["train_index"] != own_train)
-        valid = np.isin(c["state"], valid_codes)
-        for k, hit in (("retained", back), ("captured", other), ("valid", valid)):
-            res[k][i] = hit.reshape(m, n_noise).mean(axis=1)
-    warn_nonfinite(n_bad, len(sigmas) * m * n_noise, "retention restarts' endpoints (sigmas x points x restarts)",
-                   "they count as neither retained, captured nor valid")
-    return res
+            ends = _endpoints(D, replicate(x + float(s) * eps, k), s, n_steps, solver, chunk_rows(chunk_size, k))
+        for j, xe in enumerate(split(ends, k)):                                             # (M*R, D) per model
+            hits = _restart_hits(classify(xe, dataset, rule), points, n_noise, dataset)
+            n_bad += hits.pop("invalid")
+            for name, hit in hits.items():
+                res[j][name][i] = hit.reshape(m, n_noise).mean(axis=1)
+    warn_nonfinite(n_bad, len(sigmas) * m * n_noise * k, "retention restarts' endpoints "
+                   + counted("sigmas x points x restarts", k), "they count as neither retained, captured nor valid")
+    return res if k > 1 else res[0]
+
+
+def _restart_hits(c, points, n_noise, dataset):
+    """{retained, captured, valid: bool (M*R,)} and the count of invalid endpoints, from classify() of
+    the restarts of points (M, D), n_noise restarts each, in that order."""
+    from scoreprobe.data import STATE_CODES
+    split, item = _split_of(points, dataset)
+    own_train = np.repeat(np.where(split == "train", item, -1), n_noise)                    # (M*R,)
+    own = np.repeat((np.asarray(points) > 0).astype(np.uint8), n_noise, axis=0)             # (M*R, D)
+    valid_codes = [STATE_CODES[k] for k in ("valid_novel", "valid_heldout", "valid_memorized")]
+    return {"retained": (c["state"] != STATE_CODES["invalid"]) & (c["bits"] == own).all(axis=1),
+            "captured": (c["state"] == STATE_CODES["valid_memorized"]) & (c["train_index"] != own_train),
+            "valid": np.isin(c["state"], valid_codes),
+            "invalid": int(np.count_nonzero(c["state"] == STATE_CODES["invalid"]))}
 
 
 RETENTION_VARS = {
@@ -303,7 +313,8 @@ RETENTION_VARS = {
 
 def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_noise=16, seed=0, *,
               n_train=32, n_heldout=32, split=None, n_steps=DEFAULT_N_STEPS, dataset=None, rule=None, solver="heun",
-              chunk_size="auto", dtype=torch.float32, device="cpu", steps=None, out=None, progress=None):
+              chunk_size="auto", dtype=torch.float32, device="cpu", steps=None, out=None, progress=None,
+              models_per_pass=1, autocast=None):
     """Per-item basin retention: do noisy copies of an item flow back to it?
 
     For every point p_m, level σ and restart k the PF-ODE runs from x = p_m + σ ε_{m,k} at σ to 0.
@@ -318,6 +329,7 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
         drawn with `seed` from the dataset.
     sigmas : noise levels of the restarts.
     split : (M,) labels for `points`; default: "train"/"heldout"/"other" by lookup in the dataset.
+    models_per_pass, autocast : as for `basins`.
 
     Returns
     -------
@@ -341,14 +353,19 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
               "n_steps": int(n_steps), "solver": solver, "dtype": str(dtype).replace("torch.", ""),
               "points": ["".join("1" if x > 0 else "0" for x in p) for p in points], "rule": rule.spec()}
 
-    def probe(D):
+    coords = {"sigma": ("sigma", sigmas, {"units": "1", "long_name": "noise level of the restarts"}),
+              "sample": ("sample", np.arange(len(points), dtype=np.int64), {"units": "1", "long_name": "item"}),
+              "split": ("sample", split_.astype(object), {"long_name": "which set the item belongs to"}),
+              "item_index": ("sample", item, {"units": "1", "long_name": "index of the item in its split"})}
+
+    def probe(D):   # a StackedDenoiser of K checkpoints gives K Datasets
         r = retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, solver,
                              chunk_size, dtype, device)
-        data = {k: (("sigma", "sample"), r[k], {"units": "1", "long_name": RETENTION_VARS[k]}) for k in r}
-        coords = {"sigma": ("sigma", sigmas, {"units": "1", "long_name": "noise level of the restarts"}),
-                  "sample": ("sample", np.arange(len(points), dtype=np.int64), {"units": "1", "long_name": "item"}),
-                  "split": ("sample", split_.astype(object), {"long_name": "which set the item belongs to"}),
-                  "item_index": ("sample", item, {"units": "1", "long_name": "index of the item in its split"})}
-        return xr.Dataset(data, coords=coords)
+        out = [xr.Dataset({k: (("sigma", "sample"), rk[k], {"units": "1", "long_name": RETENTION_VARS[k]})
+                           for k in rk}, coords=coords) for rk in (r if isinstance(r, list) else [r])]
+        return out if len(out) > 1 else out[0]
+    probe.stackable = True
 
-    return run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress)
+    probe, config = with_autocast(probe, config, autocast, device)
+    return run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress,
+                     models_per_pass=models_per_pass)

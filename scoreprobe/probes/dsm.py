@@ -23,6 +23,8 @@ from tqdm.auto import tqdm
 
 from scoreprobe.data import to_signed
 from scoreprobe.errors import ConfigError, DataError, NonFiniteWarning, SettingWarning, user_stacklevel
+from scoreprobe.models.stack import replicate, stack_size
+from scoreprobe.models.stack import split as split_rows
 from scoreprobe.noise import NOISE, randn_per_sample
 from scoreprobe.ode import resolve_device
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
@@ -125,10 +127,11 @@ def dsm_losses(D, bits, position, sigmas, n_noise=8, seed=0, chunk_size=None, de
         Noise draws per item (the same draws at every σ).
     chunk_size : int, optional
         Denoiser rows per call (rows enumerate item × noise × σ); the result does not depend on it.
+        A `models.stack.StackedDenoiser` of K checkpoints evaluates each chunk for all K at once.
 
     Returns
     -------
-    loss : (n_sigma, S) float64
+    loss : (n_sigma, S) float64 (a list of K of them for a stack of K)
         mean_k ‖D(x + σ ε_k, σ) − x‖² / D. Non-finite outputs are returned as they are (NaN/inf);
         `dsm_by_sigma` counts them and excludes them from its means.
     """
@@ -143,17 +146,19 @@ def dsm_losses(D, bits, position, sigmas, n_noise=8, seed=0, chunk_size=None, de
     keys_all = np.repeat(np.asarray(position, np.int64) * NOISE_STRIDE, n_noise) + np.tile(
         np.arange(n_noise, dtype=np.int64), len(bits))                                      # (S*K,)
     n_rows = len(bits) * n_noise * n_sig          # row r = (item*K + k)*n_sigma + j
-    err = np.empty(n_rows, dtype=np.float64)
+    n_models = stack_size(D)
+    err = np.empty((n_models, n_rows), dtype=np.float64)
     starts = range(0, n_rows, chunk)
     with torch.no_grad():
         for start in tqdm(starts, desc="dsm", unit="chunk", disable=_tqdm_disable(progress, len(starts))):
             stop = min(start + chunk, n_rows)
-            err[start:stop] = _chunk_errors(D, x_all, sig_all, keys_all, start, stop, n_noise, seed, d)
-    return err.reshape(len(bits), n_noise, n_sig).mean(axis=1).T   # (n_sigma, S)
+            err[:, start:stop] = _chunk_errors(D, x_all, sig_all, keys_all, start, stop, n_noise, seed, d)
+    loss = [e.reshape(len(bits), n_noise, n_sig).mean(axis=1).T for e in err]   # (n_sigma, S) per model
+    return loss if n_models > 1 else loss[0]
 
 
 def _chunk_errors(D, x_all, sig_all, keys_all, start, stop, n_noise, seed, d):
-    """Squared error per row for rows [start, stop): float64 (stop - start,)."""
+    """Squared error per row for rows [start, stop): float64 (K, stop - start), K = stack_size(D)."""
     n_sig = len(sig_all)
     rows = torch.arange(start, stop, device=x_all.device)
     pair, j = rows // n_sig, rows % n_sig                            # (B,) (item, noise) pair, σ index
@@ -161,10 +166,12 @@ def _chunk_errors(D, x_all, sig_all, keys_all, start, stop, n_noise, seed, d):
     eps = randn_per_sample(seed, keys_all[p0:p1], d, dtype=x_all.dtype, device=x_all.device)  # (P, D)
     x0 = x_all[pair // n_noise]                                      # (B, D)
     sig = sig_all[j]                                                 # (B,)
-    out = D(x0 + sig[:, None] * eps[pair - p0], sig)                 # (B, D)
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(x0.shape):
-        raise DataError(f"denoiser returned {getattr(out, 'shape', type(out))}, expected {tuple(x0.shape)}")
-    return ((out.double() - x0.double()) ** 2).mean(dim=1).cpu().numpy()
+    k = stack_size(D)
+    x_in = replicate(x0 + sig[:, None] * eps[pair - p0], k)          # (B·K, D), stacked layout
+    out = D(x_in, replicate(sig, k))                                  # (B·K, D)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(x_in.shape):
+        raise DataError(f"denoiser returned {getattr(out, 'shape', type(out))}, expected {tuple(x_in.shape)}")
+    return np.stack([((o.double() - x0.double()) ** 2).mean(dim=1).cpu().numpy() for o in split_rows(out, k)])
 
 
 def _tqdm_disable(progress, n):
@@ -184,9 +191,16 @@ _LOSS_ATTRS = {"units": "1", "long_name": "DSM loss ‖D(x+σε,σ) − x‖²/D
 def _dsm_step(D, *, bits, split, position, sigmas, n_noise, seed, chunk_size, device, dtype, sigma_data,
               progress=None):
     """DSM loss of one denoiser -> Dataset (sigma, sample): loss, loss_weighted, sigma_data and the
-    gap_stats variables (sigma) / first_significant_sigma ()."""
+    gap_stats variables (sigma) / first_significant_sigma (); a list of K for a stack of K."""
     dev = resolve_device(device, D)
     loss = dsm_losses(D, bits, position, sigmas, n_noise, seed, chunk_size, dev, dtype, progress)
+    if isinstance(loss, list):
+        return [_loss_dataset(D, lk, split, sigmas, sigma_data) for lk in loss]
+    return _loss_dataset(D, loss, split, sigmas, sigma_data)
+
+
+def _loss_dataset(D, loss, split, sigmas, sigma_data):
+    """The Dataset of `_dsm_step` from per-item losses (n_sigma, S)."""
     sd, source = _sigma_data_of(D, sigma_data)
     lam = edm_weight(sigmas, sd)[:, None]                                   # (n_sigma, 1)
     ds = xr.Dataset({
@@ -225,7 +239,7 @@ def _references(dataset, rule, bits, split, position, sigmas, n_noise, seed, chu
 
 def dsm_by_sigma(D_or_series, sigmas=None, n_noise=8, n_train=None, n_heldout=None, seed=0, dataset=None,
                  rule=None, chunk_size=None, oracles=True, sigma_data=None, *, steps=None, out=None,
-                 device=None, dtype=torch.float32, progress=None, overwrite=False):
+                 device=None, dtype=torch.float32, progress=None, overwrite=False, models_per_pass=1):
     """DSM loss as a function of σ for training vs held-out items, with oracle references.
 
     Parameters
@@ -254,6 +268,7 @@ def dsm_by_sigma(D_or_series, sigmas=None, n_noise=8, n_train=None, n_heldout=No
     device : str, optional
         "cpu", "cuda", "auto"; default: where the denoiser lives (a series is loaded on cpu).
     dtype : torch.dtype of the denoiser inputs (oracle references run in it too, on cpu).
+    models_per_pass : checkpoints evaluated together as one stacked network (see `sweep`).
 
     Returns
     -------
@@ -287,17 +302,18 @@ def dsm_by_sigma(D_or_series, sigmas=None, n_noise=8, n_train=None, n_heldout=No
     config = {**_config(sig, n_noise, seed, split, oracles, rule, dataset, dtype, sigma_data),
               "source": source_identity(D_or_series)}
 
-    def probe(D):
-        ds = _dsm_step(D, bits=bits, split=split, position=pos, device=device, sigma_data=sigma_data,
-                       progress=progress, **kw)
-        ds = ds.assign_coords(coords)
-        ds.attrs.update({"title": "DSM loss by noise level, train vs held-out",
-                         "scoreprobe_config": json.dumps(config, sort_keys=True)})
-        return ds
+    def probe(D):   # a StackedDenoiser of K checkpoints gives K Datasets
+        out = _dsm_step(D, bits=bits, split=split, position=pos, device=device, sigma_data=sigma_data,
+                        progress=progress, **kw)
+        out = [ds.assign_coords(coords).assign_attrs(
+            title="DSM loss by noise level, train vs held-out", scoreprobe_config=json.dumps(config, sort_keys=True))
+            for ds in (out if isinstance(out, list) else [out])]
+        return out if len(out) > 1 else out[0]
+    probe.stackable = True
 
     sweep_device = "cpu" if device is None else str(resolve_device(device))
     ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=sweep_device, progress=progress,
-                   overwrite=overwrite)
+                   overwrite=overwrite, models_per_pass=models_per_pass)
     ds = ds.reset_coords([k for k in refs if k in ds.coords])
     for name in ("mem", "rule"):
         if f"{name}_loss" in ds:
