@@ -31,8 +31,11 @@ import numpy as np
 
 from grid import extrapolate_tau, finished, in_parallel, train_ensembles
 from scoreprobe.checkpoints import load_series
+from scoreprobe.curriculum import beyond_pieces
 from scoreprobe.errors import StoreError, first_line
 from scoreprobe.probes.clocks import clocks
+from scoreprobe.probes.taus import taus
+from scoreprobe.rules import rule_from_spec
 from scoreprobe.store import normalize_config
 from scoreprobe.train import TrainConfig, train_run
 from scoreprobe.viz import new_figure
@@ -95,10 +98,10 @@ def train_config(args, variant, seed):
                        n_checkpoints=args.n_checkpoints, save_dtype="float16", **switches)
 
 
-def measured_clocks(series, args, out):
+def measured_clocks(series, args, out, keep_bits=False):
     """sp.clocks of a run, resumed from its store; a store this script wrote with other settings (or
     other sampling noise, before 2026-12-01) is replaced, since it is derived from the run."""
-    kw = dict(n_samples=args.n_samples, device=args.device, out=out, progress=False)
+    kw = dict(n_samples=args.n_samples, device=args.device, out=out, progress=False, keep_bits=keep_bits)
     try:
         return clocks(series, **kw)
     except StoreError as e:
@@ -112,8 +115,8 @@ def run_one(args, variant, seed):
     run_dir, t0 = Path(args.out) / name, time.time()
     if not finished(run_dir, cfg):
         train_run(cfg, run_dir, device=args.device, progress=False)
-    series = load_series(run_dir)
-    ds = measured_clocks(series, args, run_dir / "clocks.zarr")
+    series, plan = load_series(run_dir), cfg.curriculum_plan()
+    ds = measured_clocks(series, args, run_dir / "clocks.zarr", keep_bits=plan is not None)
     a = ds.attrs
     row = {"variant": variant, "seed": seed, "run": name, "params": series.describe()["n_params"],
            **{k: a.get(k) for k in ("tau_rule", "tau_rule_ci", "tau_mem", "tau_mem_ci", "window_open",
@@ -124,7 +127,21 @@ def run_one(args, variant, seed):
                      "mem_ratio": ds.mem_ratio.values.tolist()}, "seconds": round(time.time() - t0, 1)}
     if not np.isfinite(row["tau_rule"]):
         row["tau_rule_extrapolated"] = extrapolate_tau(ds)
+    if plan is not None:
+        row["beyond"] = beyond_row(ds, cfg, plan[0])
     logger.info("%s: τ_rule=%s τ_mem=%s", name, row["tau_rule"], row["tau_mem"])
+    return row
+
+
+def beyond_row(ds, cfg, g_start):
+    """The rule clock counting only samples that break the curriculum's pieces (`beyond_pieces`)."""
+    out = beyond_pieces(ds, rule_from_spec(cfg.rule), g_start)
+    t = taus(out, warn=False)
+    row = {k: t[k] for k in ("tau_rule", "tau_rule_ci", "window_open", "window_log10_width")}
+    row.update(peak_rule_acc=float(out.rule_acc.max()), final_rule_acc=float(out.rule_acc[-1]),
+               rule_acc=out.rule_acc.values.tolist(), piece_share=out.piece_share.values.tolist())
+    if not np.isfinite(row["tau_rule"]):
+        row["tau_rule_extrapolated"] = extrapolate_tau(out)
     return row
 
 
@@ -177,7 +194,29 @@ def markdown(rows, skipped, args):
                      f"| {width} | {r['peak_rule_acc']:.3f} |")
     lines += [f"\n{v}: left out — {why}" for v, why in skipped.items()]
     lines += ["", "## By variant (seeds in the order of the table above)", ""] + by_variant(rows)
+    lines += beyond_lines(rows)
     return "\n".join(lines) + "\n"
+
+
+def beyond_lines(rows):
+    """The curriculum runs' rule clock beyond the pieces (docs/remedies.md), when there are any."""
+    rs = [r for r in rows if "beyond" in r]
+    if not rs:
+        return []
+    lines = ["", "## Curriculum runs: the rule clock beyond the curriculum's images", "",
+             "Every image of the curriculum's first phase is valid under the rule, so rule accuracy cannot tell a "
+             "model that learned only that narrower set from one that learned the rule. Here a valid, non-copied "
+             "sample counts only when it breaks a piece (`scoreprobe.curriculum.beyond_pieces`; a uniform sampler "
+             "of the rule's images does so with probability 1 − 2^-(number of pieces − groups)).", "",
+             "| run | τ_rule beyond [95% CI] | window | peak | final | piece share: peak / final |",
+             "|---|---|---|---:|---:|---|"]
+    for r in rs:
+        b = r["beyond"]
+        width = f"{b['window_log10_width']:.2f}" if b["window_open"] else "closed"
+        lines.append(f"| {r['run']} | {_fmt(b['tau_rule'], b['tau_rule_ci'])}{_extrapolated(b.get('tau_rule_extrapolated'), r)} "
+                     f"| {width} | {b['peak_rule_acc']:.3f} | {b['final_rule_acc']:.3f} "
+                     f"| {max(b['piece_share']):.3f} / {b['piece_share'][-1]:.3f} |")
+    return lines
 
 
 def figure(rows, path):
@@ -189,7 +228,9 @@ def figure(rows, path):
         x = np.asarray(c["step"]) + 1
         ax1.plot(x, c["rule_acc"], ls, color=colours[r["variant"]], label=f"{r['variant']} s{r['seed']}")
         ax2.plot(x, c["mem_ratio"], ls, color=colours[r["variant"]])
-    for ax, name in ((ax1, "rule accuracy"), (ax2, "memorized share")):
+        if "beyond" in r:   # dotted: rule accuracy counting only samples that break the curriculum's pieces
+            ax1.plot(x, r["beyond"]["rule_acc"], ":", color=colours[r["variant"]], lw=1.2)
+    for ax, name in ((ax1, "rule accuracy (dotted: beyond the curriculum's pieces)"), (ax2, "memorized share")):
         ax.set_xscale("log")
         ax.set_xlabel("training step + 1")
         ax.set_ylabel(name)

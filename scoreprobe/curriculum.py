@@ -56,3 +56,28 @@ def curriculum_bits(rule, g_start, n, exclude, seed):
                 if len(keep) == n:
                     return np.stack(keep)
     raise ConfigError(f"curriculum: drew only {len(keep)} distinct images of {n} in {MAX_ROUNDS} rounds")
+
+
+def beyond_pieces(ds, rule, g_start):
+    """A clocks Dataset (with `bits`: clocks(..., keep_bits=True)) in which valid, non-copied samples
+    that also satisfy the curriculum's pieces count as rule-violating, so `taus` of it reads the rule
+    clock of samples that use the final rule's freedom. Rule accuracy cannot tell a model that learned
+    the curriculum's narrower set (all of it valid under the rule) from one that learned the rule.
+
+    ds: Dataset with `state` (step, sample) and `bits` (step, sample, bit); rule: the Parity rule;
+    g_start: the curriculum's piece size. Returns a copy with `state`, `rule_acc` replaced and
+    `piece_share` (step,): the share of samples that satisfy every piece.
+    """
+    from scoreprobe.data import STATE_CODES
+    if "bits" not in ds:
+        raise ConfigError("beyond_pieces needs the samples: measure with clocks(..., keep_bits=True)")
+    bits = np.asarray(ds["bits"].values, dtype=np.uint8)                           # (S, n, D)
+    piece = fine_valid(fine_groups(rule, g_start), bits.reshape(-1, bits.shape[-1])).reshape(bits.shape[:2])
+    state = np.asarray(ds["state"].values)
+    new = np.isin(state, [STATE_CODES["valid_novel"], STATE_CODES["valid_heldout"]])
+    state = np.where(new & piece, STATE_CODES["rule_violating"], state).astype(state.dtype)
+    valid = np.isin(state, [STATE_CODES["valid_novel"], STATE_CODES["valid_heldout"], STATE_CODES["valid_memorized"]])
+    dims = ds["state"].dims
+    return ds.assign(state=(dims, state, ds["state"].attrs),
+                     rule_acc=(dims[:1], valid.mean(axis=1), {"long_name": "rule accuracy beyond the pieces"}),
+                     piece_share=(dims[:1], piece.mean(axis=1), {"long_name": "share of samples valid on every piece"}))

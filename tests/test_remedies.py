@@ -179,3 +179,28 @@ def test_a_curriculum_at_g3_cuts_each_group_into_a_pair_and_a_zero_pixel(tmp_pat
 def json_config(run_dir):
     import json
     return json.loads((run_dir / "run.json").read_text())["config"]
+
+
+def test_beyond_pieces_tells_the_curriculum_set_from_the_rule():
+    """A sampler of the curriculum's images scores rule accuracy 1, but 0 beyond the pieces (except
+    copies); the rule oracle keeps its accuracy (few of its samples happen to satisfy the pieces)."""
+    import numpy as np
+
+    from scoreprobe.curriculum import beyond_pieces, curriculum_bits
+    from scoreprobe.data import make_dataset
+    from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
+    from scoreprobe.probes.clocks import clocks
+    from scoreprobe.probes.taus import taus
+    from scoreprobe.rules import Parity
+    rule = Parity(3, shape=(3, 4), layout="offset")                  # 4 groups of 3: 256 valid, 16 on the pieces
+    data = make_dataset(rule, 16, 16, seed=0)
+    pieces = EmpiricalDenoiser(curriculum_bits(rule, 2, 16, np.zeros((0, 12), np.uint8), seed=0))
+    ds = clocks({0: RuleDenoiser(rule), 1: pieces}, n_samples=400, seed=0, dataset=data, rule=rule, keep_bits=True,
+                progress=False)
+    out = beyond_pieces(ds, rule, 2)
+    assert float(ds.rule_acc[1]) > 0.99 and float(out.piece_share[1]) > 0.99
+    assert float(out.rule_acc[1]) == float(ds.mem_ratio[1]) < 0.5              # only copies remain valid
+    assert float(out.piece_share[0]) < 0.2 and float(out.rule_acc[0]) > float(ds.rule_acc[0]) - 0.2
+    assert taus(out, n_boot=50, warn=False)["tau_rule_ci"] is not None
+    with pytest.raises(ConfigError, match="keep_bits=True"):
+        beyond_pieces(ds.drop_vars("bits"), rule, 2)
