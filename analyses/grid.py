@@ -15,6 +15,8 @@ import torch
 from scoreprobe.checkpoints import load_series
 from scoreprobe.config import ENSEMBLE_VARIES
 from scoreprobe.ensemble import train_ensemble
+from scoreprobe.errors import StoreError, first_line
+from scoreprobe.probes.clocks import clocks
 from scoreprobe.probes.taus import logit_fraction
 
 logger = logging.getLogger("grid")
@@ -63,6 +65,16 @@ def train_ensembles(cfgs, run_dirs, device):
             train_ensemble([cfgs[i] for i in todo], [run_dirs[i] for i in todo], device=device, progress=False)
             logger.info("ensemble of %d runs (%d steps) trained in %.0f s", len(todo), cfgs[todo[0]].total_steps,
                         time.time() - t0)
+
+
+def measured_clocks(series, out, **kw):
+    """sp.clocks(series, out=out, **kw) resumed from its store; a store with other settings (or sampled
+    with other noise, before 2026-12-01) is replaced: it is derived from the run, which is kept."""
+    try:
+        return clocks(series, out=out, progress=False, **kw)
+    except StoreError as e:
+        logger.warning("%s; measuring again", first_line(e))
+        return clocks(series, out=out, progress=False, overwrite=True, **kw)
 
 
 def extrapolate_tau(ds, threshold=0.9, last=6, confidence=0.95):

@@ -29,11 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from grid import extrapolate_tau, finished, in_parallel, train_ensembles
+from grid import extrapolate_tau, finished, in_parallel, measured_clocks, train_ensembles
 from scoreprobe.checkpoints import load_series
 from scoreprobe.curriculum import beyond_pieces
-from scoreprobe.errors import StoreError, first_line
-from scoreprobe.probes.clocks import clocks
 from scoreprobe.probes.taus import taus
 from scoreprobe.rules import rule_from_spec
 from scoreprobe.store import normalize_config
@@ -98,17 +96,6 @@ def train_config(args, variant, seed):
                        n_checkpoints=args.n_checkpoints, save_dtype="float16", **switches)
 
 
-def measured_clocks(series, args, out, keep_bits=False):
-    """sp.clocks of a run, resumed from its store; a store this script wrote with other settings (or
-    other sampling noise, before 2026-12-01) is replaced, since it is derived from the run."""
-    kw = dict(n_samples=args.n_samples, device=args.device, out=out, progress=False, keep_bits=keep_bits)
-    try:
-        return clocks(series, **kw)
-    except StoreError as e:
-        logger.warning("%s; measuring again", first_line(e))
-        return clocks(series, overwrite=True, **kw)
-
-
 def run_one(args, variant, seed):
     """Train (or resume) one run and measure its clocks; the row of the table."""
     cfg, name = train_config(args, variant, seed), f"{variant}-s{seed}"
@@ -116,7 +103,8 @@ def run_one(args, variant, seed):
     if not finished(run_dir, cfg):
         train_run(cfg, run_dir, device=args.device, progress=False)
     series, plan = load_series(run_dir), cfg.curriculum_plan()
-    ds = measured_clocks(series, args, run_dir / "clocks.zarr", keep_bits=plan is not None)
+    ds = measured_clocks(series, run_dir / "clocks.zarr", n_samples=args.n_samples, device=args.device,
+                         keep_bits=plan is not None)
     a = ds.attrs
     row = {"variant": variant, "seed": seed, "run": name, "params": series.describe()["n_params"],
            **{k: a.get(k) for k in ("tau_rule", "tau_rule_ci", "tau_mem", "tau_mem_ci", "window_open",

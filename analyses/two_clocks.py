@@ -35,9 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from grid import extrapolate_tau, finished, in_parallel, train_ensembles
+from grid import extrapolate_tau, finished, in_parallel, measured_clocks, train_ensembles
 from scoreprobe.checkpoints import load_series
-from scoreprobe.probes.clocks import clocks, fit_power_law, resolve_device
+from scoreprobe.probes.clocks import fit_power_law, resolve_device
 from scoreprobe.store import normalize_config
 from scoreprobe.train import TrainConfig, train_run
 from scoreprobe.viz import new_figure, plot_clocks, plot_states
@@ -149,8 +149,8 @@ def measure_run(args, run_dir, name, G, N, seed, train_s):
     """Clocks of one trained run (resumable store in the run directory); the row of the table."""
     t0 = time.time()
     kw = {} if args.n_steps is None else {"n_steps": args.n_steps}
-    ds = clocks(load_series(run_dir), n_samples=args.n_samples, device=args.device, out=run_dir / "clocks.zarr",
-                progress=False, **kw)
+    ds = measured_clocks(load_series(run_dir), run_dir / "clocks.zarr", n_samples=args.n_samples, device=args.device,
+                         **kw)
     save_run_figure(ds, Path(args.results) / f"two_clocks_{args.preset}_{name}.png", title=f"G={G}, N={N}")
     a = ds.attrs
     keys = ("tau_rule", "tau_rule_ci", "tau_novel", "tau_novel_ci", "tau_mem", "tau_mem_ci", "window_open",
