@@ -49,7 +49,11 @@ PRESETS = {
 }
 VARIANTS = {"baseline": {}, "global_token": {"global_token": True}, "multiplicative": {"multiplicative": True},
             "curriculum": {"curriculum": True}, "all": {"global_token": True, "multiplicative": True,
-                                                        "curriculum": True}}
+                                                        "curriculum": True},
+            "baseline_matched": {"matched": True}}
+# baseline_matched: the baseline stopped after the curriculum's second phase's steps, so it has seen each
+# training image as often as a curriculum run has by its end (memorization follows views per image);
+# with a constant learning rate its steps are the baseline's first ones, bit for bit on CPU.
 
 
 def parse_args(argv=None):
@@ -85,11 +89,13 @@ def parse_args(argv=None):
 def train_config(args, variant, seed):
     """TrainConfig of one (variant, seed); None for a curriculum that G does not allow."""
     steps = max(args.min_steps, -(-args.views * args.N // args.batch_size))
-    switches = dict(VARIANTS[variant])
+    switches, switch = dict(VARIANTS[variant]), max(1, int(steps * args.curriculum_share))
+    if switches.pop("matched", False):
+        steps -= switch
     if switches.pop("curriculum", False):
         if not 1 < args.curriculum_g < args.G:
             return None
-        switches["curriculum"] = f"{args.curriculum_g}:{args.G}:{max(1, int(steps * args.curriculum_share))}"
+        switches["curriculum"] = f"{args.curriculum_g}:{args.G}:{switch}"
     rule = {"name": "parity", "G": args.G, "shape": [6, 6], "layout": "offset", "seed": 0}
     return TrainConfig(rule=rule, n_train=args.N, n_heldout=args.n_heldout, seed=seed, hidden_size=80, depth=4,
                        num_heads=4, lr=args.lr, batch_size=args.batch_size, total_steps=steps,
@@ -115,6 +121,7 @@ def run_one(args, variant, seed):
                      "mem_ratio": ds.mem_ratio.values.tolist()}, "seconds": round(time.time() - t0, 1)}
     if not np.isfinite(row["tau_rule"]):
         row["tau_rule_extrapolated"] = extrapolate_tau(ds)
+    row["views"] = round((cfg.total_steps - (plan[1] if plan else 0)) * cfg.batch_size / cfg.n_train)
     if plan is not None:
         row["beyond"] = beyond_row(ds, cfg, plan[0])
     logger.info("%s: τ_rule=%s τ_mem=%s", name, row["tau_rule"], row["tau_mem"])
@@ -153,16 +160,21 @@ def _extrapolated(ext, row):
     return f" (extrapolated {ext['tau']:.3g} [{lo:.3g}, {hi:.3g}])"
 
 
+def rule_clock(row):
+    """The rule clock to report for a run: beyond the curriculum's pieces for a curriculum run."""
+    return row.get("beyond", row)
+
+
 def by_variant(rows):
     """Per variant, the seeds side by side: peak and final rule accuracy, final copies, τ_mem, windows."""
     lines = ["| variant | seeds | peak rule_acc | final rule_acc | final mem | τ_mem | windows open |",
              "|---|---:|---|---|---|---|---:|"]
     for v in dict.fromkeys(r["variant"] for r in rows):
         rs = [r for r in rows if r["variant"] == v]
-        each = lambda key, f: " / ".join(f.format(r[key]) for r in rs)   # noqa: E731
-        lines.append(f"| {v} | {len(rs)} | {each('peak_rule_acc', '{:.3f}')} | {each('final_rule_acc', '{:.3f}')} "
-                     f"| {each('final_mem_ratio', '{:.3f}')} | {' / '.join(_fmt(r['tau_mem']) for r in rs)} "
-                     f"| {sum(bool(r['window_open']) for r in rs)} of {len(rs)} |")
+        peak, final = (" / ".join(f"{rule_clock(r)[k]:.3f}" for r in rs) for k in ("peak_rule_acc", "final_rule_acc"))
+        mem, tau_mem = " / ".join(f"{r['final_mem_ratio']:.3f}" for r in rs), " / ".join(_fmt(r["tau_mem"]) for r in rs)
+        lines.append(f"| {v} | {len(rs)} | {peak} | {final} | {mem} | {tau_mem} "
+                     f"| {sum(bool(rule_clock(r)['window_open']) for r in rs)} of {len(rs)} |")
     return lines
 
 
@@ -173,13 +185,21 @@ def markdown(rows, skipped, args):
              f"{steps} training steps (batch {args.batch_size}, {args.views} views per image), {args.n_checkpoints} "
              f"log-spaced checkpoints, clocks from {args.n_samples} samples each (docs/definitions.md: rule accuracy "
              "0.9 for τ_rule, copies 0.1 for τ_mem, 95% bootstrap CIs). The switches: docs/remedies.md.", "",
-             "| variant | seed | parameters | τ_rule [95% CI] | τ_mem [95% CI] | window (log10 width) | peak rule_acc |",
-             "|---|---:|---:|---|---|---|---:|"]
+             "| variant | seed | parameters | steps | views | τ_rule [95% CI] | τ_mem [95% CI] | window (log10 width) "
+             "| peak rule_acc |", "|---|---:|---:|---:|---:|---|---|---|---:|"]
     for r in rows:
-        rule = _fmt(r["tau_rule"], r["tau_rule_ci"]) + _extrapolated(r.get("tau_rule_extrapolated"), r)
-        width = f"{r['window_log10_width']:.2f}" if r["window_open"] else "closed"
-        lines.append(f"| {r['variant']} | {r['seed']} | {r['params']:,} | {rule} | {_fmt(r['tau_mem'], r['tau_mem_ci'])} "
-                     f"| {width} | {r['peak_rule_acc']:.3f} |")
+        c, mark = rule_clock(r), " †" if "beyond" in r else ""
+        rule = _fmt(c["tau_rule"], c["tau_rule_ci"]) + _extrapolated(c.get("tau_rule_extrapolated"), r)
+        width = f"{c['window_log10_width']:.2f}" if c["window_open"] else "closed"
+        lines.append(f"| {r['variant']} | {r['seed']} | {r['params']:,} | {r['curve']['step'][-1]} | {r['views']} "
+                     f"| {rule}{mark} | {_fmt(r['tau_mem'], r['tau_mem_ci'])} | {width}{mark} "
+                     f"| {c['peak_rule_acc']:.3f}{mark} |")
+    if any("beyond" in r for r in rows):
+        lines += ["", "views: passes over each image of the run's own training set (a curriculum's first phase "
+                  "draws other images). † curriculum runs: the rule clock beyond the curriculum's images (last "
+                  "section); rule accuracy alone reads " + ", ".join(
+                      f"{r['run']} τ_rule {_fmt(r['tau_rule'], r['tau_rule_ci'])} (peak {r['peak_rule_acc']:.3f})"
+                      for r in rows if "beyond" in r) + "."]
     lines += [f"\n{v}: left out — {why}" for v, why in skipped.items()]
     lines += ["", "## By variant (seeds in the order of the table above)", ""] + by_variant(rows)
     lines += beyond_lines(rows)
@@ -210,7 +230,7 @@ def beyond_lines(rows):
 def figure(rows, path):
     fig = new_figure((11, 4.2))
     ax1, ax2 = fig.subplots(1, 2)
-    colours = dict(zip(VARIANTS, ("black", "tab:blue", "tab:orange", "tab:green", "tab:red")))
+    colours = dict(zip(VARIANTS, ("black", "tab:blue", "tab:orange", "tab:green", "tab:red", "tab:gray")))
     for r in rows:
         c, ls = r["curve"], "-" if r["seed"] == rows[0]["seed"] else "--"
         x = np.asarray(c["step"]) + 1
