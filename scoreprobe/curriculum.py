@@ -1,12 +1,14 @@
-"""The curriculum over G: finer parity groups that tile the rule's groups, and their training images.
+"""The curriculum over G: pieces that tile the rule's parity groups, their training images, and
+the rule clock of a curriculum run.
 
 `--curriculum G0:G:STEPS` trains on images valid under *finer* groups until step STEPS. Each of the
-rule's groups of G pixels (its own layout and seed) is cut into consecutive chunks of G0 pixels; when
-G0 does not divide G the last chunk is shorter (G = 3 from G0 = 2: a pair and a single pixel). Every
-chunk has even parity, so every group has too: a curriculum image is valid under the rule, and the
-rule is a coarsening of the curriculum's. A chunk of one pixel has even parity only when that pixel is
+rule's groups of G pixels (its own layout and seed) is cut into consecutive pieces of G0 pixels; when
+G0 does not divide G the last piece is shorter (G = 3 from G0 = 2: a pair and a single pixel). Every
+piece has even parity, so every group has too: a curriculum image is valid under the rule, and the
+rule is a coarsening of the curriculum's. A piece of one pixel has even parity only when that pixel is
 0, so with a remainder of 1 those pixels are 0 throughout the first phase (documented in
-docs/remedies.md). The held-out set and every clock use the rule itself.
+docs/remedies.md). The held-out set and every clock use the rule itself; `beyond_pieces` reads the
+rule clock of samples that leave the curriculum's narrower set.
 """
 import numpy as np
 
@@ -16,19 +18,19 @@ MAX_ROUNDS = 50
 
 
 def fine_groups(rule, g_start):
-    """The curriculum's chunks: each row of rule.groups (n_groups, G) cut into consecutive pieces of
+    """The curriculum's pieces: each row of rule.groups (n_groups, G) cut into consecutive pieces of
     g_start pixels, the last one shorter when g_start does not divide G. list of int64 arrays."""
     return [grp[i:i + g_start] for grp in rule.groups for i in range(0, rule.G, g_start)]
 
 
 def fine_valid(chunks, bits):
-    """bits (N, D) uint8 -> bool (N,): every chunk has an even number of ones."""
+    """bits (N, D) uint8 -> bool (N,): every piece in `chunks` has an even number of ones."""
     return np.all([bits[:, c].sum(axis=1) % 2 == 0 for c in chunks], axis=0)
 
 
 def sample_fine(chunks, n_bits, n, rng):
-    """(n, n_bits) uint8, uniform over images whose chunks all have even parity: free bits are fair
-    coins and the last bit of each chunk fixes its parity (a one-pixel chunk is 0)."""
+    """(n, n_bits) uint8, uniform over images whose pieces (`chunks`) all have even parity: free bits
+    are fair coins and the last bit of each piece fixes its parity (a one-pixel piece is 0)."""
     bits = (rng.random((n, n_bits)) < 0.5).astype(np.uint8)
     for c in chunks:
         bits[:, c[-1]] = bits[:, c[:-1]].sum(axis=1) % 2
@@ -73,10 +75,10 @@ def beyond_pieces(ds, rule, g_start):
         raise ConfigError("beyond_pieces needs the samples: measure with clocks(..., keep_bits=True)")
     bits = np.asarray(ds["bits"].values, dtype=np.uint8)                           # (S, n, D)
     piece = fine_valid(fine_groups(rule, g_start), bits.reshape(-1, bits.shape[-1])).reshape(bits.shape[:2])
-    state = np.asarray(ds["state"].values)
+    state = np.asarray(ds["state"].values)                                         # (S, n)
     new = np.isin(state, [STATE_CODES["valid_novel"], STATE_CODES["valid_heldout"]])
+    valid = (new & ~piece) | (state == STATE_CODES["valid_memorized"])             # copies stay valid
     state = np.where(new & piece, STATE_CODES["rule_violating"], state).astype(state.dtype)
-    valid = np.isin(state, [STATE_CODES["valid_novel"], STATE_CODES["valid_heldout"], STATE_CODES["valid_memorized"]])
     dims = ds["state"].dims
     return ds.assign(state=(dims, state, ds["state"].attrs),
                      rule_acc=(dims[:1], valid.mean(axis=1), {"long_name": "rule accuracy beyond the pieces"}),

@@ -272,6 +272,9 @@ def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, s
     from scoreprobe.slices import classify
 
     (m, d), k = points.shape, stack_size(D)
+    split_, item = _split_of(points, dataset)
+    own_train = np.repeat(np.where(split_ == "train", item, -1), n_noise)                   # (M*R,)
+    own = np.repeat((np.asarray(points) > 0).astype(np.uint8), n_noise, axis=0)             # (M*R, D)
     x = torch.as_tensor(np.repeat(points, n_noise, axis=0), dtype=dtype, device=device)   # (M*R, D), R restarts
     eps = randn_per_sample(seed, torch.arange(m * n_noise), d, dtype=dtype, device=device)  # (M*R, D)
     res = [{name: np.empty((len(sigmas), m)) for name in RETENTION_VARS} for _ in range(k)]
@@ -281,7 +284,7 @@ def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, s
             warnings.simplefilter("ignore", NonFiniteWarning)
             ends = _endpoints(D, replicate(x + float(s) * eps, k), s, n_steps, solver, chunk_rows(chunk_size, k))
         for j, xe in enumerate(split(ends, k)):                                             # (M*R, D) per model
-            hits = _restart_hits(classify(xe, dataset, rule), points, n_noise, dataset)
+            hits = _restart_hits(classify(xe, dataset, rule), own, own_train)
             n_bad += hits.pop("invalid")
             for name, hit in hits.items():
                 res[j][name][i] = hit.reshape(m, n_noise).mean(axis=1)
@@ -290,13 +293,10 @@ def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, s
     return res if k > 1 else res[0]
 
 
-def _restart_hits(c, points, n_noise, dataset):
+def _restart_hits(c, own, own_train):
     """{retained, captured, valid: bool (M*R,)} and the count of invalid endpoints, from classify() of
-    the restarts of points (M, D), n_noise restarts each, in that order."""
+    M*R restarts whose own item is own (M*R, D) bits, own_train its training index (-1: none)."""
     from scoreprobe.data import STATE_CODES
-    split, item = _split_of(points, dataset)
-    own_train = np.repeat(np.where(split == "train", item, -1), n_noise)                    # (M*R,)
-    own = np.repeat((np.asarray(points) > 0).astype(np.uint8), n_noise, axis=0)             # (M*R, D)
     valid_codes = [STATE_CODES[k] for k in ("valid_novel", "valid_heldout", "valid_memorized")]
     return {"retained": (c["state"] != STATE_CODES["invalid"]) & (c["bits"] == own).all(axis=1),
             "captured": (c["state"] == STATE_CODES["valid_memorized"]) & (c["train_index"] != own_train),
@@ -349,7 +349,7 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
         split_, item = _split_of(points, dataset)
     split_ = np.asarray(split if split is not None else split_, dtype=str)
     config = {"probe": "retention", "definitions": DEFINITIONS_VERSION, "sigmas": sigmas.tolist(),
-              "n_noise": int(n_noise), "seed": int(seed), "noise": NOISE if n_noise else None,
+              "n_noise": int(n_noise), "seed": int(seed), "noise": NOISE,
               "n_steps": int(n_steps), "solver": solver, "dtype": str(dtype).replace("torch.", ""),
               "points": ["".join("1" if x > 0 else "0" for x in p) for p in points], "rule": rule.spec()}
 
@@ -361,9 +361,9 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
     def probe(D):   # a StackedDenoiser of K checkpoints gives K Datasets
         r = retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, solver,
                              chunk_size, dtype, device)
-        out = [xr.Dataset({k: (("sigma", "sample"), rk[k], {"units": "1", "long_name": RETENTION_VARS[k]})
-                           for k in rk}, coords=coords) for rk in (r if isinstance(r, list) else [r])]
-        return out if len(out) > 1 else out[0]
+        parts = [xr.Dataset({k: (("sigma", "sample"), rk[k], {"units": "1", "long_name": RETENTION_VARS[k]})
+                             for k in rk}, coords=coords) for rk in (r if isinstance(r, list) else [r])]
+        return parts if len(parts) > 1 else parts[0]
     probe.stackable = True
 
     probe, config = with_autocast(probe, config, autocast, device)

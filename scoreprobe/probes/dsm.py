@@ -303,12 +303,12 @@ def dsm_by_sigma(D_or_series, sigmas=None, n_noise=8, n_train=None, n_heldout=No
               "source": source_identity(D_or_series)}
 
     def probe(D):   # a StackedDenoiser of K checkpoints gives K Datasets
-        out = _dsm_step(D, bits=bits, split=split, position=pos, device=device, sigma_data=sigma_data,
-                        progress=progress, **kw)
-        out = [ds.assign_coords(coords).assign_attrs(
+        parts = _dsm_step(D, bits=bits, split=split, position=pos, device=device, sigma_data=sigma_data,
+                          progress=progress, **kw)
+        parts = [ds.assign_coords(coords).assign_attrs(
             title="DSM loss by noise level, train vs held-out", scoreprobe_config=json.dumps(config, sort_keys=True))
-            for ds in (out if isinstance(out, list) else [out])]
-        return out if len(out) > 1 else out[0]
+            for ds in (parts if isinstance(parts, list) else [parts])]
+        return parts if len(parts) > 1 else parts[0]
     probe.stackable = True
 
     sweep_device = "cpu" if device is None else str(resolve_device(device))
