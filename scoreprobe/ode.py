@@ -98,7 +98,8 @@ def fitting_rows(free_bytes, bytes_per_row, n_rows, share=0.25, least=256, multi
 
 def auto_chunk_rows(D, x0, sigma, probe_rows=256):
     """chunk_size="auto": off CUDA AUTO_CPU_ROWS; on CUDA the rows that a quarter of the free memory
-    holds, from the peak memory of one forward of D on `probe_rows` rows of x0 (None: all fit)."""
+    holds, from the peak memory of one forward of D on `probe_rows` rows of x0 (None: all fit). On
+    CUDA it resets the device's peak-memory statistics (torch.cuda.reset_peak_memory_stats)."""
     k = int(getattr(D, "k", 1))                          # a StackedDenoiser's rows come in groups of K
     if x0.device.type != "cuda":
         return max(k, AUTO_CPU_ROWS // k * k)
