@@ -122,7 +122,7 @@ def run_one(args, variant, seed):
     if not np.isfinite(row["tau_rule"]):
         row["tau_rule_extrapolated"] = extrapolate_tau(ds)
     row["switch"] = plan[1] if plan else None
-    row["views"] = round((cfg.total_steps - (plan[1] if plan else 0)) * cfg.batch_size / cfg.n_train)
+    row["views"] = round((cfg.total_steps - (row["switch"] or 0)) * cfg.batch_size / cfg.n_train)
     if plan is not None:
         row["beyond"] = beyond_row(ds, cfg, plan[0])
     logger.info("%s: τ_rule=%s τ_mem=%s", name, row["tau_rule"], row["tau_mem"])

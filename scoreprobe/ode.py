@@ -100,7 +100,8 @@ def auto_chunk_rows(D, x0, sigma, probe_rows=256):
     """chunk_size="auto": off CUDA AUTO_CPU_ROWS; on CUDA the rows that a quarter of the free memory
     holds, from the peak memory of one forward of D on `probe_rows` rows of x0 (None: all fit). On
     CUDA it resets the device's peak-memory statistics (torch.cuda.reset_peak_memory_stats)."""
-    k = int(getattr(D, "k", 1))                          # a StackedDenoiser's rows come in groups of K
+    from scoreprobe.models.stack import stack_size
+    k = stack_size(D)                                    # a StackedDenoiser's rows come in groups of K
     if x0.device.type != "cuda":
         return max(k, AUTO_CPU_ROWS // k * k)
     dev, probe = x0.device, x0[:max(k, probe_rows // k * k)]
