@@ -21,6 +21,7 @@ overhead ≤ 1.1.
     python bench/bench_basins.py --res 64 --device cuda
     python bench/bench_basins.py --compile            # also through torch.compile (≈ 40 s to compile)
     python bench/bench_basins.py --device cuda --arch 6,128 --res 256 --bf16 --peak-tflops 67   # MFU on an H200
+    python bench/bench_basins.py --table --res 24     # the engine table (bench_engine_table.py), ≈ 15 min idle
 """
 import argparse
 import time
@@ -93,7 +94,7 @@ def overhead(D, x0, sigma_start, n_steps, repeat):
     with torch.no_grad():
         D(x0, s)   # warm-up
         t_fwd, _ = _timed(lambda: D(x0, s), repeat=max(3, repeat))
-    t_int, _ = _timed(lambda: integrate(D, x0, sigma_start, n_steps=n_steps), repeat=repeat)
+    t_int, _ = _timed(lambda: integrate(D, x0, sigma_start, n_steps=n_steps, solver="heun"), repeat=repeat)
     return t_int / (nfe * t_fwd), t_int, t_fwd
 
 
@@ -150,7 +151,13 @@ def main(argv=None):
                     help="a randomly initialised DiT of this size instead of the shipped checkpoint (speed only)")
     ap.add_argument("--peak-tflops", type=float, default=None,
                     help="the device's peak for the model-FLOP utilization (e.g. 67 for H200 fp32, 989 for bf16)")
+    ap.add_argument("--table", action="store_true",
+                    help="the engine table (issue #23): every method against Heun 256 at --table-steps and the oracles")
+    ap.add_argument("--table-steps", default="896,1950,11214,36000", help="checkpoints of the --table")
     args = ap.parse_args(argv)
+    if args.table:
+        from bench_engine_table import engine_table
+        return engine_table(args)
     device = torch.device(args.device)
     series = sp.load_series()
     D = series.denoiser(series.steps[-1], device=device) if args.arch is None else _random_dit(args.arch, device)
@@ -160,7 +167,8 @@ def main(argv=None):
     x0 = torch.as_tensor(pts, dtype=torch.float32, device=device)               # (P, D)
     P, s0 = len(x0), args.sigma_start
 
-    t_ours, m = _timed(lambda: basin_map(D, plane, [s0], args.res, args.n_steps, ds, rule, device=device),
+    t_ours, m = _timed(lambda: basin_map(D, plane, [s0], args.res, args.n_steps, ds, rule, solver="heun",
+                                          device=device),
                        repeat=args.repeat)
     ours = m["state"].reshape(-1)                                               # (P,)
     pick = np.unique(np.linspace(0, P - 1, min(args.ivp_points, P)).round().astype(int))
@@ -174,14 +182,15 @@ def main(argv=None):
                      None, P))
     if args.compile:   # the same network through torch.compile (inductor): compile time reported apart
         t_c, C = _timed(lambda: _compiled(D, x0, s0))
-        t_cmp, mc = _timed(lambda: basin_map(C, plane, [s0], args.res, args.n_steps, ds, rule, device=device),
+        t_cmp, mc = _timed(lambda: basin_map(C, plane, [s0], args.res, args.n_steps, ds, rule, solver="heun",
+                                                 device=device),
                            repeat=args.repeat)
         rows.append((f"scoreprobe, torch.compile ({t_c:.0f} s to compile)", t_cmp / P,
                      float((mc["state"].reshape(-1) == ours).mean()), (2 * args.n_steps - 1) * P, P))
     if args.bf16:   # the same map under bfloat16 autocast: speed and agreement with float32
         def bf16_map():
             with torch.autocast(device.type, dtype=torch.bfloat16):
-                return basin_map(D, plane, [s0], args.res, args.n_steps, ds, rule, device=device)
+                return basin_map(D, plane, [s0], args.res, args.n_steps, ds, rule, solver="heun", device=device)
         t_bf, mb = _timed(bf16_map, repeat=args.repeat)
         rows.append(("scoreprobe, bf16 autocast", t_bf / P, float((mb["state"].reshape(-1) == ours).mean()),
                      (2 * args.n_steps - 1) * P, P))

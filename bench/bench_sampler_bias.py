@@ -12,6 +12,11 @@ points whose endpoint state changes between n and 4n steps.
 
 Prints a table per candidate and a last line with the pooled biases; the numbers are quoted in
 docs/definitions.md ("Sampler") and checkpoints/README.md.
+
+`--vs-heun N` instead compares each of `--solvers` (the adaptive engine at its default tolerances,
+"adaptive", and fixed Heun grids, "heun32") with one reference of N Heun steps, on the same starts:
+
+  python bench/bench_sampler_bias.py --vs-heun 256 --solvers adaptive,heun32 --steps 2368,4243,7602,11214
 """
 import argparse
 import time
@@ -35,6 +40,8 @@ def parse_args(argv=None):
     p.add_argument("--res", type=int, default=24, help="basins grid (the CLI default)")
     p.add_argument("--sigma-start", type=float, default=1.0)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--vs-heun", type=int, default=None, metavar="N", help="compare --solvers with N Heun steps")
+    p.add_argument("--solvers", default="adaptive,heun32", help="with --vs-heun: adaptive and/or heunK")
     return p.parse_args(argv)
 
 
@@ -45,12 +52,40 @@ def paired(a, b):
     return float(d.mean()), float(d.mean() / se) if se > 0 else 0.0
 
 
-def clock_outcomes(D, series, n, n_samples):
-    ds = clock_step(D, series.dataset, series.rule, n_samples=n_samples, seed=0, n_steps=n)
+def clock_outcomes(D, series, n, n_samples, solver="heun"):
+    ds = clock_step(D, series.dataset, series.rule, n_samples=n_samples, seed=0, n_steps=n, solver=solver)
     state = ds["state"].values
     codes = sp.data.STATE_CODES
     valid = np.isin(state, [codes["valid_novel"], codes["valid_heldout"], codes["valid_memorized"]])
     return valid, state == codes["valid_memorized"]
+
+
+def _solver(name):
+    return ("adaptive", 1) if name == "adaptive" else ("heun", int(name.removeprefix("heun")))
+
+
+def vs_reference(args, series, steps):
+    """Each of args.solvers against args.vs_heun Heun steps, paired per checkpoint and pooled."""
+    names = args.solvers.split(",")
+    print(f"## {', '.join(names)} vs {args.vs_heun} Heun steps ({args.n_samples} samples, seed 0)")
+    print(f"{'solver':>9} {'step':>6} {'rule':>7} {'rule@ref':>8} {'Δrule':>7} {'z':>5} {'mem':>6} {'mem@ref':>7} "
+          f"{'Δmem':>7} {'z':>5}")
+    out = {n: [] for n in names}
+    for step in steps:
+        D = series.denoiser(step)
+        vr, mr = clock_outcomes(D, series, args.vs_heun, args.n_samples)
+        for name in names:
+            solver, n = _solver(name)
+            va, ma = clock_outcomes(D, series, n, args.n_samples, solver)
+            (dr, zr), (dm, zm) = paired(va, vr), paired(ma, mr)
+            out[name].append((va, vr, ma, mr))
+            print(f"{name:>9} {step:>6} {va.mean():>7.3f} {vr.mean():>8.3f} {dr:>+7.3f} {zr:>5.1f} {ma.mean():>6.3f} "
+                  f"{mr.mean():>7.3f} {dm:>+7.3f} {zm:>5.1f}", flush=True)
+    for name, rows in out.items():
+        va, vr, ma, mr = (np.concatenate([r[i] for r in rows]) for i in range(4))
+        (dr, zr), (dm, zm) = paired(va, vr), paired(ma, mr)
+        print(f"pooled {name}: Δrule {dr:+.4f} (z {zr:.1f}), Δmem {dm:+.4f} (z {zm:.1f}) "
+              f"(reference − {name}); sampling noise {np.sqrt(0.09 / args.n_samples):.4f}")
 
 
 def main(argv=None):
@@ -58,6 +93,11 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     series = sp.load_series()
     steps = [int(s) for s in args.steps.split(",")]
+    if args.vs_heun:
+        t0 = time.perf_counter()
+        vs_reference(args, series, steps)
+        print(f"({time.perf_counter() - t0:.0f} s)")
+        return
     plane = plane_from_spec("auto", series.dataset, series.rule, seed=0)
     t0 = time.perf_counter()
     pooled = []
@@ -68,10 +108,11 @@ def main(argv=None):
         rows = []
         for step in steps:
             D = series.denoiser(step)
-            (va, ma), (vb, mb) = (clock_outcomes(D, series, k, args.n_samples) for k in (n, 4 * n))
+            (va, ma), (vb, mb) = (clock_outcomes(D, series, k, args.n_samples, "heun") for k in (n, 4 * n))
             dr, zr = paired(va, vb)
             dm, zm = paired(ma, mb)
-            maps = [basin_map(D, plane, [args.sigma_start], args.res, k, series.dataset, series.rule)["state"]
+            maps = [basin_map(D, plane, [args.sigma_start], args.res, k, series.dataset, series.rule,
+                              solver="heun")["state"]
                     for k in (n, 4 * n)]
             flips = float(np.mean(maps[0] != maps[1]))
             rows.append((va, vb, ma, mb, flips))

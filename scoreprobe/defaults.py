@@ -3,7 +3,15 @@
 Their meaning and how each was chosen: docs/definitions.md.
 """
 
-# Heun steps of every PF-ODE integration unless told otherwise (sample, integrate, clocks, basins,
+# The PF-ODE solver of integrate, basins and retention unless told otherwise: "adaptive" is
+# scoreprobe.engine (per-row adaptive steps and early decision, its tolerances in
+# engine.EngineSettings); "heun" / "euler" the fixed EDM grid of DEFAULT_N_STEPS steps.
+# Chosen from bench/bench_basins.py (bench/RESULTS.md; docs/definitions.md, "The adaptive engine").
+DEFAULT_SOLVER = "adaptive"
+# The solver of sample and clocks (docs/definitions.md, "Measured sampler bias").
+DEFAULT_SAMPLE_SOLVER = "adaptive"
+
+# Fixed-grid Heun steps of every PF-ODE integration unless told otherwise (sample, integrate, clocks, basins,
 # retention, the CLI); chosen from bench/bench_sampler_bias.py (docs/definitions.md, "Sampler").
 DEFAULT_N_STEPS = 32
 
@@ -12,13 +20,18 @@ DEFAULT_N_STEPS = 32
 # in docs/definitions.md). Printed next to the clocks so that nobody reads τ without it.
 SAMPLER_BIAS = {"n_steps": DEFAULT_N_STEPS, "vs_n_steps": 4 * DEFAULT_N_STEPS, "rule_acc": 0.0073, "mem_ratio": 0.0010}
 
+# The same for the adaptive engine (its default tolerances) against 256 Heun steps, measured the
+# same way (bench/bench_sampler_bias.py --vs-heun 256; docs/definitions.md). Negative: the engine
+# reads higher than the reference.
+ENGINE_SAMPLER_BIAS = {"solver": "adaptive", "vs_n_steps": 256, "rule_acc": float("nan"), "mem_ratio": float("nan")}
+
 RULE_THRESHOLD = 0.9   # τ_rule: rule_acc reaches this (and τ_novel: this × the oracle's novel_valid)
 MEM_THRESHOLD = 0.1    # τ_mem: mem_ratio reaches this
 
 # Version of the endpoint classification and clock definitions (docs/definitions.md). Stores of
 # clocks, basins and retention record it, so a store written under other definitions is refused
 # (rewrite it with --overwrite) instead of being extended with incomparable steps.
-DEFINITIONS_VERSION = 2
+DEFINITIONS_VERSION = 3   # 3: the adaptive engine is the default solver (2: 32 fixed Heun steps)
 
 # Frames of `animate_basins` / `scoreprobe basins --animate` / `scoreprobe animate`.
 ANIMATION_SIZE = (6.2, 4.4)   # inches: the basin map, its legend and a two-line title

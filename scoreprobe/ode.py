@@ -1,4 +1,8 @@
-"""Noise schedules, the batched deterministic PF-ODE integrator (EDM Heun/Euler) and the sampler.
+"""Noise schedules, the PF-ODE integrators (the adaptive engine; the fixed EDM Heun/Euler grid) and the sampler.
+
+`integrate(..., solver=)` dispatches: "adaptive" (the default) to `scoreprobe.engine` (per-row
+adaptive steps, per-row early decision, batch compaction; docs/definitions.md, "The adaptive
+engine"); "heun" and "euler" to the fixed grid below.
 
 The probability-flow ODE of a denoiser D in the EDM parameterization is
 
@@ -13,19 +17,21 @@ Noise is drawn per sample index (`scoreprobe.noise.randn_per_sample`, counter-ba
 does not depend on the batch size, the chunk size or the device it was computed on.
 """
 import logging
+import warnings
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from scoreprobe.defaults import DEFAULT_N_STEPS
-from scoreprobe.errors import ConfigError, DataError
+from scoreprobe.defaults import DEFAULT_N_STEPS, DEFAULT_SAMPLE_SOLVER, DEFAULT_SOLVER
+from scoreprobe.engine import EngineResult, EngineSettings, solve
+from scoreprobe.errors import ConfigError, DataError, ScoreprobeWarning
 from scoreprobe.limits import warn_nonfinite_rows
 from scoreprobe.noise import NOISE, randn_per_sample  # noqa: F401  (re-exported)
 
 logger = logging.getLogger(__name__)
 
-SOLVERS = ("heun", "euler")
+SOLVERS = ("adaptive", "heun", "euler")   # "adaptive": scoreprobe.engine; "heun", "euler": the fixed EDM grid
 AUTO_CPU_ROWS = 4096   # chunk_size="auto" off CUDA: rows per forward (the long-standing default)
 
 
@@ -122,45 +128,49 @@ def _chunks(n, chunk_size):
     return [slice(i, min(i + int(chunk_size), n)) for i in range(0, n, int(chunk_size))]
 
 
-@torch.no_grad()
-def integrate(D, x0, sigma_start, n_steps=DEFAULT_N_STEPS, solver="heun", chunk_size=None, callback=None,
-              progress=None, *, sigma_min=0.002, rho=7.0):
-    """Integrate the PF-ODE dx/dσ = (x - D(x, σ))/σ from σ = sigma_start down to 0.
+def resolve_solver(solver):
+    """`solver=` of integrate, sample and the probes -> (name, EngineSettings or None).
 
-    The steps are `edm_sigmas(n_steps, min(sigma_min, sigma_start), sigma_start, rho)`, i.e.
-    the EDM schedule restricted to [σ_min, σ_start], then a last (Euler) step to σ = 0.
-    Non-finite values returned by D are not an error: they propagate to the endpoints, which
-    the endpoint classification later labels `invalid`; a NonFiniteWarning gives their count.
+    "adaptive" is the engine with its default tolerances, an `engine.EngineSettings` (or a dict of
+    its fields) the engine with those; "heun" and "euler" the fixed EDM grid of n_steps."""
+    if isinstance(solver, (EngineSettings, dict)):
+        return "adaptive", EngineSettings.of(solver)
+    if not isinstance(solver, str) or solver not in SOLVERS:
+        raise ConfigError(f"unknown solver {solver!r}; use one of {SOLVERS} or an engine.EngineSettings")
+    return solver, (EngineSettings() if solver == "adaptive" else None)
 
-    Parameters
-    ----------
-    D : callable D(x (B, D), sigma (B,)) -> (B, D), a denoiser.
-    x0 : (B, D) float tensor, the starting points at noise level sigma_start (signed space).
-    sigma_start : float > 0.
-    n_steps : int >= 1, number of ODE steps (Heun uses 2·n_steps - 1 denoiser calls per row).
-    solver : "heun" or "euler".
-    chunk_size : int, None (the whole batch) or "auto" (`auto_chunk_rows`: AUTO_CPU_ROWS off CUDA, from
-        the free memory on CUDA), rows passed to D at once.
-    callback : callable or None, called as callback(i, sigma_i, x_i) for i = 0..n_steps with
-        x_i (B, D) the state at noise level sigma_i (x_0 = x0, x_n = the endpoint, sigma_n = 0).
-        x_i is not modified afterwards, so keeping a reference records the trajectory.
-    progress : None (a bar on terminals only), True or False.
-    sigma_min, rho : float, schedule parameters (keyword only).
 
-    Returns
-    -------
-    x : (B, D) tensor like x0, the endpoints at σ = 0 (not thresholded).
-    """
-    if solver not in SOLVERS:
-        raise ConfigError(f"unknown solver {solver!r}; use one of {SOLVERS}")
-    if not torch.is_tensor(x0) or x0.ndim != 2 or not x0.is_floating_point():
-        raise DataError("x0 must be a floating-point torch tensor of shape (B, D)")
-    sigma_start = float(sigma_start)
-    if not 0 < sigma_start < float("inf"):
-        raise ConfigError(f"sigma_start must be positive and finite, got {sigma_start}")
-    sigmas = edm_sigmas(n_steps, min(sigma_min, sigma_start), sigma_start, rho).tolist()
-    if chunk_size == "auto":
-        chunk_size = auto_chunk_rows(D, x0, sigmas[0])
+def solver_config(solver, n_steps):
+    """The store-config entries of an ODE setting: {solver, n_steps} on the fixed grid, {solver,
+    engine: the tolerances} for the adaptive engine (n_steps does not enter it there)."""
+    name, settings = resolve_solver(solver)
+    if int(n_steps) != n_steps or n_steps < 1:
+        raise ConfigError(f"n_steps must be a positive integer, got {n_steps!r}")
+    return {"solver": name, "n_steps": int(n_steps)} if settings is None else {"solver": name, "engine": settings.spec()}
+
+
+def finer(solver, n_steps):
+    """The convergence check's tighter setting: (solver, 2·n_steps) on the fixed grid; the engine
+    with rtol and atol / 10 and decide_tol / 2 (same n_steps, unused)."""
+    from dataclasses import replace
+    name, settings = resolve_solver(solver)
+    if settings is None:
+        return name, 2 * int(n_steps)
+    return replace(settings, rtol=settings.rtol / 10, atol=settings.atol / 10,
+                   decide_tol=settings.decide_tol / 2), int(n_steps)
+
+
+def describe_solver(solver, n_steps):
+    """One phrase for messages: "32 Heun steps" or "the adaptive engine (bs3, rtol 0.02, ...)"."""
+    name, settings = resolve_solver(solver)
+    if settings is None:
+        return f"{int(n_steps)} {'Heun' if name == 'heun' else 'Euler'} steps"
+    return (f"the adaptive engine ({settings.pair}, rtol {settings.rtol:g}, atol {settings.atol:g}, "
+            f"decide_tol {settings.decide_tol:g}, patience {settings.patience})")
+
+
+def _fixed_grid(D, x0, sigmas, solver, chunk_size, callback, progress):
+    """The fixed EDM grid: x0 (B, D) along `sigmas` (a list ending in 0) -> endpoints (B, D)."""
     rows = _chunks(x0.shape[0], chunk_size)
     x = x0
     if callback is not None:
@@ -171,8 +181,82 @@ def integrate(D, x0, sigma_start, n_steps=DEFAULT_N_STEPS, solver="heun", chunk_
         x = torch.cat([_step(D, x[r], sigma, sigma_next, solver) for r in rows])  # (B, D)
         if callback is not None:
             callback(i + 1, sigma_next, x)
-    warn_nonfinite_rows(x, "PF-ODE endpoints", "they propagate as NaN and are classified `invalid`")
     return x
+
+
+def _fixed_result(x, n_steps, solver):
+    """An engine.EngineResult for the fixed grid: every row took the same n_steps, none decided early."""
+    b = x.shape[0]
+    nfe = 2 * n_steps - 1 if solver == "heun" else n_steps
+    zeros = np.zeros(b, dtype=np.int64)
+    return EngineResult(x, np.zeros(b), np.full(b, nfe, dtype=np.int64), np.full(b, n_steps, dtype=np.int64),
+                        zeros, np.zeros(b, dtype=np.int8))
+
+
+def _warn_spent(res):
+    n = int(np.count_nonzero(res.status == 1))
+    if n:
+        warnings.warn(f"{n} of {len(res.status)} PF-ODE rows used up max_steps before σ_min: their endpoint "
+                      "is D(x, σ) where they stopped; loosen rtol/atol or raise max_steps", ScoreprobeWarning,
+                      stacklevel=4)
+
+
+@torch.no_grad()
+def integrate(D, x0, sigma_start, n_steps=DEFAULT_N_STEPS, solver=DEFAULT_SOLVER, chunk_size=None, callback=None,
+              progress=None, *, sigma_min=0.002, rho=7.0, info=False):
+    """Integrate the PF-ODE dx/dσ = (x - D(x, σ))/σ from σ = sigma_start down to 0.
+
+    solver="adaptive" (the default) runs `scoreprobe.engine.solve`: per-row adaptive steps and
+    per-row early decision (a decided row ends on its vertex; docs/definitions.md, "The adaptive
+    engine"); n_steps is not used. solver="heun" / "euler" run the fixed grid
+    `edm_sigmas(n_steps, min(sigma_min, sigma_start), sigma_start, rho)`, i.e. the EDM schedule
+    restricted to [σ_min, σ_start], then a last (Euler) step to σ = 0.
+    Non-finite values returned by D are not an error: they propagate to the endpoints, which
+    the endpoint classification later labels `invalid`; a NonFiniteWarning gives their count.
+
+    Parameters
+    ----------
+    D : callable D(x (B, D), sigma (B,)) -> (B, D), a denoiser.
+    x0 : (B, D) float tensor, the starting points at noise level sigma_start (signed space).
+    sigma_start : float > 0.
+    n_steps : int >= 1, number of fixed-grid steps (Heun uses 2·n_steps - 1 denoiser calls per row).
+    solver : "adaptive", "heun", "euler", or an engine.EngineSettings (or dict of its fields): the
+        engine with those tolerances.
+    chunk_size : int, None (the whole batch) or "auto" (`auto_chunk_rows`: AUTO_CPU_ROWS off CUDA, from
+        the free memory on CUDA), rows passed to D at once.
+    callback : fixed grid only: callable called as callback(i, sigma_i, x_i) for i = 0..n_steps with
+        x_i (B, D) the state at noise level sigma_i (x_0 = x0, x_n = the endpoint, sigma_n = 0).
+        x_i is not modified afterwards, so keeping a reference records the trajectory.
+    progress : fixed grid only: None (a bar on terminals only), True or False.
+    sigma_min, rho : float, schedule parameters (keyword only; rho: fixed grid only).
+    info : return the engine.EngineResult (endpoints plus per-row decided σ, NFE, steps, status).
+
+    Returns
+    -------
+    x : (B, D) tensor like x0, the endpoints at σ = 0 (not thresholded); or an EngineResult.
+    """
+    name, settings = resolve_solver(solver)
+    if not torch.is_tensor(x0) or x0.ndim != 2 or not x0.is_floating_point():
+        raise DataError("x0 must be a floating-point torch tensor of shape (B, D)")
+    sigma_start = float(sigma_start)
+    if not 0 < sigma_start < float("inf"):
+        raise ConfigError(f"sigma_start must be positive and finite, got {sigma_start}")
+    sigmas = edm_sigmas(n_steps, min(sigma_min, sigma_start), sigma_start, rho).tolist()
+    if chunk_size == "auto":
+        chunk_size = auto_chunk_rows(D, x0, sigmas[0])
+    _chunks(x0.shape[0], chunk_size)                                            # checks chunk_size
+    if settings is not None:
+        if callback is not None:
+            raise ConfigError("callback= needs a fixed-grid solver (solver='heun' or 'euler'): the "
+                              "adaptive engine's rows have no shared steps")
+        from scoreprobe.models.stack import stack_size
+        res = solve(D, x0, sigma_start, settings, sigma_min=min(sigma_min, sigma_start),
+                    chunk_size=chunk_size, k=stack_size(D))
+        _warn_spent(res)
+    else:
+        res = _fixed_result(_fixed_grid(D, x0, sigmas, name, chunk_size, callback, progress), int(n_steps), name)
+    warn_nonfinite_rows(res.x, "PF-ODE endpoints", "they propagate as NaN and are classified `invalid`")
+    return res if info else res.x
 
 
 def _infer_dim(D, dim):
@@ -209,7 +293,7 @@ def resolve_device(device=None, D=None):
 
 
 def sample(D, n, seed, n_steps=DEFAULT_N_STEPS, sigma_max=80.0, chunk_size=None, device=None,
-           dtype=torch.float32, *, dim=None, solver="heun", sigma_min=0.002, rho=7.0,
+           dtype=torch.float32, *, dim=None, solver=DEFAULT_SAMPLE_SOLVER, sigma_min=0.002, rho=7.0,
            callback=None, progress=None):
     """Draw n samples by integrating the PF-ODE from σ_max·ε, ε ~ N(0, I) per sample index.
 

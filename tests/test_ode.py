@@ -88,7 +88,8 @@ def test_heun_matches_solve_ivp(which):
     for sigma_start in (2.0, 80.0):
         x0 = sigma_start * randn_per_sample(11, np.arange(4), 36, dtype=F64)   # (4, 36)
         states = {}
-        out = integrate(D, x0, sigma_start, n_steps=256, callback=lambda i, s, x: states.update({i: (s, x)}))
+        out = integrate(D, x0, sigma_start, n_steps=256, solver="heun",
+                        callback=lambda i, s, x: states.update({i: (s, x)}))
         sigma_min, x_min = states[255]
         assert sigma_min == 0.002
         ref = reference_path(D, x0.numpy(), sigma_start, sigma_min)            # (4, 36)
@@ -101,7 +102,7 @@ def test_callback_sees_every_step_and_euler():
     D = RuleDenoiser(Parity(2))
     x0 = 1.5 * randn_per_sample(0, np.arange(5), 36, dtype=F64)
     seen = []
-    out = integrate(D, x0, 1.5, n_steps=6, callback=lambda i, s, x: seen.append((i, s, x)))
+    out = integrate(D, x0, 1.5, n_steps=6, solver="heun", callback=lambda i, s, x: seen.append((i, s, x)))
     assert [i for i, _, _ in seen] == list(range(7))
     np.testing.assert_allclose([s for _, s, _ in seen], edm_sigmas(6, 0.002, 1.5).numpy())
     assert torch.equal(seen[0][2], x0) and torch.equal(seen[-1][2], out)
@@ -194,10 +195,14 @@ def test_auto_chunks_on_cpu_are_the_old_default():
     assert auto_chunk_rows(D, x0, 1.0) == AUTO_CPU_ROWS
     calls = []
     counted = lambda x, s: calls.append(len(x)) or D(x, s)           # noqa: E731
-    a = integrate(counted, x0, 1.0, n_steps=2, chunk_size="auto")
+    a = integrate(counted, x0, 1.0, n_steps=2, solver="heun", chunk_size="auto")
     rest = 9000 - 2 * AUTO_CPU_ROWS
     assert calls[:6] == [AUTO_CPU_ROWS] * 4 + [rest] * 2                 # Heun: two calls per chunk
-    assert torch.equal(a, integrate(D, x0, 1.0, n_steps=2, chunk_size=AUTO_CPU_ROWS))
+    assert torch.equal(a, integrate(D, x0, 1.0, n_steps=2, solver="heun", chunk_size=AUTO_CPU_ROWS))
+    calls.clear()                                                        # the engine: running rows, chunked
+    b = integrate(counted, x0, 1.0, chunk_size="auto")
+    assert calls[:3] == [AUTO_CPU_ROWS, AUTO_CPU_ROWS, rest] and max(calls) == AUTO_CPU_ROWS
+    assert min(calls) < rest and torch.equal(b, integrate(D, x0, 1.0))  # rows left the batch
 
 
 @pytest.mark.gpu
@@ -209,6 +214,6 @@ def test_auto_chunks_on_cuda_come_from_free_memory():
     x0 = randn_per_sample(0, np.arange(1 << 16), 36, device="cuda")
     rows = auto_chunk_rows(D, x0, 1.0)
     assert rows is None or rows >= 256
-    a = integrate(D, x0, 1.0, n_steps=4, chunk_size="auto")
-    b = integrate(D, x0, 1.0, n_steps=4, chunk_size=4096)
+    a = integrate(D, x0, 1.0, chunk_size="auto")
+    b = integrate(D, x0, 1.0, chunk_size=4096)
     assert ((a > 0) == (b > 0)).all(dim=1).float().mean() >= 0.999

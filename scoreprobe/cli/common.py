@@ -234,3 +234,24 @@ def models_per_pass_option():
     return click.option("--models-per-pass", default="1", callback=parse, metavar="K|auto",
                         help="Checkpoints evaluated together as one stacked network (faster on a GPU; auto: "
                              "from free GPU memory, 1 on CPU). Results do not depend on it.")
+
+
+def solver_options(fn):
+    """--solver and --tol of the commands that integrate the PF-ODE (basins, clocks)."""
+    from scoreprobe.defaults import DEFAULT_SOLVER
+    fn = click.option("--tol", type=click.FloatRange(min=0, min_open=True), default=None,
+                      help="rtol = atol of the adaptive engine (default: engine.EngineSettings, "
+                           "docs/definitions.md 'The adaptive engine').")(fn)
+    return click.option("--solver", type=click.Choice(["adaptive", "heun", "euler"]), default=DEFAULT_SOLVER,
+                        help="adaptive: per-row adaptive steps and early decision (the default); heun / euler: "
+                             "the fixed EDM grid of --n-steps.")(fn)
+
+
+def solver_of(solver, tol):
+    """--solver/--tol -> the solver= of the probes ("heun", "euler", or engine settings)."""
+    if tol is None:
+        return solver
+    if solver != "adaptive":
+        raise click.BadParameter("--tol applies to --solver adaptive only", param_hint="--tol")
+    from scoreprobe.engine import EngineSettings
+    return EngineSettings(rtol=tol, atol=tol)

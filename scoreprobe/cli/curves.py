@@ -4,7 +4,8 @@ import click
 from scoreprobe.cli import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.cli.common import (SEED, autocast_option, check_writable, choose_steps, models_per_pass_option,
-                                   on_scheduler, parse_steps, save_figure, scheduler_of, steps_in_store, store_line,
+                                   on_scheduler, parse_steps, save_figure, scheduler_of, solver_of, solver_options,
+                                   steps_in_store, store_line,
                                    sweep_options)
 from scoreprobe.cli.source import source_options
 
@@ -37,10 +38,16 @@ def _fmt_ci(a, key):
     return f" [{round(100 * a['ci'])}% CI {lo} – {hi}]"
 
 
-def _sampler_bias(n_steps):
-    from scoreprobe.defaults import SAMPLER_BIAS as b
-    if n_steps != b["n_steps"]:
-        return " (bias not measured for this step count; bench/bench_sampler_bias.py measures it)"
+def _sampler_bias(solver, n_steps):
+    from scoreprobe.defaults import ENGINE_SAMPLER_BIAS, SAMPLER_BIAS
+    from scoreprobe.engine import EngineSettings
+    if solver == "adaptive" or solver == EngineSettings():
+        b = ENGINE_SAMPLER_BIAS
+        return (f" (on the shipped series {b['vs_n_steps']} Heun steps give rule_acc {100 * b['rule_acc']:+.1f} and "
+                f"mem_ratio {100 * b['mem_ratio']:+.1f} points; docs/definitions.md)")
+    b = SAMPLER_BIAS
+    if solver != "heun" or n_steps != b["n_steps"]:
+        return " (bias not measured for this setting; bench/bench_sampler_bias.py measures it)"
     return (f" (on the shipped series {b['vs_n_steps']} steps give rule_acc +{100 * b['rule_acc']:.1f} and "
             f"mem_ratio +{100 * b['mem_ratio']:.1f} points; docs/definitions.md)")
 
@@ -75,18 +82,22 @@ def _clock_summary(a):
 @click.option("--n-samples", type=click.IntRange(min=1), default=1000,
               help="Samples per checkpoint (fewer are faster but make the 0.9 threshold noisy).")
 @click.option("--seed", type=SEED, default=0, help="Seed of the initial noise (the same at every step).")
-@click.option("--n-steps", type=click.IntRange(min=1), default=DEFAULT_N_STEPS, help="Heun PF-ODE steps (DiT).")
+@solver_options
+@click.option("--n-steps", type=click.IntRange(min=1), default=DEFAULT_N_STEPS,
+              help="Fixed-grid PF-ODE steps (DiT; --solver heun / euler).")
 @sweep_options("clocks.zarr", "Write the clock and state figure here.", "ODE batch rows (memory bound).")
 @models_per_pass_option()
 @autocast_option()
 @source_options
-def clocks(source, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_size, device, models_per_pass,
+def clocks(source, n_samples, seed, solver, tol, n_steps, steps, out, overwrite, plot, chunk_size, device, models_per_pass,
            autocast, scheduler, dask_local):
     """Rule accuracy and memorization at every checkpoint of SOURCES (default: the shipped
     series; or a run directory, checkpoint files, a glob or a folder of them: see --dataset, --set),
     with τ_rule, τ_mem and the innovation window."""
     from scoreprobe.probes.clocks import clocks as run_clocks
+    from scoreprobe.ode import describe_solver
     parse_steps(steps, words=("all", "auto"))   # a malformed --steps fails before anything is loaded
+    solver = solver_of(solver, tol)
     scheduler = scheduler_of(scheduler, dask_local)
     s = source()
     chosen = choose_steps(steps, s)
@@ -95,9 +106,9 @@ def clocks(source, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_
     click.echo(f"clocks of {s.path} ({s.kind}, {len(chosen)} of {len(s.steps)} checkpoints), {n_samples} samples, "
                f"seed {seed}, on {device}" + ("" if len(chosen) == len(s.steps) else "; --steps all for every one"))
     if s.kind == "dit":
-        click.echo(f"sampler: Heun PF-ODE, {n_steps} steps" + _sampler_bias(n_steps))
+        click.echo(f"sampler: PF-ODE, {describe_solver(solver, n_steps)}" + _sampler_bias(solver, n_steps))
     with on_scheduler(scheduler):
-        ds = run_clocks(s, n_samples=n_samples, seed=seed, n_steps=n_steps, device=device, steps=chosen,
+        ds = run_clocks(s, n_samples=n_samples, seed=seed, n_steps=n_steps, solver=solver, device=device, steps=chosen,
                         out=out, overwrite=overwrite, chunk_size=chunk_size, models_per_pass=models_per_pass,
                         autocast=autocast)
     for line in _clock_rows(ds):

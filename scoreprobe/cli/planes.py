@@ -5,8 +5,8 @@ from scoreprobe.cli import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.cli.common import (SEED, animation_options, autocast_option, check_frame, check_writable,
                                    choose_steps, device_option, figure_path, float_list, models_per_pass_option,
-                                   on_scheduler, save_figure, scheduler_of, scheduler_options, steps_in_store,
-                                   store_line)
+                                   on_scheduler, save_figure, scheduler_of, scheduler_options, solver_of,
+                                   solver_options, steps_in_store, store_line)
 from scoreprobe.cli.source import source_options
 
 
@@ -65,8 +65,8 @@ def _basin_table(ds):
     lines.append("the five states add up to 1 (by the endpoint's thresholded bits); off-vertex: share of "
                  "endpoints not at a vertex, a flag (docs/definitions.md)")
     if extra:
-        lines.append("chg@2N: share of the grid whose endpoint state differs with 2x --n-steps; "
-                     "item@2N: whose state or item reached differs")
+        lines.append("chg@2N: share of the grid whose endpoint state differs with the finer setting (2x --n-steps; "
+                     "the engine: tolerances tightened, ode.finer); item@2N: whose state or item reached differs")
     return lines
 
 
@@ -74,7 +74,9 @@ def _basin_table(ds):
 @click.option("--plane", "plane_spec", default="auto", help="auto, or train:I,heldout:J,violating:K.")
 @click.option("--sigma-start", multiple=True, default=("1.0",), help="Starting noise level(s); repeat or comma-separate.")
 @click.option("--res", type=click.IntRange(min=2), default=24, help="Grid points per axis.")
-@click.option("--n-steps", type=click.IntRange(min=1), default=DEFAULT_N_STEPS, help="Heun PF-ODE steps from sigma_start to 0.")
+@solver_options
+@click.option("--n-steps", type=click.IntRange(min=1), default=DEFAULT_N_STEPS,
+              help="Fixed-grid steps from sigma_start to 0 (--solver heun / euler).")
 @click.option("--steps", default="auto", help="Checkpoints: auto (about 8), all, or S1,S2,...")
 @click.option("--seed", type=SEED, default=0, help="Seed of the automatic plane choice.")
 @click.option("--out", type=click.Path(), default="basins.zarr", help="Zarr store (resumable; reruns reuse it).")
@@ -84,22 +86,24 @@ def _basin_table(ds):
 @click.option("--no-animate", is_flag=True, help="Skip the animation.")
 @animation_options
 @click.option("--check-convergence", is_flag=True,
-              help="Integrate every grid again with 2x --n-steps and report, per step and sigma_start, the "
+              help="Integrate every grid again with the finer setting (2x --n-steps on the fixed grid, the "
+                   "engine's tolerances tightened) and report, per step and sigma_start, the "
                    "share of grid points whose endpoint label changes (columns chg@2N, item@2N; stored as "
                    "label_change_fraction[_item]); warns when the state changes on more than 1% of a grid. "
-                   "The extra 2N-step run costs about twice the map itself (about 3x the time in all). A store "
+                   "The extra run costs about twice the map itself (about 3x the time in all). A store "
                    "written with it is a different analysis from one without.")
 @device_option()
 @models_per_pass_option()
 @autocast_option()
 @scheduler_options
 @source_options
-def basins(source, plane_spec, sigma_start, res, n_steps, steps, seed, out, overwrite, animate_path, no_animate,
+def basins(source, plane_spec, sigma_start, res, solver, tol, n_steps, steps, seed, out, overwrite, animate_path, no_animate,
            dpi, frame_size, check_convergence, device, models_per_pass, autocast, scheduler, dask_local):
     """Basin maps of the PF-ODE on a plane through a training item, a nearby held-out item and a
     rule-violating vertex, at the checkpoints of SOURCES (default: the shipped
     series; or a run directory, checkpoint files, a glob or a folder of them: see --dataset, --set)."""
     import time
+    from scoreprobe.ode import describe_solver, finer
     from scoreprobe.probes.basins import basins as run_basins
     from scoreprobe.viz import animate_basins
     t0 = time.perf_counter()
@@ -109,13 +113,15 @@ def basins(source, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
         raise click.BadParameter(f"use a .gif or .mp4 file name, got {animate_path!r}", param_hint="--animate")
     check_frame(dpi, frame_size)
     sig = _sigmas(sigma_start, "--sigma-start")
+    solver = solver_of(solver, tol)
     s, plane, chosen = _plane_setup(source, plane_spec, seed, steps, {"--out": out, "--animate": animate_path})
     reused = steps_in_store(out, overwrite)
     click.echo(f"basins of {s.path}: {len(chosen)} of {len(s.steps)} checkpoints, plane {', '.join(plane.labels)}, "
-               f"{res}x{res} grid, sigma_start {sig}, {n_steps} Heun steps"
-               f"{f' (and {2 * n_steps} to check convergence)' if check_convergence else ''}, on {device}")
+               f"{res}x{res} grid, sigma_start {sig}, {describe_solver(solver, n_steps)}"
+               f"{f' (and {describe_solver(*finer(solver, n_steps))} to check convergence)' if check_convergence else ''}"
+               f", on {device}")
     with on_scheduler(scheduler):
-        ds = run_basins(s, plane, sigma_start=sig, res=res, n_steps=n_steps, steps=chosen, out=out or None,
+        ds = run_basins(s, plane, sigma_start=sig, res=res, n_steps=n_steps, solver=solver, steps=chosen, out=out or None,
                         device=device, check_convergence=check_convergence, overwrite=overwrite,
                         models_per_pass=models_per_pass, autocast=autocast)
     for line in _basin_table(ds):

@@ -20,7 +20,7 @@ from scoreprobe.errors import ConfigError, NonFiniteWarning, ScoreprobeWarning
 from scoreprobe.limits import warn_nonfinite
 from scoreprobe.noise import NOISE
 from scoreprobe.precision import with_autocast
-from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION
+from scoreprobe.defaults import DEFAULT_N_STEPS, DEFAULT_SOLVER, DEFINITIONS_VERSION
 from scoreprobe.data import state_flag_attrs
 from scoreprobe.probes.field import as_sigma_list, plane_coords
 from scoreprobe.sweep import dataset_and_rule, run_probe
@@ -32,15 +32,16 @@ LABEL_CHANGE_TOL = 0.01   # check_convergence warns when more than this share of
 
 @torch.no_grad()
 def _endpoints(D, x0, sigma, n_steps, solver, chunk_size):
+    """engine.EngineResult of the PF-ODE from x0 (B, D) at sigma."""
     from scoreprobe.ode import integrate
-    return integrate(D, x0, float(sigma), n_steps=n_steps, solver=solver, chunk_size=chunk_size)
+    return integrate(D, x0, float(sigma), n_steps=n_steps, solver=solver, chunk_size=chunk_size, info=True)
 
 
 # ---------------------------------------------------------------------------------------------
 # Basin maps on a plane
 # ---------------------------------------------------------------------------------------------
 
-def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, solver="heun",
+def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, solver=DEFAULT_SOLVER,
               chunk_size="auto", dtype=torch.float32, device="cpu"):
     """Endpoints of the PF-ODE from every grid point of `plane`, for one denoiser.
 
@@ -50,7 +51,9 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
     Returns
     -------
     dict name -> numpy array (S, res, res) over (sigma_start, v, u): state (int8), index,
-    train_index, heldout_index, nearest_train_hamming (int64), anchor (int8), off_vertex (bool).
+    train_index, heldout_index, nearest_train_hamming (int64), anchor (int8), off_vertex (bool),
+    decided_sigma (float64: σ where the engine decided the point, 0 when integrated to the end),
+    nfe (int64: denoiser evaluations of the point).
     """
     from scoreprobe.models.stack import chunk_rows, counted, replicate, split, stack_size
     from scoreprobe.slices import classify
@@ -59,16 +62,19 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
     points, _, _ = plane.grid(res, margin)
     x0 = replicate(torch.as_tensor(points, dtype=dtype, device=device), k)   # (P*K, D)
     keys = ("state", "index", "train_index", "heldout_index", "nearest_train_hamming", "anchor", "off_vertex")
-    out, n_bad = [{key: [] for key in keys} for _ in range(k)], 0
+    out, n_bad = [{key: [] for key in keys + ("decided_sigma", "nfe")} for _ in range(k)], 0
     for s in sigma_starts:
         with warnings.catch_warnings():   # non-finite endpoints: counted over all σ_start, warned once below
             warnings.simplefilter("ignore", NonFiniteWarning)
-            x_end = _endpoints(D, x0, s, n_steps, solver, chunk_rows(chunk_size, k))   # (P*K, D)
-        n_bad += int((~torch.isfinite(x_end)).any(dim=1).sum())
-        for i, xe in enumerate(split(x_end, k)):                              # (P, D) per model
+            r = _endpoints(D, x0, s, n_steps, solver, chunk_rows(chunk_size, k))   # (P*K, D)
+        n_bad += int((~torch.isfinite(r.x)).any(dim=1).sum())
+        per_row = {"decided_sigma": r.decided_sigma.reshape(-1, k), "nfe": r.nfe.reshape(-1, k)}   # (P, K)
+        for i, xe in enumerate(split(r.x, k)):                                # (P, D) per model
             c = classify(xe, dataset, rule, anchors=plane.anchors)
             for key in keys:
                 out[i][key].append(c[key].reshape(res, res))
+            for key, v in per_row.items():
+                out[i][key].append(v[:, i].reshape(res, res))
     warn_nonfinite(n_bad, len(sigma_starts) * len(x0), "PF-ODE endpoints "
                    + counted("sigma_starts x grid points", k), "they are classified `invalid`")
     maps = [{key: np.stack(v) for key, v in m.items()} for m in out]
@@ -98,16 +104,17 @@ def label_change(a, b):
 
 
 def _convergence_vars(change, n_steps, solver):
-    """Data variables of the step-count check: (S,) fractions -> {name: (dims, values, attrs)}."""
-    steps = f"n_steps and 2·n_steps {'Heun' if solver == 'heun' else solver} steps"
-    comment = f"n_steps = {int(n_steps)}; the grid is integrated again with {2 * int(n_steps)} steps"
+    """Data variables of the convergence check: (S,) fractions -> {name: (dims, values, attrs)}."""
+    from scoreprobe.ode import describe_solver, finer
+    steps = "the solver and its finer setting (ode.finer)"
+    comment = f"{describe_solver(solver, n_steps)}; the grid is integrated again with {describe_solver(*finer(solver, n_steps))}"
     what = {"state": "endpoint state", "item": "endpoint state or endpoint item (endpoint_index)"}
     return {name: (("sigma_start",), change[k], {"units": "1", "comment": comment, "long_name":
                    f"fraction of grid points whose {what[k]} differs between {steps}"})
             for name, k in (("label_change_fraction", "state"), ("label_change_fraction_item", "item"))}
 
 
-def _warn_unconverged(ds, n_steps, tol=LABEL_CHANGE_TOL):
+def _warn_unconverged(ds, n_steps, solver, tol=LABEL_CHANGE_TOL):
     """ScoreprobeWarning when label_change_fraction ([step,] sigma_start) exceeds `tol` anywhere."""
     frac = ds["label_change_fraction"].load()
     bad = frac.values > tol
@@ -115,10 +122,11 @@ def _warn_unconverged(ds, n_steps, tol=LABEL_CHANGE_TOL):
         return
     worst = np.unravel_index(int(np.argmax(frac.values)), frac.shape)
     at = ", ".join(f"{d} {frac[d].values[i]:g}" for d, i in zip(frac.dims, worst))
-    warnings.warn(f"basins not converged in the step count: {float(frac.values[worst]):.1%} of the grid "
-                  f"(at {at}) ends in another state with {2 * int(n_steps)} instead of {int(n_steps)} steps, "
+    from scoreprobe.ode import describe_solver, finer
+    warnings.warn(f"basins not converged: {float(frac.values[worst]):.1%} of the grid (at {at}) ends in another "
+                  f"state with {describe_solver(*finer(solver, n_steps))} instead of {describe_solver(solver, n_steps)}, "
                   f"more than {tol:.0%} in {int(bad.sum())} of {bad.size} ({', '.join(frac.dims)}) cells; "
-                  "raise n_steps", ScoreprobeWarning, stacklevel=3)
+                  "raise n_steps (fixed grid) or tighten the tolerances (engine)", ScoreprobeWarning, stacklevel=3)
 
 
 def _basin_dataset(m, plane, sigma_starts, u, v):
@@ -142,6 +150,10 @@ def _basin_dataset(m, plane, sigma_starts, u, v):
             "long_name": "endpoint farther than 0.5 from ±1 in some coordinate (a flag, not a state)"}),
         "nearest_train_hamming": (dims, m["nearest_train_hamming"], {
             **one, "long_name": "Hamming distance of the endpoint to the nearest training item"}),
+        "endpoint_decided_sigma": (dims, m["decided_sigma"], {
+            **one, "long_name": "noise level at which the adaptive engine decided the endpoint's vertex "
+            "(0: integrated to sigma = 0)"}),
+        "nfe": (dims, m["nfe"], {**one, "long_name": "denoiser evaluations of the grid point's PF-ODE"}),
         "fraction": (("sigma_start", "state"), frac, {
             **one, "long_name": "fraction of the plane ending in each state"}),
     }
@@ -153,21 +165,23 @@ def _basin_dataset(m, plane, sigma_starts, u, v):
 
 def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule, check_convergence):
     """The store identity of a basins run (`check_convergence` is recorded only when True)."""
+    from scoreprobe.ode import solver_config
     config = {"probe": "basins", "definitions": DEFINITIONS_VERSION, "plane": plane.spec(),
-              "sigma_start": sigma_starts.tolist(), "res": int(res), "n_steps": int(n_steps),
-              "margin": float(margin), "solver": solver, "dtype": str(dtype).replace("torch.", ""), "rule": rule.spec()}
+              "sigma_start": sigma_starts.tolist(), "res": int(res), **solver_config(solver, n_steps),
+              "margin": float(margin), "dtype": str(dtype).replace("torch.", ""), "rule": rule.spec()}
     if check_convergence:
         config["check_convergence"] = True
     return config
 
 
 def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFAULT_N_STEPS, *, dataset=None,
-           rule=None, margin=0.5, solver="heun", chunk_size="auto", dtype=torch.float32, device="cpu", steps=None,
+           rule=None, margin=0.5, solver=DEFAULT_SOLVER, chunk_size="auto", dtype=torch.float32, device="cpu", steps=None,
            out=None, progress=None, check_convergence=False, overwrite=False, models_per_pass=1, autocast=None):
     """Basin map of the PF-ODE on a plane, for a denoiser or every checkpoint of a series.
 
     Every grid point x is taken as a noisy sample at level sigma_start: the ODE runs from
-    (x, sigma_start) to σ = 0 (`ode.integrate`, `n_steps` EDM steps) and the endpoint is classified.
+    (x, sigma_start) to σ = 0 (`ode.integrate` with `solver`: the adaptive engine by default, or
+    `n_steps` fixed EDM steps with solver="heun") and the endpoint is classified.
 
     Parameters
     ----------
@@ -182,15 +196,15 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
     chunk_size : rows per forward; "auto": 4096 on CPU, from the free memory on CUDA (`ode.auto_chunk_rows`).
     autocast : None (float32), "bf16" or "fp16": the network's matrix products in that dtype, the ODE
         in `dtype` (see `scoreprobe.precision`); recorded in the store's config.
-    check_convergence : also integrate the same grid with 2·n_steps steps (about twice the cost of the
-        map itself) and store the share of grid points whose label changes; a ScoreprobeWarning
+    check_convergence : also integrate the same grid with the finer setting `ode.finer` (2·n_steps
+        fixed steps; the engine's tolerances tightened) (about twice the cost of the map itself) and store the share of grid points whose label changes; a ScoreprobeWarning
         is issued when it exceeds LABEL_CHANGE_TOL. Recorded in the store's config when True.
 
     Returns
     -------
     xarray.Dataset, dims ([step,] sigma_start, v, u): endpoint_state (flag attrs), endpoint_index,
-    endpoint_train_index, endpoint_heldout_index, endpoint_anchor, nearest_train_hamming (all at
-    n_steps); fraction ([step,] sigma_start, state): share of the plane in each state; with
+    endpoint_train_index, endpoint_heldout_index, endpoint_anchor, nearest_train_hamming,
+    endpoint_decided_sigma, nfe; fraction ([step,] sigma_start, state): share of the plane in each state; with
     check_convergence, label_change_fraction and label_change_fraction_item ([step,] sigma_start),
     float64 (see `label_change`).
     """
@@ -202,14 +216,16 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
     config = _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule, check_convergence)
 
     def probe(D):   # a StackedDenoiser of K checkpoints gives K Datasets
-        def grid_map(n):
-            m = basin_map(D, plane, sigma_starts, res, n, dataset, rule, margin, solver, chunk_size, dtype, device)
+        from scoreprobe.ode import finer
+
+        def grid_map(solver_, n):
+            m = basin_map(D, plane, sigma_starts, res, n, dataset, rule, margin, solver_, chunk_size, dtype, device)
             return m if isinstance(m, list) else [m]
-        maps = grid_map(int(n_steps))
+        maps = grid_map(solver, int(n_steps))
         out = [_basin_dataset(m, plane, sigma_starts, u, v) for m in maps]
         if check_convergence:
             out = [ds.assign(_convergence_vars(label_change(m, m2), n_steps, solver))
-                   for ds, m, m2 in zip(out, maps, grid_map(2 * int(n_steps)))]
+                   for ds, m, m2 in zip(out, maps, grid_map(*finer(solver, n_steps)))]
         return out if len(out) > 1 else out[0]
     probe.stackable = True
 
@@ -217,7 +233,7 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
     ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress,
                    overwrite=overwrite, models_per_pass=models_per_pass)
     if check_convergence:
-        _warn_unconverged(ds, n_steps)
+        _warn_unconverged(ds, n_steps, solver)
     return ds
 
 
@@ -254,7 +270,7 @@ def _split_of(points, dataset):
 
 
 @torch.no_grad()
-def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, solver="heun",
+def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, solver=DEFAULT_SOLVER,
                      chunk_size="auto", dtype=torch.float32, device="cpu"):
     """Fractions of noisy restarts that return, are captured, or end valid, for one denoiser.
 
@@ -282,7 +298,7 @@ def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, s
     for i, s in enumerate(sigmas):
         with warnings.catch_warnings():   # counted here and reported once below
             warnings.simplefilter("ignore", NonFiniteWarning)
-            ends = _endpoints(D, replicate(x + float(s) * eps, k), s, n_steps, solver, chunk_rows(chunk_size, k))
+            ends = _endpoints(D, replicate(x + float(s) * eps, k), s, n_steps, solver, chunk_rows(chunk_size, k)).x
         for j, xe in enumerate(split(ends, k)):                                             # (M*R, D) per model
             hits = _restart_hits(classify(xe, dataset, rule), own, own_train)
             n_bad += hits.pop("invalid")
@@ -312,7 +328,7 @@ RETENTION_VARS = {
 
 
 def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_noise=16, seed=0, *,
-              n_train=32, n_heldout=32, split=None, n_steps=DEFAULT_N_STEPS, dataset=None, rule=None, solver="heun",
+              n_train=32, n_heldout=32, split=None, n_steps=DEFAULT_N_STEPS, dataset=None, rule=None, solver=DEFAULT_SOLVER,
               chunk_size="auto", dtype=torch.float32, device="cpu", steps=None, out=None, progress=None,
               models_per_pass=1, autocast=None):
     """Per-item basin retention: do noisy copies of an item flow back to it?
@@ -336,6 +352,7 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
     xarray.Dataset, dims ([step,] sigma, sample): retained, captured, valid; coordinates
     split (sample) and item_index (sample; index within its split, -1 for "other").
     """
+    from scoreprobe.ode import solver_config
     dataset, rule = dataset_and_rule(D_or_series, dataset, rule, who="retention")
     sigmas = as_sigma_list(sigmas)
     if int(n_noise) < 1:
@@ -350,7 +367,7 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
     split_ = np.asarray(split if split is not None else split_, dtype=str)
     config = {"probe": "retention", "definitions": DEFINITIONS_VERSION, "sigmas": sigmas.tolist(),
               "n_noise": int(n_noise), "seed": int(seed), "noise": NOISE,
-              "n_steps": int(n_steps), "solver": solver, "dtype": str(dtype).replace("torch.", ""),
+              **solver_config(solver, n_steps), "dtype": str(dtype).replace("torch.", ""),
               "points": ["".join("1" if x > 0 else "0" for x in p) for p in points], "rule": rule.spec()}
 
     coords = {"sigma": ("sigma", sigmas, {"units": "1", "long_name": "noise level of the restarts"}),

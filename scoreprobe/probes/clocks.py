@@ -20,7 +20,7 @@ import torch
 import xarray as xr
 
 from scoreprobe import data, ode, slices, store
-from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION, MEM_THRESHOLD, RULE_THRESHOLD
+from scoreprobe.defaults import DEFAULT_N_STEPS, DEFAULT_SAMPLE_SOLVER, DEFINITIONS_VERSION, MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import NonFiniteWarning
 from scoreprobe.limits import warn_nonfinite
 from scoreprobe.precision import with_autocast
@@ -86,7 +86,7 @@ def group_bits(rule):
     return None
 
 
-def _draw(model, n_samples, seed, n_steps, device, chunk_size, dim):
+def _draw(model, n_samples, seed, n_steps, device, chunk_size, dim, solver=DEFAULT_SAMPLE_SOLVER):
     """Signed endpoints (n, D) numpy float: PF-ODE samples of a denoiser, or ancestral GPT samples."""
     sampler = model.sampler if isinstance(model, AncestralSampler) else None
     if sampler is None and callable(getattr(model, "sample", None)):
@@ -98,26 +98,30 @@ def _draw(model, n_samples, seed, n_steps, device, chunk_size, dim):
         warnings.simplefilter("ignore", NonFiniteWarning)
         if isinstance(model, StackedDenoiser):   # K checkpoints, one batched integration: a list of K
             return [x.detach().to("cpu", torch.float64).numpy()
-                    for x in split(_sample_stack(model, n_samples, seed, n_steps, device, chunk_size, dim), model.k)]
-        x = ode.sample(model, n_samples, seed, n_steps=n_steps, chunk_size=chunk_size, device=device, dim=dim)
+                    for x in split(_sample_stack(model, n_samples, seed, n_steps, device, chunk_size, dim,
+                                                 solver=solver), model.k)]
+        x = ode.sample(model, n_samples, seed, n_steps=n_steps, chunk_size=chunk_size, device=device, dim=dim,
+                       solver=solver)
     return x.detach().to("cpu", torch.float64).numpy()
 
 
-def _sample_stack(model, n_samples, seed, n_steps, device, chunk_size, dim, sigma_max=80.0):
+def _sample_stack(model, n_samples, seed, n_steps, device, chunk_size, dim, sigma_max=80.0,
+                  solver=DEFAULT_SAMPLE_SOLVER):
     """ode.sample for a StackedDenoiser: the same starting noise for each of its K models, (n*K, D)."""
     device = ode.resolve_device(device, model)
     x0 = sigma_max * ode.randn_per_sample(seed, np.arange(int(n_samples)), dim, device=device)   # (n, D)
-    return ode.integrate(model, replicate(x0, model.k), sigma_max, n_steps=n_steps,
+    return ode.integrate(model, replicate(x0, model.k), sigma_max, n_steps=n_steps, solver=solver,
                          chunk_size=chunk_rows(chunk_size, model.k))
 
 
 def clock_step(model, dataset, rule, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, device=None, chunk_size=None,
-               keep_bits=False):
+               keep_bits=False, solver=DEFAULT_SAMPLE_SOLVER):
     """Sample one model and classify the samples: the clocks of one checkpoint.
 
     Parameters
     ----------
-    model : denoiser D(x, sigma) (sampled by Heun PF-ODE) or AncestralSampler / GPT sampler.
+    model : denoiser D(x, sigma) (sampled by the PF-ODE with `solver`, see `ode.integrate`) or
+        AncestralSampler / GPT sampler.
     dataset : data.Dataset (train / held-out bits); rule : the rule of the dataset.
 
     A `models.stack.StackedDenoiser` of K checkpoints is sampled in one batched integration
@@ -129,7 +133,7 @@ def clock_step(model, dataset, rule, n_samples=1000, seed=0, n_steps=DEFAULT_N_S
     `nearest_train_hamming` (sample,) int64 (-1: invalid), [`bits` (sample, bit) uint8], and the
     scalars of SCALARS.
     """
-    x = _draw(model, n_samples, seed, n_steps, device, chunk_size, rule.n_bits)  # (n, D), or K of them
+    x = _draw(model, n_samples, seed, n_steps, device, chunk_size, rule.n_bits, solver)  # (n, D), or K of them
     if isinstance(x, list):
         return [_clock_dataset(xi, dataset, rule, n_samples, keep_bits) for xi in x]
     return _clock_dataset(x, dataset, rule, n_samples, keep_bits)
@@ -205,7 +209,7 @@ def novel_oracle(dataset, rule):
 def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, device=None, dataset=None, rule=None,
            keep_bits=False, out=None, chunk_size=None, steps=None, rule_threshold=RULE_THRESHOLD,
            mem_threshold=MEM_THRESHOLD, n_boot=1000, progress=None, overwrite=False, models_per_pass=1,
-           autocast=None):
+           autocast=None, solver=DEFAULT_SAMPLE_SOLVER):
     """The two clocks of a training run: sample every checkpoint with the same seed and classify.
 
     Parameters
@@ -213,7 +217,7 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     series_or_mapping : CheckpointSeries (DiT: PF-ODE samples; GPT: ancestral samples), a mapping
         {step: denoiser} (e.g. oracles), or a single denoiser (no `step` dim, no τ).
     n_samples, seed : samples per checkpoint; sample i starts from the same noise at every step.
-    n_steps : Heun PF-ODE steps. device : "cpu", "cuda", "auto" or None (= auto).
+    n_steps, solver : the PF-ODE solver (`ode.integrate`; n_steps for the fixed grid). device : "cpu", "cuda", "auto" or None (= auto).
     dataset, rule : the training data; taken from a series, required for a mapping.
     keep_bits : also store the thresholded samples, `bits` (step, sample, bit).
     out : zarr store path (resumable; see `scoreprobe.store`). chunk_size : ODE batch rows.
@@ -236,12 +240,12 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     load_device = resolve_device(device)
     ode_device = None if device in (None, "auto") else device  # None: the denoiser's own device
     config = {"probe": "clocks", "definitions": DEFINITIONS_VERSION, "n_samples": int(n_samples),
-              "seed": int(seed), "noise": ode.NOISE, "n_steps": int(n_steps), "keep_bits": bool(keep_bits),
+              "seed": int(seed), "noise": ode.NOISE, **ode.solver_config(solver, n_steps), "keep_bits": bool(keep_bits),
               "source": source_identity(obj), "data": _dataset_identity(dataset, rule)}
 
     def probe(model):   # a StackedDenoiser of K checkpoints gives K Datasets
         return clock_step(model, dataset, rule, n_samples=n_samples, seed=seed, n_steps=n_steps,
-                          device=ode_device, chunk_size=chunk_size, keep_bits=keep_bits)
+                          device=ode_device, chunk_size=chunk_size, keep_bits=keep_bits, solver=solver)
     probe.stackable = True
 
     probe, config = with_autocast(probe, config, autocast, load_device)
