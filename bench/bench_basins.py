@@ -153,7 +153,8 @@ def main(argv=None):
                     help="the device's peak for the model-FLOP utilization (e.g. 67 for H200 fp32, 989 for bf16)")
     ap.add_argument("--table", action="store_true",
                     help="the engine table (issue #23): every method against Heun 256 at --table-steps and the oracles")
-    ap.add_argument("--table-steps", default="896,1950,11214,36000", help="checkpoints of the --table")
+    ap.add_argument("--table-steps", default="896,1950,11214,36000", help="checkpoints of the --table ('' none)")
+    ap.add_argument("--no-oracles", action="store_true", help="--table without the two oracles")
     args = ap.parse_args(argv)
     if args.table:
         from bench_engine_table import engine_table

@@ -160,9 +160,10 @@ def engine_table(args):
     pts, _, _ = plane.grid(args.res, 0.5)
     x0 = torch.as_tensor(pts, dtype=torch.float32)                             # (P, D)
     t0 = time.perf_counter()
-    models = [(f"step {s}", lambda s=s: series.denoiser(int(s))) for s in args.table_steps.split(",")]
-    models += [("memorizer (EmpiricalDenoiser)", lambda: EmpiricalDenoiser(ds.train)),
-               ("rule oracle (RuleDenoiser)", lambda: RuleDenoiser(rule))]
+    models = [(f"step {s}", lambda s=s: series.denoiser(int(s))) for s in args.table_steps.split(",") if s]
+    if not args.no_oracles:
+        models += [("memorizer (EmpiricalDenoiser)", lambda: EmpiricalDenoiser(ds.train)),
+                   ("rule oracle (RuleDenoiser)", lambda: RuleDenoiser(rule))]
     summary = []
     for name, get in models:
         summary.append((name, targets(one_model(name, get(), x0, args.sigma_start, args.ivp_points))))

@@ -150,7 +150,7 @@ def test_basins_over_a_mapping_writes_an_idempotent_store(setup, tmp_path):
 # check_convergence: labels at n_steps vs 2·n_steps
 # ---------------------------------------------------------------------------------------------
 
-def _direct_endpoints(D, plane, sigma, res, n_steps, ds, rule, dtype=torch.float32):
+def _direct_endpoints(D, plane, sigma, res, n_steps, ds, rule, dtype=torch.float32, solver="heun"):
     """Endpoints of every grid point computed without basin_map (integrate + classify_endpoints).
 
     Returns
@@ -161,29 +161,32 @@ def _direct_endpoints(D, plane, sigma, res, n_steps, ds, rule, dtype=torch.float
     from scoreprobe.ode import integrate
     from scoreprobe.slices import classify_endpoints
     points, _, _ = plane.grid(res, 0.5)
-    x = integrate(D, torch.as_tensor(points, dtype=dtype), sigma, n_steps=n_steps, chunk_size=4096)
+    x = integrate(D, torch.as_tensor(points, dtype=dtype), sigma, n_steps=n_steps, solver=solver, chunk_size=4096)
     c = classify_endpoints(x, ds, rule)
     off = (np.abs(np.abs(x.double().numpy()) - 1) > 0.5).any(axis=1)
     return np.stack([c["state"].astype(np.int64), c["train_index"], c["heldout_index"]], axis=1), off
 
 
-def _check_vars(b, n_steps):
+def _check_vars(b, n_steps, solver="heun"):
+    from scoreprobe.ode import describe_solver, finer
     for name in ("label_change_fraction", "label_change_fraction_item"):
         assert b[name].dims == ("sigma_start",) and b[name].dtype == np.float64
-        assert b[name].attrs["units"] == "1" and "2·n_steps Heun steps" in b[name].attrs["long_name"]
-        assert f"integrated again with {2 * n_steps} steps" in b[name].attrs["comment"]
+        assert b[name].attrs["units"] == "1" and "finer setting" in b[name].attrs["long_name"]
+        assert f"integrated again with {describe_solver(*finer(solver, n_steps))}" in b[name].attrs["comment"]
 
 
-def test_rule_oracle_labels_do_not_change_with_steps(setup):
+@pytest.mark.parametrize("solver", ["heun", "adaptive"])
+def test_rule_oracle_labels_do_not_change_with_steps(setup, solver):
+    from scoreprobe.ode import finer
     rule, ds, plane = setup
     sig, D = (0.5, 1.0, 2.0), RuleDenoiser(rule)
     # A plane through three valid vertices: every start ends on a vertex, and no label changes.
     valid_plane = Plane.through(*(to_signed(x) for x in (ds.train[0], ds.heldout[0], ds.heldout[1])))
-    kw = dict(sigma_start=sig, res=10, dataset=ds, rule=rule)                   # n_steps: DEFAULT_N_STEPS
+    kw = dict(sigma_start=sig, res=10, dataset=ds, rule=rule, solver=solver)    # n_steps: DEFAULT_N_STEPS
     with warnings.catch_warnings():
         warnings.simplefilter("error", ScoreprobeWarning)                       # converged: no warning
         b = basins(D, valid_plane, check_convergence=True, **kw)
-    _check_vars(b, DEFAULT_N_STEPS)
+    _check_vars(b, DEFAULT_N_STEPS, solver)
     np.testing.assert_array_equal(b.label_change_fraction.values, 0.0)
     np.testing.assert_array_equal(b.label_change_fraction_item.values, 0.0)
     plain = basins(D, valid_plane, **kw)           # the option adds variables, it does not change the map
@@ -199,8 +202,8 @@ def test_rule_oracle_labels_do_not_change_with_steps(setup):
         b = basins(D, plane, check_convergence=True, **kw)
     saddles = 0
     for i, s in enumerate(sig):
-        (a, off_a), (c, off_c) = (_direct_endpoints(D, plane, s, 10, n, ds, rule)
-                                  for n in (DEFAULT_N_STEPS, 2 * DEFAULT_N_STEPS))
+        (a, off_a), (c, off_c) = (_direct_endpoints(D, plane, s, 10, n, ds, rule, solver=sv)
+                                  for sv, n in ((solver, DEFAULT_N_STEPS), finer(solver, DEFAULT_N_STEPS)))
         judged = ~(off_a & off_c)
         saddles += int((~judged).sum())
         assert b.label_change_fraction.values[i] == np.mean((a[:, 0] != c[:, 0]) & judged) == 0
@@ -221,7 +224,8 @@ def test_label_change_matches_an_independent_computation(setup, n_steps):
     plane = Plane.through(*(to_signed(x) for x in (ds.train[0], ds.heldout[0], ds.heldout[1])))
     sig, res = (0.5, 1.0, 2.0), 12
     with pytest.warns(ScoreprobeWarning, match="not converged") if n_steps == 1 else warnings.catch_warnings():
-        b = basins(D, plane, sigma_start=sig, res=res, n_steps=n_steps, dataset=ds, rule=rule, check_convergence=True)
+        b = basins(D, plane, sigma_start=sig, res=res, n_steps=n_steps, dataset=ds, rule=rule, check_convergence=True,
+                   solver="heun")
     want_state, want_item = [], []
     for s in sig:
         (a, _), (c, _) = (_direct_endpoints(D, plane, s, res, n, ds, rule) for n in (n_steps, 2 * n_steps))
@@ -242,7 +246,7 @@ def test_check_convergence_store_is_distinct_and_resumable(setup, tmp_path):
     rule, ds, plane = setup
     calls = []
     m = {100: _counted(RuleDenoiser(rule), calls), 10: _counted(EmpiricalDenoiser(ds.train), calls)}
-    kw = dict(sigma_start=(0.5, 1.0), res=5, n_steps=4, dataset=ds, rule=rule)
+    kw = dict(sigma_start=(0.5, 1.0), res=5, n_steps=4, dataset=ds, rule=rule, solver="heun")
     plain = basins(m, plane, out=tmp_path / "plain.zarr", **kw)
     assert "check_convergence" not in stored_config(tmp_path / "plain.zarr")   # old stores keep matching
     n_plain = len(calls)
@@ -334,8 +338,8 @@ def test_cli_basins_check_convergence(setup, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
     (tmp_path / "run.json").write_text("{}")   # a run directory for the CLI; the patched loader never reads it
     monkeypatch.chdir(tmp_path)
-    args = ["basins", str(tmp_path), "--res", "6", "--n-steps", "1", "--steps", "all", "--sigma-start", "0.5,1",
-            "--no-animate", "--out", "c.zarr"]
+    args = ["basins", str(tmp_path), "--res", "6", "--solver", "heun", "--n-steps", "1", "--steps", "all",
+            "--sigma-start", "0.5,1", "--no-animate", "--out", "c.zarr"]
     with warnings.catch_warnings(record=True) as caught:             # 1 step: endpoints are D(x, sigma_start)
         warnings.simplefilter("always", ScoreprobeWarning)
         r = CliRunner().invoke(cli, [*args, "--check-convergence"])
@@ -344,7 +348,7 @@ def test_cli_basins_check_convergence(setup, tmp_path, monkeypatch, capsys):
     shown = [str(w.message) for w in caught if issubclass(w.category, ScoreprobeWarning)]
     shown += [ln for ln in r.output.splitlines() if ln.startswith("warning: ScoreprobeWarning:")]
     assert len(shown) == 1 and "not converged" in shown[0]
-    assert "chg@2N" in r.output and "item@2N" in r.output and "(and 2 to check convergence)" in r.output
+    assert "chg@2N" in r.output and "item@2N" in r.output and "(and 2 Heun steps to check convergence)" in r.output
     b = open_store(tmp_path / "c.zarr")
     assert stored_config(tmp_path / "c.zarr")["check_convergence"] is True
     rows = _table_rows(r.output)
@@ -374,6 +378,7 @@ def test_cli_bad_options_fail_before_computing(setup, tmp_path, monkeypatch, cap
     for args, message in ((["basins", "--animate", "b.txt"], "use a .gif or .mp4"),
                           (["field", "--plot", "f.doc"], "cannot write a figure to 'f.doc'"),
                           (["basins", "--steps", ",", "--no-animate"], "error: no steps selected"),
+                          (["basins", "--solver", "heun", "--tol", "0.1"], "--tol applies to --solver adaptive only"),
                           (["field", "--steps", "most"], "expected all, auto or comma-separated steps")):
         with pytest.raises(SystemExit) as e:
             main([*args, str(tmp_path), "--res", "4"])

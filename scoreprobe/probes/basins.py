@@ -107,7 +107,8 @@ def _convergence_vars(change, n_steps, solver):
     """Data variables of the convergence check: (S,) fractions -> {name: (dims, values, attrs)}."""
     from scoreprobe.ode import describe_solver, finer
     steps = "the solver and its finer setting (ode.finer)"
-    comment = f"{describe_solver(solver, n_steps)}; the grid is integrated again with {describe_solver(*finer(solver, n_steps))}"
+    comment = (f"{describe_solver(solver, n_steps)}; the grid is integrated again with "
+               f"{describe_solver(*finer(solver, n_steps))}")
     what = {"state": "endpoint state", "item": "endpoint state or endpoint item (endpoint_index)"}
     return {name: (("sigma_start",), change[k], {"units": "1", "comment": comment, "long_name":
                    f"fraction of grid points whose {what[k]} differs between {steps}"})
