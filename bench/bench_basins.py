@@ -155,6 +155,8 @@ def main(argv=None):
                     help="the engine table (issue #23): every method against Heun 256 at --table-steps and the oracles")
     ap.add_argument("--table-steps", default="896,1950,11214,36000", help="checkpoints of the --table ('' none)")
     ap.add_argument("--no-oracles", action="store_true", help="--table without the two oracles")
+    ap.add_argument("--threads", type=int, default=2, help="--table: torch threads (1 on a busy machine: "
+                    "2 threads oversubscribed wait on each other)")
     args = ap.parse_args(argv)
     if args.table:
         from bench_engine_table import engine_table

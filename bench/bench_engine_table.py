@@ -153,7 +153,7 @@ def targets(rows):
 
 
 def engine_table(args):
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     series = sp.load_series()
     ds, rule = series.dataset, series.rule
     plane = sp.auto_plane(ds, rule, seed=0)

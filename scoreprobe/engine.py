@@ -15,7 +15,8 @@ Every row of a batch integrates dx/dσ = (x − D(x, σ))/σ from σ_start down 
 
 A row's arithmetic depends only on its own state, so its endpoint does not depend on the batch
 size, the chunk size or which other rows it was batched with (up to the denoiser's own
-floating-point differences; exactly so for the oracles). A `models.stack.StackedDenoiser` of K
+floating-point differences between batch sizes, which move a step size, and so a decided σ, by an
+ulp or so; the labels and evaluation counts of the oracles are the same, tests/test_engine.py). A `models.stack.StackedDenoiser` of K
 checkpoints keeps its layout (row r to model r % K): each evaluation pads the running rows of
 every model to the same count with throw-away copies.
 """

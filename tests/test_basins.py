@@ -66,9 +66,11 @@ def test_rule_oracle_basins_end_on_valid_vertices(setup):
     assert np.isin(b.endpoint_state.values, VALID).mean() >= 0.99
     # Through the violating anchor of auto_plane the plane lies in the fixed set of a rule symmetry
     # (swapping two untouched bits of the broken group), so some starts end on a saddle (`invalid`),
-    # but the exact rule oracle never ends on a rule-violating vertex.
-    b = basins(RuleDenoiser(rule), plane, sigma_start=(0.5, 2.0), res=10, dataset=ds, rule=rule)
-    assert (b.endpoint_state != STATE_CODES["rule_violating"]).all()
+    # but the exact rule oracle never ends on a rule-violating vertex: a saddle end (off-vertex, its
+    # bits at ±0 follow rounding noise) may threshold to violating bits, an on-vertex end never does.
+    for solver in ("adaptive", "heun"):
+        b = basins(RuleDenoiser(rule), plane, sigma_start=(0.5, 2.0), res=10, dataset=ds, rule=rule, solver=solver)
+        assert ((b.endpoint_state != STATE_CODES["rule_violating"]) | (b.endpoint_off_vertex == 1)).all()
 
 
 def test_symmetric_plane_gives_a_mirror_symmetric_map():

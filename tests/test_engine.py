@@ -107,8 +107,10 @@ def test_rows_do_not_depend_on_batch_order_chunks_or_neighbours():
         r = solve(D, xs, 1.0, chunk_size=chunk)
         n = len(idx)
         assert torch.equal(r.x[:n], base.x[idx])
-        for name in ("decided_sigma", "nfe", "accepted", "rejected", "status"):
+        for name in ("nfe", "accepted", "rejected", "status"):
             np.testing.assert_array_equal(getattr(r, name)[:n], getattr(base, name)[idx.numpy()])
+        # σ is exp of a sum of steps; D's matmul may round differently for another batch size
+        np.testing.assert_allclose(r.decided_sigma[:n], base.decided_sigma[idx.numpy()], rtol=1e-12)
 
 
 def test_a_stack_layout_is_kept_when_rows_leave_the_batch():

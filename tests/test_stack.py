@@ -142,7 +142,10 @@ def test_a_sweep_with_stacked_checkpoints_writes_the_store_of_the_loop(tmp_path,
     a, b = (open_store(tmp_path / n) for n in ("one.zarr", "three.zarr"))
     for ds in (a, b):
         ds.attrs.pop("history")
-    xr.testing.assert_identical(a, b)
+    # the engine's step sizes follow the network's float32 rounding, which differs between a stack (vmap)
+    # and a single model: the σ at which a point is decided moves at that level, labels do not
+    np.testing.assert_allclose(a.endpoint_decided_sigma, b.endpoint_decided_sigma, rtol=1e-4)
+    xr.testing.assert_identical(a.drop_vars("endpoint_decided_sigma"), b.drop_vars("endpoint_decided_sigma"))
     for command, extra in (("clocks", ["--n-samples", "6", "--n-steps", "2"]), ("field", ["--res", "3", "--plot", ""])):
         outs = []
         for k in ("1", "2"):
