@@ -29,12 +29,12 @@ from scoreprobe.defaults import DEFAULT_N_STEPS
 logger = logging.getLogger("sampler_clocks")
 SAMPLERS = {   # label: Sampler fields
     "heun": {"name": "heun"},
-    "ddim (eta 0)": {"name": "ddim", "eta": 0.0},
-    "ancestral (eta 1)": {"name": "ancestral"},
-    "edm S_churn 10": {"name": "edm-stochastic", "s_churn": 10.0},
-    "edm S_churn 40": {"name": "edm-stochastic", "s_churn": 40.0},
-    "edm S_churn 10, S_noise 1.007": {"name": "edm-stochastic", "s_churn": 10.0, "s_noise": 1.007},
-    "edm S_churn 40, S_noise 1.007": {"name": "edm-stochastic", "s_churn": 40.0, "s_noise": 1.007},
+    "ddim": {"name": "ddim", "eta": 0.0},
+    "ancestral": {"name": "ancestral"},
+    "edm-churn10": {"name": "edm-stochastic", "s_churn": 10.0},
+    "edm-churn40": {"name": "edm-stochastic", "s_churn": 40.0},
+    "edm-churn10-noise1.007": {"name": "edm-stochastic", "s_churn": 10.0, "s_noise": 1.007},
+    "edm-churn40-noise1.007": {"name": "edm-stochastic", "s_churn": 40.0, "s_noise": 1.007},
 }
 TAUS = ("tau_rule", "tau_novel", "tau_mem")
 
@@ -49,6 +49,8 @@ def parse_args(argv=None):
     p.add_argument("--steps", default="all", help="all, or S1,S2,... (a subset of the series' steps)")
     p.add_argument("--only", default=None, help="comma-separated labels of SAMPLERS to measure (default: all)")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--combine", default=None, help="comma-separated JSON files of earlier runs (e.g. run in parallel "
+                                                   "with --only and --name): write their rows together, measure nothing")
     return p.parse_args(argv)
 
 
@@ -65,7 +67,7 @@ def measure(series, label, fields, args, steps):
     a = ds.attrs
     logger.info("%s: %.0f s", label, time.time() - t0)
     rule_acc, mem = ds["rule_acc"].values, ds["mem_ratio"].values                  # (step,)
-    return {"label": label, "sampler": spec.config(), "n_samples": args.n_samples,
+    return {"label": label, "sampler": spec.config(), "sampler_fields": fields, "n_samples": args.n_samples,
             **{k: a[k] for k in TAUS}, **{k + "_ci": a.get(k + "_ci") for k in TAUS},
             "window_open": bool(a["window_open"]), "window_log10_width": a["window_log10_width"],
             "window_log10_width_ci": a.get("window_log10_width_ci"), "under_resolved": a.get("under_resolved"),
@@ -96,11 +98,38 @@ def table(rows):
            "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         width = f"{r['window_log10_width']:.2f}" if r["window_open"] else "closed"
-        out.append(f"| {r['label']} | {_fmt_tau(r['tau_rule'], r['tau_rule_ci'])} | "
+        out.append(f"| {sp.Sampler(**r['sampler_fields']).describe()} | {_fmt_tau(r['tau_rule'], r['tau_rule_ci'])} | "
                    f"{_fmt_tau(r['tau_mem'], r['tau_mem_ci'])} | {width} | {r['peak_rule_acc']:.3f} | "
                    f"{r['final_rule_acc']:.3f} | {r['final_mem_ratio']:.3f} ± {se(r['final_mem_ratio'], r['n_samples']):.3f} | "
                    + (f"{changed_vs(r, base):.3f} |" if base else "– |"))
     return "\n".join(out)
+
+
+def shipped_check(series, rows):
+    """Largest |difference| of the Heun row's rule_acc and mem_ratio from the shipped clocks.json
+    (checkpoints/measure.py, the same function and settings), or None without either."""
+    path = Path(series.path) / "clocks.json"
+    heun = rows.get("heun")
+    if heun is None or not path.exists():
+        return None
+    table_ = {r["step"]: r for r in json.loads(path.read_text())["table"]}
+    c = heun["curves"]
+    return {k: max(abs(v - table_[s][k]) for s, v in zip(c["step"], c[k]) if s in table_)
+            for k in ("rule_acc", "mem_ratio")}
+
+
+def write(path, series, rows):
+    """The JSON and the Markdown table of `rows` ({label: row}) at path (.json) and path (.md)."""
+    ordered = [rows[k] for k in SAMPLERS if k in rows]
+    meta = {"series": str(series.path), "seed": 0, "n_steps": DEFAULT_N_STEPS, "steps": ordered[0]["curves"]["step"],
+            "heun_vs_shipped_clocks_json": shipped_check(series, rows)}
+    path.write_text(json.dumps({**meta, "rows": ordered}, indent=1, default=float) + "\n")
+    path.with_suffix(".md").write_text(table(ordered) + "\n")
+    return table(ordered)
+
+
+def _rows(path):
+    return {r["label"]: r for r in json.loads(Path(path).read_text())["rows"]} if Path(path).exists() else {}
 
 
 def main(argv=None):
@@ -110,18 +139,18 @@ def main(argv=None):
     series = sp.load_series(args.series) if args.series else sp.load_series()
     steps = None if args.steps == "all" else [int(s) for s in args.steps.split(",")]
     labels = list(SAMPLERS) if args.only is None else [s.strip() for s in args.only.split(",")]
-    results = Path(args.results)
-    results.mkdir(parents=True, exist_ok=True)
-    path = results / f"{args.name}.json"
-    rows = {r["label"]: r for r in json.loads(path.read_text())["rows"]} if path.exists() else {}
+    Path(args.results).mkdir(parents=True, exist_ok=True)
+    path = Path(args.results) / f"{args.name}.json"
+    rows = _rows(path)
+    if args.combine:
+        for other in args.combine.split(","):
+            rows.update(_rows(other))
+        print(write(path, series, rows))
+        return
     for label in labels:
         rows[label] = measure(series, label, SAMPLERS[label], args, steps)
-        ordered = [rows[k] for k in SAMPLERS if k in rows]
-        meta = {"series": str(series.path), "seed": 0, "n_steps": DEFAULT_N_STEPS,
-                "steps": ordered[0]["curves"]["step"]}
-        path.write_text(json.dumps({**meta, "rows": ordered}, indent=1, default=float) + "\n")
-        (results / f"{args.name}.md").write_text(table(ordered) + "\n")
-    print(table([rows[k] for k in SAMPLERS if k in rows]))
+        text = write(path, series, rows)
+    print(text)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,8 @@ def resolve_params(name, given, names=None):
         raise ConfigError(f"unknown sampler {name!r}; use one of {', '.join(SAMPLERS)}")
     own = PARAMS.get(name, ())
     extra = [p for p, v in given.items() if v is not None and p not in own]
+    if extra == ["eta"] and name == "ancestral":
+        raise ConfigError(f"the ancestral sampler is ddim with {names['eta']} 1; for another value use ddim")
     if extra:
         users = [s for s in STOCHASTIC if extra[0] in PARAMS[s]]
         raise ConfigError(f"{names[extra[0]]} does not apply to the {name} sampler"
