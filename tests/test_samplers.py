@@ -15,12 +15,13 @@ from scipy import stats
 import scoreprobe as sp
 from scoreprobe import samplers
 from scoreprobe.cli import main
-from scoreprobe.data import BitIndex, make_dataset
+from scoreprobe.data.bitindex import BitIndex
+from scoreprobe.data.datasets import make_dataset
 from scoreprobe.errors import ConfigError, StoreError
 from scoreprobe.noise import randn_per_sample, stream_seed
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.probes.clocks import clock_step, clocks
-from scoreprobe.rules import Parity
+from scoreprobe.data.rules import Parity
 from scoreprobe.samplers import Sampler, integrate_with, sample
 
 F64 = torch.float64
