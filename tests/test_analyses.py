@@ -81,5 +81,5 @@ def test_sampler_clocks_smoke(tmp_path, capsys):
                                               "s_tmin": 0.0, "s_tmax": None}
     assert all(len(r["final_state"]) == 8 and {"tau_rule_ci", "tau_mem_ci"} <= set(r) for r in rows.values())
     out = capsys.readouterr().out
-    assert "| Heun PF-ODE |" in out and "| DDIM (eta 0) |" in out
+    assert "| Heun PF-ODE (default) |" in out and "| DDIM η = 0 (= Euler PF-ODE) |" in out
     assert (tmp_path / "sampler_clocks.md").read_text().strip() in out
