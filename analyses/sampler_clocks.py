@@ -161,7 +161,9 @@ def table(rows):
 def write(path, series, rows):
     """The JSON and the Markdown table of `rows` ({label: row}) at path (.json) and path (.md)."""
     ordered = [rows[k] for k in SAMPLERS if k in rows]
-    meta = {"series": str(series.path), "seed": 0, "n_steps": DEFAULT_N_STEPS, "steps": ordered[0]["curves"]["step"]}
+    here = Path.cwd().resolve()
+    shown = Path(series.path).resolve()
+    meta = {"series": str(shown.relative_to(here) if shown.is_relative_to(here) else shown), "seed": 0, "n_steps": DEFAULT_N_STEPS, "steps": ordered[0]["curves"]["step"]}
     path.write_text(json.dumps({**meta, "rows": ordered}, indent=1, default=float) + "\n")
     path.with_suffix(".md").write_text(table(ordered) + "\n")
     return table(ordered)
