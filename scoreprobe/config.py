@@ -19,7 +19,7 @@ ENSEMBLE_VARIES = ("rule", "n_train", "n_heldout", "data_seed", "seed", "p_mean"
 @dataclass
 class TrainConfig:
     rule: dict = field(default_factory=lambda: {"name": "parity", "G": 2, "shape": [6, 6],
-                                                "layout": "random", "seed": 0})
+                                                "layout": "contiguous", "seed": 0})  # random before 2026-12-01
     n_train: int = 256           # training set size N
     n_heldout: int = 1024        # held-out valid images (never trained on)
     data_seed: int = 0           # draws the train / held-out split
@@ -44,7 +44,7 @@ class TrainConfig:
     weight_decay: float = 0.0    # AdamW weight decay
     warmup_steps: int = 0        # linear lr warm-up
     batch_size: int = 128        # minibatch, drawn with replacement from the N items
-    total_steps: int = 20000     # optimizer steps; the last checkpoint is here
+    total_steps: int = 20000     # optimizer steps; the last checkpoint is here. Larger than a finished run's: extends it (the checkpoint grid continued)
     ema_decay: float = 0.999     # with warm-up min(decay, (1+t)/(10+t))
     n_checkpoints: int = 24      # log-spaced, step 0 included
     first_checkpoint: int = 1    # first step of the log-spaced range (after step 0)

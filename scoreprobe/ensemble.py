@@ -29,6 +29,7 @@ from scoreprobe.config import ENSEMBLE_VARIES, TrainConfig
 from scoreprobe.errors import ConfigError
 from scoreprobe.models.edm import dsm_loss
 from scoreprobe.progress import CountProgress
+from scoreprobe.trainlog import bucket_sums
 from scoreprobe.train import check_run_dir, draw_bits, draw_inputs, ema_update, loss_error, open_run, set_lr
 
 logger = logging.getLogger(__name__)
@@ -168,14 +169,14 @@ class _Member:
 
 
 def _member_loss(base, params, y, sigma, noise):
-    """Mean DSM loss () of one member on y (B, D), sigma (B,), noise (B, D); vmap maps it over M."""
-    return dsm_loss(_Member(base, params), y, sigma, noise).mean()
+    """Per-sample DSM loss (B,) of one member on y (B, D), sigma (B,), noise (B, D); vmap maps it over M."""
+    return dsm_loss(_Member(base, params), y, sigma, noise)
 
 
 def _ensemble_step(runs, stack, device):
     """One optimizer step of every member, each on its own minibatch; updates the EMAs.
 
-    Returns the members' losses, list of M floats.
+    Returns the members' losses (list of M floats) and their σ-bucket sums (M lists, trainlog.bucket_sums).
     """
     cfg = runs[0].cfg
     draws = [draw_inputs(r.cfg, draw_bits(r.cfg, r.bits_at(r.st.step), r.st.gen), r.st.gen, "cpu") for r in runs]
@@ -183,7 +184,9 @@ def _ensemble_step(runs, stack, device):
     set_lr(cfg, stack.opt, stack.step)
     with warnings.catch_warnings():   # CPU attention has no vmap rule: torch loops over the members (same kernel)
         warnings.filterwarnings("ignore", message=".*batching rule", category=UserWarning)
-        losses = vmap(_member_loss, in_dims=(None, 0, 0, 0, 0))(stack.base, stack.params, y, sigma, noise)  # (M,)
+        per_sample = vmap(_member_loss, in_dims=(None, 0, 0, 0, 0))(stack.base, stack.params, y, sigma, noise)
+    losses = per_sample.mean(dim=1)                                                              # (M,)
+    parts = [bucket_sums(ps, s).tolist() for ps, s in zip(per_sample, sigma)]                   # M x (2K,)
     bad = (~torch.isfinite(losses)).nonzero().flatten().tolist()
     if bad:
         raise loss_error(losses[bad[0]].item(), stack.step, f" of {runs[bad[0]].dir}")
@@ -192,7 +195,7 @@ def _ensemble_step(runs, stack, device):
     stack.opt.step()
     stack.step += 1
     ema_update(cfg, stack.step, stack.ema.values(), stack.params.values())
-    return losses.tolist()
+    return losses.tolist(), parts
 
 
 def _train_group(runs, device, progress):
@@ -203,14 +206,14 @@ def _train_group(runs, device, progress):
         with ExitStack() as files:
             logs = [files.enter_context(open(r.dir / "train_log.jsonl", "a")) for r in runs]
             while stack.step < cfg.total_steps:
-                losses = _ensemble_step(runs, stack, device)
+                losses, parts = _ensemble_step(runs, stack, device)
                 if runs[0].writes_state(stack.step):
                     stack.unstack(runs)
                 for r in runs:
                     r.st.step = stack.step
-                means = [r.record(loss, log) for r, loss, log in zip(runs, losses, logs)]
-                if means[0] is not None:
-                    bar.set_postfix(loss=f"{np.mean(means):.4f}")
+                recs = [r.record(loss, log, p) for r, loss, log, p in zip(runs, losses, logs, parts)]
+                if recs[0] is not None:
+                    bar.set_postfix_str(f"mean loss {np.mean([rec['loss'] for rec in recs]):.4f}")
                 if runs[0].checkpoint_label():
                     bar.mark(stack.step, runs[0].checkpoint_label())
                 bar.update(1)

@@ -6,7 +6,7 @@ import warnings
 import click
 
 from scoreprobe.cli import cli
-from scoreprobe.cli.common import SEED, check_writable, device_option
+from scoreprobe.cli.common import SEED, check_writable, device_option, figure_path, save_figure
 from scoreprobe.cli.source import SET_HELP, TRUST_HELP, parse_settings
 from scoreprobe.errors import ScoreprobeError, ScoreprobeWarning
 
@@ -64,8 +64,9 @@ def _train_options(fn):
 @click.option("--G", "G", type=int, default=2, help="Parity group size.")
 @click.option("--k", type=int, default=3, help="Ones per image (exactk) or per row (rowk).")
 @click.option("--n", type=int, default=4, help="Latin square / Sudoku size.")
-@click.option("--layout", type=click.Choice(["contiguous", "offset", "random"]), default="random",
-              help="Parity groups: consecutive pixels, the same shifted by one pixel, or a seeded permutation.")
+@click.option("--layout", type=click.Choice(["contiguous", "offset", "random"]), default=None,
+              help="Parity groups: consecutive pixels, the same shifted by one pixel, or a seeded permutation. "
+                   "[default: contiguous, as sp.Parity and rule specs; it was random before 2026-12-01]")
 @click.option("--rule-seed", type=SEED, default=0, help="Seed of the random parity layout.")
 @click.option("--shape", default="6x6", help="Image shape HxW (parity, exactk, rowk).")
 @device_option()
@@ -78,13 +79,27 @@ def _train_options(fn):
                    "product (8 runs, e.g. RUN_DIR/G2-n_train64-seed0). Keys: rule, G, k, layout, rule_seed "
                    "(same image shape), seed, data_seed, n_train, n_heldout, p_mean, p_std, save_dtype, "
                    "save_model; every other option is shared.")
+@click.option("--keep-state/--no-keep-state", default=True, show_default=True,
+              help="Keep the last training state (model, EMA, optimizer, RNG) in RUN_DIR/final_state.pt, "
+                   "so that a larger --total-steps can extend the finished run.")
 @_train_options
 @click.pass_context
-def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads, ensemble_spec, **settings):
+def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads, ensemble_spec, keep_state,
+          **settings):
     """Train a model and write log-spaced checkpoints to RUN_DIR (rerun the same command to resume);
-    with --ensemble, a grid of DiT runs at once, one run directory each under RUN_DIR."""
+    with --ensemble, a grid of DiT runs at once, one run directory each under RUN_DIR.
+
+    \b
+    Extending: the same command with a larger --total-steps continues a finished run (from
+    final_state.pt). Its checkpoints stay as they are; new ones continue the log grid (each r times
+    the one before, r the ratio between the first schedule's steps, up to the new total, which is the
+    last). With a constant or step learning rate the extended run follows the trajectory of a run
+    trained to the new total from the start; a cosine schedule cannot be extended.
+    The log (RUN_DIR/train_log.jsonl, and the progress) has the loss and its mean in σ buckets;
+    `scoreprobe plot-log RUN_DIR` draws it."""
     import torch
     from scoreprobe.train import TrainConfig, train_run
+    layout = _default_layout(rule, layout, ensemble_spec)
     rule_args = dict(rule=rule, G=G, k=k, n=n, layout=layout, rule_seed=rule_seed, shape=shape)
     if ensemble_spec is not None:
         grid = _ensemble_grid(ctx, ensemble_spec)       # usage errors before anything is built
@@ -98,8 +113,22 @@ def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads
         torch.set_num_threads(threads)
     click.echo(f"training {cfg.model} on {cfg.rule} (N={cfg.n_train}) for {cfg.total_steps} steps on {device} "
                f"-> {run_dir}")
-    path = train_run(cfg, run_dir, device=device)
+    path = train_run(cfg, run_dir, device=device, keep_state=keep_state)
     click.echo(f"done: {path}")
+
+
+def _default_layout(rule, layout, ensemble_spec):
+    """--layout, or 'contiguous' with a SettingWarning when a parity run relies on the default (it was
+    random before 2026-12-01: the same command then made another rule)."""
+    if layout is not None:
+        return layout
+    in_grid = ensemble_spec is not None and "layout=" in ensemble_spec.lower()
+    if not in_grid and (rule == "parity" or "rule=" in (ensemble_spec or "").lower()):
+        from scoreprobe.errors import SettingWarning
+        warnings.warn("--layout not given: parity groups are contiguous (the default since 2026-12-01; it was "
+                      "random before, so this command makes another rule than it did then: pass --layout random "
+                      "to continue or reproduce such a run)", SettingWarning, stacklevel=2)
+    return "contiguous"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -171,6 +200,27 @@ def _train_ensemble(run_dir, grid, rule_args, device, settings):
         click.echo(f"  {i + 1}/{len(grid)}: {' '.join(f'{k}={v}' for k, v in member.items())} -> {path}")
     train_ensemble(cfgs, dirs, device=device)
     click.echo(f"done: {len(dirs)} runs in {run_dir}")
+
+
+# ---------------------------------------------------------------------------------------------
+# plot-log
+# ---------------------------------------------------------------------------------------------
+
+@cli.command("plot-log")
+@click.argument("run_dir", type=click.Path(path_type=str))
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None, callback=figure_path,
+              help="Figure file [default: RUN_DIR/train_log.png].")
+def plot_log(run_dir, out):
+    """Draw the training curve of RUN_DIR: the logged loss vs step on log axes, its mean in each σ
+    bucket as separate lines, and the checkpoint steps marked."""
+    import os
+    from scoreprobe.trainlog import read_log
+    read_log(run_dir)                       # DataError (one line, exit 2) before matplotlib is imported
+    from scoreprobe.viz.trainlog import plot_train_log
+    out = out or os.path.join(run_dir, "train_log.png")
+    check_writable(out, "--out")
+    save_figure(plot_train_log(run_dir), out, dpi=120)
+    click.echo(f"wrote {out}")
 
 
 # ---------------------------------------------------------------------------------------------
