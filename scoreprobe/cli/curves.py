@@ -113,8 +113,8 @@ def clocks(source, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_
 
 def _clocks_figure(ds, path):
     from scoreprobe.viz import new_figure, plot_clocks, plot_states
-    fig = new_figure((12, 4.2))
-    ax1, ax2 = fig.subplots(1, 2)
+    fig = new_figure((13.5, 4.2))
+    ax1, ax2 = fig.subplots(1, 2, width_ratios=(1.15, 1))
     plot_clocks(ds, ax=ax1)
     plot_states(ds, ax=ax2)
     save_figure(fig, path, dpi=120)

@@ -123,7 +123,10 @@ def basins(source, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
     if out:
         click.echo(store_line(out, list(ds.step.values), reused))
     if animate_path:
-        click.echo(f"wrote {animate_basins(ds, animate_path, sigma_start=sig[0], dpi=dpi, size=frame_size)}")
+        written = animate_basins(ds, animate_path, sigma_start=sig[0], dpi=dpi, size=frame_size)
+        others = (f" (of {', '.join(f'{v:g}' for v in sig)}; `scoreprobe animate {out} --sigma-start S` for another)"
+                  if len(sig) > 1 and out else "")
+        click.echo(f"wrote {written}: sigma_start {sig[0]:g}{others}")
     click.echo(f"done in {time.perf_counter() - t0:.1f} s")
 
 
@@ -137,7 +140,8 @@ def basins(source, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
 @click.option("--out", type=click.Path(), default="field.zarr", help="Zarr store (model fields; resumable).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
 @click.option("--plot", type=click.Path(dir_okay=False), default="field.png", callback=figure_path,
-              help="Figure at the last step: one row per sigma, one column per field, one shared colour scale.")
+              help="Figure at the last step (its title names it and the computed ones): one row per sigma, one "
+                   "column per field, one shared colour scale.")
 @device_option()
 @models_per_pass_option()
 @autocast_option()
@@ -170,7 +174,8 @@ def field(source, plane_spec, sigma, res, steps, seed, oracles, out, overwrite, 
         click.echo(store_line(out, list(ds.step.values), reused))
     if plot:
         _field_figure(ds, sig, oracles, plot)
-        click.echo(f"wrote {plot}")
+        click.echo(f"wrote {plot}: the model field at step {int(ds.step.values[-1])}"
+                   + (f", the last of {ds.sizes['step']} computed" if ds.sizes["step"] > 1 else ""))
 
 
 def _field_figure(ds, sigmas, oracles, path):
@@ -190,4 +195,11 @@ def animate(store, out, fps, sigma_start, dpi, frame_size):
     from scoreprobe.viz import animate_basins
     check_writable(out, "--out")
     check_frame(dpi, frame_size)
-    click.echo(f"wrote {animate_basins(store, out, fps=fps, sigma_start=sigma_start, dpi=dpi, size=frame_size)}")
+    from scoreprobe.store import open_store
+    from scoreprobe.viz.common import _pick_level
+    ds = open_store(store)
+    have = [float(v) for v in ds.sigma_start.values] if "sigma_start" in ds.dims else []
+    shown = float(_pick_level(ds, "sigma_start", sigma_start).sigma_start) if have else None
+    written = animate_basins(ds, out, fps=fps, sigma_start=sigma_start, dpi=dpi, size=frame_size)
+    click.echo(f"wrote {written}" + (f": sigma_start {shown:g} (of {', '.join(f'{v:g}' for v in have)})"
+                                     if shown is not None else ""))
