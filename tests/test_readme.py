@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from scoreprobe.checkpoints import load_series
+from scoreprobe.loading.series import load_series
 from scoreprobe.cli import cli, main
 from test_dit import facebook_dit_state_dict
 
@@ -104,7 +104,7 @@ def test_first_command_runs_from_the_install_line(sandbox, monkeypatch, capsys):
 
 
 def test_every_command_the_readme_names_exists():
-    named = set(re.findall(r"`scoreprobe ([a-z]+)", README))
+    named = set(re.findall(r"`scoreprobe ([a-z][a-z-]*)", README))
     assert named and named <= set(cli.commands), named - set(cli.commands)
 
 

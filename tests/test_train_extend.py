@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from scoreprobe import train as train_mod
+from scoreprobe.training import train as train_mod
 from scoreprobe.errors import CheckpointError, ConfigError, SettingWarning
-from scoreprobe.extend import extension_steps, schedule_ratio
-from scoreprobe.train import FINAL_STATE, TrainConfig, checkpoint_steps, ckpt_path, train_run
-from scoreprobe.trainlog import SIGMA_EDGES, bucket_labels, bucket_sums, log_record
+from scoreprobe.training.extend import extension_steps, schedule_ratio
+from scoreprobe.training.train import FINAL_STATE, TrainConfig, checkpoint_steps, ckpt_path, train_run
+from scoreprobe.training.trainlog import SIGMA_EDGES, bucket_labels, bucket_sums, log_record
 
 RULE = {"name": "parity", "G": 2, "shape": [4, 4], "layout": "random", "seed": 0}
 
@@ -140,7 +140,7 @@ def test_train_without_layout_is_contiguous_and_says_that_the_default_changed(tm
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "run" / "run.json").read_text())["config"]["rule"]["layout"] == "contiguous"
     assert TrainConfig().rule["layout"] == "contiguous"
-    from scoreprobe.rules import Parity, rule_from_spec
+    from scoreprobe.data.rules import Parity, rule_from_spec
     assert Parity(2).layout == rule_from_spec({"name": "parity", "G": 2}).layout == "contiguous"
     r = CliRunner().invoke(cli, [*args, "--layout", "random"])          # the old default's run: named in the error
     assert r.exit_code != 0 and "layout" in str(r.exception) and "{'layout': 'contiguous'} in the run, {'layout': 'random'} now" in str(r.exception)

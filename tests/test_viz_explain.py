@@ -4,12 +4,12 @@ import pytest
 import xarray as xr
 from matplotlib.text import Annotation
 
-from scoreprobe.data import make_dataset
+from scoreprobe.data.datasets import make_dataset
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.probes.basins import basins
 from scoreprobe.probes.dsm import dsm_by_sigma
 from scoreprobe.probes.field import score_field
-from scoreprobe.rules import Parity
+from scoreprobe.data.rules import Parity
 from scoreprobe.slices import auto_plane
 from scoreprobe.viz import plot_basins, plot_clocks, plot_dsm, plot_dsm_gap, plot_field_panels
 from scoreprobe.viz.dsm import DSM_BAND

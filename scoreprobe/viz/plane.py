@@ -136,7 +136,7 @@ def _shown_step_text(ds, step, prefixes):
 
 
 def _state_cmap():
-    from scoreprobe.data import STATE_CODES, STATES
+    from scoreprobe.data.datasets import STATE_CODES, STATES
     colors = [STATE_COLORS[s] for s in STATES]
     codes = np.array([STATE_CODES[s] for s in STATES])
     bounds = np.concatenate([codes - 0.5, [codes[-1] + 0.5]])

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scoreprobe.trainlog import read_log
+from scoreprobe.training.trainlog import read_log
 from scoreprobe.viz.common import _new_axes
 
 BUCKET_COLORS = ("#1f77b4", "#9467bd", "#d62728", "#8c564b", "#e377c2")

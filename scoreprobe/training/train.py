@@ -3,11 +3,11 @@
 A run directory holds `run.json` (every setting, versions, git commit, checkpoint steps), `dataset.npz`
 (train and held-out bits), `ckpt/step_0001234.pt` (tensors and plain values only: loadable with
 `torch.load(weights_only=True)`), `train_log.jsonl` (the loss and its σ buckets per logging interval,
-`scoreprobe.trainlog`), while a run is unfinished `resume.pt` (model, EMA, optimizer and RNG state)
+`scoreprobe.training.trainlog`), while a run is unfinished `resume.pt` (model, EMA, optimizer and RNG state)
 and, once it is finished, the same state of its last step in `final_state.pt` (unless keep_state=False).
 Running the same config again on the same directory continues from `resume.pt` and reproduces an
 uninterrupted run bitwise on CPU; the same config with a larger total_steps extends a finished run
-(`scoreprobe.extend`). `scoreprobe.ensemble.train_ensemble` trains several runs at once and writes
+(`scoreprobe.training.extend`). `scoreprobe.training.ensemble.train_ensemble` trains several runs at once and writes
 each through the same `Run`.
 """
 import copy
@@ -25,16 +25,16 @@ import numpy as np
 import torch
 
 # the config and the formats live in a leaf module (no torch): the CLI reads them at start-up
-from scoreprobe.config import CKPT_FORMAT, LR_SCHEDULES, RUN_FORMAT, TrainConfig  # noqa: F401  (re-exported)
-from scoreprobe.curriculum import curriculum_bits
-from scoreprobe.data import load_dataset, make_dataset, to_signed
+from scoreprobe.training.config import CKPT_FORMAT, LR_SCHEDULES, RUN_FORMAT, TrainConfig  # noqa: F401  (re-exported)
+from scoreprobe.data.curriculum import curriculum_bits
+from scoreprobe.data.datasets import load_dataset, make_dataset, to_signed
 from scoreprobe.errors import CheckpointError, ConfigError, first_line
 from scoreprobe.limits import check_int
 from scoreprobe.models.build import build_model, model_arch
 from scoreprobe.models.edm import dsm_loss, sample_sigmas
 from scoreprobe.progress import CountProgress
-from scoreprobe.rules import rule_from_spec
-from scoreprobe.trainlog import LOG_NAME, bucket_sums, log_record, postfix
+from scoreprobe.data.rules import rule_from_spec
+from scoreprobe.training.trainlog import LOG_NAME, bucket_sums, log_record, postfix
 
 logger = logging.getLogger(__name__)
 
@@ -103,9 +103,9 @@ def _atomic_save(obj, path):
 
 def check_run_dir(cfg, run_dir):
     """True when `run_dir` holds a run of `cfg` (to resume) or one that `cfg` extends (the same settings
-    but a larger total_steps, `scoreprobe.extend`), False when it holds none; ConfigError when it
+    but a larger total_steps, `scoreprobe.training.extend`), False when it holds none; ConfigError when it
     holds a run with different settings (CheckpointError when a finished run cannot be extended)."""
-    from scoreprobe.extend import check_extension, describe_diff
+    from scoreprobe.training.extend import check_extension, describe_diff
     meta_path = Path(run_dir) / "run.json"
     if not meta_path.exists():
         return False
@@ -127,7 +127,7 @@ def init_run_dir(cfg, run_dir):
     meta_path = run_dir / "run.json"
     rule = rule_from_spec(cfg.rule)
     if check_run_dir(cfg, run_dir):
-        from scoreprobe.extend import extend_run
+        from scoreprobe.training.extend import extend_run
         extend_run(cfg, run_dir)          # a larger total_steps: the schedule continued (else nothing)
         return load_dataset(run_dir / "dataset.npz", rule)
     (run_dir / "ckpt").mkdir(parents=True, exist_ok=True)
@@ -178,9 +178,9 @@ class _State:
 def _load_resume(st, path, device, total_steps):
     """Restore `st` from resume.pt (tensors and plain values only); CheckpointError when it is unreadable,
     hostile, truncated or does not fit the run. Deleting resume.pt restarts training from step 0."""
-    from scoreprobe.models.foreign import is_state_dict
-    from scoreprobe.models.formats import check_zip_crc
-    from scoreprobe.models.weights import check_tensors
+    from scoreprobe.loading.foreign import is_state_dict
+    from scoreprobe.loading.formats import check_zip_crc
+    from scoreprobe.loading.weights import check_tensors
     fix = "; delete it to train this run from step 0"
     if zipfile.is_zipfile(path):
         check_zip_crc(path)
@@ -261,7 +261,7 @@ class Run:
 
     Made by `open_run`; after each optimizer step `record` writes what falls on that step (log line,
     checkpoint, resume.pt) and `finish` removes resume.pt at the end. train_run and the ensemble
-    trainer (scoreprobe.ensemble) share it, so both write the same files.
+    trainer (scoreprobe.training.ensemble) share it, so both write the same files.
     """
 
     def __init__(self, cfg, run_dir, st, data, meta):
