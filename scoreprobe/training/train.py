@@ -34,7 +34,7 @@ from scoreprobe.models.build import build_model, model_arch
 from scoreprobe.models.edm import dsm_loss, sample_sigmas
 from scoreprobe.progress import CountProgress
 from scoreprobe.data.rules import rule_from_spec
-from scoreprobe.training.trainlog import LOG_NAME, bucket_sums, log_record, postfix
+from scoreprobe.training.trainlog import LOG_NAME, bucket_sums, log_record, postfix, truncate_log
 
 logger = logging.getLogger(__name__)
 
@@ -330,7 +330,7 @@ def open_run(cfg, run_dir, device):
         logger.info("resuming %s from step %d", run_dir, run.st.step)
     elif run.st.step in run.save_at:
         _save_step(cfg, run_dir, run.st, run.arch)
-    _truncate_log(run_dir / LOG_NAME, run.st.step)   # also after a kill before the first resume.pt
+    truncate_log(run_dir / LOG_NAME, run.st.step)   # also after a kill before the first resume.pt
     return run
 
 
@@ -359,22 +359,6 @@ def train_run(cfg, run_dir, device="cpu", progress=None, keep_state=True):
         bar.close()
     run.finish()
     return run.dir
-
-
-def _truncate_log(path, step):
-    """Drop log lines written after `step` by an interrupted run (they are about to be redone),
-    and a last line a kill cut short."""
-    if path.exists():
-        keep = [line for line in path.read_text().splitlines(True) if _log_step(line) <= step]
-        path.write_text("".join(keep))
-
-
-def _log_step(line):
-    """The step of a training-log line; +inf for a line that is not a complete JSON record."""
-    try:
-        return json.loads(line)["step"] if line.endswith("\n") else math.inf
-    except (ValueError, KeyError, TypeError):
-        return math.inf
 
 
 def _train_step(cfg, st, train_bits, device):

@@ -85,3 +85,19 @@ def read_log(run_dir):
     if not recs:
         raise DataError(f"{path} holds no training-log records (the run has not logged a step yet)")
     return sorted(recs, key=lambda r: r["step"])
+
+
+def truncate_log(path, step):
+    """Drop log lines written after `step` by an interrupted run (they are about to be redone),
+    and a last line a kill cut short."""
+    if path.exists():
+        keep = [line for line in path.read_text().splitlines(True) if _log_step(line) <= step]
+        path.write_text("".join(keep))
+
+
+def _log_step(line):
+    """The step of a training-log line; +inf for a line that is not a complete JSON record."""
+    try:
+        return json.loads(line)["step"] if line.endswith("\n") else math.inf
+    except (ValueError, KeyError, TypeError):
+        return math.inf
