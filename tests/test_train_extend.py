@@ -122,6 +122,8 @@ def test_plot_log_draws_the_curve_and_refuses_a_directory_without_a_log(tmp_path
     assert marks == checkpoint_steps(30, 6)[1:]
     main(["plot-log", str(run), "--out", str(tmp_path / "log.png")])
     assert (tmp_path / "log.png").read_bytes()[:4] == b"\x89PNG"
+    main(["info", str(run)])
+    assert "extendable:       yes (final_state.pt" in capsys.readouterr().out
     (tmp_path / "empty").mkdir()
     with pytest.raises(SystemExit) as e:
         main(["plot-log", str(tmp_path / "empty")])

@@ -254,6 +254,12 @@ def _info_series(s):
     yield "architecture", _fmt_arch(d["arch"])
     yield "parameters", f"{d['n_params']:,}"
     yield "steps", _fmt_steps(d["steps"])
+    if meta.get("extended_from"):
+        yield "extended", f"from {', '.join(map(str, meta['extended_from']))} steps to {d['config'].get('total_steps')}"
+    if state == "finished":
+        yield "extendable", ("no (cosine learning-rate schedule)" if d["config"].get("lr_schedule") == "cosine" else
+                             "yes (final_state.pt: a larger --total-steps continues it)"
+                             if (s.path / "final_state.pt").exists() else "no (no final_state.pt kept)")
     cfg = d["config"]
     yield "training", " ".join(f"{k}={cfg.get(k)}" for k in ("lr", "lr_schedule", "batch_size", "total_steps", "ema_decay",
                                                                 "seed", "save_dtype"))
