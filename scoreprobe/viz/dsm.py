@@ -150,6 +150,9 @@ def plot_dsm_gap(ds, ax=None, tau_rule=None, tau_mem=None):
     _gap_step_axis(ax, steps, log_x)
     for i, s in enumerate(DSM_BAND):
         ax.axhline(s, color="0.4", lw=0.6, ls=":", label=None if i else BAND_LABEL.format(*DSM_BAND))
+    xs = steps if log_x else np.arange(len(steps))
+    ax.plot(xs, np.full(len(xs), 1.0), "v", ms=4, color="0.2", transform=ax.get_xaxis_transform(), clip_on=False,
+            label="computed checkpoints (one column each)")
     if "first_significant_sigma" in ds:
         star = np.atleast_1d(ds["first_significant_sigma"].values).astype(np.float64)       # (step,)
         if np.isfinite(star).any():
@@ -161,7 +164,7 @@ def plot_dsm_gap(ds, ax=None, tau_rule=None, tau_mem=None):
     ax.legend(fontsize=7, loc="upper left")
     ax.set_xlabel("training step")
     ax.set_ylabel("noise level σ")
-    ax.set_title("DSM generalization gap")
+    ax.set_title("DSM generalization gap", pad=10)
     return fig
 
 

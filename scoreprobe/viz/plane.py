@@ -119,7 +119,8 @@ def plot_field_panels(ds, sigmas=None, prefixes=("", "mem_", "rule_"), step=None
         for ax, prefix in zip(row, prefixes):
             plot_field(ds, sigma, step, ax, prefix, density, norm=norm, colorbar=False)
     fig.colorbar(ScalarMappable(norm=norm, cmap="viridis"), ax=axes.ravel().tolist(), label="log10 |score|")
-    fig.suptitle(_shown_step_text(ds, step, prefixes), fontsize=10)
+    fig.suptitle(_shown_step_text(ds, step, prefixes) + "\narrows: score direction in the plane (unit length); "
+                 "colour: log10 |score|", fontsize=9)
     return fig
 
 
