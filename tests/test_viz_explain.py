@@ -91,7 +91,7 @@ def test_dsm_legends_are_complete_and_name_the_sigma_band(toy):
     assert {"step 1", "step 100", band, "training items (mean)", "held-out items (mean)"} <= set(labels)
     assert {"memorizer (reference)", "rule oracle (reference)"} <= set(labels)
     assert ax.get_legend().get_title().get_text() == "colour: step; line style: items"
-    assert band in _legend(plot_dsm_gap(d).axes[0])
+    assert {band, "computed checkpoints (one column each)"} <= set(_legend(plot_dsm_gap(d).axes[0]))
 
 
 def test_animation_says_which_sigma_start_it_shows(toy, tmp_path):
