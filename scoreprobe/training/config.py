@@ -4,11 +4,18 @@ A leaf module (no torch): the CLI builds `scoreprobe train`'s options from these
 """
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from scoreprobe.errors import ConfigError
 
 RUN_FORMAT = "scoreprobe-run/1"
 CKPT_FORMAT = "scoreprobe-ckpt/1"
+FINAL_STATE = "final_state.pt"   # a finished run's last training state (resume.pt renamed by Run.finish)
+
+
+def ckpt_path(run_dir, step):
+    """RUN_DIR/ckpt/step_0001234.pt: where the trainer writes the checkpoint of `step`."""
+    return Path(run_dir) / "ckpt" / f"step_{step:07d}.pt"
 LR_SCHEDULES = ("constant", "cosine", "step")
 # the TrainConfig fields in which the members of an ensemble (scoreprobe.training.ensemble) may differ; the
 # others fix the architecture and the shape of the training loop, which the members share

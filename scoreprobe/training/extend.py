@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 
 from scoreprobe.errors import CheckpointError, ConfigError
+from scoreprobe.training.config import FINAL_STATE, ckpt_path
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +78,6 @@ def check_extension(meta, cfg, run_dir):
                           f"{old_total}, so the run cannot be extended to {cfg.total_steps} as the same "
                           "trajectory; train a new run (constant and step schedules extend)")
     run_dir = Path(run_dir)
-    from scoreprobe.training.train import FINAL_STATE, ckpt_path
     if (run_dir / FINAL_STATE).exists() or (run_dir / "resume.pt").exists():
         return
     if all(ckpt_path(run_dir, s).exists() for s in meta["checkpoint_steps"]):
@@ -91,7 +91,6 @@ def extend_run(cfg, run_dir):
     """When `cfg` extends the run in `run_dir` (checked by check_extension): its last state becomes
     resume.pt and run.json gets the new total, the continued checkpoint schedule and `extended_from`.
     Nothing happens when run.json already has cfg's total_steps."""
-    from scoreprobe.training.train import FINAL_STATE
     run_dir = Path(run_dir)
     meta_path = run_dir / "run.json"
     meta = json.loads(meta_path.read_text())

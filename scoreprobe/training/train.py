@@ -25,7 +25,8 @@ import numpy as np
 import torch
 
 # the config and the formats live in a leaf module (no torch): the CLI reads them at start-up
-from scoreprobe.training.config import CKPT_FORMAT, LR_SCHEDULES, RUN_FORMAT, TrainConfig  # noqa: F401  (re-exported)
+from scoreprobe.training.config import (CKPT_FORMAT, FINAL_STATE, LR_SCHEDULES, RUN_FORMAT, TrainConfig,  # noqa: F401
+                                       ckpt_path)   # (re-exported)
 from scoreprobe.data.curriculum import curriculum_bits
 from scoreprobe.data.datasets import load_dataset, make_dataset, to_signed
 from scoreprobe.errors import CheckpointError, ConfigError, first_line
@@ -67,13 +68,6 @@ def checkpoint_steps(total_steps, n, first=1):
         m += 1
     keep = np.unique(np.round(np.linspace(0, len(steps) - 1, n - 1)).astype(int))
     return [0] + [int(s) for s in steps[keep]]
-
-
-FINAL_STATE = "final_state.pt"   # a finished run's last training state (resume.pt renamed by Run.finish)
-
-
-def ckpt_path(run_dir, step):
-    return Path(run_dir) / "ckpt" / f"step_{step:07d}.pt"
 
 
 # ---------------------------------------------------------------------------------------------
