@@ -1,8 +1,10 @@
 """Option parsing and figure helpers shared by the subcommands."""
 import click
 
+from scoreprobe.limits import MAX_ODE_STEPS, MAX_SEED
 
-SEED = click.IntRange(min=0)  # every --seed: numpy's generators refuse negative seeds
+SEED = click.IntRange(0, MAX_SEED)  # every --seed: no negative seeds, none that would wrap past 2**64 - 1
+ODE_STEPS = click.IntRange(1, MAX_ODE_STEPS)   # every --n-steps (scoreprobe.limits)
 
 
 def resolve_device(device):
