@@ -136,7 +136,7 @@ def check_expansion(n_bytes, file_bytes, what, error):
     """`error` when tensors taking n_bytes in memory come from files of file_bytes: more than
     max_expansion() times the files (plus 1 MiB) means storage the file does not hold (zero-stride
     views), refused before anything is allocated unless the user raises the limit."""
-    limit = max_expansion(error)
+    limit = max_expansion()   # a malformed override is a ConfigError
     if n_bytes > limit * file_bytes + (1 << 20):
         raise error(f"{what}: its tensors take {n_bytes / 2**20:.1f} MiB in memory but the file holds only "
                     f"{file_bytes / 2**20:.2f} MiB (more than {limit:g}x: expanded or zero-stride views); "
