@@ -107,7 +107,7 @@ def _clocks_argv(source, *extra):
 
 def _load(path, error, **kw):
     """An attempt at load_checkpoint(path, **kw) and at `clocks path --dataset RUN` with the same settings."""
-    from scoreprobe.checkpoints import load_checkpoint
+    from scoreprobe.loading.series import load_checkpoint
 
     def api():
         return load_checkpoint(path, **kw)
@@ -116,7 +116,7 @@ def _load(path, error, **kw):
 
 
 def _source(paths, error, argv_extra=(), **kw):
-    from scoreprobe.sources import open_source
+    from scoreprobe.loading.sources import open_source
     return Attempt(lambda: open_source(paths, **kw), _clocks_argv(paths, *argv_extra) if paths else None, error)
 
 
@@ -126,7 +126,7 @@ def _cli(argv, error=None):
 
 def _train(d, error, **cfg):
     from abuse_corpus import CFG
-    from scoreprobe.train import TrainConfig, train_run
+    from scoreprobe.training.train import TrainConfig, train_run
 
     def api():
         return train_run(TrainConfig(**{**CFG, **cfg}), d.parent / "new-run", progress=False)
@@ -135,7 +135,7 @@ def _train(d, error, **cfg):
 
 
 def _series(d):
-    from scoreprobe.checkpoints import load_series
+    from scoreprobe.loading.series import load_series
     return load_series(d)
 
 
@@ -178,9 +178,9 @@ def _cases(e):
           for v in ("false", "no", "0", "False", 1, 0, None)],
         *[(f"open_source_trust_{v!r}", 1, evil_source(v)) for v in ("false", 1)],
         ("series_from_files_trust_no", 1, lambda d: Attempt(_api_call(
-            "checkpoints", "series_from_files", lambda: [_evil(d)], lambda: [0], lambda: d / "dataset.npz",
+            "loading.series", "series_from_files", lambda: [_evil(d)], lambda: [0], lambda: d / "dataset.npz",
             trust="no"), None, C)),
-        ("describe_trust_yes", 1, lambda d: Attempt(_api_call("checkpoints", "describe_checkpoint", lambda: _evil(d),
+        ("describe_trust_yes", 1, lambda d: Attempt(_api_call("loading.series", "describe_checkpoint", lambda: _evil(d),
                                                               trust="yes"), None, C)),
         # 2. sizes before allocation
         ("pt_zero_stride_views", 2, lambda d: _load(_expanded(d), K)),
@@ -211,7 +211,7 @@ def _cases(e):
         ("ensemble_10000_seeds", 2, lambda d: Attempt(None, _ensemble(d, "seed=" + ",".join(map(str, range(10000)))),
                                                       C)),
         ("ensemble_api_300_members", 2, lambda d: Attempt(_api_call(
-            "ensemble", "check_ensemble", lambda: [_config(seed=i) for i in range(300)],
+            "training.ensemble", "check_ensemble", lambda: [_config(seed=i) for i in range(300)],
             lambda: [d.parent / f"m{i}" for i in range(300)]), None, C)),
         # 4. settings from any source: type, range, finiteness, depth
         ("safetensors_beta_schedule_dict", 4, lambda d: _load(_safetensors(d, {"beta_schedule": "{}", "num_heads": "6",
@@ -248,23 +248,23 @@ def _cases(e):
         ("source_name_300", 5, lambda d: _source([d / ("x" * 300 + ".pt")], C, dataset=d)),
         ("dataset_name_300", 5, lambda d: _source([d / CKPT], C, ("--dataset", d / ("x" * 300)), dataset=d / ("x" * 300))),
         ("glob_name_300", 5, lambda d: _source([str(d / ("x" * 300 + "*.pt"))], C, dataset=d)),
-        ("steps_file_name_300", 5, lambda d: Attempt(_api_call("sources", "read_steps_file", lambda: d / ("s" * 300)),
+        ("steps_file_name_300", 5, lambda d: Attempt(_api_call("loading.sources", "read_steps_file", lambda: d / ("s" * 300)),
                                                      ["clocks", "--steps-file", d / ("s" * 300)], C)),
         ("steps_file_nul_path", 5, lambda d: _steps_source(d, ["12 ckpt/step\0.pt"], C)),
         ("steps_file_superscript_step", 5, lambda d: _steps_source(d, [f"\u00b2 {CKPT}"], C)),
         ("steps_file_arabic_step", 5, lambda d: _steps_source(d, [f"\u0663 {CKPT}"], C)),
-        ("steps_file_dev_zero", 5, lambda d: Attempt(_api_call("sources", "read_steps_file", lambda: "/dev/zero"),
+        ("steps_file_dev_zero", 5, lambda d: Attempt(_api_call("loading.sources", "read_steps_file", lambda: "/dev/zero"),
                                                      ["clocks", "--steps-file", "/dev/zero"], C)),
         ("steps_file_fifo", 5, lambda d: (os.mkfifo(d / "fifo"), Attempt(
-            _api_call("sources", "read_steps_file", lambda: d / "fifo"), ["clocks", "--steps-file", d / "fifo"], C))[1]),
+            _api_call("loading.sources", "read_steps_file", lambda: d / "fifo"), ["clocks", "--steps-file", d / "fifo"], C))[1]),
         ("steps_file_2mb", 5, lambda d: _steps_source(d, [f"{i} {CKPT}" for i in range(200000)], C)),
         *[(f"set_reserved_{n}", 5, lambda d, n=n: Attempt(None, ["clocks", d / CKPT, "--dataset", d, "--set", f"{n}=1"], C))
           for n in ("trust", "data_seed", "step_pattern", "paths")],
         ("step_from_name_catastrophic", 5, lambda d: Attempt(
-            _api_call("sources", "steps_from_names", lambda: [Path("a" * 40 + "!.pt")], lambda: "(a+)+$"),
+            _api_call("loading.sources", "steps_from_names", lambda: [Path("a" * 40 + "!.pt")], lambda: "(a+)+$"),
             ["clocks", d / CKPT, "--dataset", d, "--step-from-name", "(a+)+$"], C)),
         ("step_from_name_backreference", 5, lambda d: Attempt(
-            _api_call("sources", "compile_step_pattern", lambda: r"(\d)\1"), None, C)),
+            _api_call("loading.sources", "compile_step_pattern", lambda: r"(\d)\1"), None, C)),
         # 6. every numeric option in range
         ("basins_sigma_start_1e308", 6, lambda d: Attempt(_plane_call(d, "probes.basins", "basins", sigma_start=1e308,
                                                                       res=2), ["basins", d, "--sigma-start", "1e308"], C)),
@@ -281,7 +281,7 @@ def _cases(e):
         ("sample_seed_2_64", 6, lambda d: Attempt(_api_call("ode", "sample", lambda: _series(d).denoiser(STEP),
                                                             lambda: 2, lambda: 2**64), None, C)),
         ("ensemble_seed_1e23", 6, lambda d: Attempt(None, _ensemble(d, f"seed=0,{10**23}"), C)),
-        ("make_dataset_seed_2_64", 6, lambda d: Attempt(_api_call("data", "make_dataset", lambda: _series(d).rule,
+        ("make_dataset_seed_2_64", 6, lambda d: Attempt(_api_call("data.datasets", "make_dataset", lambda: _series(d).rule,
                                                                   lambda: 2, lambda: 2, seed=2**64), None, C)),
         ("set_sigma_data_1e308", 6, lambda d: _load(_bare(d), C, parameterization="edm", sigma_data=1e308, num_heads=6)),
         ("data_size_huge", 6, lambda d: Attempt(None, ["clocks", d / CKPT, "--dataset", json.dumps(BIG_RULE),
@@ -307,7 +307,7 @@ def _cases(e):
         ("ensemble_rule_seed_contiguous", 8, lambda d: Attempt(None, _ensemble(d, "rule_seed=0,1", "--layout",
                                                                                "contiguous"), C)),
         ("ensemble_api_identical_members", 8, lambda d: Attempt(_api_call(
-            "ensemble", "check_ensemble", lambda: [_config(rule={**_config().rule, "layout": "contiguous", "seed": s})
+            "training.ensemble", "check_ensemble", lambda: [_config(rule={**_config().rule, "layout": "contiguous", "seed": s})
                                                    for s in (0, 1)],
             lambda: [d.parent / "m0", d.parent / "m1"]), None, C)),
     ]
@@ -318,13 +318,13 @@ BIG_RULE = {"name": "exactk", "k": 1, "shape": [128, 128]}
 
 def _config(**kw):
     from abuse_corpus import CFG
-    from scoreprobe.train import TrainConfig
+    from scoreprobe.training.train import TrainConfig
     return TrainConfig(**{**CFG, **kw})
 
 
 def _steps_source(d, lines, error):
     path = _steps_file(d, lines)
-    from scoreprobe.sources import open_source
+    from scoreprobe.loading.sources import open_source
     return Attempt(lambda: open_source(steps_file=path, dataset=d), ["clocks", "--steps-file", path, "--dataset", d,
                                                                     "--n-samples", 2, "--n-steps", 1, "--device", "cpu"],
                    error)
@@ -436,7 +436,7 @@ def main():
     import shutil
     import tempfile
     from abuse_corpus import CFG
-    from scoreprobe.train import TrainConfig, train_run
+    from scoreprobe.training.train import TrainConfig, train_run
     tmp = Path(tempfile.mkdtemp(prefix="abuse-inputs-"))
     train_run(TrainConfig(**CFG), tmp / "good", progress=False)
     counts, per_item = Counter(), Counter()

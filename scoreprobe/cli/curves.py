@@ -1,7 +1,7 @@
 """`scoreprobe clocks` and `scoreprobe dsm`: one row per checkpoint."""
 import click
 
-from scoreprobe.cli import cli
+from scoreprobe.cli.app import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.limits import MAX_ITEMS, MAX_SAMPLES, MAX_SIGMAS
 from scoreprobe.cli.common import (ODE_STEPS, SEED, autocast_option, check_writable, choose_steps, models_per_pass_option,

@@ -26,7 +26,7 @@ import torch
 
 from scoreprobe.errors import CheckpointError, ConfigError
 from scoreprobe.limits import MAX_BITS, MAX_HIDDEN, check_int, check_positive
-from scoreprobe.models.formats import read_json
+from scoreprobe.loading.formats import read_json
 
 CLASSES = ("DiTTransformer2DModel", "Transformer2DModel")
 WEIGHT_FILES = ("diffusion_pytorch_model.safetensors", "diffusion_pytorch_model.bin")

@@ -4,9 +4,9 @@
     arch, missing = infer_dit_arch(sd, {"num_heads": 6})   # arch as models.build.build_model takes it
 
 What shapes cannot tell (num_heads, a non-square image_shape) comes from `settings` (anything with
-.get: a models.settings.Settings or a dict) — the training script's args or keyword overrides;
+.get: a loading.settings.Settings or a dict) — the training script's args or keyword overrides;
 `missing` names whatever nobody stated. σ_data, time_scale and the parameterization are decided by
-models.settings, not here.
+loading.settings, not here.
 """
 import math
 import re
@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 
 from scoreprobe.errors import CheckpointError, ConfigError, first_line
-from scoreprobe.models.settings import SETTINGS, check_setting
+from scoreprobe.loading.settings import SETTINGS, check_setting
 
 OVERRIDES = SETTINGS
 DIT_HEADS = {"XL": 16, "L": 16, "B": 12, "S": 6}   # facebookresearch/DiT presets DiT-{size}/{patch}
@@ -38,7 +38,7 @@ def strip_prefixes(sd):
 
 
 def check_overrides(overrides):
-    """ConfigError for unknown setting names or a malformed value (models.settings.check_setting: type,
+    """ConfigError for unknown setting names or a malformed value (loading.settings.check_setting: type,
     range, finiteness; e.g. num_heads a positive int, sigma_data positive finite, image_shape (C, H, W))."""
     unknown = set(overrides) - set(OVERRIDES)
     if unknown:
