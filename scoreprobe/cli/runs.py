@@ -69,7 +69,7 @@ def _train_options(fn):
 @click.option("--rule-seed", type=SEED, default=0, help="Seed of the random parity layout.")
 @click.option("--shape", default="6x6", help="Image shape HxW (parity, exactk, rowk).")
 @device_option()
-@click.option("--threads", type=click.IntRange(min=1), default=None,
+@click.option("--threads", type=click.IntRange(1, 1024), default=None,
               help="CPU threads for torch (default: torch's choice). On CPU the weights are bitwise "
                    "reproducible for a given thread count; tiny models gain little from a second thread.")
 @click.option("--ensemble", "ensemble_spec", metavar="SPEC", default=None,
@@ -93,6 +93,10 @@ def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads
             torch.set_num_threads(threads)
         return _train_ensemble(run_dir, grid, rule_args, device, settings)
     cfg = TrainConfig(rule=_rule_spec(**rule_args), **settings)
+    cfg.validate()   # every number in range and the model within the size limits before anything is said or made
+    from scoreprobe.models.build import check_training_size, model_arch
+    from scoreprobe.data.rules import rule_from_spec
+    check_training_size(cfg.model, model_arch(cfg, rule_from_spec(cfg.rule)), cfg.batch_size)
     check_writable(run_dir, "RUN_DIR")
     if threads:
         torch.set_num_threads(threads)

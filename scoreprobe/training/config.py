@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.limits import (MAX_BATCH, MAX_DEPTH, MAX_HIDDEN, MAX_ITEMS, MAX_STEP, check_int, check_positive,
+from scoreprobe.limits import (MAX_BATCH, MAX_DEPTH, MAX_HIDDEN, MAX_ITEMS, MAX_SIGMA, MAX_STEP, check_int, check_positive,
                                check_real, check_seed)
 
 RUN_FORMAT = "scoreprobe-run/1"
@@ -21,6 +21,9 @@ _INT_RANGES = {"n_train": (1, MAX_ITEMS), "n_heldout": (0, MAX_ITEMS), "batch_si
                "total_steps": (1, MAX_STEP), "n_checkpoints": (1, 10**4), "first_checkpoint": (1, MAX_STEP),
                "patch_size": (1, 128), "lr_drop_step": (0, MAX_STEP), "warmup_steps": (0, MAX_STEP),
                "log_every": (1, MAX_STEP), "resume_every": (1, MAX_STEP)}
+
+_REAL_RANGES = {"p_mean": (-30.0, 30.0), "p_std": (0.0, 10.0), "lr_min": (0.0, 10.0), "weight_decay": (0.0, 1e3),
+                "ema_decay": (0.0, 1.0)}
 
 
 @dataclass
@@ -99,10 +102,10 @@ class TrainConfig:
         for name in ("hidden_size", "depth", "num_heads"):
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name, 1, MAX_HIDDEN if name != "depth" else MAX_DEPTH)
-        for name in ("sigma_data", "time_scale", "lr"):
-            check_positive(getattr(self, name), name)
-        for name in ("p_mean", "p_std", "lr_min", "weight_decay", "ema_decay"):
-            check_real(getattr(self, name), name)
+        for name, hi in (("sigma_data", MAX_SIGMA), ("time_scale", 1e6), ("lr", 10.0)):
+            check_positive(getattr(self, name), name, hi)
+        for name, (lo, hi) in _REAL_RANGES.items():   # ln σ ~ N(p_mean, p_std) must stay far from overflow
+            check_real(getattr(self, name), name, lo, hi)
 
     def validate(self):
         if self.model not in ("dit", "gpt"):
