@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+import abuse_corpus
 import abuse_inputs
 from abuse_corpus import CFG, CKPT, DATA_CASES, RESUME_CASES, RUN_CASES, STEP, STEP_CASES
 from scoreprobe.loading.series import load_checkpoint, load_series
@@ -178,7 +179,7 @@ def test_corpus_size():
 
 # ---------------------------------------------------------------------------------------------
 # Issue 21: trust, sizes before allocation, settings from any source, SOURCES, numbers, silent
-# acceptances (tests/abuse_inputs.py; `python tests/abuse_inputs.py` prints the counts)
+# acceptances (tests/abuse_inputs.py; `python tests/abuse_corpus.py` prints the counts)
 # ---------------------------------------------------------------------------------------------
 
 INPUT_CASES = abuse_inputs.cases()
@@ -191,7 +192,7 @@ def test_hardened_input(name, item, build, sandbox):
     d, store, before = sandbox
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        outcome, detail = abuse_inputs.run_attempt(build, d, d.parent)
+        outcome, detail = abuse_corpus.run_attempt(build, d, d.parent)
     assert outcome == "clean", detail
     assert _tree(store) == before
 

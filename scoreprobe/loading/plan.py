@@ -20,8 +20,8 @@ from scoreprobe.loading.diffusers_dit import convert_diffusers_dit, find_diffuse
 from scoreprobe.loading.diffusers_dit import read_diffusers_weights
 from scoreprobe.loading.foreign import dit_module_settings, infer_dit_arch, is_state_dict, strip_prefixes
 from scoreprobe.loading.formats import read_file, read_json, read_side_files
-from scoreprobe.loading.settings import (Settings, check_conflicts, check_source, decide_parameterization, resolve_label,
-                                        resolve_onehot_label, resolve_schedule)
+from scoreprobe.loading.settings import (Settings, check_conflicts, check_source, decide_parameterization,
+                                         resolve_label, resolve_onehot_label, resolve_schedule)
 from scoreprobe.loading.weights import select_weights
 
 
