@@ -3,7 +3,8 @@ import click
 
 from scoreprobe.cli.app import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
-from scoreprobe.cli.common import (SEED, animation_options, autocast_option, check_frame, check_writable,
+from scoreprobe.limits import FPS_RANGE
+from scoreprobe.cli.common import (ODE_STEPS, SEED, animation_options, autocast_option, check_frame, check_writable,
                                    choose_steps, device_option, figure_path, float_list, models_per_pass_option,
                                    on_scheduler, save_figure, scheduler_of, scheduler_options, steps_in_store,
                                    store_line)
@@ -74,7 +75,7 @@ def _basin_table(ds):
 @click.option("--plane", "plane_spec", default="auto", help="auto, or train:I,heldout:J,violating:K.")
 @click.option("--sigma-start", multiple=True, default=("1.0",), help="Starting noise level(s); repeat or comma-separate.")
 @click.option("--res", type=click.IntRange(min=2), default=24, help="Grid points per axis.")
-@click.option("--n-steps", type=click.IntRange(min=1), default=DEFAULT_N_STEPS, help="Heun PF-ODE steps from sigma_start to 0.")
+@click.option("--n-steps", type=ODE_STEPS, default=DEFAULT_N_STEPS, help="Heun PF-ODE steps from sigma_start to 0.")
 @click.option("--steps", default="auto", help="Checkpoints: auto (about 8), all, or S1,S2,...")
 @click.option("--seed", type=SEED, default=0, help="Seed of the automatic plane choice.")
 @click.option("--out", type=click.Path(), default="basins.zarr", help="Zarr store (resumable; reruns reuse it).")
@@ -187,7 +188,7 @@ def _field_figure(ds, sigmas, oracles, path):
 @cli.command()
 @click.argument("store", type=click.Path(exists=True, file_okay=False))
 @click.option("--out", type=click.Path(dir_okay=False), default="basins.gif", help="Output .gif or .mp4.")
-@click.option("--fps", type=click.FloatRange(min=0, min_open=True), default=4.0, help="Frames per second.")
+@click.option("--fps", type=click.FloatRange(*FPS_RANGE), default=4.0, help="Frames per second.")
 @click.option("--sigma-start", type=float, default=None, help="Which starting noise level (default: the middle one).")
 @animation_options
 def animate(store, out, fps, sigma_start, dpi, frame_size):

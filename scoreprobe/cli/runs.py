@@ -70,7 +70,7 @@ def _train_options(fn):
 @click.option("--rule-seed", type=SEED, default=0, help="Seed of the random parity layout.")
 @click.option("--shape", default="6x6", help="Image shape HxW (parity, exactk, rowk).")
 @device_option()
-@click.option("--threads", type=click.IntRange(min=1), default=None,
+@click.option("--threads", type=click.IntRange(1, 1024), default=None,
               help="CPU threads for torch (default: torch's choice). On CPU the weights are bitwise "
                    "reproducible for a given thread count; tiny models gain little from a second thread.")
 @click.option("--ensemble", "ensemble_spec", metavar="SPEC", default=None,
@@ -108,6 +108,10 @@ def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads
             torch.set_num_threads(threads)
         return _train_ensemble(run_dir, grid, rule_args, device, settings)
     cfg = TrainConfig(rule=_rule_spec(**rule_args), **settings)
+    cfg.validate()   # every number in range and the model within the size limits before anything is said or made
+    from scoreprobe.models.build import check_training_size, model_arch
+    from scoreprobe.data.rules import rule_from_spec
+    check_training_size(cfg.model, model_arch(cfg, rule_from_spec(cfg.rule)), cfg.batch_size)
     check_writable(run_dir, "RUN_DIR")
     if threads:
         torch.set_num_threads(threads)
@@ -179,7 +183,30 @@ def _ensemble_grid(ctx, spec):
         axes[name] = values
     if not axes:
         raise click.BadParameter("empty; give at least one KEY=V1,V2,...", ctx=ctx, param_hint="--ensemble")
+    import math
+    from scoreprobe.limits import MAX_ENSEMBLE
+    size = math.prod(len(v) for v in axes.values())
+    if size > MAX_ENSEMBLE:
+        raise click.BadParameter(f"{size} members, more than the limit {MAX_ENSEMBLE} (scoreprobe.limits.MAX_ENSEMBLE)",
+                                 ctx=ctx, param_hint="--ensemble")
     return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+
+
+def _refuse_ignored_keys(grid, cfgs):
+    """A usage error when two members train the same run: a key the rule ignores (k with parity,
+    rule_seed with a contiguous layout) would give identical duplicate members."""
+    from scoreprobe.training.ensemble import member_key
+    seen = {}
+    for member, cfg in zip(grid, cfgs):
+        key = member_key(cfg)
+        if key in seen:
+            other = seen[key]
+            keys = [k for k in member if member[k] != other[k]]
+            raise click.BadParameter(f"{', '.join(keys)} has no effect on the rule {cfg.rule}: members "
+                                     f"{' '.join(f'{k}={other[k]}' for k in keys)} and "
+                                     f"{' '.join(f'{k}={member[k]}' for k in keys)} would train identical runs",
+                                     param_hint="--ensemble")
+        seen[key] = member
 
 
 def _train_ensemble(run_dir, grid, rule_args, device, settings):
@@ -193,6 +220,7 @@ def _train_ensemble(run_dir, grid, rule_args, device, settings):
         own = {k: v for k, v in member.items() if k not in rule_args}
         cfgs.append(TrainConfig(rule=rule_spec, **{**settings, **own}))
         dirs.append(os.path.join(run_dir, "-".join(f"{k}{v}" for k, v in member.items())))
+    _refuse_ignored_keys(grid, cfgs)
     check_ensemble(cfgs, dirs)          # ConfigError (one line, exit 2) before any directory is made
     click.echo(f"training an ensemble of {len(cfgs)} {cfgs[0].model} runs for {cfgs[0].total_steps} steps "
                f"on {device} -> {run_dir}")
@@ -310,6 +338,12 @@ def _info_file(path, trust, settings):
                           f"pass --set {d['missing'][0]}=... to load it)")
 
 
+def _echo_warnings(caught):
+    """The warnings recorded while a file was read, one line each (kept when reading then fails)."""
+    for w in caught:
+        click.echo(f"warning: {w.category.__name__}: {' '.join(str(w.message).split())}", err=True)
+
+
 @cli.command()
 @click.argument("path", type=click.Path(path_type=str), required=False)
 @click.option("--trust", is_flag=True, help=TRUST_HELP)
@@ -321,6 +355,7 @@ def info(path, trust, settings):
     import os
     from scoreprobe.loading.series import load_series
     settings = parse_settings(settings)
+    caught = []
     try:
         if path is None or (os.path.isdir(path) and os.path.exists(os.path.join(path, "run.json"))):
             rows = list(_info_series(load_series(path)))
@@ -330,9 +365,11 @@ def info(path, trust, settings):
                 rows = list(_info_file(path, trust, settings))
             rows += [("warning", str(w.message)) for w in caught if issubclass(w.category, ScoreprobeWarning)]
     except ScoreprobeError as e:
-        click.echo(f"error: {e}", err=True)
+        _echo_warnings(caught)      # e.g. the TrustWarning of a pickle whose code ran before the error
+        click.echo(f"error: {' '.join(str(e).split())}", err=True)
         sys.exit(2)
     except Exception as e:  # a hostile or odd file must not print a traceback
+        _echo_warnings(caught)
         logging.getLogger(__name__).debug("info %s failed", path, exc_info=True)
         click.echo(f"error: could not read {path} ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}); "
                    "rerun as `scoreprobe -vv info ...` for details", err=True)

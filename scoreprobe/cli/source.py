@@ -5,6 +5,9 @@ import functools
 
 import click
 
+from scoreprobe.cli.common import SEED
+from scoreprobe.limits import MAX_ITEMS
+
 _WORD_SETTINGS = ("parameterization", "schedule", "ema")
 
 SET_HELP = ("A setting the file does not store: parameterization (edm|ddpm_eps|v|x0), schedule (linear|cosine), "
@@ -13,25 +16,50 @@ SET_HELP = ("A setting the file does not store: parameterization (edm|ddpm_eps|v
 TRUST_HELP = "Allow pickles that run code when loaded (only files you trust)."
 
 
+def _number(text):
+    """An ASCII int or float ('6', '0.5', '1e-3'); ValueError for anything else ('²', 'nan' is a float)."""
+    if not text.isascii():
+        raise ValueError(text)
+    return float(text) if any(c in text.lower() for c in ".en") else int(text)
+
+
 def _parse_value(name, text):
-    """One --set value: words for parameterization/schedule/ema, 'null' or an int for class_label, else numbers."""
+    """One --set value: words for parameterization/schedule/ema, 'null' or an int for class_label, else
+    one number (image_shape: three, C,H,W or CxHxW). Checked for range by models.settings.check_setting."""
     if name in _WORD_SETTINGS or (name == "class_label" and text.lower() == "null"):
         return text.lower() if name != "parameterization" else text
+    parts = text.replace("x", ",").split(",") if name == "image_shape" else [text]
     try:
-        values = [float(t) if "." in t or "e" in t.lower() else int(t) for t in text.replace("x", ",").split(",")]
+        values = [_number(t.strip()) for t in parts]
     except ValueError:
-        raise click.BadParameter(f"{name}: expected numbers, got {text!r}", param_hint="--set")
+        want = "three integers C,H,W" if name == "image_shape" else "one number"
+        raise click.BadParameter(f"{name}: expected {want}, got {text!r}", param_hint="--set") from None
     return values if name == "image_shape" else values[0]
 
 
 def parse_settings(pairs):
-    """('num_heads=6', 'image_shape=1,6,6', 'parameterization=ddpm_eps') -> {'num_heads': 6, ...}."""
+    """('num_heads=6', 'image_shape=1,6,6', 'parameterization=ddpm_eps') -> {'num_heads': 6, ...}.
+
+    Usage errors: a name that is not a checkpoint setting (trust, data_seed, ... have their own
+    options), a name given twice, a malformed or out-of-range value."""
+    from scoreprobe.errors import ConfigError
+    from scoreprobe.loading.settings import SETTINGS, check_setting
     out = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
-        if not sep or not name.strip():
+        name = name.strip()
+        if not sep or not name:
             raise click.BadParameter(f"expected NAME=VALUE, got {pair!r}", param_hint="--set")
-        out[name.strip()] = _parse_value(name.strip(), text.strip())
+        if name not in (*SETTINGS, "ema"):
+            raise click.BadParameter(f"{name!r} is not a checkpoint setting; known: {', '.join(SETTINGS)}, ema",
+                                     param_hint="--set")
+        if name in out:
+            raise click.BadParameter(f"{name} is given twice", param_hint="--set")
+        out[name] = _parse_value(name, text.strip())
+        try:
+            check_setting(name, out[name]) if name != "ema" else None
+        except ConfigError as e:
+            raise click.BadParameter(str(e), param_hint="--set") from None
     return out
 
 
@@ -40,17 +68,18 @@ def _data_size(ctx, param, value):
     if value is None:
         return None
     try:
-        n_train, n_heldout = (int(t) for t in value.split(","))
+        n_train, n_heldout = (int(t) if t.strip().isascii() else int("not ASCII") for t in value.split(","))
     except ValueError:
         raise click.BadParameter(f"expected N_TRAIN,N_HELDOUT such as 120,1024, got {value!r}") from None
-    if n_train < 1 or n_heldout < 0:
-        raise click.BadParameter(f"need N_TRAIN >= 1 and N_HELDOUT >= 0, got {value!r}")
+    if not 1 <= n_train <= MAX_ITEMS or not 0 <= n_heldout <= MAX_ITEMS:
+        raise click.BadParameter(f"need 1 <= N_TRAIN <= {MAX_ITEMS} and 0 <= N_HELDOUT <= {MAX_ITEMS} "
+                                 f"(scoreprobe.limits.MAX_ITEMS), got {value!r}")
     return n_train, n_heldout
 
 
 _OPTIONS = (
     click.argument("sources", nargs=-1, type=click.Path()),
-    click.option("--steps-file", type=click.Path(exists=True, dir_okay=False), default=None,
+    click.option("--steps-file", type=click.Path(), default=None,
                  help="Checkpoint files and their steps: lines 'STEP PATH' (instead of SOURCES)."),
     click.option("--step-from-name", "step_pattern", metavar="REGEX", default=None,
                  help="Read each file's step from its name: the regex's first group (default: the last number "
@@ -62,7 +91,7 @@ _OPTIONS = (
                  help="Rule spec for a --dataset .npz that does not store one."),
     click.option("--data-size", callback=_data_size, metavar="N_TRAIN,N_HELDOUT", default=None,
                  help="Size of the data drawn for a rule spec --dataset."),
-    click.option("--data-seed", type=click.IntRange(min=0), default=0, help="Seed of the data drawn for a rule spec."),
+    click.option("--data-seed", type=SEED, default=0, help="Seed of the data drawn for a rule spec."),
     click.option("--set", "settings", multiple=True, metavar="NAME=VALUE", help=SET_HELP),
     click.option("--trust", is_flag=True, help=TRUST_HELP),
 )

@@ -23,7 +23,7 @@ from scoreprobe import ode, slices, store
 from scoreprobe.data import datasets as data
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION, MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import NonFiniteWarning
-from scoreprobe.limits import warn_nonfinite
+from scoreprobe.limits import check_rows, check_seed, warn_nonfinite
 from scoreprobe.precision import with_autocast
 from scoreprobe.models.stack import StackedDenoiser, chunk_rows, replicate, split
 from scoreprobe.probes.taus import fit_power_law, taus  # noqa: F401  (re-exported: sp.taus)
@@ -234,6 +234,9 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     """
     obj = series_or_mapping
     dataset, rule = dataset_and_rule(obj, dataset, rule, who="clocks on a mapping or a single denoiser")
+    check_rows(n_samples, rule.n_bits, "n_samples")   # limits.MAX_SAMPLES / MAX_ROWS_BYTES, before any work
+    check_seed(seed)
+    ode.edm_sigmas(n_steps)                           # n_steps within limits.MAX_ODE_STEPS
     load_device = resolve_device(device)
     ode_device = None if device in (None, "auto") else device  # None: the denoiser's own device
     config = {"probe": "clocks", "definitions": DEFINITIONS_VERSION, "n_samples": int(n_samples),

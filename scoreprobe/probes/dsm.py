@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from scoreprobe.data.datasets import to_signed
 from scoreprobe.errors import ConfigError, DataError, NonFiniteWarning, SettingWarning, user_stacklevel
+from scoreprobe.limits import MAX_SIGMA, MAX_SIGMAS
 from scoreprobe.models.stack import replicate, stack_size
 from scoreprobe.models.stack import split as split_rows
 from scoreprobe.noise import NOISE, randn_per_sample
@@ -61,12 +62,15 @@ def _resolve_sigmas(sigmas):
     if sigmas is None:
         return default_sigmas()
     if isinstance(sigmas, (int, np.integer)) and not isinstance(sigmas, bool):
-        if sigmas < 1:
-            raise ConfigError(f"sigmas={sigmas}: need at least one noise level")
+        if not 1 <= sigmas <= MAX_SIGMAS:
+            raise ConfigError(f"sigmas={sigmas}: need between 1 and {MAX_SIGMAS} noise levels "
+                              "(scoreprobe.limits.MAX_SIGMAS)")
         return default_sigmas(sigmas)
     s = np.atleast_1d(np.asarray(sigmas, dtype=np.float64))
     if s.ndim != 1 or s.size == 0 or not np.all(np.isfinite(s)) or np.any(s <= 0):
-        raise ConfigError(f"sigmas must be a non-empty 1-D list of positive finite numbers, got {sigmas!r}")
+        raise ConfigError(f"sigmas must be a non-empty 1-D list of positive finite numbers, got {str(sigmas)[:80]}")
+    if s.size > MAX_SIGMAS or np.any(s > MAX_SIGMA):
+        raise ConfigError(f"sigmas must be at most {MAX_SIGMAS} values of at most {MAX_SIGMA:g} (scoreprobe.limits)")
     return s
 
 

@@ -11,7 +11,7 @@ import torch
 import xarray as xr
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.limits import warn_nonfinite
+from scoreprobe.limits import MAX_SIGMA, MAX_SIGMAS, warn_nonfinite
 from scoreprobe.precision import with_autocast
 from scoreprobe.sweep import dataset_and_rule, run_probe
 
@@ -38,7 +38,10 @@ def plane_coords(plane, u, v):
 def as_sigma_list(sigmas, name="sigmas"):
     arr = np.atleast_1d(np.asarray(sigmas, dtype=np.float64))
     if arr.ndim != 1 or len(arr) == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-        raise ConfigError(f"{name} must be one or more positive finite numbers, got {sigmas!r}")
+        raise ConfigError(f"{name} must be one or more positive finite numbers, got {str(sigmas)[:80]}")
+    if len(arr) > MAX_SIGMAS or np.any(arr > MAX_SIGMA):
+        raise ConfigError(f"{name} must be at most {MAX_SIGMAS} values of at most {MAX_SIGMA:g} "
+                          f"(scoreprobe.limits.MAX_SIGMA), got {str(sigmas)[:80]}")
     return arr
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scoreprobe.errors import ConfigError
+from scoreprobe.limits import (MAX_BATCH, MAX_DEPTH, MAX_HIDDEN, MAX_ITEMS, MAX_SIGMA, MAX_STEP, check_int, check_positive,
+                               check_real, check_seed)
 
 RUN_FORMAT = "scoreprobe-run/1"
 CKPT_FORMAT = "scoreprobe-ckpt/1"
@@ -21,6 +23,14 @@ LR_SCHEDULES = ("constant", "cosine", "step")
 # others fix the architecture and the shape of the training loop, which the members share
 ENSEMBLE_VARIES = ("rule", "n_train", "n_heldout", "data_seed", "seed", "p_mean", "p_std", "save_dtype",
                    "save_model")
+
+_INT_RANGES = {"n_train": (1, MAX_ITEMS), "n_heldout": (0, MAX_ITEMS), "batch_size": (1, MAX_BATCH),
+               "total_steps": (1, MAX_STEP), "n_checkpoints": (1, 10**4), "first_checkpoint": (1, MAX_STEP),
+               "patch_size": (1, 128), "lr_drop_step": (0, MAX_STEP), "warmup_steps": (0, MAX_STEP),
+               "log_every": (1, MAX_STEP), "resume_every": (1, MAX_STEP)}
+
+_REAL_RANGES = {"p_mean": (-30.0, 30.0), "p_std": (0.0, 10.0), "lr_min": (0.0, 10.0), "weight_decay": (0.0, 1e3),
+                "ema_decay": (0.0, 1.0)}
 
 
 @dataclass
@@ -90,15 +100,27 @@ class TrainConfig:
             raise ConfigError(f"curriculum: STEPS={steps} must be in (0, total_steps={self.total_steps})")
         return g0, steps
 
+    def _check_numbers(self):
+        """Type and range of every numeric field (limits in scoreprobe.limits), before anything is built."""
+        for name, (lo, hi) in _INT_RANGES.items():
+            check_int(getattr(self, name), name, lo, hi)
+        for name in ("seed", "data_seed"):
+            check_seed(getattr(self, name), name)
+        for name in ("hidden_size", "depth", "num_heads"):
+            if getattr(self, name) is not None:
+                check_int(getattr(self, name), name, 1, MAX_HIDDEN if name != "depth" else MAX_DEPTH)
+        for name, hi in (("sigma_data", MAX_SIGMA), ("time_scale", 1e6), ("lr", 10.0)):
+            check_positive(getattr(self, name), name, hi)
+        for name, (lo, hi) in _REAL_RANGES.items():   # ln σ ~ N(p_mean, p_std) must stay far from overflow
+            check_real(getattr(self, name), name, lo, hi)
+
     def validate(self):
         if self.model not in ("dit", "gpt"):
             raise ConfigError(f"model must be 'dit' or 'gpt', got {self.model!r}")
         if self.model != "dit" and (self.global_token or self.multiplicative):
             raise ConfigError("global_token and multiplicative are DiT switches; use model='dit'")
+        self._check_numbers()
         self.curriculum_plan()
-        for name in ("n_train", "batch_size", "total_steps", "n_checkpoints"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.save_dtype not in ("float32", "float16", "bfloat16"):
             raise ConfigError(f"save_dtype must be float32, float16 or bfloat16, got {self.save_dtype!r}")
         if self.lr_schedule not in LR_SCHEDULES:

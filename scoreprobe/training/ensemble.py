@@ -16,6 +16,7 @@ member alone with `train_run`). Members may differ in ENSEMBLE_VARIES (seed, dat
 same image shape, ...); everything else, architecture and optimisation loop, is shared.
 """
 import copy
+import json
 import logging
 import warnings
 from contextlib import ExitStack
@@ -27,6 +28,7 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from scoreprobe.training.config import ENSEMBLE_VARIES, TrainConfig
 from scoreprobe.errors import ConfigError
+from scoreprobe.limits import MAX_ENSEMBLE
 from scoreprobe.models.edm import dsm_loss
 from scoreprobe.progress import CountProgress
 from scoreprobe.training.trainlog import bucket_sums
@@ -47,6 +49,9 @@ def check_ensemble(cfgs, run_dirs):
         raise ConfigError("an ensemble needs at least one member")
     if not all(isinstance(c, TrainConfig) for c in cfgs):
         raise ConfigError("ensemble members must be TrainConfig objects")
+    if len(cfgs) > MAX_ENSEMBLE:
+        raise ConfigError(f"an ensemble of {len(cfgs)} members is more than the limit {MAX_ENSEMBLE} "
+                          "(scoreprobe.limits.MAX_ENSEMBLE); train it in parts")
     if len(run_dirs) != len(cfgs):
         raise ConfigError(f"{len(cfgs)} configs but {len(run_dirs)} run directories")
     if len({Path(d).resolve() for d in run_dirs}) != len(run_dirs):
@@ -64,8 +69,30 @@ def check_ensemble(cfgs, run_dirs):
                               f"{ref[diff[0]]!r}; members share the architecture and the training loop and "
                               f"may differ only in {', '.join(ENSEMBLE_VARIES)}")
     _check_arch(cfgs)
+    _check_distinct(cfgs)
+    from scoreprobe.models.build import check_training_size, model_arch
+    from scoreprobe.data.rules import rule_from_spec
+    check_training_size("dit", model_arch(cfgs[0], rule_from_spec(cfgs[0].rule)), cfgs[0].batch_size, len(cfgs))
     for cfg, run_dir in zip(cfgs, run_dirs):   # a directory of another run: refused before any is written
         check_run_dir(cfg, run_dir)
+
+
+def member_key(cfg):
+    """What a member trains: its config with the rule's effective spec (arguments the rule ignores dropped)."""
+    from scoreprobe.data.rules import rule_from_spec
+    d = {**cfg.to_dict(), "rule": rule_from_spec(cfg.rule).effective_spec()}
+    return json.dumps(d, sort_keys=True, default=str)
+
+
+def _check_distinct(cfgs):
+    """ConfigError when two members train the same: they would give identical runs."""
+    seen = {}
+    for i, cfg in enumerate(cfgs):
+        key = member_key(cfg)
+        if key in seen:
+            raise ConfigError(f"ensemble members {seen[key]} and {i} have the same config (rule {cfg.rule}); they "
+                              "would train identical runs")
+        seen[key] = i
 
 
 def _check_arch(cfgs):

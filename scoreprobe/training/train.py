@@ -31,7 +31,7 @@ from scoreprobe.data.curriculum import curriculum_bits
 from scoreprobe.data.datasets import load_dataset, make_dataset, to_signed
 from scoreprobe.errors import CheckpointError, ConfigError, first_line
 from scoreprobe.limits import check_int
-from scoreprobe.models.build import build_model, model_arch
+from scoreprobe.models.build import build_model, check_training_size, model_arch
 from scoreprobe.models.edm import dsm_loss, sample_sigmas
 from scoreprobe.progress import CountProgress
 from scoreprobe.data.rules import rule_from_spec
@@ -311,6 +311,7 @@ def open_run(cfg, run_dir, device):
     """Create or reopen `run_dir` for `cfg`: a `Run` at step 0 (its step-0 checkpoint written) or at
     the step of resume.pt, or None when the run is already complete. ConfigError for another config."""
     cfg.validate()
+    check_training_size(cfg.model, model_arch(cfg, rule_from_spec(cfg.rule)), cfg.batch_size)   # before building
     run_dir = Path(run_dir)
     ds = init_run_dir(cfg, run_dir)
     meta = json.loads((run_dir / "run.json").read_text())
