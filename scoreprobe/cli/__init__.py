@@ -21,8 +21,8 @@ from scoreprobe.errors import ScoreprobeError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.option("-v", "--verbose", count=True, help="Debug log output.")
-@click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
+@click.option("-v", "--verbose", count=True, help="Debug log output (also accepted after the subcommand).")
+@click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors (also accepted after the subcommand).")
 def cli(verbose, quiet):
     """scoreprobe: dissect when a diffusion model learns the rule and when it memorizes."""
     level = logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO)
@@ -107,9 +107,22 @@ def _usage_error(e):
     sys.exit(2)
 
 
+GLOBAL_FLAGS = {"-q", "--quiet", "-v", "--verbose"}
+
+
+def global_flags_first(args):
+    """`-q`/`-v` (also `-vv`) anywhere before a `--`: moved in front of the subcommand, where the
+    group parses them, so `scoreprobe clocks RUN -q` works as `scoreprobe -q clocks RUN` does."""
+    args = list(args)
+    end = args.index("--") if "--" in args else len(args)
+    flags = [a for a in args[:end] if a in GLOBAL_FLAGS or (len(a) > 2 and a[0] == "-" and set(a[1:]) == {"v"})]
+    rest = [a for a in args[:end] if a not in flags]
+    return flags + rest + args[end:]
+
+
 def _invoke(argv):
     """Parse and run the group without click's own Ctrl-C and error handling (done by `main`)."""
-    args = sys.argv[1:] if argv is None else list(argv)
+    args = global_flags_first(sys.argv[1:] if argv is None else argv)
     if hasattr(cli, "_main_shell_completion"):   # what click's own main() does first (_SCOREPROBE_COMPLETE)
         cli._main_shell_completion({}, "scoreprobe", None)
     try:
