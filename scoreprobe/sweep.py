@@ -135,6 +135,8 @@ def _series_digests(obj):
         out.update({k: config.get(k) for k in ("overrides", "ema", "parameterization")})
     else:
         out["config_sha256"] = _digest(dict(config))
+    if "denoiser" in config:   # --denoiser MODULE:FUNCTION (scoreprobe.usercode), named as the user did
+        out["denoiser"] = config["denoiser"]
     return out
 
 

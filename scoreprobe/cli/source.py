@@ -65,15 +65,47 @@ _OPTIONS = (
     click.option("--data-seed", type=click.IntRange(min=0), default=0, help="Seed of the data drawn for a rule spec."),
     click.option("--set", "settings", multiple=True, metavar="NAME=VALUE", help=SET_HELP),
     click.option("--trust", is_flag=True, help=TRUST_HELP),
+    click.option("--denoiser", "denoiser_spec", metavar="MODULE:FUNCTION", default=None,
+                 help="Your own model instead of SOURCES: FUNCTION(step) -> a denoiser D(x, sigma) (steps from "
+                      "--steps S1,S2,...), or FUNCTION() -> a denoiser or a mapping {step: denoiser}; MODULE is "
+                      "importable or a path/to/file.py. Runs your code: needs --trust. Data from --dataset."),
 )
+
+
+def _denoiser_source(spec, sources, steps_text, dataset, rule_spec, data_size, data_seed, trust, others):
+    """The source() of --denoiser: checked here, before anything heavy is imported; loaded when called."""
+    from scoreprobe.errors import ConfigError
+    from scoreprobe.usercode import TRUST_NEEDED
+    if not trust:
+        raise ConfigError(TRUST_NEEDED)
+    if sources or others:
+        raise ConfigError(f"--denoiser names the model: give no SOURCES{' and no ' + ', '.join(others) if others else ''}")
+    if dataset is None:
+        raise ConfigError("--denoiser needs the data to compare with: pass --dataset (an .npz of train/heldout bits, "
+                          "a run directory, or a rule spec with --data-size)")
+    from scoreprobe.cli.common import parse_steps
+    chosen = parse_steps(steps_text, words=("all", "auto")) if steps_text is not None else None
+
+    def source():
+        from scoreprobe.sources import dataset_from
+        from scoreprobe.usercode import denoiser_series
+        data = dataset_from(dataset, rule_spec, data_size, data_seed)
+        return denoiser_series(spec, data, steps=chosen if isinstance(chosen, list) else None, trust=trust)
+    return source
 
 
 def source_options(fn):
     """Add SOURCES... and the checkpoint options to a command; it receives `source`, a function
     returning the CheckpointSeries (called after the command's own options are checked)."""
     @functools.wraps(fn)
-    def wrapper(sources, steps_file, step_pattern, dataset, rule_spec, data_size, data_seed, settings, trust, **kw):
+    def wrapper(sources, steps_file, step_pattern, dataset, rule_spec, data_size, data_seed, settings, trust,
+                denoiser_spec, **kw):
         overrides = parse_settings(settings)
+        if denoiser_spec is not None:
+            others = [k for k, v in (("--steps-file", steps_file), ("--step-from-name", step_pattern),
+                                     ("--set", settings)) if v]
+            return fn(source=_denoiser_source(denoiser_spec, sources, kw.get("steps"), dataset, rule_spec,
+                                              data_size, data_seed, trust, others), **kw)
 
         def source():
             from scoreprobe.sources import open_source
