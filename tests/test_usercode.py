@@ -75,7 +75,7 @@ def test_a_function_of_the_step_and_a_mapping_are_measured_and_resumed_by_finger
     ("missing.py:make", [], "no Python file at missing.py"),
     ("no_such_module:make", [], "importing no_such_module failed (ModuleNotFoundError"),
     ("mine.py", [], "expects MODULE:FUNCTION or PATH.py:FUNCTION"),
-    ("mine.py:make", ["sd.pt"], "--denoiser names the model: give no SOURCES"),
+    ("mine.py:make", ["data.npz"], "--denoiser names the model: give no SOURCES"),
 ])
 def test_bad_specs_are_one_line(here, capsys, spec, extra, message):
     code, out, err = _cli(["clocks", "--denoiser", spec, "--trust", "--dataset", "data.npz", *extra, *TINY], capsys)

@@ -33,9 +33,31 @@ def cli(verbose, quiet):
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
+# Settings a file does not store: `name=` in the API, `--set name=` on the command line.
+FILE_SETTINGS = ("parameterization", "schedule", "num_timesteps", "class_label", "num_classes", "ema", "num_heads",
+                 "sigma_data", "time_scale", "image_shape")
+_CLI_PHRASES = [
+    (r"\b([Pp]ass|or|and) rule=(?!\w)", r"\1 --rule"),
+    (r"\b([Pp]ass|or|and) dataset=(?!\w)", r"\1 --dataset"),
+    (r"\b([Pp]ass|or|and) overwrite=True", r"\1 --overwrite"),
+    (r"\b([Pp]ass|or|and) image_shape=\(C, H, W\)", r"\1 --set image_shape=C,H,W"),
+    (r"\b([Pp]ass|or|and) ema=(False|'auto')", lambda m: f"{m[1]} --set ema={m[2].strip(chr(39)).lower()}"),
+    (rf"\b([Pp]ass|or|and) \(?({'|'.join(FILE_SETTINGS)})=", r"\1 --set \2="),
+]
+
+
+def cli_phrasing(text):
+    """A library message as CLI users read it: API hints ('pass rule=', 'pass time_scale=...') name the
+    options that do the same ('pass --rule', 'pass --set time_scale=...')."""
+    import re
+    for pattern, replacement in _CLI_PHRASES:
+        text = re.sub(pattern, replacement, text)
+    return text
+
+
 def _format_warning(message, category, filename, lineno, line=None):
     """Warnings reach CLI users as one line on stderr: 'warning: <Category>: <message>'."""
-    return f"warning: {category.__name__}: {message}\n"
+    return f"warning: {category.__name__}: {cli_phrasing(str(message))}\n"
 
 
 INTERRUPTED = "interrupted; everything written so far is kept."
@@ -144,7 +166,7 @@ def _run(argv, interrupts):
         click.echo(f"error: {' '.join(e.format_message().split())}", err=True)
         sys.exit(e.exit_code)
     except ScoreprobeError as e:
-        click.echo(f"error: {' '.join(str(e).split())}", err=True)
+        click.echo(f"error: {cli_phrasing(' '.join(str(e).split()))}", err=True)
         sys.exit(2)
     except BrokenPipeError:   # `scoreprobe ... | head`: quiet, as click's own main() is
         sys.stdout = click.utils.PacifyFlushWrapper(sys.stdout)

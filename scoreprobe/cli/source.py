@@ -49,13 +49,14 @@ def _data_size(ctx, param, value):
 
 
 _OPTIONS = (
-    click.argument("sources", nargs=-1, type=click.Path()),
+    click.argument("sources", nargs=-1, type=click.Path(),
+                   callback=lambda ctx, param, value: check_paths(value, None) or value),
     click.option("--steps-file", type=click.Path(exists=True, dir_okay=False), default=None,
                  help="Checkpoint files and their steps: lines 'STEP PATH' (instead of SOURCES)."),
     click.option("--step-from-name", "step_pattern", metavar="REGEX", default=None,
                  help="Read each file's step from its name: the regex's first group (default: the last number "
                       "in the name, with a warning)."),
-    click.option("--dataset", default=None,
+    click.option("--dataset", default=None, callback=lambda ctx, param, value: check_paths((), value) or value,
                  help="Data for checkpoint files: an .npz of train/heldout bits, a run directory, or a rule spec "
                       "(JSON) with --data-size. Default: the run the files belong to."),
     click.option("--rule", "rule_spec", metavar="JSON", default=None,
@@ -92,6 +93,25 @@ def _denoiser_source(spec, sources, steps_text, dataset, rule_spec, data_size, d
         data = dataset_from(dataset, rule_spec, data_size, data_seed)
         return denoiser_series(spec, data, steps=chosen if isinstance(chosen, list) else None, trust=trust)
     return source
+
+
+def check_paths(sources, dataset):
+    """The SOURCES and --dataset paths exist (globs match): ConfigError / DataError with the messages
+    `open_source` would give later. Run as the callbacks of SOURCES and --dataset, which click calls
+    in the order of the command line, before the defaults of --device and --plot are checked (those
+    import torch and matplotlib, seconds on a loaded machine)."""
+    import glob
+    import os
+    from scoreprobe.errors import ConfigError, DataError
+    for text in map(str, sources):
+        if os.path.exists(text):
+            continue
+        if not glob.has_magic(text):
+            raise ConfigError(f"no checkpoint file or folder at {text}")
+        if not glob.glob(text):
+            raise ConfigError(f"no file matches {text!r}")
+    if dataset is not None and not str(dataset).lstrip().startswith("{") and not os.path.exists(dataset):
+        raise DataError(f"no dataset file at {dataset}")
 
 
 def source_options(fn):
