@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 import scoreprobe as sp
-from scoreprobe import identity as I
+from scoreprobe.sweep import identity as I
 from scoreprobe.cli.common import choose_steps
 from scoreprobe.probes.basins import basin_map
 from scoreprobe.slices import auto_plane

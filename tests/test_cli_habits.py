@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from scoreprobe.cli import cli_phrasing, global_flags_first
-from scoreprobe.data import make_dataset
-from scoreprobe.rules import Parity
+from scoreprobe.data.datasets import make_dataset
+from scoreprobe.data.rules import Parity
 from test_sources import _cli, _sd
 
 ROOT = Path(__file__).resolve().parents[1]

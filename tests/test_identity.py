@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from scoreprobe import identity, store
-from scoreprobe.checkpoints import load_series
-from scoreprobe.data import make_dataset
+from scoreprobe.sweep import identity
+from scoreprobe.loading.series import load_series
+from scoreprobe.data.datasets import make_dataset
 from scoreprobe.errors import StoreError
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.probes.basins import basins
 from scoreprobe.probes.clocks import clocks
-from scoreprobe.rules import Parity
+from scoreprobe.data.rules import Parity
 from scoreprobe.slices import auto_plane
 from test_sources import _cli, _sd
 

@@ -8,10 +8,10 @@ import pytest
 import xarray as xr
 import zarr
 
-from scoreprobe.data import STATES, make_dataset
+from scoreprobe.data.datasets import STATES, make_dataset
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.probes.basins import basins
-from scoreprobe.rules import Parity
+from scoreprobe.data.rules import Parity
 from scoreprobe.slices import auto_plane
 
 

@@ -6,14 +6,14 @@ import pytest
 import torch
 
 from scoreprobe import store
-from scoreprobe.data import make_dataset
-from scoreprobe.rules import Parity
+from scoreprobe.data.datasets import make_dataset
+from scoreprobe.data.rules import Parity
 from test_sources import _cli
 
 RULE = Parity(2, shape=(6, 6))
 USER_CODE = '''
 import scoreprobe as sp
-from scoreprobe.data import load_dataset
+from scoreprobe.data.datasets import load_dataset
 DATA = load_dataset("data.npz")
 N = {n}
 

@@ -137,7 +137,7 @@ def scheduler_of(address, n_local):
         return None
     if address is not None and n_local is not None:
         raise click.UsageError("use either --scheduler or --dask-local, not both")
-    from scoreprobe.distributed import check_scheduler, require_dask
+    from scoreprobe.sweep.dask import check_scheduler, require_dask
     from scoreprobe.errors import ConfigError
     require_dask()
     try:
@@ -151,7 +151,7 @@ def on_scheduler(scheduler):
     if scheduler is None:
         import contextlib
         return contextlib.nullcontext()
-    from scoreprobe.distributed import using
+    from scoreprobe.sweep.dask import using
     return using(scheduler)
 
 

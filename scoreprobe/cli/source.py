@@ -1,6 +1,6 @@
 """The SOURCES argument and the options every analysis command shares to name checkpoints: a run
 directory (default: the shipped series), checkpoint files, globs or folders of them, and for files
-their steps, their data and the settings they do not store (`scoreprobe.sources.open_source`)."""
+their steps, their data and the settings they do not store (`scoreprobe.loading.sources.open_source`)."""
 import functools
 
 import click
@@ -76,7 +76,7 @@ _OPTIONS = (
 def _denoiser_source(spec, sources, steps_text, dataset, rule_spec, data_size, data_seed, trust, others):
     """The source() of --denoiser: checked here, before anything heavy is imported; loaded when called."""
     from scoreprobe.errors import ConfigError
-    from scoreprobe.usercode import TRUST_NEEDED
+    from scoreprobe.loading.usercode import TRUST_NEEDED
     if not trust:
         raise ConfigError(TRUST_NEEDED)
     if sources or others:
@@ -88,8 +88,8 @@ def _denoiser_source(spec, sources, steps_text, dataset, rule_spec, data_size, d
     chosen = parse_steps(steps_text, words=("all", "auto")) if steps_text is not None else None
 
     def source():
-        from scoreprobe.sources import dataset_from
-        from scoreprobe.usercode import denoiser_series
+        from scoreprobe.loading.sources import dataset_from
+        from scoreprobe.loading.usercode import denoiser_series
         data = dataset_from(dataset, rule_spec, data_size, data_seed)
         return denoiser_series(spec, data, steps=chosen if isinstance(chosen, list) else None, trust=trust)
     return source
@@ -128,7 +128,7 @@ def source_options(fn):
                                               data_size, data_seed, trust, others), **kw)
 
         def source():
-            from scoreprobe.sources import open_source
+            from scoreprobe.loading.sources import open_source
             return open_source(sources, steps_file=steps_file, step_pattern=step_pattern, dataset=dataset,
                                rule=rule_spec, data_size=data_size, data_seed=data_seed, trust=trust, **overrides)
         return fn(source=source, **kw)

@@ -21,7 +21,8 @@ import json
 import math
 
 import numpy as np
-import torch
+
+from scoreprobe.errors import ConfigError
 
 FINGERPRINT_SIGMAS = (0.1, 0.5, 1.0, 3.0)
 FINGERPRINT_POINTS = 32
@@ -51,6 +52,7 @@ def model_identity(model, n_bits=None, model_id=None, device=None):
 
 def weights_digest(model):
     """SHA-256 (16 hex digits) of a module's tensors and denoiser settings; None without tensors."""
+    import torch
     if not isinstance(model, torch.nn.Module):
         return None
     state = model.state_dict()
@@ -84,6 +86,7 @@ def _settings(model):
 def probe_batch(n_bits):
     """The fixed fingerprint inputs: x (S*P, D) float32 = v + sigma*n around P random vertices v,
     sigma (S*P,) float32, S = len(FINGERPRINT_SIGMAS), rows grouped by sigma."""
+    import torch
     rng = np.random.default_rng(FINGERPRINT_SEED)
     v = rng.integers(0, 2, size=(FINGERPRINT_POINTS, n_bits)) * 2.0 - 1.0            # (P, D)
     noise = rng.standard_normal((len(FINGERPRINT_SIGMAS), FINGERPRINT_POINTS, n_bits))  # (S, P, D)
@@ -104,6 +107,7 @@ def project(out, n_bits):
 
 def fingerprint(model, n_bits=None, device=None):
     """list of S*K floats (see `project`), or None when `model` cannot be evaluated on the probe batch."""
+    import torch
     n_bits = n_bits or getattr(model, "dim", None) or getattr(model, "n_bits", None)
     if not n_bits or not callable(model):
         return None
@@ -158,7 +162,6 @@ class Identifier:
 
 def model_ids(model_id, steps):
     """{step: str} from sweep's model_id= (None, a str for every step, or a {step: str} mapping)."""
-    from scoreprobe.errors import ConfigError
     if model_id is None:
         return {}
     if isinstance(model_id, str):

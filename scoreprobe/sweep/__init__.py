@@ -9,13 +9,13 @@ there), and returns the whole cube.
 Accepted sources: a single denoiser (step 0), a mapping {step: denoiser}, or a CheckpointSeries
 (anything with `.steps` and `.denoiser(step, device)`).
 
-Scale-out: with `scheduler=` (or inside `scoreprobe.distributed.using(scheduler)`, which is how the
+Scale-out: with `scheduler=` (or inside `scoreprobe.sweep.dask.using(scheduler)`, which is how the
 probes' public functions reach it) each step not yet written becomes a dask.distributed task and
 this process writes the results in step order through the same StoreWriter; the store equals a
-local run's. See `scoreprobe.distributed` for the design.
+local run's. See `scoreprobe.sweep.dask` for the design
+and `scoreprobe.sweep.executor` for the interface between the two.
 """
 import contextlib
-import contextvars
 import functools
 import hashlib
 import json
@@ -26,18 +26,15 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from scoreprobe import identity, store
+from scoreprobe import store
 from scoreprobe.errors import ConfigError
 from scoreprobe.progress import StepProgress
-from scoreprobe.storewriter import StoreWriter
+from scoreprobe.store.writer import StoreWriter
+from scoreprobe.sweep import identity
+from scoreprobe.sweep.executor import (MODEL_ATTR, SCHEDULER, STEP_ATTRS, identified, run_step,  # noqa: F401
+                                       with_step)  # (re-exported)
 
 logger = logging.getLogger(__name__)
-
-STEP_ATTRS = {"units": "1", "long_name": "training step"}
-MODEL_ATTR = "scoreprobe_model"   # a step's Dataset carries the identity of its model here, until it is written
-
-# What scheduler=None means: local, unless set by `scoreprobe.distributed.using(...)`.
-SCHEDULER = contextvars.ContextVar("scoreprobe_scheduler", default=None)
 
 # ---------------------------------------------------------------------------------------------
 # Sources
@@ -99,7 +96,7 @@ def source_identity(obj):
     No machine paths: a series is named by its folder's name, a digest of its data and of its
     training config (run directories) or its files' names and sizes plus the settings they are
     read with (files), so a store can be moved and opened elsewhere and still be resumed. Which
-    weights each step measured is recorded per step (`scoreprobe.identity`), not here: file sizes
+    weights each step measured is recorded per step (`scoreprobe.sweep.identity`), not here: file sizes
     are not part of it (a file re-saved with equal tensors is the same model)."""
     if is_series(obj):
         path = getattr(obj, "path", None)
@@ -135,7 +132,7 @@ def _series_digests(obj):
         out.update({k: config.get(k) for k in ("overrides", "ema", "parameterization")})
     else:
         out["config_sha256"] = _digest(dict(config))
-    if "denoiser" in config:   # --denoiser MODULE:FUNCTION (scoreprobe.usercode), named as the user did
+    if "denoiser" in config:   # --denoiser MODULE:FUNCTION (scoreprobe.loading.usercode), named as the user did
         out["denoiser"] = config["denoiser"]
     return out
 
@@ -172,13 +169,6 @@ def select_steps(pairs, steps):
 # ---------------------------------------------------------------------------------------------
 
 
-def with_step(ds, step):
-    """Add a length-1 `step` dimension (int64 coordinate, CF attrs) in front of every data variable."""
-    ds = ds.expand_dims({"step": np.array([step], dtype=np.int64)})
-    ds["step"].attrs.update(STEP_ATTRS)
-    return ds
-
-
 def concat_steps(parts):
     """Concatenate per-step Datasets (each with a length-1 `step` dim) along `step`."""
     out = xr.concat(parts, dim="step", data_vars="minimal", coords="minimal", compat="override",
@@ -198,7 +188,7 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
     steps : iterable of int, subset of the source's steps (default: all).
     out : path of a zarr store; each step is appended and committed as soon as it is computed,
         steps already in the store are skipped (resume) when they measured the same model (its
-        weights digest, model_id or fingerprint: `scoreprobe.identity`, checked for every such step
+        weights digest, model_id or fingerprint: `scoreprobe.sweep.identity`, checked for every such step
         before computing anything; StoreError otherwise), damaged ones recomputed (with a
         StoreDamageWarning), a store holding another config is refused; one writer per store
         (a second one gets a StoreError before computing anything).
@@ -211,11 +201,11 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
         in only when every step is written (until then the old one stays intact).
     static : Dataset of step-independent variables (e.g. oracle reference curves), merged into
         the result without a `step` dimension (written once to the store).
-    scheduler : None (here, one step after another; inside `scoreprobe.distributed.using(s)`: s),
+    scheduler : None (here, one step after another; inside `scoreprobe.sweep.dask.using(s)`: s),
         a `distributed.Client`, an address "tcp://HOST:PORT" or ("local", n_workers): one dask
         task per step, loading its checkpoint on the worker (`probe` and `load` must pickle with
         cloudpickle); this process writes the results in step order, so the store is the local
-        run's. Needs the dask extra (ConfigError without it). See `scoreprobe.distributed`.
+        run's. Needs the dask extra (ConfigError without it). See `scoreprobe.sweep.dask`.
     models_per_pass : K >= 1, or "auto" (1 on CPU, where a stack is slower; on CUDA from free
         memory, at most 32): a probe marked `stackable` gets K checkpoints of one architecture at
         once as a `models.stack.StackedDenoiser` (one batched forward for all K) and returns K
@@ -235,7 +225,7 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
                                    device)
     scheduler = SCHEDULER.get() if scheduler is None else scheduler
     if scheduler is not None:   # a bad scheduler or an unpicklable probe fails before the store is opened
-        from scoreprobe.distributed import check_sendable
+        from scoreprobe.sweep.dask import check_sendable
         check_sendable(scheduler, probe, pairs)
     k = _models_per_pass(models_per_pass, device, probe, len(pairs)) if scheduler is None else 1
     if out is None:
@@ -257,21 +247,6 @@ def _desc(config):
     return str((config or {}).get("probe") or "steps")
 
 
-def run_step(probe, getter, step, identify=None):
-    """The probe's Dataset at one step, with its `step` dimension; the model lives only meanwhile.
-    With `identify` (an `identity.Identifier`) the identity of the model it measured is in
-    attrs[MODEL_ATTR], for the store's record."""
-    model = getter()
-    ident = identify(model, step) if identify is not None else None
-    return _identified(with_step(probe(model), step), identify, ident)
-
-
-def _identified(ds, identify, ident):
-    if identify is not None:
-        ds.attrs[MODEL_ATTR] = ident
-    return ds
-
-
 @contextlib.contextmanager
 def _step_results(probe, pairs, done, scheduler, name, k=1, identify=None):
     """[(step, fetch)] in step order, fetch() -> that step's Dataset: computed here when called
@@ -281,7 +256,7 @@ def _step_results(probe, pairs, done, scheduler, name, k=1, identify=None):
         yield (_stacked_results(probe, pairs, done, k, identify) if k > 1 else
                [(step, functools.partial(run_step, probe, getter, step, identify)) for step, getter in pairs])
         return
-    from scoreprobe.distributed import submitted
+    from scoreprobe.sweep.dask import submitted
     with submitted(scheduler, probe, pairs, done, name, identify) as results:
         yield results
 
@@ -313,7 +288,7 @@ def run_group(probe, group, identify=None):
         parts = probe(StackedDenoiser(models))
     else:
         parts = [probe(m) for m in models]
-    return {step: _identified(with_step(part, step), identify, ident)
+    return {step: identified(with_step(part, step), identify, ident)
             for (step, _), part, ident in zip(group, parts, idents)}
 
 
@@ -368,7 +343,7 @@ def run_probe(probe, obj, config, steps=None, out=None, device="cpu", progress=N
     """probe(D) on one denoiser (a Dataset without `step`), or mapped over the steps of a series
     or {step: denoiser} mapping by `sweep` (with `step`; written to the zarr store `out`).
     `scheduler` is passed to `sweep` (None: local, or that of an enclosing
-    `scoreprobe.distributed.using` block); a single denoiser without `out` always runs here."""
+    `scoreprobe.sweep.dask.using` block); a single denoiser without `out` always runs here."""
     config = {**config, "source": source_identity(obj)}
     kw = dict(config=config, device=device, progress=progress, overwrite=overwrite, scheduler=scheduler,
               models_per_pass=models_per_pass, model_id=model_id)

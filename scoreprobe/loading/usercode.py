@@ -9,7 +9,7 @@
 the callable and wraps what it gives as a series the analyses take like a run directory's: steps,
 `denoiser(step, device)`, the data. A function of the step is called lazily, one step at a time,
 for the steps given. Stores of such a series resume by each step's model identity (weights of a
-module, else its behavioural fingerprint; `scoreprobe.identity`).
+module, else its behavioural fingerprint; `scoreprobe.sweep.identity`).
 """
 import importlib
 import importlib.util
