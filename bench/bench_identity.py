@@ -63,7 +63,8 @@ def rounded_hash(o, q=1e-3):
 def robustness(series, n_noise):
     d = series.rule.n_bits
     x, s = I.probe_batch(d)
-    models = {"RuleDenoiser": sp.RuleDenoiser(series.rule), "EmpiricalDenoiser": sp.EmpiricalDenoiser(series.dataset.train),
+    models = {"RuleDenoiser": sp.RuleDenoiser(series.rule),
+              "EmpiricalDenoiser": sp.EmpiricalDenoiser(series.dataset.train),
               f"DiT step {series.steps[-1]}": series.denoiser(series.steps[-1]),
               f"DiT step {series.steps[-2]}": series.denoiser(series.steps[-2])}
     rng, threads, fps = np.random.default_rng(0), torch.get_num_threads(), {}

@@ -26,10 +26,12 @@ def test_quiet_and_verbose_are_accepted_after_the_subcommand(capsys):
 
 @pytest.mark.parametrize("api, cli", [
     ("data.npz stores no rule; pass rule=", "data.npz stores no rule; pass --rule"),
-    ("Pass schedule=... (and num_timesteps=...) to state it", "Pass --set schedule=... (and --set num_timesteps=...) to state it"),
+    ("Pass schedule=... (and num_timesteps=...) to state it",
+     "Pass --set schedule=... (and --set num_timesteps=...) to state it"),
     ("pass ema='auto' or ema=False to use them", "pass --set ema=auto or --set ema=false to use them"),
     ("pass image_shape=(C, H, W)", "pass --set image_shape=C,H,W"),
-    ("drop sigma_data, or pass parameterization=... if you know better", "drop sigma_data, or pass --set parameterization=... if you know better"),
+    ("drop sigma_data, or pass parameterization=... if you know better",
+     "drop sigma_data, or pass --set parameterization=... if you know better"),
     ("trust=True / --trust; image_shape=(1, 6, 6)", "trust=True / --trust; image_shape=(1, 6, 6)"),   # no hint: unchanged
 ])
 def test_api_hints_name_cli_options(api, cli):

@@ -80,7 +80,8 @@ def _denoiser_source(spec, sources, steps_text, dataset, rule_spec, data_size, d
     if not trust:
         raise ConfigError(TRUST_NEEDED)
     if sources or others:
-        raise ConfigError(f"--denoiser names the model: give no SOURCES{' and no ' + ', '.join(others) if others else ''}")
+        also = " and no " + ", ".join(others) if others else ""
+        raise ConfigError(f"--denoiser names the model: give no SOURCES{also}")
     if dataset is None:
         raise ConfigError("--denoiser needs the data to compare with: pass --dataset (an .npz of train/heldout bits, "
                           "a run directory, or a rule spec with --data-size)")
