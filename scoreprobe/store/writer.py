@@ -78,7 +78,11 @@ class StoreWriter:
         if self.overwrite:
             self.publish = "finish"
             return
-        if self.config is not None:
+        if self.config is not None:   # an analysis is to be resumed (not just attributes updated)
+            if "models" not in ((root.get("attributes") or {}).get(fmt.RECORD_ATTR) or {}):
+                raise StoreError(f"store {self.path} was written before scoreprobe recorded which model each step "
+                                 "measured, so it cannot be resumed safely; pass --overwrite to recompute it "
+                                 "or write to another --out")
             fmt.check_config(self.path, root, self.config)
         self.target, self.publish = self.path, None
         self._load(root)
@@ -148,10 +152,6 @@ class StoreWriter:
         would measure there} holds that model (see `scoreprobe.sweep.identity.same`); nothing is
         reused silently."""
         from scoreprobe.sweep import identity
-        if found and self.legacy:
-            raise StoreError(f"store {self.path} was written before scoreprobe recorded which model each step "
-                             "measured, so it cannot be resumed safely; pass --overwrite to recompute it "
-                             "or write to another --out")
         for step in sorted(found):
             old, new = self.models[self.steps.index(step)], found[step]
             if identity.same(old, new):
