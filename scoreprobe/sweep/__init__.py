@@ -94,10 +94,10 @@ def source_identity(obj):
     """JSON-able description of a source, recorded in a store's config to tell analyses apart.
 
     No machine paths: a series is named by its folder's name, a digest of its data and of its
-    training config (run directories) or its files' names and sizes plus the settings they are
-    read with (files), so a store can be moved and opened elsewhere and still be resumed. Which
-    weights each step measured is recorded per step (`scoreprobe.sweep.identity`), not here: file sizes
-    are not part of it (a file re-saved with equal tensors is the same model)."""
+    training config (run directories) or its files' names plus the settings they are read with
+    (files), so a store can be moved and opened elsewhere and still be resumed. Which weights each
+    step measured is recorded per step (`scoreprobe.sweep.identity`), not here; file sizes are not
+    part of either (a file re-saved with equal tensors is the same model)."""
     if is_series(obj):
         path = getattr(obj, "path", None)
         ident = {"type": "series", "name": "" if path is None else Path(path).name, "kind": getattr(obj, "kind", None)}
