@@ -45,6 +45,15 @@ def check_writable(path, param_hint):
         raise click.BadParameter(f"cannot write {path}: permission denied", param_hint=param_hint)
 
 
+def check_figure(path, param_hint):
+    """`check_writable` for a figure or an animation, and one warning line on stderr when `path`
+    exists already: it is replaced (stores resume; figures are redrawn, so they are not refused)."""
+    import os
+    check_writable(path, param_hint)
+    if path and os.path.isfile(path):
+        click.echo(f"warning: {param_hint} {path} exists and will be replaced", err=True)
+
+
 def parse_steps(text, words=("all",)):
     """'all' -> None; '0,100,1000' -> [0, 100, 1000]; any other word in `words` is returned as is."""
     if text is None or text == "all":

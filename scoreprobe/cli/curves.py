@@ -4,16 +4,16 @@ import click
 from scoreprobe.cli.app import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.limits import MAX_ITEMS, MAX_SAMPLES, MAX_SIGMAS
-from scoreprobe.cli.common import (ODE_STEPS, SEED, autocast_option, check_writable, choose_steps, models_per_pass_option,
-                                   on_scheduler, parse_steps, save_figure, scheduler_of, steps_in_store, store_line,
-                                   sweep_options)
+from scoreprobe.cli.common import (ODE_STEPS, SEED, autocast_option, check_figure, check_writable, choose_steps,
+                                   models_per_pass_option, on_scheduler, parse_steps, save_figure, scheduler_of,
+                                   steps_in_store, store_line, sweep_options)
 from scoreprobe.cli.source import source_options
 
 
 def _check_outputs(out, plot):
     """--out and --plot must be writable; checked before anything is computed or replaced."""
     check_writable(out, "--out")
-    check_writable(plot, "--plot")
+    check_figure(plot, "--plot")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,10 +4,10 @@ import click
 from scoreprobe.cli.app import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.limits import FPS_RANGE
-from scoreprobe.cli.common import (ODE_STEPS, SEED, animation_options, autocast_option, check_frame, check_writable,
-                                   choose_steps, device_option, figure_path, float_list, models_per_pass_option,
-                                   on_scheduler, save_figure, scheduler_of, scheduler_options, steps_in_store,
-                                   store_line)
+from scoreprobe.cli.common import (ODE_STEPS, SEED, animation_options, autocast_option, check_figure, check_frame,
+                                   check_writable, choose_steps, device_option, figure_path, float_list,
+                                   models_per_pass_option, on_scheduler, save_figure, scheduler_of, scheduler_options,
+                                   steps_in_store, store_line)
 from scoreprobe.cli.source import source_options
 
 
@@ -41,7 +41,7 @@ def _plane_setup(source, plane_spec, seed, steps, outputs):
     plane = plane_from_spec(plane_spec, s.dataset, s.rule, seed=seed)
     chosen = choose_steps(steps, s)
     for option, path in outputs.items():
-        check_writable(path, option)
+        (check_writable if option == "--out" else check_figure)(path, option)
     return s, plane, chosen
 
 
@@ -194,7 +194,7 @@ def _field_figure(ds, sigmas, oracles, path):
 def animate(store, out, fps, sigma_start, dpi, frame_size):
     """Animate a basins STORE (written by `scoreprobe basins --out`) over training steps."""
     from scoreprobe.viz import animate_basins
-    check_writable(out, "--out")
+    check_figure(out, "--out")
     check_frame(dpi, frame_size)
     from scoreprobe.store import open_store
     from scoreprobe.viz.common import _pick_level

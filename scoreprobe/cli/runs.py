@@ -353,6 +353,9 @@ def info(path, trust, settings):
     rule, data, architecture, parameters, steps; for a file also how it will be read
     (parameterization, schedule, σ_data, label row, weights)."""
     import os
+    if path is not None and not os.path.exists(path):   # before torch is imported (seconds)
+        click.echo(f"error: no checkpoint file, diffusers folder or run directory at {path}", err=True)
+        sys.exit(2)
     from scoreprobe.loading.series import load_series
     settings = parse_settings(settings)
     caught = []

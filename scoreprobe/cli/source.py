@@ -78,13 +78,14 @@ def _data_size(ctx, param, value):
 
 
 _OPTIONS = (
-    click.argument("sources", nargs=-1, type=click.Path()),
+    click.argument("sources", nargs=-1, type=click.Path(),
+                   callback=lambda ctx, param, value: check_paths(value, None) or value),
     click.option("--steps-file", type=click.Path(), default=None,
                  help="Checkpoint files and their steps: lines 'STEP PATH' (instead of SOURCES)."),
     click.option("--step-from-name", "step_pattern", metavar="REGEX", default=None,
                  help="Read each file's step from its name: the regex's first group (default: the last number "
                       "in the name, with a warning)."),
-    click.option("--dataset", default=None,
+    click.option("--dataset", default=None, callback=lambda ctx, param, value: check_paths((), value) or value,
                  help="Data for checkpoint files: an .npz of train/heldout bits, a run directory, or a rule spec "
                       "(JSON) with --data-size. Default: the run the files belong to."),
     click.option("--rule", "rule_spec", metavar="JSON", default=None,
@@ -94,15 +95,67 @@ _OPTIONS = (
     click.option("--data-seed", type=SEED, default=0, help="Seed of the data drawn for a rule spec."),
     click.option("--set", "settings", multiple=True, metavar="NAME=VALUE", help=SET_HELP),
     click.option("--trust", is_flag=True, help=TRUST_HELP),
+    click.option("--denoiser", "denoiser_spec", metavar="MODULE:FUNCTION", default=None,
+                 help="Your own model instead of SOURCES: FUNCTION(step) -> a denoiser D(x, sigma) (steps from "
+                      "--steps S1,S2,...), or FUNCTION() -> a denoiser or a mapping {step: denoiser}; MODULE is "
+                      "importable or a path/to/file.py. Runs your code: needs --trust. Data from --dataset."),
 )
+
+
+def _denoiser_source(spec, sources, steps_text, dataset, rule_spec, data_size, data_seed, trust, others):
+    """The source() of --denoiser: checked here, before anything heavy is imported; loaded when called."""
+    from scoreprobe.errors import ConfigError
+    from scoreprobe.loading.usercode import TRUST_NEEDED
+    if not trust:
+        raise ConfigError(TRUST_NEEDED)
+    if sources or others:
+        also = " and no " + ", ".join(others) if others else ""
+        raise ConfigError(f"--denoiser names the model: give no SOURCES{also}")
+    if dataset is None:
+        raise ConfigError("--denoiser needs the data to compare with: pass --dataset (an .npz of train/heldout bits, "
+                          "a run directory, or a rule spec with --data-size)")
+    from scoreprobe.cli.common import parse_steps
+    chosen = parse_steps(steps_text, words=("all", "auto")) if steps_text is not None else None
+
+    def source():
+        from scoreprobe.loading.sources import dataset_from
+        from scoreprobe.loading.usercode import denoiser_series
+        data = dataset_from(dataset, rule_spec, data_size, data_seed)
+        return denoiser_series(spec, data, steps=chosen if isinstance(chosen, list) else None, trust=trust)
+    return source
+
+
+def check_paths(sources, dataset):
+    """The SOURCES and --dataset paths exist (globs match): ConfigError / DataError with the messages
+    `open_source` would give later. Run as the callbacks of SOURCES and --dataset, which click calls
+    in the order of the command line, before the defaults of --device and --plot are checked (those
+    import torch and matplotlib, seconds on a loaded machine)."""
+    import glob
+    import os
+    from scoreprobe.errors import ConfigError, DataError
+    for text in map(str, sources):
+        if os.path.exists(text):
+            continue
+        if not glob.has_magic(text):
+            raise ConfigError(f"no checkpoint file or folder at {text}")
+        if not glob.glob(text):
+            raise ConfigError(f"no file matches {text!r}")
+    if dataset is not None and not str(dataset).lstrip().startswith("{") and not os.path.exists(dataset):
+        raise DataError(f"no dataset file at {dataset}")
 
 
 def source_options(fn):
     """Add SOURCES... and the checkpoint options to a command; it receives `source`, a function
     returning the CheckpointSeries (called after the command's own options are checked)."""
     @functools.wraps(fn)
-    def wrapper(sources, steps_file, step_pattern, dataset, rule_spec, data_size, data_seed, settings, trust, **kw):
+    def wrapper(sources, steps_file, step_pattern, dataset, rule_spec, data_size, data_seed, settings, trust,
+                denoiser_spec, **kw):
         overrides = parse_settings(settings)
+        if denoiser_spec is not None:
+            others = [k for k, v in (("--steps-file", steps_file), ("--step-from-name", step_pattern),
+                                     ("--set", settings)) if v]
+            return fn(source=_denoiser_source(denoiser_spec, sources, kw.get("steps"), dataset, rule_spec,
+                                              data_size, data_seed, trust, others), **kw)
 
         def source():
             from scoreprobe.loading.sources import open_source

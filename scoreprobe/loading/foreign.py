@@ -14,7 +14,7 @@ import re
 import torch
 import torch.nn as nn
 
-from scoreprobe.errors import CheckpointError, ConfigError, first_line
+from scoreprobe.errors import OTHER_MODELS, CheckpointError, ConfigError, first_line
 from scoreprobe.loading.settings import SETTINGS, check_setting
 
 OVERRIDES = SETTINGS
@@ -80,7 +80,8 @@ def infer_dit_arch(sd, settings=None):
         n_tokens = sd["pos_embed"].shape[1]
     except (KeyError, ValueError, IndexError, ZeroDivisionError) as e:
         raise CheckpointError(f"not a DiT state_dict in the facebookresearch/DiT layout ({first_line(e)}); "
-                              f"keys start with {sorted(sd)[:4]}") from None
+                              f"keys start with {sorted(sd)[:4]}: a layout scoreprobe does not know; "
+                              f"{OTHER_MODELS}") from None
     if p != q or c_out not in (C, 2 * C) or n_freq != 256 or ratio <= 0 or rows < 1 or n_tokens < 1:
         raise CheckpointError(f"unsupported DiT variant: patch {p}x{q}, {C} -> {c_out:g} channels, "
                               f"{n_freq} timestep frequencies (need square patches, C or 2C outputs, 256)")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from scoreprobe.errors import CheckpointError, ConfigError
+from scoreprobe.errors import OTHER_MODELS, CheckpointError, ConfigError
 from scoreprobe.limits import warn_nonfinite
 from scoreprobe.loading.foreign import is_state_dict
 
@@ -79,7 +79,8 @@ def _candidates(obj):
     if isinstance(obj, nn.Module):
         return [("unmarked", f"a pickled {type(obj).__name__} module", obj)], False
     if not isinstance(obj, dict):
-        raise CheckpointError(f"holds a {type(obj).__name__}, not a checkpoint dict or state_dict")
+        raise CheckpointError(f"holds a {type(obj).__name__}, not a checkpoint dict or state_dict: a layout "
+                              f"scoreprobe does not know; {OTHER_MODELS}")
     torch_ema = "shadow_params" in obj or any(isinstance(v, dict) and "shadow_params" in v for v in obj.values())
     found = []
     for k in EMA_KEYS:

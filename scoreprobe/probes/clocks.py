@@ -206,7 +206,7 @@ def novel_oracle(dataset, rule):
 def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, device=None, dataset=None, rule=None,
            keep_bits=False, out=None, chunk_size=None, steps=None, rule_threshold=RULE_THRESHOLD,
            mem_threshold=MEM_THRESHOLD, n_boot=1000, progress=None, overwrite=False, models_per_pass=1,
-           autocast=None):
+           autocast=None, model_id=None):
     """The two clocks of a training run: sample every checkpoint with the same seed and classify.
 
     Parameters
@@ -222,6 +222,7 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     models_per_pass : checkpoints sampled together as one stacked network (see `sweep`).
     autocast : None (float32), "bf16" or "fp16": the network's matrix products in that dtype, the ODE
         in float32 (see `scoreprobe.precision`); recorded in the store's config.
+    model_id : names a weightless source (a function, an oracle) for resuming `out` (see `sweep`).
     rule_threshold, mem_threshold, n_boot : see `scoreprobe.probes.taus.taus` (τ_novel's threshold
         is rule_threshold × `novel_oracle`).
 
@@ -246,7 +247,7 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     def probe(model):   # a StackedDenoiser of K checkpoints gives K Datasets
         return clock_step(model, dataset, rule, n_samples=n_samples, seed=seed, n_steps=n_steps,
                           device=ode_device, chunk_size=chunk_size, keep_bits=keep_bits)
-    probe.stackable = True
+    probe.stackable, probe.n_bits = True, dataset.train.shape[1]
 
     probe, config = with_autocast(probe, config, autocast, load_device)
     if not is_multi(obj):
@@ -255,7 +256,7 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
         _warn_nonfinite(ds)
         return ds
     ds = sweep(probe, obj, steps=steps, out=out, config=config, device=load_device, progress=progress,
-               load=_load, overwrite=overwrite, models_per_pass=models_per_pass)
+               load=_load, overwrite=overwrite, models_per_pass=models_per_pass, model_id=model_id)
     _warn_nonfinite(ds)
     ds.attrs["novel_oracle"] = novel_oracle(dataset, rule)
     attrs = {"novel_oracle": ds.attrs["novel_oracle"],

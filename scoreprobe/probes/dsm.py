@@ -243,7 +243,8 @@ def _references(dataset, rule, bits, split, position, sigmas, n_noise, seed, chu
 
 def dsm_by_sigma(D_or_series, sigmas=None, n_noise=8, n_train=None, n_heldout=None, seed=0, dataset=None,
                  rule=None, chunk_size=None, oracles=True, sigma_data=None, *, steps=None, out=None,
-                 device=None, dtype=torch.float32, progress=None, overwrite=False, models_per_pass=1):
+                 device=None, dtype=torch.float32, progress=None, overwrite=False, models_per_pass=1,
+                 model_id=None):
     """DSM loss as a function of σ for training vs held-out items, with oracle references.
 
     Parameters
@@ -273,6 +274,7 @@ def dsm_by_sigma(D_or_series, sigmas=None, n_noise=8, n_train=None, n_heldout=No
         "cpu", "cuda", "auto"; default: where the denoiser lives (a series is loaded on cpu).
     dtype : torch.dtype of the denoiser inputs (oracle references run in it too, on cpu).
     models_per_pass : checkpoints evaluated together as one stacked network (see `sweep`).
+    model_id : names a weightless source (a function, an oracle) for resuming `out` (see `sweep`).
 
     Returns
     -------
@@ -313,11 +315,11 @@ def dsm_by_sigma(D_or_series, sigmas=None, n_noise=8, n_train=None, n_heldout=No
             title="DSM loss by noise level, train vs held-out", scoreprobe_config=json.dumps(config, sort_keys=True))
             for ds in (parts if isinstance(parts, list) else [parts])]
         return parts if len(parts) > 1 else parts[0]
-    probe.stackable = True
+    probe.stackable, probe.n_bits = True, dataset.train.shape[1]
 
     sweep_device = "cpu" if device is None else str(resolve_device(device))
     ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=sweep_device, progress=progress,
-                   overwrite=overwrite, models_per_pass=models_per_pass)
+                   overwrite=overwrite, models_per_pass=models_per_pass, model_id=model_id)
     ds = ds.reset_coords([k for k in refs if k in ds.coords])
     for name in ("mem", "rule"):
         if f"{name}_loss" in ds:

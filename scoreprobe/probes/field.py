@@ -116,7 +116,7 @@ def _field_dataset(fields, plane, sigmas, u, v, prefix="", who="model"):
 
 def score_field(D_or_series, plane, sigmas, res=64, oracles=False, dataset=None, rule=None, *,
                 margin=0.5, chunk_size=4096, dtype=torch.float32, device="cpu", steps=None, out=None,
-                progress=None, overwrite=False, models_per_pass=1, autocast=None):
+                progress=None, overwrite=False, models_per_pass=1, autocast=None, model_id=None):
     """Score field of a denoiser (or of every checkpoint of a series) on a plane.
 
     Parameters
@@ -132,6 +132,7 @@ def score_field(D_or_series, plane, sigmas, res=64, oracles=False, dataset=None,
     models_per_pass : checkpoints evaluated together as one stacked network (see `sweep`).
     autocast : None (float32), "bf16" or "fp16": the network's matrix products in that dtype (see
         `scoreprobe.precision`); recorded in the store's config.
+    model_id : names a weightless source (a function, an oracle) for resuming `out` (see `sweep`).
 
     Returns
     -------
@@ -147,11 +148,11 @@ def score_field(D_or_series, plane, sigmas, res=64, oracles=False, dataset=None,
         f = plane_field(D, plane, sigmas, res, margin, chunk_size, dtype, device)
         return [_field_dataset(fk, plane, sigmas, u, v) for fk in f] if isinstance(f, list) else \
             _field_dataset(f, plane, sigmas, u, v)
-    probe.stackable = True
+    probe.stackable, probe.n_bits = True, len(plane.origin)
 
     probe, config = with_autocast(probe, config, autocast, device)
     ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress,
-                   overwrite=overwrite, models_per_pass=models_per_pass)
+                   overwrite=overwrite, models_per_pass=models_per_pass, model_id=model_id)
     if oracles:
         ds = ds.merge(oracle_fields(D_or_series, plane, sigmas, res, margin, dataset, rule, device=device),
                       compat="override", join="exact", combine_attrs="override")
