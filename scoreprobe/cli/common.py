@@ -25,15 +25,19 @@ def device_option():
     return click.option("--device", default="auto", callback=device_checked, help="cpu, cuda, cuda:1 or auto.")
 
 
-def check_writable(path, param_hint):
+def check_writable(path, param_hint, store=False):
     """Refuse, before any computing or deleting, an output whose folder cannot be written.
 
-    The nearest existing folder above `path` must be a writable directory (missing folders below
-    it are created when writing); `path` itself, when it exists, must be writable too."""
+    The nearest existing folder above `path` must be a directory that takes a new file (tried:
+    missing folders below it are created when writing); `path` itself, when it exists, must be
+    writable too, and a folder when it is to hold a zarr `store`."""
     import os
     if not path:
         return
     target = os.path.abspath(os.fspath(path))
+    if store and os.path.exists(target) and not os.path.isdir(target):
+        raise click.BadParameter(f"cannot write a zarr store to {path}: it is a file, not a folder",
+                                 param_hint=param_hint)
     parent = os.path.dirname(target)
     while not os.path.exists(parent) and os.path.dirname(parent) != parent:
         parent = os.path.dirname(parent)
@@ -41,6 +45,11 @@ def check_writable(path, param_hint):
         raise click.BadParameter(f"cannot write {path}: {parent} is not a directory", param_hint=param_hint)
     if not os.access(parent, os.W_OK | os.X_OK) or (os.path.exists(target) and not os.access(target, os.W_OK)):
         raise click.BadParameter(f"cannot write {path}: permission denied", param_hint=param_hint)
+    from scoreprobe.storelock import cannot_create
+    why = cannot_create(parent)   # /proc, a read-only mount, a full disk: the permission bits do not tell
+    if why:
+        raise click.BadParameter(f"cannot write {path}: {parent} does not take new files ({why})",
+                                 param_hint=param_hint)
 
 
 def parse_steps(text, words=("all",)):

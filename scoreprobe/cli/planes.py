@@ -40,7 +40,7 @@ def _plane_setup(source, plane_spec, seed, steps, outputs):
     plane = plane_from_spec(plane_spec, s.dataset, s.rule, seed=seed)
     chosen = choose_steps(steps, s)
     for option, path in outputs.items():
-        check_writable(path, option)
+        check_writable(path, option, store=option == "--out")
     return s, plane, chosen
 
 
