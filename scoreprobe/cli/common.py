@@ -94,8 +94,28 @@ def figure_path(ctx, param, value):
 
 def save_figure(fig, path, dpi):
     import pathlib
-    pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
+    with output_file(path):
+        pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=dpi)
+
+
+class OutputError(click.ClickException):
+    """An output file could not be written after the work was done (one line, exit 2)."""
+    exit_code = 2
+
+
+def output_file(path):
+    """Context in which an OSError writing the figure or animation `path` (a full disk, /dev/full,
+    a folder turned read-only) is one line, exit 2; the store, written before, is kept."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def guard():
+        try:
+            yield
+        except OSError as e:
+            raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
+    return guard()
 
 
 def sweep_options(out, plot_help, chunk_help):

@@ -5,8 +5,8 @@ from scoreprobe.cli import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.cli.common import (SEED, animation_options, autocast_option, check_frame, check_writable,
                                    choose_steps, device_option, figure_path, float_list, models_per_pass_option,
-                                   on_scheduler, save_figure, scheduler_of, scheduler_options, steps_in_store,
-                                   store_line)
+                                   on_scheduler, output_file, save_figure, scheduler_of, scheduler_options,
+                                   steps_in_store, store_line)
 from scoreprobe.cli.source import source_options
 
 
@@ -123,7 +123,8 @@ def basins(source, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
     if out:
         click.echo(store_line(out, list(ds.step.values), reused))
     if animate_path:
-        click.echo(f"wrote {animate_basins(ds, animate_path, sigma_start=sig[0], dpi=dpi, size=frame_size)}")
+        with output_file(animate_path):
+            click.echo(f"wrote {animate_basins(ds, animate_path, sigma_start=sig[0], dpi=dpi, size=frame_size)}")
     click.echo(f"done in {time.perf_counter() - t0:.1f} s")
 
 
@@ -190,4 +191,5 @@ def animate(store, out, fps, sigma_start, dpi, frame_size):
     from scoreprobe.viz import animate_basins
     check_writable(out, "--out")
     check_frame(dpi, frame_size)
-    click.echo(f"wrote {animate_basins(store, out, fps=fps, sigma_start=sigma_start, dpi=dpi, size=frame_size)}")
+    with output_file(out):
+        click.echo(f"wrote {animate_basins(store, out, fps=fps, sigma_start=sigma_start, dpi=dpi, size=frame_size)}")
