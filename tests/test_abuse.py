@@ -17,11 +17,11 @@ import pytest
 import torch
 
 from abuse_corpus import CFG, CKPT, DATA_CASES, RESUME_CASES, RUN_CASES, STEP, STEP_CASES
-from scoreprobe.checkpoints import load_checkpoint, load_series
+from scoreprobe.loading.series import load_checkpoint, load_series
 from scoreprobe.cli import main
 from scoreprobe.errors import CheckpointError, ConfigError, DataError, NonFiniteWarning
-from scoreprobe.rules import rule_from_spec
-from scoreprobe.train import TrainConfig, train_run
+from scoreprobe.data.rules import rule_from_spec
+from scoreprobe.training.train import TrainConfig, train_run
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ def _run_case(breaker, sandbox, capsys, api, error, argv):
 @pytest.mark.parametrize("name,breaker", DATA_CASES, ids=[c[0] for c in DATA_CASES])
 def test_bad_dataset(name, breaker, sandbox, capsys):
     rule = rule_from_spec(CFG["rule"])
-    from scoreprobe.data import load_dataset
+    from scoreprobe.data.datasets import load_dataset
     _run_case(breaker, sandbox, capsys, lambda d: load_dataset(d / "dataset.npz", rule), DataError,
               lambda d: ["info", d])
     with pytest.raises(CheckpointError):
@@ -196,7 +196,7 @@ def test_nan_weights_run_with_counted_warnings(sandbox, capsys, monkeypatch):
 
 
 def _nan_plane_setup():
-    from scoreprobe.data import make_dataset, to_signed
+    from scoreprobe.data.datasets import make_dataset, to_signed
     from scoreprobe.slices import Plane
     rule = rule_from_spec(CFG["rule"])
     ds = make_dataset(rule, 4, 4, seed=0)

@@ -5,12 +5,12 @@ from PIL import Image
 import pytest
 import torch
 
-from scoreprobe.data import STATE_CODES, Dataset, make_dataset, to_signed
+from scoreprobe.data.datasets import STATE_CODES, Dataset, make_dataset, to_signed
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.errors import ConfigError, ScoreprobeWarning, StoreError
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.probes.basins import LABEL_CHANGE_TOL, basins, retention
-from scoreprobe.rules import Parity
+from scoreprobe.data.rules import Parity
 from scoreprobe.slices import Plane, auto_plane
 
 VALID = [STATE_CODES[s] for s in ("valid_novel", "valid_heldout", "valid_memorized")]
@@ -283,11 +283,11 @@ class _OracleSeries:
 def test_cli_basins_table_store_rerun_and_animate(setup, tmp_path, monkeypatch, capsys):
     from click.testing import CliRunner
 
-    import scoreprobe.checkpoints
+    import scoreprobe.loading.series
     from scoreprobe.cli import cli, main
     from scoreprobe.store import open_store
     rule, ds, _ = setup
-    monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
+    monkeypatch.setattr(scoreprobe.loading.series, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
     (tmp_path / "run.json").write_text("{}")   # a run directory for the CLI; the patched loader never reads it
     monkeypatch.chdir(tmp_path)
     args = ["basins", str(tmp_path), "--res", "6", "--n-steps", "8", "--steps", "all", "--sigma-start", "0.5,1"]
@@ -327,11 +327,11 @@ def _table_rows(output):
 def test_cli_basins_check_convergence(setup, tmp_path, monkeypatch, capsys):
     from click.testing import CliRunner
 
-    import scoreprobe.checkpoints
+    import scoreprobe.loading.series
     from scoreprobe.cli import cli, main
     from scoreprobe.store import open_store, stored_config
     rule, ds, _ = setup
-    monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
+    monkeypatch.setattr(scoreprobe.loading.series, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
     (tmp_path / "run.json").write_text("{}")   # a run directory for the CLI; the patched loader never reads it
     monkeypatch.chdir(tmp_path)
     args = ["basins", str(tmp_path), "--res", "6", "--n-steps", "1", "--steps", "all", "--sigma-start", "0.5,1",
@@ -365,10 +365,10 @@ def test_cli_basins_check_convergence(setup, tmp_path, monkeypatch, capsys):
 
 
 def test_cli_bad_options_fail_before_computing(setup, tmp_path, monkeypatch, capsys):
-    import scoreprobe.checkpoints
+    import scoreprobe.loading.series
     from scoreprobe.cli import main
     rule, ds, _ = setup
-    monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
+    monkeypatch.setattr(scoreprobe.loading.series, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
     (tmp_path / "run.json").write_text("{}")   # a run directory for the CLI; the patched loader never reads it
     monkeypatch.chdir(tmp_path)
     for args, message in ((["basins", "--animate", "b.txt"], "use a .gif or .mp4"),
@@ -385,10 +385,10 @@ def test_cli_bad_options_fail_before_computing(setup, tmp_path, monkeypatch, cap
 def test_cli_field(setup, tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    import scoreprobe.checkpoints
+    import scoreprobe.loading.series
     from scoreprobe.cli import cli
     rule, ds, _ = setup
-    monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
+    monkeypatch.setattr(scoreprobe.loading.series, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
     (tmp_path / "run.json").write_text("{}")   # a run directory for the CLI; the patched loader never reads it
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(cli, ["field", str(tmp_path), "--res", "5", "--sigma", "0.5", "--steps", "100"])
@@ -397,7 +397,7 @@ def test_cli_field(setup, tmp_path, monkeypatch):
 
 
 def test_cli_basins_on_the_shipped_series(tmp_path, monkeypatch, capsys):
-    from scoreprobe.checkpoints import load_series
+    from scoreprobe.loading.series import load_series
     from scoreprobe.cli import main
     from scoreprobe.errors import CheckpointError
     try:

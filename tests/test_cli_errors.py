@@ -19,8 +19,8 @@ COMMANDS = ("train", "info", "clocks", "dsm", "basins", "field", "animate")
 @pytest.fixture(scope="module")
 def series(tmp_path_factory):
     """A tiny DiT series (3 checkpoints), as in tests/test_clocks.py."""
-    from scoreprobe.checkpoints import load_series
-    from scoreprobe.train import TrainConfig, train_run
+    from scoreprobe.loading.series import load_series
+    from scoreprobe.training.train import TrainConfig, train_run
     cfg = TrainConfig(rule=SMALL_RULE, n_train=8, n_heldout=8, hidden_size=32, depth=1, num_heads=2, model="dit",
                       patch_size=1, total_steps=3, n_checkpoints=3, batch_size=8)
     run = tmp_path_factory.mktemp("cli-errors") / "run"
@@ -180,11 +180,11 @@ def test_help_works_for_every_command(capsys):
 def test_interrupt_in_process_is_one_line(raised, monkeypatch, capsys):
     """Embedded (argv given): the same line, as SystemExit(130); click's Abort is treated alike."""
     import click
-    import scoreprobe.checkpoints
+    import scoreprobe.loading.series
 
     def boom(*a, **k):
         raise KeyboardInterrupt if raised == "KeyboardInterrupt" else click.exceptions.Abort()
-    monkeypatch.setattr(scoreprobe.checkpoints, "load_series", boom)
+    monkeypatch.setattr(scoreprobe.loading.series, "load_series", boom)
     handler = signal.getsignal(signal.SIGINT)
     with pytest.raises(SystemExit) as e:
         main(["clocks"])

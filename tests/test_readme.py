@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from scoreprobe.checkpoints import load_series
+from scoreprobe.loading.series import load_series
 from scoreprobe.cli import cli, main
 from test_dit import facebook_dit_state_dict
 

@@ -1,4 +1,4 @@
-"""store.py: zarr v3 round trip, CF attrs, resume after an interrupted write, config refusal."""
+"""scoreprobe.store: zarr v3 round trip, CF attrs, resume after an interrupted write, config refusal."""
 import json
 import warnings
 

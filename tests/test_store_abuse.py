@@ -1,4 +1,4 @@
-"""store.py under abuse (issue #12): the overwrite swap and its resumption, damaged chunks and
+"""scoreprobe.store under abuse (issue #12): the overwrite swap and its resumption, damaged chunks and
 attributes, locks and races, odd --out paths, leftovers of killed writes, kill injection."""
 import json
 import warnings
@@ -62,7 +62,7 @@ def test_an_interrupted_overwrite_resumes_its_replacement(tmp_path):
 
 
 def test_a_new_store_killed_before_its_first_publication_is_published(tmp_path):
-    from scoreprobe.storecommit import sibling
+    from scoreprobe.store.commit import sibling
     path = tmp_path / "a.zarr"
     _full(sibling(path, "new"))   # committed beside `path`, not yet renamed into place
     path.mkdir()                  # and an empty directory where it belongs
@@ -115,7 +115,7 @@ def test_damaged_coordinates_are_refused(tmp_path):
 
 
 def test_a_second_writer_is_refused_and_a_stale_lock_is_taken_over(tmp_path):
-    from scoreprobe.storelock import StoreLock, lock_path
+    from scoreprobe.store.lock import StoreLock, lock_path
     path, calls = tmp_path / "a.zarr", []
 
     def probe(step):
@@ -212,7 +212,7 @@ def test_two_writers_at_the_same_instant(tmp_path):
 
 
 def test_leftovers_of_an_interrupted_swap_are_finished_or_restored(tmp_path):
-    from scoreprobe.storecommit import clean_leftovers, sibling
+    from scoreprobe.store.commit import clean_leftovers, sibling
     path = tmp_path / "a.zarr"
     _full(tmp_path / "new")
     _full(tmp_path / "old")

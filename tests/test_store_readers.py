@@ -8,10 +8,10 @@ import pytest
 import xarray as xr
 import zarr
 
-from scoreprobe.data import STATES, make_dataset
+from scoreprobe.data.datasets import STATES, make_dataset
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.probes.basins import basins
-from scoreprobe.rules import Parity
+from scoreprobe.data.rules import Parity
 from scoreprobe.slices import auto_plane
 
 
@@ -91,7 +91,7 @@ def _consistent(seen, committed_steps):
 def test_safe_readers_see_only_committed_steps_between_the_writes_and_the_commit(tmp_path, monkeypatch):
     """Paused where a writer has resized and written every array but not yet committed (the state a
     kill there leaves too): the safe readers see the committed steps only, the unsafe ones do not."""
-    from scoreprobe import storecommit
+    from scoreprobe.store import commit as storecommit
     from scoreprobe.sweep import sweep
     from test_store import CONFIG, mapping, toy_probe
     path, views, real = tmp_path / "a.zarr", [], storecommit.commit

@@ -1,4 +1,4 @@
-"""sweep.py: source normalization, lazy one-at-a-time loading, step selection, static variables."""
+"""scoreprobe.sweep: source normalization, lazy one-at-a-time loading, step selection, static variables."""
 import gc
 import json
 import weakref
@@ -95,8 +95,8 @@ def test_source_identity_is_json_friendly():
 
 def test_source_identity_has_no_machine_paths_and_tells_series_apart(tmp_path):
     import shutil
-    from scoreprobe.checkpoints import load_series
-    from scoreprobe.sources import open_source
+    from scoreprobe.loading.series import load_series
+    from scoreprobe.loading.sources import open_source
     shipped = load_series()
     ident = source_identity(shipped)
     assert str(shipped.path) not in json.dumps(ident) and ident["name"] == shipped.path.name

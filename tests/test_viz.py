@@ -5,12 +5,12 @@ import pytest
 from matplotlib.figure import Figure
 from PIL import Image
 
-from scoreprobe.data import STATES, make_dataset
+from scoreprobe.data.datasets import STATES, make_dataset
 from scoreprobe.errors import ConfigError
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.probes.basins import basins, retention
 from scoreprobe.probes.field import score_field
-from scoreprobe.rules import Parity
+from scoreprobe.data.rules import Parity
 from scoreprobe.slices import auto_plane
 from scoreprobe.viz import (animate_basins, new_figure, plot_basins, plot_clocks, plot_dsm_gap, plot_field,
                             plot_field_panels, plot_retention, plot_states)

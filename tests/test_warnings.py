@@ -8,10 +8,10 @@ import pytest
 import xarray as xr
 
 from scoreprobe import store
-from scoreprobe.data import make_dataset
+from scoreprobe.data.datasets import make_dataset
 from scoreprobe.errors import ConfigError, ScoreprobeWarning, SettingWarning, StoreRepairWarning
 from scoreprobe.probes import dsm
-from scoreprobe.rules import Parity
+from scoreprobe.data.rules import Parity
 from scoreprobe.sweep import sweep
 
 STEPS = [0, 10, 100]

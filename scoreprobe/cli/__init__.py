@@ -1,14 +1,14 @@
 """Command-line interface: `scoreprobe SUBCOMMAND`. The only package that prints.
 
 Each subcommand is a thin wrapper over a library function; typed errors
-(`scoreprobe.errors`) become one line on stderr and exit code 2. The group and the entry point
-live here; the subcommands, one module per family, register themselves on import:
+(`scoreprobe.errors`) become one line on stderr and exit code 2. The entry point lives here,
+the group in `app.py`; the subcommands, one module per family, register themselves on it when
+this package imports them:
 
     runs.py    train, info              (making and describing checkpoint series)
     curves.py  clocks, dsm              (one number per checkpoint, σ or sample)
     planes.py  basins, field, animate   (2D planes through hypercube vertices)
 """
-import logging
 import os
 import signal
 import sys
@@ -17,20 +17,8 @@ import warnings
 
 import click
 
+from scoreprobe.cli.app import cli
 from scoreprobe.errors import ScoreprobeError
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.option("-v", "--verbose", count=True, help="Debug log output.")
-@click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
-def cli(verbose, quiet):
-    """scoreprobe: dissect when a diffusion model learns the rule and when it memorizes."""
-    level = logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO)
-    if quiet:   # no progress bars or lines either, for this invocation only
-        from scoreprobe import progress
-        saved, progress.DEFAULT = progress.DEFAULT, False
-        click.get_current_context().call_on_close(lambda: setattr(progress, "DEFAULT", saved))
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
 def _format_warning(message, category, filename, lineno, line=None):

@@ -45,7 +45,7 @@ def check_writable(path, param_hint, store=False):
         raise click.BadParameter(f"cannot write {path}: {parent} is not a directory", param_hint=param_hint)
     if not os.access(parent, os.W_OK | os.X_OK) or (os.path.exists(target) and not os.access(target, os.W_OK)):
         raise click.BadParameter(f"cannot write {path}: permission denied", param_hint=param_hint)
-    from scoreprobe.storelock import cannot_create
+    from scoreprobe.store.lock import cannot_create
     why = cannot_create(parent)   # /proc, a read-only mount, a full disk: the permission bits do not tell
     if why:
         raise click.BadParameter(f"cannot write {path}: {parent} does not take new files ({why})",
@@ -157,7 +157,7 @@ def scheduler_of(address, n_local):
         return None
     if address is not None and n_local is not None:
         raise click.UsageError("use either --scheduler or --dask-local, not both")
-    from scoreprobe.distributed import check_scheduler, require_dask
+    from scoreprobe.sweep.dask import check_scheduler, require_dask
     from scoreprobe.errors import ConfigError
     require_dask()
     try:
@@ -171,7 +171,7 @@ def on_scheduler(scheduler):
     if scheduler is None:
         import contextlib
         return contextlib.nullcontext()
-    from scoreprobe.distributed import using
+    from scoreprobe.sweep.dask import using
     return using(scheduler)
 
 

@@ -1,7 +1,7 @@
 """`scoreprobe clocks` and `scoreprobe dsm`: one row per checkpoint."""
 import click
 
-from scoreprobe.cli import cli
+from scoreprobe.cli.app import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.cli.common import (SEED, autocast_option, check_writable, choose_steps, models_per_pass_option,
                                    on_scheduler, parse_steps, save_figure, scheduler_of, steps_in_store, store_line,

@@ -1,7 +1,7 @@
 """`scoreprobe basins`, `field` and `animate`: PF-ODE basins and score fields on 2D planes."""
 import click
 
-from scoreprobe.cli import cli
+from scoreprobe.cli.app import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.cli.common import (SEED, animation_options, autocast_option, check_frame, check_writable,
                                    choose_steps, device_option, figure_path, float_list, models_per_pass_option,

@@ -5,7 +5,7 @@ import warnings
 
 import click
 
-from scoreprobe.cli import cli
+from scoreprobe.cli.app import cli
 from scoreprobe.cli.common import SEED, check_writable, device_option
 from scoreprobe.cli.source import SET_HELP, TRUST_HELP, parse_settings
 from scoreprobe.errors import ScoreprobeError, ScoreprobeWarning
@@ -17,7 +17,7 @@ from scoreprobe.errors import ScoreprobeError, ScoreprobeWarning
 
 def _rule_spec(rule, G, k, n, layout, rule_seed, shape):
     """Rule options -> a rule spec dict (validated by building the rule)."""
-    from scoreprobe.rules import rule_from_spec
+    from scoreprobe.data.rules import rule_from_spec
     H, W = _parse_shape(shape)
     specs = {"parity": {"name": "parity", "G": G, "shape": [H, W], "layout": layout, "seed": rule_seed},
              "exactk": {"name": "exactk", "k": k, "shape": [H, W]},
@@ -40,7 +40,7 @@ def _train_options(fn):
     import dataclasses
     import inspect
     import re
-    from scoreprobe.config import LR_SCHEDULES, TrainConfig
+    from scoreprobe.training.config import LR_SCHEDULES, TrainConfig
     helps = dict(re.findall(r"^\s+(\w+): .*?# (.+)$", inspect.getsource(TrainConfig), re.M))  # field comments
     for f in reversed(dataclasses.fields(TrainConfig)):
         if f.name == "rule":
@@ -84,7 +84,7 @@ def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads
     """Train a model and write log-spaced checkpoints to RUN_DIR (rerun the same command to resume);
     with --ensemble, a grid of DiT runs at once, one run directory each under RUN_DIR."""
     import torch
-    from scoreprobe.train import TrainConfig, train_run
+    from scoreprobe.training.train import TrainConfig, train_run
     rule_args = dict(rule=rule, G=G, k=k, n=n, layout=layout, rule_seed=rule_seed, shape=shape)
     if ensemble_spec is not None:
         grid = _ensemble_grid(ctx, ensemble_spec)       # usage errors before anything is built
@@ -111,7 +111,7 @@ _RULE_KEYS = ("rule", "G", "k", "layout", "rule_seed")   # rule options a member
 
 def _grid_keys():
     """{lower-case key: option name} of what --ensemble may vary (config.ENSEMBLE_VARIES, the rule by its options)."""
-    from scoreprobe.config import ENSEMBLE_VARIES
+    from scoreprobe.training.config import ENSEMBLE_VARIES
     return {name.lower(): name for name in (*_RULE_KEYS, *(f for f in ENSEMBLE_VARIES if f != "rule"))}
 
 
@@ -156,8 +156,8 @@ def _ensemble_grid(ctx, spec):
 def _train_ensemble(run_dir, grid, rule_args, device, settings):
     """Build and check one TrainConfig per grid member, then train them as one ensemble under run_dir."""
     import os
-    from scoreprobe.ensemble import check_ensemble, train_ensemble
-    from scoreprobe.train import TrainConfig
+    from scoreprobe.training.ensemble import check_ensemble, train_ensemble
+    from scoreprobe.training.train import TrainConfig
     cfgs, dirs = [], []
     for member in grid:
         rule_spec = _rule_spec(**{k: member.get(k, v) for k, v in rule_args.items()})
@@ -233,7 +233,7 @@ def _info_decisions(d):
 
 
 def _info_file(path, trust, settings):
-    from scoreprobe.checkpoints import describe_checkpoint
+    from scoreprobe.loading.series import describe_checkpoint
     ema = settings.pop("ema", "auto")
     d = describe_checkpoint(path, trust=trust, ema=ema, **settings)
     yield "path", d["path"]
@@ -263,7 +263,7 @@ def info(path, trust, settings):
     rule, data, architecture, parameters, steps; for a file also how it will be read
     (parameterization, schedule, σ_data, label row, weights)."""
     import os
-    from scoreprobe.checkpoints import load_series
+    from scoreprobe.loading.series import load_series
     settings = parse_settings(settings)
     try:
         if path is None or (os.path.isdir(path) and os.path.exists(os.path.join(path, "run.json"))):

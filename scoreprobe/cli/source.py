@@ -1,6 +1,6 @@
 """The SOURCES argument and the options every analysis command shares to name checkpoints: a run
 directory (default: the shipped series), checkpoint files, globs or folders of them, and for files
-their steps, their data and the settings they do not store (`scoreprobe.sources.open_source`)."""
+their steps, their data and the settings they do not store (`scoreprobe.loading.sources.open_source`)."""
 import functools
 
 import click
@@ -76,7 +76,7 @@ def source_options(fn):
         overrides = parse_settings(settings)
 
         def source():
-            from scoreprobe.sources import open_source
+            from scoreprobe.loading.sources import open_source
             return open_source(sources, steps_file=steps_file, step_pattern=step_pattern, dataset=dataset,
                                rule=rule_spec, data_size=data_size, data_seed=data_seed, trust=trust, **overrides)
         return fn(source=source, **kw)

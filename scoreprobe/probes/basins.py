@@ -21,7 +21,7 @@ from scoreprobe.limits import warn_nonfinite
 from scoreprobe.noise import NOISE
 from scoreprobe.precision import with_autocast
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION
-from scoreprobe.data import state_flag_attrs
+from scoreprobe.data.datasets import state_flag_attrs
 from scoreprobe.probes.field import as_sigma_list, plane_coords
 from scoreprobe.sweep import dataset_and_rule, run_probe
 
@@ -122,8 +122,7 @@ def _warn_unconverged(ds, n_steps, tol=LABEL_CHANGE_TOL):
 
 
 def _basin_dataset(m, plane, sigma_starts, u, v):
-    from scoreprobe.data import STATES
-
+    from scoreprobe.data.datasets import STATES
     dims = ("sigma_start", "v", "u")
     one = {"units": "1"}
     n_states = len(STATES)
@@ -232,8 +231,7 @@ def retention_points(dataset, n_train=32, n_heldout=32, seed=0):
     -------
     points : (n_train + n_heldout, D) float32 signed; split : (M,) str; item_index : (M,) int64.
     """
-    from scoreprobe.data import to_signed
-
+    from scoreprobe.data.datasets import to_signed
     rng = np.random.default_rng(seed)
     parts, split, index = [], [], []
     for name, bits, n in (("train", dataset.train, n_train), ("heldout", dataset.heldout, n_heldout)):
@@ -296,7 +294,7 @@ def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, s
 def _restart_hits(c, own, own_train):
     """{retained, captured, valid: bool (M*R,)} and the count of invalid endpoints, from classify() of
     M*R restarts whose own item is own (M*R, D) bits, own_train its training index (-1: none)."""
-    from scoreprobe.data import STATE_CODES
+    from scoreprobe.data.datasets import STATE_CODES
     valid_codes = [STATE_CODES[k] for k in ("valid_novel", "valid_heldout", "valid_memorized")]
     return {"retained": (c["state"] != STATE_CODES["invalid"]) & (c["bits"] == own).all(axis=1),
             "captured": (c["state"] == STATE_CODES["valid_memorized"]) & (c["train_index"] != own_train),

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 import xarray as xr
 
-from scoreprobe import data, ode, slices, store
+from scoreprobe import ode, slices, store
+from scoreprobe.data import datasets as data
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION, MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import NonFiniteWarning
 from scoreprobe.limits import warn_nonfinite

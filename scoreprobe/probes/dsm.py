@@ -21,7 +21,7 @@ import torch
 import xarray as xr
 from tqdm.auto import tqdm
 
-from scoreprobe.data import to_signed
+from scoreprobe.data.datasets import to_signed
 from scoreprobe.errors import ConfigError, DataError, NonFiniteWarning, SettingWarning, user_stacklevel
 from scoreprobe.models.stack import replicate, stack_size
 from scoreprobe.models.stack import split as split_rows

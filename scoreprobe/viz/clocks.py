@@ -72,7 +72,7 @@ def _state_fractions(ds):
     """(5, n_steps) fractions of the five states, from the per-step ratios or from `state`."""
     if all(r in ds for _, r in STATE_RATIOS):
         return np.stack([ds[r].values for _, r in STATE_RATIOS])
-    from scoreprobe.data import STATE_CODES
+    from scoreprobe.data.datasets import STATE_CODES
     state = ds["state"].transpose("step", "sample").values  # (step, sample)
     return np.stack([(state == STATE_CODES[name]).mean(axis=1) for name, _ in STATE_RATIOS])
 

@@ -123,7 +123,7 @@ def plot_field_panels(ds, sigmas=None, prefixes=("", "mem_", "rule_"), step=None
 
 
 def _state_cmap():
-    from scoreprobe.data import STATE_CODES, STATES
+    from scoreprobe.data.datasets import STATE_CODES, STATES
     colors = [STATE_COLORS[s] for s in STATES]
     codes = np.array([STATE_CODES[s] for s in STATES])
     bounds = np.concatenate([codes - 0.5, [codes[-1] + 0.5]])

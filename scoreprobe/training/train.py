@@ -5,7 +5,7 @@ A run directory holds `run.json` (every setting, versions, git commit, checkpoin
 `torch.load(weights_only=True)`), `train_log.jsonl` (loss per logging interval) and, while a run is
 unfinished, `resume.pt` (model, EMA, optimizer and RNG state). Running the same config again on the
 same directory continues from `resume.pt` and reproduces an uninterrupted run bitwise on CPU.
-`scoreprobe.ensemble.train_ensemble` trains several runs at once and writes each through the same `Run`.
+`scoreprobe.training.ensemble.train_ensemble` trains several runs at once and writes each through the same `Run`.
 """
 import copy
 import json
@@ -22,15 +22,15 @@ import numpy as np
 import torch
 
 # the config and the formats live in a leaf module (no torch): the CLI reads them at start-up
-from scoreprobe.config import CKPT_FORMAT, LR_SCHEDULES, RUN_FORMAT, TrainConfig  # noqa: F401  (re-exported)
-from scoreprobe.curriculum import curriculum_bits
-from scoreprobe.data import load_dataset, make_dataset, to_signed
+from scoreprobe.training.config import CKPT_FORMAT, LR_SCHEDULES, RUN_FORMAT, TrainConfig  # noqa: F401  (re-exported)
+from scoreprobe.data.curriculum import curriculum_bits
+from scoreprobe.data.datasets import load_dataset, make_dataset, to_signed
 from scoreprobe.errors import CheckpointError, ConfigError, first_line
 from scoreprobe.limits import check_int
 from scoreprobe.models.build import build_model, model_arch
 from scoreprobe.models.edm import dsm_loss, sample_sigmas
 from scoreprobe.progress import CountProgress
-from scoreprobe.rules import rule_from_spec
+from scoreprobe.data.rules import rule_from_spec
 
 logger = logging.getLogger(__name__)
 
@@ -162,9 +162,9 @@ class _State:
 def _load_resume(st, path, device, total_steps):
     """Restore `st` from resume.pt (tensors and plain values only); CheckpointError when it is unreadable,
     hostile, truncated or does not fit the run. Deleting resume.pt restarts training from step 0."""
-    from scoreprobe.models.foreign import is_state_dict
-    from scoreprobe.models.formats import check_zip_crc
-    from scoreprobe.models.weights import check_tensors
+    from scoreprobe.loading.foreign import is_state_dict
+    from scoreprobe.loading.formats import check_zip_crc
+    from scoreprobe.loading.weights import check_tensors
     fix = "; delete it to train this run from step 0"
     if zipfile.is_zipfile(path):
         check_zip_crc(path)
@@ -243,7 +243,7 @@ class Run:
 
     Made by `open_run`; after each optimizer step `record` writes what falls on that step (log line,
     checkpoint, resume.pt) and `finish` removes resume.pt at the end. train_run and the ensemble
-    trainer (scoreprobe.ensemble) share it, so both write the same files.
+    trainer (scoreprobe.training.ensemble) share it, so both write the same files.
     """
 
     def __init__(self, cfg, run_dir, st, data, meta):

@@ -4,9 +4,9 @@
     arch, missing = infer_dit_arch(sd, {"num_heads": 6})   # arch as models.build.build_model takes it
 
 What shapes cannot tell (num_heads, a non-square image_shape) comes from `settings` (anything with
-.get: a models.settings.Settings or a dict) — the training script's args or keyword overrides;
+.get: a loading.settings.Settings or a dict) — the training script's args or keyword overrides;
 `missing` names whatever nobody stated. σ_data, time_scale and the parameterization are decided by
-models.settings, not here.
+loading.settings, not here.
 """
 import math
 import re
@@ -17,7 +17,7 @@ import torch.nn as nn
 from scoreprobe.errors import CheckpointError, ConfigError, first_line
 from scoreprobe.limits import MAX_BITS, MAX_HIDDEN, MAX_LABEL_ROWS, check_int, check_positive
 from scoreprobe.models.param import check_parameterization
-from scoreprobe.models.settings import SETTINGS
+from scoreprobe.loading.settings import SETTINGS
 
 OVERRIDES = SETTINGS
 DIT_HEADS = {"XL": 16, "L": 16, "B": 12, "S": 6}   # facebookresearch/DiT presets DiT-{size}/{patch}

@@ -15,13 +15,13 @@ import torch.nn as nn
 from scoreprobe.errors import CheckpointError, ConfigError, ScoreprobeWarning
 from scoreprobe.limits import MAX_STEP, check_int, check_positive
 from scoreprobe.models.build import check_arch
-from scoreprobe.models.diffusers_dit import convert_diffusers_dit, find_diffusers_dir, is_diffusers_dit
-from scoreprobe.models.diffusers_dit import read_diffusers_weights
-from scoreprobe.models.foreign import dit_module_settings, infer_dit_arch, is_state_dict, strip_prefixes
-from scoreprobe.models.formats import read_file, read_json, read_side_files
-from scoreprobe.models.settings import (Settings, check_conflicts, decide_parameterization, resolve_label,
+from scoreprobe.loading.diffusers_dit import convert_diffusers_dit, find_diffusers_dir, is_diffusers_dit
+from scoreprobe.loading.diffusers_dit import read_diffusers_weights
+from scoreprobe.loading.foreign import dit_module_settings, infer_dit_arch, is_state_dict, strip_prefixes
+from scoreprobe.loading.formats import read_file, read_json, read_side_files
+from scoreprobe.loading.settings import (Settings, check_conflicts, decide_parameterization, resolve_label,
                                         resolve_onehot_label, resolve_schedule)
-from scoreprobe.models.weights import select_weights
+from scoreprobe.loading.weights import select_weights
 
 
 # ---------------------------------------------------------------------------------------------
@@ -81,7 +81,7 @@ def _add_file_sources(obj, path, settings):
 
 def plan_checkpoint(path, trust, ema, overrides):
     """dict(format, kind, arch, weights | module, step, missing, foreign, facts) for one file or folder."""
-    from scoreprobe.train import CKPT_FORMAT   # the format the trainer writes
+    from scoreprobe.training.train import CKPT_FORMAT   # the format the trainer writes
     obj, settings, container, config = _read(path, trust, overrides)
     if isinstance(obj, dict) and obj.get("format") == CKPT_FORMAT:
         return _plan_ours(obj, path, ema, settings)

@@ -1,7 +1,7 @@
 """Run the steps of a sweep as tasks on a dask.distributed cluster; one process writes the store.
 
     sp.clocks(series, steps=some, out="c.zarr", ...)            # local, one step after another
-    with scoreprobe.distributed.using(("local", 4)):             # or "tcp://host:8786", or a Client
+    with scoreprobe.sweep.dask.using(("local", 4)):             # or "tcp://host:8786", or a Client
         sp.clocks(series, steps=some, out="c.zarr", ...)        # one dask task per checkpoint
         sp.basins(series, plane, out="b.zarr", ...)             # same cluster, started once
     sweep(probe, series, out="x.zarr", scheduler=client)        # the same, for one sweep
@@ -9,7 +9,7 @@
 Install with ``pip install -e '.[dask]'``; nothing here imports dask until a scheduler is used.
 
 Design: tasks compute, the caller writes
-    The store's crash safety (`scoreprobe.storewriter`: one atomic commit record with checksums
+    The store's crash safety (`scoreprobe.store.writer`: one atomic commit record with checksums
     per step, a lock file admitting one writer per store, --overwrite built beside the old store
     and swapped in) rests on a single writer process, and dask workers on other machines need not
     share a file system with the caller. So workers do not write regions of a pre-sized store:
@@ -45,6 +45,7 @@ import uuid
 import warnings
 
 from scoreprobe.errors import ConfigError, ScoreprobeError, ScoreprobeWarning, user_stacklevel
+from scoreprobe.sweep.executor import SCHEDULER, run_step
 
 INSTALL_HINT = "pip install -e '.[dask]'"
 _ADDRESS = re.compile(r"[a-z][a-z0-9+.-]*://\S+|[^\s/:\[\]]+:\d+|\[[0-9a-fA-F:]+\]:\d+")  # proto://..., HOST:PORT
@@ -160,14 +161,13 @@ def using(scheduler):
     basins, score_field, dsm_by_sigma, retention) runs on `scheduler` (see `check_scheduler`);
     a LocalCluster or connection is opened once for the block. `using(None)` runs locally.
     Yields the Client (None for local)."""
-    from scoreprobe import sweep
     local = check_scheduler(scheduler) is None
     with contextlib.nullcontext() if local else client_for(scheduler) as client:
-        token = sweep.SCHEDULER.set(client)
+        token = SCHEDULER.set(client)
         try:
             yield client
         finally:
-            sweep.SCHEDULER.reset(token)
+            SCHEDULER.reset(token)
 
 
 @contextlib.contextmanager
@@ -208,7 +208,6 @@ def check_sendable(scheduler, probe, pairs):
 
 def _task(probe, getter, step):
     """On a worker: (Dataset of the step, warnings raised [(category, message, file, line)], typed error)."""
-    from scoreprobe.sweep import run_step
     _thread_lock_for_tqdm()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ScoreprobeWarning)   # the caller's filters decide about showing them

@@ -6,13 +6,13 @@
     D = load_checkpoint("0050000.pt")            # a facebookresearch/DiT train.py file: DDPM ε, linear β
     D = load_checkpoint("sd.pt", parameterization="v", schedule="cosine", num_heads=4)
 
-`load_checkpoint` sniffs the container from the bytes (safetensors, torch zip, pickle; models.formats)
+`load_checkpoint` sniffs the container from the bytes (safetensors, torch zip, pickle; loading.formats)
 and the content: (a) our step files; (b) training dicts such as facebookresearch/DiT's {"model", "ema",
 "opt", "args"}, timm's {"state_dict", "state_dict_ema"}, Lightning's {"state_dict", "hyper_parameters"};
 (c) bare DiT state_dicts, with or without "module." / "model." / "_orig_mod." prefixes; (d) diffusers
 DiTTransformer2DModel folders; (e) pickled modules (trust=True only): a whole DiT goes through the
 state_dict path, anything else is taken as an NVlabs/edm-style network returning D. Which weights
-(models.weights), which parameterization, schedule, σ_data and label row (models.settings) are decided
+(loading.weights), which parameterization, schedule, σ_data and label row (loading.settings) are decided
 by written rules and shown by `describe_checkpoint` / `scoreprobe info`; docs/checkpoints.md has them.
 """
 import json
@@ -22,17 +22,17 @@ from pathlib import Path
 
 import torch
 
-from scoreprobe.data import load_dataset
+from scoreprobe.data.datasets import load_dataset
 from scoreprobe.errors import CheckpointError, ConfigError, ScoreprobeError, first_line
 from scoreprobe.limits import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_STEP, check_int, json_depth
 from scoreprobe.models.build import build_model, check_arch, expected_shapes
 from scoreprobe.models.dit import dit_from_config
-from scoreprobe.models.foreign import check_overrides
+from scoreprobe.loading.foreign import check_overrides
 from scoreprobe.models.param import ModuleDenoiser, make_denoiser
-from scoreprobe.models.plan import n_parameters, plan_checkpoint
-from scoreprobe.models.weights import check_ema, check_tensors
-from scoreprobe.rules import Rule, rule_from_spec
-from scoreprobe.train import RUN_FORMAT   # the format the trainer writes
+from scoreprobe.loading.plan import n_parameters, plan_checkpoint
+from scoreprobe.loading.weights import check_ema, check_tensors
+from scoreprobe.data.rules import Rule, rule_from_spec
+from scoreprobe.training.train import RUN_FORMAT   # the format the trainer writes
 
 DEFAULT_SERIES = "parity-default"
 ENV_VAR = "SCOREPROBE_CHECKPOINTS"

@@ -9,7 +9,7 @@ from it in `train_run`'s order, so member m follows `train_run(cfgs[m], run_dirs
 two agree to float32 rounding (the batched kernels may add in another order; tests/test_ensemble.py
 states the measured difference).
 
-Each member's directory is written by the same code as `train_run` (`scoreprobe.train.Run`):
+Each member's directory is written by the same code as `train_run` (`scoreprobe.training.train.Run`):
 run.json, dataset.npz, ckpt/step_*.pt, train_log.jsonl and, while unfinished, resume.pt. So every
 member loads with `load_series`, and an interrupted ensemble resumes when called again (or each
 member alone with `train_run`). Members may differ in ENSEMBLE_VARIES (seed, data, N, rule of the
@@ -25,11 +25,11 @@ import numpy as np
 import torch
 from torch.func import functional_call, stack_module_state, vmap
 
-from scoreprobe.config import ENSEMBLE_VARIES, TrainConfig
+from scoreprobe.training.config import ENSEMBLE_VARIES, TrainConfig
 from scoreprobe.errors import ConfigError
 from scoreprobe.models.edm import dsm_loss
 from scoreprobe.progress import CountProgress
-from scoreprobe.train import check_run_dir, draw_bits, draw_inputs, ema_update, loss_error, open_run, set_lr
+from scoreprobe.training.train import check_run_dir, draw_bits, draw_inputs, ema_update, loss_error, open_run, set_lr
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def check_ensemble(cfgs, run_dirs):
 def _check_arch(cfgs):
     """ConfigError unless every member's rule gives member 0's architecture (the same image shape)."""
     from scoreprobe.models.build import model_arch
-    from scoreprobe.rules import rule_from_spec
+    from scoreprobe.data.rules import rule_from_spec
     archs = [model_arch(c, rule_from_spec(c.rule)) for c in cfgs]
     for i, arch in enumerate(archs):
         if arch != archs[0]:

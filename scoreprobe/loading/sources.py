@@ -34,7 +34,7 @@ def is_run_dir(path):
 
 
 def _is_model_dir(path):
-    from scoreprobe.models.diffusers_dit import find_diffusers_dir
+    from scoreprobe.loading.diffusers_dit import find_diffusers_dir
     return find_diffusers_dir(path) is not None
 
 
@@ -144,8 +144,8 @@ def dataset_from(spec, rule=None, data_size=None, data_seed=0):
     directory (its dataset.npz), or a rule spec (dict or JSON text) with `data_size` = (n_train,
     n_heldout) drawn by `make_dataset` with `data_seed`. `rule` (Rule or spec) is the rule an .npz
     without a stored rule is read with, and must agree with one that has it."""
-    from scoreprobe.data import load_dataset, make_dataset
-    from scoreprobe.rules import Rule, rule_from_spec
+    from scoreprobe.data.datasets import load_dataset, make_dataset
+    from scoreprobe.data.rules import Rule, rule_from_spec
     if rule is not None and not isinstance(rule, Rule):
         rule = rule_from_spec(rule)
     if hasattr(spec, "train"):
@@ -193,7 +193,7 @@ def open_source(paths=(), *, steps_file=None, step_pattern=None, dataset=None, r
     -------
     CheckpointSeries.
     """
-    from scoreprobe.checkpoints import load_series, series_from_files
+    from scoreprobe.loading.series import load_series, series_from_files
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     file_options = {"--steps-file": steps_file, "--step-from-name": step_pattern, "--dataset": dataset,
                     "--rule": rule, "--data-size": data_size, "--set": overrides or None,

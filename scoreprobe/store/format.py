@@ -1,27 +1,6 @@
-"""Zarr (format 3) stores for analyses that grow one training step at a time.
-
-A store holds one analysis of one series: every variable that depends on the training step has
-`step` as its first dimension and is chunked one step per chunk, so each append writes exactly
-one chunk per variable. Arrays are written from numpy (no dask), floats with an explicit
-`_FillValue` of NaN.
-
-Crash safety and readers (`storecommit`). Every append writes all arrays, then publishes the step
-by atomically rewriting the root metadata (consolidated metadata, the step count
-`scoreprobe_steps_written` and the commit record `scoreprobe_record`: steps and per-step, per-array
-checksums). Plain `xr.open_zarr` readers therefore only ever see complete steps, also while a
-writer runs or after it was killed; the next writer undoes any uncommitted tail. New and replacing
-stores are written beside `path` and renamed into place (`--overwrite` never removes the old store
-before the new one is complete). One writer per store (`storelock`). Damaged chunks are found by
-checksum (`storecheck`): `open_store` refuses them, a resumed write recomputes them with a warning.
-The writer itself is `scoreprobe.storewriter.StoreWriter`; the functions below are its helpers
-and the one-call API (`check_writable`, `prepare_store`, `append_step`, `update_attrs`).
-
-Identity. The JSON attribute `scoreprobe_config` records what was computed (probe, arguments,
-series). Writing with a different config to an existing store raises StoreError listing the
-keys that differ, so results of different analyses never mix silently.
-
-Attributes are kept strict JSON: NaN/inf global attributes are written as null and read back by
-`open_store` as NaN.
+"""The store's format on disk: attribute names, the config that identifies a store, reading,
+verifying and repairing helpers. `StoreWriter` (`scoreprobe.store.writer`) and the one-call API
+(`scoreprobe.store`) are built on these; see the package docstring for the design.
 """
 import datetime
 import json
@@ -34,9 +13,9 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from scoreprobe import storecheck, storecommit
+from scoreprobe.store import check, commit
 from scoreprobe.errors import StoreError, StoreRepairWarning, user_stacklevel
-from scoreprobe.storelock import cannot_create, holder
+from scoreprobe.store.lock import cannot_create, holder
 
 
 STEP_DIM = "step"
@@ -150,12 +129,12 @@ def inspect(path, overwrite=False):
         if not any(path.iterdir()):
             return "empty", None
         raise StoreError(f"{path} exists and is not a zarr store (refusing to replace it); choose another --out")
-    root = storecommit.read_json(path / "zarr.json")
+    root = commit.read_json(path / "zarr.json")
     attrs = root.get("attributes") or {}
     if CONFIG_ATTR not in attrs:
         if overwrite:
             return "store", root
-        if root.get("node_type") != "group" or any(True for _ in storecommit.disk_metas(path)):
+        if root.get("node_type") != "group" or any(True for _ in commit.disk_metas(path)):
             raise StoreError(f"{path} is a zarr store not written by scoreprobe; choose another --out "
                              "or pass --overwrite")
         return "partial", root
@@ -164,7 +143,7 @@ def inspect(path, overwrite=False):
 
 def _root(path):
     path = resolve_path(path)
-    return path, (storecommit.read_json(path / "zarr.json") if (path / "zarr.json").is_file() else None)
+    return path, (commit.read_json(path / "zarr.json") if (path / "zarr.json").is_file() else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,13 +202,13 @@ def verify(path, static=True):
     record = (root or {}).get("attributes", {}).get(RECORD_ATTR)
     if not record:
         return {}
-    metas = storecommit.committed_metas(path, root)
-    bad_static = storecheck.damaged_static(path, record.get("static")) if static else []
+    metas = commit.committed_metas(path, root)
+    bad_static = check.damaged_static(path, record.get("static")) if static else []
     if bad_static:
         raise StoreError(f"store {path} has damaged step-independent data ({', '.join(bad_static)}); "
                          "rerun the command that wrote it with --overwrite")
-    step_arrays = [n for n, m in metas.items() if storecommit.step_axis(m) == 0]
-    return storecheck.damaged_steps(path, metas, step_arrays, record.get("digests") or [])
+    step_arrays = [n for n, m in metas.items() if commit.step_axis(m) == 0]
+    return check.damaged_steps(path, metas, step_arrays, record.get("digests") or [])
 
 
 def open_store(path):
@@ -362,58 +341,3 @@ def check_compatible(path, group, ds):
         if STEP_DIM not in var.dims and name in ds.coords:
             if not np.array_equal(np.asarray(group[name][...]), var.values):
                 raise StoreError(f"cannot append to {path}: coordinate {name} differs from the stored one")
-
-
-def prepare_store(path, config, overwrite=False):
-    """Check and repair the store at `path` before writing an analysis with `config` (one-call API).
-
-    Takes the writer lock for the duration of the call: cleans leftovers of crashed runs, undoes an
-    interrupted write, verifies checksums (damaged steps are left out of the result, with a
-    StoreDamageWarning, so they are recomputed). With `overwrite`, nothing is removed: the next
-    writer of `path` in this process (a sweep or `append_step`) builds the new store beside the old
-    one and swaps it in when complete.
-
-    Returns
-    -------
-    list of int: the steps already written (to be skipped).
-    """
-    from scoreprobe.storewriter import StoreWriter, request_overwrite
-    if overwrite:
-        check_writable(path, overwrite=True)
-        request_overwrite(path)
-        return []
-    with StoreWriter(path, config) as w:
-        return w.done
-
-
-def append_step(path, ds, config=None, history=None):
-    """Append the step(s) of `ds` (dims step, ...) to the store at `path` (one-call API).
-
-    The first write creates the store with global attrs `Conventions`, `history` and the config;
-    later writes must carry the same variables and coordinates; steps already in the store are
-    refused. Each call takes the writer lock, and commits the step atomically.
-    """
-    from scoreprobe.storewriter import StoreWriter
-    if STEP_DIM not in ds.dims:
-        raise StoreError("append_step needs a Dataset with a 'step' dimension")
-    with StoreWriter(path, None, history=history) as w:
-        if w.attrs is None:
-            w.config = normalize_config(config)
-        w.write(ds)
-        w.finish()
-
-
-def update_attrs(path, attrs):
-    """Merge JSON-safe `attrs` into the global attributes of the store at `path`."""
-    from scoreprobe.storewriter import StoreWriter
-    if _root(path)[1] is None:
-        raise StoreError(f"no zarr store at {path}")
-    with StoreWriter(path) as w:
-        w.update_attrs(attrs)
-
-
-def note_history(path, command=None):
-    """Append a line (timestamp, version, command) to the store's CF `history` attribute."""
-    from scoreprobe.storewriter import StoreWriter
-    with StoreWriter(path) as w:
-        w.note_history(command)

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from scoreprobe.errors import CheckpointError
-from scoreprobe.models.formats import read_json
+from scoreprobe.loading.formats import read_json
 
 CLASSES = ("DiTTransformer2DModel", "Transformer2DModel")
 WEIGHT_FILES = ("diffusion_pytorch_model.safetensors", "diffusion_pytorch_model.bin")

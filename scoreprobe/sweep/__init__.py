@@ -9,13 +9,13 @@ there), and returns the whole cube.
 Accepted sources: a single denoiser (step 0), a mapping {step: denoiser}, or a CheckpointSeries
 (anything with `.steps` and `.denoiser(step, device)`).
 
-Scale-out: with `scheduler=` (or inside `scoreprobe.distributed.using(scheduler)`, which is how the
+Scale-out: with `scheduler=` (or inside `scoreprobe.sweep.dask.using(scheduler)`, which is how the
 probes' public functions reach it) each step not yet written becomes a dask.distributed task and
 this process writes the results in step order through the same StoreWriter; the store equals a
-local run's. See `scoreprobe.distributed` for the design.
+local run's. See `scoreprobe.sweep.dask` for the design
+and `scoreprobe.sweep.executor` for the interface between the two.
 """
 import contextlib
-import contextvars
 import functools
 import hashlib
 import json
@@ -29,14 +29,10 @@ import xarray as xr
 from scoreprobe import store
 from scoreprobe.errors import ConfigError
 from scoreprobe.progress import StepProgress
-from scoreprobe.storewriter import StoreWriter
+from scoreprobe.store.writer import StoreWriter
+from scoreprobe.sweep.executor import SCHEDULER, STEP_ATTRS, run_step, with_step  # noqa: F401  (re-exported)
 
 logger = logging.getLogger(__name__)
-
-STEP_ATTRS = {"units": "1", "long_name": "training step"}
-
-# What scheduler=None means: local, unless set by `scoreprobe.distributed.using(...)`.
-SCHEDULER = contextvars.ContextVar("scoreprobe_scheduler", default=None)
 
 # ---------------------------------------------------------------------------------------------
 # Sources
@@ -167,13 +163,6 @@ def select_steps(pairs, steps):
 # ---------------------------------------------------------------------------------------------
 
 
-def with_step(ds, step):
-    """Add a length-1 `step` dimension (int64 coordinate, CF attrs) in front of every data variable."""
-    ds = ds.expand_dims({"step": np.array([step], dtype=np.int64)})
-    ds["step"].attrs.update(STEP_ATTRS)
-    return ds
-
-
 def concat_steps(parts):
     """Concatenate per-step Datasets (each with a length-1 `step` dim) along `step`."""
     out = xr.concat(parts, dim="step", data_vars="minimal", coords="minimal", compat="override",
@@ -204,11 +193,11 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
         in only when every step is written (until then the old one stays intact).
     static : Dataset of step-independent variables (e.g. oracle reference curves), merged into
         the result without a `step` dimension (written once to the store).
-    scheduler : None (here, one step after another; inside `scoreprobe.distributed.using(s)`: s),
+    scheduler : None (here, one step after another; inside `scoreprobe.sweep.dask.using(s)`: s),
         a `distributed.Client`, an address "tcp://HOST:PORT" or ("local", n_workers): one dask
         task per step, loading its checkpoint on the worker (`probe` and `load` must pickle with
         cloudpickle); this process writes the results in step order, so the store is the local
-        run's. Needs the dask extra (ConfigError without it). See `scoreprobe.distributed`.
+        run's. Needs the dask extra (ConfigError without it). See `scoreprobe.sweep.dask`.
     models_per_pass : K >= 1, or "auto" (1 on CPU, where a stack is slower; on CUDA from free
         memory, at most 32): a probe marked `stackable` gets K checkpoints of one architecture at
         once as a `models.stack.StackedDenoiser` (one batched forward for all K) and returns K
@@ -223,7 +212,7 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
     config = store.normalize_config(config)
     scheduler = SCHEDULER.get() if scheduler is None else scheduler
     if scheduler is not None:   # a bad scheduler or an unpicklable probe fails before the store is opened
-        from scoreprobe.distributed import check_sendable
+        from scoreprobe.sweep.dask import check_sendable
         check_sendable(scheduler, probe, pairs)
     k = _models_per_pass(models_per_pass, device, probe, len(pairs)) if scheduler is None else 1
     if out is None:
@@ -244,11 +233,6 @@ def _desc(config):
     return str((config or {}).get("probe") or "steps")
 
 
-def run_step(probe, getter, step):
-    """The probe's Dataset at one step, with its `step` dimension; the model lives only meanwhile."""
-    return with_step(probe(getter()), step)
-
-
 @contextlib.contextmanager
 def _step_results(probe, pairs, done, scheduler, name, k=1):
     """[(step, fetch)] in step order, fetch() -> that step's Dataset: computed here when called
@@ -258,7 +242,7 @@ def _step_results(probe, pairs, done, scheduler, name, k=1):
         yield (_stacked_results(probe, pairs, done, k) if k > 1 else
                [(step, functools.partial(run_step, probe, getter, step)) for step, getter in pairs])
         return
-    from scoreprobe.distributed import submitted
+    from scoreprobe.sweep.dask import submitted
     with submitted(scheduler, probe, pairs, done, name) as results:
         yield results
 
@@ -341,7 +325,7 @@ def run_probe(probe, obj, config, steps=None, out=None, device="cpu", progress=N
     """probe(D) on one denoiser (a Dataset without `step`), or mapped over the steps of a series
     or {step: denoiser} mapping by `sweep` (with `step`; written to the zarr store `out`).
     `scheduler` is passed to `sweep` (None: local, or that of an enclosing
-    `scoreprobe.distributed.using` block); a single denoiser without `out` always runs here."""
+    `scoreprobe.sweep.dask.using` block); a single denoiser without `out` always runs here."""
     config = {**config, "source": source_identity(obj)}
     kw = dict(config=config, device=device, progress=progress, overwrite=overwrite, scheduler=scheduler,
               models_per_pass=models_per_pass)

@@ -70,7 +70,7 @@ def beyond_pieces(ds, rule, g_start):
     g_start: the curriculum's piece size. Returns a copy with `state`, `rule_acc` replaced and
     `piece_share` (step,): the share of samples that satisfy every piece.
     """
-    from scoreprobe.data import STATE_CODES
+    from scoreprobe.data.datasets import STATE_CODES
     if "bits" not in ds:
         raise ConfigError("beyond_pieces needs the samples: measure with clocks(..., keep_bits=True)")
     bits = np.asarray(ds["bits"].values, dtype=np.uint8)                           # (S, n, D)

@@ -19,7 +19,7 @@ import torch.nn as nn
 
 from scoreprobe.errors import CheckpointError, ConfigError
 from scoreprobe.limits import warn_nonfinite
-from scoreprobe.models.foreign import is_state_dict
+from scoreprobe.loading.foreign import is_state_dict
 
 EMA_KEYS = ("ema", "state_dict_ema", "model_ema")
 RAW_KEYS = ("model", "state_dict", "net")

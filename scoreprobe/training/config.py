@@ -10,7 +10,7 @@ from scoreprobe.errors import ConfigError
 RUN_FORMAT = "scoreprobe-run/1"
 CKPT_FORMAT = "scoreprobe-ckpt/1"
 LR_SCHEDULES = ("constant", "cosine", "step")
-# the TrainConfig fields in which the members of an ensemble (scoreprobe.ensemble) may differ; the
+# the TrainConfig fields in which the members of an ensemble (scoreprobe.training.ensemble) may differ; the
 # others fix the architecture and the shape of the training loop, which the members share
 ENSEMBLE_VARIES = ("rule", "n_train", "n_heldout", "data_seed", "seed", "p_mean", "p_std", "save_dtype",
                    "save_model")

@@ -14,7 +14,7 @@ import numpy as np
 
 from scoreprobe.errors import DataError
 from scoreprobe.limits import MAX_DATASET_BYTES, MAX_ITEMS
-from scoreprobe.rules import rule_from_spec
+from scoreprobe.data.rules import rule_from_spec
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,7 +96,7 @@ def check_distinct(path, train, heldout):
     both = np.concatenate([train, heldout])
     if len(both) == 0:
         return
-    from scoreprobe.data import pack_bits
+    from scoreprobe.data.bitindex import pack_bits
     packed = np.ascontiguousarray(pack_bits(both))
     rows = packed.view(np.dtype((np.void, 8 * packed.shape[1])))[:, 0]
     _, first, inverse, counts = np.unique(rows, return_index=True, return_inverse=True, return_counts=True)

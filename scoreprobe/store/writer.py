@@ -4,7 +4,7 @@
         for step in steps_to_compute(w.done): w.write(ds_of_one_step)
         w.finish()                                            # swap a replacement store into place
 
-Visibility: each `write` ends with one atomic commit of the root metadata (`storecommit`), so plain
+Visibility: each `write` ends with one atomic commit of the root metadata (`scoreprobe.store.commit`), so plain
 readers only ever see complete steps. A new store (or the replacement of an empty or partial
 directory) is built beside `path` as `<name>.scoreprobe-new` and renamed into place after its first
 step; with `overwrite`, the existing store stays in place, intact, until `finish`. Damaged steps
@@ -19,16 +19,17 @@ import numpy as np
 import zarr
 from xarray.conventions import encode_cf_variable
 
-from scoreprobe import store, storecheck, storecommit
+from scoreprobe.store import check, commit
+from scoreprobe.store import format as fmt
 from scoreprobe.errors import StoreDamageWarning, StoreError, StoreRepairWarning, user_stacklevel
-from scoreprobe.storelock import StoreLock, file_system_hint
+from scoreprobe.store.lock import StoreLock, file_system_hint
 
 _PENDING_OVERWRITE = set()  # paths `prepare_store(..., overwrite=True)` marked for replacement in this process
 
 
 def request_overwrite(path):
     """Make the next StoreWriter of `path` in this process replace the store (legacy prepare_store)."""
-    _PENDING_OVERWRITE.add(os.path.abspath(store.resolve_path(path)))
+    _PENDING_OVERWRITE.add(os.path.abspath(fmt.resolve_path(path)))
 
 
 def _file_system_errors(method):
@@ -54,11 +55,11 @@ class StoreWriter:
     """Exclusive writer of the store at `path` for an analysis with `config` (None: not checked)."""
 
     def __init__(self, path, config=None, overwrite=False, history=None):
-        self.path = store.resolve_path(path)
-        self.config = None if config is None else store.normalize_config(config)
+        self.path = fmt.resolve_path(path)
+        self.config = None if config is None else fmt.normalize_config(config)
         self.overwrite = bool(overwrite) or os.path.abspath(self.path) in _PENDING_OVERWRITE
         self.history, self.lock = history, StoreLock(self.path)
-        self.target, self.publish = storecommit.sibling(self.path, "new"), "now"
+        self.target, self.publish = commit.sibling(self.path, "new"), "now"
         self.attrs, self.steps, self.digests, self.static, self.damaged = None, [], [], {}, {}
         self.bad_static = []   # step-free arrays whose chunks fail their checksums (rewritten by `write`)
 
@@ -81,10 +82,10 @@ class StoreWriter:
         return [s for s in self.steps if s not in self.damaged]
 
     def _prepare(self):
-        note = storecommit.clean_leftovers(self.path, keep_new=True)
+        note = commit.clean_leftovers(self.path, keep_new=True)
         if note:
             _repaired(note)
-        state, root = store.inspect(self.path, overwrite=self.overwrite)
+        state, root = fmt.inspect(self.path, overwrite=self.overwrite)
         _PENDING_OVERWRITE.discard(os.path.abspath(self.path))
         if self._resume_replacement(state):
             return
@@ -94,7 +95,7 @@ class StoreWriter:
             self.publish = "finish"
             return
         if self.config is not None:
-            store.check_config(self.path, root, self.config)
+            fmt.check_config(self.path, root, self.config)
         self.target, self.publish = self.path, None
         self._load(root)
 
@@ -105,9 +106,9 @@ class StoreWriter:
         if not new.exists():
             return False
         try:
-            kind, root = store.inspect(new)
+            kind, root = fmt.inspect(new)
             usable = (kind == "store" and self.config is not None and (self.overwrite or state != "store")
-                      and not store.config_diff(store.stored_config(new), self.config))
+                      and not fmt.config_diff(fmt.stored_config(new), self.config))
         except (StoreError, OSError, ValueError):
             usable = False
         if not usable:
@@ -126,12 +127,12 @@ class StoreWriter:
         verify checksums."""
         if (root.get("consolidated_metadata") or {}).get("metadata") is None:  # written before commits
             group = zarr.open_group(str(self.target), mode="r+", zarr_format=3, use_consolidated=False)
-            store.truncate(group, store.committed(root))
+            fmt.truncate(group, fmt.committed(root))
         else:
-            self._restore(storecommit.committed_metas(self.target, root))
+            self._restore(commit.committed_metas(self.target, root))
         self.attrs = dict(root.get("attributes") or {})
-        record = self.attrs.get(store.RECORD_ATTR) or {}
-        self.steps = store.written_steps(self.target)
+        record = self.attrs.get(fmt.RECORD_ATTR) or {}
+        self.steps = fmt.written_steps(self.target)
         self.digests = list(record.get("digests") or [None] * len(self.steps))
         self.static = record.get("static") or {}
         if record.get("static") is None or None in self.digests:
@@ -140,8 +141,8 @@ class StoreWriter:
 
     def _restore(self, metas):
         """Arrays' metadata back to the last commit; a StoreRepairWarning for what that changed."""
-        gone = storecommit.missing_arrays(self.target, metas)
-        fixed = [n for n in storecommit.restore_arrays(self.target, metas) if n not in gone]
+        gone = commit.missing_arrays(self.target, metas)
+        fixed = [n for n in commit.restore_arrays(self.target, metas) if n not in gone]
         if gone:
             _repaired(f"repaired {self.target}: {', '.join(gone)} had no metadata (a deleted folder?); restored "
                       "it from the commit record (missing data are recomputed)")
@@ -152,9 +153,9 @@ class StoreWriter:
     def _verify(self):
         """Damaged steps are recomputed (`write` rewrites them in place); damaged step-free data are
         rewritten from the next step written, one committed step being recomputed if none is due."""
-        bad = store.verify(self.target, static=False)
+        bad = fmt.verify(self.target, static=False)
         self.damaged = {self.steps[i]: i for i in bad}
-        self.bad_static = storecheck.damaged_static(self.target, self.static)
+        self.bad_static = check.damaged_static(self.target, self.static)
         if bad:
             warnings.warn(f"store {self.path}: damaged data at steps {sorted(self.damaged)} "
                           f"({', '.join(sorted({name for names in bad.values() for name in names}))}); recomputing them",
@@ -169,14 +170,14 @@ class StoreWriter:
     @_file_system_errors
     def write(self, ds, history=None):
         """Write the step(s) of `ds` (dims step, ...) and commit each one."""
-        if store.STEP_DIM not in ds.dims:
+        if fmt.STEP_DIM not in ds.dims:
             raise StoreError("StoreWriter.write needs a Dataset with a 'step' dimension")
-        ds = store.plain(ds)
-        for i in range(ds.sizes[store.STEP_DIM]):
-            self._write_one(ds.isel({store.STEP_DIM: slice(i, i + 1)}), history)
+        ds = fmt.plain(ds)
+        for i in range(ds.sizes[fmt.STEP_DIM]):
+            self._write_one(ds.isel({fmt.STEP_DIM: slice(i, i + 1)}), history)
 
     def _write_one(self, part, history):
-        s = int(part[store.STEP_DIM].values[0])
+        s = int(part[fmt.STEP_DIM].values[0])
         if s in self.steps and s not in self.damaged:
             raise StoreError(f"steps [{s}] are already in {self.path}; refusing to write them twice")
         if not self.steps and self.attrs is None:
@@ -195,15 +196,15 @@ class StoreWriter:
 
     def _create(self, part, history):
         part = part.copy()
-        part.attrs.update({"Conventions": "CF-1.11", "history": store.history_line(history or self.history),
-                           store.CONFIG_ATTR: store.config_json(self.config)})
-        part.to_zarr(str(self.target), mode="w-", encoding=store.encoding(part), consolidated=False,
+        part.attrs.update({"Conventions": "CF-1.11", "history": fmt.history_line(history or self.history),
+                           fmt.CONFIG_ATTR: fmt.config_json(self.config)})
+        part.to_zarr(str(self.target), mode="w-", encoding=fmt.encoding(part), consolidated=False,
                      zarr_format=3, write_empty_chunks=True)
-        self.attrs = storecommit.read_json(self.target / "zarr.json").get("attributes") or {}
-        self.steps, self.digests = [int(part[store.STEP_DIM].values[0])], [None]
-        metas = storecommit.disk_metas(self.target)
-        self.static = storecheck.static_digests(self.target, [n for n, m in metas.items()
-                                                              if storecommit.step_axis(m) is None])
+        self.attrs = commit.read_json(self.target / "zarr.json").get("attributes") or {}
+        self.steps, self.digests = [int(part[fmt.STEP_DIM].values[0])], [None]
+        metas = commit.disk_metas(self.target)
+        self.static = check.static_digests(self.target, [n for n, m in metas.items()
+                                                              if commit.step_axis(m) is None])
 
     def _write_at(self, part, index):
         """Write one step's values at `index` of every step array (resizing when appending)."""
@@ -213,7 +214,7 @@ class StoreWriter:
         store.check_compatible(self.path, group, part)
         with zarr.config.set({"array.write_empty_chunks": True}):
             for name, var in part.variables.items():
-                if store.STEP_DIM not in var.dims:
+                if fmt.STEP_DIM not in var.dims:
                     continue
                 arr, values = group[name], np.asarray(encode_cf_variable(var, name=name).values)
                 if index >= arr.shape[0]:
@@ -230,7 +231,7 @@ class StoreWriter:
         for name in self.bad_static:
             var = part.variables[name]
             group[name][...] = np.asarray(encode_cf_variable(var, name=name).values)
-        still = storecheck.damaged_static(self.target, {n: self.static[n] for n in self.bad_static})
+        still = check.damaged_static(self.target, {n: self.static[n] for n in self.bad_static})
         if still:
             raise StoreError(f"store {self.path}: rewritten step-independent data ({', '.join(still)}) differ from "
                              "what was recorded; rerun the command that wrote it with --overwrite")
@@ -238,19 +239,19 @@ class StoreWriter:
 
     def _commit(self):
         """Checksum what is new and publish it in one atomic root rewrite."""
-        metas = storecommit.disk_metas(self.target)
-        step_arrays = [n for n, m in metas.items() if storecommit.step_axis(m) == 0]
+        metas = commit.disk_metas(self.target)
+        step_arrays = [n for n, m in metas.items() if commit.step_axis(m) == 0]
         for i, d in enumerate(self.digests):
             if d is None:
-                self.digests[i] = storecheck.step_digests(self.target, metas, step_arrays, i)
+                self.digests[i] = check.step_digests(self.target, metas, step_arrays, i)
         if not self.static:
-            self.static = storecheck.static_digests(self.target, [n for n in metas if n not in step_arrays])
-        self.attrs.update({store.COMMIT_ATTR: len(self.steps),
-                           store.RECORD_ATTR: {"steps": self.steps, "digests": self.digests, "static": self.static}})
-        storecommit.commit(self.target, self.attrs, metas)
+            self.static = check.static_digests(self.target, [n for n in metas if n not in step_arrays])
+        self.attrs.update({fmt.COMMIT_ATTR: len(self.steps),
+                           fmt.RECORD_ATTR: {"steps": self.steps, "digests": self.digests, "static": self.static}})
+        commit.commit(self.target, self.attrs, metas)
 
     def _swap(self):
-        storecommit.swap_in(self.target, self.path)
+        commit.swap_in(self.target, self.path)
         self.target, self.publish = self.path, None
 
     @_file_system_errors
@@ -258,13 +259,13 @@ class StoreWriter:
         """Merge JSON-safe global `attrs` and commit (needs a written store)."""
         if self.attrs is None:
             raise StoreError(f"no zarr store at {self.path}")
-        self.attrs.update(store.normalize_config(dict(attrs)))
+        self.attrs.update(fmt.normalize_config(dict(attrs)))
         self._commit()
 
     def note_history(self, command=None):
         """Append a line (timestamp, version, command) to the CF `history` attribute."""
         old = (self.attrs or {}).get("history", "")
-        self.update_attrs({"history": (old + "\n" if old else "") + store.history_line(command)})
+        self.update_attrs({"history": (old + "\n" if old else "") + fmt.history_line(command)})
 
     @_file_system_errors
     def finish(self):
