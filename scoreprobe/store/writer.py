@@ -211,7 +211,7 @@ class StoreWriter:
         group = zarr.open_group(str(self.target), mode="r+", zarr_format=3, use_consolidated=False)
         if self.bad_static:
             self._rewrite_static(group, part)
-        store.check_compatible(self.path, group, part)
+        fmt.check_compatible(self.path, group, part)
         with zarr.config.set({"array.write_empty_chunks": True}):
             for name, var in part.variables.items():
                 if fmt.STEP_DIM not in var.dims:
