@@ -23,6 +23,11 @@ class StoreError(ScoreprobeError):
     """A zarr store cannot be written or does not match the requested analysis."""
 
 
+class WorkerError(ScoreprobeError):
+    """A step could not be computed on a dask worker: its task raised, its worker died every time it
+    ran it, or the cluster went away (`scoreprobe.sweep.dask_wait` gives the bounds)."""
+
+
 class ScoreprobeWarning(UserWarning):
     """Base class of the warnings scoreprobe issues for things a user must act on."""
 
