@@ -1,10 +1,10 @@
 """Benchmark: one sweep here vs on a dask LocalCluster of 1 and 2 worker processes (same store).
 
-`scoreprobe.probes.basins.basins` over checkpoints of the shipped series, written to a store: once
-here (one torch thread, as dask's workers run), then on a LocalCluster of N workers (1 thread
-each, loopback). Each cluster runs the sweep twice: a cold pass (the workers import torch and load
-their first checkpoint) into a scratch store, then the timed pass into its own store, which must
-equal the local one (`xr.testing.assert_identical`, history aside). Prints the cluster's start
+`scoreprobe.probes.basins.basins` over checkpoints of the shipped series, written to a store: here
+(one torch thread, as dask's workers run), then on a LocalCluster of N workers (1 thread each,
+loopback). Each runs the sweep twice: a cold pass (first imports, first checkpoint loads) into a
+scratch store, then the timed warm pass into its own store; every warm store must equal the local
+one (`xr.testing.assert_identical`, history aside). Prints the cluster's start
 time, both passes, and the overhead per task: (t_cluster - t_local) / tasks for 1 worker (what
 shipping a step out costs), t_local / t_cluster for 2 (the speed-up), and the load average.
 
@@ -55,9 +55,11 @@ def main(argv=None):
     work = tempfile.mkdtemp(prefix="bench-dask-")
     load0 = os.getloadavg()
     try:
+        t_local_cold = _timed(run, os.path.join(work, "local-cold.zarr"))
         t_local = _timed(run, os.path.join(work, "local.zarr"))
         print(f"basins, {len(steps)} checkpoints (tasks), {args.res}x{args.res} grid, sigma_start 1; "
-              f"local: {t_local:.2f} s ({1000 * t_local / len(steps):.0f} ms per step)")
+              f"local: cold pass {t_local_cold:.2f} s, warm pass {t_local:.2f} s ({1000 * t_local / len(steps):.0f} ms "
+              "per step)")
         ref = _stored(os.path.join(work, "local.zarr"))
         for n in [int(w) for w in args.workers.split(",")]:
             t0 = time.perf_counter()
