@@ -1,5 +1,6 @@
 """scoreprobe.store under abuse (issue #12): the overwrite swap and its resumption, damaged chunks and
 attributes, locks and races, odd --out paths, leftovers of killed writes, kill injection."""
+import errno
 import json
 import warnings
 
@@ -307,27 +308,30 @@ def test_a_deleted_array_folder_is_repaired_on_the_next_run(tmp_path, name, brea
     assert calls == []                                   # repaired for good: the next run has nothing to do
 
 
+def _open_writes(args, kwargs):
+    """Whether open(file, mode, ...) opens for writing."""
+    mode = args[1] if len(args) > 1 else kwargs.get("mode", "r")
+    return not mode.startswith("r") or "+" in mode
+
+
 class FaultyDisk:
     """File system calls under `root` fail with OSError(`err`) from the `after`-th write on (a full
-    disk stays full; a read-only mount refuses renames and deletions too), as the kernel would say."""
-
-    WRITE_FLAGS = __import__("os").O_WRONLY | __import__("os").O_RDWR | __import__("os").O_CREAT
+    disk stays full; a read-only mount refuses renames and deletions too), as the kernel would say:
+    open for writing (builtins and io, which pathlib and zarr use), os.open with write flags,
+    os.mkdir, and with EROFS os.replace, rename, unlink, rmdir. `count` is the writes seen."""
 
     def __init__(self, monkeypatch, root, err, after):
         import builtins
         import io
         import os
         self.root, self.err, self.after, self.count = str(root), err, after, 0
-        self.real = {"open": io.open, "os.open": os.open}
-        for module, name, real in [(builtins, "open", io.open), (io, "open", io.open)]:
-            monkeypatch.setattr(module, name, self._wrap(real, lambda a, k: "r" != (a[1] if len(a) > 1 else
-                                                                                      k.get("mode", "r"))[:1]
-                                                         or "+" in (a[1] if len(a) > 1 else k.get("mode", ""))))
-        monkeypatch.setattr(os, "open", self._wrap(os.open, lambda a, k: a[1] & self.WRITE_FLAGS))
-        monkeypatch.setattr(os, "mkdir", self._wrap(os.mkdir, lambda a, k: True))
-        changes = ["replace", "rename", "unlink", "rmdir"] if err == __import__("errno").EROFS else []
-        for name in changes:
-            monkeypatch.setattr(os, name, self._wrap(getattr(os, name), lambda a, k: True))
+        write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT
+        for module in (builtins, io):
+            monkeypatch.setattr(module, "open", self._wrap(io.open, _open_writes))
+        monkeypatch.setattr(os, "open", self._wrap(os.open, lambda a, k: a[1] & write_flags))
+        always = lambda a, k: True   # noqa: E731
+        for name in ["mkdir"] + (["replace", "rename", "unlink", "rmdir"] if err == errno.EROFS else []):
+            monkeypatch.setattr(os, name, self._wrap(getattr(os, name), always))
 
     def _wrap(self, real, writes):
         import os
@@ -343,13 +347,13 @@ class FaultyDisk:
 
 def _writes_of_a_full_run(tmp_path, monkeypatch):
     with monkeypatch.context() as m:
-        disk = FaultyDisk(m, tmp_path / "count", 28, float("inf"))
+        disk = FaultyDisk(m, tmp_path / "count", errno.ENOSPC, float("inf"))
         sweep(toy_probe, mapping(), out=tmp_path / "count" / "a.zarr", config=CONFIG, progress=False)
     return disk.count
 
 
-@pytest.mark.parametrize("err, hint", [(28, "the disk is full: free some space and rerun"),
-                                       (30, "read-only")], ids=["ENOSPC", "EROFS"])
+@pytest.mark.parametrize("err, hint", [(errno.ENOSPC, "the disk is full: free some space and rerun"),
+                                       (errno.EROFS, "read-only")], ids=["ENOSPC", "EROFS"])
 def test_a_full_disk_or_a_read_only_mount_is_one_store_error_and_nothing_is_lost(tmp_path, monkeypatch, err, hint):
     ref = drop_history(store.open_store(_full(tmp_path / "ref.zarr")))
     n = _writes_of_a_full_run(tmp_path, monkeypatch)
@@ -387,7 +391,7 @@ def test_an_overwrite_on_a_full_disk_keeps_the_old_store(tmp_path, monkeypatch):
         with monkeypatch.context() as m, pytest.raises(StoreError, match="the disk is full"), \
                 warnings.catch_warnings():
             warnings.simplefilter("ignore", StoreRepairWarning)   # the previous try's unfinished store goes
-            FaultyDisk(m, tmp_path, 28, after)
+            FaultyDisk(m, tmp_path, errno.ENOSPC, after)
             sweep(toy_probe, mapping(), out=path, config=other, overwrite=True, progress=False)
         xr.testing.assert_identical(store.open_store(path).load(), old)
 
