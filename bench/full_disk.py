@@ -90,7 +90,8 @@ def main(argv=None):
         ref = run(os.path.join(ref_dir, "ref.zarr"))
         for free in range(0, args.max_free + 1, 4):
             what, equal = level(where, free, ref)
-            counts["complete" if what == "complete" else "StoreError" if what.startswith("StoreError") else "other"] += 1
+            kind = "complete" if what == "complete" else "StoreError" if what.startswith("StoreError") else "other"
+            counts[kind] += 1
             counts["rerun equal"] += equal
             print(f"free {free:4d} KiB: {what}; rerun equal: {equal}", flush=True)
     finally:

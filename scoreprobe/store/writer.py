@@ -157,8 +157,9 @@ class StoreWriter:
         self.damaged = {self.steps[i]: i for i in bad}
         self.bad_static = check.damaged_static(self.target, self.static)
         if bad:
+            arrays = sorted({name for names in bad.values() for name in names})
             warnings.warn(f"store {self.path}: damaged data at steps {sorted(self.damaged)} "
-                          f"({', '.join(sorted({name for names in bad.values() for name in names}))}); recomputing them",
+                          f"({', '.join(arrays)}); recomputing them",
                           StoreDamageWarning, stacklevel=user_stacklevel())
         if self.bad_static and self.steps:
             if not bad:

@@ -175,7 +175,8 @@ def _quiet(name, level=logging.ERROR):
     is ours to run, and its INFO lines (or a nanny's benign WARNING when a worker process is slow
     to exit, which it then kills) would read as the analysis' own output; while a client is open,
     errors too (a failure is reported as one typed error)."""
-    loggers = [logging.getLogger(name)] + [logging.getLogger(n) for n, lg in list(logging.root.manager.loggerDict.items())
+    known = list(logging.root.manager.loggerDict.items())
+    loggers = [logging.getLogger(name)] + [logging.getLogger(n) for n, lg in known
                                            if n.startswith(name + ".") and getattr(lg, "level", 0)]
     old = [lg.level for lg in loggers]
     for lg in loggers:
