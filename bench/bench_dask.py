@@ -5,8 +5,10 @@
 loopback). Each runs the sweep twice: a cold pass (first imports, first checkpoint loads) into a
 scratch store, then the timed warm pass into its own store; every warm store must equal the local
 one (`xr.testing.assert_identical`, history aside). Prints the cluster's start
-time, both passes, and the overhead per task: (t_cluster - t_local) / tasks for 1 worker (what
-shipping a step out costs), t_local / t_cluster for 2 (the speed-up), and the load average.
+time, both passes, the overhead per task, (t_cluster - t_local) / tasks (for 1 worker: what
+shipping a step out costs), the speed-up t_local / t_cluster, the time a task computes on its
+worker (dask's task stream: the rest of the overhead is transfer, scheduling and waiting), and
+the load average.
 
     python bench/bench_dask.py                       # 24 checkpoints, 16x16 grid (about a minute)
     python bench/bench_dask.py --steps 8 --res 8     # quicker
@@ -20,6 +22,7 @@ import warnings
 
 import torch
 import xarray as xr
+from distributed import get_task_stream
 
 import scoreprobe as sp
 from scoreprobe.probes.basins import basins
@@ -67,13 +70,16 @@ def main(argv=None):
                 t_start = time.perf_counter() - t0
                 with using(client):
                     t_cold = _timed(run, os.path.join(work, f"cold{n}.zarr"))
-                    t_warm = _timed(run, os.path.join(work, f"dask{n}.zarr"))
+                    with get_task_stream(client) as ts:
+                        t_warm = _timed(run, os.path.join(work, f"dask{n}.zarr"))
+                busy = sum(s["stop"] - s["start"] for t in ts.data for s in t["startstops"] if s["action"] == "compute")
             xr.testing.assert_identical(_stored(os.path.join(work, f"dask{n}.zarr")), ref)
             per_task = 1000 * (t_warm - t_local) / len(steps)
             print(f"LocalCluster of {n}: start {t_start:.1f} s, cold pass {t_cold:.2f} s, warm pass {t_warm:.2f} s "
                   f"(store identical to the local one); local / dask = {t_local / t_warm:.2f}x; "
                   f"overhead {per_task:+.0f} ms per task" + (" (against the local run)" if n == 1 else
-                                                              " (with the workers' parallelism)"))
+                                                              " (with the workers' parallelism)")
+                  + f"; the task itself on its worker: {1000 * busy / len(steps):.0f} ms")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     load1 = os.getloadavg()
