@@ -204,7 +204,7 @@ def using(scheduler):
 
 
 @contextlib.contextmanager
-def submitted(scheduler, probe, pairs, done, name="steps"):
+def submitted(scheduler, probe, pairs, done, name="steps", identify=None):
     """Submit one task per (step, getter) of `pairs` whose step is not in `done`.
 
     Yields [(step, fetch)] in the order of `pairs`: fetch() waits for that step's Dataset (with its
@@ -217,7 +217,7 @@ def submitted(scheduler, probe, pairs, done, name="steps"):
         return
     with client_for(scheduler) as client:
         tag = f"{re.sub(r'[^A-Za-z0-9_]', '_', name)}-{uuid.uuid4().hex[:8]}"
-        futures = {step: client.submit(_task, probe, getter, step, key=f"{tag}-step{step}",
+        futures = {step: client.submit(_task, probe, getter, step, identify, key=f"{tag}-step{step}",
                                        priority=len(todo) - i, pure=False)
                    for i, (step, getter) in enumerate(todo)}
         try:
@@ -241,15 +241,16 @@ def check_sendable(scheduler, probe, pairs):
                               f"{e}); run it locally or make it picklable") from None
 
 
-def _task(probe, getter, step):
+def _task(probe, getter, step, identify=None):
     """On a worker: (Dataset of the step, warnings raised [(category, message, file, line)], error):
     a typed error as is, any other exception as a WorkerError naming the step and it (an exception
-    is returned, not raised: the worker prints no traceback, and a plain one is not retried)."""
+    is returned, not raised: the worker prints no traceback, and a plain one is not retried); the
+    Dataset carries the identity of the model it measured, as locally (see `executor.run_step`)."""
     _thread_lock_for_tqdm()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ScoreprobeWarning)   # the caller's filters decide about showing them
         try:
-            part, error = run_step(probe, getter, step), None
+            part, error = run_step(probe, getter, step, identify), None
         except ScoreprobeError as e:
             part, error = None, e
         except Exception as e:  # noqa: BLE001  (MemoryError, RuntimeError... from the probe or the loader)
