@@ -12,7 +12,7 @@ from scoreprobe.cli.source import source_options
 
 def _check_outputs(out, plot):
     """--out and --plot must be writable; checked before anything is computed or replaced."""
-    check_writable(out, "--out")
+    check_writable(out, "--out", store=True)
     check_figure(plot, "--plot")
 
 
