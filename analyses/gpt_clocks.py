@@ -24,7 +24,7 @@ import torch
 
 import scoreprobe as sp
 from scoreprobe.store import normalize_config
-from scoreprobe.train import TrainConfig, ckpt_path, train_run
+from scoreprobe.training.train import TrainConfig, ckpt_path, train_run
 from scoreprobe.viz import new_figure
 
 logger = logging.getLogger("gpt_clocks")

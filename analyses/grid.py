@@ -12,9 +12,9 @@ import numpy as np
 import scipy.stats
 import torch
 
-from scoreprobe.checkpoints import load_series
-from scoreprobe.config import ENSEMBLE_VARIES
-from scoreprobe.ensemble import train_ensemble
+from scoreprobe.loading.series import load_series
+from scoreprobe.training.config import ENSEMBLE_VARIES
+from scoreprobe.training.ensemble import train_ensemble
 from scoreprobe.errors import StoreError, first_line
 from scoreprobe.probes.clocks import clocks
 from scoreprobe.probes.taus import logit_fraction

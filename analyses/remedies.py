@@ -30,12 +30,12 @@ from pathlib import Path
 import numpy as np
 
 from grid import extrapolate_tau, finished, in_parallel, measured_clocks, train_ensembles
-from scoreprobe.checkpoints import load_series
-from scoreprobe.curriculum import beyond_pieces
+from scoreprobe.loading.series import load_series
+from scoreprobe.data.curriculum import beyond_pieces
 from scoreprobe.probes.taus import taus
-from scoreprobe.rules import rule_from_spec
+from scoreprobe.data.rules import rule_from_spec
 from scoreprobe.store import normalize_config
-from scoreprobe.train import TrainConfig, train_run
+from scoreprobe.training.train import TrainConfig, train_run
 from scoreprobe.viz import new_figure
 
 logger = logging.getLogger("remedies")
@@ -215,7 +215,7 @@ def beyond_lines(rows):
     lines = ["", "## Curriculum runs: the rule clock beyond the curriculum's images", "",
              "Every image of the curriculum's first phase is valid under the rule, so rule accuracy cannot tell a "
              "model that learned only that narrower set from one that learned the rule. Here a valid, non-copied "
-             "sample counts only when it breaks a piece (`scoreprobe.curriculum.beyond_pieces`; a uniform sampler "
+             "sample counts only when it breaks a piece (`scoreprobe.data.curriculum.beyond_pieces`; a uniform sampler "
              "of the rule's images does so with probability 1 − 2^-(number of pieces − groups)).", "",
              "| run | τ_rule beyond [95% CI] | window | peak | final | piece share: peak / final |",
              "|---|---|---|---:|---:|---|"]

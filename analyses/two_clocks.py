@@ -36,10 +36,10 @@ from pathlib import Path
 import numpy as np
 
 from grid import extrapolate_tau, finished, in_parallel, measured_clocks, train_ensembles
-from scoreprobe.checkpoints import load_series
+from scoreprobe.loading.series import load_series
 from scoreprobe.probes.clocks import fit_power_law, resolve_device
 from scoreprobe.store import normalize_config
-from scoreprobe.train import TrainConfig, train_run
+from scoreprobe.training.train import TrainConfig, train_run
 from scoreprobe.viz import new_figure, plot_clocks, plot_states
 
 logger = logging.getLogger("two_clocks")
@@ -77,7 +77,7 @@ def parse_args(argv=None):
     p.add_argument("--seeds", type=lambda s: [int(v) for v in s.split(",")], default=None,
                    help="training seeds (comma-separated); a run of seed s > 0 is named g<G>-n<N>-s<s>")
     p.add_argument("--ensemble", action=argparse.BooleanOptionalAction, default=None,
-                   help="train runs of equal length as stacked ensembles (scoreprobe.ensemble; default: on CUDA)")
+                   help="train runs of equal length as stacked ensembles (scoreprobe.training.ensemble; default: on CUDA)")
     for key in ("Gs", "Ns"):
         p.add_argument(f"--{key}", type=lambda s: [int(v) for v in s.split(",")], default=None)
     for key in ("N_fixed", "G_fixed", "views", "min_steps", "n_checkpoints", "first_checkpoint", "n_samples",

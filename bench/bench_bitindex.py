@@ -13,9 +13,7 @@ import time
 import numpy as np
 import torch
 
-from scoreprobe.data import BitIndex
-
-
+from scoreprobe.data.bitindex import BitIndex
 REPEAT = 3  # every timing is the best of REPEAT runs (set by --repeat); the machine may be shared
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-from scoreprobe.ensemble import train_ensemble
-from scoreprobe.train import TrainConfig, ckpt_path, train_run
+from scoreprobe.training.ensemble import train_ensemble
+from scoreprobe.training.train import TrainConfig, ckpt_path, train_run
 
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "parity-default" / "run.json"
 

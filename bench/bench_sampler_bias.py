@@ -53,9 +53,9 @@ def paired(a, b):
 
 
 def clock_outcomes(D, series, n, n_samples, solver="heun"):
-    ds = clock_step(D, series.dataset, series.rule, n_samples=n_samples, seed=0, n_steps=n, solver=solver)
+    ds = clock_step(D, series.dataset, series.rule, n_samples=n_samples, seed=0, n_steps=n, sampler=solver)
     state = ds["state"].values
-    codes = sp.data.STATE_CODES
+    codes = sp.data.datasets.STATE_CODES
     valid = np.isin(state, [codes["valid_novel"], codes["valid_heldout"], codes["valid_memorized"]])
     return valid, state == codes["valid_memorized"]
 

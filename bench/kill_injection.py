@@ -66,10 +66,10 @@ def _install_kill_hooks(kill_at, swap="exchange"):
     targets = [(zarr.storage.LocalStore, "set"), (zarr.storage.LocalStore, "delete"), (os, "replace"),
                (os, "rename"), (shutil, "rmtree")]
     try:
-        from scoreprobe import storecommit
-        targets += [(storecommit, "write_json_atomic"), (storecommit, "_exchange")]
+        from scoreprobe.store import commit as commit_mod
+        targets += [(commit_mod, "write_json_atomic"), (commit_mod, "_exchange")]
         if swap == "rename":  # as on a file system without renameat2: two renames
-            storecommit._exchange = lambda a, b: False
+            commit_mod._exchange = lambda a, b: False
     except ImportError:  # an older scoreprobe (to see what the checks catch there)
         pass
     for owner, name in targets:
@@ -79,9 +79,9 @@ def _install_kill_hooks(kill_at, swap="exchange"):
 
 def _analysis(probe, seed):
     """(function, {step: oracle}, kwargs) of a tiny analysis; `seed` 0 / 1 gives two different configs."""
-    from scoreprobe.data import make_dataset
+    from scoreprobe.data.datasets import make_dataset
     from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-    from scoreprobe.rules import Parity
+    from scoreprobe.data.rules import Parity
     from scoreprobe.slices import auto_plane
     rule = Parity(2, shape=(3, 4))
     data = make_dataset(rule, 16, 16, seed=0)
@@ -150,7 +150,7 @@ def _same_steps(shown, ref):
 def check_reader(path, mode, ref, old):
     """(a): what a plain reader sees after the kill. Returns (ok, description)."""
     if not path.exists():
-        from scoreprobe.storecommit import sibling
+        from scoreprobe.store.commit import sibling
         if mode == "overwrite" and sibling(path, "old").is_dir():
             return True, "NO STORE: killed between the two renames of the fallback swap"
         return mode == "fresh", "no store yet"

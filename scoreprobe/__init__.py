@@ -21,10 +21,12 @@ _API = {
     "scoreprobe.errors": "CheckpointError ConfigError DataError ScoreprobeError StoreError ScoreprobeWarning "
                          "NonFiniteWarning ResolutionWarning SettingWarning StoreDamageWarning StoreRepairWarning "
                          "TrustWarning",
-    "scoreprobe.rules": "ExactK LatinSquare Parity RowK Sudoku rule_from_spec",
-    "scoreprobe.data": "BitIndex Dataset load_dataset make_dataset to_bits to_signed",
+    "scoreprobe.data.rules": "ExactK LatinSquare Parity RowK Sudoku rule_from_spec",
+    "scoreprobe.data.datasets": "Dataset load_dataset make_dataset to_bits to_signed",
+    "scoreprobe.data.bitindex": "BitIndex",
     "scoreprobe.oracles": "EmpiricalDenoiser RuleDenoiser",
-    "scoreprobe.ode": "edm_sigmas integrate randn_per_sample sample",
+    "scoreprobe.ode": "edm_sigmas integrate randn_per_sample",
+    "scoreprobe.samplers": "Sampler sample",
     "scoreprobe.probes.dsm": "dsm_by_sigma dsm_summary",
     "scoreprobe.store": "open_store written_steps",
     "scoreprobe.sweep": "sweep",
@@ -35,9 +37,9 @@ _API = {
     "scoreprobe.probes.basins": "basins retention",
     "scoreprobe.viz": "animate_basins plot_basins plot_dsm plot_dsm_gap plot_field plot_field_panels "
                       "plot_retention plot_clocks plot_states",
-    "scoreprobe.checkpoints": "CheckpointSeries load_checkpoint load_series series_from_files",
-    "scoreprobe.sources": "open_source",
-    "scoreprobe.ensemble": "train_ensemble",
+    "scoreprobe.loading.series": "CheckpointSeries load_checkpoint load_series series_from_files",
+    "scoreprobe.loading.sources": "open_source",
+    "scoreprobe.training.ensemble": "train_ensemble",
 }
 _WHERE = {name: module for module, names in _API.items() for name in names.split()}
 __all__ = sorted(_WHERE)

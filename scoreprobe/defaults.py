@@ -11,7 +11,7 @@ DEFAULT_SOLVER = "adaptive"
 # The solver of sample and clocks: still the fixed grid. The engine from σ_max moves τ_rule / τ_mem of
 # the shipped series within their CIs (docs/definitions.md, "Measured sampler bias"), but the shipped
 # clocks.json, checkpoints/README.md, analyses/results/gpt_clocks.* and the README quote Heun 32;
-# switching means re-measuring those (`--solver adaptive` / solver="adaptive" gives the engine).
+# switching means re-measuring those (sampler="adaptive" / `--sampler adaptive` gives the engine).
 DEFAULT_SAMPLE_SOLVER = "heun"
 
 # Fixed-grid Heun steps of every PF-ODE integration unless told otherwise (sample, integrate, clocks, basins,
@@ -22,11 +22,6 @@ DEFAULT_N_STEPS = 32
 # 4x the steps (bench/bench_sampler_bias.py, pooled over 4 checkpoints, 1000 samples; the table is
 # in docs/definitions.md). Printed next to the clocks so that nobody reads τ without it.
 SAMPLER_BIAS = {"n_steps": DEFAULT_N_STEPS, "vs_n_steps": 4 * DEFAULT_N_STEPS, "rule_acc": 0.0073, "mem_ratio": 0.0010}
-
-# The same for the adaptive engine (its default tolerances) against 256 Heun steps, measured the
-# same way at steps 2368 and 11214 (bench/bench_sampler_bias.py --vs-heun 256; bench/RESULTS.md).
-# Negative: the engine reads higher than the reference.
-ENGINE_SAMPLER_BIAS = {"solver": "adaptive", "vs_n_steps": 256, "rule_acc": -0.0005, "mem_ratio": 0.0015}
 
 RULE_THRESHOLD = 0.9   # τ_rule: rule_acc reaches this (and τ_novel: this × the oracle's novel_valid)
 MEM_THRESHOLD = 0.1    # τ_mem: mem_ratio reaches this

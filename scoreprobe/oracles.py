@@ -227,7 +227,7 @@ class RuleDenoiser:
 
     Parameters
     ----------
-    rule : a rule from `scoreprobe.rules`.
+    rule : a rule from `scoreprobe.data.rules`.
 
     Attributes
     ----------
@@ -235,7 +235,7 @@ class RuleDenoiser:
     """
 
     def __init__(self, rule):
-        from scoreprobe import rules as R
+        from scoreprobe.data import rules as R
 
         self.rule, self.dim = rule, int(rule.n_bits)
         if isinstance(rule, R.Parity):

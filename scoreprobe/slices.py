@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from scoreprobe.data import STATE_CODES, to_bits
+from scoreprobe.data.datasets import STATE_CODES, to_bits
 from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.limits import check_grid
 
@@ -197,8 +197,7 @@ def _violating_bit(a_bits, b_bits, rule, rng):
 
 
 def _plane_from_items(dataset, rule, i, j, k):
-    from scoreprobe.data import to_signed
-
+    from scoreprobe.data.datasets import to_signed
     n_tr, n_ho, d = len(dataset.train), len(dataset.heldout), dataset.train.shape[1]
     for name, val, n in (("train", i, n_tr), ("heldout", j, n_ho), ("violating", k, d)):
         if not 0 <= val < n:

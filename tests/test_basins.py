@@ -5,12 +5,12 @@ from PIL import Image
 import pytest
 import torch
 
-from scoreprobe.data import STATE_CODES, Dataset, make_dataset, to_signed
+from scoreprobe.data.datasets import STATE_CODES, Dataset, make_dataset, to_signed
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.errors import ConfigError, ScoreprobeWarning, StoreError
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.probes.basins import LABEL_CHANGE_TOL, basins, retention
-from scoreprobe.rules import Parity
+from scoreprobe.data.rules import Parity
 from scoreprobe.slices import Plane, auto_plane
 
 VALID = [STATE_CODES[s] for s in ("valid_novel", "valid_heldout", "valid_memorized")]
@@ -136,7 +136,8 @@ def test_basins_over_a_mapping_writes_an_idempotent_store(setup, tmp_path):
     rule, ds, plane = setup
     calls = []
     m = {100: _counted(RuleDenoiser(rule), calls), 10: _counted(EmpiricalDenoiser(ds.train), calls)}
-    kw = dict(sigma_start=1.0, res=6, dataset=ds, rule=rule, out=tmp_path / "b.zarr")
+    ids = {100: "rule oracle", 10: "memorizer"}   # named: the behavioural fingerprint would add denoiser calls
+    kw = dict(sigma_start=1.0, res=6, dataset=ds, rule=rule, out=tmp_path / "b.zarr", model_id=ids)
     b = basins(m, plane, **kw)
     assert b.endpoint_state.dims == ("step", "sigma_start", "v", "u") and b.step.values.tolist() == [10, 100]
     assert b.fraction.sel(step=10, state="valid_memorized").item() >= 0.99
@@ -248,7 +249,8 @@ def test_check_convergence_store_is_distinct_and_resumable(setup, tmp_path):
     rule, ds, plane = setup
     calls = []
     m = {100: _counted(RuleDenoiser(rule), calls), 10: _counted(EmpiricalDenoiser(ds.train), calls)}
-    kw = dict(sigma_start=(0.5, 1.0), res=5, n_steps=4, dataset=ds, rule=rule, solver="heun")
+    ids = {100: "rule oracle", 10: "memorizer"}   # named: the behavioural fingerprint would add denoiser calls
+    kw = dict(sigma_start=(0.5, 1.0), res=5, n_steps=4, dataset=ds, rule=rule, model_id=ids, solver="heun")
     plain = basins(m, plane, out=tmp_path / "plain.zarr", **kw)
     assert "check_convergence" not in stored_config(tmp_path / "plain.zarr")   # old stores keep matching
     n_plain = len(calls)
@@ -289,11 +291,11 @@ class _OracleSeries:
 def test_cli_basins_table_store_rerun_and_animate(setup, tmp_path, monkeypatch, capsys):
     from click.testing import CliRunner
 
-    import scoreprobe.checkpoints
+    import scoreprobe.loading.series
     from scoreprobe.cli import cli, main
     from scoreprobe.store import open_store
     rule, ds, _ = setup
-    monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
+    monkeypatch.setattr(scoreprobe.loading.series, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
     (tmp_path / "run.json").write_text("{}")   # a run directory for the CLI; the patched loader never reads it
     monkeypatch.chdir(tmp_path)
     args = ["basins", str(tmp_path), "--res", "6", "--n-steps", "8", "--steps", "all", "--sigma-start", "0.5,1"]
@@ -333,11 +335,11 @@ def _table_rows(output):
 def test_cli_basins_check_convergence(setup, tmp_path, monkeypatch, capsys):
     from click.testing import CliRunner
 
-    import scoreprobe.checkpoints
+    import scoreprobe.loading.series
     from scoreprobe.cli import cli, main
     from scoreprobe.store import open_store, stored_config
     rule, ds, _ = setup
-    monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
+    monkeypatch.setattr(scoreprobe.loading.series, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
     (tmp_path / "run.json").write_text("{}")   # a run directory for the CLI; the patched loader never reads it
     monkeypatch.chdir(tmp_path)
     args = ["basins", str(tmp_path), "--res", "6", "--solver", "heun", "--n-steps", "1", "--steps", "all",
@@ -371,10 +373,10 @@ def test_cli_basins_check_convergence(setup, tmp_path, monkeypatch, capsys):
 
 
 def test_cli_bad_options_fail_before_computing(setup, tmp_path, monkeypatch, capsys):
-    import scoreprobe.checkpoints
+    import scoreprobe.loading.series
     from scoreprobe.cli import main
     rule, ds, _ = setup
-    monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
+    monkeypatch.setattr(scoreprobe.loading.series, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
     (tmp_path / "run.json").write_text("{}")   # a run directory for the CLI; the patched loader never reads it
     monkeypatch.chdir(tmp_path)
     for args, message in ((["basins", "--animate", "b.txt"], "use a .gif or .mp4"),
@@ -392,10 +394,10 @@ def test_cli_bad_options_fail_before_computing(setup, tmp_path, monkeypatch, cap
 def test_cli_field(setup, tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    import scoreprobe.checkpoints
+    import scoreprobe.loading.series
     from scoreprobe.cli import cli
     rule, ds, _ = setup
-    monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
+    monkeypatch.setattr(scoreprobe.loading.series, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
     (tmp_path / "run.json").write_text("{}")   # a run directory for the CLI; the patched loader never reads it
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(cli, ["field", str(tmp_path), "--res", "5", "--sigma", "0.5", "--steps", "100"])
@@ -404,7 +406,7 @@ def test_cli_field(setup, tmp_path, monkeypatch):
 
 
 def test_cli_basins_on_the_shipped_series(tmp_path, monkeypatch, capsys):
-    from scoreprobe.checkpoints import load_series
+    from scoreprobe.loading.series import load_series
     from scoreprobe.cli import main
     from scoreprobe.errors import CheckpointError
     try:

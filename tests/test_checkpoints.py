@@ -13,15 +13,15 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from scoreprobe.checkpoints import (DEFAULT_SERIES, ENV_VAR, CheckpointSeries, load_checkpoint, load_series,
+from scoreprobe.loading.series import (DEFAULT_SERIES, ENV_VAR, CheckpointSeries, load_checkpoint, load_series,
                                     series_from_files)
 from scoreprobe.cli import cli
-from scoreprobe.data import make_dataset
+from scoreprobe.data.datasets import make_dataset
 from scoreprobe.errors import CheckpointError, ConfigError, TrustWarning
 from scoreprobe.models.dit import DiT
 from scoreprobe.models.edm import EDMDenoiser
-from scoreprobe.rules import Parity
-from scoreprobe.train import TrainConfig, train_run
+from scoreprobe.data.rules import Parity
+from scoreprobe.training.train import TrainConfig, train_run
 from test_dit import facebook_dit_state_dict
 
 

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from abuse_stores import SPECIAL_OUTS
 from scoreprobe.cli import INTERRUPTED, main
 
 SMALL_RULE = {"name": "parity", "G": 2, "shape": [3, 4], "layout": "contiguous", "seed": 0}
@@ -18,8 +19,8 @@ COMMANDS = ("train", "info", "clocks", "dsm", "basins", "field", "animate")
 @pytest.fixture(scope="module")
 def series(tmp_path_factory):
     """A tiny DiT series (3 checkpoints), as in tests/test_clocks.py."""
-    from scoreprobe.checkpoints import load_series
-    from scoreprobe.train import TrainConfig, train_run
+    from scoreprobe.loading.series import load_series
+    from scoreprobe.training.train import TrainConfig, train_run
     cfg = TrainConfig(rule=SMALL_RULE, n_train=8, n_heldout=8, hidden_size=32, depth=1, num_heads=2, model="dit",
                       patch_size=1, total_steps=3, n_checkpoints=3, batch_size=8)
     run = tmp_path_factory.mktemp("cli-errors") / "run"
@@ -56,6 +57,14 @@ BAD_VALUES = [
     ("clocks", ["--plot", "c.xyz"]),
     ("dsm", ["--sigmas", "0"]), ("dsm", ["--n-noise", "0"]), ("dsm", ["--n-train", "-1"]), ("dsm", ["--seed", "-1"]),
     ("dsm", ["--steps", "12345"]), ("dsm", ["--device", "nonsense"]),
+    # issue 21: every number within its documented limit (scoreprobe.limits), --set checked when parsed
+    ("clocks", ["--n-samples", str(10**12)]), ("clocks", ["--n-steps", str(10**9)]), ("clocks", ["--seed", str(2**64)]),
+    ("basins", ["--n-steps", str(10**9)]), ("basins", ["--sigma-start", "1e308"]), ("basins", ["--seed", str(2**76)]),
+    ("field", ["--sigma", "1e308"]), ("dsm", ["--sigmas", str(10**9)]), ("dsm", ["--n-train", str(10**9)]),
+    ("clocks", ["--set", "num_heads=4,8"]), ("clocks", ["--set", "num_heads=4", "--set", "num_heads=6"]),
+    ("clocks", ["--set", "trust=1"]), ("clocks", ["--set", "data_seed=3"]), ("clocks", ["--set", "num_heads=nan"]),
+    ("clocks", ["--set", "sigma_data=1e999"]), ("clocks", ["--set", "image_shape=1,6,6.9"]),
+    ("clocks", ["--set", "num_heads=\u00b2"]), ("clocks", ["--data-seed", str(2**64)]),
 ]
 
 
@@ -72,7 +81,14 @@ def test_bad_option_values_are_one_line(series, command, bad, tmp_path, monkeypa
     ["train", "r", "--seed", "-1"], ["train", "r", "--data-seed", "-1"], ["train", "r", "--rule-seed", "-1"],
     ["train", "r", "--shape", "6by6"], ["train", "r", "--rule", "nonsense"], ["info", "p", "--set", "nonsense"],
     ["nosuchcommand"], ["--nosuch"],
-], ids=lambda a: " ".join(a))
+    ["animate", ".", "--fps", "1e-300"], ["animate", ".", "--fps", "1e308"], ["train", "r", "--seed", str(2**64)],
+    ["train", "r", "--seed", str(2**76)], ["train", "r", "--batch-size", str(10**9)],
+    ["train", "r", "--hidden-size", "8192", "--depth", "256"], ["train", "r", "--ensemble", f"seed=0,{10**23}"],
+    ["train", "r", "--ensemble", "seed=" + ",".join(map(str, range(300)))], ["train", "r", "--ensemble", "k=3,4"],
+    ["train", "r", "--layout", "contiguous", "--ensemble", "rule_seed=0,1"], ["info", "p", "--set", "num_heads=4,8"],
+    ["clocks", "--steps-file", "/dev/zero"],
+    ["clocks", "x" * 300], ["clocks", "--steps-file", "s" * 300],
+], ids=lambda a: " ".join(a)[:80])
 def test_bad_arguments_without_a_series_are_one_line(argv, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _fails_cleanly(argv, capsys)
@@ -88,6 +104,38 @@ def test_an_unwritable_output_is_refused_before_computing(series, tmp_path, caps
                  ["train", str(blocker / "run")]):
         assert "cannot write" in _fails_cleanly(argv, capsys)
     assert sorted(os.listdir(tmp_path)) == ["a-file"]
+
+
+@pytest.mark.parametrize("out", SPECIAL_OUTS)
+def test_special_outputs_are_one_line(series, out, tmp_path, monkeypatch, capsys):
+    """Paths the system will not create, for root too (/proc, /sys), and files (/dev/null): every
+    output option of every command is refused before any work (issue 23: was a 42-line traceback)."""
+    monkeypatch.chdir(tmp_path)
+    stores = [["clocks", str(series.path), "--out", out], ["dsm", str(series.path), "--out", out],
+              ["basins", str(series.path), "--no-animate", "--out", out],
+              ["field", str(series.path), "--out", out, "--plot", ""]]
+    png, gif = out.replace(".zarr", ".png"), out.replace(".zarr", ".gif")
+    files = [["field", str(series.path), "--plot", png], ["basins", str(series.path), "--animate", gif],
+             ["clocks", str(series.path), "--plot", png], ["train", out.replace(".zarr", "-run")],
+             ["animate", str(tmp_path), "--out", gif]]
+    for argv in stores + (files if out.endswith(".zarr") else []):   # a figure may go to /dev/null
+        line = _fails_cleanly(argv, capsys)
+        assert "cannot write" in line, line
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_figure_on_a_full_disk_is_one_line_and_the_store_is_kept(series, tmp_path, monkeypatch, capsys):
+    import errno
+    from matplotlib.figure import Figure
+
+    def full(self, path, **kw):   # (matplotlib ignores the ENOSPC of /dev/full itself)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(Figure, "savefig", full)
+    line = _fails_cleanly(["-q", "field", str(series.path), "--res", "2", "--no-oracles", "--plot", "f.png"], capsys)
+    assert line == "error: cannot write f.png: No space left on device"
+    from scoreprobe.store import written_steps
+    assert written_steps(tmp_path / "field.zarr") == list(series.steps)
 
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root may write anywhere")
@@ -147,11 +195,11 @@ def test_help_works_for_every_command(capsys):
 def test_interrupt_in_process_is_one_line(raised, monkeypatch, capsys):
     """Embedded (argv given): the same line, as SystemExit(130); click's Abort is treated alike."""
     import click
-    import scoreprobe.checkpoints
+    import scoreprobe.loading.series
 
     def boom(*a, **k):
         raise KeyboardInterrupt if raised == "KeyboardInterrupt" else click.exceptions.Abort()
-    monkeypatch.setattr(scoreprobe.checkpoints, "load_series", boom)
+    monkeypatch.setattr(scoreprobe.loading.series, "load_series", boom)
     handler = signal.getsignal(signal.SIGINT)
     with pytest.raises(SystemExit) as e:
         main(["clocks"])

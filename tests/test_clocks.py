@@ -9,11 +9,11 @@ import scipy.stats
 import xarray as xr
 
 from scoreprobe import store
-from scoreprobe.data import STATES, make_dataset
+from scoreprobe.data.datasets import STATES, make_dataset
 from scoreprobe.errors import ConfigError
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.probes.clocks import clocks, fit_power_law
-from scoreprobe.rules import Parity
+from scoreprobe.data.rules import Parity
 
 N_TRAIN, N_HELDOUT, N_SAMPLES = 16, 16, 400
 
@@ -202,8 +202,8 @@ SMALL_RULE = {"name": "parity", "G": 2, "shape": [3, 4], "layout": "contiguous",
 
 
 def _train(tmp_path_factory, name, **kw):
-    from scoreprobe.checkpoints import load_series
-    from scoreprobe.train import TrainConfig, train_run
+    from scoreprobe.loading.series import load_series
+    from scoreprobe.training.train import TrainConfig, train_run
     cfg = TrainConfig(rule=SMALL_RULE, n_train=8, n_heldout=8, hidden_size=32, depth=1, num_heads=2, **kw)
     run = tmp_path_factory.mktemp(name) / "run"
     train_run(cfg, run, progress=False)
@@ -251,7 +251,7 @@ def test_group_bits_match_group_valid(rule):
 
 
 def test_group_bits_other_rules():
-    from scoreprobe.rules import ExactK, LatinSquare, RowK, Sudoku
+    from scoreprobe.data.rules import ExactK, LatinSquare, RowK, Sudoku
     for rule in (ExactK(3, shape=(3, 3)), RowK(2, shape=(3, 4)), LatinSquare(3), Sudoku(4)):
         _check_group_bits(rule)
 
@@ -281,7 +281,7 @@ def test_group_mem_by_hand():
 def test_thresholded_bits_decide_validity_and_nan_rows_are_excluded(small):
     """An off-vertex endpoint that rounds to a valid vertex is valid for rule_acc and group_acc alike;
     a non-finite endpoint is `invalid`, excluded from the group metrics, with sentinel distances."""
-    from scoreprobe.data import to_signed
+    from scoreprobe.data.datasets import to_signed
     from scoreprobe.probes.clocks import sample_metrics
     from scoreprobe.slices import classify_endpoints
     rule, data = small

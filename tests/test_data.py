@@ -6,11 +6,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-import scoreprobe.data as data
-from scoreprobe.data import (STATE_CODES, STATES, BitIndex, Dataset, load_dataset, make_dataset, state_flag_attrs, to_bits,
-                             to_signed)
+import scoreprobe.data.bitindex as bitindex
+import scoreprobe.data.datasets as data
+from scoreprobe.data.datasets import (STATE_CODES, STATES, Dataset, load_dataset, make_dataset, state_flag_attrs, to_bits, to_signed)
+from scoreprobe.data.bitindex import BitIndex
 from scoreprobe.errors import ConfigError, DataError
-from scoreprobe.rules import ExactK, Parity, RowK, Sudoku
+from scoreprobe.data.rules import ExactK, Parity, RowK, Sudoku
 from scoreprobe.slices import classify_endpoints
 
 
@@ -76,29 +77,29 @@ def test_bitindex_matches_brute_force(d, n, m, active, seed):
 
 
 def test_bitindex_many_chunks(monkeypatch):
-    monkeypatch.setattr(data, "_CHUNK_BYTES", 1)  # 256 items per chunk
+    monkeypatch.setattr(bitindex, "_CHUNK_BYTES", 1)  # 256 items per chunk
     for d in (36, 130):
         check_index(*random_case(d, 1000, 100, 12, seed=d))
 
 
 def test_bitindex_thread_pool_chunks(monkeypatch):
-    monkeypatch.setattr(data, "_LOOKUP_ROWS", 7)  # many tasks: results must not depend on the split
-    monkeypatch.setattr(data, "_NEAREST_ROWS", 5)
-    monkeypatch.setattr(data.os, "cpu_count", lambda: 3)
+    monkeypatch.setattr(bitindex, "_LOOKUP_ROWS", 7)  # many tasks: results must not depend on the split
+    monkeypatch.setattr(bitindex, "_NEAREST_ROWS", 5)
+    monkeypatch.setattr(bitindex.os, "cpu_count", lambda: 3)
     for d in (36, 70):
         check_index(*random_case(d, 300, 101, 10, seed=d))
 
 
 def test_bitindex_hash_collisions(monkeypatch):
     # every multi-word row gets the same key: lookups must still be exact through the collision path
-    monkeypatch.setattr(data, "_row_keys", lambda packed: np.zeros(len(packed), np.uint64) + packed[:, 0] % 3)
+    monkeypatch.setattr(bitindex, "_row_keys", lambda packed: np.zeros(len(packed), np.uint64) + packed[:, 0] % 3)
     check_index(*random_case(70, 200, 60, 70, seed=1))
 
 
 @pytest.mark.parametrize("d", [1, 3, 7, 8, 9, 36, 57, 58, 63, 64, 65, 70, 129, 130, 729])
 def test_pack_bits_layout(d):
     bits = np.random.default_rng(d).integers(0, 2, (21, d)).astype(np.uint8)
-    packed = data.pack_bits(bits)
+    packed = bitindex.pack_bits(bits)
     assert packed.dtype == np.uint64 and packed.shape == (21, -(-d // 64))
     expect = [[sum(int(b) << (i - 64 * w) for i, b in enumerate(row) if i // 64 == w) for w in range(packed.shape[1])]
               for row in bits]
@@ -108,7 +109,7 @@ def test_pack_bits_layout(d):
 def test_popcount_table_fallback():
     words = np.random.default_rng(0).integers(0, 2**63, (5, 7), dtype=np.uint64) * np.uint64(3)
     expect = np.array([[bin(int(w)).count("1") for w in row] for row in words])
-    np.testing.assert_array_equal(data._popcount_table(words), expect)
+    np.testing.assert_array_equal(bitindex._popcount_table(words), expect)
 
 
 def test_bitindex_empty_and_errors():

@@ -17,9 +17,9 @@ import torch
 import xarray as xr
 
 from scoreprobe import store
-from scoreprobe.checkpoints import load_series
+from scoreprobe.loading.series import load_series
 from scoreprobe.cli import main
-from scoreprobe.distributed import using
+from scoreprobe.sweep.dask import using
 from scoreprobe.errors import CheckpointError, ConfigError, NonFiniteWarning
 from scoreprobe.probes.basins import basins, retention
 from scoreprobe.probes.clocks import clocks
@@ -47,7 +47,7 @@ def plane(series):
 @pytest.fixture(scope="module")
 def client():
     pytest.importorskip("distributed")
-    from scoreprobe.distributed import client_for
+    from scoreprobe.sweep.dask import client_for
     with client_for(("local", 2)) as c:
         yield c
 
@@ -81,6 +81,8 @@ def test_clocks_store_equals_the_local_run(series, steps, client, tmp_path):
     with using(client):
         clocks(series, out=tmp_path / "dask.zarr", **kw)
     xr.testing.assert_identical(_stored(tmp_path / "local.zarr"), _stored(tmp_path / "dask.zarr"))
+    models = [_stored(tmp_path / n).attrs["scoreprobe_record"]["models"] for n in ("local.zarr", "dask.zarr")]
+    assert models[0] == models[1] and len({m["weights"] for m in models[0]}) == len(steps)   # identified on the worker
 
 
 PROBES = {
@@ -183,7 +185,7 @@ def test_an_unpicklable_probe_is_refused_before_the_store_is_opened(series, step
 @pytest.mark.parametrize("bad", ["not an address", ("local", 0), ("local", 1.5), ("remote", 2), 3])
 def test_bad_scheduler_values_are_config_errors(bad):
     pytest.importorskip("distributed")
-    from scoreprobe.distributed import check_scheduler
+    from scoreprobe.sweep.dask import check_scheduler
     with pytest.raises(ConfigError, match="scheduler|worker"):
         check_scheduler(bad)
 

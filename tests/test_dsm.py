@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from scoreprobe.data import make_dataset
+from scoreprobe.data.datasets import make_dataset
 from scoreprobe.errors import ConfigError, NonFiniteWarning, SettingWarning
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.probes.dsm import MAX_DEFAULT_HELDOUT, _select_items, dsm_by_sigma, dsm_summary
-from scoreprobe.rules import Parity
+from scoreprobe.data.rules import Parity
 
 
 @pytest.fixture(scope="module")
@@ -169,12 +169,12 @@ class _FakeSeries:
 
 
 def test_cli_dsm_table_store_and_plot(small, tmp_path, monkeypatch, capsys):
-    import scoreprobe.checkpoints
+    import scoreprobe.loading.series
     from scoreprobe.cli import main
     from scoreprobe.store import open_store
 
     rule, data = small
-    monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: _FakeSeries(rule, data, "fake"))
+    monkeypatch.setattr(scoreprobe.loading.series, "load_series", lambda path=None: _FakeSeries(rule, data, "fake"))
     monkeypatch.chdir(tmp_path)
     args = ["dsm", "--sigmas", "12", "--n-noise", "2", "--n-train", "6", "--device", "cpu", "--plot", "dsm.png"]
     with pytest.raises(SystemExit) as exc:
@@ -341,13 +341,13 @@ def test_heldout_default_all_capped(small):
 
 
 def test_cli_dsm_reports_nonfinite(small, tmp_path, monkeypatch, capsys):
-    import scoreprobe.checkpoints
+    import scoreprobe.loading.series
     from scoreprobe.cli import main
 
     rule, data = small
     series = _FakeSeries(rule, data, "fake")
     series.denoiser = lambda step, device="cpu", ema=True: Poisoned() if step == 10 else Identity()
-    monkeypatch.setattr(scoreprobe.checkpoints, "load_series", lambda path=None: series)
+    monkeypatch.setattr(scoreprobe.loading.series, "load_series", lambda path=None: series)
     monkeypatch.chdir(tmp_path)
     with pytest.warns(NonFiniteWarning):
         main(["dsm", "--sigmas", "12", "--n-noise", "2", "--n-train", "6", "--n-heldout", "6", "--device", "cpu",

@@ -9,7 +9,7 @@ from scoreprobe.engine import STATUS, EngineSettings, evaluate, solve
 from scoreprobe.errors import ConfigError, ScoreprobeWarning
 from scoreprobe.ode import finer, integrate, randn_per_sample, resolve_solver, solver_config
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.rules import Parity
+from scoreprobe.data.rules import Parity
 
 F64 = torch.float64
 

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from scoreprobe import ensemble as ens_mod
-from scoreprobe.checkpoints import load_series
-from scoreprobe.data import make_dataset
-from scoreprobe.ensemble import train_ensemble
+from scoreprobe.training import ensemble as ens_mod
+from scoreprobe.loading.series import load_series
+from scoreprobe.data.datasets import make_dataset
+from scoreprobe.training.ensemble import train_ensemble
 from scoreprobe.errors import ConfigError
-from scoreprobe.rules import rule_from_spec
-from scoreprobe.train import TrainConfig, ckpt_path, train_run
+from scoreprobe.data.rules import rule_from_spec
+from scoreprobe.training.train import TrainConfig, ckpt_path, train_run
 
 RULE = {"name": "parity", "G": 2, "shape": [4, 4], "layout": "random", "seed": 0}
 # Largest |ensemble − sequential| over every tensor of every checkpoint (EMA and raw weights) after

@@ -2,11 +2,11 @@ import numpy as np
 import pytest
 import torch
 
-from scoreprobe.data import make_dataset
+from scoreprobe.data.datasets import make_dataset
 from scoreprobe.errors import ConfigError
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.probes.field import score_field
-from scoreprobe.rules import ExactK, Parity
+from scoreprobe.data.rules import ExactK, Parity
 from scoreprobe.slices import auto_plane
 
 SIGMAS = (0.3, 1.0, 3.0)

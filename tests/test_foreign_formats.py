@@ -11,7 +11,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from scoreprobe.checkpoints import describe_checkpoint, load_checkpoint
+from scoreprobe.loading.series import describe_checkpoint, load_checkpoint
 from scoreprobe.cli import cli
 from scoreprobe.errors import CheckpointError, ConfigError, ScoreprobeWarning
 from scoreprobe.models.dit import DiT

@@ -9,11 +9,11 @@ import pytest
 import scipy.stats
 import torch
 
-from scoreprobe.checkpoints import load_series
+from scoreprobe.loading.series import load_series
 from scoreprobe.errors import CheckpointError, ConfigError, DataError
 from scoreprobe.models.gpt import GPT, GPT_SIZES, GPTConfig, build_gpt, gpt_arch
-from scoreprobe.rules import LatinSquare, Parity
-from scoreprobe.train import TrainConfig, train_run
+from scoreprobe.data.rules import LatinSquare, Parity
+from scoreprobe.training.train import TrainConfig, train_run
 
 
 def _model(shape=(1, 2, 3), tokens="bits", seed=0, sharpen=1.0):

@@ -8,7 +8,7 @@ from scipy.integrate import solve_ivp
 from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.ode import edm_sigmas, integrate, randn_per_sample, sample
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.rules import Parity
+from scoreprobe.data.rules import Parity
 
 F64 = torch.float64
 
@@ -189,7 +189,7 @@ def test_fitting_rows_keeps_a_share_of_free_memory():
 def test_auto_chunks_on_cpu_are_the_old_default():
     from scoreprobe.ode import AUTO_CPU_ROWS, auto_chunk_rows
     from scoreprobe.oracles import RuleDenoiser
-    from scoreprobe.rules import Parity
+    from scoreprobe.data.rules import Parity
     D = RuleDenoiser(Parity(2, shape=(2, 3)))
     x0 = randn_per_sample(0, np.arange(9000), 6, dtype=F64)
     assert auto_chunk_rows(D, x0, 1.0) == AUTO_CPU_ROWS

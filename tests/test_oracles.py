@@ -13,7 +13,7 @@ from scipy.special import logsumexp
 
 from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.rules import ExactK, LatinSquare, Parity, RowK, Sudoku
+from scoreprobe.data.rules import ExactK, LatinSquare, Parity, RowK, Sudoku
 
 SIGMAS = (0.05, 0.3, 1.0, 3.0, 20.0)
 F64 = torch.float64

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from scoreprobe.data import make_dataset, to_signed
+from scoreprobe.data.datasets import make_dataset, to_signed
 from scoreprobe.errors import ConfigError
 from scoreprobe.models.dit import DiT, timestep_embedding
 from scoreprobe.models.param import VPDenoiser, make_denoiser
 from scoreprobe.models.schedules import VPSchedule
 from scoreprobe.oracles import EmpiricalDenoiser
-from scoreprobe.rules import Parity
+from scoreprobe.data.rules import Parity
 
 
 def ref_alpha_bar(name, T=1000):

@@ -10,10 +10,8 @@ from scoreprobe.oracles import RuleDenoiser
 from scoreprobe.probes.basins import basins
 from scoreprobe.probes.clocks import clocks
 from scoreprobe.probes.field import score_field
-from scoreprobe.rules import Parity
-from scoreprobe.data import make_dataset
-
-
+from scoreprobe.data.rules import Parity
+from scoreprobe.data.datasets import make_dataset
 class Recorder:
     """The rule oracle, recording whether each call ran under CPU autocast and in which dtype."""
     def __init__(self, rule):

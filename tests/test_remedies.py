@@ -67,7 +67,7 @@ def test_switches_travel_through_the_architecture_dict():
 # ---------------------------------------------------------------------------------------------
 
 def _cfg(**kw):
-    from scoreprobe.config import TrainConfig
+    from scoreprobe.training.config import TrainConfig
     base = dict(rule={"name": "parity", "G": 2, "shape": [6, 6], "layout": "offset", "seed": 0}, n_train=16,
                 n_heldout=16, hidden_size=32, depth=1, num_heads=2, batch_size=16, total_steps=12, n_checkpoints=3,
                 log_every=4, resume_every=5)
@@ -76,7 +76,7 @@ def _cfg(**kw):
 
 def test_switches_off_leave_the_architecture_as_it_was():
     from scoreprobe.models.build import model_arch
-    from scoreprobe.rules import rule_from_spec
+    from scoreprobe.data.rules import rule_from_spec
     cfg = _cfg()
     arch = model_arch(cfg, rule_from_spec(cfg.rule))
     assert "mlp" not in arch["net"] and "global_token" not in arch["net"]   # run.json as before the switches
@@ -86,8 +86,8 @@ def test_switches_off_leave_the_architecture_as_it_was():
 
 @pytest.mark.parametrize("switch", ["global_token", "multiplicative"])
 def test_a_run_with_a_switch_trains_saves_and_loads(switch, tmp_path):
-    from scoreprobe.checkpoints import load_series
-    from scoreprobe.train import train_run
+    from scoreprobe.loading.series import load_series
+    from scoreprobe.training.train import train_run
     run = train_run(_cfg(**{switch: True}), tmp_path / "run", progress=False)
     base = train_run(_cfg(), tmp_path / "base", progress=False)
     s, b = load_series(run), load_series(base)
@@ -123,9 +123,9 @@ def test_bad_curricula_are_refused(spec, message):
 def test_the_curriculum_trains_on_finer_groups_then_on_the_rule(tmp_path):
     import numpy as np
 
-    from scoreprobe.checkpoints import load_series
-    from scoreprobe.rules import rule_from_spec
-    from scoreprobe.train import open_run, train_run
+    from scoreprobe.loading.series import load_series
+    from scoreprobe.data.rules import rule_from_spec
+    from scoreprobe.training.train import open_run, train_run
     cfg = _g4(curriculum="2:4:5")
     run = open_run(cfg, tmp_path / "run", "cpu")
     first, final = run.bits_at(0), run.bits_at(5)
@@ -148,8 +148,8 @@ def test_a_curriculum_piece_set_equals_brute_force_enumeration():
 
     import numpy as np
 
-    from scoreprobe.curriculum import curriculum_bits, fine_groups
-    from scoreprobe.rules import Parity
+    from scoreprobe.data.curriculum import curriculum_bits, fine_groups
+    from scoreprobe.data.rules import Parity
     rule = Parity(3, shape=(2, 3), layout="offset")                     # groups [1 2 3] [4 5 0]
     assert [c.tolist() for c in fine_groups(rule, 2)] == [[1, 2], [3], [4, 5], [0]]
     every = np.array(list(itertools.product([0, 1], repeat=6)), np.uint8)
@@ -164,9 +164,9 @@ def test_a_curriculum_piece_set_equals_brute_force_enumeration():
 
 
 def test_a_curriculum_at_g3_cuts_each_group_into_a_pair_and_a_zero_pixel(tmp_path):
-    from scoreprobe.curriculum import fine_groups
-    from scoreprobe.rules import rule_from_spec
-    from scoreprobe.train import open_run
+    from scoreprobe.data.curriculum import fine_groups
+    from scoreprobe.data.rules import rule_from_spec
+    from scoreprobe.training.train import open_run
     cfg = _cfg(rule={"name": "parity", "G": 3, "shape": [6, 6], "layout": "offset", "seed": 0}, curriculum="2:3:5")
     run = open_run(cfg, tmp_path / "run", "cpu")
     rule, first = rule_from_spec(cfg.rule), run.bits_at(0)
@@ -186,12 +186,12 @@ def test_beyond_pieces_tells_the_curriculum_set_from_the_rule():
     copies); the rule oracle keeps its accuracy (few of its samples happen to satisfy the pieces)."""
     import numpy as np
 
-    from scoreprobe.curriculum import beyond_pieces, curriculum_bits
-    from scoreprobe.data import make_dataset
+    from scoreprobe.data.curriculum import beyond_pieces, curriculum_bits
+    from scoreprobe.data.datasets import make_dataset
     from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
     from scoreprobe.probes.clocks import clocks
     from scoreprobe.probes.taus import taus
-    from scoreprobe.rules import Parity
+    from scoreprobe.data.rules import Parity
     rule = Parity(3, shape=(3, 4), layout="offset")                  # 4 groups of 3: 256 valid, 16 on the pieces
     data = make_dataset(rule, 16, 16, seed=0)
     pieces = EmpiricalDenoiser(curriculum_bits(rule, 2, 16, np.zeros((0, 12), np.uint8), seed=0))

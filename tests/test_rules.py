@@ -8,7 +8,7 @@ import torch
 from scipy import stats
 
 from scoreprobe.errors import ConfigError, DataError
-from scoreprobe.rules import ExactK, LatinSquare, Parity, RowK, Sudoku, rule_from_spec
+from scoreprobe.data.rules import ExactK, LatinSquare, Parity, RowK, Sudoku, rule_from_spec
 
 
 def all_vectors(d):

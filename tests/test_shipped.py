@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import scoreprobe as sp
-from scoreprobe.checkpoints import DEFAULT_SERIES, checkpoints_dir
+from scoreprobe.loading.series import DEFAULT_SERIES, checkpoints_dir
 from scoreprobe.probes.clocks import clock_step
 
 N_SAMPLES = 1000    # as measure.py measures them (binomial s.d. <= 0.016 on each ratio below)

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from scoreprobe.data import STATE_CODES, Dataset, make_dataset
+from scoreprobe.data.datasets import STATE_CODES, Dataset, make_dataset
 from scoreprobe.errors import ConfigError
-from scoreprobe.rules import Parity
+from scoreprobe.data.rules import Parity
 from scoreprobe.slices import Plane, auto_plane, classify, plane_from_spec
 
 

@@ -1,4 +1,4 @@
-"""sources.py and the SOURCES of every analysis command (issue #13): run directories, checkpoint
+"""scoreprobe.loading.sources and the SOURCES of every analysis command (issue #13): run directories, checkpoint
 files, globs, folders, steps files, data for files, --set / --trust — end to end on a bare
 state_dict and on a facebookresearch/DiT-style dict."""
 import argparse
@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from scoreprobe import store
-from scoreprobe.checkpoints import load_series
+from scoreprobe.loading.series import load_series
 from scoreprobe.cli import main
-from scoreprobe.data import make_dataset
+from scoreprobe.data.datasets import make_dataset
 from scoreprobe.errors import ConfigError, DataError
-from scoreprobe.rules import Parity
-from scoreprobe.sources import StepGuessWarning, expand_paths, open_source, read_steps_file, steps_from_names
+from scoreprobe.data.rules import Parity
+from scoreprobe.loading.sources import StepGuessWarning, expand_paths, open_source, read_steps_file, steps_from_names
 from test_dit import facebook_dit_state_dict
 
 SHIPPED = load_series()

@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from scoreprobe.data import make_dataset, to_signed
+from scoreprobe.data.datasets import make_dataset, to_signed
 from scoreprobe.errors import ConfigError
 from scoreprobe.models.dit import DiT
 from scoreprobe.models.edm import EDMDenoiser
 from scoreprobe.models.stack import StackedDenoiser, can_stack, chunk_rows, replicate, split
 from scoreprobe.probes.basins import basin_map
 from scoreprobe.probes.field import plane_field
-from scoreprobe.rules import Parity
+from scoreprobe.data.rules import Parity
 from scoreprobe.slices import Plane
 
 
@@ -129,7 +129,7 @@ def xr_equal(a, b):
 def test_a_sweep_with_stacked_checkpoints_writes_the_store_of_the_loop(tmp_path, capsys):
     import xarray as xr
 
-    from scoreprobe.checkpoints import load_series
+    from scoreprobe.loading.series import load_series
     from scoreprobe.cli import main
     from scoreprobe.probes.basins import basins
     from scoreprobe.slices import auto_plane

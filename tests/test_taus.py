@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from scoreprobe.data import STATE_CODES
+from scoreprobe.data.datasets import STATE_CODES
 from scoreprobe.errors import ResolutionWarning
 from scoreprobe.probes.taus import taus
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from scoreprobe import train as train_mod
+from scoreprobe.training import train as train_mod
 from scoreprobe.errors import ConfigError
-from scoreprobe.train import TrainConfig, checkpoint_steps, ckpt_path, lr_at, train_run
+from scoreprobe.training.train import TrainConfig, checkpoint_steps, ckpt_path, lr_at, train_run
 
 RULE = {"name": "parity", "G": 2, "shape": [4, 4], "layout": "random", "seed": 0}
 

@@ -1,19 +1,19 @@
 """`scoreprobe clocks` and `scoreprobe dsm`: one row per checkpoint."""
 import click
 
-from scoreprobe.cli import cli
+from scoreprobe.cli.app import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
-from scoreprobe.cli.common import (SEED, autocast_option, check_writable, choose_steps, models_per_pass_option,
-                                   on_scheduler, parse_steps, save_figure, scheduler_of, solver_of, solver_options,
-                                   steps_in_store, store_line,
-                                   sweep_options)
+from scoreprobe.limits import MAX_ITEMS, MAX_SAMPLES, MAX_SIGMAS
+from scoreprobe.cli.common import (ODE_STEPS, SEED, autocast_option, check_figure, check_writable, choose_steps,
+                                   models_per_pass_option, on_scheduler, parse_steps, save_figure, scheduler_of,
+                                   steps_in_store, store_line, sweep_options)
 from scoreprobe.cli.source import source_options
 
 
 def _check_outputs(out, plot):
     """--out and --plot must be writable; checked before anything is computed or replaced."""
-    check_writable(out, "--out")
-    check_writable(plot, "--plot")
+    check_writable(out, "--out", store=True)
+    check_figure(plot, "--plot")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -38,16 +38,10 @@ def _fmt_ci(a, key):
     return f" [{round(100 * a['ci'])}% CI {lo} – {hi}]"
 
 
-def _sampler_bias(solver, n_steps):
-    from scoreprobe.defaults import ENGINE_SAMPLER_BIAS, SAMPLER_BIAS
-    from scoreprobe.engine import EngineSettings
-    if solver == "adaptive" or solver == EngineSettings():
-        b = ENGINE_SAMPLER_BIAS
-        return (f" (on the shipped series {b['vs_n_steps']} Heun steps give rule_acc {100 * b['rule_acc']:+.1f} and "
-                f"mem_ratio {100 * b['mem_ratio']:+.1f} points; docs/definitions.md)")
-    b = SAMPLER_BIAS
-    if solver != "heun" or n_steps != b["n_steps"]:
-        return " (bias not measured for this setting; bench/bench_sampler_bias.py measures it)"
+def _sampler_bias(n_steps):
+    from scoreprobe.defaults import SAMPLER_BIAS as b
+    if n_steps != b["n_steps"]:
+        return " (bias not measured for this step count; bench/bench_sampler_bias.py measures it)"
     return (f" (on the shipped series {b['vs_n_steps']} steps give rule_acc +{100 * b['rule_acc']:.1f} and "
             f"mem_ratio +{100 * b['mem_ratio']:.1f} points; docs/definitions.md)")
 
@@ -78,26 +72,52 @@ def _clock_summary(a):
     yield f"innovation window: open, steps {spans}{end}, {width}"
 
 
+SAMPLER_NAMES = ("adaptive", "heun", "euler", "edm-stochastic", "ddim", "ancestral")   # scoreprobe.samplers.SAMPLERS
+CLI_NAMES = {"s_churn": "--s-churn", "s_noise": "--s-noise", "s_tmin": "--s-tmin", "s_tmax": "--s-tmax",
+             "eta": "--eta"}
+
+
+def sampler_options(fn):
+    """--sampler and its parameters --s-churn, --s-noise, --s-tmin, --s-tmax, --eta (checked by `sampler_of`)."""
+    helps = {"s_churn": "EDM churn S_churn >= 0 (edm-stochastic; required there; EDM used 10-80).",
+             "s_noise": "EDM S_noise > 0 (edm-stochastic; default 1; EDM used up to 1.007).",
+             "s_tmin": "Churn only where sigma >= S_tmin (edm-stochastic; default 0).",
+             "s_tmax": "Churn only where sigma <= S_tmax (edm-stochastic; default inf).",
+             "eta": "DDIM eta in [0, 1] (ddim; default 0 = the Euler PF-ODE; 1 = ancestral)."}
+    for param in reversed(CLI_NAMES):
+        fn = click.option(CLI_NAMES[param], param, type=float, default=None, help=helps[param])(fn)
+    return click.option("--sampler", "sampler_name", type=click.Choice(SAMPLER_NAMES), default="heun",
+                        help="How DiT samples are drawn: the deterministic PF-ODE (heun, euler), EDM's stochastic "
+                             "sampler, DDIM-eta or ancestral (docs/definitions.md, \"Samplers\"). Recorded in the "
+                             "store: a store made with one sampler is not extended with another.")(fn)
+
+
+def sampler_of(name, **params):
+    """The samplers.Sampler of the options, checked before anything is loaded (a ConfigError naming the
+    CLI options: one line, exit 2)."""
+    from scoreprobe.samplers import Sampler, resolve_params
+    resolve_params(name, params, names=CLI_NAMES)
+    return Sampler(name, **params)
+
+
 @cli.command()
-@click.option("--n-samples", type=click.IntRange(min=1), default=1000,
+@click.option("--n-samples", type=click.IntRange(1, MAX_SAMPLES), default=1000,
               help="Samples per checkpoint (fewer are faster but make the 0.9 threshold noisy).")
 @click.option("--seed", type=SEED, default=0, help="Seed of the initial noise (the same at every step).")
-@solver_options
-@click.option("--n-steps", type=click.IntRange(min=1), default=DEFAULT_N_STEPS,
-              help="Fixed-grid PF-ODE steps (DiT; --solver heun / euler).")
+@click.option("--n-steps", type=ODE_STEPS, default=DEFAULT_N_STEPS, help="Sampler steps (DiT).")
+@sampler_options
 @sweep_options("clocks.zarr", "Write the clock and state figure here.", "ODE batch rows (memory bound).")
 @models_per_pass_option()
 @autocast_option()
 @source_options
-def clocks(source, n_samples, seed, solver, tol, n_steps, steps, out, overwrite, plot, chunk_size, device, models_per_pass,
-           autocast, scheduler, dask_local):
+def clocks(source, n_samples, seed, n_steps, sampler_name, s_churn, s_noise, s_tmin, s_tmax, eta, steps, out,
+           overwrite, plot, chunk_size, device, models_per_pass, autocast, scheduler, dask_local):
     """Rule accuracy and memorization at every checkpoint of SOURCES (default: the shipped
     series; or a run directory, checkpoint files, a glob or a folder of them: see --dataset, --set),
     with τ_rule, τ_mem and the innovation window."""
     from scoreprobe.probes.clocks import clocks as run_clocks
-    from scoreprobe.ode import describe_solver
     parse_steps(steps, words=("all", "auto"))   # a malformed --steps fails before anything is loaded
-    solver = solver_of(solver, tol)
+    sampler = sampler_of(sampler_name, s_churn=s_churn, s_noise=s_noise, s_tmin=s_tmin, s_tmax=s_tmax, eta=eta)
     scheduler = scheduler_of(scheduler, dask_local)
     s = source()
     chosen = choose_steps(steps, s)
@@ -106,11 +126,12 @@ def clocks(source, n_samples, seed, solver, tol, n_steps, steps, out, overwrite,
     click.echo(f"clocks of {s.path} ({s.kind}, {len(chosen)} of {len(s.steps)} checkpoints), {n_samples} samples, "
                f"seed {seed}, on {device}" + ("" if len(chosen) == len(s.steps) else "; --steps all for every one"))
     if s.kind == "dit":
-        click.echo(f"sampler: PF-ODE, {describe_solver(solver, n_steps)}" + _sampler_bias(solver, n_steps))
+        click.echo(f"sampler: {sampler.describe()}, {n_steps} steps"
+                   + (_sampler_bias(n_steps) if sampler_name == "heun" else ""))
     with on_scheduler(scheduler):
-        ds = run_clocks(s, n_samples=n_samples, seed=seed, n_steps=n_steps, solver=solver, device=device, steps=chosen,
+        ds = run_clocks(s, n_samples=n_samples, seed=seed, n_steps=n_steps, device=device, steps=chosen,
                         out=out, overwrite=overwrite, chunk_size=chunk_size, models_per_pass=models_per_pass,
-                        autocast=autocast)
+                        autocast=autocast, sampler=sampler)
     for line in _clock_rows(ds):
         click.echo(line)
     for line in _clock_summary(ds.attrs):
@@ -124,8 +145,8 @@ def clocks(source, n_samples, seed, solver, tol, n_steps, steps, out, overwrite,
 
 def _clocks_figure(ds, path):
     from scoreprobe.viz import new_figure, plot_clocks, plot_states
-    fig = new_figure((12, 4.2))
-    ax1, ax2 = fig.subplots(1, 2)
+    fig = new_figure((13.5, 4.2))
+    ax1, ax2 = fig.subplots(1, 2, width_ratios=(1.15, 1))
     plot_clocks(ds, ax=ax1)
     plot_states(ds, ax=ax2)
     save_figure(fig, path, dpi=120)
@@ -138,10 +159,10 @@ def _clocks_figure(ds, path):
 CLI_HELDOUT = 256   # the command's held-out cap (the API's is 512): defaults sized for about a minute on 2 cores
 
 @cli.command()
-@click.option("--sigmas", type=click.IntRange(min=1), default=20, help="Log-spaced noise levels in [0.002, 80].")
-@click.option("--n-noise", type=click.IntRange(min=1), default=4, help="Noise draws per item (shared by all).")
-@click.option("--n-train", type=click.IntRange(min=0), default=None, help="Training items [default: all].")
-@click.option("--n-heldout", type=click.IntRange(min=0), default=None,
+@click.option("--sigmas", type=click.IntRange(1, MAX_SIGMAS), default=20, help="Log-spaced noise levels in [0.002, 80].")
+@click.option("--n-noise", type=click.IntRange(1, 1 << 16), default=4, help="Noise draws per item (shared by all).")
+@click.option("--n-train", type=click.IntRange(0, MAX_ITEMS), default=None, help="Training items [default: all].")
+@click.option("--n-heldout", type=click.IntRange(0, MAX_ITEMS), default=None,
               help=f"Held-out items [default: all, at most {CLI_HELDOUT}].")
 @click.option("--seed", type=SEED, default=0, help="Seed of the noise bank.")
 @sweep_options("dsm.zarr", "Write the loss and gap figure here.", "Denoiser rows per call (memory bound).")

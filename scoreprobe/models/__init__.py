@@ -1,1 +1,3 @@
-"""Networks: DiT (EDM-preconditioned denoiser) and a small autoregressive GPT."""
+"""Networks and denoiser wrappers: DiT and GPT, EDM preconditioning, parameterizations and their
+VP schedules, stacks of checkpoints evaluated in one pass, and building a network from its
+architecture (`build.py`). Reading other people's files lives in `scoreprobe.loading`."""

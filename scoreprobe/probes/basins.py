@@ -21,7 +21,7 @@ from scoreprobe.limits import warn_nonfinite
 from scoreprobe.noise import NOISE
 from scoreprobe.precision import with_autocast
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFAULT_SOLVER, DEFINITIONS_VERSION
-from scoreprobe.data import state_flag_attrs
+from scoreprobe.data.datasets import state_flag_attrs
 from scoreprobe.probes.field import as_sigma_list, plane_coords
 from scoreprobe.sweep import dataset_and_rule, run_probe
 
@@ -131,8 +131,7 @@ def _warn_unconverged(ds, n_steps, solver, tol=LABEL_CHANGE_TOL):
 
 
 def _basin_dataset(m, plane, sigma_starts, u, v):
-    from scoreprobe.data import STATES
-
+    from scoreprobe.data.datasets import STATES
     dims = ("sigma_start", "v", "u")
     one = {"units": "1"}
     n_states = len(STATES)
@@ -177,7 +176,8 @@ def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule
 
 def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFAULT_N_STEPS, *, dataset=None,
            rule=None, margin=0.5, solver=DEFAULT_SOLVER, chunk_size="auto", dtype=torch.float32, device="cpu", steps=None,
-           out=None, progress=None, check_convergence=False, overwrite=False, models_per_pass=1, autocast=None):
+           out=None, progress=None, check_convergence=False, overwrite=False, models_per_pass=1, autocast=None,
+           model_id=None):
     """Basin map of the PF-ODE on a plane, for a denoiser or every checkpoint of a series.
 
     Every grid point x is taken as a noisy sample at level sigma_start: the ODE runs from
@@ -200,6 +200,7 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
     check_convergence : also integrate the same grid with the finer setting `ode.finer` (2·n_steps
         fixed steps; the engine's tolerances tightened) (about twice the cost of the map itself) and store the share of grid points whose label changes; a ScoreprobeWarning
         is issued when it exceeds LABEL_CHANGE_TOL. Recorded in the store's config when True.
+    model_id : names a weightless source (a function, an oracle) for resuming `out` (see `sweep`).
 
     Returns
     -------
@@ -228,11 +229,11 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
             out = [ds.assign(_convergence_vars(label_change(m, m2), n_steps, solver))
                    for ds, m, m2 in zip(out, maps, grid_map(*finer(solver, n_steps)))]
         return out if len(out) > 1 else out[0]
-    probe.stackable = True
+    probe.stackable, probe.n_bits = True, dataset.train.shape[1]
 
     probe, config = with_autocast(probe, config, autocast, device)
     ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress,
-                   overwrite=overwrite, models_per_pass=models_per_pass)
+                   overwrite=overwrite, models_per_pass=models_per_pass, model_id=model_id)
     if check_convergence:
         _warn_unconverged(ds, n_steps, solver)
     return ds
@@ -249,8 +250,7 @@ def retention_points(dataset, n_train=32, n_heldout=32, seed=0):
     -------
     points : (n_train + n_heldout, D) float32 signed; split : (M,) str; item_index : (M,) int64.
     """
-    from scoreprobe.data import to_signed
-
+    from scoreprobe.data.datasets import to_signed
     rng = np.random.default_rng(seed)
     parts, split, index = [], [], []
     for name, bits, n in (("train", dataset.train, n_train), ("heldout", dataset.heldout, n_heldout)):
@@ -313,7 +313,7 @@ def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, s
 def _restart_hits(c, own, own_train):
     """{retained, captured, valid: bool (M*R,)} and the count of invalid endpoints, from classify() of
     M*R restarts whose own item is own (M*R, D) bits, own_train its training index (-1: none)."""
-    from scoreprobe.data import STATE_CODES
+    from scoreprobe.data.datasets import STATE_CODES
     valid_codes = [STATE_CODES[k] for k in ("valid_novel", "valid_heldout", "valid_memorized")]
     return {"retained": (c["state"] != STATE_CODES["invalid"]) & (c["bits"] == own).all(axis=1),
             "captured": (c["state"] == STATE_CODES["valid_memorized"]) & (c["train_index"] != own_train),
@@ -331,7 +331,7 @@ RETENTION_VARS = {
 def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_noise=16, seed=0, *,
               n_train=32, n_heldout=32, split=None, n_steps=DEFAULT_N_STEPS, dataset=None, rule=None, solver=DEFAULT_SOLVER,
               chunk_size="auto", dtype=torch.float32, device="cpu", steps=None, out=None, progress=None,
-              models_per_pass=1, autocast=None):
+              models_per_pass=1, autocast=None, model_id=None):
     """Per-item basin retention: do noisy copies of an item flow back to it?
 
     For every point p_m, level σ and restart k the PF-ODE runs from x = p_m + σ ε_{m,k} at σ to 0.
@@ -346,7 +346,7 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
         drawn with `seed` from the dataset.
     sigmas : noise levels of the restarts.
     split : (M,) labels for `points`; default: "train"/"heldout"/"other" by lookup in the dataset.
-    models_per_pass, autocast : as for `basins`.
+    models_per_pass, autocast, model_id : as for `basins`.
 
     Returns
     -------
@@ -382,8 +382,8 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
         parts = [xr.Dataset({k: (("sigma", "sample"), rk[k], {"units": "1", "long_name": RETENTION_VARS[k]})
                              for k in rk}, coords=coords) for rk in (r if isinstance(r, list) else [r])]
         return parts if len(parts) > 1 else parts[0]
-    probe.stackable = True
+    probe.stackable, probe.n_bits = True, dataset.train.shape[1]
 
     probe, config = with_autocast(probe, config, autocast, device)
     return run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress,
-                     models_per_pass=models_per_pass)
+                     models_per_pass=models_per_pass, model_id=model_id)

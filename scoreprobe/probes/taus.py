@@ -128,7 +128,7 @@ def _evaluate(u, rule, mem, n, th):
 
 def _counts(ds):
     """(S, 3) state counts per step: memorized, valid and not memorized, the rest; and n."""
-    from scoreprobe.data import STATE_CODES
+    from scoreprobe.data.datasets import STATE_CODES
     state = np.asarray(ds["state"].values)                                # (S, n)
     mem = (state == STATE_CODES["valid_memorized"]).sum(axis=1)
     new = np.isin(state, [STATE_CODES["valid_novel"], STATE_CODES["valid_heldout"]]).sum(axis=1)

@@ -1,0 +1,169 @@
+"""Datasets of valid images and signed <-> bit conversion (BitIndex lives in `scoreprobe.data.bitindex`).
+
+    ds = make_dataset(rule, n_train=256, n_heldout=1024, seed=0)   # unique, disjoint, valid
+    idx = BitIndex(ds.train); idx.lookup(bits); idx.nearest(bits)
+
+Bits are uint8 (N, D) in {0, 1}; signed values are float32 2*bit - 1 in {-1, +1}.
+"""
+import json
+import logging
+import os
+import zipfile
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from scoreprobe.errors import DataError
+from scoreprobe.limits import MAX_SEED, check_dataset_size
+from scoreprobe.data.bitindex import BitIndex, pack_bits
+from scoreprobe.data.rules import ENUMERATE_LIMIT, Rule, _int, check_bits
+
+log = logging.getLogger(__name__)
+
+STATES = ("invalid", "rule_violating", "valid_novel", "valid_heldout", "valid_memorized")
+STATE_CODES = {name: code for code, name in enumerate(STATES)}
+
+
+def to_signed(bits):
+    """bits: (..., D) 0/1 (numpy or torch) -> float32 in {-1, +1}, same library as the input."""
+    if isinstance(bits, torch.Tensor):
+        return torch.where(bits > 0, 1.0, -1.0).to(torch.float32)
+    return np.where(np.asarray(bits) > 0, 1.0, -1.0).astype(np.float32)
+
+
+def to_bits(x):
+    """x: (..., D) signed values (numpy or torch) -> uint8 (x > 0), same library as the input."""
+    if isinstance(x, torch.Tensor):
+        return (x > 0).to(torch.uint8)
+    return (np.asarray(x) > 0).astype(np.uint8)
+
+
+def state_flag_attrs():
+    """CF-style attrs of the endpoint-state variable: flag_values, flag_meanings, long_name."""
+    return {"flag_values": list(range(len(STATES))), "flag_meanings": " ".join(STATES),
+            "long_name": "endpoint state"}
+
+
+# ----------------------------------------------------------------------------------------------
+# Datasets
+# ----------------------------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class Dataset:
+    """A train / held-out split of valid images: unique, disjoint, valid under `rule`.
+
+    train: (n_train, D) uint8; heldout: (n_heldout, D) uint8. `train_index` / `heldout_index`
+    are BitIndex objects, built on first use and cached.
+    """
+
+    train: np.ndarray
+    heldout: np.ndarray
+    rule: Rule
+    seed: int | None = None
+    _indexes: dict = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self):
+        self.train = check_bits(self.train, self.rule.n_bits, "train")
+        self.heldout = check_bits(self.heldout, self.rule.n_bits, "heldout")
+
+    @property
+    def train_index(self):
+        if "train" not in self._indexes:
+            self._indexes["train"] = BitIndex(self.train)
+        return self._indexes["train"]
+
+    @property
+    def heldout_index(self):
+        if "heldout" not in self._indexes:
+            self._indexes["heldout"] = BitIndex(self.heldout)
+        return self._indexes["heldout"]
+
+    def save(self, path):
+        """Write an .npz at exactly `path` with keys train, heldout, rule (JSON spec), seed (-1 = none)."""
+        with open(path, "wb") as f:
+            np.savez(f, train=self.train, heldout=self.heldout, rule=np.array(json.dumps(self.rule.spec())),
+                     seed=np.array(-1 if self.seed is None else self.seed, np.int64))
+
+
+def load_dataset(path, rule=None):
+    """Read a Dataset written by Dataset.save (or any npz with uint8 keys train, heldout).
+
+    rule: the Rule the items must satisfy; None = the rule stored in the file. DataError when the
+    file is missing or not an npz, keys are absent, a header declares object arrays or more items
+    than limits.MAX_ITEMS / MAX_DATASET_BYTES (checked before loading), widths differ, items are
+    invalid or duplicated, train and held-out overlap, or the stored rule differs.
+    """
+    if not os.path.isfile(path):
+        raise DataError(f"no dataset file at {path}" + (" (it is a directory)" if os.path.isdir(path) else ""))
+    from scoreprobe.data.datafile import check_bit_headers, check_distinct, npz_headers, stored_rule
+    headers = npz_headers(path, DataError)
+    stored = stored_rule(path, headers)
+    if rule is None:
+        if stored is None:
+            raise DataError(f"{path} stores no rule; pass rule=")
+        rule = stored
+    elif stored is not None and stored != rule:
+        raise DataError(f"{path} was made for {stored!r}, not {rule!r}")
+    check_bit_headers(path, headers, rule.n_bits)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            seed = int(z["seed"]) if "seed" in z.files else -1
+            train, heldout = z["train"], z["heldout"]
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise DataError(f"{path} is not a readable dataset (corrupt?): {type(e).__name__}: {' '.join(str(e).split())[:120]}") from None
+    train = check_bits(train, rule.n_bits, "train")
+    heldout = check_bits(heldout, rule.n_bits, "heldout")
+    for name, bits in (("train", train), ("heldout", heldout)):
+        bad = np.flatnonzero(~rule.is_valid(bits))
+        if bad.size:
+            raise DataError(f"{path}: {bad.size} {name} items are not valid under {rule!r} (first: {bad[0]})")
+    check_distinct(path, train, heldout)
+    return Dataset(train, heldout, rule, None if seed < 0 else seed)
+
+
+def make_dataset(rule, n_train, n_heldout, seed=0):
+    """Draw n_train + n_heldout distinct valid images of `rule` and split them.
+
+    Small rules (n_valid <= ENUMERATE_LIMIT) draw without replacement from rule.enumerate(),
+    so the split is uniform; larger ones draw rule.sample batches and drop duplicates.
+    DataError when n_train + n_heldout > rule.n_valid.
+
+    Returns
+    -------
+    Dataset with train (n_train, D) uint8 and heldout (n_heldout, D) uint8.
+    """
+    n_train, n_heldout = _int(n_train, "n_train", 0), _int(n_heldout, "n_heldout", 0)
+    seed = _int(seed, "seed", 0, MAX_SEED)
+    total = n_train + n_heldout
+    check_dataset_size(n_train, n_heldout, rule.n_bits)   # limits.MAX_ITEMS / MAX_DATASET_BYTES, before drawing
+    if total > rule.n_valid:
+        raise DataError(f"asked for {n_train} train + {n_heldout} held-out = {total} distinct images, "
+                        f"but {rule!r} has only {rule.n_valid} valid images")
+    rng = np.random.default_rng(seed)
+    if rule.n_valid <= ENUMERATE_LIMIT:
+        pool = rule.enumerate()
+        bits = pool[rng.choice(len(pool), size=total, replace=False)]
+    else:
+        bits = _draw_distinct(rule, total, rng)
+    log.info("dataset of %r: %d train + %d held-out images (seed %d)", rule, n_train, n_heldout, seed)
+    return Dataset(bits[:n_train].copy(), bits[n_train:].copy(), rule, seed)
+
+
+def _draw_distinct(rule, total, rng, max_rounds=50):
+    """(total, D) distinct samples of rule, in order of first appearance."""
+    drawn = np.zeros((0, rule.n_bits), np.uint8)
+    for _ in range(max_rounds):
+        if len(drawn) >= total:
+            return drawn[:total]
+        batch = rule.sample(max(1024, 2 * (total - len(drawn))), seed=int(rng.integers(2**63)))
+        drawn = np.concatenate([drawn, batch])
+        packed = np.ascontiguousarray(pack_bits(drawn))
+        rows = packed.view(np.dtype((np.void, packed.dtype.itemsize * packed.shape[1])))[:, 0]
+        _, first = np.unique(rows, return_index=True)
+        drawn = drawn[np.sort(first)]
+    if len(drawn) >= total:
+        return drawn[:total]
+    raise DataError(f"found only {len(drawn)} distinct samples of {rule!r} after {max_rounds} rounds; "
+                    f"ask for fewer than {total} images")

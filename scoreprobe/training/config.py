@@ -1,0 +1,134 @@
+"""The training configuration of a run (`TrainConfig`) and the file formats the trainer writes.
+
+A leaf module (no torch): the CLI builds `scoreprobe train`'s options from these fields at start-up.
+"""
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from scoreprobe.errors import ConfigError
+from scoreprobe.limits import (MAX_BATCH, MAX_DEPTH, MAX_HIDDEN, MAX_ITEMS, MAX_SIGMA, MAX_STEP, check_int, check_positive,
+                               check_real, check_seed)
+
+RUN_FORMAT = "scoreprobe-run/1"
+CKPT_FORMAT = "scoreprobe-ckpt/1"
+FINAL_STATE = "final_state.pt"   # a finished run's last training state (resume.pt renamed by Run.finish)
+
+
+def ckpt_path(run_dir, step):
+    """RUN_DIR/ckpt/step_0001234.pt: where the trainer writes the checkpoint of `step`."""
+    return Path(run_dir) / "ckpt" / f"step_{step:07d}.pt"
+LR_SCHEDULES = ("constant", "cosine", "step")
+# the TrainConfig fields in which the members of an ensemble (scoreprobe.training.ensemble) may differ; the
+# others fix the architecture and the shape of the training loop, which the members share
+ENSEMBLE_VARIES = ("rule", "n_train", "n_heldout", "data_seed", "seed", "p_mean", "p_std", "save_dtype",
+                   "save_model")
+
+_INT_RANGES = {"n_train": (1, MAX_ITEMS), "n_heldout": (0, MAX_ITEMS), "batch_size": (1, MAX_BATCH),
+               "total_steps": (1, MAX_STEP), "n_checkpoints": (1, 10**4), "first_checkpoint": (1, MAX_STEP),
+               "patch_size": (1, 128), "lr_drop_step": (0, MAX_STEP), "warmup_steps": (0, MAX_STEP),
+               "log_every": (1, MAX_STEP), "resume_every": (1, MAX_STEP)}
+
+_REAL_RANGES = {"p_mean": (-30.0, 30.0), "p_std": (0.0, 10.0), "lr_min": (0.0, 10.0), "weight_decay": (0.0, 1e3),
+                "ema_decay": (0.0, 1.0)}
+
+
+@dataclass
+class TrainConfig:
+    rule: dict = field(default_factory=lambda: {"name": "parity", "G": 2, "shape": [6, 6],
+                                                "layout": "contiguous", "seed": 0})  # random before 2026-12-01
+    n_train: int = 256           # training set size N
+    n_heldout: int = 1024        # held-out valid images (never trained on)
+    data_seed: int = 0           # draws the train / held-out split
+    seed: int = 0                # weights init, minibatches, σ and noise draws
+    model: str = "dit"           # "dit" or "gpt"
+    size: str = "tiny"           # size preset (models.dit.DIT_SIZES / models.gpt.GPT_SIZES)
+    patch_size: int = 2          # DiT patch size p (tokens = H*W / p²)
+    hidden_size: int = None      # override the preset's width
+    depth: int = None            # override the preset's depth
+    num_heads: int = None        # override the preset's heads
+    global_token: bool = False   # DiT: a learned register token whose state every block broadcasts to all tokens
+    multiplicative: bool = False  # DiT: GLU MLPs (products of two projections) at the plain MLP's parameter count
+    curriculum: str = ""         # G_START:G_END:STEPS: parity on pieces of G_START of the rule's groups until STEPS; "" off
+    sigma_data: float = 1.0      # EDM σ_data (±1 bits have unit variance)
+    time_scale: float = 250.0    # c_noise = time_scale · ln σ / 4 feeds the timestep embedder
+    p_mean: float = -1.2         # training ln σ ~ N(p_mean, p_std)
+    p_std: float = 1.2           # (see p_mean)
+    lr: float = 1e-3             # AdamW learning rate (peak, after warm-up)
+    lr_schedule: str = "constant"  # constant; cosine: decay from lr to lr_min at total_steps; step: see lr_drop_step
+    lr_min: float = 0.0          # final learning rate of the cosine and step schedules
+    lr_drop_step: int = 0        # step schedule: lr until this step, lr_min from it on
+    weight_decay: float = 0.0    # AdamW weight decay
+    warmup_steps: int = 0        # linear lr warm-up
+    batch_size: int = 128        # minibatch, drawn with replacement from the N items
+    total_steps: int = 20000     # optimizer steps; the last checkpoint is here. Larger than a finished run's: extends it (the checkpoint grid continued)
+    ema_decay: float = 0.999     # with warm-up min(decay, (1+t)/(10+t))
+    n_checkpoints: int = 24      # log-spaced, step 0 included
+    first_checkpoint: int = 1    # first step of the log-spaced range (after step 0)
+    save_dtype: str = "float32"  # dtype of weights in step files ("float16" halves shipped size)
+    save_model: bool = False     # also keep raw (non-EMA) weights in step files
+    log_every: int = 100         # steps between lines of train_log.jsonl
+    resume_every: int = 500      # write resume.pt this often (and at every checkpoint)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d):
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ConfigError(f"unknown training settings: {sorted(unknown)}")
+        return cls(**d)
+
+    def curriculum_plan(self):
+        """(G_start, switch_step) of `curriculum`, or None when it is off. ConfigError unless the rule is
+        parity with G = G_END, 1 < G_START < G_END and 0 < STEPS < total_steps."""
+        if not self.curriculum:
+            return None
+        try:
+            g0, g1, steps = (int(v) for v in str(self.curriculum).split(":"))
+        except ValueError:
+            raise ConfigError(f"curriculum must be G_START:G_END:STEPS such as 2:4:5000, got {self.curriculum!r}") from None
+        rule = self.rule if isinstance(self.rule, dict) else {}
+        if rule.get("name") != "parity" or rule.get("G") != g1:
+            raise ConfigError(f"curriculum {self.curriculum} needs the parity rule with G={g1}, got {rule}")
+        if not 1 < g0 < g1:
+            raise ConfigError(f"curriculum: G_START={g0} must be > 1 and smaller than G_END={g1} "
+                              "(each group of G_END is cut into pieces of G_START, the last one shorter)")
+        if not 0 < steps < self.total_steps:
+            raise ConfigError(f"curriculum: STEPS={steps} must be in (0, total_steps={self.total_steps})")
+        return g0, steps
+
+    def _check_numbers(self):
+        """Type and range of every numeric field (limits in scoreprobe.limits), before anything is built."""
+        for name, (lo, hi) in _INT_RANGES.items():
+            check_int(getattr(self, name), name, lo, hi)
+        for name in ("seed", "data_seed"):
+            check_seed(getattr(self, name), name)
+        for name in ("hidden_size", "depth", "num_heads"):
+            if getattr(self, name) is not None:
+                check_int(getattr(self, name), name, 1, MAX_HIDDEN if name != "depth" else MAX_DEPTH)
+        for name, hi in (("sigma_data", MAX_SIGMA), ("time_scale", 1e6), ("lr", 10.0)):
+            check_positive(getattr(self, name), name, hi)
+        for name, (lo, hi) in _REAL_RANGES.items():   # ln σ ~ N(p_mean, p_std) must stay far from overflow
+            check_real(getattr(self, name), name, lo, hi)
+
+    def validate(self):
+        if self.model not in ("dit", "gpt"):
+            raise ConfigError(f"model must be 'dit' or 'gpt', got {self.model!r}")
+        if self.model != "dit" and (self.global_token or self.multiplicative):
+            raise ConfigError("global_token and multiplicative are DiT switches; use model='dit'")
+        self._check_numbers()
+        self.curriculum_plan()
+        if self.save_dtype not in ("float32", "float16", "bfloat16"):
+            raise ConfigError(f"save_dtype must be float32, float16 or bfloat16, got {self.save_dtype!r}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ConfigError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
+        if not (0 <= self.lr_min <= self.lr):
+            raise ConfigError(f"lr_min must be in [0, lr={self.lr}], got {self.lr_min}")
+        if self.lr_schedule == "step" and not (0 < self.lr_drop_step < self.total_steps):
+            raise ConfigError(f"the step schedule needs 0 < lr_drop_step < total_steps={self.total_steps}, "
+                              f"got {self.lr_drop_step}")
+        if not (0 <= self.ema_decay < 1):
+            raise ConfigError(f"ema_decay must be in [0, 1), got {self.ema_decay}")

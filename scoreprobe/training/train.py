@@ -1,0 +1,376 @@
+"""Training loop: one run directory per config, log-spaced checkpoints, resumable.
+
+A run directory holds `run.json` (every setting, versions, git commit, checkpoint steps), `dataset.npz`
+(train and held-out bits), `ckpt/step_0001234.pt` (tensors and plain values only: loadable with
+`torch.load(weights_only=True)`), `train_log.jsonl` (the loss and its σ buckets per logging interval,
+`scoreprobe.training.trainlog`), while a run is unfinished `resume.pt` (model, EMA, optimizer and RNG state)
+and, once it is finished, the same state of its last step in `final_state.pt` (unless keep_state=False).
+Running the same config again on the same directory continues from `resume.pt` and reproduces an
+uninterrupted run bitwise on CPU; the same config with a larger total_steps extends a finished run
+(`scoreprobe.training.extend`). `scoreprobe.training.ensemble.train_ensemble` trains several runs at once and writes
+each through the same `Run`.
+"""
+import copy
+import json
+import logging
+import math
+import os
+import platform
+import subprocess
+import warnings
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+# the config and the formats live in a leaf module (no torch): the CLI reads them at start-up
+from scoreprobe.training.config import (CKPT_FORMAT, FINAL_STATE, LR_SCHEDULES, RUN_FORMAT, TrainConfig,  # noqa: F401
+                                       ckpt_path)   # (re-exported)
+from scoreprobe.data.curriculum import curriculum_bits
+from scoreprobe.data.datasets import load_dataset, make_dataset, to_signed
+from scoreprobe.errors import CheckpointError, ConfigError, first_line
+from scoreprobe.limits import check_int
+from scoreprobe.models.build import build_model, check_training_size, model_arch
+from scoreprobe.models.edm import dsm_loss, sample_sigmas
+from scoreprobe.progress import CountProgress
+from scoreprobe.data.rules import rule_from_spec
+from scoreprobe.training.trainlog import LOG_NAME, bucket_sums, log_record, postfix, truncate_log
+
+logger = logging.getLogger(__name__)
+
+
+def lr_at(cfg, step):
+    """Learning rate of optimizer step `step` (0-based): linear warm-up, then constant, cosine decay,
+    or a single drop to lr_min at lr_drop_step."""
+    if cfg.warmup_steps and step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    if cfg.lr_schedule == "constant":
+        return cfg.lr
+    if cfg.lr_schedule == "step":
+        return cfg.lr if step < cfg.lr_drop_step else cfg.lr_min
+    frac = (step - cfg.warmup_steps) / max(1, cfg.total_steps - cfg.warmup_steps)   # 0 -> 1
+    return cfg.lr_min + (cfg.lr - cfg.lr_min) * 0.5 * (1 + math.cos(math.pi * frac))
+
+
+def checkpoint_steps(total_steps, n, first=1):
+    """n unique integer steps, log-spaced from `first` to total_steps, with step 0 prepended. (n,) int list."""
+    first = max(1, min(first, total_steps))
+    n = max(2, min(n, total_steps - first + 2))
+    if n == total_steps - first + 2:
+        return [0] + list(range(first, total_steps + 1))
+    m = n - 1
+    while True:  # more geometric points until rounding leaves n - 1 distinct steps
+        pts = np.geomspace(first, total_steps, m) if m > 1 else np.array([total_steps])
+        steps = np.unique(np.round(pts).astype(np.int64))
+        if len(steps) >= n - 1:
+            break
+        m += 1
+    keep = np.unique(np.round(np.linspace(0, len(steps) - 1, n - 1)).astype(int))
+    return [0] + [int(s) for s in steps[keep]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Run directory
+# ---------------------------------------------------------------------------------------------
+
+def _git_commit():
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _versions():
+    import scoreprobe
+    return {"scoreprobe": scoreprobe.__version__, "torch": torch.__version__, "numpy": np.__version__,
+            "python": platform.python_version()}
+
+
+def _atomic_save(obj, path):
+    tmp = Path(str(path) + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def check_run_dir(cfg, run_dir):
+    """True when `run_dir` holds a run of `cfg` (to resume) or one that `cfg` extends (the same settings
+    but a larger total_steps, `scoreprobe.training.extend`), False when it holds none; ConfigError when it
+    holds a run with different settings (CheckpointError when a finished run cannot be extended)."""
+    from scoreprobe.training.extend import check_extension, describe_diff
+    meta_path = Path(run_dir) / "run.json"
+    if not meta_path.exists():
+        return False
+    old = json.loads(meta_path.read_text())
+    old_cfg = {**TrainConfig().to_dict(), **old.get("config", {})}  # settings added later: defaults
+    new_cfg = cfg.to_dict()
+    diff = sorted(k for k in new_cfg if old_cfg.get(k) != new_cfg[k])
+    if diff == ["total_steps"] and new_cfg["total_steps"] > old_cfg["total_steps"]:
+        check_extension(old, cfg, run_dir)
+    elif diff:
+        raise ConfigError(f"{run_dir} already holds a run with different settings ({describe_diff(old_cfg, new_cfg, diff)}); "
+                          "use another directory or the same settings to resume")
+    return True
+
+
+def init_run_dir(cfg, run_dir):
+    """Create (or check) the run directory; returns the Dataset. Refuses a different config."""
+    run_dir = Path(run_dir)
+    meta_path = run_dir / "run.json"
+    rule = rule_from_spec(cfg.rule)
+    if check_run_dir(cfg, run_dir):
+        from scoreprobe.training.extend import extend_run
+        extend_run(cfg, run_dir)          # a larger total_steps: the schedule continued (else nothing)
+        return load_dataset(run_dir / "dataset.npz", rule)
+    (run_dir / "ckpt").mkdir(parents=True, exist_ok=True)
+    ds = make_dataset(rule, cfg.n_train, cfg.n_heldout, cfg.data_seed)
+    ds.save(run_dir / "dataset.npz")
+    meta = {"format": RUN_FORMAT, "config": cfg.to_dict(), "kind": cfg.model, "arch": model_arch(cfg, rule),
+            "checkpoint_steps": checkpoint_steps(cfg.total_steps, cfg.n_checkpoints, cfg.first_checkpoint),
+            "versions": _versions(), "git_commit": _git_commit(),
+            "torch_threads": torch.get_num_threads()}   # CPU results are bitwise reproducible per thread count
+    tmp = meta_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(meta, indent=2))
+    os.replace(tmp, meta_path)
+    return ds
+
+
+# ---------------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------------
+
+class _State:
+    """Everything that changes during training; saved whole in resume.pt."""
+
+    def __init__(self, cfg, model, device):
+        self.model = model
+        self.ema = copy.deepcopy(model).requires_grad_(False)
+        self.opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.gen = torch.Generator(device="cpu").manual_seed(cfg.seed + 1)
+        self.step = 0
+        self.running = []   # losses since the last log line (so a resumed run logs the same means)
+        self.parts = []     # their σ-bucket sums and counts (trainlog.bucket_sums), one list per step
+
+    def state_dict(self):
+        return {"format": CKPT_FORMAT, "step": self.step, "model": self.model.state_dict(),
+                "ema": self.ema.state_dict(), "opt": self.opt.state_dict(), "rng": self.gen.get_state(),
+                "running": torch.tensor(self.running, dtype=torch.float64),
+                "parts": torch.tensor(self.parts, dtype=torch.float64)}
+
+    def load_state_dict(self, sd):
+        self.model.load_state_dict(sd["model"])
+        self.ema.load_state_dict(sd["ema"])
+        self.opt.load_state_dict(sd["opt"])
+        self.gen.set_state(sd["rng"])
+        self.step = int(sd["step"])
+        self.running = [float(v) for v in sd.get("running", torch.zeros(0)).reshape(-1)]   # older files: none
+        self.parts = [[float(v) for v in row] for row in sd.get("parts", torch.zeros(0, 0))]
+
+
+def _load_resume(st, path, device, total_steps):
+    """Restore `st` from resume.pt (tensors and plain values only); CheckpointError when it is unreadable,
+    hostile, truncated or does not fit the run. Deleting resume.pt restarts training from step 0."""
+    from scoreprobe.loading.foreign import is_state_dict
+    from scoreprobe.loading.formats import check_zip_crc
+    from scoreprobe.loading.weights import check_tensors
+    fix = "; delete it to train this run from step 0"
+    if zipfile.is_zipfile(path):
+        check_zip_crc(path)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*pickle protocol", category=UserWarning)
+            sd = torch.load(path, map_location=device, weights_only=True)
+    except Exception as e:  # UnpicklingError (hostile), EOFError / RuntimeError (truncated), ...
+        raise CheckpointError(f"{path} is not a readable resume state ({first_line(e)}){fix}") from None
+    if not isinstance(sd, dict) or sd.get("format") != CKPT_FORMAT or not all(map(is_state_dict, (
+            sd.get("model"), sd.get("ema")))) or not isinstance(sd.get("opt"), dict):
+        raise CheckpointError(f"{path} is not a {CKPT_FORMAT} resume state{fix}")
+    check_int(sd.get("step"), f"{path}: step", 0, total_steps, CheckpointError)
+    for key, net in (("model", st.model), ("ema", st.ema)):
+        check_tensors(sd[key], {k: tuple(v.shape) for k, v in net.state_dict().items()}, f"{path} ({key})")
+    try:
+        st.load_state_dict(sd)
+    except (RuntimeError, ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+        raise CheckpointError(f"{path} does not fit this run ({first_line(e)}){fix}") from None
+
+
+def draw_bits(cfg, train_bits, gen):
+    """A step's first draw from `gen`: a minibatch (B, D) uint8 picked with replacement from train_bits (N, D)."""
+    idx = torch.randint(len(train_bits), (cfg.batch_size,), generator=gen).numpy()
+    return train_bits[idx]
+
+
+def draw_inputs(cfg, batch_bits, gen, device):
+    """A DiT step's next draws from `gen`: y (B, D) signed images of batch_bits (B, D), then σ (B,),
+    then noise (B, D), each moved to `device` (drawn on the CPU generator, so equal on every device)."""
+    y = to_signed(torch.from_numpy(batch_bits)).to(device)                 # (B, D)
+    sigma = sample_sigmas(len(y), gen, p_mean=cfg.p_mean, p_std=cfg.p_std).to(device)
+    noise = torch.randn(y.shape, generator=gen).to(device)
+    return y, sigma, noise
+
+
+def _loss(cfg, model, batch_bits, gen, device):
+    """Per-sample training loss (B,) for a minibatch of bits (B, D) uint8, and the training σ (B,)
+    of each sample (None for a GPT)."""
+    if cfg.model == "gpt":
+        return model.loss(torch.from_numpy(batch_bits).to(device)), None
+    y, sigma, noise = draw_inputs(cfg, batch_bits, gen, device)
+    return dsm_loss(model, y, sigma, noise), sigma
+
+
+def set_lr(cfg, opt, step):
+    """The learning rate of optimizer step `step` (0-based) on every parameter group of `opt`."""
+    for g in opt.param_groups:
+        g["lr"] = lr_at(cfg, step)
+
+
+def ema_update(cfg, step, ema_params, params):
+    """EMA after optimizer step `step` (1-based): decay min(ema_decay, (1+step)/(10+step)), in place."""
+    decay = min(cfg.ema_decay, (1 + step) / (10 + step))
+    with torch.no_grad():
+        for pe, pm in zip(ema_params, params):
+            pe.lerp_(pm, 1 - decay)
+
+
+def loss_error(loss, step, where=""):
+    """The ConfigError for a non-finite training loss at `step` (`where`: which run, for an ensemble)."""
+    return ConfigError(f"training loss{where} became {loss} at step {step}; lower the learning rate "
+                       "(the last good state is kept in resume.pt)")
+
+
+def _save_step(cfg, run_dir, st, arch):
+    dtype = getattr(torch, cfg.save_dtype)
+    cast = lambda sd: {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in sd.items()}  # noqa: E731
+    ck = {"format": CKPT_FORMAT, "step": st.step, "kind": cfg.model, "arch": arch,
+          "ema": cast({k: v.cpu() for k, v in st.ema.state_dict().items()})}
+    if cfg.save_model:
+        ck["model"] = cast({k: v.cpu() for k, v in st.model.state_dict().items()})
+    _atomic_save(ck, ckpt_path(run_dir, st.step))
+
+
+class Run:
+    """One run directory being trained: config, state (`_State`), training bits and checkpoint plan.
+
+    Made by `open_run`; after each optimizer step `record` writes what falls on that step (log line,
+    checkpoint, resume.pt) and `finish` removes resume.pt at the end. train_run and the ensemble
+    trainer (scoreprobe.training.ensemble) share it, so both write the same files.
+    """
+
+    def __init__(self, cfg, run_dir, st, data, meta):
+        self.cfg, self.dir, self.st, self.train_bits = cfg, Path(run_dir), st, data.train   # bits (N, D) uint8
+        self.save_at, self.arch = sorted(meta["checkpoint_steps"]), meta["arch"]
+        self.resume, self.final = self.dir / "resume.pt", self.dir / FINAL_STATE
+        self.keep_state = True    # finish() keeps the last state in final_state.pt (to extend the run)
+        plan = cfg.curriculum_plan()
+        self.switch, self.first_bits = (plan[1], curriculum_bits(rule_from_spec(cfg.rule), plan[0], cfg.n_train,
+                                                                 data.heldout, cfg.data_seed)) if plan else (0, None)
+
+    def bits_at(self, step):
+        """The training items a step draws from: the curriculum's before its switch, else the run's."""
+        return self.first_bits if step < self.switch else self.train_bits
+
+    def writes_state(self, step):
+        """Whether `record` at `step` writes the state (a checkpoint or resume.pt)."""
+        return step in self.save_at or step % self.cfg.resume_every == 0
+
+    def record(self, loss, log, parts=None):
+        """After an optimizer step with loss `loss` (and its σ-bucket sums `parts`, a list, or None):
+        the log line, checkpoint and resume.pt due at st.step. Returns the logged record
+        (trainlog.log_record), or None when no line was due."""
+        st, rec = self.st, None
+        st.running.append(loss)
+        if parts is not None:
+            st.parts.append(parts)
+        if st.step % self.cfg.log_every == 0:
+            rec = log_record(st.step, st.running, st.parts if len(st.parts) == len(st.running) else None)
+            log.write(json.dumps(rec) + "\n")
+            log.flush()
+            st.running, st.parts = [], []
+        if st.step in self.save_at:
+            _save_step(self.cfg, self.dir, st, self.arch)
+        if self.writes_state(st.step):
+            _atomic_save(st.state_dict(), self.resume)
+        return rec
+
+    def checkpoint_label(self):
+        """'checkpoint k of K' when st.step is a checkpoint step, else None."""
+        step = self.st.step
+        return f"checkpoint {self.save_at.index(step) + 1} of {len(self.save_at)}" if step in self.save_at else None
+
+    def finish(self):
+        """The run is complete: its last state (resume.pt, written at the last checkpoint) becomes
+        final_state.pt, from which a larger total_steps continues it; removed when not keep_state."""
+        if self.keep_state and self.resume.exists():
+            os.replace(self.resume, self.final)
+        self.resume.unlink(missing_ok=True)
+
+
+def open_run(cfg, run_dir, device):
+    """Create or reopen `run_dir` for `cfg`: a `Run` at step 0 (its step-0 checkpoint written) or at
+    the step of resume.pt, or None when the run is already complete. ConfigError for another config."""
+    cfg.validate()
+    check_training_size(cfg.model, model_arch(cfg, rule_from_spec(cfg.rule)), cfg.batch_size)   # before building
+    run_dir = Path(run_dir)
+    ds = init_run_dir(cfg, run_dir)
+    meta = json.loads((run_dir / "run.json").read_text())
+    torch.manual_seed(cfg.seed)
+    run = Run(cfg, run_dir, _State(cfg, build_model(meta["kind"], meta["arch"]).to(device), device), ds, meta)
+    if not run.resume.exists() and all(ckpt_path(run_dir, s).exists() for s in run.save_at):
+        logger.info("%s is complete (%d checkpoints); nothing to train", run_dir, len(run.save_at))
+        return None
+    if run.resume.exists():
+        _load_resume(run.st, run.resume, device, cfg.total_steps)
+        logger.info("resuming %s from step %d", run_dir, run.st.step)
+    elif run.st.step in run.save_at:
+        _save_step(cfg, run_dir, run.st, run.arch)
+    truncate_log(run_dir / LOG_NAME, run.st.step)   # also after a kill before the first resume.pt
+    return run
+
+
+def train_run(cfg, run_dir, device="cpu", progress=None, keep_state=True):
+    """Train, resume or extend the run described by `cfg` in `run_dir`; returns the run directory Path.
+
+    keep_state: keep the last training state in final_state.pt (model, EMA, optimizer, RNG: about
+    four times a float32 checkpoint), which a later call with a larger total_steps continues from.
+    """
+    run = open_run(cfg, run_dir, device)
+    if run is None:
+        return Path(run_dir)
+    run.keep_state = keep_state
+    bar = CountProgress(cfg.total_steps, run.st.step, "train", progress)
+    try:
+        with open(run.dir / LOG_NAME, "a") as log:
+            while run.st.step < cfg.total_steps:
+                loss, parts = _train_step(cfg, run.st, run.bits_at(run.st.step), device)
+                rec = run.record(loss, log, parts)
+                if rec is not None:
+                    bar.set_postfix_str(postfix(rec))
+                if run.checkpoint_label():
+                    bar.mark(run.st.step, run.checkpoint_label())
+                bar.update(1)
+    finally:
+        bar.close()
+    run.finish()
+    return run.dir
+
+
+def _train_step(cfg, st, train_bits, device):
+    """One optimizer step on a minibatch drawn with replacement; updates EMA. Returns the loss and
+    its σ-bucket sums and counts (a list, trainlog.bucket_sums; None for a GPT)."""
+    batch = draw_bits(cfg, train_bits, st.gen)
+    set_lr(cfg, st.opt, st.step)
+    per_sample, sigma = _loss(cfg, st.model, batch, st.gen, device)      # (B,), (B,) or None
+    loss = per_sample.mean()
+    parts = None if sigma is None else bucket_sums(per_sample, sigma)     # (2K,)
+    values = torch.cat([loss.detach().double().reshape(1), parts]) if parts is not None else loss.detach().reshape(1)
+    values = values.tolist()                                              # one transfer from the device
+    if not math.isfinite(values[0]):
+        raise loss_error(values[0], st.step)
+    st.opt.zero_grad(set_to_none=True)
+    loss.backward()
+    st.opt.step()
+    st.step += 1
+    ema_update(cfg, st.step, st.ema.parameters(), st.model.parameters())
+    return values[0], (values[1:] if parts is not None else None)

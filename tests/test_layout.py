@@ -1,0 +1,118 @@
+"""The package's layout (issue #22): no import circles, the flow one way into viz and cli, and
+nothing below cli prints. Reads the source with `ast` (function-level imports count too)."""
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "scoreprobe"
+
+
+def _modules(root):
+    """{dotted module name: path} of every .py file under `root` (a package folder)."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _imported(node, module, path, modules):
+    """The package modules one import statement names (`from a import b` names a.b when b is a module)."""
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names if a.name in modules}
+    base = node.module or ""
+    if node.level:   # relative: resolve against the importing module's package
+        package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        package = package[:len(package) - node.level + 1]
+        base = ".".join(package + ([base] if base else []))
+    named = {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names}
+    return {m for m in named if m in modules}
+
+
+def import_graph(root=PACKAGE):
+    """{module: set of package modules it imports}, self-imports left out."""
+    modules = _modules(root)
+    graph = {}
+    for module, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found |= _imported(node, module, path, modules)
+        graph[module] = found - {module}
+    return graph
+
+
+def cycles(graph):
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while not component or component[-1] != v:
+                component.append(stack.pop())
+                on_stack.discard(component[-1])
+            if len(component) > 1:
+                found.append(sorted(component))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _inside(module, package):
+    return module == package or module.startswith(package + ".")
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    assert cycles(import_graph()) == []
+
+
+def test_cycle_check_finds_a_circle(tmp_path):
+    pkg = tmp_path / "scoreprobe"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from scoreprobe.sub import b\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from scoreprobe import a\n")
+    assert cycles(import_graph(pkg)) == [["scoreprobe.a", "scoreprobe.sub.b"]]
+
+
+@pytest.mark.parametrize("top, allowed", [("scoreprobe.cli", ("scoreprobe.__main__",)),
+                                         ("scoreprobe.viz", ("scoreprobe.cli", "scoreprobe.__main__"))])
+def test_lower_layers_do_not_import_viz_or_cli(top, allowed):
+    graph = import_graph()
+    bad = sorted(f"{m} imports {t}" for m, targets in graph.items() for t in targets
+                 if _inside(t, top) and not _inside(m, top) and not any(_inside(m, a) for a in allowed))
+    assert bad == []
+
+
+def test_nothing_below_cli_prints():
+    printing = []
+    for module, path in _modules(PACKAGE).items():
+        if _inside(module, "scoreprobe.cli"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
+                printing.append(f"{module}:{node.lineno}")
+    assert printing == []
+
+
+def test_the_top_level_holds_only_the_small_shared_pieces():
+    top = sorted(p.stem for p in PACKAGE.glob("*.py"))
+    assert top == ["__init__", "__main__", "defaults", "errors", "limits", "noise", "ode", "oracles",
+                   "precision", "progress", "samplers", "slices"]
+    assert sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()) == [
+        "cli", "data", "loading", "models", "probes", "store", "sweep", "training", "viz"]
