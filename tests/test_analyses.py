@@ -63,3 +63,34 @@ def test_two_clocks_smoke_with_seeds_as_ensembles(tmp_path, caplog):
     configs = [json.loads((tmp_path / r["run"] / "run.json").read_text())["config"] for r in report["runs"]]
     assert [c["seed"] for c in configs] == [0, 1, 0, 1] and len({c["total_steps"] for c in configs}) == 1
     assert set(report["tau_rule_vs_G"]) <= {"G3/G2 (seed 0)", "G3/G2 (seed 1)"}
+
+
+def test_mechanism_smoke(tmp_path, capsys):
+    """analyses/mechanism.py --smoke: both series (the shipped one, a tiny closed-window run trained here),
+    every store, the report and the figures; a rerun reuses every store and gives the same numbers."""
+    sys.path.insert(0, str(ANALYSES))
+    try:
+        import mechanism
+    finally:
+        sys.path.remove(str(ANALYSES))
+    mechanism.main(["--smoke", "--out", str(tmp_path)])
+    report = json.loads((tmp_path / "mechanism_smoke.json").read_text())
+    assert set(report["series"]) == {"open", "closed"}
+    shipped = report["series"]["open"]
+    assert shipped["taus"]["tau_mem"] > shipped["taus"]["tau_rule"] > 0 and len(shipped["steps"]) == 3
+    assert {"symmetric/local", "train_heldout/local", "random_valid/local", "symmetric/reach"} <= set(shipped["basins"])
+    assert shipped["n_planes"]["symmetric/local"] == 4 and shipped["symmetric_hamming"] == {"2": 4}
+    cur = shipped["basins"]["train_heldout/local"]["1.0"]
+    shares = sum(cur[q]["mean"][-1] for q in ("training", "heldout", "novel", "violating", "invalid"))
+    assert abs(shares - 1) < 1e-9 and set(cur["training"]["by_seed"]) == {"0", "1"}
+    assert {"held-out captured although closer (σ 1)", "training − held-out basin (symmetric planes)"} <= \
+        set(shipped["half_change"])
+    assert shipped["dsm"]["method"] == "holm" and len(shipped["dsm"]["z"]) == 3
+    assert report["series"]["closed"]["taus"]["window_open"] is False
+    for name in ("basins.png", "retention.png", "dsm.png", "open_basins.gif"):
+        assert (tmp_path / f"mechanism_smoke_{name}").stat().st_size > 0
+    assert "## Half-change steps vs the clocks: open" in capsys.readouterr().out
+    stores = sorted(p.name for p in (tmp_path / "open").glob("*.zarr"))
+    mechanism.main(["--smoke", "--out", str(tmp_path)])      # rerun: every store reused, same numbers
+    again = json.loads((tmp_path / "mechanism_smoke.json").read_text())
+    assert again["series"] == report["series"] and sorted(p.name for p in (tmp_path / "open").glob("*.zarr")) == stores

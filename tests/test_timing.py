@@ -34,11 +34,13 @@ def test_half_change_bootstrap_over_units_and_groups():
     out = half_change(steps, y, groups, n_boot=300)
     assert out["ci"][0] <= out["step"] <= out["ci"][1] and out["reached"] == 1.0
     assert 300 < out["step"] < 3000 and set(out["by_group"]) == {"0", "1", "2"}
+    assert 0 < out["change_ci"][0] <= out["change"] <= out["change_ci"][1]
     assert np.isfinite(log10_spread(out["by_group"]))
     wide = half_change(steps, y, groups, n_boot=300, resample_groups=True)
     assert wide["step"] == out["step"]
     flat = half_change(steps, np.zeros((5, 5)), n_boot=50)
     assert math.isnan(flat["step"]) and flat["ci"][1] == math.inf and flat["reached"] == 0.0
+    assert flat["change_ci"] == [0.0, 0.0]
 
 
 def test_mean_and_difference_cis_cover_and_split_by_group():

@@ -114,7 +114,8 @@ def half_change(steps, values, groups=None, to="last", n_boot=N_BOOT, ci=0.95, s
     Returns a JSON-able dict: step (NaN: not reached), ci [lo, hi] (percentiles of the resamples, a
     resample that does not reach it counting as +inf, so hi = inf means "not reached" in more than
     (1 − ci)/2 of them), reached (share of resamples that reach it), by_group {group: step} (the spread
-    over seeds), q0, q_end (the mean curve's first value and its end value), to.
+    over seeds), q0, q_end (the mean curve's first value and its end value), change = q_end − q0 with
+    change_ci (same resamples; a half-change step of a change whose CI holds 0 means nothing), to.
     """
     values = np.asarray(values, dtype=np.float64)
     groups_ = np.zeros(len(values), np.int64) if groups is None else np.asarray(groups)
@@ -124,12 +125,17 @@ def half_change(steps, values, groups=None, to="last", n_boot=N_BOOT, ci=0.95, s
               for g in dict.fromkeys(groups_.tolist())}
     point = half_change_step(steps, curve, to)
     out = {"step": point, "to": to, "q0": float(curve[0]), "q_end": _end(curve, to), "by_group": by}
+    out["change"] = out["q_end"] - out["q0"]
     if n_boot:
-        boot = half_change_step(steps, bootstrap_means(values, groups_, n_boot, seed, resample_groups), to)
+        means = bootstrap_means(values, groups_, n_boot, seed, resample_groups)   # (B, S)
+        boot = half_change_step(steps, means, to)
         b = np.where(np.isnan(boot), np.inf, boot)
         q = [(1 - ci) / 2 * 100, (1 + ci) / 2 * 100]
         out["ci"] = [float(np.percentile(b, q[0], method="lower")), float(np.percentile(b, q[1], method="higher"))]
         out["reached"] = float(np.mean(np.isfinite(boot)))
+        far = np.argmax(np.abs(curve - curve[0])) if to == "extreme" and np.isfinite(curve).any() else -1
+        with _quiet():
+            out["change_ci"] = [float(v) for v in np.nanpercentile(means[:, far] - means[:, 0], q)]
     return out
 
 
