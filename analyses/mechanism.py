@@ -29,17 +29,15 @@ import argparse
 import hashlib
 import json
 import logging
-import math
 import time
 from pathlib import Path
 
 import numpy as np
 
-from grid import finished, in_parallel, measured_clocks
+from grid import apply_preset, finished, in_parallel, measured_clocks
 from scoreprobe.defaults import DEFINITIONS_VERSION
 from scoreprobe.loading.series import load_series
 from scoreprobe.probes.basins import basins, retention
-from scoreprobe.probes.clocks import resolve_device
 from scoreprobe.probes.dsm import dsm_by_sigma
 from scoreprobe.slices import noise_reach_margin, random_valid_planes, symmetric_planes, train_heldout_planes
 from scoreprobe.store import normalize_config
@@ -95,12 +93,8 @@ def parse_args(argv=None):
                 "n_steps", "anim_res", "max_hamming", "n_boot", "clock_samples", "jobs"):
         p.add_argument("--" + key.replace("_", "-"), dest=key, type=int, default=None)
     args = p.parse_args(argv)
-    args.device = resolve_device(args.device)
-    preset = "smoke" if args.smoke else args.preset or ("gpu" if args.device.startswith("cuda") else "cpu")
-    for key, value in PRESETS[preset].items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
-    args.preset, args.series = preset, [s.strip() for s in args.series.split(",") if s.strip()]
+    preset = apply_preset(args, PRESETS)
+    args.series = [s.strip() for s in args.series.split(",") if s.strip()]
     args.results = args.results or (args.out if preset == "smoke" else "analyses/results")
     args.suffix = ("" if preset == "cpu" else f"_{preset}") if args.suffix is None else args.suffix
     return args

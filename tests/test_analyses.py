@@ -7,12 +7,18 @@ from pathlib import Path
 ANALYSES = Path(__file__).resolve().parents[1] / "analyses"
 
 
-def test_two_clocks_smoke(tmp_path, capsys):
+def _analysis(name):
+    """Import the script analyses/<name>.py (the folder is not a package)."""
+    import importlib
     sys.path.insert(0, str(ANALYSES))
     try:
-        import two_clocks
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(ANALYSES))
+
+
+def test_two_clocks_smoke(tmp_path, capsys):
+    two_clocks = _analysis("two_clocks")
     two_clocks.main(["--smoke", "--out", str(tmp_path)])
     report = json.loads((tmp_path / "two_clocks_smoke.json").read_text())
     runs = {r["run"] for r in report["runs"]}
@@ -30,11 +36,7 @@ def test_two_clocks_smoke(tmp_path, capsys):
 
 
 def test_remedies_smoke(tmp_path, capsys):
-    sys.path.insert(0, str(ANALYSES))
-    try:
-        import remedies
-    finally:
-        sys.path.remove(str(ANALYSES))
+    remedies = _analysis("remedies")
     remedies.main(["--smoke", "--out", str(tmp_path), "--jobs", "1", "--variants", "baseline,curriculum,all"])
     report = json.loads((tmp_path / "remedies_smoke.json").read_text())
     assert [r["run"] for r in report["runs"]] == ["baseline-s0", "curriculum-s0", "all-s0"]
@@ -49,11 +51,7 @@ def test_remedies_smoke(tmp_path, capsys):
 
 def test_two_clocks_smoke_with_seeds_as_ensembles(tmp_path, caplog):
     """--ensemble (the GPU preset's default) trains the runs of one length as one stacked ensemble."""
-    sys.path.insert(0, str(ANALYSES))
-    try:
-        import two_clocks
-    finally:
-        sys.path.remove(str(ANALYSES))
+    two_clocks = _analysis("two_clocks")
     with caplog.at_level("INFO", logger="grid"):
         two_clocks.main(["--smoke", "--out", str(tmp_path), "--ensemble", "--seeds", "0,1", "--Ns", "8", "--Gs", "2,3"])
     assert any("ensemble of 4 runs (30 steps)" in r.getMessage() for r in caplog.records)
@@ -68,11 +66,7 @@ def test_two_clocks_smoke_with_seeds_as_ensembles(tmp_path, caplog):
 def test_mechanism_smoke(tmp_path, capsys):
     """analyses/mechanism.py --smoke: both series (the shipped one, a tiny closed-window run trained here),
     every store, the report and the figures; a rerun reuses every store and gives the same numbers."""
-    sys.path.insert(0, str(ANALYSES))
-    try:
-        import mechanism
-    finally:
-        sys.path.remove(str(ANALYSES))
+    mechanism = _analysis("mechanism")
     mechanism.main(["--smoke", "--out", str(tmp_path)])
     report = json.loads((tmp_path / "mechanism_smoke.json").read_text())
     assert set(report["series"]) == {"open", "closed"}
