@@ -20,7 +20,7 @@ and figures (basins, retention, DSM heat map, the animation), from the stores al
 (analyses/mechanism_report.py).
 
 Usage:
-  python analyses/mechanism.py                 # CPU preset (see PRESETS["cpu"]: time in its comment)
+  python analyses/mechanism.py                 # CPU preset: ≈ 48 min on 2 idle cores (PRESETS["cpu"])
   python analyses/mechanism.py --device cuda   # GPU preset: more planes, items, noise draws and checkpoints
   python analyses/mechanism.py --smoke         # < 1 min: the pipeline end to end at toy size
   python analyses/mechanism.py --series open --seeds 0 --n-planes 4   # any preset value can be overridden
@@ -56,9 +56,13 @@ PRESETS = {
                   n_steps=4, anim_res=6, max_hamming=6, n_boot=50, clock_samples=32, jobs=1,
                   closed=dict(N=8, n_heldout=32, total_steps=40, hidden_size=32, batch_size=16,
                               n_checkpoints=4, first_checkpoint=5)),
-    # Measured on the 2 shared cores here (see the closing note of issue 24 / the md): planes 11 per
-    # kind per seed (33 per kind), 8×8 local grids at σ = 1 and noise-reach grids at σ = 1, 2 on the
-    # symmetric planes, 32 + 32 items × 8 restarts × 8 σ, 10 checkpoints; one series per core.
+    # 11 planes per kind per seed (33 per kind), 8×8 local grids at σ = 1, noise-reach grids at σ = 1, 2
+    # on the symmetric planes, 32 + 32 items × 8 restarts × 8 σ, 10 checkpoints; one series per core.
+    # Measured (2026-12-01, load ≈ 17 on the 2 cores, 32 Heun steps): one checkpoint × one seed of all
+    # probes costs 81 CPU-s (retention 65%, basins 33%), the animation 4 CPU-s per checkpoint; so
+    # ≈ 2 480 CPU-s for the open series and ≈ 2 900 for the closed one (+ training 3 750 steps ≈ 165 s,
+    # clocks 1000 samples × 21 checkpoints ≈ 290 s): ≈ 48 min on 2 idle cores (CPU time under load
+    # overstates idle CPU time, if anything).
     "cpu": dict(n_planes=11, seeds=[0, 1, 2], res=8, sigma_starts=[1.0], reach_sigmas=[1.0, 2.0], n_ckpt=10,
                 ret_items=32, ret_noise=8, ret_sigmas=RET_SIGMAS, dsm_sigmas=24, dsm_noise=4, dsm_heldout=128,
                 n_steps=None, anim_res=24, max_hamming=6, n_boot=1000, clock_samples=1000, jobs=2,
