@@ -227,7 +227,7 @@ def symmetric_planes(dataset, rule, n, seed=0, max_hamming=2):
     of every group, so the signed permutation swapping t and h and fixing w keeps the rule; a pair with
     no violating such w is skipped. Fewer than `n` pairs: all there are (a SettingWarning says so).
 
-    Returns a list of Plane, labels ("train:I", "heldout:J", "violating:<bits>").
+    Returns a list of Plane, labels ("train:I", "heldout:J", "violating:t^B1,B2": t with bits B1, B2 flipped).
     """
     rng = np.random.default_rng(seed)
     ham = hamming_matrix(dataset.train, dataset.heldout)                           # (N, M)
@@ -237,8 +237,9 @@ def symmetric_planes(dataset, rule, n, seed=0, max_hamming=2):
         for i, j in pairs[rng.permutation(len(pairs))]:
             w = None if len(planes) >= n else _equidistant_violating(dataset.train[i], dataset.heldout[j], rule, rng)
             if w is not None:
+                flips = ",".join(str(b) for b in np.flatnonzero(w != dataset.train[i]))
                 planes.append(_plane_of_bits(dataset.train[i], dataset.heldout[j], w,
-                                             (f"train:{i}", f"heldout:{j}", "violating:" + _bitstr(w))))
+                                             (f"train:{i}", f"heldout:{j}", f"violating:t^{flips}")))
     _warn_short(len(planes), n, f"symmetric planes (training/held-out pairs at Hamming distance <= {max_hamming})")
     return planes
 

@@ -41,6 +41,7 @@ def test_symmetric_planes_follow_the_protocol(data):
         t, h, w = _bits(p)
         assert (t == ds.train[_index(p.labels[0])]).all() and (h == ds.heldout[_index(p.labels[1])]).all()
         assert not rule.is_valid(w[None])[0]                                  # w violates the rule
+        assert p.labels[2] == "violating:t^" + ",".join(map(str, np.flatnonzero(w != t)))
         assert (w != t).sum() == (w != h).sum() == dist // 2                  # equidistant, k flips from each
         # the signed permutation of the differing bits that swaps t and h fixes w: u -> -u on the plane
         uv = p.anchor_uv

@@ -60,6 +60,7 @@ def basins_figure(summary, path):
             ax = axes[i, j]
             by_sigma = r["basins"].get(key)
             if not by_sigma:
+                ax.text(0.5, 0.5, f"{name}: no {key} planes in this dataset", ha="center", transform=ax.transAxes)
                 ax.set_axis_off()
                 continue
             sigma, cur = next(iter(by_sigma.items()))
