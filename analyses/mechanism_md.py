@@ -110,7 +110,10 @@ def _symmetry_lines(name, r, s):
 def _capture_lines(name, r):
     lines = [f"## Captured although closer to a valid non-training vertex: {name}", "",
              "Held-out restarts whose start is nearer to a valid non-training vertex than to every training item "
-             "and that end on a training item: share of all restarts, and rate among those that start closer.", "",
+             "and that end on a training item: share of all restarts, and rate among those that start closer. "
+             "Where nearly every start is closer (the `starts closer` column ≈ 1: at large σ the nearest valid "
+             "vertex of a noised point is almost never one of the N training items), the share equals the "
+             "plain capture share; smaller σ tell the two apart.", "",
              "| step | σ | share [95% CI] | starts closer | rate given closer [95% CI] |", "|---|---|---|---|---|"]
     for sigma, c in r["capture_closer"].items():
         if c is None:
