@@ -88,3 +88,19 @@ def test_mechanism_smoke(tmp_path, capsys):
     mechanism.main(["--smoke", "--out", str(tmp_path)])      # rerun: every store reused, same numbers
     again = json.loads((tmp_path / "mechanism_smoke.json").read_text())
     assert again["series"] == report["series"] and sorted(p.name for p in (tmp_path / "open").glob("*.zarr")) == stores
+
+
+def test_sampler_clocks_smoke(tmp_path, capsys):
+    """analyses/sampler_clocks.py at toy size on two shipped checkpoints: a row per sampler, paired with Heun."""
+    sampler_clocks = _analysis("sampler_clocks")
+    sampler_clocks.main(["--only", "heun,ddim,edm-churn40", "--heun-check", "all", "--n-samples", "8", "--steps",
+                         "0,36000", "--stores", str(tmp_path / "stores"), "--results", str(tmp_path)])
+    report = json.loads((tmp_path / "sampler_clocks.json").read_text())
+    rows = {r["label"]: r for r in report["rows"]}
+    assert set(rows) == {"heun", "ddim", "edm-churn40"} and report["steps"] == [0, 36000]
+    assert rows["edm-churn40"]["sampler"] == {"name": "edm-stochastic", "s_churn": 40.0, "s_noise": 1.0,
+                                              "s_tmin": 0.0, "s_tmax": None}
+    assert all(len(r["final_state"]) == 8 and {"tau_rule_ci", "tau_mem_ci"} <= set(r) for r in rows.values())
+    out = capsys.readouterr().out
+    assert "| Heun PF-ODE (default) |" in out and "| DDIM η = 0 (= Euler PF-ODE) |" in out
+    assert (tmp_path / "sampler_clocks.md").read_text().strip() in out
