@@ -109,6 +109,9 @@ def test_store_of_another_series_is_refused(built, series, tmp_path, capsys):
               rule=series.rule, out=str(other), progress=False)
     with pytest.raises(StoreError, match="another series"):
         make_plan(series, built.path, stores=[other], steps=STEPS, sizes=TINY)
+    shutil.copytree(other, tmp_path / "cache" / "basins.zarr")           # a cache made for another series
+    with pytest.raises(StoreError, match="another series.*choose another --cache"):
+        make_plan(series, built.path, cache=tmp_path / "cache", steps=STEPS, sizes=TINY)
     with pytest.raises(SystemExit) as e:
         main(["report", "--store", str(other), "--out", str(tmp_path / "r.html")])
     err = capsys.readouterr().err.strip().splitlines()

@@ -7,9 +7,10 @@ from scoreprobe.cli.source import source_options
 
 
 def _sizes(ctx, param, values):
-    """--size NAME=VALUE (repeatable) -> {name: value}; lists as comma-separated numbers."""
+    """--size NAME=VALUE (repeatable, or several pairs in one value separated by spaces) -> {name:
+    value}; lists as comma-separated numbers."""
     out = {}
-    for pair in values:
+    for pair in (p for value in values for p in value.split()):
         name, sep, text = pair.partition("=")
         if not sep or not name.strip() or not text.strip():
             raise click.BadParameter(f"expected NAME=VALUE, got {pair!r}")
@@ -48,7 +49,7 @@ def _announce(plan):
               help="Folder of the stores the report computes (default: <out stem>.cache next to --out); reruns reuse them.")
 @click.option("--steps", default="auto", help="Checkpoints: auto (about 8, log-spread), all, or S1,S2,...")
 @click.option("--size", "sizes", multiple=True, metavar="NAME=VALUE", callback=_sizes,
-              help="Change a default size (repeatable): n_samples, n_steps, sigma_start, res, field_res, "
+              help="Change a default size (repeatable, or 'A=1 B=2'): n_samples, n_steps, sigma_start, res, field_res, "
                    "retention_sigmas, retention_items, retention_noise, dsm_sigmas, dsm_noise, dsm_heldout, seed "
                    "(docs/definitions.md, 'The report page').")
 @click.option("--sections", default="all", help="all, or some of clocks,basins,field,retention,dsm.")

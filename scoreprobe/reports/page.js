@@ -29,7 +29,7 @@
   //       series [{label, color, y, lo, hi, dash}], vlines [{x, lo, hi, color, label}], bands [[x0, x1]], hlines [{y, color}]}
   function chart(host, opt) {
     host.textContent = "";
-    const W = opt.w || 760, H = opt.h || 300, m = { l: 52, r: 170, t: 22, b: 40 };
+    const W = opt.w || 760, H = opt.h || 300, m = { l: 52, r: 170, t: (opt.vlines || []).length > 1 ? 34 : 22, b: 40 };
     const root = el("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img" }, host);
     const ux = opt.xs.map(opt.xt), x0 = Math.min(...ux), x1 = Math.max(...ux);
     const X = (x) => m.l + (opt.xt(x) - x0) / ((x1 - x0) || 1) * (W - m.l - m.r);
@@ -37,6 +37,7 @@
     const clampX = (x) => Math.max(m.l, Math.min(W - m.r, x));
     for (const [a, b] of opt.bands || [])
       el("svg:rect", { x: clampX(X(a)), y: m.t, width: Math.max(0, clampX(X(b)) - clampX(X(a))), height: H - m.t - m.b, fill: "#2ca02c", "fill-opacity": 0.1 }, root);
+    const placed = [];   // label x positions: a label close to an earlier one goes one line up
     for (const v of opt.vlines || []) {
       if (v.lo !== null && v.lo !== undefined) {
         const a = clampX(X(v.lo)), b = v.hi === null ? W - m.r : clampX(X(v.hi));
@@ -44,7 +45,9 @@
       }
       const x = clampX(X(v.x));
       el("svg:line", { x1: x, x2: x, y1: m.t, y2: H - m.b, stroke: v.color, "stroke-width": 1.5, "stroke-dasharray": "5 3" }, root);
-      el("svg:text", { x: x, y: m.t - 6, "text-anchor": "middle", "font-size": 11, fill: v.color }, root, v.label);
+      const up = placed.filter((p) => Math.abs(p - x) < 70).length % 2;
+      placed.push(x);
+      el("svg:text", { x: x, y: m.t - 6 - 13 * up, "text-anchor": "middle", "font-size": 11, fill: v.color }, root, v.label);
     }
     for (const g of [0, 0.25, 0.5, 0.75, 1]) {
       el("svg:line", { x1: m.l, x2: W - m.r, y1: Y(g), y2: Y(g), stroke: "#e6e8ee" }, root);
@@ -93,10 +96,10 @@
     const names = { tau_rule: "τ_rule", tau_novel: "τ_novel", tau_mem: "τ_mem" };
     const axis = stepAxis(c.steps);
     const vlines = Object.keys(c.taus).filter((k) => c.taus[k].value !== null).map((k) => ({
-      x: c.taus[k].value, color: colors[k], label: `${names[k]} ${fmtStep(c.taus[k].value)}`,
+      x: c.taus[k].value, color: colors[k], label: `${names[k]} ${Math.round(c.taus[k].value)}`,
       lo: c.taus[k].ci ? c.taus[k].ci[0] : undefined, hi: c.taus[k].ci ? c.taus[k].ci[1] : undefined }));
     const ch = chart(host, {
-      xs: c.steps, xt: axis.xt, xticks: axis.ticks, xlabel: "training step (log scale)", ylabel: "fraction of samples",
+      w: 900, h: 320, xs: c.steps, xt: axis.xt, xticks: axis.ticks, xlabel: "training step (log scale)", ylabel: "fraction of samples",
       bands: c.window.open ? c.window.intervals : [], vlines: vlines,
       hlines: [{ y: c.thresholds.rule, color: "#2ca02c" }, { y: c.thresholds.mem, color: "#ff9f1c" }, { y: c.thresholds.novel, color: "#9467bd" }],
       series: [{ label: "rule accuracy", color: "#2ca02c", ...c.curves.rule_acc },
@@ -156,6 +159,8 @@
     el("div", {}, legend, "endpoint state (thresholded bits):").style.fontWeight = 600;
     b.states.forEach((s, k) => { const row = el("div", {}, legend); el("span", { class: "sw", style: `background:${b.colors[k]}` }, row); el("span", {}, row, SHORT[s] || s); });
     const table = el("table", { class: "shares", id: "shares" }, share);
+    const evo = el("div", { class: "small" }, share);
+    const mini = evolution(evo, b);
     const ctx = p.cv.getContext("2d");
     function draw(i, s) {
       const img = ctx.createImageData(geo.nu, geo.nv), off = (i * nS + s) * cells;
@@ -177,9 +182,31 @@
         el("div", { style: `width:${Math.round(120 * f)}px;background:${b.colors[k]}` }, el("td", { class: "bar" }, tr));
         el("td", { style: "text-align:right" }, tr, pct(f));
       });
+      mini(i, s);
       const tr = el("tr", {}, table); el("td", {}, tr, "off-vertex (flag)"); el("td", {}, tr); el("td", { style: "text-align:right" }, tr, pct(b.off_vertex[i][s]));
     }
     redraw.push((step, i, s) => draw(i, s));
+  }
+
+  // One stacked column of the five shares per checkpoint (at the chosen σ_start), the slider's outlined.
+  function evolution(host, b) {
+    const n = b.steps.length, W = 300, H = 96, cw = (W - 10) / n;
+    el("div", {}, host, "shares at every checkpoint (the slider's outlined):");
+    const root = el("svg:svg", { width: W, height: H + 16 }, host);
+    return (i, s) => {
+      root.textContent = "";
+      b.steps.forEach((step, k) => {
+        let y = H;
+        b.states.forEach((st, c) => {
+          const h = b.fraction[k][s][c] * H;
+          if (h > 0) el("svg:rect", { x: 5 + k * cw + 1, y: y - h, width: cw - 2, height: h, fill: b.colors[c] }, root);
+          y -= h;
+        });
+        if (k === 0 || k === n - 1 || k === i)
+          el("svg:text", { x: 5 + (k + 0.5) * cw, y: H + 12, "text-anchor": "middle", "font-size": 10, fill: "#5b6475" }, root, fmtStep(step));
+      });
+      el("svg:rect", { x: 5 + i * cw, y: 0, width: cw, height: H, fill: "none", stroke: "#1d2330", "stroke-width": 2 }, root);
+    };
   }
 
   // ------------------------------------------------------------------ score field

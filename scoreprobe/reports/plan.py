@@ -121,7 +121,7 @@ def store_section(path, config):
     return SECTION_OF[probe]
 
 
-def check_identity(path, config, series):
+def check_identity(path, config, series, advice="leave it out of the report"):
     """StoreError unless the store was computed from `series` under this DEFINITIONS_VERSION."""
     from scoreprobe.store import config_diff
     from scoreprobe.sweep import source_identity
@@ -129,13 +129,13 @@ def check_identity(path, config, series):
     if probe in VERSIONED and config.get("definitions") != DEFINITIONS_VERSION:
         raise StoreError(f"store {path} was written under definitions version {config.get('definitions')} "
                          f"and this scoreprobe uses {DEFINITIONS_VERSION} (docs/definitions.md): recompute it "
-                         "or leave it out of the report")
+                         f"or {advice}")
     want = source_identity(series)
     diff = config_diff(config.get("source") or {}, want)
     if diff:
         name = (config.get("source") or {}).get("name") or "an unnamed source"
         raise StoreError(f"store {path} holds {probe} of another series ({name}; differs in "
-                         f"{', '.join(diff)}), not of {series.path}: leave it out or give its series")
+                         f"{', '.join(diff)}), not of {series.path}: {advice}")
 
 
 def _expected(section, sizes):
@@ -236,7 +236,7 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
         have = []
         if inspect(path)[0] == "store":
             config = stored_config(path) or {}
-            check_identity(path, config, series)
+            check_identity(path, config, series, advice="choose another --cache or remove it")
             _check_cached(path, config, section, sizes)
             have = written_steps(path)
         todo = [s for s in chosen if s not in set(have)]
@@ -249,19 +249,20 @@ def _fmt(steps, n=6):
     return ", ".join(shown) + (f", ... ({len(steps) - n} more)" if len(steps) > n else "")
 
 
-# Measured overhead of a PF-ODE sweep over plain network forwards (classification, bookkeeping,
-# smaller batches), from timing the sections against `measure_rate` on the shipped series.
-OVERHEAD = 1.6
+# Wall time of the sections per network row, relative to `measure_rate`'s plain forwards (ODE
+# bookkeeping, classification, loading checkpoints, against batching gains), from timing a whole
+# default report of the shipped series against the rate measured when it started.
+OVERHEAD = 1.0
 
 
-def measure_rate(series, device="cpu", rows=2048, repeats=3):
-    """Network rows per second of the series' last checkpoint on `device`, measured now (~0.5 s)."""
+def measure_rate(series, device="cpu", rows=1024, repeats=3):
+    """Network rows per second of the series' last checkpoint on `device`, measured now (~0.5 s idle)."""
     import torch
     D = series.denoiser(series.steps[-1], device=device)
     x = torch.randn(rows, series.rule.n_bits, device=device)
     sigma = torch.ones(rows, device=device)
     with torch.no_grad():
-        D(x[:64], sigma[:64])   # warm-up
+        D(x, sigma)   # warm-up: the first full-size call allocates
         t0 = time.perf_counter()
         for _ in range(repeats):
             D(x, sigma)
