@@ -52,6 +52,9 @@ def screenshot(page, path, step_index=None):
                    "f = document.getElementById('field').getBoundingClientRect(); "
                    "return {x: a.x - 8, y: a.y + window.scrollY - 8, width: a.width + 16, height: f.bottom - a.top + 16}; })()")
         b.screenshot(path, clip=box)
+    from PIL import Image   # a palette PNG: about a third of the bytes, for the README
+    Image.open(path).convert("RGB").quantize(colors=192, method=Image.Quantize.MEDIANCUT,
+                                             dither=Image.Dither.NONE).save(path, optimize=True)
 
 
 def main(argv=None):

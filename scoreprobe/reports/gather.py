@@ -43,8 +43,6 @@ def _read(section, path):
     if section == "clocks" and "tau_rule" not in ds.attrs:
         from scoreprobe.probes.taus import taus
         ds.attrs.update(taus(ds, warn=False))
-    if section == "field" and "mem_score_u" not in ds:
-        ds.attrs["report_note"] = "no oracle fields in this store"
     return ds.load()
 
 

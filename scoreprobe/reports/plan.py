@@ -219,16 +219,7 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
     chosen = auto_steps(series) if steps in (None, "auto") else list(series.steps) if steps == "all" else \
         [s for s, _ in select_steps([(s, None) for s in series.steps], steps)]
     cache = default_cache(out) if cache is None else Path(cache)
-    items, notes = {}, []
-    for path in stores:
-        section, config, have = open_checked(path, series)
-        if section in items:
-            raise StoreError(f"two stores of {section} given ({items[section].path} and {path}); give one")
-        items[section] = Item(section, Path(path), True, have, [])
-        missing = sorted(set(chosen) - set(have))
-        if missing:
-            notes.append((section, f"store {path} holds {len(have)} checkpoints; {len(missing)} of the "
-                                   f"{len(chosen)} the other sections show are not in it ({_fmt(missing)})"))
+    items, notes = _given(stores, series, chosen)
     for section in sections:
         if section in items:
             continue
@@ -242,6 +233,22 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
         todo = [s for s in chosen if s not in set(have)]
         items[section] = Item(section, path, False, have, todo, len(todo) * section_rows(section, sizes, series))
     return Plan(series, chosen, sizes, plane, Path(out), cache, {s: items[s] for s in sections if s in items}, notes)
+
+
+def _given(stores, series, chosen):
+    """({section: Item}, notes) of the stores the user named, checked; a note for each that lacks
+    some of the `chosen` checkpoints."""
+    items, notes = {}, []
+    for path in stores:
+        section, config, have = open_checked(path, series)
+        if section in items:
+            raise StoreError(f"two stores of {section} given ({items[section].path} and {path}); give one")
+        items[section] = Item(section, Path(path), True, have, [])
+        missing = sorted(set(chosen) - set(have))
+        if missing:
+            notes.append((section, f"store {path} holds {len(have)} checkpoints; {len(missing)} of the "
+                                   f"{len(chosen)} the other sections show are not in it ({_fmt(missing)})"))
+    return items, notes
 
 
 def _fmt(steps, n=6):
