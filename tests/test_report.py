@@ -136,8 +136,10 @@ def test_store_without_a_complete_step_is_refused(built, series, tmp_path):
 
 
 def test_cache_at_other_sizes_is_refused_before_computing(built, series):
-    with pytest.raises(StoreError, match=r"other sizes \(res"):
+    with pytest.raises(StoreError, match=r"other settings \(res"):
         make_plan(series, built.path, steps=STEPS, sizes={**TINY, "res": 7})
+    with pytest.raises(StoreError, match=r"other settings \(plane"):
+        make_plan(series, built.path, steps=STEPS, sizes=TINY, plane="train:0,heldout:0,violating:0")
 
 
 def test_a_store_with_fewer_checkpoints_is_named_on_the_page(built, series, tmp_path):
@@ -186,3 +188,14 @@ def test_page_in_headless_chromium(built, tmp_path):
         assert b.errors() == []
         assert [u for u in b.requests() if u != url and not u.startswith("data:")] == []
     assert (tmp_path / "page.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_field_on_another_plane_is_named_on_the_page(built, series, tmp_path):
+    other = sp.plane_from_spec("train:0,heldout:0,violating:0", series.dataset, series.rule)
+    field = tmp_path / "field.zarr"
+    sp.score_field(series, other, [0.5, 1.0, 2.0], res=4, steps=STEPS, out=str(field), progress=False)
+    plan = make_plan(series, tmp_path / "page.html", stores=[field], cache=_cache(built), steps=STEPS, sizes=TINY)
+    page = _quiet(build, plan)
+    assert ("field", "the score field store is on another plane than the basin maps: the two are not the same "
+                     "points") in page.notes
+    assert "another plane than the basin maps" in page.path.read_text()

@@ -148,14 +148,18 @@ def _expected(section, sizes):
             "dsm": {"n_noise": sizes["dsm_noise"], "seed": sizes["seed"]}}[section]
 
 
-def _check_cached(path, config, section, sizes):
-    """StoreError when a cached store holds the section at other sizes (it would be refused half-way)."""
+def _check_cached(path, config, section, sizes, plane):
+    """StoreError when a cached store holds the section at other sizes or on another plane (its
+    probe would refuse it half-way through the report). `plane`: () -> the plane's spec."""
     if config.get("probe") != PROBE_OF[section]:
         raise StoreError(f"report cache {path} holds {config.get('probe')}, not {PROBE_OF[section]}: "
                          "choose another --cache or remove it")
-    differ = [k for k, v in _expected(section, sizes).items() if config.get(k) != v]
+    want = _expected(section, sizes)
+    if section in ("basins", "field"):
+        want["plane"] = plane()
+    differ = [k for k, v in want.items() if config.get(k) != v]
     if differ:
-        raise StoreError(f"report cache {path} holds {section} at other sizes ({', '.join(differ)} differ): "
+        raise StoreError(f"report cache {path} holds {section} with other settings ({', '.join(differ)} differ): "
                          "choose another --cache or remove it")
 
 
@@ -228,11 +232,18 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
         if inspect(path)[0] == "store":
             config = stored_config(path) or {}
             check_identity(path, config, series, advice="choose another --cache or remove it")
-            _check_cached(path, config, section, sizes)
+            _check_cached(path, config, section, sizes, lambda: _plane_spec(series, plane, sizes["seed"]))
             have = written_steps(path)
         todo = [s for s in chosen if s not in set(have)]
         items[section] = Item(section, path, False, have, todo, len(todo) * section_rows(section, sizes, series))
     return Plan(series, chosen, sizes, plane, Path(out), cache, {s: items[s] for s in sections if s in items}, notes)
+
+
+def _plane_spec(series, spec, seed):
+    """The stored form of the plane a report of `series` uses (as the probes record it)."""
+    from scoreprobe.slices import plane_from_spec
+    from scoreprobe.store import normalize_config
+    return normalize_config(plane_from_spec(spec, series.dataset, series.rule, seed=seed).spec())
 
 
 def _given(stores, series, chosen):
