@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ARGS = ["--rule", "parity", "--G", "2", "--shape", "3x4", "--n-train", "8", "--n-heldout", "8",
+ARGS = ["--rule", "parity", "--G", "2", "--layout", "random", "--shape", "3x4", "--n-train", "8", "--n-heldout", "8",
         "--hidden-size", "32", "--depth", "1", "--num-heads", "2", "--patch-size", "1", "--batch-size", "16",
         "--total-steps", "600", "--n-checkpoints", "8", "--resume-every", "50", "--log-every", "25",
         "--device", "cpu", "--threads", "1"]

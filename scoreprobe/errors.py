@@ -23,6 +23,12 @@ class StoreError(ScoreprobeError):
     """A zarr store cannot be written or does not match the requested analysis."""
 
 
+# Appended to the errors for a checkpoint layout scoreprobe cannot read: what to do instead.
+OTHER_MODELS = ("scoreprobe reads its own runs, facebookresearch/DiT, diffusers DiT and NVlabs/edm networks; "
+                "for any other model pass --denoiser MODULE:FUNCTION --trust (CLI) or the denoiser D(x, sigma) "
+                "itself to the API (README: bring your own denoiser)")
+
+
 class ScoreprobeWarning(UserWarning):
     """Base class of the warnings scoreprobe issues for things a user must act on."""
 

@@ -20,11 +20,28 @@ eating memory or time. The limits (raise them here if a real use needs more):
     MAX_GRID_RES       4096       grid points per axis of a plane grid (--res)
     MAX_GRID_BYTES     2 GiB      memory of a plane grid: res**2 * D * 8 bytes (float64 points)
     MAX_FRAME_PX       4096       pixels per side of an animation frame (size * dpi)
+    MAX_SEED           2**63 - 1  every seed (a larger one would wrap onto a smaller one's draws)
+    MAX_SIGMA          10**4      a noise level σ given by the user (EDM's σ_max is 80)
+    FPS_RANGE          0.01..1000 frames per second of an animation
+    MAX_ODE_STEPS      10**4      PF-ODE steps (--n-steps)
+    MAX_SAMPLES        10**6      samples / rows per checkpoint (clocks --n-samples, dsm --n-noise x items)
+    MAX_ROWS_BYTES     2 GiB      memory of those rows: n * D * 8 bytes
+    MAX_SIGMAS         10**4      noise levels of one DSM curve (--sigmas)
+    MAX_ENSEMBLE       256        members of one ensemble (train --ensemble)
+    MAX_BATCH          65536      training minibatch rows (batch_size)
+    MAX_TRAIN_BYTES    16 GiB     activations of a training step, estimated before the model is built
+                                  (models.build.check_training_size)
+    MAX_SIDE_BYTES     1 MiB      size of a side args.json / config.json / scheduler_config.json
+    MAX_STEPS_FILE_BYTES 1 MiB    size of a steps file (regular files only)
+    MAX_EXPANSION      8          bytes a checkpoint's weights take in memory over the file's bytes
+                                  (zero-stride views declare storage the file does not hold); the
+                                  environment variable SCOREPROBE_MAX_EXPANSION overrides it
 
 `warn_nonfinite` is the one place that words the NonFiniteWarning with its count.
 """
 import math
 import numbers
+import os
 import warnings
 
 from scoreprobe.errors import ConfigError, NonFiniteWarning
@@ -44,6 +61,20 @@ MAX_TIMESTEPS = 10**6
 MAX_GRID_RES = 4096
 MAX_GRID_BYTES = 2 << 30
 MAX_FRAME_PX = 4096
+MAX_SEED = 2**63 - 1
+MAX_SIGMA = 1e4
+FPS_RANGE = (0.01, 1000.0)
+MAX_ODE_STEPS = 10**4
+MAX_SAMPLES = 10**6
+MAX_ROWS_BYTES = 2 << 30
+MAX_SIGMAS = 10**4
+MAX_ENSEMBLE = 256
+MAX_BATCH = 1 << 16
+MAX_TRAIN_BYTES = 16 << 30
+MAX_SIDE_BYTES = 1 << 20
+MAX_STEPS_FILE_BYTES = 1 << 20
+MAX_EXPANSION = 8
+EXPANSION_ENV = "SCOREPROBE_MAX_EXPANSION"
 
 
 def check_int(value, name, lo, hi, error=ConfigError):
@@ -56,6 +87,62 @@ def check_int(value, name, lo, hi, error=ConfigError):
     return value
 
 
+def check_bool(value, name, error=ConfigError):
+    """A real bool (numpy's included): the strings "false" / "no" / "0", numbers and None are refused."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    raise error(f"{name} must be True or False, got {_short(value)} ({type(value).__name__})")
+
+
+def check_seed(value, name="seed", error=ConfigError):
+    """A seed: an int in [0, MAX_SEED] (2**64 and above would wrap onto the draws of a smaller seed)."""
+    return check_int(value, name, 0, MAX_SEED, error)
+
+
+def check_real(value, name, lo=-math.inf, hi=math.inf, error=ConfigError):
+    """A finite float in [lo, hi] (bools and strings refused); `error` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise error(f"{name} must be a number, got {_short(value)}")
+    value = float(value)
+    if not (math.isfinite(value) and lo <= value <= hi):
+        raise error(f"{name} must be a finite number in [{lo:g}, {hi:g}], got {value!r}")
+    return value
+
+
+def check_rows(n, dim, name, error=ConfigError):
+    """n rows of dim float64 values: n in [1, MAX_SAMPLES] and n * dim * 8 bytes within MAX_ROWS_BYTES."""
+    n = check_int(n, name, 1, MAX_SAMPLES, error)
+    if n * int(dim) * 8 > MAX_ROWS_BYTES:
+        raise error(f"{name}={n} rows of {dim} values need {n * int(dim) * 8 / 2**30:.1f} GiB (limit "
+                    f"{MAX_ROWS_BYTES / 2**30:.0f} GiB, scoreprobe.limits.MAX_ROWS_BYTES)")
+    return n
+
+
+def max_expansion(error=ConfigError):
+    """MAX_EXPANSION, or the number in $SCOREPROBE_MAX_EXPANSION (the explicit override)."""
+    text = os.environ.get(EXPANSION_ENV)
+    if text is None:
+        return MAX_EXPANSION
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (math.isfinite(value) and value >= 1):
+        raise error(f"${EXPANSION_ENV}={text[:40]!r} must be a number >= 1")
+    return value
+
+
+def check_expansion(n_bytes, file_bytes, what, error):
+    """`error` when tensors taking n_bytes in memory come from files of file_bytes: more than
+    max_expansion() times the files (plus 1 MiB) means storage the file does not hold (zero-stride
+    views), refused before anything is allocated unless the user raises the limit."""
+    limit = max_expansion()   # a malformed override is a ConfigError
+    if n_bytes > limit * file_bytes + (1 << 20):
+        raise error(f"{what}: its tensors take {n_bytes / 2**20:.1f} MiB in memory but the file holds only "
+                    f"{file_bytes / 2**20:.2f} MiB (more than {limit:g}x: expanded or zero-stride views); "
+                    f"set {EXPANSION_ENV}=N to allow N times the file size (scoreprobe.limits.MAX_EXPANSION)")
+
+
 def check_positive(value, name, hi=math.inf, error=ConfigError):
     """A finite float in (0, hi]; `error` otherwise (sigma_data, time_scale, mlp_ratio)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -65,6 +152,18 @@ def check_positive(value, name, hi=math.inf, error=ConfigError):
         raise error(f"{name} must be positive and finite{f' (at most {hi:g})' if hi < math.inf else ''}, "
                     f"got {value!r}")
     return value
+
+
+def check_dataset_size(n_train, n_heldout, n_bits, where="the dataset"):
+    """DataError, before anything is drawn or read, past MAX_ITEMS rows per split or MAX_DATASET_BYTES in all."""
+    from scoreprobe.errors import DataError
+    for name, n in (("n_train", n_train), ("n_heldout", n_heldout)):
+        if n > MAX_ITEMS:
+            raise DataError(f"{where}: {name}={n} is more than the limit {MAX_ITEMS} (scoreprobe.limits.MAX_ITEMS)")
+    need = (n_train + n_heldout) * n_bits
+    if need > MAX_DATASET_BYTES:
+        raise DataError(f"{where}: {n_train} + {n_heldout} images of {n_bits} bits need {need / 2**20:.0f} MiB, more "
+                        f"than the limit {MAX_DATASET_BYTES >> 20} MiB (scoreprobe.limits.MAX_DATASET_BYTES)")
 
 
 def json_depth(obj):

@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.errors import ConfigError, DataError
-from scoreprobe.limits import warn_nonfinite_rows
+from scoreprobe.limits import MAX_ODE_STEPS, check_int, check_rows, check_seed, warn_nonfinite_rows
 from scoreprobe.noise import NOISE, randn_per_sample  # noqa: F401  (re-exported)
 
 logger = logging.getLogger(__name__)
@@ -47,8 +47,8 @@ def edm_sigmas(n_steps, sigma_min=0.002, sigma_max=80.0, rho=7.0):
     sigmas : (n_steps + 1,) torch.float64, decreasing, sigmas[0] = sigma_max, sigmas[-2] =
         sigma_min (when n_steps > 1), sigmas[-1] = 0.
     """
-    if int(n_steps) != n_steps or n_steps < 1:
-        raise ConfigError(f"n_steps must be a positive integer, got {n_steps!r}")
+    check_int(int(n_steps) if isinstance(n_steps, float) and n_steps.is_integer() else n_steps, "n_steps", 1,
+              MAX_ODE_STEPS)   # limits.MAX_ODE_STEPS
     if not (0 < sigma_min <= sigma_max < float("inf")):
         raise ConfigError(f"need 0 < sigma_min <= sigma_max < inf, got sigma_min={sigma_min}, "
                           f"sigma_max={sigma_max}")
@@ -230,9 +230,10 @@ def sample(D, n, seed, n_steps=DEFAULT_N_STEPS, sigma_max=80.0, chunk_size=None,
     -------
     x : (n, D) tensor of `dtype` on `device`, signed endpoints (threshold with `to_bits`).
     """
-    if int(n) != n or n < 1:
-        raise ConfigError(f"n must be a positive integer, got {n!r}")
     d = _infer_dim(D, dim)
+    n = check_rows(int(n) if isinstance(n, float) and n.is_integer() else n, d, "n_samples")  # limits.MAX_SAMPLES
+    check_seed(seed)
+    edm_sigmas(n_steps)   # n_steps checked before the noise is drawn
     device = resolve_device(device, D)
     x0 = float(sigma_max) * randn_per_sample(seed, np.arange(int(n)), d, dtype=dtype,
                                              device=device)                      # (n, D)

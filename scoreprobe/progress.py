@@ -69,21 +69,24 @@ class StepProgress:
 
 class CountProgress:
     """Progress over a count (training steps): a tqdm bar, or in "lines" mode one stderr line at
-    each `mark` (a saved checkpoint) with the rate and the time left; "off" when progress is False."""
+    each `mark` (a saved checkpoint) with the rate, the time left and the latest `set_postfix_str`
+    (the logged loss); "off" when progress is False."""
 
     def __init__(self, total, initial, desc, progress=None):
         self.total, self.start, self.desc = total, initial, desc
         self.mode = _mode(progress)
         self.bar = tqdm(total=total, initial=initial, desc=desc, unit="step") if self.mode == "bar" else None
-        self.t0 = time.perf_counter()
+        self.t0, self.postfix = time.perf_counter(), ""
 
     def update(self, n=1):
         if self.bar is not None:
             self.bar.update(n)
 
-    def set_postfix(self, **kw):
+    def set_postfix_str(self, text):
+        """The latest state (e.g. the logged loss): after the bar, or at the end of each line."""
+        self.postfix = text
         if self.bar is not None:
-            self.bar.set_postfix(**kw)
+            self.bar.set_postfix_str(text)
 
     def mark(self, n, what):
         """A line 'desc: step n/total (what), r steps/s; about t left' in lines mode."""
@@ -92,7 +95,8 @@ class CountProgress:
         rate = (n - self.start) / max(time.perf_counter() - self.t0, 1e-9)
         left = (self.total - n) / rate
         eta = f"; about {_duration(left)} left" if n < self.total else ""
-        sys.stderr.write(f"{self.desc}: step {n}/{self.total} ({what}), {rate:.1f} steps/s{eta}\n")
+        state = f"; {self.postfix}" if self.postfix else ""
+        sys.stderr.write(f"{self.desc}: step {n}/{self.total} ({what}), {rate:.1f} steps/s{eta}{state}\n")
         sys.stderr.flush()
 
     def close(self):

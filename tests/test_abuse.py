@@ -6,6 +6,7 @@ the typed error, the CLI must print one `error:` line and exit 2 without a trace
 whose __reduce__ would create a marker file must never run, and a store next to the run must be
 left as it was. NaN weights are the one case where running is right: they must warn with a count.
 """
+import argparse
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,8 @@ import numpy as np
 import pytest
 import torch
 
+import abuse_corpus
+import abuse_inputs
 from abuse_corpus import CFG, CKPT, DATA_CASES, RESUME_CASES, RUN_CASES, STEP, STEP_CASES
 from scoreprobe.loading.series import load_checkpoint, load_series
 from scoreprobe.cli import main
@@ -63,7 +66,8 @@ def _cli(argv, capsys):
 
 
 def _assert_one_error(code, err):
-    lines = err.strip().splitlines()
+    """Exit 2, one `error:` line (warnings aside; a usage error may add click's `try '... --help'` hint)."""
+    lines = [ln for ln in err.strip().splitlines() if not ln.startswith("try 'scoreprobe")]
     assert code == 2, err
     assert "Traceback" not in err and "rerun as" not in err, err   # 'rerun as': info's untyped catch-all
     assert [ln for ln in lines if ln.startswith("error:")] == [ln for ln in lines if not ln.startswith("warning:")]
@@ -170,6 +174,27 @@ def test_bad_option_value(name, api, argv, sandbox, capsys, monkeypatch):
 def test_corpus_size():
     n = len(DATA_CASES) + len(RUN_CASES) + len(STEP_CASES) + len(RESUME_CASES) + len(OPTION_CASES)
     assert n >= 60, n
+    assert len(INPUT_CASES) >= 80 and {item for _, item, _ in INPUT_CASES} == set(abuse_inputs.ITEMS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 21: trust, sizes before allocation, settings from any source, SOURCES, numbers, silent
+# acceptances (tests/abuse_inputs.py; `python tests/abuse_corpus.py` prints the counts)
+# ---------------------------------------------------------------------------------------------
+
+INPUT_CASES = abuse_inputs.cases()
+
+
+@pytest.mark.parametrize("name,item,build", INPUT_CASES, ids=[c[0] for c in INPUT_CASES])
+def test_hardened_input(name, item, build, sandbox):
+    """Each attempt: the typed error for the stated reason within 2 s, one CLI line, no code run, no
+    allocation beyond the limits (peak RSS), the existing store untouched."""
+    d, store, before = sandbox
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        outcome, detail = abuse_corpus.run_attempt(build, d, d.parent)
+    assert outcome == "clean", detail
+    assert _tree(store) == before
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,3 +268,66 @@ def test_cli_subprocess_one_line(name, sandbox):
     r = subprocess.run([sys.executable, "-m", "scoreprobe", "info", str(d)], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("error:"), r.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# What the corpus cannot say by a refusal alone
+# ---------------------------------------------------------------------------------------------
+
+def test_info_keeps_the_trust_warning_when_reading_then_fails(sandbox, capsys):
+    """--trust runs the pickle's code (that is what it is for); the warning that it did must survive the error."""
+    d = sandbox[0]
+    evil = abuse_inputs._evil(d)
+    code, err = _cli(["info", "--trust", evil], capsys)
+    _assert_one_error(code, err)
+    assert (d.parent / "MARKER").exists()     # the code ran, as --trust allows...
+    assert "warning: TrustWarning:" in err and "trust=True" in err   # ...and the user is told so
+
+
+def test_expanded_views_load_with_the_explicit_override(sandbox, monkeypatch):
+    """A file whose weights are all zero-stride views is refused by default; SCOREPROBE_MAX_EXPANSION lets it in."""
+    from scoreprobe.errors import ConfigError
+    from scoreprobe.limits import EXPANSION_ENV
+    d = sandbox[0]
+    sd = {k: torch.zeros(()).expand(v.shape) for k, v in abuse_inputs._fb_sd().items()}
+    path = abuse_inputs._foreign(d, {"ema": sd, "args": argparse.Namespace(**abuse_inputs.UPSTREAM_ARGS)})
+    for v in sd.values():   # torch.save keeps the views: one element of storage each
+        assert v.stride() == (0,) * v.dim()
+    big = {**sd, "blocks.0.mlp.fc1.weight": torch.zeros(()).expand(48 * 20000, 12)}   # ~46 MB from bytes
+    big_path = abuse_inputs._foreign(d, {"ema": big, "args": argparse.Namespace(**abuse_inputs.UPSTREAM_ARGS)},
+                                     name="big.pt")
+    with pytest.raises(CheckpointError, match="zero-stride"):
+        load_checkpoint(big_path)
+    monkeypatch.setenv(EXPANSION_ENV, "1e9")
+    with pytest.raises(CheckpointError, match="mlp_ratio"):   # past the size check: its shapes make no DiT
+        load_checkpoint(big_path)
+    D = load_checkpoint(path)
+    assert D.parameterization == "ddpm_eps"
+    monkeypatch.setenv(EXPANSION_ENV, "zero")
+    with pytest.raises(ConfigError, match=EXPANSION_ENV):
+        load_checkpoint(path)
+
+
+def test_facebook_dit_args_with_a_custom_model_name(sandbox, capsys):
+    """Upstream's twelve train.py options with a model outside DiT_models' presets: ddpm_eps from train.py,
+    the preset named as a guess (warning, info row); options that do not match are named in the error."""
+    from scoreprobe.errors import ScoreprobeWarning
+    from scoreprobe.models.param import VPDenoiser
+    d = sandbox[0]
+    args = argparse.Namespace(**{**abuse_inputs.UPSTREAM_ARGS, "model": "DiT-Tiny/2"})
+    path = abuse_inputs._foreign(d, {"model": abuse_inputs._fb_sd(), "ema": abuse_inputs._fb_sd(), "opt": {},
+                                     "args": args})
+    with pytest.warns(ScoreprobeWarning, match="DiT-Tiny/2.*guessed"):
+        D = load_checkpoint(path, num_heads=6)
+    assert isinstance(D, VPDenoiser) and D.parameterization == "ddpm_eps" and D.schedule.num_timesteps == 1000
+    with pytest.raises(CheckpointError, match="num_heads"):   # an unknown preset states no head count
+        load_checkpoint(path)
+    capsys.readouterr()
+    main(["info", str(path), "--set", "num_heads=6"])
+    out = capsys.readouterr().out
+    assert "guessed: a custom DiT_models entry" in out and "ddpm_eps" in out
+    assert any(ln.startswith("warning:") and "DiT-Tiny/2" in ln for ln in out.splitlines()), out
+    forked = argparse.Namespace(**{**abuse_inputs.UPSTREAM_ARGS, "model": "MyDiT", "path_type": "Linear"})
+    torch.save({"ema": abuse_inputs._fb_sd(), "args": forked}, path)
+    with pytest.raises(CheckpointError, match=r"model 'MyDiT' is not a DiT preset and options path_type"):
+        load_checkpoint(path, num_heads=6)

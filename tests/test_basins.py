@@ -134,7 +134,8 @@ def test_basins_over_a_mapping_writes_an_idempotent_store(setup, tmp_path):
     rule, ds, plane = setup
     calls = []
     m = {100: _counted(RuleDenoiser(rule), calls), 10: _counted(EmpiricalDenoiser(ds.train), calls)}
-    kw = dict(sigma_start=1.0, res=6, dataset=ds, rule=rule, out=tmp_path / "b.zarr")
+    ids = {100: "rule oracle", 10: "memorizer"}   # named: the behavioural fingerprint would add denoiser calls
+    kw = dict(sigma_start=1.0, res=6, dataset=ds, rule=rule, out=tmp_path / "b.zarr", model_id=ids)
     b = basins(m, plane, **kw)
     assert b.endpoint_state.dims == ("step", "sigma_start", "v", "u") and b.step.values.tolist() == [10, 100]
     assert b.fraction.sel(step=10, state="valid_memorized").item() >= 0.99
@@ -242,7 +243,8 @@ def test_check_convergence_store_is_distinct_and_resumable(setup, tmp_path):
     rule, ds, plane = setup
     calls = []
     m = {100: _counted(RuleDenoiser(rule), calls), 10: _counted(EmpiricalDenoiser(ds.train), calls)}
-    kw = dict(sigma_start=(0.5, 1.0), res=5, n_steps=4, dataset=ds, rule=rule)
+    ids = {100: "rule oracle", 10: "memorizer"}   # named: the behavioural fingerprint would add denoiser calls
+    kw = dict(sigma_start=(0.5, 1.0), res=5, n_steps=4, dataset=ds, rule=rule, model_id=ids)
     plain = basins(m, plane, out=tmp_path / "plain.zarr", **kw)
     assert "check_convergence" not in stored_config(tmp_path / "plain.zarr")   # old stores keep matching
     n_plain = len(calls)

@@ -56,6 +56,14 @@ BAD_VALUES = [
     ("clocks", ["--plot", "c.xyz"]),
     ("dsm", ["--sigmas", "0"]), ("dsm", ["--n-noise", "0"]), ("dsm", ["--n-train", "-1"]), ("dsm", ["--seed", "-1"]),
     ("dsm", ["--steps", "12345"]), ("dsm", ["--device", "nonsense"]),
+    # issue 21: every number within its documented limit (scoreprobe.limits), --set checked when parsed
+    ("clocks", ["--n-samples", str(10**12)]), ("clocks", ["--n-steps", str(10**9)]), ("clocks", ["--seed", str(2**64)]),
+    ("basins", ["--n-steps", str(10**9)]), ("basins", ["--sigma-start", "1e308"]), ("basins", ["--seed", str(2**76)]),
+    ("field", ["--sigma", "1e308"]), ("dsm", ["--sigmas", str(10**9)]), ("dsm", ["--n-train", str(10**9)]),
+    ("clocks", ["--set", "num_heads=4,8"]), ("clocks", ["--set", "num_heads=4", "--set", "num_heads=6"]),
+    ("clocks", ["--set", "trust=1"]), ("clocks", ["--set", "data_seed=3"]), ("clocks", ["--set", "num_heads=nan"]),
+    ("clocks", ["--set", "sigma_data=1e999"]), ("clocks", ["--set", "image_shape=1,6,6.9"]),
+    ("clocks", ["--set", "num_heads=\u00b2"]), ("clocks", ["--data-seed", str(2**64)]),
 ]
 
 
@@ -72,7 +80,14 @@ def test_bad_option_values_are_one_line(series, command, bad, tmp_path, monkeypa
     ["train", "r", "--seed", "-1"], ["train", "r", "--data-seed", "-1"], ["train", "r", "--rule-seed", "-1"],
     ["train", "r", "--shape", "6by6"], ["train", "r", "--rule", "nonsense"], ["info", "p", "--set", "nonsense"],
     ["nosuchcommand"], ["--nosuch"],
-], ids=lambda a: " ".join(a))
+    ["animate", ".", "--fps", "1e-300"], ["animate", ".", "--fps", "1e308"], ["train", "r", "--seed", str(2**64)],
+    ["train", "r", "--seed", str(2**76)], ["train", "r", "--batch-size", str(10**9)],
+    ["train", "r", "--hidden-size", "8192", "--depth", "256"], ["train", "r", "--ensemble", f"seed=0,{10**23}"],
+    ["train", "r", "--ensemble", "seed=" + ",".join(map(str, range(300)))], ["train", "r", "--ensemble", "k=3,4"],
+    ["train", "r", "--layout", "contiguous", "--ensemble", "rule_seed=0,1"], ["info", "p", "--set", "num_heads=4,8"],
+    ["clocks", "--steps-file", "/dev/zero"],
+    ["clocks", "x" * 300], ["clocks", "--steps-file", "s" * 300],
+], ids=lambda a: " ".join(a)[:80])
 def test_bad_arguments_without_a_series_are_one_line(argv, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _fails_cleanly(argv, capsys)

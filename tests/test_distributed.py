@@ -81,6 +81,8 @@ def test_clocks_store_equals_the_local_run(series, steps, client, tmp_path):
     with using(client):
         clocks(series, out=tmp_path / "dask.zarr", **kw)
     xr.testing.assert_identical(_stored(tmp_path / "local.zarr"), _stored(tmp_path / "dask.zarr"))
+    models = [_stored(tmp_path / n).attrs["scoreprobe_record"]["models"] for n in ("local.zarr", "dask.zarr")]
+    assert models[0] == models[1] and len({m["weights"] for m in models[0]}) == len(steps)   # identified on the worker
 
 
 PROBES = {

@@ -29,8 +29,17 @@ def toy_probe(step):
     return ds
 
 
+class Toy(int):
+    """The "model" of a step is the step itself: an int, and a weightless 2-bit denoiser whose
+    outputs (hence its behavioural fingerprint, which resuming compares) depend on the step."""
+    dim = 2
+
+    def __call__(self, x, sigma):
+        return x * 0 + int(self)
+
+
 def mapping():
-    return {s: s for s in STEPS}  # the "model" of a step is the step itself
+    return {s: Toy(s) for s in STEPS}
 
 
 def drop_history(ds):

@@ -248,7 +248,7 @@ def test_temporary_files_of_a_killed_write_are_removed(tmp_path):
     assert not any(f.exists() for f in stray) and store.written_steps(path) == STEPS
 
 
-def test_stores_written_before_commit_records_are_resumed_and_upgraded(tmp_path):
+def test_stores_written_before_commit_records_are_read_but_resumed_only_with_overwrite(tmp_path):
     ref = store.open_store(_full(tmp_path / "ref.zarr"))
     path = tmp_path / "old.zarr"  # the previous layout: no consolidated metadata, no record
     first = sweep(toy_probe, mapping(), steps=STEPS[:2], config=CONFIG, progress=False)
@@ -256,10 +256,13 @@ def test_stores_written_before_commit_records_are_resumed_and_upgraded(tmp_path)
                         "scoreprobe_config": json.dumps(store.normalize_config(CONFIG), sort_keys=True)})
     first.to_zarr(path, zarr_format=3, consolidated=False, encoding=store.encoding(first))
     assert store.written_steps(path) == STEPS[:2]
-    out = sweep(toy_probe, mapping(), out=path, config=CONFIG, progress=False)
+    with pytest.raises(StoreError, match="written before scoreprobe recorded which model each step measured.*--overwrite"):
+        sweep(toy_probe, mapping(), out=path, config=CONFIG, progress=False)   # which model it measured is unknown
+    xr.testing.assert_equal(store.open_store(path), ref.isel(step=slice(0, 2)))   # nothing lost
+    with pytest.raises(StoreError, match="written before scoreprobe recorded"):   # also for steps it does not hold
+        sweep(toy_probe, mapping(), steps=STEPS[2:], out=path, config=CONFIG, progress=False)
+    out = sweep(toy_probe, mapping(), out=path, config=CONFIG, progress=False, overwrite=True)
     xr.testing.assert_identical(drop_history(out), drop_history(ref))
-    record = json.loads((path / "zarr.json").read_text())["attributes"]["scoreprobe_record"]
-    assert record["steps"] == STEPS and all(record["digests"])  # old steps checksummed on first use
 
 
 @pytest.mark.parametrize("attr, value, message", [

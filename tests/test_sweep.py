@@ -12,11 +12,14 @@ from scoreprobe.sweep import as_steps, is_series, source_identity, sweep
 
 
 class Model:
+    """A weightless toy denoiser of 4 bits; its behaviour (hence its fingerprint) depends on its step."""
+    dim = 4
+
     def __init__(self, step):
         self.step = step
 
     def __call__(self, x, sigma):
-        return x
+        return x * 0 + self.step
 
 
 class FakeSeries:
@@ -106,7 +109,7 @@ def test_source_identity_has_no_machine_paths_and_tells_series_apart(tmp_path):
     files = open_source([shipped.checkpoint_path(s) for s in shipped.steps[:2]])
     other = open_source([shipped.checkpoint_path(s) for s in shipped.steps[:2]], ema=True)
     a, b = source_identity(files), source_identity(other)
-    assert a["files"][0][0] == shipped.checkpoint_path(shipped.steps[0]).name and a["data_sha256"] == ident["data_sha256"] and a != b
+    assert a["files"][0] == shipped.checkpoint_path(shipped.steps[0]).name and a["data_sha256"] == ident["data_sha256"] and a != b
 
 
 def test_dataset_and_rule_prefers_arguments_then_series_then_the_datasets_rule():

@@ -31,10 +31,11 @@ def test_repairing_an_interrupted_write_warns_the_caller(tmp_path):
                         "scoreprobe_config": json.dumps(store.normalize_config(CONFIG), sort_keys=True)})
     first.to_zarr(path, zarr_format=3, consolidated=False, encoding=store.encoding(first))
     with pytest.warns(StoreRepairWarning, match="truncating it to the 1 committed") as caught:
-        out = sweep(toy_probe, {s: s for s in STEPS}, out=path, config=CONFIG, progress=False)
+        store.update_attrs(path, {"note": "repaired"})   # (resuming such an old store is refused: it names no models)
     assert {w.filename for w in caught if w.category is StoreRepairWarning} == {__file__}
-    assert out.step.values.tolist() == STEPS
-    np.testing.assert_array_equal(out.loss.values, np.arange(4.0) + np.array(STEPS)[:, None])
+    out = store.open_store(path)
+    assert out.step.values.tolist() == STEPS[:1] and out.attrs["note"] == "repaired"
+    np.testing.assert_array_equal(out.loss.values, np.arange(4.0) + np.array(STEPS[:1])[:, None])
 
 
 class Identity:

@@ -22,9 +22,31 @@ from scoreprobe.cli.app import cli
 from scoreprobe.errors import ScoreprobeError
 
 
+# Settings a file does not store: `name=` in the API, `--set name=` on the command line.
+FILE_SETTINGS = ("parameterization", "schedule", "num_timesteps", "class_label", "num_classes", "ema", "num_heads",
+                 "sigma_data", "time_scale", "image_shape")
+_CLI_PHRASES = [
+    (r"\b([Pp]ass|or|and) rule=(?!\w)", r"\1 --rule"),
+    (r"\b([Pp]ass|or|and) dataset=(?!\w)", r"\1 --dataset"),
+    (r"\b([Pp]ass|or|and) overwrite=True", r"\1 --overwrite"),
+    (r"\b([Pp]ass|or|and) image_shape=\(C, H, W\)", r"\1 --set image_shape=C,H,W"),
+    (r"\b([Pp]ass|or|and) ema=(False|'auto')", lambda m: f"{m[1]} --set ema={m[2].strip(chr(39)).lower()}"),
+    (rf"\b([Pp]ass|or|and) \(?({'|'.join(FILE_SETTINGS)})=", r"\1 --set \2="),
+]
+
+
+def cli_phrasing(text):
+    """A library message as CLI users read it: API hints ('pass rule=', 'pass time_scale=...') name the
+    options that do the same ('pass --rule', 'pass --set time_scale=...')."""
+    import re
+    for pattern, replacement in _CLI_PHRASES:
+        text = re.sub(pattern, replacement, text)
+    return text
+
+
 def _format_warning(message, category, filename, lineno, line=None):
     """Warnings reach CLI users as one line on stderr: 'warning: <Category>: <message>'."""
-    return f"warning: {category.__name__}: {message}\n"
+    return f"warning: {category.__name__}: {cli_phrasing(str(message))}\n"
 
 
 INTERRUPTED = "interrupted; everything written so far is kept."
@@ -96,9 +118,22 @@ def _usage_error(e):
     sys.exit(2)
 
 
+GLOBAL_FLAGS = {"-q", "--quiet", "-v", "--verbose"}
+
+
+def global_flags_first(args):
+    """`-q`/`-v` (also `-vv`) anywhere before a `--`: moved in front of the subcommand, where the
+    group parses them, so `scoreprobe clocks RUN -q` works as `scoreprobe -q clocks RUN` does."""
+    args = list(args)
+    end = args.index("--") if "--" in args else len(args)
+    flags = [a for a in args[:end] if a in GLOBAL_FLAGS or (len(a) > 2 and a[0] == "-" and set(a[1:]) == {"v"})]
+    rest = [a for a in args[:end] if a not in flags]
+    return flags + rest + args[end:]
+
+
 def _invoke(argv):
     """Parse and run the group without click's own Ctrl-C and error handling (done by `main`)."""
-    args = sys.argv[1:] if argv is None else list(argv)
+    args = global_flags_first(sys.argv[1:] if argv is None else argv)
     if hasattr(cli, "_main_shell_completion"):   # what click's own main() does first (_SCOREPROBE_COMPLETE)
         cli._main_shell_completion({}, "scoreprobe", None)
     try:
@@ -120,7 +155,7 @@ def _run(argv, interrupts):
         click.echo(f"error: {' '.join(e.format_message().split())}", err=True)
         sys.exit(e.exit_code)
     except ScoreprobeError as e:
-        click.echo(f"error: {' '.join(str(e).split())}", err=True)
+        click.echo(f"error: {cli_phrasing(' '.join(str(e).split()))}", err=True)
         sys.exit(2)
     except BrokenPipeError:   # `scoreprobe ... | head`: quiet, as click's own main() is
         sys.stdout = click.utils.PacifyFlushWrapper(sys.stdout)

@@ -6,8 +6,8 @@ import click
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.option("-v", "--verbose", count=True, help="Debug log output.")
-@click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
+@click.option("-v", "--verbose", count=True, help="Debug log output (also accepted after the subcommand).")
+@click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors (also accepted after the subcommand).")
 def cli(verbose, quiet):
     """scoreprobe: dissect when a diffusion model learns the rule and when it memorizes."""
     level = logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO)

@@ -1,8 +1,10 @@
 """Option parsing and figure helpers shared by the subcommands."""
 import click
 
+from scoreprobe.limits import MAX_ODE_STEPS, MAX_SEED
 
-SEED = click.IntRange(min=0)  # every --seed: numpy's generators refuse negative seeds
+SEED = click.IntRange(0, MAX_SEED)  # every --seed: no negative seeds, none that would wrap past 2**64 - 1
+ODE_STEPS = click.IntRange(1, MAX_ODE_STEPS)   # every --n-steps (scoreprobe.limits)
 
 
 def resolve_device(device):
@@ -41,6 +43,15 @@ def check_writable(path, param_hint):
         raise click.BadParameter(f"cannot write {path}: {parent} is not a directory", param_hint=param_hint)
     if not os.access(parent, os.W_OK | os.X_OK) or (os.path.exists(target) and not os.access(target, os.W_OK)):
         raise click.BadParameter(f"cannot write {path}: permission denied", param_hint=param_hint)
+
+
+def check_figure(path, param_hint):
+    """`check_writable` for a figure or an animation, and one warning line on stderr when `path`
+    exists already: it is replaced (stores resume; figures are redrawn, so they are not refused)."""
+    import os
+    check_writable(path, param_hint)
+    if path and os.path.isfile(path):
+        click.echo(f"warning: {param_hint} {path} exists and will be replaced", err=True)
 
 
 def parse_steps(text, words=("all",)):
@@ -112,7 +123,7 @@ def sweep_options(out, plot_help, chunk_help):
 def scheduler_options(fn):
     """--scheduler ADDRESS and --dask-local N (one task per checkpoint on a dask cluster; this process
     writes the store); the command turns them into the library's scheduler= with `scheduler_of`."""
-    fn = click.option("--dask-local", type=click.IntRange(min=1), default=None, metavar="N",
+    fn = click.option("--dask-local", type=click.IntRange(1, 256), default=None, metavar="N",
                       help="Start a local dask cluster of N worker processes and compute one checkpoint per task "
                            "on it (needs pip install -e '.[dask]').")(fn)
     return click.option("--scheduler", default=None, metavar="ADDRESS",

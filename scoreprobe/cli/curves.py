@@ -3,16 +3,17 @@ import click
 
 from scoreprobe.cli.app import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
-from scoreprobe.cli.common import (SEED, autocast_option, check_writable, choose_steps, models_per_pass_option,
-                                   on_scheduler, parse_steps, save_figure, scheduler_of, steps_in_store, store_line,
-                                   sweep_options)
+from scoreprobe.limits import MAX_ITEMS, MAX_SAMPLES, MAX_SIGMAS
+from scoreprobe.cli.common import (ODE_STEPS, SEED, autocast_option, check_figure, check_writable, choose_steps,
+                                   models_per_pass_option, on_scheduler, parse_steps, save_figure, scheduler_of,
+                                   steps_in_store, store_line, sweep_options)
 from scoreprobe.cli.source import source_options
 
 
 def _check_outputs(out, plot):
     """--out and --plot must be writable; checked before anything is computed or replaced."""
     check_writable(out, "--out")
-    check_writable(plot, "--plot")
+    check_figure(plot, "--plot")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -72,10 +73,10 @@ def _clock_summary(a):
 
 
 @cli.command()
-@click.option("--n-samples", type=click.IntRange(min=1), default=1000,
+@click.option("--n-samples", type=click.IntRange(1, MAX_SAMPLES), default=1000,
               help="Samples per checkpoint (fewer are faster but make the 0.9 threshold noisy).")
 @click.option("--seed", type=SEED, default=0, help="Seed of the initial noise (the same at every step).")
-@click.option("--n-steps", type=click.IntRange(min=1), default=DEFAULT_N_STEPS, help="Heun PF-ODE steps (DiT).")
+@click.option("--n-steps", type=ODE_STEPS, default=DEFAULT_N_STEPS, help="Heun PF-ODE steps (DiT).")
 @sweep_options("clocks.zarr", "Write the clock and state figure here.", "ODE batch rows (memory bound).")
 @models_per_pass_option()
 @autocast_option()
@@ -113,8 +114,8 @@ def clocks(source, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_
 
 def _clocks_figure(ds, path):
     from scoreprobe.viz import new_figure, plot_clocks, plot_states
-    fig = new_figure((12, 4.2))
-    ax1, ax2 = fig.subplots(1, 2)
+    fig = new_figure((13.5, 4.2))
+    ax1, ax2 = fig.subplots(1, 2, width_ratios=(1.15, 1))
     plot_clocks(ds, ax=ax1)
     plot_states(ds, ax=ax2)
     save_figure(fig, path, dpi=120)
@@ -127,10 +128,10 @@ def _clocks_figure(ds, path):
 CLI_HELDOUT = 256   # the command's held-out cap (the API's is 512): defaults sized for about a minute on 2 cores
 
 @cli.command()
-@click.option("--sigmas", type=click.IntRange(min=1), default=20, help="Log-spaced noise levels in [0.002, 80].")
-@click.option("--n-noise", type=click.IntRange(min=1), default=4, help="Noise draws per item (shared by all).")
-@click.option("--n-train", type=click.IntRange(min=0), default=None, help="Training items [default: all].")
-@click.option("--n-heldout", type=click.IntRange(min=0), default=None,
+@click.option("--sigmas", type=click.IntRange(1, MAX_SIGMAS), default=20, help="Log-spaced noise levels in [0.002, 80].")
+@click.option("--n-noise", type=click.IntRange(1, 1 << 16), default=4, help="Noise draws per item (shared by all).")
+@click.option("--n-train", type=click.IntRange(0, MAX_ITEMS), default=None, help="Training items [default: all].")
+@click.option("--n-heldout", type=click.IntRange(0, MAX_ITEMS), default=None,
               help=f"Held-out items [default: all, at most {CLI_HELDOUT}].")
 @click.option("--seed", type=SEED, default=0, help="Seed of the noise bank.")
 @sweep_options("dsm.zarr", "Write the loss and gap figure here.", "Denoiser rows per call (memory bound).")

@@ -3,10 +3,11 @@ import click
 
 from scoreprobe.cli.app import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
-from scoreprobe.cli.common import (SEED, animation_options, autocast_option, check_frame, check_writable,
-                                   choose_steps, device_option, figure_path, float_list, models_per_pass_option,
-                                   on_scheduler, save_figure, scheduler_of, scheduler_options, steps_in_store,
-                                   store_line)
+from scoreprobe.limits import FPS_RANGE
+from scoreprobe.cli.common import (ODE_STEPS, SEED, animation_options, autocast_option, check_figure, check_frame,
+                                   check_writable, choose_steps, device_option, figure_path, float_list,
+                                   models_per_pass_option, on_scheduler, save_figure, scheduler_of, scheduler_options,
+                                   steps_in_store, store_line)
 from scoreprobe.cli.source import source_options
 
 
@@ -40,7 +41,7 @@ def _plane_setup(source, plane_spec, seed, steps, outputs):
     plane = plane_from_spec(plane_spec, s.dataset, s.rule, seed=seed)
     chosen = choose_steps(steps, s)
     for option, path in outputs.items():
-        check_writable(path, option)
+        (check_writable if option == "--out" else check_figure)(path, option)
     return s, plane, chosen
 
 
@@ -74,7 +75,7 @@ def _basin_table(ds):
 @click.option("--plane", "plane_spec", default="auto", help="auto, or train:I,heldout:J,violating:K.")
 @click.option("--sigma-start", multiple=True, default=("1.0",), help="Starting noise level(s); repeat or comma-separate.")
 @click.option("--res", type=click.IntRange(min=2), default=24, help="Grid points per axis.")
-@click.option("--n-steps", type=click.IntRange(min=1), default=DEFAULT_N_STEPS, help="Heun PF-ODE steps from sigma_start to 0.")
+@click.option("--n-steps", type=ODE_STEPS, default=DEFAULT_N_STEPS, help="Heun PF-ODE steps from sigma_start to 0.")
 @click.option("--steps", default="auto", help="Checkpoints: auto (about 8), all, or S1,S2,...")
 @click.option("--seed", type=SEED, default=0, help="Seed of the automatic plane choice.")
 @click.option("--out", type=click.Path(), default="basins.zarr", help="Zarr store (resumable; reruns reuse it).")
@@ -123,7 +124,10 @@ def basins(source, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
     if out:
         click.echo(store_line(out, list(ds.step.values), reused))
     if animate_path:
-        click.echo(f"wrote {animate_basins(ds, animate_path, sigma_start=sig[0], dpi=dpi, size=frame_size)}")
+        written = animate_basins(ds, animate_path, sigma_start=sig[0], dpi=dpi, size=frame_size)
+        others = (f" (of {', '.join(f'{v:g}' for v in sig)}; `scoreprobe animate {out} --sigma-start S` for another)"
+                  if len(sig) > 1 and out else "")
+        click.echo(f"wrote {written}: sigma_start {sig[0]:g}{others}")
     click.echo(f"done in {time.perf_counter() - t0:.1f} s")
 
 
@@ -137,7 +141,8 @@ def basins(source, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
 @click.option("--out", type=click.Path(), default="field.zarr", help="Zarr store (model fields; resumable).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
 @click.option("--plot", type=click.Path(dir_okay=False), default="field.png", callback=figure_path,
-              help="Figure at the last step: one row per sigma, one column per field, one shared colour scale.")
+              help="Figure at the last step (its title names it and the computed ones): one row per sigma, one "
+                   "column per field, one shared colour scale.")
 @device_option()
 @models_per_pass_option()
 @autocast_option()
@@ -170,7 +175,8 @@ def field(source, plane_spec, sigma, res, steps, seed, oracles, out, overwrite, 
         click.echo(store_line(out, list(ds.step.values), reused))
     if plot:
         _field_figure(ds, sig, oracles, plot)
-        click.echo(f"wrote {plot}")
+        click.echo(f"wrote {plot}: the model field at step {int(ds.step.values[-1])}"
+                   + (f", the last of {ds.sizes['step']} computed" if ds.sizes["step"] > 1 else ""))
 
 
 def _field_figure(ds, sigmas, oracles, path):
@@ -182,12 +188,19 @@ def _field_figure(ds, sigmas, oracles, path):
 @cli.command()
 @click.argument("store", type=click.Path(exists=True, file_okay=False))
 @click.option("--out", type=click.Path(dir_okay=False), default="basins.gif", help="Output .gif or .mp4.")
-@click.option("--fps", type=click.FloatRange(min=0, min_open=True), default=4.0, help="Frames per second.")
+@click.option("--fps", type=click.FloatRange(*FPS_RANGE), default=4.0, help="Frames per second.")
 @click.option("--sigma-start", type=float, default=None, help="Which starting noise level (default: the middle one).")
 @animation_options
 def animate(store, out, fps, sigma_start, dpi, frame_size):
     """Animate a basins STORE (written by `scoreprobe basins --out`) over training steps."""
     from scoreprobe.viz import animate_basins
-    check_writable(out, "--out")
+    check_figure(out, "--out")
     check_frame(dpi, frame_size)
-    click.echo(f"wrote {animate_basins(store, out, fps=fps, sigma_start=sigma_start, dpi=dpi, size=frame_size)}")
+    from scoreprobe.store import open_store
+    from scoreprobe.viz.common import _pick_level
+    ds = open_store(store)
+    have = [float(v) for v in ds.sigma_start.values] if "sigma_start" in ds.dims else []
+    shown = float(_pick_level(ds, "sigma_start", sigma_start).sigma_start) if have else None
+    written = animate_basins(ds, out, fps=fps, sigma_start=sigma_start, dpi=dpi, size=frame_size)
+    click.echo(f"wrote {written}" + (f": sigma_start {shown:g} (of {', '.join(f'{v:g}' for v in have)})"
+                                     if shown is not None else ""))

@@ -6,7 +6,7 @@ import warnings
 import click
 
 from scoreprobe.cli.app import cli
-from scoreprobe.cli.common import SEED, check_writable, device_option
+from scoreprobe.cli.common import SEED, check_writable, device_option, figure_path, save_figure
 from scoreprobe.cli.source import SET_HELP, TRUST_HELP, parse_settings
 from scoreprobe.errors import ScoreprobeError, ScoreprobeWarning
 
@@ -64,12 +64,13 @@ def _train_options(fn):
 @click.option("--G", "G", type=int, default=2, help="Parity group size.")
 @click.option("--k", type=int, default=3, help="Ones per image (exactk) or per row (rowk).")
 @click.option("--n", type=int, default=4, help="Latin square / Sudoku size.")
-@click.option("--layout", type=click.Choice(["contiguous", "offset", "random"]), default="random",
-              help="Parity groups: consecutive pixels, the same shifted by one pixel, or a seeded permutation.")
+@click.option("--layout", type=click.Choice(["contiguous", "offset", "random"]), default=None,
+              help="Parity groups: consecutive pixels, the same shifted by one pixel, or a seeded permutation. "
+                   "[default: contiguous, as sp.Parity and rule specs; it was random before 2026-12-01]")
 @click.option("--rule-seed", type=SEED, default=0, help="Seed of the random parity layout.")
 @click.option("--shape", default="6x6", help="Image shape HxW (parity, exactk, rowk).")
 @device_option()
-@click.option("--threads", type=click.IntRange(min=1), default=None,
+@click.option("--threads", type=click.IntRange(1, 1024), default=None,
               help="CPU threads for torch (default: torch's choice). On CPU the weights are bitwise "
                    "reproducible for a given thread count; tiny models gain little from a second thread.")
 @click.option("--ensemble", "ensemble_spec", metavar="SPEC", default=None,
@@ -78,13 +79,27 @@ def _train_options(fn):
                    "product (8 runs, e.g. RUN_DIR/G2-n_train64-seed0). Keys: rule, G, k, layout, rule_seed "
                    "(same image shape), seed, data_seed, n_train, n_heldout, p_mean, p_std, save_dtype, "
                    "save_model; every other option is shared.")
+@click.option("--keep-state/--no-keep-state", default=True, show_default=True,
+              help="Keep the last training state (model, EMA, optimizer, RNG) in RUN_DIR/final_state.pt, "
+                   "so that a larger --total-steps can extend the finished run.")
 @_train_options
 @click.pass_context
-def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads, ensemble_spec, **settings):
+def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads, ensemble_spec, keep_state,
+          **settings):
     """Train a model and write log-spaced checkpoints to RUN_DIR (rerun the same command to resume);
-    with --ensemble, a grid of DiT runs at once, one run directory each under RUN_DIR."""
+    with --ensemble, a grid of DiT runs at once, one run directory each under RUN_DIR.
+
+    \b
+    Extending: the same command with a larger --total-steps continues a finished run (from
+    final_state.pt). Its checkpoints stay as they are; new ones continue the log grid (each r times
+    the one before, r the ratio between the first schedule's steps, up to the new total, which is the
+    last). With a constant or step learning rate the extended run follows the trajectory of a run
+    trained to the new total from the start; a cosine schedule cannot be extended.
+    The log (RUN_DIR/train_log.jsonl, and the progress) has the loss and its mean in σ buckets;
+    `scoreprobe plot-log RUN_DIR` draws it."""
     import torch
     from scoreprobe.training.train import TrainConfig, train_run
+    layout = _default_layout(rule, layout, ensemble_spec)
     rule_args = dict(rule=rule, G=G, k=k, n=n, layout=layout, rule_seed=rule_seed, shape=shape)
     if ensemble_spec is not None:
         grid = _ensemble_grid(ctx, ensemble_spec)       # usage errors before anything is built
@@ -93,13 +108,31 @@ def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads
             torch.set_num_threads(threads)
         return _train_ensemble(run_dir, grid, rule_args, device, settings)
     cfg = TrainConfig(rule=_rule_spec(**rule_args), **settings)
+    cfg.validate()   # every number in range and the model within the size limits before anything is said or made
+    from scoreprobe.models.build import check_training_size, model_arch
+    from scoreprobe.data.rules import rule_from_spec
+    check_training_size(cfg.model, model_arch(cfg, rule_from_spec(cfg.rule)), cfg.batch_size)
     check_writable(run_dir, "RUN_DIR")
     if threads:
         torch.set_num_threads(threads)
     click.echo(f"training {cfg.model} on {cfg.rule} (N={cfg.n_train}) for {cfg.total_steps} steps on {device} "
                f"-> {run_dir}")
-    path = train_run(cfg, run_dir, device=device)
+    path = train_run(cfg, run_dir, device=device, keep_state=keep_state)
     click.echo(f"done: {path}")
+
+
+def _default_layout(rule, layout, ensemble_spec):
+    """--layout, or 'contiguous' with a SettingWarning when a parity run relies on the default (it was
+    random before 2026-12-01: the same command then made another rule)."""
+    if layout is not None:
+        return layout
+    in_grid = ensemble_spec is not None and "layout=" in ensemble_spec.lower()
+    if not in_grid and (rule == "parity" or "rule=" in (ensemble_spec or "").lower()):
+        from scoreprobe.errors import SettingWarning
+        warnings.warn("--layout not given: parity groups are contiguous (the default since 2026-12-01; it was "
+                      "random before, so this command makes another rule than it did then: pass --layout random "
+                      "to continue or reproduce such a run)", SettingWarning, stacklevel=2)
+    return "contiguous"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,7 +183,30 @@ def _ensemble_grid(ctx, spec):
         axes[name] = values
     if not axes:
         raise click.BadParameter("empty; give at least one KEY=V1,V2,...", ctx=ctx, param_hint="--ensemble")
+    import math
+    from scoreprobe.limits import MAX_ENSEMBLE
+    size = math.prod(len(v) for v in axes.values())
+    if size > MAX_ENSEMBLE:
+        raise click.BadParameter(f"{size} members, more than the limit {MAX_ENSEMBLE} (scoreprobe.limits.MAX_ENSEMBLE)",
+                                 ctx=ctx, param_hint="--ensemble")
     return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+
+
+def _refuse_ignored_keys(grid, cfgs):
+    """A usage error when two members train the same run: a key the rule ignores (k with parity,
+    rule_seed with a contiguous layout) would give identical duplicate members."""
+    from scoreprobe.training.ensemble import member_key
+    seen = {}
+    for member, cfg in zip(grid, cfgs):
+        key = member_key(cfg)
+        if key in seen:
+            other = seen[key]
+            keys = [k for k in member if member[k] != other[k]]
+            raise click.BadParameter(f"{', '.join(keys)} has no effect on the rule {cfg.rule}: members "
+                                     f"{' '.join(f'{k}={other[k]}' for k in keys)} and "
+                                     f"{' '.join(f'{k}={member[k]}' for k in keys)} would train identical runs",
+                                     param_hint="--ensemble")
+        seen[key] = member
 
 
 def _train_ensemble(run_dir, grid, rule_args, device, settings):
@@ -164,6 +220,7 @@ def _train_ensemble(run_dir, grid, rule_args, device, settings):
         own = {k: v for k, v in member.items() if k not in rule_args}
         cfgs.append(TrainConfig(rule=rule_spec, **{**settings, **own}))
         dirs.append(os.path.join(run_dir, "-".join(f"{k}{v}" for k, v in member.items())))
+    _refuse_ignored_keys(grid, cfgs)
     check_ensemble(cfgs, dirs)          # ConfigError (one line, exit 2) before any directory is made
     click.echo(f"training an ensemble of {len(cfgs)} {cfgs[0].model} runs for {cfgs[0].total_steps} steps "
                f"on {device} -> {run_dir}")
@@ -171,6 +228,27 @@ def _train_ensemble(run_dir, grid, rule_args, device, settings):
         click.echo(f"  {i + 1}/{len(grid)}: {' '.join(f'{k}={v}' for k, v in member.items())} -> {path}")
     train_ensemble(cfgs, dirs, device=device)
     click.echo(f"done: {len(dirs)} runs in {run_dir}")
+
+
+# ---------------------------------------------------------------------------------------------
+# plot-log
+# ---------------------------------------------------------------------------------------------
+
+@cli.command("plot-log")
+@click.argument("run_dir", type=click.Path(path_type=str))
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None, callback=figure_path,
+              help="Figure file [default: RUN_DIR/train_log.png].")
+def plot_log(run_dir, out):
+    """Draw the training curve of RUN_DIR: the logged loss vs step on log axes, its mean in each σ
+    bucket as separate lines, and the checkpoint steps marked."""
+    import os
+    from scoreprobe.training.trainlog import read_log
+    read_log(run_dir)                       # DataError (one line, exit 2) before matplotlib is imported
+    from scoreprobe.viz.trainlog import plot_train_log
+    out = out or os.path.join(run_dir, "train_log.png")
+    check_writable(out, "--out")
+    save_figure(plot_train_log(run_dir), out, dpi=120)
+    click.echo(f"wrote {out}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,6 +282,12 @@ def _info_series(s):
     yield "architecture", _fmt_arch(d["arch"])
     yield "parameters", f"{d['n_params']:,}"
     yield "steps", _fmt_steps(d["steps"])
+    if meta.get("extended_from"):
+        yield "extended", f"from {', '.join(map(str, meta['extended_from']))} steps to {d['config'].get('total_steps')}"
+    if state == "finished":
+        yield "extendable", ("no (cosine learning-rate schedule)" if d["config"].get("lr_schedule") == "cosine" else
+                             "yes (final_state.pt: a larger --total-steps continues it)"
+                             if (s.path / "final_state.pt").exists() else "no (no final_state.pt kept)")
     cfg = d["config"]
     yield "training", " ".join(f"{k}={cfg.get(k)}" for k in ("lr", "lr_schedule", "batch_size", "total_steps", "ema_decay",
                                                                 "seed", "save_dtype"))
@@ -254,6 +338,12 @@ def _info_file(path, trust, settings):
                           f"pass --set {d['missing'][0]}=... to load it)")
 
 
+def _echo_warnings(caught):
+    """The warnings recorded while a file was read, one line each (kept when reading then fails)."""
+    for w in caught:
+        click.echo(f"warning: {w.category.__name__}: {' '.join(str(w.message).split())}", err=True)
+
+
 @cli.command()
 @click.argument("path", type=click.Path(path_type=str), required=False)
 @click.option("--trust", is_flag=True, help=TRUST_HELP)
@@ -263,8 +353,12 @@ def info(path, trust, settings):
     rule, data, architecture, parameters, steps; for a file also how it will be read
     (parameterization, schedule, σ_data, label row, weights)."""
     import os
+    if path is not None and not os.path.exists(path):   # before torch is imported (seconds)
+        click.echo(f"error: no checkpoint file, diffusers folder or run directory at {path}", err=True)
+        sys.exit(2)
     from scoreprobe.loading.series import load_series
     settings = parse_settings(settings)
+    caught = []
     try:
         if path is None or (os.path.isdir(path) and os.path.exists(os.path.join(path, "run.json"))):
             rows = list(_info_series(load_series(path)))
@@ -274,9 +368,11 @@ def info(path, trust, settings):
                 rows = list(_info_file(path, trust, settings))
             rows += [("warning", str(w.message)) for w in caught if issubclass(w.category, ScoreprobeWarning)]
     except ScoreprobeError as e:
-        click.echo(f"error: {e}", err=True)
+        _echo_warnings(caught)      # e.g. the TrustWarning of a pickle whose code ran before the error
+        click.echo(f"error: {' '.join(str(e).split())}", err=True)
         sys.exit(2)
     except Exception as e:  # a hostile or odd file must not print a traceback
+        _echo_warnings(caught)
         logging.getLogger(__name__).debug("info %s failed", path, exc_info=True)
         click.echo(f"error: could not read {path} ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}); "
                    "rerun as `scoreprobe -vv info ...` for details", err=True)

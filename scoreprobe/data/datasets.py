@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from scoreprobe.errors import DataError
+from scoreprobe.limits import MAX_SEED, check_dataset_size
 from scoreprobe.data.bitindex import BitIndex, pack_bits
 from scoreprobe.data.rules import ENUMERATE_LIMIT, Rule, _int, check_bits
 
@@ -134,8 +135,9 @@ def make_dataset(rule, n_train, n_heldout, seed=0):
     Dataset with train (n_train, D) uint8 and heldout (n_heldout, D) uint8.
     """
     n_train, n_heldout = _int(n_train, "n_train", 0), _int(n_heldout, "n_heldout", 0)
-    seed = _int(seed, "seed", 0)
+    seed = _int(seed, "seed", 0, MAX_SEED)
     total = n_train + n_heldout
+    check_dataset_size(n_train, n_heldout, rule.n_bits)   # limits.MAX_ITEMS / MAX_DATASET_BYTES, before drawing
     if total > rule.n_valid:
         raise DataError(f"asked for {n_train} train + {n_heldout} held-out = {total} distinct images, "
                         f"but {rule!r} has only {rule.n_valid} valid images")

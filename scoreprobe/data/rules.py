@@ -108,6 +108,10 @@ class Rule:
         """JSON-able dict with "name" and the constructor arguments; rule_from_spec inverts it."""
         raise NotImplementedError
 
+    def effective_spec(self):
+        """The spec without arguments this rule ignores: two rules with equal ones accept the same images."""
+        return self.spec()
+
     def __eq__(self, other):
         return isinstance(other, Rule) and self.spec() == other.spec()
 
@@ -183,6 +187,10 @@ class Parity(Rule):
 
     def spec(self):
         return {"name": self.name, "G": self.G, "shape": list(self.shape), "layout": self.layout, "seed": self.seed}
+
+    def effective_spec(self):
+        """The spec without the seed when the layout does not use it (contiguous, offset)."""
+        return {k: v for k, v in self.spec().items() if k != "seed" or self.layout == "random"}
 
 
 class ExactK(Rule):

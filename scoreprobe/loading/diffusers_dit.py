@@ -24,7 +24,8 @@ from pathlib import Path
 
 import torch
 
-from scoreprobe.errors import CheckpointError
+from scoreprobe.errors import CheckpointError, ConfigError
+from scoreprobe.limits import MAX_BITS, MAX_HIDDEN, check_int, check_positive
 from scoreprobe.loading.formats import read_json
 
 CLASSES = ("DiTTransformer2DModel", "Transformer2DModel")
@@ -95,10 +96,28 @@ def _shared_embedder(sd, depth):
     return first
 
 
-def convert_diffusers_dit(sd, config=None, image_shape=None):
+def _image_size(config, image_shape, hidden, C, p, expect_shape):
+    """The side of the square image, checked before the (1, T, hidden) position table is allocated."""
+    size = config.get("sample_size") or (image_shape[-1] if image_shape is not None else None)
+    if not size:
+        raise CheckpointError("a diffusers DiT state_dict without its config.json: pass image_shape=(C, H, W)")
+    size = check_int(size, "sample_size", 1, MAX_BITS, CheckpointError)
+    check_int(hidden, "the hidden size of the weights", 1, MAX_HIDDEN, CheckpointError)
+    if C * size * size > MAX_BITS or size % p:
+        raise CheckpointError(f"sample_size {size} with {C} channel(s) and patch {p} is not a {p}-divisible image of "
+                              f"at most {MAX_BITS} bits (scoreprobe.limits.MAX_BITS)")
+    if expect_shape is not None and [C, size, size] != [int(v) for v in expect_shape]:
+        raise ConfigError(f"the diffusers config models images of shape {(C, size, size)}, the dataset has "
+                          f"{tuple(expect_shape)}")
+    return size
+
+
+def convert_diffusers_dit(sd, config=None, image_shape=None, expect_shape=None):
     """(state_dict in scoreprobe's layout, extra DiT arguments, settings dict) of a DiTTransformer2DModel.
 
-    The image size comes from config["sample_size"], else from image_shape (C, H, W) (square only).
+    The image size comes from config["sample_size"], else from image_shape (C, H, W) (square only);
+    it is checked against the limits and against expect_shape (the data's (C, H, W), when known)
+    before the position table is built.
     """
     config = dict(config or {})
     _check_config(config)
@@ -124,12 +143,11 @@ def convert_diffusers_dit(sd, config=None, image_shape=None):
     except KeyError as e:
         raise CheckpointError(f"not a DiTTransformer2DModel state_dict in a layout scoreprobe maps: missing {e}") from None
     hidden, C, p, _ = out["x_embedder.proj.weight"].shape
-    size = int(config.get("sample_size") or (image_shape[-1] if image_shape is not None else 0))
-    if not size:
-        raise CheckpointError("a diffusers DiT state_dict without its config.json: pass image_shape=(C, H, W)")
+    size = _image_size(config, image_shape, int(hidden), int(C), int(p), expect_shape)
     from scoreprobe.models.dit import sincos_2d
     out["pos_embed"] = torch.from_numpy(sincos_2d(hidden, size // p, size // p)).float().unsqueeze(0)   # (1, T, D)
     settings = {"num_heads": config.get("num_attention_heads"), "num_classes": config.get("num_embeds_ada_norm"),
                 "image_shape": [int(C), size, size]}
-    extra = {"time_freq_shift": 1, "mlp_norm_eps": float(config.get("norm_eps", DEFAULT_NORM_EPS))}
+    extra = {"time_freq_shift": 1, "mlp_norm_eps": check_positive(config.get("norm_eps", DEFAULT_NORM_EPS), "norm_eps", 1.0,
+                                                              CheckpointError)}
     return out, extra, {k: v for k, v in settings.items() if v is not None}

@@ -14,10 +14,8 @@ import re
 import torch
 import torch.nn as nn
 
-from scoreprobe.errors import CheckpointError, ConfigError, first_line
-from scoreprobe.limits import MAX_BITS, MAX_HIDDEN, MAX_LABEL_ROWS, check_int, check_positive
-from scoreprobe.models.param import check_parameterization
-from scoreprobe.loading.settings import SETTINGS
+from scoreprobe.errors import OTHER_MODELS, CheckpointError, ConfigError, first_line
+from scoreprobe.loading.settings import SETTINGS, check_setting
 
 OVERRIDES = SETTINGS
 DIT_HEADS = {"XL": 16, "L": 16, "B": 12, "S": 6}   # facebookresearch/DiT presets DiT-{size}/{patch}
@@ -40,23 +38,13 @@ def strip_prefixes(sd):
 
 
 def check_overrides(overrides):
-    """ConfigError for unknown setting names, a bad parameterization name, or values out of range
-    (num_heads, num_classes: positive ints; sigma_data, time_scale: positive finite; image_shape)."""
+    """ConfigError for unknown setting names or a malformed value (loading.settings.check_setting: type,
+    range, finiteness; e.g. num_heads a positive int, sigma_data positive finite, image_shape (C, H, W))."""
     unknown = set(overrides) - set(OVERRIDES)
     if unknown:
         raise ConfigError(f"unknown checkpoint settings {sorted(unknown)}; known: {', '.join(OVERRIDES)}, ema")
-    if overrides.get("parameterization") is not None:
-        check_parameterization(overrides["parameterization"])
-    for name, (lo, hi) in (("num_heads", (1, MAX_HIDDEN)), ("num_classes", (1, MAX_LABEL_ROWS))):
-        if overrides.get(name) is not None:
-            check_int(overrides[name], name, lo, hi)
-    for name in ("sigma_data", "time_scale"):
-        if overrides.get(name) is not None:
-            check_positive(overrides[name], name)
-    shape = overrides.get("image_shape")
-    if shape is not None and (not isinstance(shape, (list, tuple)) or len(shape) != 3
-                              or math.prod(check_int(v, "image_shape entry", 1, MAX_BITS) for v in shape) > MAX_BITS):
-        raise ConfigError(f"image_shape must be (C, H, W) with C*H*W <= {MAX_BITS}, got {str(shape)[:60]}")
+    for name, value in overrides.items():
+        check_setting(name, value)
 
 
 def dit_module_settings(module):
@@ -92,15 +80,16 @@ def infer_dit_arch(sd, settings=None):
         n_tokens = sd["pos_embed"].shape[1]
     except (KeyError, ValueError, IndexError, ZeroDivisionError) as e:
         raise CheckpointError(f"not a DiT state_dict in the facebookresearch/DiT layout ({first_line(e)}); "
-                              f"keys start with {sorted(sd)[:4]}") from None
+                              f"keys start with {sorted(sd)[:4]}: a layout scoreprobe does not know; "
+                              f"{OTHER_MODELS}") from None
     if p != q or c_out not in (C, 2 * C) or n_freq != 256 or ratio <= 0 or rows < 1 or n_tokens < 1:
         raise CheckpointError(f"unsupported DiT variant: patch {p}x{q}, {C} -> {c_out:g} channels, "
                               f"{n_freq} timestep frequencies (need square patches, C or 2C outputs, 256)")
-    heads = settings.get("num_heads")
+    heads = check_setting("num_heads", settings.get("num_heads"), "settings")
     preset = re.match(r"DiT-(XL|L|B|S)/\d+$", str(settings.get("model") or ""))
     if heads is None and preset:
         heads = DIT_HEADS[preset.group(1)]
-    shape = settings.get("image_shape")
+    shape = check_setting("image_shape", settings.get("image_shape"), "settings")
     grid = math.isqrt(n_tokens)
     if shape is None and grid * grid == n_tokens:
         shape = (C, grid * p, grid * p)

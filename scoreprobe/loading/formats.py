@@ -9,8 +9,10 @@ safetensors files never run code. safetensors is an optional dependency (`pip in
 """
 import argparse
 import json
+import os
 import pickle
 import re
+import stat
 import struct
 import warnings
 import zipfile
@@ -20,6 +22,7 @@ from pathlib import Path
 import torch
 
 from scoreprobe.errors import CheckpointError, TrustWarning, first_line, user_stacklevel
+from scoreprobe.limits import MAX_JSON_DEPTH, MAX_SIDE_BYTES, check_bool, json_depth
 
 
 SIDE_FILES = ("args.json", "config.json")
@@ -67,6 +70,7 @@ def read_safetensors(path):
 def read_file(path, trust=False):
     """(object, safetensors metadata or {}, container name) of one checkpoint file."""
     path = Path(path)
+    trust = check_bool(trust, "trust")
     _check_path(path)
     if is_safetensors(path):
         sd, meta = read_safetensors(path)
@@ -134,11 +138,24 @@ def _read_trusted(path):
 
 
 def read_json(path):
-    """A JSON object from `path`; CheckpointError when unreadable or not an object."""
+    """A JSON object from `path` (a regular file of at most MAX_SIDE_BYTES, nested at most MAX_JSON_DEPTH
+    levels); CheckpointError when larger, deeper, unreadable or not an object."""
+    path = Path(path)
     try:
-        obj = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        if not stat.S_ISREG(os.stat(path).st_mode):   # a FIFO would block, /dev/zero never end
+            raise CheckpointError(f"{path} is not a regular file")
+        with open(path, "rb") as f:
+            raw = f.read(MAX_SIDE_BYTES + 1)
+        if len(raw) > MAX_SIDE_BYTES:
+            raise CheckpointError(f"{path} is larger than {MAX_SIDE_BYTES} bytes (scoreprobe.limits.MAX_SIDE_BYTES)")
+        obj = json.loads(raw.decode())
+    except RecursionError:
+        raise CheckpointError(f"{path} is nested deeper than {MAX_JSON_DEPTH} levels "
+                              "(scoreprobe.limits.MAX_JSON_DEPTH)") from None
+    except (OSError, ValueError) as e:   # ValueError: JSON and UTF-8 errors
         raise CheckpointError(f"{path} is not readable JSON: {first_line(e)}") from None
+    if json_depth(obj) > MAX_JSON_DEPTH:
+        raise CheckpointError(f"{path} is nested deeper than {MAX_JSON_DEPTH} levels (scoreprobe.limits.MAX_JSON_DEPTH)")
     if not isinstance(obj, dict):
         raise CheckpointError(f"{path} holds a JSON {type(obj).__name__}, expected an object")
     return obj
@@ -147,4 +164,4 @@ def read_json(path):
 def read_side_files(path):
     """[(file name, dict)] for args.json / config.json in the folder of checkpoint `path` (when present)."""
     folder = Path(path).parent
-    return [(name, read_json(folder / name)) for name in SIDE_FILES if (folder / name).is_file()]
+    return [(name, read_json(folder / name)) for name in SIDE_FILES if (folder / name).exists()]   # FIFOs refused

@@ -10,17 +10,18 @@ import argparse
 import warnings
 from pathlib import Path
 
+import torch
 import torch.nn as nn
 
 from scoreprobe.errors import CheckpointError, ConfigError, ScoreprobeWarning
-from scoreprobe.limits import MAX_STEP, check_int, check_positive
+from scoreprobe.limits import MAX_STEP, check_expansion, check_int, check_positive
 from scoreprobe.models.build import check_arch
 from scoreprobe.loading.diffusers_dit import convert_diffusers_dit, find_diffusers_dir, is_diffusers_dit
 from scoreprobe.loading.diffusers_dit import read_diffusers_weights
 from scoreprobe.loading.foreign import dit_module_settings, infer_dit_arch, is_state_dict, strip_prefixes
 from scoreprobe.loading.formats import read_file, read_json, read_side_files
-from scoreprobe.loading.settings import (Settings, check_conflicts, decide_parameterization, resolve_label,
-                                        resolve_onehot_label, resolve_schedule)
+from scoreprobe.loading.settings import (Settings, check_conflicts, check_source, decide_parameterization,
+                                         resolve_label, resolve_onehot_label, resolve_schedule)
 from scoreprobe.loading.weights import select_weights
 
 
@@ -29,18 +30,28 @@ from scoreprobe.loading.weights import select_weights
 # ---------------------------------------------------------------------------------------------
 
 def _read(path, trust, overrides):
-    """(object, Settings, container phrase, diffusers config or None) of a file or diffusers folder."""
+    """(object, Settings, container phrase, diffusers config or None, bytes of the files read) of a file
+    or diffusers folder."""
     path, settings = Path(path), Settings(overrides)
     found = find_diffusers_dir(path) if path.is_dir() else None
     if found is not None:
-        sd, config, _ = read_diffusers_weights(found.model_dir, lambda f: read_file(f, trust))
+        sd, config, files = read_diffusers_weights(found.model_dir, lambda f: read_file(f, trust))
+        config = check_source(config, f"{found.model_dir / 'config.json'}")
         if found.scheduler is not None:
             settings.add(f"diffusers {found.scheduler.name}", read_json(found.scheduler))
-        return sd, settings, "diffusers DiTTransformer2DModel folder", config
+        return sd, settings, "diffusers DiTTransformer2DModel folder", config, sum(f.stat().st_size for f in files)
     obj, meta, container = read_file(path, trust)
     if meta:
         settings.add("safetensors metadata", meta, parse=True)
-    return obj, settings, container, None
+    return obj, settings, container, None, path.stat().st_size
+
+
+def _check_allocation(weights, file_bytes, path):
+    """CheckpointError, before anything is allocated, when the chosen weights would take far more memory
+    (float32 at least) than the file holds (limits.check_expansion); a module (trusted pickle) is built already."""
+    if isinstance(weights, dict):
+        n = sum(v.numel() * max(v.element_size(), 4) for v in weights.values() if torch.is_tensor(v))
+        check_expansion(n, file_bytes, str(path), CheckpointError)
 
 
 def _unwrap_dit_modules(obj, settings):
@@ -79,12 +90,15 @@ def _add_file_sources(obj, path, settings):
 # Planning: what to build
 # ---------------------------------------------------------------------------------------------
 
-def plan_checkpoint(path, trust, ema, overrides):
-    """dict(format, kind, arch, weights | module, step, missing, foreign, facts) for one file or folder."""
+def plan_checkpoint(path, trust, ema, overrides, expect_shape=None):
+    """dict(format, kind, arch, weights | module, step, missing, foreign, facts) for one file or folder.
+
+    expect_shape: the (C, H, W) of the data the model is to be compared with, when known; a diffusers
+    config that states another is refused before its position table is built."""
     from scoreprobe.training.train import CKPT_FORMAT   # the format the trainer writes
-    obj, settings, container, config = _read(path, trust, overrides)
+    obj, settings, container, config, file_bytes = _read(path, trust, overrides)
     if isinstance(obj, dict) and obj.get("format") == CKPT_FORMAT:
-        return _plan_ours(obj, path, ema, settings)
+        return _plan_ours(obj, path, ema, settings, file_bytes)
     obj, unwrapped = _unwrap_dit_modules(obj, settings)
     if config is None:
         config = _add_file_sources(obj, Path(path), settings)
@@ -94,13 +108,14 @@ def plan_checkpoint(path, trust, ema, overrides):
         raise CheckpointError(f"{path}: {e}") from None
     if container.startswith("diffusers") and w.which == "unmarked":
         w.where, w.note = "the diffusers folder's weights", "diffusers saves one set; it does not say whether it is EMA"
+    _check_allocation(w.weights, file_bytes, path)
     fmt = _format_name(obj, container, w, unwrapped)
     if isinstance(w.weights, nn.Module):
         return _plan_module(w, path, settings, fmt)
     sd = strip_prefixes(w.weights)
     extra = {}
     if is_diffusers_dit(sd):
-        sd, extra, found = convert_diffusers_dit(sd, config, settings.get("image_shape"))
+        sd, extra, found = convert_diffusers_dit(sd, config, settings.get("image_shape"), expect_shape)
         settings.add("diffusers config", found)
     arch, missing = infer_dit_arch(sd, settings)
     arch["net"].update(extra)
@@ -156,7 +171,7 @@ def _decide(arch, settings, missing):
     return facts
 
 
-def _plan_ours(obj, path, ema, settings):
+def _plan_ours(obj, path, ema, settings, file_bytes):
     if "arch" not in obj or obj.get("kind") not in ("dit", "gpt"):
         raise CheckpointError(f"{path} is a training-resume state without architecture; "
                               "load its run directory with load_series instead")
@@ -165,6 +180,7 @@ def _plan_ours(obj, path, ema, settings):
     except CheckpointError as e:
         hint = "; use ema=True (trained with save_model=False)" if ema is False else ""
         raise CheckpointError(f"{path}: {e}{hint}") from None
+    _check_allocation(w.weights, file_bytes, path)
     arch = obj["arch"]
     check_arch(obj["kind"], arch, where=f"{path}: stored architecture")
     check_int(obj.get("step"), f"{path}: stored step", 0, MAX_STEP, CheckpointError)

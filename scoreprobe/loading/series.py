@@ -24,7 +24,7 @@ import torch
 
 from scoreprobe.data.datasets import load_dataset
 from scoreprobe.errors import CheckpointError, ConfigError, ScoreprobeError, first_line
-from scoreprobe.limits import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_STEP, check_int, json_depth
+from scoreprobe.limits import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_STEP, check_bool, check_int, json_depth
 from scoreprobe.models.build import build_model, check_arch, expected_shapes
 from scoreprobe.models.dit import dit_from_config
 from scoreprobe.loading.foreign import check_overrides
@@ -108,7 +108,7 @@ def load_checkpoint(path, trust=False, *, ema="auto", device="cpu", **overrides)
 def _load(path, trust, ema, device, overrides, step=None):
     """load_checkpoint; with `step`, CheckpointError when a scoreprobe file states another step."""
     check_overrides(overrides)
-    plan = plan_checkpoint(path, trust, check_ema(ema), overrides)
+    plan = plan_checkpoint(path, check_bool(trust, "trust"), check_ema(ema), overrides)
     if step is not None and not plan["foreign"] and plan["step"] != step:
         raise CheckpointError(f"{path} states step {plan['step']}, but its file name says {step}; "
                               "the run directory is inconsistent")
@@ -119,7 +119,7 @@ def describe_checkpoint(path, trust=False, *, ema="auto", **overrides):
     """Facts about one checkpoint without building it: format, kind, step, arch, n_params, missing,
     parameterization (+ how), schedule (+ how), sigma_data, label (+ how), weights, overrides."""
     check_overrides(overrides)
-    plan = plan_checkpoint(path, trust, check_ema(ema), overrides)
+    plan = plan_checkpoint(path, check_bool(trust, "trust"), check_ema(ema), overrides)
     facts = plan["facts"]
     schedule = facts["schedule"]
     return {"path": str(path), "format": plan["format"], "kind": plan["kind"], "step": plan["step"],
@@ -149,7 +149,7 @@ class CheckpointSeries:
         self.steps = list(self._files)
         self.dataset, self.rule = dataset, dataset.rule
         self.config, self.kind, self.arch = dict(config or {}), kind, arch
-        self._trust, self._overrides, self._ema = trust, dict(overrides or {}), ema
+        self._trust, self._overrides, self._ema = check_bool(trust, "trust"), dict(overrides or {}), ema
         self.meta = dict(meta or {})  # the whole run.json of a run directory
 
     def __len__(self):
@@ -294,6 +294,18 @@ def load_series(path=None):
                             meta=meta)
 
 
+def _check_distinct_files(files, steps):
+    """ConfigError when one file (by its real path: symlinks and ../ resolved) is named at two steps."""
+    seen = {}
+    for f, s in zip(files, steps):
+        real = os.path.realpath(f)
+        if real in seen:
+            raise ConfigError(f"{f} is named at steps {seen[real][1]} and {s}" + (
+                f" (as {seen[real][0]}, the same file)" if str(seen[real][0]) != str(f) else "")
+                + "; every step needs its own checkpoint file")
+        seen[real] = (f, s)
+
+
 def series_from_files(files, steps, dataset, rule=None, **arch):
     """Wrap anyone's checkpoint files (one per training step) as a CheckpointSeries.
 
@@ -301,7 +313,7 @@ def series_from_files(files, steps, dataset, rule=None, **arch):
     dataset .npz; rule: Rule or spec (default: the dataset's); **arch: load_checkpoint overrides
     (parameterization, schedule, class_label, num_heads, sigma_data, image_shape, ...), trust= and ema=.
     """
-    trust = bool(arch.pop("trust", False))
+    trust = check_bool(arch.pop("trust", False), "trust")
     ema = check_ema(arch.pop("ema", "auto"))
     check_overrides(arch)
     files, steps = [Path(f) for f in files], [check_int(s, "a step", 0, MAX_STEP) for s in steps]
@@ -309,13 +321,14 @@ def series_from_files(files, steps, dataset, rule=None, **arch):
         raise ConfigError(f"need one step per file and at least one file, got {len(files)} files, {len(steps)} steps")
     if len(set(steps)) != len(steps):
         raise ConfigError(f"steps must be unique, got {steps}")
+    _check_distinct_files(files, steps)
     if rule is not None and not isinstance(rule, Rule):
         rule = rule_from_spec(rule)
     if not hasattr(dataset, "train"):
         dataset = load_dataset(dataset, rule)
     elif rule is not None and rule != dataset.rule:
         raise ConfigError(f"rule {rule!r} differs from the dataset's {dataset.rule!r}")
-    plan = plan_checkpoint(files[0], trust, ema, arch)
+    plan = plan_checkpoint(files[0], trust, ema, arch, expect_shape=dataset.rule.image_shape)
     shape = plan["arch"].get("image_shape")
     if shape is not None and tuple(shape) != tuple(dataset.rule.image_shape):
         raise ConfigError(f"{files[0]} models images of shape {tuple(shape)}, the dataset has "

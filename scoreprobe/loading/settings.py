@@ -12,11 +12,14 @@ settled silently: a guess warns (ScoreprobeWarning), and what cannot be decided 
 """
 import argparse
 import json
+import math
 import re
 import warnings
 
-from scoreprobe.errors import ConfigError, ScoreprobeWarning
-from scoreprobe.models.param import EDM_ONLY, VP_ONLY, check_parameterization
+from scoreprobe.errors import ConfigError, ScoreprobeWarning, user_stacklevel
+from scoreprobe.limits import (MAX_BITS, MAX_HIDDEN, MAX_JSON_DEPTH, MAX_LABEL_ROWS, MAX_SIGMA, MAX_TIMESTEPS,
+                               check_int, check_positive, json_depth)
+from scoreprobe.models.param import EDM_ONLY, PARAMETERIZATIONS, VP_ONLY, check_parameterization
 from scoreprobe.models.schedules import VPSchedule
 
 SETTINGS = ("num_heads", "sigma_data", "image_shape", "time_scale", "parameterization", "schedule",
@@ -38,7 +41,73 @@ def _parse(value):
             return json.loads(value)
         except json.JSONDecodeError:
             return value
+        except RecursionError:
+            raise ConfigError(f"a metadata value is nested deeper than {MAX_JSON_DEPTH} levels "
+                              "(scoreprobe.limits.MAX_JSON_DEPTH)") from None
     return value
+
+
+# ---------------------------------------------------------------------------------------------
+# The one validation layer: every setting from any source (overrides, --set, safetensors metadata,
+# training args, side files, diffusers configs) is checked here for type, range and finiteness
+# ---------------------------------------------------------------------------------------------
+
+_INTS = {"num_heads": (1, MAX_HIDDEN), "num_attention_heads": (1, MAX_HIDDEN), "num_classes": (1, MAX_LABEL_ROWS),
+         "num_embeds_ada_norm": (1, MAX_LABEL_ROWS), "num_timesteps": (1, MAX_TIMESTEPS),
+         "num_train_timesteps": (1, MAX_TIMESTEPS), "sample_size": (1, MAX_BITS)}
+_POSITIVE = {"sigma_data": MAX_SIGMA, "time_scale": 1e6, "norm_eps": 1.0, "beta_start": 1.0, "beta_end": 1.0}
+_WORDS = {"parameterization": PARAMETERIZATIONS, "schedule": tuple(_BETA_SCHEDULES.values()),
+          "prediction_type": tuple(_PREDICTION_TYPES), "beta_schedule": None}
+
+
+def _integer(value):
+    """An int, or a float with an integral value (JSON writers emit 6.0); bools, 4.7, '6' and NaN refused."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value
+
+
+def check_setting(name, value, where="override"):
+    """The checked value of one setting stated by `where`; ConfigError naming both when it is malformed.
+
+    None means "not stated" and passes; names scoreprobe does not read pass unchanged."""
+    if value is None:
+        return None
+    try:
+        if name in _INTS:
+            return check_int(_integer(value), name, *_INTS[name])
+        if name in _POSITIVE:
+            return check_positive(value, name, _POSITIVE[name])
+        if name in _WORDS:
+            known = _WORDS[name]
+            if not isinstance(value, str) or (known is not None and value not in known):
+                raise ConfigError(f"{name} must be one of {', '.join(known)}, got {_short(value)}" if known else
+                                  f"{name} must be a name, got {_short(value)}")
+            return value
+        if name == "image_shape":
+            if not isinstance(value, (list, tuple)) or len(value) != 3:
+                raise ConfigError(f"image_shape must be (C, H, W), got {_short(value)}")
+            shape = [check_int(_integer(v), "image_shape entry", 1, MAX_BITS) for v in value]
+            if math.prod(shape) > MAX_BITS:
+                raise ConfigError(f"image_shape {shape} has more than {MAX_BITS} bits (scoreprobe.limits.MAX_BITS)")
+            return shape
+        if name == "class_label":
+            return _check_class_label(value)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}" if where != "override" else str(e)) from None
+    return value
+
+
+def check_source(d, where):
+    """A source's dict with every setting it states checked (check_setting); its nesting depth bounded."""
+    if json_depth(d) > MAX_JSON_DEPTH:
+        raise ConfigError(f"{where} is nested deeper than {MAX_JSON_DEPTH} levels (scoreprobe.limits.MAX_JSON_DEPTH)")
+    return {k: check_setting(k, v, where) for k, v in d.items()}
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _normalize(raw):
@@ -64,7 +133,7 @@ class Settings:
     """Setting values with their origin: overrides first, then each (name, dict) source in order."""
 
     def __init__(self, overrides=None, sources=()):
-        self.overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+        self.overrides = {k: check_setting(k, v) for k, v in (overrides or {}).items() if v is not None}
         self.raw = []        # [(name, original dict)] for the detection rules
         self.sources = []    # [(name, normalized dict)]
         for name, d in sources:
@@ -74,6 +143,7 @@ class Settings:
         """Append a source (a dict or argparse.Namespace); parse=True reads string values as JSON."""
         d = vars(d) if isinstance(d, argparse.Namespace) else dict(d or {})
         d = {k: _parse(v) for k, v in d.items()} if parse else d
+        d = check_source(d, name)
         self.raw.append((name, d))
         self.sources.append((name, _normalize(d)))
 
@@ -115,13 +185,36 @@ def decide_parameterization(settings, own=False):
         if is_facebook_dit_args(d):
             return "ddpm_eps", (f"{name} are facebookresearch/DiT train.py options: DDPM ε-prediction, "
                                 "linear β, T=1000")
+        if set(d) == FACEBOOK_DIT_ARGS:      # all twelve options, a model of the user's own DiT_models entry
+            return "ddpm_eps", _custom_preset(name, d["model"])
     given = [k for k in EDM_ONLY if k in settings.overrides]
     if given:
         return "edm", f"an EDM-only setting was passed ({', '.join(given)})"
-    odd = [f"{n} ({', '.join(sorted(set(d) - FACEBOOK_DIT_ARGS)[:5]) or 'no options'})"
-           for n, d in settings.raw if "model" in d]
-    seen = f"; {', '.join(odd)} match no known trainer" if odd else ""
+    odd = [f"{n}: {_mismatch(d)}" for n, d in settings.raw if "model" in d]
+    seen = f"; {'; '.join(odd)}, so they match no known trainer" if odd else ""
     return None, f"nothing in or next to the file states it{seen}"
+
+
+def _custom_preset(name, model):
+    """How (and the warning that) a facebookresearch/DiT run with a model outside its presets is read."""
+    how = (f"{name} are exactly facebookresearch/DiT train.py's options, with model {str(model)[:40]!r}, not one "
+           "of its DiT-XL|L|B|S/2|4|8 presets (guessed: a custom DiT_models entry); train.py fixes DDPM "
+           "ε-prediction, linear β, T=1000")
+    warnings.warn(f"{how}. Pass parameterization=... if the run changed the diffusion, and num_heads=... "
+                  "(an unknown preset states no head count)", ScoreprobeWarning, stacklevel=user_stacklevel())
+    return how
+
+
+def _mismatch(d):
+    """What keeps a training-args dict from being facebookresearch/DiT train.py's (for the error message)."""
+    extra, missing = sorted(set(d) - FACEBOOK_DIT_ARGS), sorted(FACEBOOK_DIT_ARGS - set(d))
+    model = str(d.get("model"))[:40]
+    parts = [] if _DIT_PRESET.match(model) else [f"model {model!r} is not a DiT preset"]
+    if extra:
+        parts.append(f"options {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''} are not train.py's")
+    if missing and not extra:
+        parts.append(f"train.py options {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''} are missing")
+    return " and ".join(parts)
 
 
 def check_conflicts(param, settings, how=""):

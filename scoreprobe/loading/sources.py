@@ -14,13 +14,15 @@ a guess, so it is named in a StepGuessWarning. See docs/checkpoints.md.
 import glob
 import os
 import re
+import stat
 import warnings
 from pathlib import Path
 
 from scoreprobe.errors import ConfigError, DataError, StepGuessWarning, user_stacklevel
-from scoreprobe.limits import MAX_STEP
+from scoreprobe.limits import MAX_STEP, MAX_STEPS_FILE_BYTES, check_bool
 
-RUN_STEP_FILE = r"^step_(\d+)\.pt$"   # RUN/ckpt/step_0000500.pt, as `scoreprobe train` writes them
+RUN_STEP_FILE = r"^step_([0-9]+)\.pt$"   # RUN/ckpt/step_0000500.pt, as `scoreprobe train` writes them
+_DIGITS = re.compile(r"[0-9]+")         # steps are ASCII digits: int() would take '²' or '٣' too
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".pkl", ".pickle")
 
 
@@ -44,6 +46,7 @@ def expand_paths(paths):
     checkpoint. ConfigError for a path that does not exist or a pattern or folder without checkpoints."""
     out = []
     for text in map(str, paths):
+        check_path_text(text, "the source")
         if not os.path.exists(text) and glob.has_magic(text):
             found = sorted(glob.glob(text))
             if not found:
@@ -61,12 +64,83 @@ def expand_paths(paths):
             out += found
             continue
         out.append(p)
-    if len(set(out)) != len(out):
-        raise ConfigError("a checkpoint file is named twice among the sources")
+    if len({os.path.realpath(p) for p in out}) != len(out):
+        raise ConfigError("a checkpoint file is named twice among the sources (symlinks resolved)")
     return out
 
 
+def check_path_text(text, what):
+    """ConfigError for a path the OS cannot take (a NUL byte, a name over 255 bytes, over 4096 in all),
+    before it reaches os.stat (which would raise OSError / ValueError)."""
+    text = os.fspath(text)
+    text = text if isinstance(text, str) else os.fsdecode(text)
+    raw = os.fsencode(text)
+    if b"\0" in raw:
+        raise ConfigError(f"{what} {text[:60]!r} contains a NUL byte")
+    if len(raw) > 4096 or any(len(part) > 255 for part in raw.split(b"/")):
+        raise ConfigError(f"{what} {text[:40]!r}... is too long for a path (names up to 255 bytes, 4096 in all)")
+    return text
+
+
+# --step-from-name takes a restricted pattern language, so that matching a file name ends quickly:
+# Python's re backtracks, and '(a+)+$' would take centuries on a 40-character name. Allowed: literals,
+# classes, '.', anchors, groups and '|', with at most MAX_QUANTIFIERS quantifiers (?, *, +, {m,n}),
+# each on a single character, class or '.' (at most 2 of them repeating more than once); no
+# quantified groups, backreferences or lookarounds. Names are matched on their first 255 characters,
+# so the time per name is polynomial: at most about 0.3 s for a worst-case pattern and name
+# (measured on one core), microseconds for ordinary ones.
+MAX_QUANTIFIERS = 3
+MAX_PATTERN_CHARS = 200
+
+
+def compile_step_pattern(pattern):
+    """The compiled --step-from-name pattern; ConfigError outside the restricted language (see above)."""
+    def bad(why):
+        return ConfigError(f"--step-from-name {str(pattern)[:60]!r} {why}; allowed: literals, classes, '.', "
+                           f"anchors, groups, '|' and up to {MAX_QUANTIFIERS} quantifiers each on one character "
+                           "or class (docs/checkpoints.md)")
+    if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_CHARS:
+        raise bad(f"must be a string of at most {MAX_PATTERN_CHARS} characters")
+    try:
+        from re import _parser as sre_parse   # Python >= 3.11
+    except ImportError:                       # pragma: no cover
+        import sre_parse
+    try:
+        parsed = sre_parse.parse(pattern)
+        rx = re.compile(pattern)
+    except (re.error, RecursionError, OverflowError) as e:
+        raise ConfigError(f"--step-from-name {pattern[:60]!r} is not a regular expression: {e}") from None
+    repeats = []
+    _walk_pattern(parsed, repeats, bad)
+    if len(repeats) > MAX_QUANTIFIERS or sum(hi > 1 for hi in repeats) > 2:
+        raise bad(f"has {len(repeats)} quantifiers ({sum(hi > 1 for hi in repeats)} repeating)")
+    return rx
+
+
+def _walk_pattern(items, repeats, bad):
+    """Collect the upper bounds of the pattern's quantifiers; `bad(why)` for what the language leaves out."""
+    names = {"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
+    single = {"LITERAL", "NOT_LITERAL", "IN", "ANY", "CATEGORY"}
+    for op, av in items:
+        name = str(op)
+        if name in names:
+            lo, hi, body = av
+            body = list(body)
+            if len(body) != 1 or str(body[0][0]) not in single:
+                raise bad("quantifies a group or sequence (nested repetition can take exponential time)")
+            repeats.append(hi)
+        elif name in ("GROUPREF", "GROUPREF_EXISTS", "ASSERT", "ASSERT_NOT", "ATOMIC_GROUP"):
+            raise bad("uses a backreference, lookaround or atomic group")
+        elif name == "SUBPATTERN":
+            _walk_pattern(av[-1], repeats, bad)
+        elif name == "BRANCH":
+            for branch in av[1]:
+                _walk_pattern(branch, repeats, bad)
+
+
 def _step_int(text, where):
+    if not _DIGITS.fullmatch(text):
+        raise ConfigError(f"{where}: {text[:20]!r} is not a step (ASCII digits 0-9 only)")
     if len(text) > 13 or int(text) > MAX_STEP:
         raise ConfigError(f"{where}: step {text[:20]} is beyond the limit {MAX_STEP} (scoreprobe.limits.MAX_STEP)")
     return int(text)
@@ -85,19 +159,16 @@ def steps_from_names(files, pattern=None):
     list of int, one per file.
     """
     if pattern is not None:
-        try:
-            rx = re.compile(pattern)
-        except re.error as e:
-            raise ConfigError(f"--step-from-name {pattern!r} is not a regular expression: {e}") from None
+        rx = compile_step_pattern(pattern)
         steps = []
         for f in files:
-            m = rx.search(f.name)
+            m = rx.search(f.name[:255])
             text = (m.group(1) if m and rx.groups else m.group(0)) if m else None
-            if text is None or not text.isdigit():
-                raise ConfigError(f"--step-from-name {pattern!r} finds no step number in {f.name}")
+            if text is None or not _DIGITS.fullmatch(text):
+                raise ConfigError(f"--step-from-name {pattern!r} finds no step number in {f.name} (ASCII digits)")
             steps.append(_step_int(text, f.name))
         return steps
-    numbers = [re.findall(r"\d+", f.name[: -len(f.suffix)] if f.suffix else f.name) for f in files]
+    numbers = [_DIGITS.findall(f.name[: -len(f.suffix)] if f.suffix else f.name) for f in files]
     if len(files) == 1 and not numbers[0]:
         steps = [0]
     elif not all(numbers):
@@ -115,10 +186,17 @@ def steps_from_names(files, pattern=None):
 
 def read_steps_file(path):
     """(files, steps) from a text file of lines `STEP PATH` (paths relative to the file's folder;
-    blank lines and lines starting with # are skipped)."""
-    path = Path(path)
+    blank lines and lines starting with # are skipped). Only a regular file of at most
+    limits.MAX_STEPS_FILE_BYTES is read (a FIFO or /dev/zero is refused before it is opened)."""
+    path = Path(check_path_text(path, "the steps file"))
     try:
-        lines = path.read_text().splitlines()
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ConfigError(f"the steps file {path} is not a regular file")
+        if os.stat(path).st_size > MAX_STEPS_FILE_BYTES:
+            raise ConfigError(f"the steps file {path} is larger than {MAX_STEPS_FILE_BYTES} bytes "
+                              "(scoreprobe.limits.MAX_STEPS_FILE_BYTES)")
+        with open(path, "rb") as f:
+            lines = f.read(MAX_STEPS_FILE_BYTES + 1).decode().splitlines()
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read the steps file {path}: {e}") from None
     files, steps = [], []
@@ -126,10 +204,10 @@ def read_steps_file(path):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         step, _, name = line.strip().partition(" ")
-        if not step.isdigit() or not name.strip():
-            raise ConfigError(f"{path}:{i}: expected 'STEP PATH', got {line.strip()[:80]!r}")
+        if not _DIGITS.fullmatch(step) or not name.strip():
+            raise ConfigError(f"{path}:{i}: expected 'STEP PATH' (STEP in ASCII digits), got {line.strip()[:80]!r}")
         steps.append(_step_int(step, f"{path}:{i}"))
-        files.append(path.parent / name.strip())
+        files.append(path.parent / check_path_text(name.strip(), f"{path}:{i}: the path"))
     if not files:
         raise ConfigError(f"the steps file {path} lists no checkpoints")
     return files, steps
@@ -155,7 +233,7 @@ def dataset_from(spec, rule=None, data_size=None, data_seed=0):
             raise ConfigError("a rule spec as the dataset needs --data-size N_TRAIN,N_HELDOUT (data_size=)")
         n_train, n_heldout = data_size
         return make_dataset(rule_from_spec(spec), n_train, n_heldout, seed=data_seed)
-    path = Path(spec)
+    path = Path(check_path_text(spec, "--dataset"))
     if data_size is not None:
         raise ConfigError("--data-size (data_size=) applies to a rule spec as the dataset, not to a file")
     if path.is_dir():
@@ -194,7 +272,10 @@ def open_source(paths=(), *, steps_file=None, step_pattern=None, dataset=None, r
     CheckpointSeries.
     """
     from scoreprobe.loading.series import load_series, series_from_files
+    trust = check_bool(trust, "trust")
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    for p in paths:
+        check_path_text(p, "the source")
     file_options = {"--steps-file": steps_file, "--step-from-name": step_pattern, "--dataset": dataset,
                     "--rule": rule, "--data-size": data_size, "--set": overrides or None,
                     "--trust": trust or None, "--ema": None if ema == "auto" else ema}

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from scoreprobe.errors import CheckpointError, ConfigError
+from scoreprobe.errors import OTHER_MODELS, CheckpointError, ConfigError
 from scoreprobe.limits import warn_nonfinite
 from scoreprobe.loading.foreign import is_state_dict
 
@@ -26,6 +26,7 @@ RAW_KEYS = ("model", "state_dict", "net")
 EMA_PREFIXES = {"ema.": "'ema.' submodule of the state_dict (Lightning-style)",
                 "ema_model.": "ema-pytorch 'ema_model.' weights", "model_ema.": "'model_ema.' submodule"}
 RAW_PREFIXES = {"ema.": "model.", "ema_model.": "online_model.", "model_ema.": "model."}   # the raw weights beside
+WEIGHT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)   # float8 & co: no isfinite, no math
 BOOKKEEPING = ("initted", "step", "num_updates", "decay", "n_averaged")   # EMA wrappers' counters
 
 
@@ -78,7 +79,8 @@ def _candidates(obj):
     if isinstance(obj, nn.Module):
         return [("unmarked", f"a pickled {type(obj).__name__} module", obj)], False
     if not isinstance(obj, dict):
-        raise CheckpointError(f"holds a {type(obj).__name__}, not a checkpoint dict or state_dict")
+        raise CheckpointError(f"holds a {type(obj).__name__}, not a checkpoint dict or state_dict: a layout "
+                              f"scoreprobe does not know; {OTHER_MODELS}")
     torch_ema = "shadow_params" in obj or any(isinstance(v, dict) and "shadow_params" in v for v in obj.values())
     found = []
     for k in EMA_KEYS:
@@ -136,7 +138,8 @@ def check_tensors(sd, expected, path):
     """Check weights before they are loaded into a network; returns them as float32.
 
     CheckpointError when names or shapes differ from `expected` ({name: shape}, models.build.expected_shapes)
-    or a tensor is not a dense real floating-point tensor (int8, complex, bool, sparse weights are refused);
+    or a tensor is not a dense float16 / bfloat16 / float32 / float64 tensor (int8, float8, complex, bool,
+    sparse weights are refused);
     NonFiniteWarning with the count when values are NaN/inf (the model then runs, and its NaN outputs are
     counted where they land).
     """
@@ -148,10 +151,11 @@ def check_tensors(sd, expected, path):
         raise CheckpointError(f"{path}: weights do not fit the architecture ({what}); "
                               + (f"e.g. {wrong[0]} is {tuple(sd[wrong[0]].shape)}, expected {expected[wrong[0]]}"
                                  if wrong else "the file's architecture and tensors disagree"))
-    odd = [(k, v) for k, v in sd.items() if v.layout != torch.strided or not v.is_floating_point()]
+    odd = [(k, v) for k, v in sd.items() if v.layout != torch.strided or v.dtype not in WEIGHT_DTYPES]
     if odd:
         raise CheckpointError(f"{path}: weight {odd[0][0]!r} has dtype {odd[0][1].dtype} ({odd[0][1].layout}); "
-                              f"weights must be dense real floating-point tensors ({len(odd)} are not)")
+                              "weights must be dense float16, bfloat16, float32 or float64 tensors "
+                              f"({len(odd)} are not)")
     n_bad = sum(int((~torch.isfinite(v)).sum()) for v in sd.values())
     warn_nonfinite(n_bad, sum(v.numel() for v in sd.values()), f"weight values of {path}",
                    "the model will produce NaN outputs, counted as `invalid` endpoints", stacklevel=4)

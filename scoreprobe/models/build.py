@@ -1,7 +1,7 @@
 """Build a network from a JSON-able architecture dict (what run.json and checkpoints store)."""
 from scoreprobe.errors import CheckpointError, ConfigError
 from scoreprobe.limits import (MAX_BITS, MAX_DEPTH, MAX_HIDDEN, MAX_LABEL_ROWS, MAX_MLP_RATIO, MAX_PARAMS,
-                               check_int, check_positive)
+                               MAX_TRAIN_BYTES, check_int, check_positive)
 from scoreprobe.models.dit import DIT_SIZES, dit_from_config
 from scoreprobe.models.edm import EDMDenoiser
 
@@ -118,6 +118,30 @@ def _check_gpt(arch):
                           f"(cells need C >= 2), got {str(arch.get('tokens'))[:20]!r}")
     vocab, n_tokens = (2, C * H * W) if arch["tokens"] == "bits" else (C, H * W)
     return _check_count(layers * (4 * e * e + 2 * e * m) + e * (2 * vocab + 1 + n_tokens))
+
+
+def check_training_size(kind, arch, batch_size, members=1):
+    """ConfigError, before anything is built, when training `members` copies of the architecture on
+    minibatches of `batch_size` exceeds the limits: the parameters (MAX_PARAMS, see check_arch) or the
+    activations kept for the backward pass, estimated as 4 bytes x batch x depth x (12 x tokens x width
+    + heads x tokens²) per member, against MAX_TRAIN_BYTES. Returns that estimate in bytes."""
+    n_params = check_arch(kind, arch, ConfigError, "the model")
+    if n_params * members > MAX_PARAMS:
+        _check_count(n_params * members)
+    C, H, W = arch["image_shape"]
+    if kind == "dit":
+        net = {**DIT_SIZES.get(arch["net"].get("size"), {}), **arch["net"]}
+        width, depth, heads = net["hidden_size"], net["depth"], net["num_heads"]
+        tokens = (H // net["patch_size"]) * (W // net["patch_size"])
+    else:
+        width, depth, heads = arch["n_embd"], arch["n_layer"], arch["n_head"]
+        tokens = C * H * W if arch["tokens"] == "bits" else H * W
+    need = 4 * batch_size * members * depth * (12 * tokens * width + heads * tokens * tokens)
+    if need > MAX_TRAIN_BYTES:
+        raise ConfigError(f"training this model on minibatches of {batch_size}{f' x {members} members' if members > 1 else ''} "
+                          f"needs about {need / 2**30:.1f} GiB of activations (limit {MAX_TRAIN_BYTES / 2**30:.0f} GiB, "
+                          "scoreprobe.limits.MAX_TRAIN_BYTES); use a smaller batch_size or model")
+    return need
 
 
 def _check_count(n):

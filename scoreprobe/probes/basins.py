@@ -162,7 +162,8 @@ def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule
 
 def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFAULT_N_STEPS, *, dataset=None,
            rule=None, margin=0.5, solver="heun", chunk_size="auto", dtype=torch.float32, device="cpu", steps=None,
-           out=None, progress=None, check_convergence=False, overwrite=False, models_per_pass=1, autocast=None):
+           out=None, progress=None, check_convergence=False, overwrite=False, models_per_pass=1, autocast=None,
+           model_id=None):
     """Basin map of the PF-ODE on a plane, for a denoiser or every checkpoint of a series.
 
     Every grid point x is taken as a noisy sample at level sigma_start: the ODE runs from
@@ -184,6 +185,7 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
     check_convergence : also integrate the same grid with 2·n_steps steps (about twice the cost of the
         map itself) and store the share of grid points whose label changes; a ScoreprobeWarning
         is issued when it exceeds LABEL_CHANGE_TOL. Recorded in the store's config when True.
+    model_id : names a weightless source (a function, an oracle) for resuming `out` (see `sweep`).
 
     Returns
     -------
@@ -210,11 +212,11 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
             out = [ds.assign(_convergence_vars(label_change(m, m2), n_steps, solver))
                    for ds, m, m2 in zip(out, maps, grid_map(2 * int(n_steps)))]
         return out if len(out) > 1 else out[0]
-    probe.stackable = True
+    probe.stackable, probe.n_bits = True, dataset.train.shape[1]
 
     probe, config = with_autocast(probe, config, autocast, device)
     ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress,
-                   overwrite=overwrite, models_per_pass=models_per_pass)
+                   overwrite=overwrite, models_per_pass=models_per_pass, model_id=model_id)
     if check_convergence:
         _warn_unconverged(ds, n_steps)
     return ds
@@ -312,7 +314,7 @@ RETENTION_VARS = {
 def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_noise=16, seed=0, *,
               n_train=32, n_heldout=32, split=None, n_steps=DEFAULT_N_STEPS, dataset=None, rule=None, solver="heun",
               chunk_size="auto", dtype=torch.float32, device="cpu", steps=None, out=None, progress=None,
-              models_per_pass=1, autocast=None):
+              models_per_pass=1, autocast=None, model_id=None):
     """Per-item basin retention: do noisy copies of an item flow back to it?
 
     For every point p_m, level σ and restart k the PF-ODE runs from x = p_m + σ ε_{m,k} at σ to 0.
@@ -327,7 +329,7 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
         drawn with `seed` from the dataset.
     sigmas : noise levels of the restarts.
     split : (M,) labels for `points`; default: "train"/"heldout"/"other" by lookup in the dataset.
-    models_per_pass, autocast : as for `basins`.
+    models_per_pass, autocast, model_id : as for `basins`.
 
     Returns
     -------
@@ -362,8 +364,8 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
         parts = [xr.Dataset({k: (("sigma", "sample"), rk[k], {"units": "1", "long_name": RETENTION_VARS[k]})
                              for k in rk}, coords=coords) for rk in (r if isinstance(r, list) else [r])]
         return parts if len(parts) > 1 else parts[0]
-    probe.stackable = True
+    probe.stackable, probe.n_bits = True, dataset.train.shape[1]
 
     probe, config = with_autocast(probe, config, autocast, device)
     return run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress,
-                     models_per_pass=models_per_pass)
+                     models_per_pass=models_per_pass, model_id=model_id)

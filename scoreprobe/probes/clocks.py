@@ -23,7 +23,7 @@ from scoreprobe import ode, slices, store
 from scoreprobe.data import datasets as data
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION, MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import NonFiniteWarning
-from scoreprobe.limits import warn_nonfinite
+from scoreprobe.limits import check_rows, check_seed, warn_nonfinite
 from scoreprobe.precision import with_autocast
 from scoreprobe.models.stack import StackedDenoiser, chunk_rows, replicate, split
 from scoreprobe.probes.taus import fit_power_law, taus  # noqa: F401  (re-exported: sp.taus)
@@ -206,7 +206,7 @@ def novel_oracle(dataset, rule):
 def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, device=None, dataset=None, rule=None,
            keep_bits=False, out=None, chunk_size=None, steps=None, rule_threshold=RULE_THRESHOLD,
            mem_threshold=MEM_THRESHOLD, n_boot=1000, progress=None, overwrite=False, models_per_pass=1,
-           autocast=None):
+           autocast=None, model_id=None):
     """The two clocks of a training run: sample every checkpoint with the same seed and classify.
 
     Parameters
@@ -222,6 +222,7 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     models_per_pass : checkpoints sampled together as one stacked network (see `sweep`).
     autocast : None (float32), "bf16" or "fp16": the network's matrix products in that dtype, the ODE
         in float32 (see `scoreprobe.precision`); recorded in the store's config.
+    model_id : names a weightless source (a function, an oracle) for resuming `out` (see `sweep`).
     rule_threshold, mem_threshold, n_boot : see `scoreprobe.probes.taus.taus` (τ_novel's threshold
         is rule_threshold × `novel_oracle`).
 
@@ -234,6 +235,9 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     """
     obj = series_or_mapping
     dataset, rule = dataset_and_rule(obj, dataset, rule, who="clocks on a mapping or a single denoiser")
+    check_rows(n_samples, rule.n_bits, "n_samples")   # limits.MAX_SAMPLES / MAX_ROWS_BYTES, before any work
+    check_seed(seed)
+    ode.edm_sigmas(n_steps)                           # n_steps within limits.MAX_ODE_STEPS
     load_device = resolve_device(device)
     ode_device = None if device in (None, "auto") else device  # None: the denoiser's own device
     config = {"probe": "clocks", "definitions": DEFINITIONS_VERSION, "n_samples": int(n_samples),
@@ -243,7 +247,7 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     def probe(model):   # a StackedDenoiser of K checkpoints gives K Datasets
         return clock_step(model, dataset, rule, n_samples=n_samples, seed=seed, n_steps=n_steps,
                           device=ode_device, chunk_size=chunk_size, keep_bits=keep_bits)
-    probe.stackable = True
+    probe.stackable, probe.n_bits = True, dataset.train.shape[1]
 
     probe, config = with_autocast(probe, config, autocast, load_device)
     if not is_multi(obj):
@@ -252,7 +256,7 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
         _warn_nonfinite(ds)
         return ds
     ds = sweep(probe, obj, steps=steps, out=out, config=config, device=load_device, progress=progress,
-               load=_load, overwrite=overwrite, models_per_pass=models_per_pass)
+               load=_load, overwrite=overwrite, models_per_pass=models_per_pass, model_id=model_id)
     _warn_nonfinite(ds)
     ds.attrs["novel_oracle"] = novel_oracle(dataset, rule)
     attrs = {"novel_oracle": ds.attrs["novel_oracle"],

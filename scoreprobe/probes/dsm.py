@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from scoreprobe.data.datasets import to_signed
 from scoreprobe.errors import ConfigError, DataError, NonFiniteWarning, SettingWarning, user_stacklevel
+from scoreprobe.limits import MAX_SIGMA, MAX_SIGMAS
 from scoreprobe.models.stack import replicate, stack_size
 from scoreprobe.models.stack import split as split_rows
 from scoreprobe.noise import NOISE, randn_per_sample
@@ -61,12 +62,15 @@ def _resolve_sigmas(sigmas):
     if sigmas is None:
         return default_sigmas()
     if isinstance(sigmas, (int, np.integer)) and not isinstance(sigmas, bool):
-        if sigmas < 1:
-            raise ConfigError(f"sigmas={sigmas}: need at least one noise level")
+        if not 1 <= sigmas <= MAX_SIGMAS:
+            raise ConfigError(f"sigmas={sigmas}: need between 1 and {MAX_SIGMAS} noise levels "
+                              "(scoreprobe.limits.MAX_SIGMAS)")
         return default_sigmas(sigmas)
     s = np.atleast_1d(np.asarray(sigmas, dtype=np.float64))
     if s.ndim != 1 or s.size == 0 or not np.all(np.isfinite(s)) or np.any(s <= 0):
-        raise ConfigError(f"sigmas must be a non-empty 1-D list of positive finite numbers, got {sigmas!r}")
+        raise ConfigError(f"sigmas must be a non-empty 1-D list of positive finite numbers, got {str(sigmas)[:80]}")
+    if s.size > MAX_SIGMAS or np.any(s > MAX_SIGMA):
+        raise ConfigError(f"sigmas must be at most {MAX_SIGMAS} values of at most {MAX_SIGMA:g} (scoreprobe.limits)")
     return s
 
 
@@ -239,7 +243,8 @@ def _references(dataset, rule, bits, split, position, sigmas, n_noise, seed, chu
 
 def dsm_by_sigma(D_or_series, sigmas=None, n_noise=8, n_train=None, n_heldout=None, seed=0, dataset=None,
                  rule=None, chunk_size=None, oracles=True, sigma_data=None, *, steps=None, out=None,
-                 device=None, dtype=torch.float32, progress=None, overwrite=False, models_per_pass=1):
+                 device=None, dtype=torch.float32, progress=None, overwrite=False, models_per_pass=1,
+                 model_id=None):
     """DSM loss as a function of σ for training vs held-out items, with oracle references.
 
     Parameters
@@ -269,6 +274,7 @@ def dsm_by_sigma(D_or_series, sigmas=None, n_noise=8, n_train=None, n_heldout=No
         "cpu", "cuda", "auto"; default: where the denoiser lives (a series is loaded on cpu).
     dtype : torch.dtype of the denoiser inputs (oracle references run in it too, on cpu).
     models_per_pass : checkpoints evaluated together as one stacked network (see `sweep`).
+    model_id : names a weightless source (a function, an oracle) for resuming `out` (see `sweep`).
 
     Returns
     -------
@@ -309,11 +315,11 @@ def dsm_by_sigma(D_or_series, sigmas=None, n_noise=8, n_train=None, n_heldout=No
             title="DSM loss by noise level, train vs held-out", scoreprobe_config=json.dumps(config, sort_keys=True))
             for ds in (parts if isinstance(parts, list) else [parts])]
         return parts if len(parts) > 1 else parts[0]
-    probe.stackable = True
+    probe.stackable, probe.n_bits = True, dataset.train.shape[1]
 
     sweep_device = "cpu" if device is None else str(resolve_device(device))
     ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=sweep_device, progress=progress,
-                   overwrite=overwrite, models_per_pass=models_per_pass)
+                   overwrite=overwrite, models_per_pass=models_per_pass, model_id=model_id)
     ds = ds.reset_coords([k for k in refs if k in ds.coords])
     for name in ("mem", "rule"):
         if f"{name}_loss" in ds:

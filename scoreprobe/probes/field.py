@@ -11,7 +11,7 @@ import torch
 import xarray as xr
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.limits import warn_nonfinite
+from scoreprobe.limits import MAX_SIGMA, MAX_SIGMAS, warn_nonfinite
 from scoreprobe.precision import with_autocast
 from scoreprobe.sweep import dataset_and_rule, run_probe
 
@@ -38,7 +38,10 @@ def plane_coords(plane, u, v):
 def as_sigma_list(sigmas, name="sigmas"):
     arr = np.atleast_1d(np.asarray(sigmas, dtype=np.float64))
     if arr.ndim != 1 or len(arr) == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-        raise ConfigError(f"{name} must be one or more positive finite numbers, got {sigmas!r}")
+        raise ConfigError(f"{name} must be one or more positive finite numbers, got {str(sigmas)[:80]}")
+    if len(arr) > MAX_SIGMAS or np.any(arr > MAX_SIGMA):
+        raise ConfigError(f"{name} must be at most {MAX_SIGMAS} values of at most {MAX_SIGMA:g} "
+                          f"(scoreprobe.limits.MAX_SIGMA), got {str(sigmas)[:80]}")
     return arr
 
 
@@ -113,7 +116,7 @@ def _field_dataset(fields, plane, sigmas, u, v, prefix="", who="model"):
 
 def score_field(D_or_series, plane, sigmas, res=64, oracles=False, dataset=None, rule=None, *,
                 margin=0.5, chunk_size=4096, dtype=torch.float32, device="cpu", steps=None, out=None,
-                progress=None, overwrite=False, models_per_pass=1, autocast=None):
+                progress=None, overwrite=False, models_per_pass=1, autocast=None, model_id=None):
     """Score field of a denoiser (or of every checkpoint of a series) on a plane.
 
     Parameters
@@ -129,6 +132,7 @@ def score_field(D_or_series, plane, sigmas, res=64, oracles=False, dataset=None,
     models_per_pass : checkpoints evaluated together as one stacked network (see `sweep`).
     autocast : None (float32), "bf16" or "fp16": the network's matrix products in that dtype (see
         `scoreprobe.precision`); recorded in the store's config.
+    model_id : names a weightless source (a function, an oracle) for resuming `out` (see `sweep`).
 
     Returns
     -------
@@ -144,11 +148,11 @@ def score_field(D_or_series, plane, sigmas, res=64, oracles=False, dataset=None,
         f = plane_field(D, plane, sigmas, res, margin, chunk_size, dtype, device)
         return [_field_dataset(fk, plane, sigmas, u, v) for fk in f] if isinstance(f, list) else \
             _field_dataset(f, plane, sigmas, u, v)
-    probe.stackable = True
+    probe.stackable, probe.n_bits = True, len(plane.origin)
 
     probe, config = with_autocast(probe, config, autocast, device)
     ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress,
-                   overwrite=overwrite, models_per_pass=models_per_pass)
+                   overwrite=overwrite, models_per_pass=models_per_pass, model_id=model_id)
     if oracles:
         ds = ds.merge(oracle_fields(D_or_series, plane, sigmas, res, margin, dataset, rule, device=device),
                       compat="override", join="exact", combine_attrs="override")

@@ -19,7 +19,9 @@ holds the one-call API (`check_writable`, `prepare_store`, `append_step`, `updat
 
 Identity. The JSON attribute `scoreprobe_config` records what was computed (probe, arguments,
 series). Writing with a different config to an existing store raises StoreError listing the
-keys that differ, so results of different analyses never mix silently.
+keys that differ, so results of different analyses never mix silently. The commit record also
+holds, per step, the identity of the model measured (`scoreprobe.sweep.identity`), which a resume
+compares step by step (`StoreWriter.check_models`).
 
 Attributes are kept strict JSON: NaN/inf global attributes are written as null and read back by
 `open_store` as NaN.

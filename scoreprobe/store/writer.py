@@ -46,6 +46,7 @@ class StoreWriter:
         self.history, self.lock = history, StoreLock(self.path)
         self.target, self.publish = commit.sibling(self.path, "new"), "now"
         self.attrs, self.steps, self.digests, self.static, self.damaged = None, [], [], {}, {}
+        self.models, self.legacy = [], False   # per step: identity of the model measured (scoreprobe.sweep.identity)
 
     def __enter__(self):
         self.lock.acquire()
@@ -77,7 +78,11 @@ class StoreWriter:
         if self.overwrite:
             self.publish = "finish"
             return
-        if self.config is not None:
+        if self.config is not None:   # an analysis is to be resumed (not just attributes updated)
+            if "models" not in ((root.get("attributes") or {}).get(fmt.RECORD_ATTR) or {}):
+                raise StoreError(f"store {self.path} was written before scoreprobe recorded which model each step "
+                                 "measured, so it cannot be resumed safely; pass --overwrite to recompute it "
+                                 "or write to another --out")
             fmt.check_config(self.path, root, self.config)
         self.target, self.publish = self.path, None
         self._load(root)
@@ -119,6 +124,8 @@ class StoreWriter:
         record = self.attrs.get(fmt.RECORD_ATTR) or {}
         self.steps = fmt.written_steps(self.target)
         self.digests = list(record.get("digests") or [None] * len(self.steps))
+        self.legacy = "models" not in record   # written before steps recorded their model
+        self.models = list(record.get("models") or [None] * len(self.steps))
         self.static = record.get("static") or {}
         if record.get("static") is None or None in self.digests:
             self._commit()  # first write since checksums: record them (trust on first use)
@@ -129,28 +136,49 @@ class StoreWriter:
                           f"({'; '.join(', '.join(v) for v in bad.values())}); recomputing them",
                           StoreDamageWarning, stacklevel=user_stacklevel())
 
-    def write(self, ds, history=None):
-        """Write the step(s) of `ds` (dims step, ...) and commit each one."""
+    def write(self, ds, history=None, models=None):
+        """Write the step(s) of `ds` (dims step, ...) and commit each one; `models`: the identity of
+        the model each step measured (a list, one per step; see `scoreprobe.sweep.identity`), recorded with it."""
         if fmt.STEP_DIM not in ds.dims:
             raise StoreError("StoreWriter.write needs a Dataset with a 'step' dimension")
         ds = fmt.plain(ds)
+        models = list(models) if models is not None else [None] * ds.sizes[fmt.STEP_DIM]
         for i in range(ds.sizes[fmt.STEP_DIM]):
-            self._write_one(ds.isel({fmt.STEP_DIM: slice(i, i + 1)}), history)
+            model = None if models[i] is None else fmt.normalize_config(models[i])
+            self._write_one(ds.isel({fmt.STEP_DIM: slice(i, i + 1)}), history, model)
 
-    def _write_one(self, part, history):
+    def check_models(self, found):
+        """StoreError unless every written step in `found` {step: identity of the model this run
+        would measure there} holds that model (see `scoreprobe.sweep.identity.same`); nothing is
+        reused silently."""
+        from scoreprobe.sweep import identity
+        for step in sorted(found):
+            old, new = self.models[self.steps.index(step)], found[step]
+            if identity.same(old, new):
+                continue
+            why = ("cannot tell whether it is the same model (no weights, model_id or fingerprint; pass model_id=)"
+                   if old is None or new is None else "was measured on another model")
+            raise StoreError(f"store {self.path}: step {step} {why} (stored: {identity.describe(old)}; "
+                             f"now: {identity.describe(new)}); pass --overwrite to replace the store "
+                             "or write to another --out")
+
+    def _write_one(self, part, history, model=None):
         s = int(part[fmt.STEP_DIM].values[0])
         if s in self.steps and s not in self.damaged:
             raise StoreError(f"steps [{s}] are already in {self.path}; refusing to write them twice")
         if not self.steps and self.attrs is None:
             self._create(part, history)
+            self.models, self.legacy = [model], False
         else:
             index = self.damaged.pop(s, len(self.steps))
             self._write_at(part, index)
             if index == len(self.steps):
                 self.steps.append(s)
                 self.digests.append(None)
+                self.models.append(model)
             else:
                 self.digests[index] = None
+                self.models[index] = model
         self._commit()
         if self.publish == "now":
             self._swap()
@@ -194,7 +222,8 @@ class StoreWriter:
         if not self.static:
             self.static = check.static_digests(self.target, [n for n in metas if n not in step_arrays])
         self.attrs.update({fmt.COMMIT_ATTR: len(self.steps),
-                           fmt.RECORD_ATTR: {"steps": self.steps, "digests": self.digests, "static": self.static}})
+                           fmt.RECORD_ATTR: {"steps": self.steps, "digests": self.digests, "static": self.static,
+                                             **({} if self.legacy else {"models": self.models})}})
         commit.commit(self.target, self.attrs, metas)
 
     def _swap(self):

@@ -30,7 +30,9 @@ from scoreprobe import store
 from scoreprobe.errors import ConfigError
 from scoreprobe.progress import StepProgress
 from scoreprobe.store.writer import StoreWriter
-from scoreprobe.sweep.executor import SCHEDULER, STEP_ATTRS, run_step, with_step  # noqa: F401  (re-exported)
+from scoreprobe.sweep import identity
+from scoreprobe.sweep.executor import (MODEL_ATTR, SCHEDULER, STEP_ATTRS, identified, run_step,  # noqa: F401
+                                       with_step)  # (re-exported)
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +94,10 @@ def source_identity(obj):
     """JSON-able description of a source, recorded in a store's config to tell analyses apart.
 
     No machine paths: a series is named by its folder's name, a digest of its data and of its
-    training config (run directories) or its files' names and sizes plus the settings they are
-    read with (files), so a store can be moved and opened elsewhere and still be resumed."""
+    training config (run directories) or its files' names plus the settings they are read with
+    (files), so a store can be moved and opened elsewhere and still be resumed. Which weights each
+    step measured is recorded per step (`scoreprobe.sweep.identity`), not here; file sizes are not
+    part of either (a file re-saved with equal tensors is the same model)."""
     if is_series(obj):
         path = getattr(obj, "path", None)
         ident = {"type": "series", "name": "" if path is None else Path(path).name, "kind": getattr(obj, "kind", None)}
@@ -124,10 +128,12 @@ def _series_digests(obj):
         return out
     if "files" in config:   # series_from_files
         files = [Path(f) for f in config["files"]]
-        out["files"] = [[f.name, f.stat().st_size if f.is_file() else None] for f in files]
+        out["files"] = [f.name for f in files]
         out.update({k: config.get(k) for k in ("overrides", "ema", "parameterization")})
     else:
         out["config_sha256"] = _digest(dict(config))
+    if "denoiser" in config:   # --denoiser MODULE:FUNCTION (scoreprobe.loading.usercode), named as the user did
+        out["denoiser"] = config["denoiser"]
     return out
 
 
@@ -172,7 +178,7 @@ def concat_steps(parts):
 
 
 def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=None, load=None,
-          overwrite=False, static=None, scheduler=None, models_per_pass=1):
+          overwrite=False, static=None, scheduler=None, models_per_pass=1, model_id=None):
     """Run `probe` at every step of `obj`; return the cube with a leading `step` dimension.
 
     Parameters
@@ -181,7 +187,9 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
     obj : series, {step: model} mapping, or a single denoiser (step 0).
     steps : iterable of int, subset of the source's steps (default: all).
     out : path of a zarr store; each step is appended and committed as soon as it is computed,
-        steps already in the store are skipped (resume), damaged ones recomputed (with a
+        steps already in the store are skipped (resume) when they measured the same model (its
+        weights digest, model_id or fingerprint: `scoreprobe.sweep.identity`, checked for every such step
+        before computing anything; StoreError otherwise), damaged ones recomputed (with a
         StoreDamageWarning), a store holding another config is refused; one writer per store
         (a second one gets a StoreError before computing anything).
     config : dict describing the analysis (probe name, arguments, source), stored as JSON.
@@ -203,6 +211,9 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
         once as a `models.stack.StackedDenoiser` (one batched forward for all K) and returns K
         Datasets; the results equal the one-at-a-time path. Other probes, models that cannot be
         stacked and dask runs take one checkpoint at a time.
+    model_id : names a source without weights (a user function, an oracle): a str for every step,
+        or {step: str}; recorded per step instead of the behavioural fingerprint. The probe's
+        attribute `n_bits` (D) lets the fingerprint be taken when the model has no `dim`.
 
     Returns
     -------
@@ -210,6 +221,8 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
     """
     pairs = select_steps(as_steps(obj, device=device, load=load), steps)
     config = store.normalize_config(config)
+    identify = identity.Identifier(getattr(probe, "n_bits", None), identity.model_ids(model_id, [s for s, _ in pairs]),
+                                   device)
     scheduler = SCHEDULER.get() if scheduler is None else scheduler
     if scheduler is not None:   # a bad scheduler or an unpicklable probe fails before the store is opened
         from scoreprobe.sweep.dask import check_sendable
@@ -220,10 +233,11 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
             return concat_steps(_compute(results, static, StepProgress(results, _desc(config), progress), set(), None))
     with StoreWriter(out, config, overwrite=overwrite) as writer:
         done = set(writer.done)
+        writer.check_models({s: identify(g(), s) for s, g in pairs if s in done})   # before computing anything
         if done:
             logger.info("%s: %d of %d steps already written, skipping them", out,
                         len(done & {s for s, _ in pairs}), len(pairs))
-        with _step_results(probe, pairs, done, scheduler, _desc(config), k) as results:
+        with _step_results(probe, pairs, done, scheduler, _desc(config), k, identify) as results:
             _compute(results, static, StepProgress(results, _desc(config), progress), done, writer)
         writer.finish()
     return store.open_store(out).sel(step=[s for s, _ in pairs])
@@ -234,20 +248,20 @@ def _desc(config):
 
 
 @contextlib.contextmanager
-def _step_results(probe, pairs, done, scheduler, name, k=1):
+def _step_results(probe, pairs, done, scheduler, name, k=1, identify=None):
     """[(step, fetch)] in step order, fetch() -> that step's Dataset: computed here when called
     (k > 1: K steps per stacked pass), or collected from the dask task submitted for it (steps in
     `done` are not submitted)."""
     if scheduler is None:
-        yield (_stacked_results(probe, pairs, done, k) if k > 1 else
-               [(step, functools.partial(run_step, probe, getter, step)) for step, getter in pairs])
+        yield (_stacked_results(probe, pairs, done, k, identify) if k > 1 else
+               [(step, functools.partial(run_step, probe, getter, step, identify)) for step, getter in pairs])
         return
     from scoreprobe.sweep.dask import submitted
-    with submitted(scheduler, probe, pairs, done, name) as results:
+    with submitted(scheduler, probe, pairs, done, name, identify) as results:
         yield results
 
 
-def _stacked_results(probe, pairs, done, k):
+def _stacked_results(probe, pairs, done, k, identify=None):
     """[(step, fetch)] where the steps not in `done` go in groups of k: the first fetch of a group
     computes all of it in one stacked pass (`run_group`); the others return what it kept."""
     todo = [(step, getter) for step, getter in pairs if step not in done]
@@ -255,24 +269,27 @@ def _stacked_results(probe, pairs, done, k):
 
     def fetch(group, step):
         if step not in kept:
-            kept.update(run_group(probe, group))
+            kept.update(run_group(probe, group, identify))
         return kept.pop(step)
     for i in range(0, len(todo), k):
         group = todo[i:i + k]
         fetchers.update({step: functools.partial(fetch, group, step) for step, _ in group})
-    return [(step, fetchers.get(step, functools.partial(run_step, probe, getter, step))) for step, getter in pairs]
+    return [(step, fetchers.get(step, functools.partial(run_step, probe, getter, step, identify)))
+            for step, getter in pairs]
 
 
-def run_group(probe, group):
+def run_group(probe, group, identify=None):
     """{step: Dataset} of a group [(step, getter)]: one StackedDenoiser pass when the models stack,
-    else one model after another."""
+    else one model after another; each model identified before stacking, as `run_step` does."""
     from scoreprobe.models.stack import StackedDenoiser, can_stack
     models = [getter() for _, getter in group]
+    idents = [identify(m, step) if identify is not None else None for (step, _), m in zip(group, models)]
     if len(models) > 1 and can_stack(models):
         parts = probe(StackedDenoiser(models))
     else:
         parts = [probe(m) for m in models]
-    return {step: with_step(part, step) for (step, _), part in zip(group, parts)}
+    return {step: identified(with_step(part, step), identify, ident)
+            for (step, _), part, ident in zip(group, parts, idents)}
 
 
 def _models_per_pass(k, device, probe, n_steps):
@@ -307,12 +324,13 @@ def _compute(results, static, bar, done, writer):
             bar.skipped()
             continue
         part = fetch()
+        model = part.attrs.pop(MODEL_ATTR, None)
         if static is not None:
             part = xr.merge([part, static], join="exact", combine_attrs="override")
         if writer is None:
             parts.append(part)
         else:
-            writer.write(part)
+            writer.write(part, models=[model])
             if resumed:  # record in the CF history that this run added steps to an existing store
                 writer.note_history()
                 resumed = False
@@ -321,14 +339,14 @@ def _compute(results, static, bar, done, writer):
 
 
 def run_probe(probe, obj, config, steps=None, out=None, device="cpu", progress=None, overwrite=False,
-              scheduler=None, models_per_pass=1):
+              scheduler=None, models_per_pass=1, model_id=None):
     """probe(D) on one denoiser (a Dataset without `step`), or mapped over the steps of a series
     or {step: denoiser} mapping by `sweep` (with `step`; written to the zarr store `out`).
     `scheduler` is passed to `sweep` (None: local, or that of an enclosing
     `scoreprobe.sweep.dask.using` block); a single denoiser without `out` always runs here."""
     config = {**config, "source": source_identity(obj)}
     kw = dict(config=config, device=device, progress=progress, overwrite=overwrite, scheduler=scheduler,
-              models_per_pass=models_per_pass)
+              models_per_pass=models_per_pass, model_id=model_id)
     if is_multi(obj):
         ds = sweep(probe, obj, steps=steps, out=out, **kw)
     elif not callable(obj):

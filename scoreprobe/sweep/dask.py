@@ -171,7 +171,7 @@ def using(scheduler):
 
 
 @contextlib.contextmanager
-def submitted(scheduler, probe, pairs, done, name="steps"):
+def submitted(scheduler, probe, pairs, done, name="steps", identify=None):
     """Submit one task per (step, getter) of `pairs` whose step is not in `done`.
 
     Yields [(step, fetch)] in the order of `pairs`: fetch() waits for that step's Dataset (with its
@@ -184,7 +184,7 @@ def submitted(scheduler, probe, pairs, done, name="steps"):
         return
     with client_for(scheduler) as client:
         tag = f"{re.sub(r'[^A-Za-z0-9_]', '_', name)}-{uuid.uuid4().hex[:8]}"
-        futures = {step: client.submit(_task, probe, getter, step, key=f"{tag}-step{step}",
+        futures = {step: client.submit(_task, probe, getter, step, identify, key=f"{tag}-step{step}",
                                        priority=len(todo) - i, pure=False)
                    for i, (step, getter) in enumerate(todo)}
         try:
@@ -206,13 +206,14 @@ def check_sendable(scheduler, probe, pairs):
                               f"{e}); run it locally or make it picklable") from None
 
 
-def _task(probe, getter, step):
-    """On a worker: (Dataset of the step, warnings raised [(category, message, file, line)], typed error)."""
+def _task(probe, getter, step, identify=None):
+    """On a worker: (Dataset of the step, warnings raised [(category, message, file, line)], typed error);
+    the Dataset carries the identity of the model it measured, as locally (see `executor.run_step`)."""
     _thread_lock_for_tqdm()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ScoreprobeWarning)   # the caller's filters decide about showing them
         try:
-            part, error = run_step(probe, getter, step), None
+            part, error = run_step(probe, getter, step, identify), None
         except ScoreprobeError as e:
             part, error = None, e
     return part, [(w.category, str(w.message), w.filename, w.lineno) for w in caught], error

@@ -3,7 +3,7 @@
 An executor needs two things from the sweep, both defined here so that it never imports the
 sweep back: the scheduler in effect (`SCHEDULER`: None = here, one step after another;
 `scoreprobe.sweep.dask.using(s)` sets it for a block) and the computation of one step
-(`run_step(probe, getter, step)`, a pure function of its arguments that a worker process can run).
+(`run_step(probe, getter, step, identify)`, a pure function of its arguments that a worker process can run).
 `sweep` decides which steps to run, hands them to the executor and writes what comes back.
 """
 import contextvars
@@ -11,6 +11,7 @@ import contextvars
 import numpy as np
 
 STEP_ATTRS = {"units": "1", "long_name": "training step"}
+MODEL_ATTR = "scoreprobe_model"   # a step's Dataset carries the identity of its model here, until it is written
 
 # What scheduler=None means: local, unless set by `scoreprobe.sweep.dask.using(...)`.
 SCHEDULER = contextvars.ContextVar("scoreprobe_scheduler", default=None)
@@ -23,6 +24,17 @@ def with_step(ds, step):
     return ds
 
 
-def run_step(probe, getter, step):
-    """The probe's Dataset at one step, with its `step` dimension; the model lives only meanwhile."""
-    return with_step(probe(getter()), step)
+def run_step(probe, getter, step, identify=None):
+    """The probe's Dataset at one step, with its `step` dimension; the model lives only meanwhile.
+    With `identify` (a `scoreprobe.sweep.identity.Identifier`) the identity of the model it
+    measured is in attrs[MODEL_ATTR], for the store's record."""
+    model = getter()
+    ident = identify(model, step) if identify is not None else None
+    return identified(with_step(probe(model), step), identify, ident)
+
+
+def identified(ds, identify, ident):
+    """`ds` carrying `ident` in attrs[MODEL_ATTR] (unchanged without `identify`)."""
+    if identify is not None:
+        ds.attrs[MODEL_ATTR] = ident
+    return ds

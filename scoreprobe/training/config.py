@@ -4,22 +4,39 @@ A leaf module (no torch): the CLI builds `scoreprobe train`'s options from these
 """
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from scoreprobe.errors import ConfigError
+from scoreprobe.limits import (MAX_BATCH, MAX_DEPTH, MAX_HIDDEN, MAX_ITEMS, MAX_SIGMA, MAX_STEP, check_int, check_positive,
+                               check_real, check_seed)
 
 RUN_FORMAT = "scoreprobe-run/1"
 CKPT_FORMAT = "scoreprobe-ckpt/1"
+FINAL_STATE = "final_state.pt"   # a finished run's last training state (resume.pt renamed by Run.finish)
+
+
+def ckpt_path(run_dir, step):
+    """RUN_DIR/ckpt/step_0001234.pt: where the trainer writes the checkpoint of `step`."""
+    return Path(run_dir) / "ckpt" / f"step_{step:07d}.pt"
 LR_SCHEDULES = ("constant", "cosine", "step")
 # the TrainConfig fields in which the members of an ensemble (scoreprobe.training.ensemble) may differ; the
 # others fix the architecture and the shape of the training loop, which the members share
 ENSEMBLE_VARIES = ("rule", "n_train", "n_heldout", "data_seed", "seed", "p_mean", "p_std", "save_dtype",
                    "save_model")
 
+_INT_RANGES = {"n_train": (1, MAX_ITEMS), "n_heldout": (0, MAX_ITEMS), "batch_size": (1, MAX_BATCH),
+               "total_steps": (1, MAX_STEP), "n_checkpoints": (1, 10**4), "first_checkpoint": (1, MAX_STEP),
+               "patch_size": (1, 128), "lr_drop_step": (0, MAX_STEP), "warmup_steps": (0, MAX_STEP),
+               "log_every": (1, MAX_STEP), "resume_every": (1, MAX_STEP)}
+
+_REAL_RANGES = {"p_mean": (-30.0, 30.0), "p_std": (0.0, 10.0), "lr_min": (0.0, 10.0), "weight_decay": (0.0, 1e3),
+                "ema_decay": (0.0, 1.0)}
+
 
 @dataclass
 class TrainConfig:
     rule: dict = field(default_factory=lambda: {"name": "parity", "G": 2, "shape": [6, 6],
-                                                "layout": "random", "seed": 0})
+                                                "layout": "contiguous", "seed": 0})  # random before 2026-12-01
     n_train: int = 256           # training set size N
     n_heldout: int = 1024        # held-out valid images (never trained on)
     data_seed: int = 0           # draws the train / held-out split
@@ -44,7 +61,7 @@ class TrainConfig:
     weight_decay: float = 0.0    # AdamW weight decay
     warmup_steps: int = 0        # linear lr warm-up
     batch_size: int = 128        # minibatch, drawn with replacement from the N items
-    total_steps: int = 20000     # optimizer steps; the last checkpoint is here
+    total_steps: int = 20000     # optimizer steps; the last checkpoint is here. Larger than a finished run's: extends it (the checkpoint grid continued)
     ema_decay: float = 0.999     # with warm-up min(decay, (1+t)/(10+t))
     n_checkpoints: int = 24      # log-spaced, step 0 included
     first_checkpoint: int = 1    # first step of the log-spaced range (after step 0)
@@ -83,15 +100,27 @@ class TrainConfig:
             raise ConfigError(f"curriculum: STEPS={steps} must be in (0, total_steps={self.total_steps})")
         return g0, steps
 
+    def _check_numbers(self):
+        """Type and range of every numeric field (limits in scoreprobe.limits), before anything is built."""
+        for name, (lo, hi) in _INT_RANGES.items():
+            check_int(getattr(self, name), name, lo, hi)
+        for name in ("seed", "data_seed"):
+            check_seed(getattr(self, name), name)
+        for name in ("hidden_size", "depth", "num_heads"):
+            if getattr(self, name) is not None:
+                check_int(getattr(self, name), name, 1, MAX_HIDDEN if name != "depth" else MAX_DEPTH)
+        for name, hi in (("sigma_data", MAX_SIGMA), ("time_scale", 1e6), ("lr", 10.0)):
+            check_positive(getattr(self, name), name, hi)
+        for name, (lo, hi) in _REAL_RANGES.items():   # ln σ ~ N(p_mean, p_std) must stay far from overflow
+            check_real(getattr(self, name), name, lo, hi)
+
     def validate(self):
         if self.model not in ("dit", "gpt"):
             raise ConfigError(f"model must be 'dit' or 'gpt', got {self.model!r}")
         if self.model != "dit" and (self.global_token or self.multiplicative):
             raise ConfigError("global_token and multiplicative are DiT switches; use model='dit'")
+        self._check_numbers()
         self.curriculum_plan()
-        for name in ("n_train", "batch_size", "total_steps", "n_checkpoints"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.save_dtype not in ("float32", "float16", "bfloat16"):
             raise ConfigError(f"save_dtype must be float32, float16 or bfloat16, got {self.save_dtype!r}")
         if self.lr_schedule not in LR_SCHEDULES:

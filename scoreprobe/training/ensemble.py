@@ -16,6 +16,7 @@ member alone with `train_run`). Members may differ in ENSEMBLE_VARIES (seed, dat
 same image shape, ...); everything else, architecture and optimisation loop, is shared.
 """
 import copy
+import json
 import logging
 import warnings
 from contextlib import ExitStack
@@ -27,8 +28,10 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from scoreprobe.training.config import ENSEMBLE_VARIES, TrainConfig
 from scoreprobe.errors import ConfigError
+from scoreprobe.limits import MAX_ENSEMBLE
 from scoreprobe.models.edm import dsm_loss
 from scoreprobe.progress import CountProgress
+from scoreprobe.training.trainlog import bucket_sums
 from scoreprobe.training.train import check_run_dir, draw_bits, draw_inputs, ema_update, loss_error, open_run, set_lr
 
 logger = logging.getLogger(__name__)
@@ -46,6 +49,9 @@ def check_ensemble(cfgs, run_dirs):
         raise ConfigError("an ensemble needs at least one member")
     if not all(isinstance(c, TrainConfig) for c in cfgs):
         raise ConfigError("ensemble members must be TrainConfig objects")
+    if len(cfgs) > MAX_ENSEMBLE:
+        raise ConfigError(f"an ensemble of {len(cfgs)} members is more than the limit {MAX_ENSEMBLE} "
+                          "(scoreprobe.limits.MAX_ENSEMBLE); train it in parts")
     if len(run_dirs) != len(cfgs):
         raise ConfigError(f"{len(cfgs)} configs but {len(run_dirs)} run directories")
     if len({Path(d).resolve() for d in run_dirs}) != len(run_dirs):
@@ -63,8 +69,30 @@ def check_ensemble(cfgs, run_dirs):
                               f"{ref[diff[0]]!r}; members share the architecture and the training loop and "
                               f"may differ only in {', '.join(ENSEMBLE_VARIES)}")
     _check_arch(cfgs)
+    _check_distinct(cfgs)
+    from scoreprobe.models.build import check_training_size, model_arch
+    from scoreprobe.data.rules import rule_from_spec
+    check_training_size("dit", model_arch(cfgs[0], rule_from_spec(cfgs[0].rule)), cfgs[0].batch_size, len(cfgs))
     for cfg, run_dir in zip(cfgs, run_dirs):   # a directory of another run: refused before any is written
         check_run_dir(cfg, run_dir)
+
+
+def member_key(cfg):
+    """What a member trains: its config with the rule's effective spec (arguments the rule ignores dropped)."""
+    from scoreprobe.data.rules import rule_from_spec
+    d = {**cfg.to_dict(), "rule": rule_from_spec(cfg.rule).effective_spec()}
+    return json.dumps(d, sort_keys=True, default=str)
+
+
+def _check_distinct(cfgs):
+    """ConfigError when two members train the same: they would give identical runs."""
+    seen = {}
+    for i, cfg in enumerate(cfgs):
+        key = member_key(cfg)
+        if key in seen:
+            raise ConfigError(f"ensemble members {seen[key]} and {i} have the same config (rule {cfg.rule}); they "
+                              "would train identical runs")
+        seen[key] = i
 
 
 def _check_arch(cfgs):
@@ -168,14 +196,14 @@ class _Member:
 
 
 def _member_loss(base, params, y, sigma, noise):
-    """Mean DSM loss () of one member on y (B, D), sigma (B,), noise (B, D); vmap maps it over M."""
-    return dsm_loss(_Member(base, params), y, sigma, noise).mean()
+    """Per-sample DSM loss (B,) of one member on y (B, D), sigma (B,), noise (B, D); vmap maps it over M."""
+    return dsm_loss(_Member(base, params), y, sigma, noise)
 
 
 def _ensemble_step(runs, stack, device):
     """One optimizer step of every member, each on its own minibatch; updates the EMAs.
 
-    Returns the members' losses, list of M floats.
+    Returns the members' losses (list of M floats) and their σ-bucket sums (M lists, trainlog.bucket_sums).
     """
     cfg = runs[0].cfg
     draws = [draw_inputs(r.cfg, draw_bits(r.cfg, r.bits_at(r.st.step), r.st.gen), r.st.gen, "cpu") for r in runs]
@@ -183,7 +211,9 @@ def _ensemble_step(runs, stack, device):
     set_lr(cfg, stack.opt, stack.step)
     with warnings.catch_warnings():   # CPU attention has no vmap rule: torch loops over the members (same kernel)
         warnings.filterwarnings("ignore", message=".*batching rule", category=UserWarning)
-        losses = vmap(_member_loss, in_dims=(None, 0, 0, 0, 0))(stack.base, stack.params, y, sigma, noise)  # (M,)
+        per_sample = vmap(_member_loss, in_dims=(None, 0, 0, 0, 0))(stack.base, stack.params, y, sigma, noise)
+    losses = per_sample.mean(dim=1)                                                              # (M,)
+    parts = [bucket_sums(ps, s).tolist() for ps, s in zip(per_sample, sigma)]                   # M x (2K,)
     bad = (~torch.isfinite(losses)).nonzero().flatten().tolist()
     if bad:
         raise loss_error(losses[bad[0]].item(), stack.step, f" of {runs[bad[0]].dir}")
@@ -192,7 +222,7 @@ def _ensemble_step(runs, stack, device):
     stack.opt.step()
     stack.step += 1
     ema_update(cfg, stack.step, stack.ema.values(), stack.params.values())
-    return losses.tolist()
+    return losses.tolist(), parts
 
 
 def _train_group(runs, device, progress):
@@ -203,14 +233,14 @@ def _train_group(runs, device, progress):
         with ExitStack() as files:
             logs = [files.enter_context(open(r.dir / "train_log.jsonl", "a")) for r in runs]
             while stack.step < cfg.total_steps:
-                losses = _ensemble_step(runs, stack, device)
+                losses, parts = _ensemble_step(runs, stack, device)
                 if runs[0].writes_state(stack.step):
                     stack.unstack(runs)
                 for r in runs:
                     r.st.step = stack.step
-                means = [r.record(loss, log) for r, loss, log in zip(runs, losses, logs)]
-                if means[0] is not None:
-                    bar.set_postfix(loss=f"{np.mean(means):.4f}")
+                recs = [r.record(loss, log, p) for r, loss, log, p in zip(runs, losses, logs, parts)]
+                if recs[0] is not None:
+                    bar.set_postfix_str(f"mean loss {np.mean([rec['loss'] for rec in recs]):.4f}")
                 if runs[0].checkpoint_label():
                     bar.mark(stack.step, runs[0].checkpoint_label())
                 bar.update(1)

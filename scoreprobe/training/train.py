@@ -2,10 +2,13 @@
 
 A run directory holds `run.json` (every setting, versions, git commit, checkpoint steps), `dataset.npz`
 (train and held-out bits), `ckpt/step_0001234.pt` (tensors and plain values only: loadable with
-`torch.load(weights_only=True)`), `train_log.jsonl` (loss per logging interval) and, while a run is
-unfinished, `resume.pt` (model, EMA, optimizer and RNG state). Running the same config again on the
-same directory continues from `resume.pt` and reproduces an uninterrupted run bitwise on CPU.
-`scoreprobe.training.ensemble.train_ensemble` trains several runs at once and writes each through the same `Run`.
+`torch.load(weights_only=True)`), `train_log.jsonl` (the loss and its σ buckets per logging interval,
+`scoreprobe.training.trainlog`), while a run is unfinished `resume.pt` (model, EMA, optimizer and RNG state)
+and, once it is finished, the same state of its last step in `final_state.pt` (unless keep_state=False).
+Running the same config again on the same directory continues from `resume.pt` and reproduces an
+uninterrupted run bitwise on CPU; the same config with a larger total_steps extends a finished run
+(`scoreprobe.training.extend`). `scoreprobe.training.ensemble.train_ensemble` trains several runs at once and writes
+each through the same `Run`.
 """
 import copy
 import json
@@ -22,15 +25,17 @@ import numpy as np
 import torch
 
 # the config and the formats live in a leaf module (no torch): the CLI reads them at start-up
-from scoreprobe.training.config import CKPT_FORMAT, LR_SCHEDULES, RUN_FORMAT, TrainConfig  # noqa: F401  (re-exported)
+from scoreprobe.training.config import (CKPT_FORMAT, FINAL_STATE, LR_SCHEDULES, RUN_FORMAT, TrainConfig,  # noqa: F401
+                                       ckpt_path)   # (re-exported)
 from scoreprobe.data.curriculum import curriculum_bits
 from scoreprobe.data.datasets import load_dataset, make_dataset, to_signed
 from scoreprobe.errors import CheckpointError, ConfigError, first_line
 from scoreprobe.limits import check_int
-from scoreprobe.models.build import build_model, model_arch
+from scoreprobe.models.build import build_model, check_training_size, model_arch
 from scoreprobe.models.edm import dsm_loss, sample_sigmas
 from scoreprobe.progress import CountProgress
 from scoreprobe.data.rules import rule_from_spec
+from scoreprobe.training.trainlog import LOG_NAME, bucket_sums, log_record, postfix, truncate_log
 
 logger = logging.getLogger(__name__)
 
@@ -65,10 +70,6 @@ def checkpoint_steps(total_steps, n, first=1):
     return [0] + [int(s) for s in steps[keep]]
 
 
-def ckpt_path(run_dir, step):
-    return Path(run_dir) / "ckpt" / f"step_{step:07d}.pt"
-
-
 # ---------------------------------------------------------------------------------------------
 # Run directory
 # ---------------------------------------------------------------------------------------------
@@ -95,17 +96,21 @@ def _atomic_save(obj, path):
 
 
 def check_run_dir(cfg, run_dir):
-    """True when `run_dir` holds a run of `cfg` (to resume), False when it holds none; ConfigError
-    when it holds a run with different settings."""
+    """True when `run_dir` holds a run of `cfg` (to resume) or one that `cfg` extends (the same settings
+    but a larger total_steps, `scoreprobe.training.extend`), False when it holds none; ConfigError when it
+    holds a run with different settings (CheckpointError when a finished run cannot be extended)."""
+    from scoreprobe.training.extend import check_extension, describe_diff
     meta_path = Path(run_dir) / "run.json"
     if not meta_path.exists():
         return False
     old = json.loads(meta_path.read_text())
     old_cfg = {**TrainConfig().to_dict(), **old.get("config", {})}  # settings added later: defaults
     new_cfg = cfg.to_dict()
-    if old_cfg != new_cfg:
-        diff = sorted(k for k in new_cfg if old_cfg.get(k) != new_cfg[k])
-        raise ConfigError(f"{run_dir} already holds a run with different settings ({', '.join(diff)}); "
+    diff = sorted(k for k in new_cfg if old_cfg.get(k) != new_cfg[k])
+    if diff == ["total_steps"] and new_cfg["total_steps"] > old_cfg["total_steps"]:
+        check_extension(old, cfg, run_dir)
+    elif diff:
+        raise ConfigError(f"{run_dir} already holds a run with different settings ({describe_diff(old_cfg, new_cfg, diff)}); "
                           "use another directory or the same settings to resume")
     return True
 
@@ -116,6 +121,8 @@ def init_run_dir(cfg, run_dir):
     meta_path = run_dir / "run.json"
     rule = rule_from_spec(cfg.rule)
     if check_run_dir(cfg, run_dir):
+        from scoreprobe.training.extend import extend_run
+        extend_run(cfg, run_dir)          # a larger total_steps: the schedule continued (else nothing)
         return load_dataset(run_dir / "dataset.npz", rule)
     (run_dir / "ckpt").mkdir(parents=True, exist_ok=True)
     ds = make_dataset(rule, cfg.n_train, cfg.n_heldout, cfg.data_seed)
@@ -144,11 +151,13 @@ class _State:
         self.gen = torch.Generator(device="cpu").manual_seed(cfg.seed + 1)
         self.step = 0
         self.running = []   # losses since the last log line (so a resumed run logs the same means)
+        self.parts = []     # their σ-bucket sums and counts (trainlog.bucket_sums), one list per step
 
     def state_dict(self):
         return {"format": CKPT_FORMAT, "step": self.step, "model": self.model.state_dict(),
                 "ema": self.ema.state_dict(), "opt": self.opt.state_dict(), "rng": self.gen.get_state(),
-                "running": torch.tensor(self.running, dtype=torch.float64)}
+                "running": torch.tensor(self.running, dtype=torch.float64),
+                "parts": torch.tensor(self.parts, dtype=torch.float64)}
 
     def load_state_dict(self, sd):
         self.model.load_state_dict(sd["model"])
@@ -157,6 +166,7 @@ class _State:
         self.gen.set_state(sd["rng"])
         self.step = int(sd["step"])
         self.running = [float(v) for v in sd.get("running", torch.zeros(0)).reshape(-1)]   # older files: none
+        self.parts = [[float(v) for v in row] for row in sd.get("parts", torch.zeros(0, 0))]
 
 
 def _load_resume(st, path, device, total_steps):
@@ -202,10 +212,12 @@ def draw_inputs(cfg, batch_bits, gen, device):
 
 
 def _loss(cfg, model, batch_bits, gen, device):
-    """Per-sample training loss (B,) for a minibatch of bits (B, D) uint8."""
+    """Per-sample training loss (B,) for a minibatch of bits (B, D) uint8, and the training σ (B,)
+    of each sample (None for a GPT)."""
     if cfg.model == "gpt":
-        return model.loss(torch.from_numpy(batch_bits).to(device))
-    return dsm_loss(model, *draw_inputs(cfg, batch_bits, gen, device))
+        return model.loss(torch.from_numpy(batch_bits).to(device)), None
+    y, sigma, noise = draw_inputs(cfg, batch_bits, gen, device)
+    return dsm_loss(model, y, sigma, noise), sigma
 
 
 def set_lr(cfg, opt, step):
@@ -249,7 +261,8 @@ class Run:
     def __init__(self, cfg, run_dir, st, data, meta):
         self.cfg, self.dir, self.st, self.train_bits = cfg, Path(run_dir), st, data.train   # bits (N, D) uint8
         self.save_at, self.arch = sorted(meta["checkpoint_steps"]), meta["arch"]
-        self.resume = self.dir / "resume.pt"
+        self.resume, self.final = self.dir / "resume.pt", self.dir / FINAL_STATE
+        self.keep_state = True    # finish() keeps the last state in final_state.pt (to extend the run)
         plan = cfg.curriculum_plan()
         self.switch, self.first_bits = (plan[1], curriculum_bits(rule_from_spec(cfg.rule), plan[0], cfg.n_train,
                                                                  data.heldout, cfg.data_seed)) if plan else (0, None)
@@ -262,21 +275,24 @@ class Run:
         """Whether `record` at `step` writes the state (a checkpoint or resume.pt)."""
         return step in self.save_at or step % self.cfg.resume_every == 0
 
-    def record(self, loss, log):
-        """After an optimizer step with loss `loss`: the log line, checkpoint and resume.pt due at
-        st.step. Returns the logged mean loss, or None when no line was due."""
-        st, mean = self.st, None
+    def record(self, loss, log, parts=None):
+        """After an optimizer step with loss `loss` (and its σ-bucket sums `parts`, a list, or None):
+        the log line, checkpoint and resume.pt due at st.step. Returns the logged record
+        (trainlog.log_record), or None when no line was due."""
+        st, rec = self.st, None
         st.running.append(loss)
+        if parts is not None:
+            st.parts.append(parts)
         if st.step % self.cfg.log_every == 0:
-            mean = float(np.mean(st.running))
-            log.write(json.dumps({"step": st.step, "loss": mean}) + "\n")
+            rec = log_record(st.step, st.running, st.parts if len(st.parts) == len(st.running) else None)
+            log.write(json.dumps(rec) + "\n")
             log.flush()
-            st.running = []
+            st.running, st.parts = [], []
         if st.step in self.save_at:
             _save_step(self.cfg, self.dir, st, self.arch)
         if self.writes_state(st.step):
             _atomic_save(st.state_dict(), self.resume)
-        return mean
+        return rec
 
     def checkpoint_label(self):
         """'checkpoint k of K' when st.step is a checkpoint step, else None."""
@@ -284,6 +300,10 @@ class Run:
         return f"checkpoint {self.save_at.index(step) + 1} of {len(self.save_at)}" if step in self.save_at else None
 
     def finish(self):
+        """The run is complete: its last state (resume.pt, written at the last checkpoint) becomes
+        final_state.pt, from which a larger total_steps continues it; removed when not keep_state."""
+        if self.keep_state and self.resume.exists():
+            os.replace(self.resume, self.final)
         self.resume.unlink(missing_ok=True)
 
 
@@ -291,6 +311,7 @@ def open_run(cfg, run_dir, device):
     """Create or reopen `run_dir` for `cfg`: a `Run` at step 0 (its step-0 checkpoint written) or at
     the step of resume.pt, or None when the run is already complete. ConfigError for another config."""
     cfg.validate()
+    check_training_size(cfg.model, model_arch(cfg, rule_from_spec(cfg.rule)), cfg.batch_size)   # before building
     run_dir = Path(run_dir)
     ds = init_run_dir(cfg, run_dir)
     meta = json.loads((run_dir / "run.json").read_text())
@@ -304,23 +325,28 @@ def open_run(cfg, run_dir, device):
         logger.info("resuming %s from step %d", run_dir, run.st.step)
     elif run.st.step in run.save_at:
         _save_step(cfg, run_dir, run.st, run.arch)
-    _truncate_log(run_dir / "train_log.jsonl", run.st.step)   # also after a kill before the first resume.pt
+    truncate_log(run_dir / LOG_NAME, run.st.step)   # also after a kill before the first resume.pt
     return run
 
 
-def train_run(cfg, run_dir, device="cpu", progress=None):
-    """Train (or resume) the run described by `cfg` in `run_dir`; returns the run directory Path."""
+def train_run(cfg, run_dir, device="cpu", progress=None, keep_state=True):
+    """Train, resume or extend the run described by `cfg` in `run_dir`; returns the run directory Path.
+
+    keep_state: keep the last training state in final_state.pt (model, EMA, optimizer, RNG: about
+    four times a float32 checkpoint), which a later call with a larger total_steps continues from.
+    """
     run = open_run(cfg, run_dir, device)
     if run is None:
         return Path(run_dir)
+    run.keep_state = keep_state
     bar = CountProgress(cfg.total_steps, run.st.step, "train", progress)
     try:
-        with open(run.dir / "train_log.jsonl", "a") as log:
+        with open(run.dir / LOG_NAME, "a") as log:
             while run.st.step < cfg.total_steps:
-                loss = _train_step(cfg, run.st, run.bits_at(run.st.step), device)
-                mean = run.record(loss, log)
-                if mean is not None:
-                    bar.set_postfix(loss=f"{mean:.4f}")
+                loss, parts = _train_step(cfg, run.st, run.bits_at(run.st.step), device)
+                rec = run.record(loss, log, parts)
+                if rec is not None:
+                    bar.set_postfix_str(postfix(rec))
                 if run.checkpoint_label():
                     bar.mark(run.st.step, run.checkpoint_label())
                 bar.update(1)
@@ -330,32 +356,21 @@ def train_run(cfg, run_dir, device="cpu", progress=None):
     return run.dir
 
 
-def _truncate_log(path, step):
-    """Drop log lines written after `step` by an interrupted run (they are about to be redone),
-    and a last line a kill cut short."""
-    if path.exists():
-        keep = [line for line in path.read_text().splitlines(True) if _log_step(line) <= step]
-        path.write_text("".join(keep))
-
-
-def _log_step(line):
-    """The step of a training-log line; +inf for a line that is not a complete JSON record."""
-    try:
-        return json.loads(line)["step"] if line.endswith("\n") else math.inf
-    except (ValueError, KeyError, TypeError):
-        return math.inf
-
-
 def _train_step(cfg, st, train_bits, device):
-    """One optimizer step on a minibatch drawn with replacement; updates EMA. Returns the loss."""
+    """One optimizer step on a minibatch drawn with replacement; updates EMA. Returns the loss and
+    its σ-bucket sums and counts (a list, trainlog.bucket_sums; None for a GPT)."""
     batch = draw_bits(cfg, train_bits, st.gen)
     set_lr(cfg, st.opt, st.step)
-    loss = _loss(cfg, st.model, batch, st.gen, device).mean()
-    if not torch.isfinite(loss):
-        raise loss_error(loss.item(), st.step)
+    per_sample, sigma = _loss(cfg, st.model, batch, st.gen, device)      # (B,), (B,) or None
+    loss = per_sample.mean()
+    parts = None if sigma is None else bucket_sums(per_sample, sigma)     # (2K,)
+    values = torch.cat([loss.detach().double().reshape(1), parts]) if parts is not None else loss.detach().reshape(1)
+    values = values.tolist()                                              # one transfer from the device
+    if not math.isfinite(values[0]):
+        raise loss_error(values[0], st.step)
     st.opt.zero_grad(set_to_none=True)
     loss.backward()
     st.opt.step()
     st.step += 1
     ema_update(cfg, st.step, st.ema.parameters(), st.model.parameters())
-    return loss.item()
+    return values[0], (values[1:] if parts is not None else None)

@@ -57,8 +57,8 @@ def animate_basins(ds_or_path, path, fps=4, sigma_start=None, dpi=ANIMATION_DPI,
     ext = path.suffix.lower()
     if ext not in (".gif", ".mp4"):
         raise ConfigError(f"cannot write an animation to {path.name!r}: use a .gif or .mp4 file name")
-    if fps <= 0:
-        raise ConfigError(f"fps must be positive, got {fps}")
+    from scoreprobe.limits import FPS_RANGE, check_real
+    fps = check_real(fps, "fps", *FPS_RANGE)   # 1e-300 would make the frame duration infinite
     size = check_frame(dpi, size)
     if not isinstance(ds_or_path, xr.Dataset):
         from scoreprobe.store import open_store

@@ -7,7 +7,8 @@ from scoreprobe.viz.common import _new_axes
 from scoreprobe.viz.steps import step_ticks
 
 
-DSM_BAND = (0.2, 2.0)   # σ range where the rule / memorization transitions live (shaded)
+DSM_BAND = (0.2, 2.0)   # σ range where the rule / memorization transitions live (shaded); dsm_summary's default band
+BAND_LABEL = "σ band {:g}–{:g} (the table's mean)"
 
 
 def _dsm_steps(ds, steps, max_steps=6):
@@ -73,7 +74,7 @@ def plot_dsm(ds, steps=None, ax=None, weighted=False, oracles=True):
                 if y is not None:
                     ax.plot(sig, lam * y, ls, color=color, lw=5, alpha=0.35, zorder=1,
                             label=f"{label} (reference)" if split == "train" else None)
-    ax.axvspan(*DSM_BAND, color="0.93", zorder=0)
+    ax.axvspan(*DSM_BAND, color="0.93", zorder=0, label=BAND_LABEL.format(*DSM_BAND))
     ax.set_xscale("log")
     if weighted:
         ax.set_yscale("log")
@@ -82,8 +83,9 @@ def plot_dsm(ds, steps=None, ax=None, weighted=False, oracles=True):
     ax.set_title("DSM loss by σ" + (f", step {chosen[0]}" if len(chosen) == 1 and chosen[0] is not None else ""))
     handles, labels = ax.get_legend_handles_labels()
     handles += [Line2D([], [], color="0.3", ls="-"), Line2D([], [], color="0.3", ls="--")]
-    labels += ["training items", "held-out items"]
-    ax.legend(handles, labels, fontsize=7, ncol=2)
+    labels += ["training items (mean)", "held-out items (mean)"]
+    ax.legend(handles, labels, fontsize=7, ncol=2, loc="center left", title="colour: step; line style: items",
+              title_fontsize=7)   # middle left: below the memorizer's held-out plateau, above the zeros
     return fig
 
 
@@ -146,20 +148,23 @@ def plot_dsm_gap(ds, ax=None, tau_rule=None, tau_mem=None):
     fig.colorbar(mesh, ax=ax, label="held-out − training DSM loss")
     ax.set_yscale("log")
     _gap_step_axis(ax, steps, log_x)
-    for s in DSM_BAND:
-        ax.axhline(s, color="0.4", lw=0.6, ls=":")
+    for i, s in enumerate(DSM_BAND):
+        ax.axhline(s, color="0.4", lw=0.6, ls=":", label=None if i else BAND_LABEL.format(*DSM_BAND))
+    xs = steps if log_x else np.arange(len(steps))
+    ax.plot(xs, np.full(len(xs), 1.0), "v", ms=4, color="0.2", transform=ax.get_xaxis_transform(), clip_on=False,
+            label="computed checkpoints (one column each)")
     if "first_significant_sigma" in ds:
         star = np.atleast_1d(ds["first_significant_sigma"].values).astype(np.float64)       # (step,)
-        ax.plot(steps if log_x else np.arange(len(steps)), star, "k.", ms=5, label="smallest σ with gap z > 3")
         if np.isfinite(star).any():
-            ax.legend(fontsize=7, loc="upper left")
+            ax.plot(steps if log_x else np.arange(len(steps)), star, "k.", ms=5, label="smallest σ with gap z > 3")
     for tau, label in ((tau_rule, "τ_rule"), (tau_mem, "τ_mem")):
         if tau is not None and log_x and np.isfinite(tau):
             ax.axvline(float(tau), color="k", lw=1.0, ls="--")
             ax.text(float(tau), ax.get_ylim()[1], label, fontsize=8, ha="left", va="top")
+    ax.legend(fontsize=7, loc="upper left")
     ax.set_xlabel("training step")
     ax.set_ylabel("noise level σ")
-    ax.set_title("DSM generalization gap")
+    ax.set_title("DSM generalization gap", pad=10)
     return fig
 
 

@@ -119,7 +119,21 @@ def plot_field_panels(ds, sigmas=None, prefixes=("", "mem_", "rule_"), step=None
         for ax, prefix in zip(row, prefixes):
             plot_field(ds, sigma, step, ax, prefix, density, norm=norm, colorbar=False)
     fig.colorbar(ScalarMappable(norm=norm, cmap="viridis"), ax=axes.ravel().tolist(), label="log10 |score|")
+    fig.suptitle(_shown_step_text(ds, step, prefixes) + "\narrows: score direction in the plane (unit length); "
+                 "colour: log10 |score|", fontsize=9)
     return fig
+
+
+def _shown_step_text(ds, step, prefixes):
+    """Which checkpoint the panels show, out of which computed ones (the oracles have no step)."""
+    if "step" not in ds.dims:
+        return "score field"
+    have = [int(s) for s in ds.step.values]
+    shown = have[-1] if step is None else int(step)
+    which = "the last" if shown == have[-1] else "one"
+    text = (f"model field at step {shown}" + (f" ({which} of {len(have)} computed: {', '.join(map(str, have))})"
+                                              if len(have) > 1 else ""))
+    return text + ("; the oracles do not depend on the step" if len(prefixes) > 1 else "")
 
 
 def _state_cmap():
@@ -130,19 +144,88 @@ def _state_cmap():
     return ListedColormap(colors), BoundaryNorm(bounds, len(colors)), STATES
 
 
+# memorized regions: one shade per training item reached, the largest first (the state colour first)
+ITEM_COLORS = (STATE_COLORS["valid_memorized"], "#a6540b", "#ffd27f", "#6b2f0a", "#e8743b", "#c9a227", "#f7b6a0",
+               "#8f5d2a")
+MAX_ITEM_LABELS = 12
+
+
+def _memorized_items(d):
+    """[(training index, cell count)] of the items the map's endpoints equal, largest first."""
+    if "endpoint_train_index" not in d:
+        return []
+    t = d.endpoint_train_index.values                                         # (V, U), -1 none
+    items, counts = np.unique(t[t >= 0], return_counts=True)
+    order = np.lexsort((items, -counts))
+    return [(int(items[i]), int(counts[i])) for i in order]
+
+
+def _draw_items(ax, d, items):
+    """Colour the memorized cells by the training item they copy, white borders between two items'
+    cells, each item's index written on it (anchors are labelled already). Returns the legend handles."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.colors import to_rgba
+    t = d.endpoint_train_index.values                                         # (V, U)
+    rgba = np.zeros(t.shape + (4,))
+    for k, (item, _) in enumerate(items):
+        rgba[t == item] = to_rgba(ITEM_COLORS[k % len(ITEM_COLORS)])
+    x0, x1, y0, y1 = _extent(d)
+    ax.imshow(rgba, origin="lower", extent=(x0, x1, y0, y1), aspect="equal", interpolation="nearest", zorder=1)
+    xe, ye = np.linspace(x0, x1, t.shape[1] + 1), np.linspace(y0, y1, t.shape[0] + 1)
+    vi, ui = np.nonzero((t[:, 1:] != t[:, :-1]) & (t[:, 1:] >= 0) & (t[:, :-1] >= 0))   # vertical edges
+    segs = [((xe[u + 1], ye[v]), (xe[u + 1], ye[v + 1])) for v, u in zip(vi, ui)]
+    vi, ui = np.nonzero((t[1:] != t[:-1]) & (t[1:] >= 0) & (t[:-1] >= 0))            # horizontal edges
+    segs += [((xe[u], ye[v + 1]), (xe[u + 1], ye[v + 1])) for v, u in zip(vi, ui)]
+    ax.add_collection(LineCollection(segs, colors="white", linewidths=0.8, zorder=2))
+    anchored = {str(a) for a in d.anchor_label.values} if "anchor_label" in d else set()
+    for item, _ in items[:MAX_ITEM_LABELS]:
+        if f"train:{item}" not in anchored:
+            j = _label_cell(d, t == item)
+            ax.text(d.u.values[j[1]], d.v.values[j[0]], f"#{item}", fontsize=7, ha="center", va="center", zorder=4,
+                    bbox={"boxstyle": "round,pad=0.1", "fc": "white", "alpha": 0.6, "lw": 0})
+    return [Patch(color=ITEM_COLORS[k % len(ITEM_COLORS)], label=f"copies train:{item}")
+            for k, (item, _) in enumerate(items[:len(ITEM_COLORS)])]
+
+
+def _label_cell(d, mask):
+    """(v, u) index of the cell of `mask` (V, U) deepest inside it and away from the anchors' labels."""
+    from scipy.ndimage import distance_transform_edt
+    depth = distance_transform_edt(np.pad(mask, 1))[1:-1, 1:-1]                # cells to the region's edge
+    if "anchor_u" in d:
+        du, dv = d.u.values[1] - d.u.values[0], d.v.values[1] - d.v.values[0]
+        uc, vc = np.meshgrid(d.u.values, d.v.values)
+        for au, av in zip(d.anchor_u.values, d.anchor_v.values):             # the label sits up-right of it
+            depth = np.minimum(depth, np.hypot((uc - au) / du - 2, (vc - av) / dv - 0.5))
+    return np.unravel_index(np.argmax(np.where(mask, depth, -np.inf)), mask.shape)
+
+
 def _draw_basins(ax, d):
-    """Draw one basin map (d: dims v, u) on ax; returns the image artist."""
+    """Draw one basin map (d: dims v, u) on ax: the endpoint states, the memorized cells shaded by the
+    training item they copy, the anchors' basins outlined, a legend saying all that. Returns the
+    state image artist."""
+    from matplotlib.lines import Line2D
     cmap, norm, states = _state_cmap()
     im = ax.imshow(d.endpoint_state.values, origin="lower", extent=_extent(d), cmap=cmap, norm=norm,
                    aspect="equal", interpolation="nearest")
+    items = _memorized_items(d)
+    item_handles = _draw_items(ax, d, items) if len(items) > 1 else []
     anchor = d.endpoint_anchor.values.astype(float)                          # (V, U), -1 none
+    outlined = False
     for k in range(d.sizes.get("anchor", 0)):
         if (anchor == k).any() and not (anchor == k).all():
             ax.contour(d.u.values, d.v.values, (anchor == k).astype(float), levels=[0.5],
-                       colors="black", linewidths=1.0, linestyles="-")
+                       colors="black", linewidths=1.0, linestyles="-", zorder=3)
+            outlined = True
     _mark_anchors(ax, d)
     handles = [Patch(color=STATE_COLORS[s], label=s.replace("_", " ")) for s in states]
+    if outlined:
+        handles.append(Line2D([], [], color="black", lw=1.0, label="outline: anchor's\nbasin (ends on it)"))
+    if item_handles:
+        handles += item_handles
+        if len(items) > len(ITEM_COLORS):
+            handles.append(Patch(color="none", label=f"+{len(items) - len(ITEM_COLORS)} more items\n(shades repeat, #index\nwritten on each)"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
+    ax.set_anchor("W")    # the equal-aspect map shrinks towards its label, not into the legend's room
     ax.set_xlabel("u")
     ax.set_ylabel("v")
     return im
@@ -156,8 +239,10 @@ def _fraction_text(d):
 
 
 def plot_basins(ds, sigma_start=None, step=None, ax=None):
-    """Basin map: the endpoint state of every grid point (categorical colours and legend),
-    black outlines around the anchors' own basins, anchors marked.
+    """Basin map: the endpoint state of every grid point (categorical colours and legend); when the
+    endpoints copy several training items, each item's cells in its own shade (white borders between
+    items, its index written on it, "copies train:I" in the legend); black outlines around the
+    anchors' own basins (in the legend); anchors marked.
 
     Parameters
     ----------

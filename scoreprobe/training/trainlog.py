@@ -1,0 +1,103 @@
+"""The training log `train_log.jsonl`: the loss per logging interval and its σ-bucketed parts.
+
+One JSON record per line, written every `log_every` optimizer steps:
+
+    {"step": 1200, "loss": 0.1834, "loss_by_sigma": {"sigma<0.1": 0.021, "0.1<=sigma<1": 0.164, "sigma>=1": 0.611}}
+
+`loss` is the mean per-sample training loss over the interval's minibatches; for a DiT (EDM) it is the
+weighted DSM loss λ(σ)·mean_i (D(x, σ)_i − y_i)², and `loss_by_sigma` is its mean over the samples
+of the interval whose training σ fell in each bucket (null for a bucket no sample fell in; bucket
+edges `SIGMA_EDGES`). A GPT's lines have no buckets. Logs written before the buckets existed
+have `step` and `loss` only; `read_log` reads both.
+"""
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from scoreprobe.errors import DataError
+
+SIGMA_EDGES = (0.1, 1.0)   # bucket edges in σ: σ < 0.1 (fine detail), 0.1 ≤ σ < 1, σ ≥ 1 (coarse structure)
+LOG_NAME = "train_log.jsonl"
+
+
+def bucket_labels(edges=SIGMA_EDGES):
+    """The keys of `loss_by_sigma`, one per bucket: 'sigma<e0', 'e0<=sigma<e1', ..., 'sigma>=eK'."""
+    fmt = lambda e: f"{e:g}"  # noqa: E731
+    inner = [f"{fmt(a)}<=sigma<{fmt(b)}" for a, b in zip(edges[:-1], edges[1:])]
+    return [f"sigma<{fmt(edges[0])}", *inner, f"sigma>={fmt(edges[-1])}"]
+
+
+def bucket_sums(loss, sigma, edges=SIGMA_EDGES):
+    """Per-bucket loss sums and counts of one minibatch: a (2K,) float64 tensor [sums..., counts...].
+
+    loss: (B,) per-sample losses; sigma: (B,) their training σ. K = len(edges) + 1 buckets.
+    """
+    import torch
+    k = len(edges) + 1
+    idx = torch.bucketize(sigma.detach(), torch.tensor(edges, dtype=sigma.dtype, device=sigma.device),
+                          right=True)                                                 # (B,) in [0, K)
+    sums = torch.zeros(k, dtype=torch.float64, device=loss.device).index_add_(0, idx, loss.detach().double())
+    counts = torch.bincount(idx, minlength=k).double()                                # (K,)
+    return torch.cat([sums, counts])                                                  # (2K,)
+
+
+def log_record(step, losses, parts=None, edges=SIGMA_EDGES):
+    """The log line's dict for `step`: losses, the interval's step losses (floats); parts, their
+    per-step bucket_sums as lists (or None: no buckets)."""
+    rec = {"step": step, "loss": float(np.mean(losses))}
+    if parts:
+        k = len(edges) + 1
+        sums = [math.fsum(p[i] for p in parts) for i in range(k)]
+        counts = [math.fsum(p[k + i] for p in parts) for i in range(k)]
+        rec["loss_by_sigma"] = {lab: (s / c if c else None)
+                                for lab, s, c in zip(bucket_labels(edges), sums, counts)}
+    return rec
+
+
+def postfix(rec):
+    """A short text for a progress line: 'loss 0.1834 (σ<0.1 0.021, 0.1≤σ<1 0.164, σ≥1 0.611)'."""
+    text = f"loss {rec['loss']:.4f}"
+    parts = rec.get("loss_by_sigma")
+    if parts:
+        nice = lambda lab: lab.replace("sigma", "σ").replace("<=", "≤").replace(">=", "≥")  # noqa: E731
+        text += " (" + ", ".join(f"{nice(k)} {'-' if v is None else f'{v:.3f}'}" for k, v in parts.items()) + ")"
+    return text
+
+
+def read_log(run_dir):
+    """The records of RUN_DIR/train_log.jsonl, a list of dicts sorted by step (a last line cut short
+    by a kill is skipped). DataError when the directory has no log or the log has no record."""
+    path = Path(run_dir) / LOG_NAME
+    if not path.is_file():
+        what = "is not a directory" if not Path(run_dir).is_dir() else f"has no {LOG_NAME}"
+        raise DataError(f"{run_dir} {what}; plot-log reads the training log of a run directory "
+                        "written by `scoreprobe train`")
+    recs = []
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("step"), int) and isinstance(rec.get("loss"), (int, float)):
+            recs.append(rec)
+    if not recs:
+        raise DataError(f"{path} holds no training-log records (the run has not logged a step yet)")
+    return sorted(recs, key=lambda r: r["step"])
+
+
+def truncate_log(path, step):
+    """Drop log lines written after `step` by an interrupted run (they are about to be redone),
+    and a last line a kill cut short."""
+    if path.exists():
+        keep = [line for line in path.read_text().splitlines(True) if _log_step(line) <= step]
+        path.write_text("".join(keep))
+
+
+def _log_step(line):
+    """The step of a training-log line; +inf for a line that is not a complete JSON record."""
+    try:
+        return json.loads(line)["step"] if line.endswith("\n") else math.inf
+    except (ValueError, KeyError, TypeError):
+        return math.inf
