@@ -135,6 +135,14 @@ def test_store_without_a_complete_step_is_refused(built, series, tmp_path):
         make_plan(series, built.path, stores=[partial], steps=STEPS, sizes=TINY)
 
 
+def test_cache_its_probe_would_not_resume_is_refused_before_computing(built, series, tmp_path):
+    old = tmp_path / "cache" / "clocks.zarr"
+    shutil.copytree(_cache(built) / "clocks.zarr", old)    # as written before per-step model identities
+    _edit_root(old, scoreprobe_record=lambda r: {k: v for k, v in r.items() if k != "models"})
+    with pytest.raises(StoreError, match="before scoreprobe recorded which model"):
+        make_plan(series, built.path, cache=tmp_path / "cache", steps=STEPS, sizes=TINY)
+
+
 def test_cache_at_other_sizes_is_refused_before_computing(built, series):
     with pytest.raises(StoreError, match=r"other settings \(res"):
         make_plan(series, built.path, steps=STEPS, sizes={**TINY, "res": 7})

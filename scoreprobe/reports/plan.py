@@ -154,6 +154,11 @@ def _check_cached(path, config, section, sizes, plane):
     if config.get("probe") != PROBE_OF[section]:
         raise StoreError(f"report cache {path} holds {config.get('probe')}, not {PROBE_OF[section]}: "
                          "choose another --cache or remove it")
+    from scoreprobe.store import RECORD_ATTR, commit
+    record = (commit.read_json(Path(path) / "zarr.json").get("attributes") or {}).get(RECORD_ATTR) or {}
+    if "models" not in record:   # its probe would refuse to resume it (docs/definitions.md, "Which model")
+        raise StoreError(f"report cache {path} was written before scoreprobe recorded which model each step "
+                         "measured, so it cannot be resumed: choose another --cache or remove it")
     want = _expected(section, sizes)
     if section in ("basins", "field"):
         want["plane"] = plane()
