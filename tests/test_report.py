@@ -207,3 +207,16 @@ def test_a_field_on_another_plane_is_named_on_the_page(built, series, tmp_path):
     assert ("field", "the score field store is on another plane than the basin maps: the two are not the same "
                      "points") in page.notes
     assert "another plane than the basin maps" in page.path.read_text()
+
+
+def test_a_store_measured_on_another_model_is_refused_and_one_without_identities_named(built, series, tmp_path):
+    other = tmp_path / "other-model.zarr"
+    shutil.copytree(_cache(built) / "basins.zarr", other)
+    _edit_root(other, scoreprobe_record=lambda r: {**r, "models": [{"weights": "0" * 16}] + r["models"][1:]})
+    with pytest.raises(StoreError, match="step 0 was measured on another model"):
+        make_plan(series, built.path, stores=[other], steps=STEPS, sizes=TINY)
+    legacy = tmp_path / "legacy.zarr"
+    shutil.copytree(_cache(built) / "basins.zarr", legacy)
+    _edit_root(legacy, scoreprobe_record=lambda r: {k: v for k, v in r.items() if k != "models"})
+    plan = make_plan(series, built.path, stores=[legacy], steps=STEPS, sizes=TINY)
+    assert [s for s, n in plan.notes if "does not record which model" in n] == ["basins"]

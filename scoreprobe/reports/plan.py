@@ -169,8 +169,9 @@ def _check_cached(path, config, section, sizes, plane):
 
 
 def open_checked(path, series):
-    """(section, config, steps) of an existing store after the series / definitions checks.
-    StoreError for no store, a store without a complete step, damaged data or another series."""
+    """(section, config, steps, note) of an existing store after the series / definitions / model
+    checks. StoreError for no store, a store without a complete step, damaged data, another series
+    or another model at some step; note: what the page must say about it (or None)."""
     from scoreprobe.store import inspect, stored_config, verify, written_steps
     path = Path(path)
     state, _ = inspect(path)
@@ -186,7 +187,30 @@ def open_checked(path, series):
     if bad:
         raise StoreError(f"store {path} has damaged data (checksums differ at {len(bad)} steps): rerun the "
                          "command that wrote it")
-    return section, config, written_steps(path)
+    return section, config, written_steps(path), check_models(path, series)
+
+
+def check_models(path, series):
+    """StoreError when a step of the store was measured on another model than the series' checkpoint
+    at that step (the identities the store records, `scoreprobe.sweep.identity`); a note (str) when
+    the store records none, else None."""
+    from scoreprobe.store import RECORD_ATTR, commit
+    from scoreprobe.sweep import identity
+    record = (commit.read_json(Path(path) / "zarr.json").get("attributes") or {}).get(RECORD_ATTR) or {}
+    if "models" not in record:
+        return (f"store {path} does not record which model each step measured (written before scoreprobe "
+                "did); only its series' identity is checked")
+    if getattr(series, "kind", "dit") == "gpt":
+        return None
+    for step, old in zip(record.get("steps") or [], record["models"]):
+        if int(step) not in set(series.steps):
+            raise StoreError(f"store {path} holds step {step}, which is not a checkpoint of {series.path}")
+        new = identity.model_identity(series.denoiser(int(step)), series.rule.n_bits)
+        if not identity.same(old, new):
+            raise StoreError(f"store {path}: step {step} was measured on another model than {series.path} has "
+                             f"there (stored: {identity.describe(old)}; now: {identity.describe(new)}): leave it "
+                             "out of the report")
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,7 +280,9 @@ def _given(stores, series, chosen):
     some of the `chosen` checkpoints."""
     items, notes = {}, []
     for path in stores:
-        section, config, have = open_checked(path, series)
+        section, config, have, note = open_checked(path, series)
+        if note:
+            notes.append((section, note))
         if section in items:
             raise StoreError(f"two stores of {section} given ({items[section].path} and {path}); give one")
         items[section] = Item(section, Path(path), True, have, [])
