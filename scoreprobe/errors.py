@@ -23,6 +23,11 @@ class StoreError(ScoreprobeError):
     """A zarr store cannot be written or does not match the requested analysis."""
 
 
+class WorkerError(ScoreprobeError):
+    """A step could not be computed on a dask worker: its task raised, its worker died every time it
+    ran it, or the cluster went away (`scoreprobe.sweep.dask_wait` gives the bounds)."""
+
+
 # Appended to the errors for a checkpoint layout scoreprobe cannot read: what to do instead.
 OTHER_MODELS = ("scoreprobe reads its own runs, facebookresearch/DiT, diffusers DiT and NVlabs/edm networks; "
                 "for any other model pass --denoiser MODULE:FUNCTION --trust (CLI) or the denoiser D(x, sigma) "

@@ -74,3 +74,19 @@ def randn_per_sample(seed, index, d, dtype=torch.float32, device="cpu"):
         for start in range(0, index.size, BLOCK):
             _normal_block(keys[start:start + BLOCK], int(d), out[start:start + BLOCK])
     return torch.from_numpy(out).to(device=device, dtype=dtype)
+
+
+def stream_seed(seed, stream):
+    """The seed of noise stream `stream` (int >= 0) of `seed`: mix64(mix64(seed) ^ mix64((stream + 1)·γ)).
+
+    Samplers that draw fresh noise at ODE step k use randn_per_sample(stream_seed(seed, k), index, d),
+    so that noise too is a pure function of (seed, k, sample index), and it is independent of the
+    initial noise randn_per_sample(seed, index, d) (a different 64-bit key; equal only by a hash
+    collision). Returns a Python int in [0, 2^64).
+    """
+    if int(stream) != stream or stream < 0:
+        raise ConfigError(f"stream_seed: stream must be a non-negative integer, got {stream!r}")
+    key = _mix64(np.array([int(seed) & _MASK64], dtype=np.uint64))               # (1,)
+    with np.errstate(over="ignore"):
+        tag = _mix64(np.array([(int(stream) + 1) * int(_GAMMA) & _MASK64], dtype=np.uint64))
+        return int(_mix64(key ^ tag)[0])

@@ -4,7 +4,7 @@ A breaker is a function of the run directory `d`; a hostile pickle it writes wou
 d.parent / "MARKER" if it were ever unpickled. The case lists pair a name with a breaker.
 
 Issue 21's attempts (trust, sizes, settings, SOURCES, numbers, silent acceptances) live in
-tests/abuse_inputs.py; `run_attempt` below classifies each: "clean" (the typed error for the stated
+tests/abuse_inputs.py, its stores under faults in tests/abuse_stores.py; `run_attempt` below classifies each: "clean" (the typed error for the stated
 reason within 2 s; the CLI prints one `error:` line, exit 2), "code execution" (a pickle's
 __reduce__ created d.parent / "MARKER"), "allocation" (peak RSS grew by more than ALLOC_LIMIT),
 "silent" (no error at all), "wrong reason", "slow" or "traceback" (anything else).

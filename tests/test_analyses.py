@@ -63,3 +63,23 @@ def test_two_clocks_smoke_with_seeds_as_ensembles(tmp_path, caplog):
     configs = [json.loads((tmp_path / r["run"] / "run.json").read_text())["config"] for r in report["runs"]]
     assert [c["seed"] for c in configs] == [0, 1, 0, 1] and len({c["total_steps"] for c in configs}) == 1
     assert set(report["tau_rule_vs_G"]) <= {"G3/G2 (seed 0)", "G3/G2 (seed 1)"}
+
+
+def test_sampler_clocks_smoke(tmp_path, capsys):
+    """analyses/sampler_clocks.py at toy size on two shipped checkpoints: a row per sampler, paired with Heun."""
+    sys.path.insert(0, str(ANALYSES))
+    try:
+        import sampler_clocks
+    finally:
+        sys.path.remove(str(ANALYSES))
+    sampler_clocks.main(["--only", "heun,ddim,edm-churn40", "--heun-check", "all", "--n-samples", "8", "--steps",
+                         "0,36000", "--stores", str(tmp_path / "stores"), "--results", str(tmp_path)])
+    report = json.loads((tmp_path / "sampler_clocks.json").read_text())
+    rows = {r["label"]: r for r in report["rows"]}
+    assert set(rows) == {"heun", "ddim", "edm-churn40"} and report["steps"] == [0, 36000]
+    assert rows["edm-churn40"]["sampler"] == {"name": "edm-stochastic", "s_churn": 40.0, "s_noise": 1.0,
+                                              "s_tmin": 0.0, "s_tmax": None}
+    assert all(len(r["final_state"]) == 8 and {"tau_rule_ci", "tau_mem_ci"} <= set(r) for r in rows.values())
+    out = capsys.readouterr().out
+    assert "| Heun PF-ODE (default) |" in out and "| DDIM η = 0 (= Euler PF-ODE) |" in out
+    assert (tmp_path / "sampler_clocks.md").read_text().strip() in out

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from abuse_stores import SPECIAL_OUTS
 from scoreprobe.cli import INTERRUPTED, main
 
 SMALL_RULE = {"name": "parity", "G": 2, "shape": [3, 4], "layout": "contiguous", "seed": 0}
@@ -103,6 +104,38 @@ def test_an_unwritable_output_is_refused_before_computing(series, tmp_path, caps
                  ["train", str(blocker / "run")]):
         assert "cannot write" in _fails_cleanly(argv, capsys)
     assert sorted(os.listdir(tmp_path)) == ["a-file"]
+
+
+@pytest.mark.parametrize("out", SPECIAL_OUTS)
+def test_special_outputs_are_one_line(series, out, tmp_path, monkeypatch, capsys):
+    """Paths the system will not create, for root too (/proc, /sys), and files (/dev/null): every
+    output option of every command is refused before any work (issue 23: was a 42-line traceback)."""
+    monkeypatch.chdir(tmp_path)
+    stores = [["clocks", str(series.path), "--out", out], ["dsm", str(series.path), "--out", out],
+              ["basins", str(series.path), "--no-animate", "--out", out],
+              ["field", str(series.path), "--out", out, "--plot", ""]]
+    png, gif = out.replace(".zarr", ".png"), out.replace(".zarr", ".gif")
+    files = [["field", str(series.path), "--plot", png], ["basins", str(series.path), "--animate", gif],
+             ["clocks", str(series.path), "--plot", png], ["train", out.replace(".zarr", "-run")],
+             ["animate", str(tmp_path), "--out", gif]]
+    for argv in stores + (files if out.endswith(".zarr") else []):   # a figure may go to /dev/null
+        line = _fails_cleanly(argv, capsys)
+        assert "cannot write" in line, line
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_figure_on_a_full_disk_is_one_line_and_the_store_is_kept(series, tmp_path, monkeypatch, capsys):
+    import errno
+    from matplotlib.figure import Figure
+
+    def full(self, path, **kw):   # (matplotlib ignores the ENOSPC of /dev/full itself)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(Figure, "savefig", full)
+    line = _fails_cleanly(["-q", "field", str(series.path), "--res", "2", "--no-oracles", "--plot", "f.png"], capsys)
+    assert line == "error: cannot write f.png: No space left on device"
+    from scoreprobe.store import written_steps
+    assert written_steps(tmp_path / "field.zarr") == list(series.steps)
 
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root may write anywhere")

@@ -27,15 +27,19 @@ def device_option():
     return click.option("--device", default="auto", callback=device_checked, help="cpu, cuda, cuda:1 or auto.")
 
 
-def check_writable(path, param_hint):
+def check_writable(path, param_hint, store=False):
     """Refuse, before any computing or deleting, an output whose folder cannot be written.
 
-    The nearest existing folder above `path` must be a writable directory (missing folders below
-    it are created when writing); `path` itself, when it exists, must be writable too."""
+    The nearest existing folder above `path` must be a directory that takes a new file (tried:
+    missing folders below it are created when writing); `path` itself, when it exists, must be
+    writable too, and a folder when it is to hold a zarr `store`."""
     import os
     if not path:
         return
     target = os.path.abspath(os.fspath(path))
+    if store and os.path.exists(target) and not os.path.isdir(target):
+        raise click.BadParameter(f"cannot write a zarr store to {path}: it is a file, not a folder",
+                                 param_hint=param_hint)
     parent = os.path.dirname(target)
     while not os.path.exists(parent) and os.path.dirname(parent) != parent:
         parent = os.path.dirname(parent)
@@ -43,6 +47,11 @@ def check_writable(path, param_hint):
         raise click.BadParameter(f"cannot write {path}: {parent} is not a directory", param_hint=param_hint)
     if not os.access(parent, os.W_OK | os.X_OK) or (os.path.exists(target) and not os.access(target, os.W_OK)):
         raise click.BadParameter(f"cannot write {path}: permission denied", param_hint=param_hint)
+    from scoreprobe.store.lock import cannot_create
+    why = cannot_create(parent)   # /proc, a read-only mount, a full disk: the permission bits do not tell
+    if why:
+        raise click.BadParameter(f"cannot write {path}: {parent} does not take new files ({why})",
+                                 param_hint=param_hint)
 
 
 def check_figure(path, param_hint):
@@ -96,8 +105,28 @@ def figure_path(ctx, param, value):
 
 def save_figure(fig, path, dpi):
     import pathlib
-    pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
+    with output_file(path):
+        pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=dpi)
+
+
+class OutputError(click.ClickException):
+    """An output file could not be written after the work was done (one line, exit 2)."""
+    exit_code = 2
+
+
+def output_file(path):
+    """Context in which an OSError writing the figure or animation `path` (a full disk, /dev/full,
+    a folder turned read-only) is one line, exit 2; the store, written before, is kept."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def guard():
+        try:
+            yield
+        except OSError as e:
+            raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
+    return guard()
 
 
 def sweep_options(out, plot_help, chunk_help):

@@ -12,7 +12,7 @@ from scoreprobe.cli.source import source_options
 
 def _check_outputs(out, plot):
     """--out and --plot must be writable; checked before anything is computed or replaced."""
-    check_writable(out, "--out")
+    check_writable(out, "--out", store=True)
     check_figure(plot, "--plot")
 
 
@@ -72,22 +72,52 @@ def _clock_summary(a):
     yield f"innovation window: open, steps {spans}{end}, {width}"
 
 
+SAMPLER_NAMES = ("heun", "euler", "edm-stochastic", "ddim", "ancestral")   # scoreprobe.samplers.SAMPLERS
+CLI_NAMES = {"s_churn": "--s-churn", "s_noise": "--s-noise", "s_tmin": "--s-tmin", "s_tmax": "--s-tmax",
+             "eta": "--eta"}
+
+
+def sampler_options(fn):
+    """--sampler and its parameters --s-churn, --s-noise, --s-tmin, --s-tmax, --eta (checked by `sampler_of`)."""
+    helps = {"s_churn": "EDM churn S_churn >= 0 (edm-stochastic; required there; EDM used 10-80).",
+             "s_noise": "EDM S_noise > 0 (edm-stochastic; default 1; EDM used up to 1.007).",
+             "s_tmin": "Churn only where sigma >= S_tmin (edm-stochastic; default 0).",
+             "s_tmax": "Churn only where sigma <= S_tmax (edm-stochastic; default inf).",
+             "eta": "DDIM eta in [0, 1] (ddim; default 0 = the Euler PF-ODE; 1 = ancestral)."}
+    for param in reversed(CLI_NAMES):
+        fn = click.option(CLI_NAMES[param], param, type=float, default=None, help=helps[param])(fn)
+    return click.option("--sampler", "sampler_name", type=click.Choice(SAMPLER_NAMES), default="heun",
+                        help="How DiT samples are drawn: the deterministic PF-ODE (heun, euler), EDM's stochastic "
+                             "sampler, DDIM-eta or ancestral (docs/definitions.md, \"Samplers\"). Recorded in the "
+                             "store: a store made with one sampler is not extended with another.")(fn)
+
+
+def sampler_of(name, **params):
+    """The samplers.Sampler of the options, checked before anything is loaded (a ConfigError naming the
+    CLI options: one line, exit 2)."""
+    from scoreprobe.samplers import Sampler, resolve_params
+    resolve_params(name, params, names=CLI_NAMES)
+    return Sampler(name, **params)
+
+
 @cli.command()
 @click.option("--n-samples", type=click.IntRange(1, MAX_SAMPLES), default=1000,
               help="Samples per checkpoint (fewer are faster but make the 0.9 threshold noisy).")
 @click.option("--seed", type=SEED, default=0, help="Seed of the initial noise (the same at every step).")
-@click.option("--n-steps", type=ODE_STEPS, default=DEFAULT_N_STEPS, help="Heun PF-ODE steps (DiT).")
+@click.option("--n-steps", type=ODE_STEPS, default=DEFAULT_N_STEPS, help="Sampler steps (DiT).")
+@sampler_options
 @sweep_options("clocks.zarr", "Write the clock and state figure here.", "ODE batch rows (memory bound).")
 @models_per_pass_option()
 @autocast_option()
 @source_options
-def clocks(source, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_size, device, models_per_pass,
-           autocast, scheduler, dask_local):
+def clocks(source, n_samples, seed, n_steps, sampler_name, s_churn, s_noise, s_tmin, s_tmax, eta, steps, out,
+           overwrite, plot, chunk_size, device, models_per_pass, autocast, scheduler, dask_local):
     """Rule accuracy and memorization at every checkpoint of SOURCES (default: the shipped
     series; or a run directory, checkpoint files, a glob or a folder of them: see --dataset, --set),
     with τ_rule, τ_mem and the innovation window."""
     from scoreprobe.probes.clocks import clocks as run_clocks
     parse_steps(steps, words=("all", "auto"))   # a malformed --steps fails before anything is loaded
+    sampler = sampler_of(sampler_name, s_churn=s_churn, s_noise=s_noise, s_tmin=s_tmin, s_tmax=s_tmax, eta=eta)
     scheduler = scheduler_of(scheduler, dask_local)
     s = source()
     chosen = choose_steps(steps, s)
@@ -96,11 +126,12 @@ def clocks(source, n_samples, seed, n_steps, steps, out, overwrite, plot, chunk_
     click.echo(f"clocks of {s.path} ({s.kind}, {len(chosen)} of {len(s.steps)} checkpoints), {n_samples} samples, "
                f"seed {seed}, on {device}" + ("" if len(chosen) == len(s.steps) else "; --steps all for every one"))
     if s.kind == "dit":
-        click.echo(f"sampler: Heun PF-ODE, {n_steps} steps" + _sampler_bias(n_steps))
+        click.echo(f"sampler: {sampler.describe()}, {n_steps} steps"
+                   + (_sampler_bias(n_steps) if sampler_name == "heun" else ""))
     with on_scheduler(scheduler):
         ds = run_clocks(s, n_samples=n_samples, seed=seed, n_steps=n_steps, device=device, steps=chosen,
                         out=out, overwrite=overwrite, chunk_size=chunk_size, models_per_pass=models_per_pass,
-                        autocast=autocast)
+                        autocast=autocast, sampler=sampler)
     for line in _clock_rows(ds):
         click.echo(line)
     for line in _clock_summary(ds.attrs):

@@ -6,8 +6,8 @@ from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.limits import FPS_RANGE
 from scoreprobe.cli.common import (ODE_STEPS, SEED, animation_options, autocast_option, check_figure, check_frame,
                                    check_writable, choose_steps, device_option, figure_path, float_list,
-                                   models_per_pass_option, on_scheduler, save_figure, scheduler_of, scheduler_options,
-                                   steps_in_store, store_line)
+                                   models_per_pass_option, on_scheduler, output_file, save_figure, scheduler_of,
+                                   scheduler_options, steps_in_store, store_line)
 from scoreprobe.cli.source import source_options
 
 
@@ -41,7 +41,10 @@ def _plane_setup(source, plane_spec, seed, steps, outputs):
     plane = plane_from_spec(plane_spec, s.dataset, s.rule, seed=seed)
     chosen = choose_steps(steps, s)
     for option, path in outputs.items():
-        (check_writable if option == "--out" else check_figure)(path, option)
+        if option == "--out":
+            check_writable(path, option, store=True)
+        else:
+            check_figure(path, option)
     return s, plane, chosen
 
 
@@ -124,7 +127,8 @@ def basins(source, plane_spec, sigma_start, res, n_steps, steps, seed, out, over
     if out:
         click.echo(store_line(out, list(ds.step.values), reused))
     if animate_path:
-        written = animate_basins(ds, animate_path, sigma_start=sig[0], dpi=dpi, size=frame_size)
+        with output_file(animate_path):
+            written = animate_basins(ds, animate_path, sigma_start=sig[0], dpi=dpi, size=frame_size)
         others = (f" (of {', '.join(f'{v:g}' for v in sig)}; `scoreprobe animate {out} --sigma-start S` for another)"
                   if len(sig) > 1 and out else "")
         click.echo(f"wrote {written}: sigma_start {sig[0]:g}{others}")
@@ -201,6 +205,7 @@ def animate(store, out, fps, sigma_start, dpi, frame_size):
     ds = open_store(store)
     have = [float(v) for v in ds.sigma_start.values] if "sigma_start" in ds.dims else []
     shown = float(_pick_level(ds, "sigma_start", sigma_start).sigma_start) if have else None
-    written = animate_basins(ds, out, fps=fps, sigma_start=sigma_start, dpi=dpi, size=frame_size)
+    with output_file(out):
+        written = animate_basins(ds, out, fps=fps, sigma_start=sigma_start, dpi=dpi, size=frame_size)
     click.echo(f"wrote {written}" + (f": sigma_start {shown:g} (of {', '.join(f'{v:g}' for v in have)})"
                                      if shown is not None else ""))

@@ -19,10 +19,10 @@ import numpy as np
 import torch
 import xarray as xr
 
-from scoreprobe import ode, slices, store
+from scoreprobe import ode, samplers, slices, store
 from scoreprobe.data import datasets as data
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION, MEM_THRESHOLD, RULE_THRESHOLD
-from scoreprobe.errors import NonFiniteWarning
+from scoreprobe.errors import ConfigError, NonFiniteWarning
 from scoreprobe.limits import check_rows, check_seed, warn_nonfinite
 from scoreprobe.precision import with_autocast
 from scoreprobe.models.stack import StackedDenoiser, chunk_rows, replicate, split
@@ -87,39 +87,51 @@ def group_bits(rule):
     return None
 
 
-def _draw(model, n_samples, seed, n_steps, device, chunk_size, dim):
-    """Signed endpoints (n, D) numpy float: PF-ODE samples of a denoiser, or ancestral GPT samples."""
+def _draw(model, n_samples, seed, n_steps, device, chunk_size, dim, spec):
+    """Signed endpoints (n, D) numpy float: samples of a denoiser by `spec` (a samplers.Sampler), or
+    ancestral GPT samples."""
     sampler = model.sampler if isinstance(model, AncestralSampler) else None
     if sampler is None and callable(getattr(model, "sample", None)):
         sampler = model  # a GPT (or any sampler) in a mapping; denoisers have no .sample
     if sampler is not None:
+        _check_token_sampler(spec)
         kw = {} if chunk_size is None else {"chunk_size": chunk_size}
         return data.to_signed(np.asarray(sampler.sample(n_samples, seed, **kw)))
     with warnings.catch_warnings():   # non-finite endpoints: counted and warned about once by `clocks`
         warnings.simplefilter("ignore", NonFiniteWarning)
         if isinstance(model, StackedDenoiser):   # K checkpoints, one batched integration: a list of K
-            return [x.detach().to("cpu", torch.float64).numpy()
-                    for x in split(_sample_stack(model, n_samples, seed, n_steps, device, chunk_size, dim), model.k)]
-        x = ode.sample(model, n_samples, seed, n_steps=n_steps, chunk_size=chunk_size, device=device, dim=dim)
+            x = _sample_stack(model, n_samples, seed, n_steps, device, chunk_size, dim, spec)
+            return [xi.detach().to("cpu", torch.float64).numpy() for xi in split(x, model.k)]
+        x = samplers.sample(model, n_samples, seed, n_steps=n_steps, chunk_size=chunk_size, device=device, dim=dim,
+                            sampler=spec)
     return x.detach().to("cpu", torch.float64).numpy()
 
 
-def _sample_stack(model, n_samples, seed, n_steps, device, chunk_size, dim, sigma_max=80.0):
-    """ode.sample for a StackedDenoiser: the same starting noise for each of its K models, (n*K, D)."""
+def _check_token_sampler(spec):
+    if spec is not None and spec != samplers.Sampler():
+        raise ConfigError(f"sampler {spec.name!r} is for denoisers; a GPT samples its tokens ancestrally "
+                          "(leave the sampler at its default)")
+
+
+def _sample_stack(model, n_samples, seed, n_steps, device, chunk_size, dim, spec, sigma_max=80.0):
+    """samplers.sample for a StackedDenoiser: the same starting noise (and step noise) for each of its K
+    models, (n*K, D) in the stacked layout."""
     device = ode.resolve_device(device, model)
     x0 = sigma_max * ode.randn_per_sample(seed, np.arange(int(n_samples)), dim, device=device)   # (n, D)
-    return ode.integrate(model, replicate(x0, model.k), sigma_max, n_steps=n_steps,
-                         chunk_size=chunk_rows(chunk_size, model.k))
+    index = np.repeat(np.arange(int(n_samples)), model.k)                                          # (n*K,)
+    return samplers.integrate_with(model, replicate(x0, model.k), sigma_max, spec, seed, index=index,
+                                   n_steps=n_steps, chunk_size=chunk_rows(chunk_size, model.k))
 
 
 def clock_step(model, dataset, rule, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, device=None, chunk_size=None,
-               keep_bits=False):
+               keep_bits=False, sampler=None):
     """Sample one model and classify the samples: the clocks of one checkpoint.
 
     Parameters
     ----------
-    model : denoiser D(x, sigma) (sampled by Heun PF-ODE) or AncestralSampler / GPT sampler.
+    model : denoiser D(x, sigma) (sampled by `sampler`) or AncestralSampler / GPT sampler.
     dataset : data.Dataset (train / held-out bits); rule : the rule of the dataset.
+    sampler : None (the Heun PF-ODE), a name or a `scoreprobe.samplers.Sampler` (see `samplers.sample`).
 
     A `models.stack.StackedDenoiser` of K checkpoints is sampled in one batched integration
     (the same starting noise for each) and gives a list of K Datasets.
@@ -130,7 +142,8 @@ def clock_step(model, dataset, rule, n_samples=1000, seed=0, n_steps=DEFAULT_N_S
     `nearest_train_hamming` (sample,) int64 (-1: invalid), [`bits` (sample, bit) uint8], and the
     scalars of SCALARS.
     """
-    x = _draw(model, n_samples, seed, n_steps, device, chunk_size, rule.n_bits)  # (n, D), or K of them
+    spec = samplers.as_sampler(sampler)
+    x = _draw(model, n_samples, seed, n_steps, device, chunk_size, rule.n_bits, spec)  # (n, D), or K of them
     if isinstance(x, list):
         return [_clock_dataset(xi, dataset, rule, n_samples, keep_bits) for xi in x]
     return _clock_dataset(x, dataset, rule, n_samples, keep_bits)
@@ -206,7 +219,7 @@ def novel_oracle(dataset, rule):
 def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, device=None, dataset=None, rule=None,
            keep_bits=False, out=None, chunk_size=None, steps=None, rule_threshold=RULE_THRESHOLD,
            mem_threshold=MEM_THRESHOLD, n_boot=1000, progress=None, overwrite=False, models_per_pass=1,
-           autocast=None, model_id=None):
+           autocast=None, model_id=None, sampler=None):
     """The two clocks of a training run: sample every checkpoint with the same seed and classify.
 
     Parameters
@@ -214,7 +227,10 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     series_or_mapping : CheckpointSeries (DiT: PF-ODE samples; GPT: ancestral samples), a mapping
         {step: denoiser} (e.g. oracles), or a single denoiser (no `step` dim, no τ).
     n_samples, seed : samples per checkpoint; sample i starts from the same noise at every step.
-    n_steps : Heun PF-ODE steps. device : "cpu", "cuda", "auto" or None (= auto).
+    n_steps : sampler steps. device : "cpu", "cuda", "auto" or None (= auto).
+    sampler : None (the deterministic Heun PF-ODE), a name, a dict or a `scoreprobe.samplers.Sampler`
+        (EDM stochastic, DDIM-η, ancestral); recorded in the config (`sampler`), so a store made
+        with one sampler is never extended with another. A GPT series takes only the default.
     dataset, rule : the training data; taken from a series, required for a mapping.
     keep_bits : also store the thresholded samples, `bits` (step, sample, bit).
     out : zarr store path (resumable; see `scoreprobe.store`). chunk_size : ODE batch rows.
@@ -240,13 +256,16 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     ode.edm_sigmas(n_steps)                           # n_steps within limits.MAX_ODE_STEPS
     load_device = resolve_device(device)
     ode_device = None if device in (None, "auto") else device  # None: the denoiser's own device
+    spec = samplers.as_sampler(sampler)
+    if getattr(obj, "kind", None) == "gpt":
+        _check_token_sampler(spec)
     config = {"probe": "clocks", "definitions": DEFINITIONS_VERSION, "n_samples": int(n_samples),
               "seed": int(seed), "noise": ode.NOISE, "n_steps": int(n_steps), "keep_bits": bool(keep_bits),
-              "source": source_identity(obj), "data": _dataset_identity(dataset, rule)}
+              "sampler": spec.config(), "source": source_identity(obj), "data": _dataset_identity(dataset, rule)}
 
     def probe(model):   # a StackedDenoiser of K checkpoints gives K Datasets
         return clock_step(model, dataset, rule, n_samples=n_samples, seed=seed, n_steps=n_steps,
-                          device=ode_device, chunk_size=chunk_size, keep_bits=keep_bits)
+                          device=ode_device, chunk_size=chunk_size, keep_bits=keep_bits, sampler=spec)
     probe.stackable, probe.n_bits = True, dataset.train.shape[1]
 
     probe, config = with_autocast(probe, config, autocast, load_device)

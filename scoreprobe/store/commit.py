@@ -13,6 +13,7 @@ Whole stores are replaced the same way: a new store is written beside the old on
 Linux, else two renames through `<name>.scoreprobe-old`). `clean_leftovers` finishes or discards
 what a crash left of either (after an exchange, `-new` holds the old store: removing it is right).
 """
+import contextlib
 import ctypes
 import errno
 import json
@@ -35,11 +36,16 @@ def write_json_atomic(file, obj):
     """Write JSON to `file` through a temporary file and `os.replace` (never half-written)."""
     file = Path(file)
     tmp = file.parent / f".{file.name}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, allow_nan=False)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, file)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=2, allow_nan=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, file)
+    except BaseException:   # a full disk, say: `file` is as it was, and no half-written temporary stays
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def read_json(file):
@@ -92,15 +98,23 @@ def _is_stray(file):
     return file.is_file() and (name.endswith(".partial") or (name.startswith(".") and name.endswith(".tmp")))
 
 
+def missing_arrays(path, metas):
+    """Names of committed arrays whose metadata file is gone (their folder deleted by hand, say)."""
+    return [name for name in metas if not (Path(path) / name / "zarr.json").is_file()]
+
+
 def restore_arrays(path, metas):
-    """Put every array's zarr.json back to the committed `metas`, delete chunk files of steps beyond
-    the commit and temporary files (what a killed write left). Returns the names repaired."""
+    """Put every array's zarr.json back to the committed `metas` (recreating the folder of an array
+    that was deleted: its chunks are then missing, which the checksums report), delete chunk files
+    of steps beyond the commit and temporary files (what a killed write left). Returns the names
+    repaired."""
     fixed = [f.name for f in Path(path).rglob("*") if _is_stray(f)]
     for f in Path(path).rglob("*"):
         if _is_stray(f):
             f.unlink()
     for name, meta in metas.items():
         file = Path(path) / name / "zarr.json"
+        file.parent.mkdir(exist_ok=True)
         try:
             current = json.loads(file.read_text())
         except (OSError, ValueError):

@@ -15,7 +15,7 @@ import zarr
 
 from scoreprobe.store import check, commit
 from scoreprobe.errors import StoreError, StoreRepairWarning, user_stacklevel
-from scoreprobe.store.lock import holder
+from scoreprobe.store.lock import cannot_create, holder
 
 
 STEP_DIM = "step"
@@ -194,15 +194,16 @@ def check_config(path, root, config):
                          "write to another --out or pass --overwrite to replace it")
 
 
-def verify(path):
+def verify(path, static=True):
     """{index: [arrays]} of committed steps whose chunks fail their checksums (steps written
-    before checksums are not checked). StoreError when step-free data (coordinates) are damaged."""
+    before checksums are not checked). StoreError when step-free data (coordinates) are damaged
+    (not checked with `static=False`)."""
     path, root = _root(path)
     record = (root or {}).get("attributes", {}).get(RECORD_ATTR)
     if not record:
         return {}
     metas = commit.committed_metas(path, root)
-    bad_static = check.damaged_static(path, record.get("static"))
+    bad_static = check.damaged_static(path, record.get("static")) if static else []
     if bad_static:
         raise StoreError(f"store {path} has damaged step-independent data ({', '.join(bad_static)}); "
                          "rerun the command that wrote it with --overwrite")
@@ -283,6 +284,9 @@ def check_writable(path, config=None, overwrite=False):
     parent = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("/"))
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise StoreError(f"cannot create {path}: {parent} is not a writable directory")
+    why = cannot_create(parent)
+    if why:
+        raise StoreError(f"cannot create {path}: {parent} does not take new files ({why}); choose another --out")
     state, root = inspect(path, overwrite=overwrite)
     if state != "store" or overwrite:
         return []

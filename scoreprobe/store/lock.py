@@ -7,13 +7,26 @@ is taken before anything is created, so it covers store creation too; a second w
 one-line StoreError and touches nothing.
 """
 import datetime
+import errno
 import fcntl
 import json
 import os
 import socket
+import tempfile
 from pathlib import Path
 
 from scoreprobe.errors import StoreError
+
+_HINTS = {errno.ENOSPC: "the disk is full: free some space and rerun, it resumes from the steps committed so far",
+          errno.EDQUOT: "the disk quota is exceeded: free some space and rerun, it resumes",
+          errno.EROFS: "the file system is read-only: choose another --out",
+          errno.EACCES: "permission denied: choose another --out",
+          errno.EPERM: "permission denied: choose another --out"}
+
+
+def file_system_hint(e, default):
+    """What to do about the OSError `e` of a store write (a full disk, a read-only mount...)."""
+    return _HINTS.get(e.errno, default)
 
 
 def lock_path(path):
@@ -40,9 +53,8 @@ class StoreLock:
 
     def acquire(self):
         """Take the lock or raise StoreError naming its holder (pid, host)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = self._open()
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -58,10 +70,24 @@ class StoreLock:
                 break
             os.close(fd)
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": stamp}).encode())
         self.fd = fd
+        try:   # who holds it, for the refusal message only: a full disk leaves it empty ("another process")
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": stamp}).encode())
+        except OSError:
+            pass
         return self
+
+    def _open(self):
+        """The lock file, created with its folder if need be; StoreError where the system will not
+        (/proc, a read-only mount, a full disk)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise StoreError(f"cannot write the store {self.path.name[:-len('.scoreprobe-lock')]} in "
+                             f"{self.path.parent}: its lock file cannot be made there ({e.strerror or e}); "
+                             f"{file_system_hint(e, 'choose another --out')}") from e
 
     def release(self):
         """Remove the lock file and drop the lock (idempotent)."""
@@ -69,7 +95,7 @@ class StoreLock:
             return
         try:
             os.unlink(self.path)
-        except FileNotFoundError:
+        except OSError:   # gone already, or a file system turned read-only: the lock still drops below
             pass
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
@@ -96,3 +122,16 @@ def holder(path):
         return _owner_text(fd)
     finally:
         os.close(fd)
+
+
+def cannot_create(directory):
+    """Why no file can be created in the existing `directory` (an OSError's text, say for /proc, a
+    read-only mount or a full disk), or None when it can: a temporary file is made and removed
+    (permission bits alone do not tell, for root or on a read-only mount)."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".scoreprobe-probe-", dir=directory)
+    except OSError as e:
+        return e.strerror or str(e)
+    os.close(fd)
+    os.unlink(name)
+    return None

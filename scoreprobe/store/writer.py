@@ -10,6 +10,7 @@ directory) is built beside `path` as `<name>.scoreprobe-new` and renamed into pl
 step; with `overwrite`, the existing store stays in place, intact, until `finish`. Damaged steps
 (checksum mismatch) are reported with a StoreDamageWarning and rewritten in place by `write`.
 """
+import functools
 import os
 import shutil
 import warnings
@@ -21,7 +22,7 @@ from xarray.conventions import encode_cf_variable
 from scoreprobe.store import check, commit
 from scoreprobe.store import format as fmt
 from scoreprobe.errors import StoreDamageWarning, StoreError, StoreRepairWarning, user_stacklevel
-from scoreprobe.store.lock import StoreLock
+from scoreprobe.store.lock import StoreLock, file_system_hint
 
 _PENDING_OVERWRITE = set()  # paths `prepare_store(..., overwrite=True)` marked for replacement in this process
 
@@ -29,6 +30,20 @@ _PENDING_OVERWRITE = set()  # paths `prepare_store(..., overwrite=True)` marked 
 def request_overwrite(path):
     """Make the next StoreWriter of `path` in this process replace the store (legacy prepare_store)."""
     _PENDING_OVERWRITE.add(os.path.abspath(fmt.resolve_path(path)))
+
+
+def _file_system_errors(method):
+    """`method` with OSError (a full disk, a read-only mount, a path the system will not create)
+    as one StoreError; the steps committed before it are kept, the next writer repairs the rest."""
+    @functools.wraps(method)
+    def wrapped(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as e:
+            hint = file_system_hint(e, "choose another --out, or rerun to resume")
+            where = f" ({e.filename})" if e.filename else ""
+            raise StoreError(f"cannot write the store {self.path}: {e.strerror or e}{where}; {hint}") from e
+    return wrapped
 
 
 def _repaired(message):
@@ -46,8 +61,10 @@ class StoreWriter:
         self.history, self.lock = history, StoreLock(self.path)
         self.target, self.publish = commit.sibling(self.path, "new"), "now"
         self.attrs, self.steps, self.digests, self.static, self.damaged = None, [], [], {}, {}
+        self.bad_static = []   # step-free arrays whose chunks fail their checksums (rewritten by `write`)
         self.models, self.legacy = [], False   # per step: identity of the model measured (scoreprobe.sweep.identity)
 
+    @_file_system_errors
     def __enter__(self):
         self.lock.acquire()
         try:
@@ -111,15 +128,13 @@ class StoreWriter:
         return True
 
     def _load(self, root):
-        """Repair what a killed write left, read the commit record, verify checksums."""
+        """Repair what a killed write (or a deleted array folder) left, read the commit record,
+        verify checksums."""
         if (root.get("consolidated_metadata") or {}).get("metadata") is None:  # written before commits
             group = zarr.open_group(str(self.target), mode="r+", zarr_format=3, use_consolidated=False)
             fmt.truncate(group, fmt.committed(root))
         else:
-            fixed = commit.restore_arrays(self.target, commit.committed_metas(self.target, root))
-            if fixed:
-                _repaired(f"repaired {self.target}: undid the uncommitted part of an interrupted write "
-                          f"({', '.join(fixed)})")
+            self._restore(commit.committed_metas(self.target, root))
         self.attrs = dict(root.get("attributes") or {})
         record = self.attrs.get(fmt.RECORD_ATTR) or {}
         self.steps = fmt.written_steps(self.target)
@@ -129,13 +144,38 @@ class StoreWriter:
         self.static = record.get("static") or {}
         if record.get("static") is None or None in self.digests:
             self._commit()  # first write since checksums: record them (trust on first use)
-        bad = fmt.verify(self.target)
-        self.damaged = {self.steps[i]: i for i in bad}
-        if bad:
-            warnings.warn(f"store {self.path}: damaged data at steps {sorted(self.damaged)} "
-                          f"({'; '.join(', '.join(v) for v in bad.values())}); recomputing them",
-                          StoreDamageWarning, stacklevel=user_stacklevel())
+        self._verify()
 
+    def _restore(self, metas):
+        """Arrays' metadata back to the last commit; a StoreRepairWarning for what that changed."""
+        gone = commit.missing_arrays(self.target, metas)
+        fixed = [n for n in commit.restore_arrays(self.target, metas) if n not in gone]
+        if gone:
+            _repaired(f"repaired {self.target}: {', '.join(gone)} had no metadata (a deleted folder?); restored "
+                      "it from the commit record (missing data are recomputed)")
+        if fixed:
+            _repaired(f"repaired {self.target}: undid the uncommitted part of an interrupted write "
+                      f"({', '.join(fixed)})")
+
+    def _verify(self):
+        """Damaged steps are recomputed (`write` rewrites them in place); damaged step-free data are
+        rewritten from the next step written, one committed step being recomputed if none is due."""
+        bad = fmt.verify(self.target, static=False)
+        self.damaged = {self.steps[i]: i for i in bad}
+        self.bad_static = check.damaged_static(self.target, self.static)
+        if bad:
+            arrays = sorted({name for names in bad.values() for name in names})
+            warnings.warn(f"store {self.path}: damaged data at steps {sorted(self.damaged)} "
+                          f"({', '.join(arrays)}); recomputing them",
+                          StoreDamageWarning, stacklevel=user_stacklevel())
+        if self.bad_static and self.steps:
+            if not bad:
+                self.damaged[self.steps[-1]] = len(self.steps) - 1
+            warnings.warn(f"store {self.path}: damaged step-independent data ({', '.join(self.bad_static)}); "
+                          f"rewriting them from the recomputed step {min(self.damaged)}", StoreDamageWarning,
+                          stacklevel=user_stacklevel())
+
+    @_file_system_errors
     def write(self, ds, history=None, models=None):
         """Write the step(s) of `ds` (dims step, ...) and commit each one; `models`: the identity of
         the model each step measured (a list, one per step; see `scoreprobe.sweep.identity`), recorded with it."""
@@ -198,6 +238,8 @@ class StoreWriter:
     def _write_at(self, part, index):
         """Write one step's values at `index` of every step array (resizing when appending)."""
         group = zarr.open_group(str(self.target), mode="r+", zarr_format=3, use_consolidated=False)
+        if self.bad_static:
+            self._rewrite_static(group, part)
         fmt.check_compatible(self.path, group, part)
         with zarr.config.set({"array.write_empty_chunks": True}):
             for name, var in part.variables.items():
@@ -211,6 +253,18 @@ class StoreWriter:
                 except (ValueError, TypeError) as e:
                     raise StoreError(f"cannot append to {self.path}: {name} does not fit the stored array "
                                      f"({type(e).__name__}: {e})") from e
+
+    def _rewrite_static(self, group, part):
+        """Write the damaged step-free arrays from `part`; StoreError unless they then match the
+        record (the analysis gives other coordinates now: its steps would not fit together)."""
+        for name in self.bad_static:
+            var = part.variables[name]
+            group[name][...] = np.asarray(encode_cf_variable(var, name=name).values)
+        still = check.damaged_static(self.target, {n: self.static[n] for n in self.bad_static})
+        if still:
+            raise StoreError(f"store {self.path}: rewritten step-independent data ({', '.join(still)}) differ from "
+                             "what was recorded; rerun the command that wrote it with --overwrite")
+        self.bad_static = []
 
     def _commit(self):
         """Checksum what is new and publish it in one atomic root rewrite."""
@@ -230,6 +284,7 @@ class StoreWriter:
         commit.swap_in(self.target, self.path)
         self.target, self.publish = self.path, None
 
+    @_file_system_errors
     def update_attrs(self, attrs):
         """Merge JSON-safe global `attrs` and commit (needs a written store)."""
         if self.attrs is None:
@@ -242,6 +297,7 @@ class StoreWriter:
         old = (self.attrs or {}).get("history", "")
         self.update_attrs({"history": (old + "\n" if old else "") + fmt.history_line(command)})
 
+    @_file_system_errors
     def finish(self):
         """Swap a completed replacement store into place (no-op when writing in place)."""
         if self.publish == "finish" and self.attrs is not None:

@@ -27,11 +27,14 @@ Design: tasks compute, the caller writes
 
 Failures and warnings
     A task that raises a typed error (`scoreprobe.errors.ScoreprobeError`) returns it and the
-    caller raises it as is (no worker traceback printed); any other exception reaches the caller
-    through dask, also with its type. Steps before the failing one are written, later ones are
-    cancelled: a rerun resumes. Warnings raised on a worker are raised again by the caller (our
-    own at the caller's line, others at their original file and line); recording them assumes one
-    task at a time per worker process, as in the LocalCluster started here (1 thread per worker).
+    caller raises it as is (no worker traceback printed); any other exception in the task (a
+    RuntimeError, a MemoryError) returns too, and the caller raises a `WorkerError` naming the step
+    and that error. A worker that dies running a task, a cluster without workers and a lost
+    scheduler end in a WorkerError too, each within a bound (`scoreprobe.sweep.dask_wait`). Steps
+    before the failing one are written, later ones are cancelled: a rerun resumes. Warnings raised
+    on a worker are raised again by the caller (our own at the caller's line, others at their
+    original file and line); recording them assumes one task at a time per worker process, as in
+    the LocalCluster started here (1 thread per worker).
 
 The probe and the loader must be picklable with cloudpickle (closures and lambdas are; open files,
 locks or generators are not): `sweep` checks this before it opens the store (ConfigError).
@@ -44,7 +47,9 @@ import threading
 import uuid
 import warnings
 
-from scoreprobe.errors import ConfigError, ScoreprobeError, ScoreprobeWarning, user_stacklevel
+from scoreprobe.errors import (ConfigError, ScoreprobeError, ScoreprobeWarning, WorkerError, first_line,
+                               user_stacklevel)
+from scoreprobe.sweep import dask_wait
 from scoreprobe.sweep.executor import SCHEDULER, run_step
 
 INSTALL_HINT = "pip install -e '.[dask]'"
@@ -84,6 +89,11 @@ def check_scheduler(scheduler):
         address = scheduler.strip()
         if not _ADDRESS.fullmatch(address):
             raise ConfigError(f"a scheduler address looks like tcp://HOST:PORT, got {scheduler!r}")
+        from distributed.comm.registry import backends
+        scheme = address.partition("://")[0] if "://" in address else "tcp"
+        if scheme not in backends:
+            raise ConfigError(f"dask has no {scheme!r} protocol (known: {', '.join(sorted(backends))}); "
+                              f"a scheduler address looks like tcp://HOST:PORT, got {scheduler!r}")
         return address
     if (isinstance(scheduler, tuple) and len(scheduler) == 2 and scheduler[0] == "local"
             and isinstance(scheduler[1], int) and not isinstance(scheduler[1], bool)):
@@ -97,32 +107,49 @@ def check_scheduler(scheduler):
 @contextlib.contextmanager
 def client_for(scheduler):
     """A Client for a checked `scheduler`: a given Client as is (left open); a connection to an
-    address, or a new LocalCluster (one thread per worker process), closed on exit."""
+    address, or a new LocalCluster (one thread per worker process), closed on exit (bounded: see
+    `dask_wait.close_quietly`). The 'distributed' logger says nothing meanwhile: what fails is
+    reported as one typed error."""
     distributed = require_dask()
     scheduler = check_scheduler(scheduler)
     if isinstance(scheduler, distributed.Client):
         yield scheduler
         return
-    if isinstance(scheduler, str):
+    with _quiet("distributed", logging.CRITICAL), contextlib.ExitStack() as stack:
+        if isinstance(scheduler, str):
+            client = _connect(distributed, scheduler)
+        else:
+            cluster = _local_cluster(distributed, scheduler[1])
+            stack.callback(dask_wait.close_quietly, cluster)
+            client = distributed.Client(cluster, set_as_default=False)
+        stack.callback(dask_wait.close_quietly, client)
+        yield client
+
+
+def _connect(distributed, address):
+    """A Client connected to `address`, or a ConfigError (and no half-made Client left to print a
+    TimeoutError when it is garbage-collected)."""
+    try:
+        return distributed.Client(address, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as e:
+        dask_wait.disarm(dask_wait.half_made_client(e.__traceback__, distributed.Client))
+        raise ConfigError(f"cannot connect to the dask scheduler at {address}: {e}") from None
+
+
+def _local_cluster(distributed, n_workers):
+    """A LocalCluster of `n_workers` processes of one thread, its HTTP server on a free port (the
+    default 8787 warns when another cluster holds it), workers logging nothing below CRITICAL and
+    ignoring Ctrl-C (this process shuts them down); a task whose worker dies is retried on
+    `dask_wait.ALLOWED_FAILURES` fresh workers."""
+    import dask
+    with _sigint_ignored(), dask.config.set({"distributed.scheduler.allowed-failures": dask_wait.ALLOWED_FAILURES}):
         try:
-            client = distributed.Client(scheduler, set_as_default=False)
-        except (OSError, TimeoutError, ValueError) as e:
-            raise ConfigError(f"cannot connect to the dask scheduler at {scheduler}: {e}") from None
-        with client:
-            yield client
-        return
-    # the HTTP server on a free port (the default 8787 warns when another cluster holds it); workers
-    # log errors only (not, e.g., that a task cancelled after Ctrl-C or a failure ended cancelled)
-    with _quiet("distributed"), _sigint_ignored():   # workers ignore Ctrl-C: this process shuts them down
-        try:
-            cluster = distributed.LocalCluster(n_workers=scheduler[1], threads_per_worker=1, processes=True,
-                                               dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},
-                                               silence_logs=logging.ERROR)
+            return distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                            dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},
+                                            silence_logs=logging.CRITICAL)
         except RuntimeError as e:   # typically a script without a main guard: each worker re-imports it
             raise ConfigError(f"the local dask cluster did not start ({e}); in a script, start it under "
                               "`if __name__ == '__main__':`") from e
-    with _quiet("distributed"), cluster, distributed.Client(cluster, set_as_default=False) as client:
-        yield client
 
 
 @contextlib.contextmanager
@@ -143,16 +170,22 @@ def _sigint_ignored():
 
 @contextlib.contextmanager
 def _quiet(name, level=logging.ERROR):
-    """Only errors from logger `name` meanwhile: a cluster started here is ours to run, and its INFO
-    lines (or a nanny's benign WARNING when a worker process is slow to exit, which it then
-    kills) would read as the analysis' own output."""
-    logger = logging.getLogger(name)
-    old = logger.level
-    logger.setLevel(level)
+    """Only records of `level` and above from logger `name` and its children that set their own
+    level (distributed's config gives 'distributed.client' one) meanwhile: a cluster started here
+    is ours to run, and its INFO lines (or a nanny's benign WARNING when a worker process is slow
+    to exit, which it then kills) would read as the analysis' own output; while a client is open,
+    errors too (a failure is reported as one typed error)."""
+    known = list(logging.root.manager.loggerDict.items())
+    loggers = [logging.getLogger(name)] + [logging.getLogger(n) for n, lg in known
+                                           if n.startswith(name + ".") and getattr(lg, "level", 0)]
+    old = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(max(level, lg.level))
     try:
         yield
     finally:
-        logger.setLevel(old)
+        for lg, lv in zip(loggers, old):
+            lg.setLevel(lv)
 
 
 @contextlib.contextmanager
@@ -188,9 +221,11 @@ def submitted(scheduler, probe, pairs, done, name="steps", identify=None):
                                        priority=len(todo) - i, pure=False)
                    for i, (step, getter) in enumerate(todo)}
         try:
-            yield [(step, (lambda f=futures.get(step): None if f is None else _collect(f))) for step, _ in pairs]
+            yield [(step, (lambda f=futures.get(step), s=step: None if f is None else _collect(f, client, s)))
+                   for step, _ in pairs]
         finally:
-            client.cancel([f for f in futures.values() if not f.done()])
+            with contextlib.suppress(Exception):   # a lost scheduler: nothing left to cancel
+                client.cancel([f for f in futures.values() if not f.done()])
 
 
 def check_sendable(scheduler, probe, pairs):
@@ -207,8 +242,10 @@ def check_sendable(scheduler, probe, pairs):
 
 
 def _task(probe, getter, step, identify=None):
-    """On a worker: (Dataset of the step, warnings raised [(category, message, file, line)], typed error);
-    the Dataset carries the identity of the model it measured, as locally (see `executor.run_step`)."""
+    """On a worker: (Dataset of the step, warnings raised [(category, message, file, line)], error):
+    a typed error as is, any other exception as a WorkerError naming the step and it (an exception
+    is returned, not raised: the worker prints no traceback, and a plain one is not retried); the
+    Dataset carries the identity of the model it measured, as locally (see `executor.run_step`)."""
     _thread_lock_for_tqdm()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ScoreprobeWarning)   # the caller's filters decide about showing them
@@ -216,6 +253,9 @@ def _task(probe, getter, step, identify=None):
             part, error = run_step(probe, getter, step, identify), None
         except ScoreprobeError as e:
             part, error = None, e
+        except Exception as e:  # noqa: BLE001  (MemoryError, RuntimeError... from the probe or the loader)
+            part, error = None, WorkerError(f"step {step} failed on a dask worker ({first_line(e)}); "
+                                            f"{dask_wait.RESUME}")
     return part, [(w.category, str(w.message), w.filename, w.lineno) for w in caught], error
 
 
@@ -228,8 +268,8 @@ def _thread_lock_for_tqdm():
         tqdm.set_lock(threading.RLock())
 
 
-def _collect(future):
-    part, caught, error = future.result()
+def _collect(future, client, step):
+    part, caught, error = dask_wait.wait_result(future, client, step)
     _reissue(caught)
     if error is not None:
         raise error
