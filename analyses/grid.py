@@ -32,6 +32,22 @@ def finished(run_dir, cfg):
     return cfg.total_steps in load_series(run_dir).steps
 
 
+def apply_preset(args, presets):
+    """Resolve args.device, pick the preset (--smoke, --preset, else gpu on CUDA and cpu otherwise) and
+    fill every argument left at None from it; returns the preset's name (also set as args.preset)."""
+    from scoreprobe.probes.clocks import resolve_device
+    args.device = resolve_device(args.device)
+    preset = "smoke" if args.smoke else args.preset or ("gpu" if args.device.startswith("cuda") else "cpu")
+    args.overrides = {}
+    for key, value in presets[preset].items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+        elif getattr(args, key) != value:
+            args.overrides[key] = getattr(args, key)   # given on the command line, unlike the preset
+    args.preset = preset
+    return preset
+
+
 def worker_init():
     torch.set_num_threads(1)   # one thread per run: two runs use both cores (checkpoints/README.md)
     logging.basicConfig(level=logging.INFO, format="%(message)s")

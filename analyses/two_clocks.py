@@ -35,9 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from grid import extrapolate_tau, finished, in_parallel, measured_clocks, train_ensembles
+from grid import apply_preset, extrapolate_tau, finished, in_parallel, measured_clocks, train_ensembles
 from scoreprobe.loading.series import load_series
-from scoreprobe.probes.clocks import fit_power_law, resolve_device
+from scoreprobe.probes.clocks import fit_power_law
 from scoreprobe.store import normalize_config
 from scoreprobe.training.train import TrainConfig, train_run
 from scoreprobe.viz import new_figure, plot_clocks, plot_states
@@ -84,12 +84,7 @@ def parse_args(argv=None):
                 "n_steps", "n_heldout", "batch_size", "hidden_size", "jobs"):
         p.add_argument("--" + key.replace("_", "-"), dest=key, type=int, default=None)
     args = p.parse_args(argv)
-    args.device = resolve_device(args.device)
-    preset = "smoke" if args.smoke else args.preset or ("gpu" if args.device.startswith("cuda") else "cpu")
-    for key, value in PRESETS[preset].items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
-    args.preset = preset
+    preset = apply_preset(args, PRESETS)
     args.ensemble = args.device.startswith("cuda") if args.ensemble is None else args.ensemble
     if args.results is None:
         args.results = args.out if preset == "smoke" else "analyses/results"

@@ -213,6 +213,125 @@ def _plane_from_items(dataset, rule, i, j, k):
 
 
 # ---------------------------------------------------------------------------------------------
+# Plane kinds of the mechanism study (docs/definitions.md, "Plane protocol")
+# ---------------------------------------------------------------------------------------------
+
+PLANE_PROTOCOL_KINDS = ("symmetric", "train_heldout", "random_valid")
+
+
+def symmetric_planes(dataset, rule, n, seed=0, max_hamming=2):
+    """Up to `n` planes through (t, h, w): a training item t, a held-out item h, w violating, with
+    Hamming(t, h) = 2k <= max_hamming and w = t with k of the 2k differing bits flipped (so w is k
+    flips from both). All pairs at distance 2 come before any at 4, and so on; within a distance the
+    order is drawn with `seed`. When the rule has `groups` (parity), w takes half of the differing bits
+    of every group, so the signed permutation swapping t and h and fixing w keeps the rule; a pair with
+    no violating such w is skipped. Fewer than `n` pairs: all there are (a SettingWarning says so).
+
+    Returns a list of Plane, labels ("train:I", "heldout:J", "violating:t^B1,B2": t with bits B1, B2 flipped).
+    """
+    rng = np.random.default_rng(seed)
+    ham = hamming_matrix(dataset.train, dataset.heldout)                           # (N, M)
+    planes = []
+    for dist in range(2, int(max_hamming) + 1, 2):
+        pairs = np.argwhere(ham == dist)                                            # (P, 2)
+        for i, j in pairs[rng.permutation(len(pairs))]:
+            w = None if len(planes) >= n else _equidistant_violating(dataset.train[i], dataset.heldout[j], rule, rng)
+            if w is not None:
+                flips = ",".join(str(b) for b in np.flatnonzero(w != dataset.train[i]))
+                planes.append(_plane_of_bits(dataset.train[i], dataset.heldout[j], w,
+                                             (f"train:{i}", f"heldout:{j}", f"violating:t^{flips}")))
+    _warn_short(len(planes), n, f"symmetric planes (training/held-out pairs at Hamming distance <= {max_hamming})")
+    return planes
+
+
+def train_heldout_planes(dataset, n, seed=0):
+    """`n` planes through a training item t (drawn with `seed`, distinct while they last) and the two
+    held-out items Hamming-nearest to t (ties broken with `seed`)."""
+    if len(dataset.heldout) < 2 or len(dataset.train) == 0:
+        raise ConfigError("train_heldout planes need a training item and two held-out items")
+    rng = np.random.default_rng(seed)
+    ham = hamming_matrix(dataset.train, dataset.heldout)                           # (N, M)
+    planes = []
+    for i in _draws(rng, len(dataset.train), n):
+        j = np.lexsort((rng.random(ham.shape[1]), ham[i]))[:2]                      # nearest two, random ties
+        planes.append(_plane_of_bits(dataset.train[i], dataset.heldout[j[0]], dataset.heldout[j[1]],
+                                     (f"train:{i}", f"heldout:{j[0]}", f"heldout:{j[1]}")))
+    return planes
+
+
+def random_valid_planes(dataset, rule, n, seed=0):
+    """`n` planes through three valid vertices drawn uniformly (`rule.sample`, seeded), labelled by
+    what they are ("train:I", "heldout:J" or "valid:<bits>")."""
+    planes, v = [], rule.sample(3 * int(n), seed)
+    for k in range(int(n)):
+        tri = v[3 * k:3 * k + 3]
+        if len({_bitstr(b) for b in tri}) < 3:   # (vanishingly rare) a repeated vertex: no plane
+            continue
+        planes.append(_plane_of_bits(*tri, tuple(_label_of(b, dataset) for b in tri)))
+    _warn_short(len(planes), n, "random-valid planes")
+    return planes
+
+
+def noise_reach_margin(plane, sigma):
+    """The `margin` of Plane.grid that pads the anchors' box by sigma·sqrt(D) on each side: the
+    distance a sample noised at `sigma` lies from its vertex (docs/definitions.md, "Plane protocol")."""
+    lo, hi = plane.anchor_uv.min(axis=0), plane.anchor_uv.max(axis=0)
+    return float(sigma) * np.sqrt(plane.dim) / float(np.max(hi - lo))
+
+
+def hamming_matrix(a, b):
+    """Hamming distances of bit rows a (N, D) and b (M, D): int64 (N, M)."""
+    sa, sb = (2.0 * np.asarray(x, np.float64) - 1 for x in (a, b))
+    return np.rint((sa.shape[1] - sa @ sb.T) / 2).astype(np.int64)
+
+
+def _equidistant_violating(t, h, rule, rng):
+    """A violating vertex (bits) k flips from t and from h (Hamming(t, h) = 2k), or None; with
+    rule.groups, one that takes half of the differing bits of every group."""
+    import itertools
+    diff = np.flatnonzero(t != h)
+    groups = getattr(rule, "groups", None)
+    cands = []
+    for a in itertools.combinations(diff, len(diff) // 2):
+        if groups is not None and any(2 * np.isin(g, a).sum() != np.isin(g, diff).sum() for g in groups):
+            continue
+        w = t.copy()
+        w[list(a)] ^= 1
+        if not rule.is_valid(w[None])[0]:
+            cands.append(w)
+    return cands[int(rng.integers(len(cands)))] if cands else None
+
+
+def _plane_of_bits(a, b, c, labels):
+    from scoreprobe.data.datasets import to_signed
+    return Plane.through(*(to_signed(np.asarray(x, np.uint8)) for x in (a, b, c)), labels=labels)
+
+
+def _draws(rng, n_items, n):
+    """n indices of range(n_items): a permutation, repeated (reshuffled) when n > n_items."""
+    reps = -(-int(n) // n_items)
+    return np.concatenate([rng.permutation(n_items) for _ in range(reps)])[:int(n)]
+
+
+def _label_of(bits, dataset):
+    i = int(dataset.train_index.lookup(bits[None])[0])
+    j = int(dataset.heldout_index.lookup(bits[None])[0])
+    return f"train:{i}" if i >= 0 else f"heldout:{j}" if j >= 0 else "valid:" + _bitstr(bits)
+
+
+def _bitstr(bits):
+    return "".join("1" if b else "0" for b in np.asarray(bits).ravel())
+
+
+def _warn_short(got, wanted, what):
+    if got < wanted:
+        import warnings
+        from scoreprobe.errors import SettingWarning
+        warnings.warn(f"only {got} {what} exist in this dataset, fewer than the {wanted} asked for; using "
+                      f"{got}", SettingWarning, stacklevel=3)
+
+
+# ---------------------------------------------------------------------------------------------
 # Endpoint classification
 # ---------------------------------------------------------------------------------------------
 

@@ -7,12 +7,18 @@ from pathlib import Path
 ANALYSES = Path(__file__).resolve().parents[1] / "analyses"
 
 
-def test_two_clocks_smoke(tmp_path, capsys):
+def _analysis(name):
+    """Import the script analyses/<name>.py (the folder is not a package)."""
+    import importlib
     sys.path.insert(0, str(ANALYSES))
     try:
-        import two_clocks
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(ANALYSES))
+
+
+def test_two_clocks_smoke(tmp_path, capsys):
+    two_clocks = _analysis("two_clocks")
     two_clocks.main(["--smoke", "--out", str(tmp_path)])
     report = json.loads((tmp_path / "two_clocks_smoke.json").read_text())
     runs = {r["run"] for r in report["runs"]}
@@ -30,11 +36,7 @@ def test_two_clocks_smoke(tmp_path, capsys):
 
 
 def test_remedies_smoke(tmp_path, capsys):
-    sys.path.insert(0, str(ANALYSES))
-    try:
-        import remedies
-    finally:
-        sys.path.remove(str(ANALYSES))
+    remedies = _analysis("remedies")
     remedies.main(["--smoke", "--out", str(tmp_path), "--jobs", "1", "--variants", "baseline,curriculum,all"])
     report = json.loads((tmp_path / "remedies_smoke.json").read_text())
     assert [r["run"] for r in report["runs"]] == ["baseline-s0", "curriculum-s0", "all-s0"]
@@ -49,11 +51,7 @@ def test_remedies_smoke(tmp_path, capsys):
 
 def test_two_clocks_smoke_with_seeds_as_ensembles(tmp_path, caplog):
     """--ensemble (the GPU preset's default) trains the runs of one length as one stacked ensemble."""
-    sys.path.insert(0, str(ANALYSES))
-    try:
-        import two_clocks
-    finally:
-        sys.path.remove(str(ANALYSES))
+    two_clocks = _analysis("two_clocks")
     with caplog.at_level("INFO", logger="grid"):
         two_clocks.main(["--smoke", "--out", str(tmp_path), "--ensemble", "--seeds", "0,1", "--Ns", "8", "--Gs", "2,3"])
     assert any("ensemble of 4 runs (30 steps)" in r.getMessage() for r in caplog.records)
@@ -65,13 +63,36 @@ def test_two_clocks_smoke_with_seeds_as_ensembles(tmp_path, caplog):
     assert set(report["tau_rule_vs_G"]) <= {"G3/G2 (seed 0)", "G3/G2 (seed 1)"}
 
 
+def test_mechanism_smoke(tmp_path, capsys):
+    """analyses/mechanism.py --smoke: both series (the shipped one, a tiny closed-window run trained here),
+    every store, the report and the figures; a rerun reuses every store and gives the same numbers."""
+    mechanism = _analysis("mechanism")
+    mechanism.main(["--smoke", "--out", str(tmp_path)])
+    report = json.loads((tmp_path / "mechanism_smoke.json").read_text())
+    assert set(report["series"]) == {"open", "closed"}
+    shipped = report["series"]["open"]
+    assert shipped["taus"]["tau_mem"] > shipped["taus"]["tau_rule"] > 0 and len(shipped["steps"]) == 3
+    assert {"symmetric/local", "train_heldout/local", "random_valid/local", "symmetric/reach"} <= set(shipped["basins"])
+    assert shipped["n_planes"]["symmetric/local"] == 4 and shipped["symmetric_hamming"] == {"2": 4}
+    cur = shipped["basins"]["train_heldout/local"]["1.0"]
+    shares = sum(cur[q]["mean"][-1] for q in ("training", "heldout", "novel", "violating", "invalid"))
+    assert abs(shares - 1) < 1e-9 and set(cur["training"]["by_seed"]) == {"0", "1"}
+    assert {"held-out captured although closer (σ 1)", "training − held-out basin (symmetric planes)"} <= \
+        set(shipped["half_change"])
+    assert shipped["dsm"]["method"] == "holm" and len(shipped["dsm"]["z"]) == 3
+    assert report["series"]["closed"]["taus"]["window_open"] is False
+    for name in ("basins.png", "retention.png", "dsm.png", "open_basins.gif"):
+        assert (tmp_path / f"mechanism_smoke_{name}").stat().st_size > 0
+    assert "## Half-change steps vs the clocks: open" in capsys.readouterr().out
+    stores = sorted(p.name for p in (tmp_path / "open").glob("*.zarr"))
+    mechanism.main(["--smoke", "--out", str(tmp_path)])      # rerun: every store reused, same numbers
+    again = json.loads((tmp_path / "mechanism_smoke.json").read_text())
+    assert again["series"] == report["series"] and sorted(p.name for p in (tmp_path / "open").glob("*.zarr")) == stores
+
+
 def test_sampler_clocks_smoke(tmp_path, capsys):
     """analyses/sampler_clocks.py at toy size on two shipped checkpoints: a row per sampler, paired with Heun."""
-    sys.path.insert(0, str(ANALYSES))
-    try:
-        import sampler_clocks
-    finally:
-        sys.path.remove(str(ANALYSES))
+    sampler_clocks = _analysis("sampler_clocks")
     sampler_clocks.main(["--only", "heun,ddim,edm-churn40", "--heun-check", "all", "--n-samples", "8", "--steps",
                          "0,36000", "--stores", str(tmp_path / "stores"), "--results", str(tmp_path)])
     report = json.loads((tmp_path / "sampler_clocks.json").read_text())

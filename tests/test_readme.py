@@ -21,7 +21,9 @@ README = (ROOT / "README.md").read_text()
 
 # Options that shrink a command to toy size; they replace the README's values of the same options.
 TOY = {"basins": {"--res": "4", "--n-steps": "2"}, "clocks": {"--n-samples": "8", "--n-steps": "2"},
-       "dsm": {"--sigmas": "2", "--n-noise": "1", "--n-train": "4", "--n-heldout": "4"}, "field": {"--res": "4"}}
+       "dsm": {"--sigmas": "2", "--n-noise": "1", "--n-train": "4", "--n-heldout": "4"}, "field": {"--res": "4"},
+       "report": {"--size": "n_samples=8 n_steps=2 res=4 field_res=4 retention_items=2 retention_noise=1 "
+                            "dsm_sigmas=2 dsm_noise=1 dsm_heldout=4"}}
 SHIPPED_TOY_STEPS = "0,36000"   # for commands on the shipped series (24 checkpoints)
 
 

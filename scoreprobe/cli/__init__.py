@@ -8,6 +8,7 @@ this package imports them:
     runs.py    train, info              (making and describing checkpoint series)
     curves.py  clocks, dsm              (one number per checkpoint, σ or sample)
     planes.py  basins, field, animate   (2D planes through hypercube vertices)
+    report.py  report                   (one HTML page about a series)
 """
 import os
 import signal
@@ -183,4 +184,4 @@ def main(argv=None):
         interrupts.restore()
 
 
-from scoreprobe.cli import curves, planes, runs  # noqa: E402,F401  (registers the subcommands)
+from scoreprobe.cli import curves, planes, report, runs  # noqa: E402,F401  (registers the subcommands)

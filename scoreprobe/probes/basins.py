@@ -22,6 +22,7 @@ from scoreprobe.noise import NOISE
 from scoreprobe.precision import with_autocast
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFAULT_SOLVER, DEFINITIONS_VERSION
 from scoreprobe.data.datasets import state_flag_attrs
+from scoreprobe.probes.capture import RETENTION_OUTCOMES, closer_to_nontrain, restart_outcomes
 from scoreprobe.probes.field import as_sigma_list, plane_coords
 from scoreprobe.sweep import dataset_and_rule, run_probe
 
@@ -281,8 +282,9 @@ def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, s
 
     Returns
     -------
-    dict name -> (S, M) float64: retained, captured, valid. Non-finite endpoints count as none of the
-    three; one NonFiniteWarning gives their number.
+    dict name -> (S, M) float64, the outcomes of RETENTION_VARS (probes.capture.restart_outcomes): retained,
+    captured, valid, other_valid, violating, closer_nontrain, captured_closer. Non-finite endpoints count as
+    none of them (except closer_nontrain, a property of the start); one NonFiniteWarning gives their number.
     """
     from scoreprobe.models.stack import chunk_rows, counted, replicate, split, stack_size
     from scoreprobe.ode import randn_per_sample
@@ -297,11 +299,12 @@ def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, s
     res = [{name: np.empty((len(sigmas), m)) for name in RETENTION_VARS} for _ in range(k)]
     n_bad = 0
     for i, s in enumerate(sigmas):
+        closer = closer_to_nontrain((x + float(s) * eps).double().cpu().numpy(), dataset, rule)   # (M*R,)
         with warnings.catch_warnings():   # counted here and reported once below
             warnings.simplefilter("ignore", NonFiniteWarning)
             ends = _endpoints(D, replicate(x + float(s) * eps, k), s, n_steps, solver, chunk_rows(chunk_size, k)).x
         for j, xe in enumerate(split(ends, k)):                                             # (M*R, D) per model
-            hits = _restart_hits(classify(xe, dataset, rule), own, own_train)
+            hits = restart_outcomes(classify(xe, dataset, rule), own, own_train, closer)
             n_bad += hits.pop("invalid")
             for name, hit in hits.items():
                 res[j][name][i] = hit.reshape(m, n_noise).mean(axis=1)
@@ -310,22 +313,7 @@ def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, s
     return res if k > 1 else res[0]
 
 
-def _restart_hits(c, own, own_train):
-    """{retained, captured, valid: bool (M*R,)} and the count of invalid endpoints, from classify() of
-    M*R restarts whose own item is own (M*R, D) bits, own_train its training index (-1: none)."""
-    from scoreprobe.data.datasets import STATE_CODES
-    valid_codes = [STATE_CODES[k] for k in ("valid_novel", "valid_heldout", "valid_memorized")]
-    return {"retained": (c["state"] != STATE_CODES["invalid"]) & (c["bits"] == own).all(axis=1),
-            "captured": (c["state"] == STATE_CODES["valid_memorized"]) & (c["train_index"] != own_train),
-            "valid": np.isin(c["state"], valid_codes),
-            "invalid": int(np.count_nonzero(c["state"] == STATE_CODES["invalid"]))}
-
-
-RETENTION_VARS = {
-    "retained": "fraction of noisy restarts that flow back to the item itself",
-    "captured": "fraction of noisy restarts captured by another training item",
-    "valid": "fraction of noisy restarts ending on a rule-valid vertex",
-}
+RETENTION_VARS = RETENTION_OUTCOMES   # name -> long_name of every retention outcome (probes.capture)
 
 
 def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_noise=16, seed=0, *,
@@ -336,8 +324,12 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
 
     For every point p_m, level σ and restart k the PF-ODE runs from x = p_m + σ ε_{m,k} at σ to 0.
     `retained` is the fraction of restarts ending exactly on p_m, `captured` the fraction ending
-    on a training item other than p_m. The noise bank depends only on (seed, m, k), so it is the
-    same at every σ and every checkpoint.
+    on a training item other than p_m, `other_valid` on a valid vertex that is neither p_m nor a training
+    item, `violating` on a rule-violating vertex (with the non-finite ones these four and `retained` add up
+    to 1); `captured_closer`: the start is nearer to a valid non-training vertex than to every training
+    item (`closer_nontrain`) and the endpoint is a training item (docs/definitions.md, "Per-item
+    basins"; NaN for rules without an exact nearest-valid search). The noise bank depends only on
+    (seed, m, k), so it is the same at every σ and every checkpoint.
 
     Parameters
     ----------
@@ -350,7 +342,7 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
 
     Returns
     -------
-    xarray.Dataset, dims ([step,] sigma, sample): retained, captured, valid; coordinates
+    xarray.Dataset, dims ([step,] sigma, sample): the RETENTION_VARS outcomes; coordinates
     split (sample) and item_index (sample; index within its split, -1 for "other").
     """
     from scoreprobe.ode import solver_config
@@ -375,6 +367,7 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
               "sample": ("sample", np.arange(len(points), dtype=np.int64), {"units": "1", "long_name": "item"}),
               "split": ("sample", split_.astype(object), {"long_name": "which set the item belongs to"}),
               "item_index": ("sample", item, {"units": "1", "long_name": "index of the item in its split"})}
+    config["outcomes"] = sorted(RETENTION_VARS)   # stores made before the breakdown lack some: refused
 
     def probe(D):   # a StackedDenoiser of K checkpoints gives K Datasets
         r = retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, solver,

@@ -114,3 +114,65 @@ def _band_mean_se(loss, mask):
     n = per_item.sizes["sample"]
     se = per_item.std("sample", ddof=1, skipna=False) / np.sqrt(n) if n >= 2 else xr.full_like(mean, np.nan)
     return mean, se
+
+
+# ---------------------------------------------------------------------------------------------
+# Paired differences and a multiple-testing correction over σ (docs/definitions.md, "DSM loss by σ")
+# ---------------------------------------------------------------------------------------------
+
+ALPHA = 0.05                   # family-wise (Holm) or false-discovery (BH) level over the σ grid
+
+
+def adjust_pvalues(p, method="holm"):
+    """Adjusted p-values over the last axis of p (..., m): "holm" (Holm–Bonferroni step-down,
+    controls the family-wise error) or "bh" (Benjamini–Hochberg step-up, the false-discovery rate).
+    NaN entries are left out of the family and stay NaN."""
+    if method not in ("holm", "bh"):
+        raise ConfigError(f"method must be 'holm' or 'bh', got {method!r}")
+    p = np.asarray(p, dtype=np.float64)
+    out = np.full(p.shape, np.nan)
+    for idx in np.ndindex(p.shape[:-1]):
+        row = p[idx]
+        ok = np.flatnonzero(np.isfinite(row))
+        m = len(ok)
+        if m == 0:
+            continue
+        order = ok[np.argsort(row[ok], kind="stable")]
+        ranked = row[order]
+        if method == "holm":
+            adj = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * ranked))
+        else:
+            adj = np.minimum.accumulate(np.minimum(1.0, m / np.arange(1, m + 1) * ranked)[::-1])[::-1]
+        out[idx + (order,)] = adj
+    return out
+
+
+def paired_gap_stats(loss, split, position, sigmas, method="holm", alpha=ALPHA):
+    """Held-out − train DSM loss as paired differences: the training and the held-out item at the same
+    `position` saw the same noise (dsm_by_sigma's noise bank), so d_j = loss(heldout j) − loss(train j).
+
+    loss (..., n_sigma, S); split (S,) "train"/"heldout"; position (S,) noise-bank key (item_index of a
+    dsm_by_sigma Dataset); pairs with a non-finite loss at a σ are dropped there. Per (..., σ): n_pairs,
+    paired_gap (mean d), paired_gap_se (std(ddof=1)/√n), paired_gap_z, p_value (one-sided t-test of
+    held-out > train, n − 1 degrees of freedom), p_adjusted (`adjust_pvalues` over σ with `method`); per
+    (...): first_significant_sigma = the smallest σ with p_adjusted < alpha (NaN: none).
+    """
+    import scipy.stats
+    split, position = np.asarray(split), np.asarray(position)
+    tr, ho = np.flatnonzero(split == "train"), np.flatnonzero(split == "heldout")
+    common = np.intersect1d(position[tr], position[ho])
+    if common.size == 0:
+        raise ConfigError("no training and held-out items share a noise position: nothing to pair")
+    ti, hi = (rows[np.argsort(position[rows], kind="stable")] for rows in (tr, ho))   # sorted by position
+    ti, hi = ti[np.isin(position[ti], common)], hi[np.isin(position[hi], common)]     # (P,) aligned pairs
+    x = np.asarray(loss, dtype=np.float64)
+    d = x[..., hi] - x[..., ti]                                              # (..., n_sigma, P)
+    n, mean, se = _split_stats(d, np.ones(d.shape[-1], bool))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = mean / se
+        p = np.where(n >= 2, scipy.stats.t.sf(z, np.maximum(n - 1, 1)), np.nan)
+    adj = adjust_pvalues(p, method)
+    first = np.where(adj < alpha, np.asarray(sigmas, dtype=np.float64), np.inf).min(axis=-1)
+    return {"n_pairs": n, "paired_gap": mean, "paired_gap_se": se, "paired_gap_z": z, "p_value": p,
+            "p_adjusted": adj, "first_significant_sigma": np.where(np.isfinite(first), first, np.nan),
+            "method": method, "alpha": alpha}

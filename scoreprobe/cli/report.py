@@ -1,0 +1,81 @@
+"""`scoreprobe report`: one self-contained HTML page about a series (sp.report)."""
+import click
+
+from scoreprobe.cli.app import cli
+from scoreprobe.cli.common import check_writable, device_option
+from scoreprobe.cli.source import source_options
+
+
+def _sizes(ctx, param, values):
+    """--size NAME=VALUE (repeatable, or several pairs in one value separated by spaces) -> {name:
+    value}; lists as comma-separated numbers."""
+    out = {}
+    for pair in (p for value in values for p in value.split()):
+        name, sep, text = pair.partition("=")
+        if not sep or not name.strip() or not text.strip():
+            raise click.BadParameter(f"expected NAME=VALUE, got {pair!r}")
+        parts = [t for t in text.split(",") if t.strip()]
+        out[name.strip()] = parts if len(parts) > 1 or "," in text else parts[0]
+    return out
+
+
+def _duration(seconds):
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def _announce(plan):
+    """Lines saying what is reused and what will be computed, and how long that takes, before it starts."""
+    for section, item in plan.items.items():
+        if item.given:
+            yield f"  {section:<10s} given store {item.path} ({len(item.have)} checkpoints)"
+        elif item.todo:
+            kept = len(item.have) and f", {len(set(item.have) & set(plan.steps))} reused" or ""
+            yield f"  {section:<10s} compute {len(item.todo)} checkpoints into {item.path}{kept}"
+        else:
+            yield f"  {section:<10s} reuse {item.path} (all {len(plan.steps)} checkpoints there)"
+    if plan.todo:
+        yield (f"about {_duration(plan.seconds)} to compute (this machine does {plan.rate:,.0f} network rows/s "
+               "now; progress below)")
+    else:
+        yield "nothing to compute"
+
+
+@cli.command()
+@click.option("--out", type=click.Path(dir_okay=False), default="report.html", help="The HTML page.")
+@click.option("--store", "stores", multiple=True, type=click.Path(exists=True, file_okay=False),
+              help="A store already computed (clocks, basins, field, retention or dsm; repeatable): read as it is, "
+                   "after checking it holds this series under this scoreprobe's definitions.")
+@click.option("--cache", type=click.Path(file_okay=False), default=None,
+              help="Folder of the stores the report computes (default: <out stem>.cache next to --out); reruns reuse them.")
+@click.option("--steps", default="auto", help="Checkpoints: auto (about 8, log-spread), all, or S1,S2,...")
+@click.option("--size", "sizes", multiple=True, metavar="NAME=VALUE", callback=_sizes,
+              help="Change a default size (repeatable, or 'A=1 B=2'): n_samples, n_steps, sigma_start, res, field_res, "
+                   "retention_sigmas, retention_items, retention_noise, dsm_sigmas, dsm_noise, dsm_heldout, seed "
+                   "(docs/definitions.md, 'The report page').")
+@click.option("--sections", default="all", help="all, or some of clocks,basins,field,retention,dsm.")
+@click.option("--plane", "plane_spec", default="auto", help="auto, or train:I,heldout:J,violating:K.")
+@device_option()
+@source_options
+def report(source, out, stores, cache, steps, sizes, sections, plane_spec, device):
+    """One self-contained HTML page about the checkpoints of SOURCES (default: the shipped series):
+    the series, the clocks, basin evolution with a step slider, the score field, retention, the DSM
+    loss by σ and the provenance. Opens offline (no server, nothing fetched). Stores already
+    computed are reused; what is missing is computed first, with the time it will take said up front."""
+    from scoreprobe.cli.common import parse_steps
+    from scoreprobe.reports import SECTIONS, build, estimate, make_plan
+    chosen = parse_steps(steps, words=("all", "auto"))
+    chosen = "all" if chosen is None else chosen
+    wanted = SECTIONS if sections == "all" else tuple(s.strip() for s in sections.split(",") if s.strip())
+    check_writable(out, "--out")
+    s = source()
+    if getattr(s, "kind", "dit") == "gpt":
+        wanted = tuple(w for w in wanted if w == "clocks")
+    plan = make_plan(s, out, stores=stores, cache=cache, steps=chosen, sizes=sizes, plane=plane_spec, sections=wanted)
+    estimate(plan, device)
+    click.echo(f"report of {s.path}: {len(plan.steps)} of {len(s.steps)} checkpoints, on {device}")
+    for line in _announce(plan):
+        click.echo(line)
+    result = build(plan, device=device, sources=None)
+    for section, note in result.notes:
+        click.echo(f"note ({section}): {note}")
+    click.echo(f"wrote {result.path} ({result.bytes / 1e6:.2f} MB) in {_duration(result.seconds)}")

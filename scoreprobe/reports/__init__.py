@@ -1,0 +1,181 @@
+"""`sp.report`: one self-contained HTML page per checkpoint series (no server, no network).
+
+    plan = make_plan(series, out, stores, cache, steps, sizes)   # where each section comes from; checks
+    estimate(plan)                                               # seconds to compute what is missing
+    result = build(plan)                                         # compute / resume, then write the page
+
+`report(...)` does the three. The package: `plan` (sizes, store checks, time estimate), `gather`
+(the probes' public functions and their stores), `payload` (Datasets -> JSON and PNG), `render`
+(the HTML), `markdown` (docs/definitions.md into the page); `page.html`, `page.css`, `page.js`
+are the page's template, styles and script (package data).
+"""
+import dataclasses
+import datetime
+import os
+import shlex
+import time
+from pathlib import Path
+
+from scoreprobe.reports.plan import (REPORT_SIZES, SECTIONS, Plan, estimate, make_plan)  # noqa: F401
+
+
+@dataclasses.dataclass
+class ReportResult:
+    path: Path
+    bytes: int
+    seconds: float          # wall time of `build`
+    computed: dict          # section -> steps computed now
+    reused: dict            # section -> steps read from stores
+    notes: list             # (section, text) shown on the page
+
+
+def _series_rows(series, plan):
+    """(label, HTML) rows of the series section."""
+    import html
+    d = series.describe()
+    cfg = d["config"] or {}
+    arch = d["arch"] or {}
+    net = arch.get("net", {})
+    param = cfg.get("parameterization") or ("edm" if series.meta.get("format") else None)
+    how = ("a scoreprobe run: EDM preconditioning, σ_data = "
+           f"{arch.get('sigma_data')} (run.json)" if series.meta.get("format") else
+           "read from the files, or as given with --set (see scoreprobe info)")
+    steps = list(series.steps)
+    rows = [("series", f"<code>{html.escape(str(series.path))}</code> ({html.escape(str(d['kind']))})"),
+            ("rule", html.escape(repr(d["rule"]))),
+            ("data", f"{d['n_train']} training + {d['n_heldout']} held-out images, "
+                     f"{series.rule.n_bits} bits each"
+                     + (f", data seed {cfg.get('data_seed')}" if "data_seed" in cfg else "")),
+            ("model", html.escape(" ".join(f"{k}={v}" for k, v in net.items()) or "as read from the files")
+             + (f"; {d['n_params']:,} parameters" if d["n_params"] else "")),
+            ("parameterization", html.escape(f"{param or 'unknown'} ({how})")),
+            ("checkpoints", f"{len(steps)} in the series: {', '.join(map(str, steps[:6]))}"
+                            + (f", … {steps[-1]}" if len(steps) > 6 else "")),
+            ("measured", ", ".join(map(str, plan.steps)) + f" ({len(plan.steps)} checkpoints)")]
+    for section, item in plan.items.items():
+        if item.given:
+            rows.append((f"{section} store", f"<code>{html.escape(str(item.path))}</code>: {len(item.have)} checkpoints"))
+    return rows
+
+
+def command_line(plan, sources=None):
+    """The `scoreprobe report` command that regenerates the page of `plan`."""
+    from scoreprobe.loading.series import checkpoints_dir
+    args = ["scoreprobe", "report"]
+    shipped = Path(plan.series.path).resolve() == Path(checkpoints_dir()).resolve() / "parity-default"
+    if sources:
+        args += [str(s) for s in sources]
+    elif not shipped:
+        args.append(str(plan.series.path))
+    args += ["--out", str(plan.out)]
+    from scoreprobe.reports.plan import auto_steps, default_cache
+    if plan.cache != default_cache(plan.out):
+        args += ["--cache", str(plan.cache)]
+    for item in plan.items.values():
+        if item.given:
+            args += ["--store", str(item.path)]
+    if plan.steps != auto_steps(plan.series):
+        args += ["--steps", ",".join(map(str, plan.steps))]
+    for k, v in plan.sizes.items():
+        if v != REPORT_SIZES[k]:
+            args += ["--size", f"{k}={','.join(f'{x:g}' for x in v) if isinstance(v, tuple) else v}"]
+    if tuple(plan.items) != SECTIONS:
+        args += ["--sections", ",".join(plan.items)]
+    line = " ".join(shlex.quote(a) for a in args)
+    if "files" in (plan.series.config or {}):
+        line += "  # with the SOURCES files and the --dataset / --set options they were read with"
+    return line
+
+
+def _provenance(plan, sources):
+    import numpy
+    import torch
+    import xarray
+    import zarr
+    from scoreprobe import __version__
+    from scoreprobe.reports.gather import store_record
+    stores = {}
+    for section, item in plan.items.items():
+        rec = store_record(item.path)
+        rec["origin"] = "given" if item.given else "report cache"
+        stores[section] = rec
+    return {"version": __version__, "command": command_line(plan, sources),
+            "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "sizes": {k: v for k, v in plan.sizes.items()}, "stores": stores,
+            "packages": {"torch": torch.__version__, "numpy": numpy.__version__, "xarray": xarray.__version__,
+                         "zarr": zarr.__version__}}
+
+
+def _plane_notes(datasets):
+    """A note when the basin maps and the score field were computed on different planes."""
+    import json
+    planes = {s: json.loads(ds.attrs.get("scoreprobe_config", "{}")).get("plane") for s, ds in datasets.items()
+              if s in ("basins", "field")}
+    if len(planes) == 2 and planes["basins"] != planes["field"]:
+        return [("field", "the score field store is on another plane than the basin maps: the two are not "
+                          "the same points")]
+    return []
+
+
+def write_atomic(path, text):
+    """Write `text` to `path` through a temporary file and os.replace (never half-written)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def build(plan, device="cpu", progress=None, sources=None):
+    """Compute (or resume) what `plan` misses, then write the page to plan.out. Returns ReportResult."""
+    from scoreprobe.reports.gather import gather
+    from scoreprobe.reports.payload import section_payloads
+    from scoreprobe.reports.render import page_html
+    t0 = time.perf_counter()
+    computed = {s: list(it.todo) for s, it in plan.items.items() if it.todo}
+    reused = {s: [st for st in it.have if it.given or st in plan.steps] for s, it in plan.items.items()}
+    datasets = gather(plan, device=device, progress=progress)
+    notes = list(plan.notes) + _plane_notes(datasets)
+    payloads = section_payloads(datasets)
+    title = f"scoreprobe report — {Path(plan.series.path).name}"
+    text = page_html(title, _series_rows(plan.series, plan), payloads, notes, _provenance(plan, sources))
+    write_atomic(plan.out, text)
+    return ReportResult(Path(plan.out), len(text.encode("utf-8")), time.perf_counter() - t0, computed, reused, notes)
+
+
+def report(source=None, out="report.html", *, stores=(), cache=None, steps=None, sizes=None, plane="auto",
+           sections=SECTIONS, device="cpu", progress=None):
+    """Write one self-contained HTML page about a checkpoint series.
+
+    Parameters
+    ----------
+    source : CheckpointSeries, a run directory, or None (the shipped series).
+    out : the HTML file (written atomically; the page needs nothing else to open).
+    stores : paths of stores already computed (clocks, basins, score_field, retention,
+        dsm_by_sigma): read as they are after checks: a store of another series, of another
+        definitions version, without a complete step or with damaged data is refused
+        (StoreError); one covering fewer checkpoints than the page is named on it.
+    cache : folder of the stores the report computes itself (default `<out stem>.cache/` next to
+        `out`): resumed on the next run, so a second report computes nothing.
+    steps : "auto" / None (about 8 log-spread checkpoints), "all", or a list of steps.
+    sizes : overrides of REPORT_SIZES (e.g. {"res": 32, "n_samples": 400}).
+    plane : plane spec of the basin maps and field ("auto" or "train:I,heldout:J,violating:K").
+    sections : which of SECTIONS to show. device : where the probes run.
+    progress : as for the probes (None: a bar on a terminal, else one line per step).
+
+    Returns
+    -------
+    ReportResult: path, bytes, seconds, computed / reused steps per section, notes on the page.
+    The time estimate of what is missing goes to the log (`logging`, INFO) before computing.
+    """
+    import logging
+    from scoreprobe.loading.series import load_series
+    series = load_series(source) if source is None or isinstance(source, (str, os.PathLike)) else source
+    if getattr(series, "kind", "dit") == "gpt":
+        sections = tuple(s for s in sections if s == "clocks")
+    plan = make_plan(series, out, stores=stores, cache=cache, steps=steps, sizes=sizes, plane=plane,
+                     sections=sections)
+    estimate(plan, device)
+    logging.getLogger(__name__).info("report: computing %s; about %.0f s", ", ".join(plan.todo) or "nothing",
+                                     plan.seconds)
+    return build(plan, device=device, progress=progress)

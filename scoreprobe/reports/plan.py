@@ -1,0 +1,330 @@
+"""What a report needs before anything is computed: its sizes, the store of each section (given,
+cached or to be computed), the checks that keep other series' and other definitions' results out,
+and how long the missing part will take on this machine.
+
+The default sizes (REPORT_SIZES) are chosen so that `scoreprobe report` on the shipped series
+finishes in about 3 minutes on 2 idle cores from nothing; docs/definitions.md ("The report page")
+lists them and what they mean.
+"""
+import dataclasses
+import time
+from pathlib import Path
+
+import numpy as np
+
+from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION
+from scoreprobe.errors import ConfigError, StoreError
+
+# name: default. Sizes of every section the report computes when no store holds it.
+REPORT_SIZES = {
+    "n_samples": 1000,            # clocks: samples per checkpoint (the clocks' own default)
+    "n_steps": DEFAULT_N_STEPS,   # Heun steps of every PF-ODE (clocks, basins, retention)
+    "sigma_start": (0.5, 1.0, 2.0),   # basins: starting noise levels; also the σ of the score field
+    "res": 16,                    # basins: grid points per axis
+    "field_res": 24,              # score field: grid points per axis
+    "retention_sigmas": (0.2, 0.5, 1.0, 2.0),
+    "retention_items": 16,        # retention: training and held-out items each
+    "retention_noise": 4,         # retention: restarts per item and σ
+    "dsm_sigmas": 20,             # DSM: log-spaced σ in [0.002, 80]
+    "dsm_noise": 2,               # DSM: noise draws per item
+    "dsm_heldout": 120,           # DSM: held-out items (all training items are used)
+    "seed": 0,
+}
+N_AUTO_STEPS = 8                  # --steps auto: about this many checkpoints, log-spread
+SECTIONS = ("clocks", "basins", "field", "retention", "dsm")
+PROBE_OF = {"clocks": "clocks", "basins": "basins", "field": "score_field", "retention": "retention",
+            "dsm": "dsm_by_sigma"}
+SECTION_OF = {probe: section for section, probe in PROBE_OF.items()}
+VERSIONED = ("clocks", "basins", "retention")   # probes whose stores record DEFINITIONS_VERSION
+
+
+@dataclasses.dataclass
+class Item:
+    """One section's store: `given` (named by the user: read as it is) or in the cache (resumed)."""
+    section: str
+    path: Path
+    given: bool
+    have: list      # steps the store holds now
+    todo: list      # steps to compute (empty for a given store)
+    rows: int = 0   # network rows to evaluate for `todo`
+
+
+@dataclasses.dataclass
+class Plan:
+    series: object
+    steps: list          # the checkpoints the computed sections cover
+    sizes: dict
+    plane_spec: str
+    out: Path
+    cache: Path
+    items: dict          # section -> Item
+    notes: list          # (section, text): what the page must say about its inputs
+    rate: float = float("nan")   # network rows per second measured here
+    seconds: float = 0.0         # estimated compute time
+
+    @property
+    def todo(self):
+        return {s: it for s, it in self.items.items() if it.todo}
+
+
+def check_sizes(sizes):
+    """REPORT_SIZES updated with `sizes` ({name: value}); ConfigError for an unknown name or bad value."""
+    out = dict(REPORT_SIZES)
+    for name, value in (sizes or {}).items():
+        if name not in REPORT_SIZES:
+            raise ConfigError(f"unknown report size {name!r}; known: {', '.join(REPORT_SIZES)}")
+        default = REPORT_SIZES[name]
+        try:
+            value = tuple(float(v) for v in np.atleast_1d(value)) if isinstance(default, tuple) else int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"report size {name}: expected {'numbers' if isinstance(default, tuple) else 'an integer'}, "
+                              f"got {value!r}") from None
+        if (isinstance(value, tuple) and (not value or min(value) <= 0)) or \
+                (not isinstance(value, tuple) and value < (0 if name == "seed" else 1)):
+            raise ConfigError(f"report size {name} must be positive, got {value!r}")
+        out[name] = value
+    return out
+
+
+def auto_steps(series, n=N_AUTO_STEPS):
+    """About n checkpoints spread over the (log-spaced) series, first and last included."""
+    steps = list(series.steps)
+    idx = np.unique(np.round(np.linspace(0, len(steps) - 1, min(n, len(steps)))).astype(int))
+    return [steps[i] for i in idx]
+
+
+def section_rows(section, sizes, series):
+    """Network rows (inputs to one forward) one checkpoint of `section` costs at `sizes`."""
+    calls = 2 * sizes["n_steps"] - 1      # Heun: two evaluations per step, Euler for the last
+    n_train = len(series.dataset.train)
+    return {
+        "clocks": sizes["n_samples"] * calls,
+        "basins": sizes["res"] ** 2 * len(sizes["sigma_start"]) * calls,
+        "field": sizes["field_res"] ** 2 * len(sizes["sigma_start"]),
+        "retention": 2 * sizes["retention_items"] * sizes["retention_noise"] * len(sizes["retention_sigmas"]) * calls,
+        "dsm": (n_train + min(sizes["dsm_heldout"], len(series.dataset.heldout))) * sizes["dsm_noise"]
+               * sizes["dsm_sigmas"],
+    }[section]
+
+
+# ---------------------------------------------------------------------------------------------
+# Checking a store against the series and the definitions
+# ---------------------------------------------------------------------------------------------
+
+
+def store_section(path, config):
+    """The report section a store's config belongs to; StoreError when it is no analysis the page shows."""
+    probe = (config or {}).get("probe")
+    if probe not in SECTION_OF:
+        raise StoreError(f"store {path} holds {probe!r}, not one of the analyses a report shows "
+                         f"({', '.join(PROBE_OF.values())})")
+    return SECTION_OF[probe]
+
+
+def check_identity(path, config, series, advice="leave it out of the report"):
+    """StoreError unless the store was computed from `series` under this DEFINITIONS_VERSION."""
+    from scoreprobe.store import config_diff
+    from scoreprobe.sweep import source_identity
+    probe = config.get("probe")
+    if probe in VERSIONED and config.get("definitions") != DEFINITIONS_VERSION:
+        raise StoreError(f"store {path} was written under definitions version {config.get('definitions')} "
+                         f"and this scoreprobe uses {DEFINITIONS_VERSION} (docs/definitions.md): recompute it "
+                         f"or {advice}")
+    want = source_identity(series)
+    diff = config_diff(config.get("source") or {}, want)
+    if diff:
+        name = (config.get("source") or {}).get("name") or "an unnamed source"
+        raise StoreError(f"store {path} holds {probe} of another series ({name}; differs in "
+                         f"{', '.join(diff)}), not of {series.path}: {advice}")
+
+
+def _expected(section, sizes):
+    """The config values a cached store of `section` must hold to be extended at `sizes`."""
+    return {"clocks": {"n_samples": sizes["n_samples"], "n_steps": sizes["n_steps"], "seed": sizes["seed"]},
+            "basins": {"res": sizes["res"], "sigma_start": list(sizes["sigma_start"]), "n_steps": sizes["n_steps"]},
+            "field": {"res": sizes["field_res"], "sigmas": list(sizes["sigma_start"])},
+            "retention": {"sigmas": list(sizes["retention_sigmas"]), "n_noise": sizes["retention_noise"],
+                          "n_steps": sizes["n_steps"], "seed": sizes["seed"]},
+            "dsm": {"n_noise": sizes["dsm_noise"], "seed": sizes["seed"]}}[section]
+
+
+def _check_cached(path, config, section, sizes, plane):
+    """StoreError when a cached store holds the section at other sizes or on another plane (its
+    probe would refuse it half-way through the report). `plane`: () -> the plane's spec."""
+    if config.get("probe") != PROBE_OF[section]:
+        raise StoreError(f"report cache {path} holds {config.get('probe')}, not {PROBE_OF[section]}: "
+                         "choose another --cache or remove it")
+    from scoreprobe.store import RECORD_ATTR, commit
+    record = (commit.read_json(Path(path) / "zarr.json").get("attributes") or {}).get(RECORD_ATTR) or {}
+    if "models" not in record:   # its probe would refuse to resume it (docs/definitions.md, "Which model")
+        raise StoreError(f"report cache {path} was written before scoreprobe recorded which model each step "
+                         "measured, so it cannot be resumed: choose another --cache or remove it")
+    want = _expected(section, sizes)
+    if section in ("basins", "field"):
+        want["plane"] = plane()
+    differ = [k for k, v in want.items() if config.get(k) != v]
+    if differ:
+        raise StoreError(f"report cache {path} holds {section} with other settings ({', '.join(differ)} differ): "
+                         "choose another --cache or remove it")
+
+
+def open_checked(path, series):
+    """(section, config, steps, note) of an existing store after the series / definitions / model
+    checks. StoreError for no store, a store without a complete step, damaged data, another series
+    or another model at some step; note: what the page must say about it (or None)."""
+    from scoreprobe.store import inspect, stored_config, verify, written_steps
+    path = Path(path)
+    state, _ = inspect(path)
+    if state in ("absent", "empty"):
+        raise StoreError(f"no zarr store at {path}")
+    config = stored_config(path) or {}
+    if state == "partial":
+        raise StoreError(f"store {path} holds no complete step (a run killed before its first step): "
+                         "rerun it or leave it out")
+    section = store_section(path, config)
+    check_identity(path, config, series)
+    bad = verify(path)
+    if bad:
+        raise StoreError(f"store {path} has damaged data (checksums differ at {len(bad)} steps): rerun the "
+                         "command that wrote it")
+    return section, config, written_steps(path), check_models(path, series)
+
+
+def check_models(path, series):
+    """StoreError when a step of the store was measured on another model than the series' checkpoint
+    at that step (the identities the store records, `scoreprobe.sweep.identity`); a note (str) when
+    the store records none, else None."""
+    from scoreprobe.store import RECORD_ATTR, commit
+    from scoreprobe.sweep import identity
+    record = (commit.read_json(Path(path) / "zarr.json").get("attributes") or {}).get(RECORD_ATTR) or {}
+    if "models" not in record:
+        return (f"store {path} does not record which model each step measured (written before scoreprobe "
+                "did); only its series' identity is checked")
+    if getattr(series, "kind", "dit") == "gpt":
+        return None
+    for step, old in zip(record.get("steps") or [], record["models"]):
+        if int(step) not in set(series.steps):
+            raise StoreError(f"store {path} holds step {step}, which is not a checkpoint of {series.path}")
+        new = identity.model_identity(series.denoiser(int(step)), series.rule.n_bits)
+        if not identity.same(old, new):
+            raise StoreError(f"store {path}: step {step} was measured on another model than {series.path} has "
+                             f"there (stored: {identity.describe(old)}; now: {identity.describe(new)}): leave it "
+                             "out of the report")
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan
+# ---------------------------------------------------------------------------------------------
+
+
+def default_cache(out):
+    """`report.cache/` next to `report.html`."""
+    out = Path(out)
+    return out.parent / (out.stem + ".cache")
+
+
+def make_plan(series, out="report.html", stores=(), cache=None, steps=None, sizes=None, plane="auto",
+              sections=SECTIONS):
+    """Decide, before computing anything, where each section of the page comes from.
+
+    Parameters
+    ----------
+    series : CheckpointSeries. out : the HTML file.
+    stores : paths of stores already computed (any of clocks, basins, score_field, retention,
+        dsm_by_sigma); each is read as it is, after checks (same series, same definitions version,
+        complete and undamaged: else StoreError).
+    cache : folder of the stores the report computes (default: `<out stem>.cache/` next to `out`);
+        existing ones are resumed, and must hold the same sizes (else StoreError).
+    steps : checkpoints of the computed sections (default: about 8, log-spread).
+    sizes : overrides of REPORT_SIZES. sections : which sections to show.
+
+    Returns
+    -------
+    Plan (with `seconds` still 0: `estimate` measures the rate and fills it).
+    """
+    from scoreprobe.store import inspect, stored_config, written_steps
+    from scoreprobe.sweep import select_steps
+    sizes = check_sizes(sizes)
+    unknown = [s for s in sections if s not in SECTIONS]
+    if unknown:
+        raise ConfigError(f"unknown report sections {unknown}; known: {', '.join(SECTIONS)}")
+    chosen = auto_steps(series) if steps in (None, "auto") else list(series.steps) if steps == "all" else \
+        [s for s, _ in select_steps([(s, None) for s in series.steps], steps)]
+    cache = default_cache(out) if cache is None else Path(cache)
+    items, notes = _given(stores, series, chosen)
+    for section in sections:
+        if section in items:
+            continue
+        path = cache / f"{section}.zarr"
+        have = []
+        if inspect(path)[0] == "store":
+            config = stored_config(path) or {}
+            check_identity(path, config, series, advice="choose another --cache or remove it")
+            _check_cached(path, config, section, sizes, lambda: _plane_spec(series, plane, sizes["seed"]))
+            have = written_steps(path)
+        todo = [s for s in chosen if s not in set(have)]
+        items[section] = Item(section, path, False, have, todo, len(todo) * section_rows(section, sizes, series))
+    return Plan(series, chosen, sizes, plane, Path(out), cache, {s: items[s] for s in sections if s in items}, notes)
+
+
+def _plane_spec(series, spec, seed):
+    """The stored form of the plane a report of `series` uses (as the probes record it)."""
+    from scoreprobe.slices import plane_from_spec
+    from scoreprobe.store import normalize_config
+    return normalize_config(plane_from_spec(spec, series.dataset, series.rule, seed=seed).spec())
+
+
+def _given(stores, series, chosen):
+    """({section: Item}, notes) of the stores the user named, checked; a note for each that lacks
+    some of the `chosen` checkpoints."""
+    items, notes = {}, []
+    for path in stores:
+        section, config, have, note = open_checked(path, series)
+        if note:
+            notes.append((section, note))
+        if section in items:
+            raise StoreError(f"two stores of {section} given ({items[section].path} and {path}); give one")
+        items[section] = Item(section, Path(path), True, have, [])
+        missing = sorted(set(chosen) - set(have))
+        if missing:
+            notes.append((section, f"store {path} holds {len(have)} checkpoints; {len(missing)} of the "
+                                   f"{len(chosen)} the other sections show are not in it ({_fmt(missing)})"))
+    return items, notes
+
+
+def _fmt(steps, n=6):
+    shown = [str(s) for s in steps[:n]]
+    return ", ".join(shown) + (f", ... ({len(steps) - n} more)" if len(steps) > n else "")
+
+
+# Wall time of the sections per network row, relative to `measure_rate`'s plain forwards (ODE
+# bookkeeping, classification, loading checkpoints, against batching gains), from timing a whole
+# default report of the shipped series against the rate measured when it started.
+OVERHEAD = 1.0
+
+
+def measure_rate(series, device="cpu", rows=1024, repeats=3):
+    """Network rows per second of the series' last checkpoint on `device`, measured now (~0.5 s idle)."""
+    import torch
+    D = series.denoiser(series.steps[-1], device=device)
+    x = torch.randn(rows, series.rule.n_bits, device=device)
+    sigma = torch.ones(rows, device=device)
+    with torch.no_grad():
+        D(x, sigma)   # warm-up: the first full-size call allocates
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            D(x, sigma)
+        dt = time.perf_counter() - t0
+    return rows * repeats / max(dt, 1e-9)
+
+
+def estimate(plan, device="cpu"):
+    """Fill plan.rate (measured here) and plan.seconds (the missing sections' rows at that rate)."""
+    rows = sum(it.rows for it in plan.items.values())
+    if rows == 0:
+        plan.rate, plan.seconds = float("nan"), 0.0
+        return plan
+    plan.rate = measure_rate(plan.series, device)
+    plan.seconds = OVERHEAD * rows / plan.rate
+    return plan
