@@ -140,11 +140,14 @@ def check_identity(path, config, series, advice="leave it out of the report"):
 
 def _expected(section, sizes):
     """The config values a cached store of `section` must hold to be extended at `sizes`."""
+    from scoreprobe.defaults import DEFAULT_SOLVER
+    from scoreprobe.ode import solver_config
+    ode = solver_config(DEFAULT_SOLVER, sizes["n_steps"])   # basins and retention: the default solver
     return {"clocks": {"n_samples": sizes["n_samples"], "n_steps": sizes["n_steps"], "seed": sizes["seed"]},
-            "basins": {"res": sizes["res"], "sigma_start": list(sizes["sigma_start"]), "n_steps": sizes["n_steps"]},
+            "basins": {"res": sizes["res"], "sigma_start": list(sizes["sigma_start"]), **ode},
             "field": {"res": sizes["field_res"], "sigmas": list(sizes["sigma_start"])},
             "retention": {"sigmas": list(sizes["retention_sigmas"]), "n_noise": sizes["retention_noise"],
-                          "n_steps": sizes["n_steps"], "seed": sizes["seed"]},
+                          **ode, "seed": sizes["seed"]},
             "dsm": {"n_noise": sizes["dsm_noise"], "seed": sizes["seed"]}}[section]
 
 
