@@ -118,12 +118,11 @@ def _plane_notes(datasets):
 
 
 def write_atomic(path, text):
-    """Write `text` to `path` through a temporary file and os.replace (never half-written)."""
+    """Write `text` to `path` (its folder made if missing) with the store's atomic writer."""
+    from scoreprobe.store.commit import write_text_atomic
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, text)
 
 
 def build(plan, device="cpu", progress=None, sources=None):

@@ -32,13 +32,13 @@ def sibling(path, tag):
     return path.parent / f"{path.name}.scoreprobe-{tag}"
 
 
-def write_json_atomic(file, obj):
-    """Write JSON to `file` through a temporary file and `os.replace` (never half-written)."""
+def write_text_atomic(file, text):
+    """Write `text` (UTF-8) to `file` through a temporary file and `os.replace` (never half-written)."""
     file = Path(file)
     tmp = file.parent / f".{file.name}.{os.getpid()}.tmp"
     try:
-        with open(tmp, "w") as f:
-            json.dump(obj, f, indent=2, allow_nan=False)
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, file)
@@ -46,6 +46,11 @@ def write_json_atomic(file, obj):
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+def write_json_atomic(file, obj):
+    """Write JSON to `file` atomically (see `write_text_atomic`)."""
+    write_text_atomic(file, json.dumps(obj, indent=2, allow_nan=False))
 
 
 def read_json(file):
