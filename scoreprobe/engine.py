@@ -6,7 +6,8 @@ Every row of a batch integrates dx/dσ = (x − D(x, σ))/σ from σ_start down 
   (`scoreprobe.tableaux`, Bogacki–Shampine 3(2) by default), accepted when the max-norm of the
   local error is within atol + rtol·|x| in every coordinate;
 * **its own end**: a row is *decided* once the denoiser points at the vertex it already sits on,
-  |D(x, σ) − sign(x)|_∞ <= decide_tol, at `patience` consecutive accepted points. Its endpoint is
+  |D(x, σ) − sign(x)|_∞ <= decide_tol, at `patience` consecutive evaluations along its accepted
+  path (a step's stages after its start, then its new point; 3 = the whole last step of bs3). Its endpoint is
   that vertex and `decided_sigma` records σ there. The criterion and why the label can no longer
   change are in docs/definitions.md ("The adaptive engine"). A row that reaches σ_min undecided
   ends with D(x, σ_min) (the Euler step to σ = 0, as on the fixed grid), `decided_sigma` = 0;
@@ -39,17 +40,19 @@ class EngineSettings:
     pair : "bs3" or "heun-euler" (`scoreprobe.tableaux.PAIRS`).
     rtol, atol : local error tolerance per coordinate, atol + rtol·|x|.
     decide_tol : a row is decided when |D(x, σ) − sign(x)|_∞ <= decide_tol (< 0.5) ...
-    patience : ... at this many consecutive accepted points; 0 turns early decision off.
+    patience : ... at this many consecutive evaluations along the accepted path (each accepted
+        step's stages after its start and its new point, all against the new point's vertex);
+        0 turns early decision off.
     max_steps : step attempts (accepted + rejected) per row before it stops with status max_steps.
     h0, h_max : the first and the largest step, as |ln(σ_next/σ)|.
     """
     pair: str = "bs3"
-    rtol: float = 0.02
-    atol: float = 0.02
+    rtol: float = 0.005
+    atol: float = 0.005
     decide_tol: float = 0.05
-    patience: int = 2
+    patience: int = 3
     max_steps: int = 200
-    h0: float = 1.0
+    h0: float = 0.7
     h_max: float = 3.0
 
     def __post_init__(self):
@@ -184,6 +187,20 @@ def _finish(st, act, settings, t_end):
     return act[~(bad | ends | decided)]
 
 
+def _stage_streak(streak, x, x_new, xs, ks, sigma, ds, pair, settings):
+    """The decision streak (n,) carried through a step's stages: each evaluation of the step after
+    its start (all stages but the first, and but the last for an FSAL pair, whose last stage is the
+    new point, judged in `_finish`) extends the streak when D there is within decide_tol of the new
+    point's vertex and resets it otherwise; a step that changes the vertex resets it first."""
+    v = torch.where(x_new > 0, 1.0, -1.0).to(x.dtype)                            # (n, D)
+    streak = torch.where((torch.where(x > 0, 1.0, -1.0).to(x.dtype) == v).all(dim=1), streak, 0)
+    for j in range(1, pair.stages - (1 if pair.fsal else 0)):
+        s = (sigma + pair.c[j] * ds).to(x.dtype)[:, None]                        # (n, 1)
+        close = (xs[j] - s * ks[j] - v).abs().amax(dim=1) <= settings.decide_tol  # D(x_j, σ_j) near v
+        streak = torch.where(close, streak + 1, 0)
+    return streak
+
+
 def _attempt(D, st, act, pair, settings, t_end, k, chunk):
     """One step attempt of every row in `act` (each with its own step); updates the state."""
     x, f1, t = st.x[act], st.f[act], st.t[act]
@@ -191,10 +208,10 @@ def _attempt(D, st, act, pair, settings, t_end, k, chunk):
     sigma = t.exp()
     ds = sigma * torch.expm1(h)                                                  # (n,) Δσ < 0
     dsx = ds.to(x.dtype)[:, None]
-    ks = [f1]
+    ks, xs = [f1], [x]
     for c, a in zip(pair.c[1:], pair.a[1:]):
-        xi = x + dsx * sum(w * kj for w, kj in zip(a, ks) if w)
-        ks.append(_rhs(D, xi, sigma + c * ds, act, k, chunk))
+        xs.append(x + dsx * sum(w * kj for w, kj in zip(a, ks) if w))
+        ks.append(_rhs(D, xs[-1], sigma + c * ds, act, k, chunk))
     x_new = x + dsx * sum(w * kj for w, kj in zip(pair.b, ks) if w)              # (n, D)
     err = dsx * sum((w - w_hat) * kj for w, w_hat, kj in zip(pair.b, pair.b_hat, ks))
     ratio = error_ratio(err, x, x_new, settings.rtol, settings.atol)             # (n,)
@@ -205,6 +222,8 @@ def _attempt(D, st, act, pair, settings, t_end, k, chunk):
     st.h[act] = next_step(h, ratio, pair.order, ok)
     t_new = torch.where(t + h - t_end < 1e-12, torch.full_like(t, t_end), t + h)
     good = act[ok]
+    if settings.patience > 0:
+        st.streak[good] = _stage_streak(st.streak[act], x, x_new, xs, ks, sigma, ds, pair, settings)[ok]
     st.x[good], st.t[good], st.fresh[good] = x_new[ok], t_new[ok], True
     if pair.fsal:
         st.f[good] = ks[-1][ok]
