@@ -122,7 +122,8 @@ def pool_seeds(points, draws, n_boot=2000, seed=0, ci=0.95, log=True, last_steps
     ----------
     points : (S,) per-seed values (inf or NaN: not reached). draws : S arrays of sample-level
         bootstrap draws (tau_draws; inf: not reached). last_steps : (S,) each run's last
-        checkpoint, used in place of an unreached point (the pooled value is then a lower bound).
+        checkpoint, used in place of an unreached point (the pooled value is then a lower bound;
+        without last_steps an unreached seed makes it inf).
     log : geometric mean (τ) or arithmetic mean (abruptness, window widths).
 
     Returns
