@@ -90,6 +90,11 @@ class Rule:
     name = "rule"
     image_shape = (1, 1, 1)
     n_groups = 1
+    family_names = ()   # constraint families (LatinSquare, Sudoku); () for rules without them
+
+    def family_valid(self, bits):
+        """bits: (N, D) 0/1 -> bool (N, len(family_names)): each constraint family satisfied."""
+        return np.zeros((len(check_bits(bits, self.n_bits)), 0), dtype=bool)
 
     @property
     def n_bits(self):
@@ -277,6 +282,7 @@ class LatinSquare(Rule):
 
     name = "latin"
     max_n = len(LATIN_COUNTS)
+    family_names = ("rows", "columns", "cells")
 
     def __init__(self, n):
         self.n = _int(n, "n", 1, self.max_n)
@@ -303,6 +309,28 @@ class LatinSquare(Rule):
             cells = cell_ok.reshape(-1, n // s, s, n // s, s).all(axis=(2, 4))  # (N, box_r, box_c)
             out.append((boxes.all(axis=1) & cells).reshape(-1, n))
         return np.concatenate(out, axis=1)
+
+    def family_valid(self, bits):
+        """bits: (N, n^3) -> bool (N, len(family_names)), b[symbol, row, col] the one-hot bits:
+
+        rows: in every row every symbol exactly once (Σ_col b = 1 for every symbol, row);
+        columns: likewise per column (Σ_row b = 1); boxes (Sudoku): likewise per box;
+        cells: every cell holds exactly one symbol (Σ_symbol b = 1 for every row, col).
+
+        valid ⇔ all families. Proof: group_valid's row group r is "every cell of row r holds one
+        symbol, and every symbol is once in row r" (the column and box groups likewise). Every cell
+        lies in some row, so all row groups hold ⇔ cells ∧ rows; all column groups ⇔ cells ∧ columns;
+        all box groups ⇔ cells ∧ boxes; is_valid, their conjunction, is rows ∧ columns [∧ boxes] ∧ cells.
+        No family follows from the others (n = 2: symbols 0 and 1 both on the diagonal satisfy rows and
+        columns but not cells), so each is a separate clock.
+        """
+        n = self.n
+        b = check_bits(bits, self.n_bits).reshape(-1, n, n, n).astype(np.int64)   # (N, symbol, row, col)
+        fam = {"rows": (b.sum(axis=3) == 1).all(axis=(1, 2)), "columns": (b.sum(axis=2) == 1).all(axis=(1, 2)),
+               "cells": (b.sum(axis=1) == 1).all(axis=(1, 2))}
+        if (s := self._box()) is not None:
+            fam["boxes"] = (b.reshape(-1, n, n // s, s, n // s, s).sum(axis=(3, 5)) == 1).all(axis=(1, 2, 3))
+        return np.stack([fam[f] for f in self.family_names], axis=1)                # (N, F)
 
     def _grids(self):
         """(n_valid, n, n) int8 symbol grids of the whole valid set (small n only)."""
@@ -346,6 +374,7 @@ class Sudoku(LatinSquare):
     """
 
     name = "sudoku"
+    family_names = ("rows", "columns", "boxes", "cells")
 
     def __init__(self, n):
         if n not in (4, 9) or isinstance(n, bool):
