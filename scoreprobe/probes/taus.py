@@ -184,24 +184,40 @@ def taus(ds, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM_THRESHOLD, novel_t
     (the window still holds at the last checkpoint), log10_ratio = log10(τ_mem/τ_rule),
     under_resolved (names), thresholds, n_boot, ci, tau_interpolation.
     """
+    ds, steps, u, n, th = setup(ds, rule_threshold, mem_threshold, novel_threshold)
+    point = point_values(ds, u, n, th)
+    boot = _bootstrap(ds, u, th, int(n_boot), seed) if n_boot and "state" in ds else None
+    out = _report(point, boot, u, ci)
+    out.update(rule_threshold=rule_threshold, mem_threshold=mem_threshold, novel_threshold=th["novel"],
+               n_boot=int(n_boot) if boot is not None else 0, ci=ci, tau_interpolation=INTERPOLATION)
+    out["window_status"] = status_text(out["window_open"], out["tau_rule"], out["tau_mem"],
+                                       float(np.nanmax(ds["rule_acc"].values)), rule_threshold)
+    if warn and out["under_resolved"]:
+        warnings.warn(_resolution_message(out, steps), ResolutionWarning, stacklevel=2)
+    return out
+
+
+def setup(ds, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM_THRESHOLD, novel_threshold=None):
+    """Sorted ds, steps (S,), u = log(step + 1) (S,), n samples, thresholds {"rule", "mem", "novel"}."""
     ds = ds.sortby("step")
     steps = ds["step"].values.astype(np.float64)
     if steps.size == 0 or np.any(steps < 0):
         raise ConfigError("taus needs at least one checkpoint and training steps >= 0")
-    u = np.log1p(steps)
     n = ds.sizes.get("sample") or ds.attrs.get("n_samples") or 10 ** 6
     novel_threshold = rule_threshold * float(ds.attrs.get("novel_oracle", 1.0)) if novel_threshold is None \
         else novel_threshold
-    th = {"rule": rule_threshold, "mem": mem_threshold, "novel": novel_threshold}
+    return ds, steps, np.log1p(steps), n, {"rule": rule_threshold, "mem": mem_threshold, "novel": novel_threshold}
+
+
+def point_values(ds, u, n, th):
+    """_evaluate on the measured curves of ds: dict of (1,) arrays."""
     rule, mem = (ds[k].values.astype(np.float64)[None] for k in ("rule_acc", "mem_ratio"))
-    point = _evaluate(u, rule, mem, n, th)
-    boot = _bootstrap(ds, u, th, int(n_boot), seed) if n_boot and "state" in ds else None
-    out = _report(point, boot, u, ci)
-    out.update(rule_threshold=rule_threshold, mem_threshold=mem_threshold, novel_threshold=novel_threshold,
-               n_boot=int(n_boot) if boot is not None else 0, ci=ci, tau_interpolation=INTERPOLATION)
-    if warn and out["under_resolved"]:
-        warnings.warn(_resolution_message(out, steps), ResolutionWarning, stacklevel=2)
-    return out
+    return _evaluate(u, rule, mem, n, th)
+
+
+def bootstrap(ds, u, th, n_boot, seed):
+    """The sample-level bootstrap of taus(): dict of (n_boot,) arrays in u units (NaN: not reached)."""
+    return _bootstrap(ds, u, th, n_boot, seed)
 
 
 def _report(point, boot, u, ci):
@@ -242,6 +258,58 @@ def _resolution_message(out, steps):
         parts.append(f"{key} = {v:.0f} ({around})")
     return (f"under-resolved crossing: {'; '.join(parts)}: no checkpoint within a factor {RESOLUTION_FACTOR} "
             f"of it; measure more checkpoints there for a trustworthy value")
+
+
+# ---------------------------------------------------------------------------------------------
+# Why a window is closed
+# ---------------------------------------------------------------------------------------------
+
+WINDOW_STATUSES = ("open", "closed: tau_rule >= tau_mem", "closed: rule accuracy never reaches {threshold} (peak {peak})",
+                   "closed: rule accuracy reaches {threshold} only where memorization is at or above its threshold")
+
+
+def _peak_text(x, threshold):
+    """x to 3 decimals, trailing zeros dropped; floored when rounding would reach the threshold."""
+    if not math.isfinite(x):
+        return "nan"
+    r = round(x, 3)
+    r = math.floor(x * 1000) / 1000 if r >= threshold > x else r
+    return f"{r:.3f}".rstrip("0").rstrip(".")
+
+
+def status_text(window_open, tau_rule, tau_mem, peak, rule_threshold=RULE_THRESHOLD):
+    """The window status string from the point values (see window_status)."""
+    if window_open:
+        return WINDOW_STATUSES[0]
+    if not math.isfinite(tau_rule):
+        return WINDOW_STATUSES[2].format(threshold=f"{rule_threshold:g}", peak=_peak_text(peak, rule_threshold))
+    if math.isfinite(tau_mem) and tau_mem <= tau_rule:
+        return WINDOW_STATUSES[1]
+    return WINDOW_STATUSES[3].format(threshold=f"{rule_threshold:g}")
+
+
+def window_status(ds, tau=None, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM_THRESHOLD):
+    """Why the innovation window of a clocks Dataset is closed, or "open". Returns one of:
+
+    - "open": the window is non-empty (also when memorization is never reached: then the window
+      runs to the last checkpoint and taus() flags window_hi_censored);
+    - "closed: tau_rule >= tau_mem": both clocks reached, memorization no later than rule accuracy;
+    - "closed: rule accuracy never reaches 0.9 (peak 0.44)": τ_rule not reached; the peak is the
+      largest measured rule_acc to 3 decimals (floored if rounding would reach the threshold) (whether or not memorization is reached);
+    - "closed: rule accuracy reaches 0.9 only where memorization is at or above its threshold":
+      any other empty window (with interpolated curves it cannot happen when τ_rule < τ_mem: at
+      τ_rule, mem_ratio is still below its threshold; kept so that every case has a name).
+
+    tau : a taus() result for ds (its window_open, tau_rule, tau_mem and thresholds are used);
+        None: computed here without CIs.
+    """
+    if tau is None:
+        tau = taus(ds, rule_threshold=rule_threshold, mem_threshold=mem_threshold, n_boot=0, warn=False)
+    peak = float(np.nanmax(ds["rule_acc"].values)) if ds["rule_acc"].size else math.nan
+    nan = math.nan
+    return status_text(bool(tau["window_open"]), float(nan if tau["tau_rule"] is None else tau["tau_rule"]),
+                       float(nan if tau["tau_mem"] is None else tau["tau_mem"]), peak,
+                       tau.get("rule_threshold", rule_threshold))
 
 
 # ---------------------------------------------------------------------------------------------
