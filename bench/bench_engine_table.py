@@ -18,7 +18,7 @@ automatic plane at σ_start (1), to σ = 0:
 Agreement = share of grid points whose thresholded endpoint bits equal the reference's, over all
 points and over the points whose reference endpoint is on-vertex (a point ending off-vertex, e.g. on a
 saddle of an early checkpoint, has bits that follow a coordinate near 0: not a basin, as
-`label_change` says, and only tolerances near 1e-5 reproduce them). NFE = mean
+`label_change` says, and only tolerances near 1e-4 reproduce them). NFE = mean
 denoiser evaluations per row (for batched torchdiffeq: per batch call). Every method is timed once
 in the same run, so the ratios are fair under load; the load average is printed.
 """
