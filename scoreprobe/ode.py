@@ -160,7 +160,7 @@ def finer(solver, n_steps):
 
 
 def describe_solver(solver, n_steps):
-    """One phrase for messages: "32 Heun steps" or "the adaptive engine (bs3, rtol 0.02, ...)"."""
+    """One phrase for messages: "32 Heun steps" or "the adaptive engine (bs3, rtol 0.005, ...)"."""
     name, settings = resolve_solver(solver)
     if settings is None:
         return f"{int(n_steps)} {'Heun' if name == 'heun' else 'Euler'} steps"
