@@ -40,6 +40,7 @@ def _train_options(fn):
     import dataclasses
     import inspect
     import re
+    from scoreprobe.models.order import TOKEN_ORDERS
     from scoreprobe.training.config import LR_SCHEDULES, TrainConfig
     helps = dict(re.findall(r"^\s+(\w+): .*?# (.+)$", inspect.getsource(TrainConfig), re.M))  # field comments
     for f in reversed(dataclasses.fields(TrainConfig)):
@@ -53,6 +54,7 @@ def _train_options(fn):
         else:
             typ = int if f.name in ("hidden_size", "depth", "num_heads") else type(default)
             typ = click.Choice(LR_SCHEDULES) if f.name == "lr_schedule" else typ
+            typ = click.Choice(TOKEN_ORDERS) if f.name == "token_order" else typ
             typ = SEED if f.name.endswith("seed") else typ
             fn = click.option(flag, type=typ, default=default, show_default=True, help=helps.get(f.name))(fn)
     return fn

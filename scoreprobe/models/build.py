@@ -4,6 +4,7 @@ from scoreprobe.limits import (MAX_BITS, MAX_DEPTH, MAX_HIDDEN, MAX_LABEL_ROWS, 
                                MAX_TRAIN_BYTES, check_int, check_positive)
 from scoreprobe.models.dit import DIT_SIZES, dit_from_config
 from scoreprobe.models.edm import EDMDenoiser
+from scoreprobe.models.order import TOKEN_ORDERS, check_pixel_order
 
 
 def model_arch(cfg, rule):
@@ -22,6 +23,19 @@ def model_arch(cfg, rule):
                 "image_shape": [C, H, W], "sigma_data": cfg.sigma_data, "time_scale": cfg.time_scale}
     from scoreprobe.models.gpt import gpt_arch
     return gpt_arch(cfg, rule)
+
+
+def param_count(cfg):
+    """Number of parameters of the network a TrainConfig trains (DiT: the whole EDM denoiser; GPT), counted
+    from the model built on the meta device (nothing allocated). ConfigError for an invalid config."""
+    import torch
+    from scoreprobe.data.rules import rule_from_spec
+    cfg.validate()
+    arch = model_arch(cfg, rule_from_spec(cfg.rule))
+    check_arch(cfg.model, arch, ConfigError, "the model")
+    with torch.device("meta"):
+        model = build_model(cfg.model, arch)
+    return int(sum(p.numel() for p in model.parameters()))
 
 
 def build_model(kind, arch):
@@ -116,6 +130,12 @@ def _check_gpt(arch):
     if e % heads or arch.get("tokens") not in ("bits", "cells") or (arch["tokens"] == "cells" and C < 2):
         raise ConfigError(f"n_embd {e} must be divisible by n_head {heads}, and tokens 'bits' or 'cells' "
                           f"(cells need C >= 2), got {str(arch.get('tokens'))[:20]!r}")
+    order, perm = arch.get("token_order", "raster"), arch.get("token_perm")
+    if order not in TOKEN_ORDERS or (perm is None) != (order == "raster"):
+        raise ConfigError(f"token_order must be one of {TOKEN_ORDERS} with a token_perm unless raster, got "
+                          f"{str(order)[:40]!r}")
+    if perm is not None:
+        check_pixel_order(perm, H * W)
     vocab, n_tokens = (2, C * H * W) if arch["tokens"] == "bits" else (C, H * W)
     return _check_count(layers * (4 * e * e + 2 * e * m) + e * (2 * vocab + 1 + n_tokens))
 

@@ -1,8 +1,11 @@
 """A small causal transformer (nanoGPT style) over the bits of a binary image.
 
-Plain binary images are read as one token per bit in raster order (vocab 2). One-hot images of
-n-symbol puzzles (LatinSquare, Sudoku: C = n channels, bit c*n*n + row*n + col) are read as one
-token per cell (vocab n). A start token BOS = vocab_size opens every sequence, so
+Plain binary images are read as one token per bit (vocab 2). One-hot images of n-symbol puzzles
+(LatinSquare, Sudoku: C = n channels, bit c*n*n + row*n + col) are read as one token per cell
+(vocab n). The pixels are read in the architecture's token order (`token_order`: raster, patch or
+random; scoreprobe.models.order): bit tokens channel by channel, each channel in that pixel order.
+Bits in and samples out are always in image (C, H, W) order. A start token BOS = vocab_size opens
+every sequence, so
 
     log p(bits) = Σ_t log softmax(f(BOS, x_1..x_{t-1}))[x_t].
 
@@ -19,6 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from scoreprobe.errors import ConfigError, DataError
+from scoreprobe.models.order import TOKEN_ORDERS, check_pixel_order, pixel_order
 
 PUZZLE_RULES = ("latin", "sudoku")
 
@@ -31,6 +35,8 @@ class GPTConfig:
     n_head: int = 4
     n_embd: int = 64
     mlp_ratio: float = 4.0
+    token_order: str = "raster"      # name of the pixel order (models.order.TOKEN_ORDERS)
+    token_perm: tuple = None         # (H*W,) pixel read at each token; None = raster (identity)
 
     @property
     def vocab_size(self):
@@ -50,6 +56,19 @@ class GPTConfig:
             raise ConfigError("cell tokens need C >= 2 one-hot channels")
         if self.n_embd % self.n_head:
             raise ConfigError(f"n_embd {self.n_embd} is not divisible by n_head {self.n_head}")
+        if self.token_order not in TOKEN_ORDERS or (self.token_perm is None) != (self.token_order == "raster"):
+            raise ConfigError(f"token_order must be one of {TOKEN_ORDERS} with a token_perm unless raster, got "
+                              f"{str(self.token_order)[:40]!r}")
+        if self.token_perm is not None:
+            check_pixel_order(self.token_perm, self.image_shape[1] * self.image_shape[2])
+
+    def token_index(self):
+        """(n_tokens,) int64: the bit (or cell) index, in image order, that token t reads."""
+        C, H, W = self.image_shape
+        perm = np.arange(H * W) if self.token_perm is None else np.asarray(self.token_perm, dtype=np.int64)
+        if self.tokens == "cells":
+            return perm                                                      # (H*W,)
+        return (np.arange(C)[:, None] * H * W + perm[None, :]).reshape(-1)   # (C*H*W,) channel-major
 
 
 GPT_SIZES = {
@@ -67,18 +86,27 @@ def gpt_arch(cfg, rule):
     over = {"n_embd": cfg.hidden_size, "n_layer": cfg.depth, "n_head": cfg.num_heads}
     net = {**preset, **{k: v for k, v in over.items() if v is not None}}
     tokens = "cells" if rule.name in PUZZLE_RULES else "bits"
-    arch = dataclasses.asdict(GPTConfig(image_shape=tuple(rule.image_shape), tokens=tokens, **net))
+    order = getattr(cfg, "token_order", "raster")
+    perm = None if order == "raster" else pixel_order(order, rule.image_shape[1:], cfg.patch_size).tolist()
+    arch = dataclasses.asdict(GPTConfig(image_shape=tuple(rule.image_shape), tokens=tokens, token_order=order,
+                                        token_perm=perm, **net))
     arch["image_shape"] = list(arch["image_shape"])
+    if perm is None:
+        del arch["token_perm"]
     return arch
 
 
 def build_gpt(arch):
-    """GPT from an architecture dict (as gpt_arch returns). ConfigError on unknown keys."""
+    """GPT from an architecture dict (as gpt_arch returns). ConfigError on unknown keys. Dicts written
+    before token orders existed (no `token_order`) read raster order, which is what they were trained on."""
     names = {f.name for f in dataclasses.fields(GPTConfig)}
     unknown = set(arch) - names
     if unknown:
         raise ConfigError(f"unknown GPT settings {sorted(unknown)}; expected {sorted(names)}")
-    cfg = GPTConfig(**{**arch, "image_shape": tuple(int(s) for s in arch.get("image_shape", (1, 6, 6)))})
+    shape = tuple(int(s) for s in arch.get("image_shape", (1, 6, 6)))
+    perm = arch.get("token_perm")
+    perm = None if perm is None else tuple(check_pixel_order(perm, shape[1] * shape[2]).tolist())
+    cfg = GPTConfig(**{**arch, "image_shape": shape, "token_perm": perm})
     return GPT(cfg)
 
 
@@ -154,6 +182,9 @@ class GPT(nn.Module):
             ln_f=nn.LayerNorm(cfg.n_embd),
         ))
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        index = cfg.token_index()                                           # (T,) image index of token t
+        self._order = None if cfg.token_perm is None else torch.from_numpy(index)
+        self._unorder = None if cfg.token_perm is None else torch.from_numpy(np.argsort(index))
         self.apply(self._init_weights)
         for name, p in self.named_parameters():  # GPT-2 scaled init of the residual projections
             if name.endswith("c_proj.weight"):
@@ -188,7 +219,8 @@ class GPT(nn.Module):
     # ----- tokens <-> bits -------------------------------------------------------------------
 
     def bits_to_tokens(self, bits):
-        """bits: (B, D) 0/1 tensor -> (B, T) long tokens (bits, or cell symbols for one-hot images)."""
+        """bits: (B, D) 0/1 tensor in image order -> (B, T) long tokens (bits, or cell symbols for one-hot
+        images) in the model's token order."""
         bits = torch.as_tensor(bits)
         if bits.ndim != 2 or bits.shape[1] != self.n_bits:
             raise DataError(f"expected bits of shape (B, {self.n_bits}), got {tuple(bits.shape)}")
@@ -196,19 +228,25 @@ class GPT(nn.Module):
         if ((bits != 0) & (bits != 1)).any():
             raise DataError("bits must be 0 or 1")
         if self.config.tokens == "bits":
-            return bits                                                     # (B, D)
+            return self._reorder(bits, self._order)                         # (B, D)
         C = self.config.image_shape[0]
         onehot = bits.view(len(bits), C, -1)                                # (B, C, H*W)
         if (onehot.sum(dim=1) != 1).any():
             raise DataError("cell tokens need one-hot images: every cell must hold exactly one symbol")
-        return onehot.argmax(dim=1)                                         # (B, H*W)
+        return self._reorder(onehot.argmax(dim=1), self._order)             # (B, H*W)
 
     def tokens_to_bits(self, tokens):
-        """tokens: (B, T) long -> (B, D) uint8 bits in (C, H, W) order."""
+        """tokens: (B, T) long in the model's token order -> (B, D) uint8 bits in (C, H, W) order."""
+        tokens = self._reorder(tokens, self._unorder)                       # (B, T) image order
         if self.config.tokens == "bits":
             return tokens.to(torch.uint8)
         onehot = F.one_hot(tokens, self.vocab_size)                         # (B, H*W, C)
         return onehot.transpose(1, 2).reshape(len(tokens), -1).to(torch.uint8)
+
+    @staticmethod
+    def _reorder(x, index):
+        """x (B, T) with its columns taken at `index` (None: unchanged)."""
+        return x if index is None else x[:, index.to(x.device)]
 
     # ----- likelihood ------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scoreprobe.errors import ConfigError
+from scoreprobe.models.order import TOKEN_ORDERS
 from scoreprobe.limits import (MAX_BATCH, MAX_DEPTH, MAX_HIDDEN, MAX_ITEMS, MAX_SIGMA, MAX_STEP, check_int, check_positive,
                                check_real, check_seed)
 
@@ -33,8 +34,25 @@ _REAL_RANGES = {"p_mean": (-30.0, 30.0), "p_std": (0.0, 10.0), "lr_min": (0.0, 1
                 "ema_decay": (0.0, 1.0)}
 
 
+# a GPT of about the grid DiT's parameters (hidden_size 80, depth 4, patch 2, 6x6: 507 124): 489 500 (-3.5%),
+# scoreprobe.models.build.param_count; its width, depth and heads as TrainConfig spells them for model="gpt"
+MATCHED_GPT = dict(model="gpt", size="tiny", hidden_size=100, depth=4, num_heads=4)
+
+
 @dataclass
 class TrainConfig:
+    """The settings of one training run (stored in run.json as `config`; fields added later take their
+    defaults when an older run.json lacks them).
+
+    For model="gpt", hidden_size / depth / num_heads set the GPT's n_embd / n_layer / n_head (over the
+    models.gpt.GPT_SIZES preset `size`), and `token_order` the order in which it reads the pixels:
+    "raster" (row by row; every run before the field existed), "patch" (the image cut into the DiT's
+    patch_size x patch_size patches, the patches in raster order, raster order inside each patch) or
+    "random" (one fixed permutation, models.order.RANDOM_ORDER_SEED: a control without locality). The
+    order is stored in the architecture (run.json `arch`, every checkpoint) and restored on loading;
+    samples and likelihoods always take and give images in (C, H, W) order. DiTs read patches and take
+    only "raster" (the default).
+    """
     rule: dict = field(default_factory=lambda: {"name": "parity", "G": 2, "shape": [6, 6],
                                                 "layout": "contiguous", "seed": 0})  # random before 2026-12-01
     n_train: int = 256           # training set size N
@@ -47,6 +65,7 @@ class TrainConfig:
     hidden_size: int = None      # override the preset's width
     depth: int = None            # override the preset's depth
     num_heads: int = None        # override the preset's heads
+    token_order: str = "raster"  # GPT pixel order: raster, patch (patch_size patches, raster within), random (fixed)
     global_token: bool = False   # DiT: a learned register token whose state every block broadcasts to all tokens
     multiplicative: bool = False  # DiT: GLU MLPs (products of two projections) at the plain MLP's parameter count
     curriculum: str = ""         # G_START:G_END:STEPS: parity on pieces of G_START of the rule's groups until STEPS; "" off
@@ -119,6 +138,10 @@ class TrainConfig:
             raise ConfigError(f"model must be 'dit' or 'gpt', got {self.model!r}")
         if self.model != "dit" and (self.global_token or self.multiplicative):
             raise ConfigError("global_token and multiplicative are DiT switches; use model='dit'")
+        if self.token_order not in TOKEN_ORDERS:
+            raise ConfigError(f"token_order must be one of {', '.join(TOKEN_ORDERS)}, got {str(self.token_order)[:40]!r}")
+        if self.model != "gpt" and self.token_order != "raster":
+            raise ConfigError(f"token_order {self.token_order!r} is a GPT setting; use model='gpt'")
         self._check_numbers()
         self.curriculum_plan()
         if self.save_dtype not in ("float32", "float16", "bfloat16"):
