@@ -164,11 +164,27 @@ def _clock_dataset(x, dataset, rule, n_samples, keep_bits):
     ds["nearest_train_hamming"] = xr.Variable(("sample",), np.asarray(cls["nearest_train_hamming"], np.int64), {
         "long_name": "Hamming distance from the thresholded sample to the nearest training item (-1: invalid)",
         "units": "1"})
+    if rule.family_names:
+        ds = _add_families(ds, cls, rule)
     if keep_bits:
         ds["bits"] = xr.Variable(("sample", "bit"), cls["bits"].astype(np.uint8),
                                  {"long_name": "thresholded sample bits", "units": "1"})
         bit_attrs = {"long_name": "bit index", "units": "1"}
         ds = ds.assign_coords(bit=("bit", np.arange(rule.n_bits, dtype=np.int64), bit_attrs))
+    return ds
+
+
+def _add_families(ds, cls, rule):
+    """family_valid (sample, family) uint8 (0 for a non-finite endpoint) and family_acc (family,)."""
+    finite = np.asarray(cls["state"]) != data.STATE_CODES["invalid"]
+    valid = rule.family_valid(cls["bits"]) & finite[:, None]                 # (n, F)
+    ds = ds.assign_coords(family=("family", np.array(rule.family_names, dtype=str),
+                                  {"long_name": "constraint family (docs/definitions.md)"}))
+    ds["family_valid"] = xr.Variable(("sample", "family"), valid.astype(np.uint8), {
+        "long_name": "the thresholded sample satisfies the constraint family", "units": "1",
+        "flag_values": [0, 1], "flag_meanings": "violated satisfied"})
+    ds["family_acc"] = xr.Variable(("family",), valid.mean(axis=0).astype(np.float64), {
+        "long_name": "fraction of samples satisfying the constraint family (non-finite ones fail)", "units": "1"})
     return ds
 
 
@@ -262,6 +278,8 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     config = {"probe": "clocks", "definitions": DEFINITIONS_VERSION, "n_samples": int(n_samples),
               "seed": int(seed), "noise": ode.NOISE, "n_steps": int(n_steps), "keep_bits": bool(keep_bits),
               "sampler": spec.config(), "source": source_identity(obj), "data": _dataset_identity(dataset, rule)}
+    if rule.family_names:   # only for rules with families, so the configs (and stores) of the others are unchanged
+        config["families"] = list(rule.family_names)
 
     def probe(model):   # a StackedDenoiser of K checkpoints gives K Datasets
         return clock_step(model, dataset, rule, n_samples=n_samples, seed=seed, n_steps=n_steps,

@@ -21,6 +21,8 @@ import numpy as np
 from scoreprobe.defaults import MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import ConfigError
 from scoreprobe.probes import taus as taus_mod
+from scoreprobe.probes.abruptness import abruptness
+from scoreprobe.probes.families import family_draws, interval
 
 DRAW_KEYS = ("tau_rule", "tau_mem", "tau_novel", "window_log10_width", "abruptness")
 _THRESHOLD_OF = {"tau_rule": "rule", "tau_mem": "mem", "tau_novel": "novel"}
@@ -42,11 +44,9 @@ def tau_draws(ds, key, n_boot=1000, seed=0, threshold=None):
     window_log10_width (0 when closed); abruptness (see `probes.abruptness`).
     """
     if key == "abruptness":
-        from scoreprobe.probes.abruptness import abruptness
         a = abruptness(ds, n_boot=n_boot, seed=seed)
         return a["abruptness"], a["draws"]
     if key.startswith("tau_family:"):
-        from scoreprobe.probes.families import family_draws
         return family_draws(ds, key.split(":", 1)[1], threshold=threshold or RULE_THRESHOLD, n_boot=n_boot,
                             seed=seed)
     if key not in DRAW_KEYS:
@@ -122,7 +122,8 @@ def pool_seeds(points, draws, n_boot=2000, seed=0, ci=0.95, log=True, last_steps
     ----------
     points : (S,) per-seed values (inf or NaN: not reached). draws : S arrays of sample-level
         bootstrap draws (tau_draws; inf: not reached). last_steps : (S,) each run's last
-        checkpoint, used in place of an unreached point (the pooled value is then a lower bound).
+        checkpoint, used in place of an unreached point (the pooled value is then a lower bound;
+        without last_steps an unreached seed makes it inf).
     log : geometric mean (τ) or arithmetic mean (abruptness, window widths).
 
     Returns
@@ -153,14 +154,6 @@ def _slopes(X, Y):
     with np.errstate(invalid="ignore"):
         slope = np.sum(w * Y, axis=-1)
         return slope, np.mean(Y, axis=-1) - slope * X.mean()
-
-
-def _interval(v, ci):
-    """Percentile interval of (B,) replicates; an undetermined one (NaN) counts against both ends."""
-    q = [(1 - ci) / 2 * 100, (1 + ci) / 2 * 100]
-    lo = np.percentile(np.where(np.isnan(v), -np.inf, v), q[0], method="lower")
-    hi = np.percentile(np.where(np.isnan(v), np.inf, v), q[1], method="higher")
-    return [float(lo), float(hi)]
 
 
 def seed_fit(xs, points, draws, kind="power", n_boot=2000, seed=0, ci=0.95, last_steps=None):
@@ -209,7 +202,7 @@ def _fit_report(out, kind, used, pooled, reps, ci):
         slope, icpt = _slopes(X, np.log(np.asarray(pooled)))
         r_slope, r_icpt = _slopes(X, np.log(np.stack(reps, axis=1)))    # (B,) each
     if kind == "power":
-        return {**out, "a": float(np.exp(icpt)), "b": float(slope), "b_ci": _interval(r_slope, ci),
-                "a_ci": [float(np.exp(v)) for v in _interval(r_icpt, ci)]}
-    return {**out, "factor": float(np.exp(slope)), "factor_ci": [float(np.exp(v)) for v in _interval(r_slope, ci)],
+        return {**out, "a": float(np.exp(icpt)), "b": float(slope), "b_ci": interval(r_slope, ci),
+                "a_ci": [float(np.exp(v)) for v in interval(r_icpt, ci)]}
+    return {**out, "factor": float(np.exp(slope)), "factor_ci": [float(np.exp(v)) for v in interval(r_slope, ci)],
             "c": float(icpt)}
