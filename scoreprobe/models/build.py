@@ -4,7 +4,7 @@ from scoreprobe.limits import (MAX_BITS, MAX_DEPTH, MAX_HIDDEN, MAX_LABEL_ROWS, 
                                MAX_TRAIN_BYTES, check_int, check_positive)
 from scoreprobe.models.dit import DIT_SIZES, dit_from_config
 from scoreprobe.models.edm import EDMDenoiser
-from scoreprobe.models.order import TOKEN_ORDERS, check_pixel_order
+from scoreprobe.models.order import check_token_order
 
 
 def model_arch(cfg, rule):
@@ -130,12 +130,7 @@ def _check_gpt(arch):
     if e % heads or arch.get("tokens") not in ("bits", "cells") or (arch["tokens"] == "cells" and C < 2):
         raise ConfigError(f"n_embd {e} must be divisible by n_head {heads}, and tokens 'bits' or 'cells' "
                           f"(cells need C >= 2), got {str(arch.get('tokens'))[:20]!r}")
-    order, perm = arch.get("token_order", "raster"), arch.get("token_perm")
-    if order not in TOKEN_ORDERS or (perm is None) != (order == "raster"):
-        raise ConfigError(f"token_order must be one of {TOKEN_ORDERS} with a token_perm unless raster, got "
-                          f"{str(order)[:40]!r}")
-    if perm is not None:
-        check_pixel_order(perm, H * W)
+    check_token_order(arch.get("token_order", "raster"), arch.get("token_perm"), H * W)
     vocab, n_tokens = (2, C * H * W) if arch["tokens"] == "bits" else (C, H * W)
     return _check_count(layers * (4 * e * e + 2 * e * m) + e * (2 * vocab + 1 + n_tokens))
 

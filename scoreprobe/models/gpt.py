@@ -22,7 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from scoreprobe.errors import ConfigError, DataError
-from scoreprobe.models.order import TOKEN_ORDERS, check_pixel_order, pixel_order
+from scoreprobe.models.order import check_pixel_order, check_token_order, pixel_order
 
 PUZZLE_RULES = ("latin", "sudoku")
 
@@ -56,11 +56,7 @@ class GPTConfig:
             raise ConfigError("cell tokens need C >= 2 one-hot channels")
         if self.n_embd % self.n_head:
             raise ConfigError(f"n_embd {self.n_embd} is not divisible by n_head {self.n_head}")
-        if self.token_order not in TOKEN_ORDERS or (self.token_perm is None) != (self.token_order == "raster"):
-            raise ConfigError(f"token_order must be one of {TOKEN_ORDERS} with a token_perm unless raster, got "
-                              f"{str(self.token_order)[:40]!r}")
-        if self.token_perm is not None:
-            check_pixel_order(self.token_perm, self.image_shape[1] * self.image_shape[2])
+        check_token_order(self.token_order, self.token_perm, self.image_shape[1] * self.image_shape[2])
 
     def token_index(self):
         """(n_tokens,) int64: the bit (or cell) index, in image order, that token t reads."""

@@ -49,6 +49,16 @@ def check_pixel_order(perm, n):
     return arr
 
 
+def check_token_order(order, perm, n):
+    """ConfigError unless `order` is a TOKEN_ORDERS name with `perm` None for raster and a permutation of
+    0..n-1 (check_pixel_order) otherwise, as an architecture dict stores them."""
+    if order not in TOKEN_ORDERS or (perm is None) != (order == "raster"):
+        raise ConfigError(f"token_order must be one of {TOKEN_ORDERS} with a token_perm unless raster, got "
+                          f"{str(order)[:40]!r}")
+    if perm is not None:
+        check_pixel_order(perm, n)
+
+
 def group_locality(groups, shape, perm, patch_size=2):
     """How local a rule's pixel groups are in a token order, and within the DiT's patches.
 
