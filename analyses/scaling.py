@@ -15,8 +15,9 @@ and, after every finished run, rewrites the tables from the exports:
   <results>/scaling_<preset>_curves.png  memorization curves of GPT vs DiT, family accuracies
 
 Usage:
-  python analyses/scaling.py --preset cpu --jobs 2      # the CPU preset: ≈ 5 h on 2 idle cores (below)
-  python analyses/scaling.py --smoke                    # < 1 min: the pipeline end to end
+  python analyses/scaling.py --preset cpu --jobs 2      # the CPU preset: 45 runs, ≈ 5.0 h on 2 idle cores
+                                                        # (estimated from one-thread rates measured here)
+  python analyses/scaling.py --smoke                    # 7 toy runs: ≈ 1 min idle (4.5 min at load 7)
   python analyses/scaling.py --from-results             # every table and figure from the .npz files, seconds
   python analyses/scaling.py --only N,G --train-only    # some axes; train only
   python analyses/scaling.py --device cuda              # GPU preset: the full grid, seeds as stacked ensembles
@@ -27,8 +28,11 @@ by a hierarchical bootstrap (`pool_seeds`: seeds with replacement, then samples)
 with seed-inclusive CIs (`seed_fit`), abruptness of memorization (`probes.abruptness`), why a window is
 closed (`taus.window_status`), constraint-family clocks (`family_taus`). docs/definitions.md.
 
-The CPU preset (scaling_grid.PRESETS["cpu"]; times from scaling_grid.budget, one-thread rates
-measured on this machine): see SIZING in scaling_grid.py for each choice and what it costs.
+The CPU preset (scaling_grid.PRESETS["cpu"]; `--plan` prints the runs in order with the estimated time
+by which each is done): the N axis (G = 2: N = 30…240; G = 3: N = 120, 240) and the G axis (N = 240:
+G = 2, 3, 4) with two seeds first (≈ 2.0 h: b and the G factor with seed-inclusive CIs), then one seed
+of exact-K, row-K, Sudoku, Latin, the GPTs and the capacity sizes (≈ 2.9 h: every table has numbers),
+then the third seeds (≈ 5.0 h). The sizing choices and what each costs: scaling_grid.py's docstring.
 """
 import argparse
 import logging
@@ -40,6 +44,7 @@ from pathlib import Path
 import scaling_grid as grid_mod
 from grid import finished, measured_clocks, train_ensembles, worker_init
 from scaling_export import export_run, load_exports
+from scaling_tables import write_all as write_tables
 from scoreprobe.loading.series import load_series
 from scoreprobe.models.build import param_count
 from scoreprobe.probes.clocks import resolve_device
@@ -112,9 +117,9 @@ def _previous(export, run):
 
 def run_all(args, runs, on_done):
     """run_one over `runs` in order, `args.jobs` at a time (one thread each); on_done(name) after each."""
-    if args.ensemble:
-        train_ensembles([r.cfg for r in runs if r.meta["model"] == "dit"],
-                        [run_dir(args, r) for r in runs if r.meta["model"] == "dit"], args.device)
+    if args.ensemble:   # DiTs on 6x6 images (one architecture per group); GPTs and the 4x4 puzzles train alone
+        stack = [r for r in runs if r.meta["model"] == "dit" and r.meta["rule"] not in ("sudoku", "latin")]
+        train_ensembles([r.cfg for r in stack], [run_dir(args, r) for r in stack], args.device)
     if args.jobs <= 1 or args.ensemble:
         for r in runs:
             on_done(run_one(args, r))
@@ -134,14 +139,13 @@ def plan_lines(runs, args):
     lines = [f"{len(runs)} runs, preset {args.preset}, {args.jobs} at a time: {b['steps']} training steps, "
              f"estimated {b['wall_h']:.2f} h ({b['thread_s'] / 3600:.1f} thread-hours)"]
     lines += [f"  {axis}: {h:.2f} h" for axis, h in b["wall_h_by_axis"].items()]
-    lines += [f"  {i + 1:3d} {r.name:28s} {r.steps:6d} steps ~{grid_mod.run_seconds(r, args.n_samples) / 60:5.1f} min"
-              f"  ({', '.join(r.axes)})" for i, r in enumerate(runs)]
+    done = 0.0
+    for i, r in enumerate(runs):
+        sec = grid_mod.run_seconds(r, args.n_samples)
+        done += sec / args.jobs
+        lines.append(f"  {i + 1:3d} {r.name:24s} {r.steps:6d} steps ~{sec / 60:5.1f} min, all done by ~{done / 3600:4.2f} h"
+                     f"  ({', '.join(r.axes)})")
     return lines
-
-
-def write_tables(args, runs):
-    from scaling_tables import write_all
-    return write_all(args, runs)
 
 
 def main(argv=None):

@@ -30,7 +30,7 @@ def export_run(ds, cfg, params, path, train_s=None, clocks_s=None, meta=None):
               "clocks_s": np.float64(np.nan if clocks_s is None else clocks_s)}
     if "family_valid" in ds:
         fv = ds["family_valid"].transpose("step", "sample", "family").values.astype(bool)   # (S, n, F)
-        arrays.update(family_valid=np.packbits(fv, axis=1), family=np.asarray(ds["family"].values, dtype=str))
+        arrays.update(family_valid=np.packbits(fv, axis=1), family=np.array([str(f) for f in ds["family"].values]))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.npz")
@@ -74,7 +74,7 @@ def clocks_dataset(step, state, novel_oracle, family=None):
         valid, names = family
         ds["family_valid"] = (("step", "sample", "family"), valid)
         ds["family_acc"] = (("step", "family"), valid.mean(axis=1))
-        ds = ds.assign_coords(family=np.asarray(names, dtype=str))
+        ds = ds.assign_coords(family=np.array([str(f) for f in names]))
     return ds
 
 

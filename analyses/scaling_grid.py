@@ -6,9 +6,32 @@ axes). Parity DiT runs are two_clocks' own (`two_clocks.train_config`, `run_name
 <out>/scaling/<name>. Runs are ordered by `Run.rank`: the N axis at G = 2 and the G axis first (every
 seed), then one round per seed of the remaining configurations, most important claim first, so an
 interrupted preset has already produced the tables that matter most.
+
+SIZING of the CPU preset (≈ 5 h on 2 idle cores, two one-thread runs at a time; `budget` at the rates
+below) — each choice and what it costs:
+- every DiT run is two_clocks' recipe: 12 000 views per training image (steps = views·N/96, at least
+  3000), 20 log-spaced checkpoints from step 200, 1000 samples per checkpoint. Larger N (480+) would
+  test b over a wider range but costs 60 000 steps per run; b rests on N = 30…240 (one decade).
+- G axis at N = 240 only (G = 2, 3, 4). G = 4 is expected not to reach rule accuracy 0.9 in 30 000
+  steps: its τ_rule is a lower bound, and the factor per unit G above G = 3 only a bound; G = 4 has 2
+  seeds (a third tightens a bound only).
+- N axis G = 2 at N = 30, 60, 120, 240 and G = 3 at N = 120, 240, 3 seeds each.
+- capacity at N = 120 (where G = 2 reaches the rule well before memorization): DiT 48×2 (0.10M
+  parameters), 80×4 (0.51M, the grid's own runs), 128×4 (1.27M). 128×4 costs 1.7× a width-80 run and
+  has 2 seeds (its seed spread is estimated from two); a factor 12 in parameters.
+- exact-K (k = 18: C(36, 18) valid images) and row-K (k = 3: 20^6) at N = 120 with the 80×4 DiT, against
+  parity G = 2, 3 at N = 120; row-K 2 seeds.
+- Sudoku 4×4 and Latin 4×4 at N = 60 (not 120: with 288 Sudoku grids, N = 120 would make 42% of a perfect
+  generalizer's samples copies; at 60 it is 21% for Sudoku, 10% for Latin, so τ_mem of these rules reads
+  chance copies and is not comparable to parity's); held-out = the rest of the valid set (≤ 1024);
+  Latin 2 seeds. The family clocks (rows, columns, boxes, cells) are the point of these runs.
+- matched GPT (MATCHED_GPT: width 100, depth 4, 0.49M parameters, -3.5% vs the DiT) on the g2-n120 data,
+  lr 2e-3 as the DiT, patch order (3 seeds; locality comparable to the DiT's patches) and raster order
+  (2 seeds). A GPT step costs 4× a DiT step (36 tokens vs 9), so the GPT trains 3000 steps (2400 views;
+  the 0.20M GPT of gpt_clocks.py memorized at 654 views) with checkpoints from step 50: if the matched
+  GPT memorizes later than 3000 steps its τ_mem is a lower bound and its abruptness a partial rise.
 """
 import dataclasses
-import math
 from types import SimpleNamespace
 
 import two_clocks
@@ -21,8 +44,12 @@ PARITY = "parity"
 # loaded machine as ratios to the width-80 DiT in the same run (80/4: 17.7 and 13.9; 48/2: 58.4;
 # 128/4: 9.6; Sudoku 4x4 80/4: 18.1; GPT tiny 0.20M: 6.95) and scaled to its idle 23 steps/s
 # (checkpoints/README.md). Keyed by (model, width, depth); puzzles (4 tokens) run as fast as 6x6.
-STEPS_PER_S = {("dit", 80, 4): 23.0, ("dit", 48, 2): 85.0, ("dit", 128, 4): 13.9, ("gpt", None, None): 10.0}
-CLOCK_S_PER_CKPT = {"dit": 8.0, "gpt": 6.0}   # 1000 samples on one thread; width 128: × 1.7
+STEPS_PER_S = {("dit", 80, 4): 23.0, ("dit", 48, 2): 85.0, ("dit", 128, 4): 13.9, ("gpt", 100, 4): 5.7}
+# clocks of one checkpoint, 1000 samples, one thread: DiT 80/4 22.5 s and matched GPT 3.6 s on the loaded
+# machine (same run, 2.2x slower than idle): ≈ 10 s and 1.6 s idle; other DiT sizes scaled by their step rate
+CLOCK_S_PER_CKPT = {"dit": 10.0, "gpt": 1.6}
+PUZZLE_CLOCK_FACTOR = 0.55   # 4x4 puzzles (4 tokens): Sudoku 9.6 s vs ≈ 17 s for the 80/4 DiT on 6x6, same run
+CPU_BUDGET_H = 5.0    # the CPU preset on 2 cores (issue 25 item 9: "≈ 5 hours"; within 5% of it)
 
 PRESETS = {
     "smoke": dict(base=dict(views=60, min_steps=30, n_checkpoints=5, first_checkpoint=5, n_heldout=32,
@@ -31,14 +58,17 @@ PRESETS = {
                   capacity=dict(N=8, Gs=[2], sizes=[[16, 1], [32, 4]], seeds=[0]),
                   rules=dict(N=8, rules=[{"name": "exactk", "k": 18}]),
                   puzzles=dict(N=8, rules=[{"name": "sudoku", "n": 4}]),
-                  gpt=dict(N=8, G=2, orders=["raster"], overrides=dict(hidden_size=16, depth=1), seeds=[0])),
+                  gpt=dict(N=8, G=2, orders=["patch"], overrides=dict(hidden_size=16, depth=1), seeds=[0])),
     "cpu": dict(base=dict(views=12000, min_steps=3000, n_checkpoints=20, first_checkpoint=200, n_heldout=1024,
                           batch_size=96, hidden_size=80), n_samples=1000, n_steps=None, seeds=[0, 1, 2], jobs=2,
                 G_axis=dict(N=240, Gs=[2, 3, 4]), N_axis=dict(G=2, Ns=[30, 60, 120, 240], G3_Ns=[120, 240]),
                 capacity=dict(N=120, Gs=[2, 3], sizes=[[48, 2], [80, 4], [128, 4]], seeds=[0, 1, 2]),
                 rules=dict(N=120, rules=[{"name": "exactk", "k": 18}, {"name": "rowk", "k": 3}]),
                 puzzles=dict(N=60, rules=[{"name": "sudoku", "n": 4}, {"name": "latin", "n": 4}]),
-                gpt=dict(N=120, G=2, orders=["patch", "raster"], overrides={}, seeds=[0, 1, 2])),
+                gpt=dict(N=120, G=2, orders=["patch", "raster"], overrides=dict(total_steps=3000, first_checkpoint=50),
+                         seeds=[0, 1, 2]),
+                fewer_seeds={"g4-n240": [0, 1], "w128d4-g2-n120": [0, 1], "w128d4-g3-n120": [0, 1],
+                             "rowk3-n120": [0, 1], "latin4-n60": [0, 1], "gpt-raster-g2-n120": [0, 1]}),
     "gpu": dict(base=dict(views=14000, min_steps=20000, n_checkpoints=24, first_checkpoint=200, n_heldout=1024,
                           batch_size=256, hidden_size=80), n_samples=2000, n_steps=None, seeds=[0, 1, 2, 3, 4],
                 jobs=1, G_axis=dict(N=256, Gs=[2, 3, 4, 6]), N_axis=dict(G=2, Ns=[32, 64, 128, 256, 512, 1024],
@@ -47,7 +77,8 @@ PRESETS = {
                               seeds=[0, 1, 2, 3, 4]),
                 rules=dict(N=256, rules=[{"name": "exactk", "k": 18}, {"name": "rowk", "k": 3}]),
                 puzzles=dict(N=60, rules=[{"name": "sudoku", "n": 4}, {"name": "latin", "n": 4}]),
-                gpt=dict(N=256, G=2, orders=["patch", "raster"], overrides={}, seeds=[0, 1, 2, 3, 4])),
+                gpt=dict(N=256, G=2, orders=["patch", "raster"], overrides=dict(total_steps=8000, first_checkpoint=50),
+                         seeds=[0, 1, 2, 3, 4])),
 }
 
 
@@ -126,7 +157,11 @@ def gpt_run(args, G, N, seed, order, overrides):
 # The plan: every axis' runs, merged by name, in order of importance
 # ---------------------------------------------------------------------------------------------
 
-CORE = ("N", "G")   # every seed of these first: b's and the G factor's seed-inclusive CIs
+CORE = ("N", "G")   # the headline claims: b of τ_mem ∝ N^b and the per-unit-G factor
+# training rounds: (core?, seed position) -> round. The core's first two seeds first (seed-inclusive CIs for the
+# headline claims), then the first seed of every other configuration (every table has numbers), then the
+# core's third seed, then the other configurations' second and third seeds.
+ROUNDS = {(True, 0): 0, (True, 1): 0, (False, 0): 1, (True, 2): 2, (False, 1): 3, (False, 2): 4}
 
 
 def axis_runs(p, args):
@@ -149,7 +184,7 @@ def axis_runs(p, args):
 
 def plan(preset, only=AXES, args=None):
     """The runs of `only` (axes) in the order they train: Runs merged by name (axes joined), sorted by rank =
-    (not core, seed round, importance, longer first)."""
+    (ROUNDS round, seed position, importance = first listing, longer first)."""
     p, args = PRESETS[preset], args or base_args(preset)
     runs, importance = {}, {}
     for axis, rs in axis_runs(p, args).items():
@@ -158,22 +193,26 @@ def plan(preset, only=AXES, args=None):
             importance.setdefault(r.group, len(importance))   # first axis, first listed: most important
             if axis in only:
                 run.axes += (axis,)
-    out = [r for r in runs.values() if r.axes]
+    fewer = p.get("fewer_seeds", {})
+    out = [r for r in runs.values() if r.axes and r.seed in fewer.get(r.group, [r.seed])]
+    core_groups = {x.group for a, rs in axis_runs(p, args).items() if a in CORE for x in rs}
+    seeds = sorted({r.seed for r in out})
     for r in out:
-        core = any(a in CORE for a in r.axes) and r.meta["rule"] == PARITY and r.meta["width"] == args.hidden_size \
-            and r.meta["model"] == "dit" and r.group in {x.group for a in CORE for x in axis_runs(p, args)[a]}
-        r.rank = (0 if core else 1, sorted(p["seeds"]).index(r.seed) if r.seed in p["seeds"] else r.seed,
-                  importance[r.group], -r.steps)
+        pos = seeds.index(r.seed)
+        r.rank = (ROUNDS.get((r.group in core_groups, pos), 5 + pos), pos, importance[r.group], -r.steps)
     return sorted(out, key=lambda r: r.rank)
 
 
 def run_seconds(run, n_samples=1000):
     """Estimated one-thread seconds of a run: training at STEPS_PER_S, clocks at CLOCK_S_PER_CKPT per checkpoint
-    (scaled by n_samples / 1000 and, for width 128, by 1.7)."""
+    (scaled by n_samples / 1000 and, for DiT sizes, by their step rate)."""
     m = run.meta
-    key = ("gpt", None, None) if m["model"] == "gpt" else ("dit", m["width"], m["depth"])
-    rate = STEPS_PER_S.get(key, STEPS_PER_S[("dit", 80, 4)] * (80 / (m["width"] or 80)) ** 2 * 4 / (m["depth"] or 4))
-    clock = CLOCK_S_PER_CKPT[m["model"]] * n_samples / 1000 * (1.7 if (m["width"] or 0) >= 128 else 1.0)
+    rate = STEPS_PER_S.get((m["model"], m["width"], m["depth"]))
+    if rate is None:   # a size not measured: cost ∝ width² · depth from the width-80 DiT
+        rate = STEPS_PER_S[("dit", 80, 4)] * (80 / m["width"]) ** 2 * 4 / m["depth"]
+    ref = STEPS_PER_S[("dit", 80, 4)] if m["model"] == "dit" else rate
+    clock = CLOCK_S_PER_CKPT[m["model"]] * n_samples / 1000 * ref / rate
+    clock *= PUZZLE_CLOCK_FACTOR if m["rule"] in ("sudoku", "latin") else 1.0
     return run.steps / rate + run.cfg.n_checkpoints * clock
 
 

@@ -1,9 +1,7 @@
 """Sections of the scaling tables beyond the parity G and N axes: capacity, other rules, Sudoku / Latin
 constraint families, the matched GPT, and why each window is closed."""
-import math
-
 from scaling_stats import axis_fit, by_group, family_order, pooled
-from scaling_tables import _cells, _statuses, ci_text, fmt, pooled_cell, select
+from scaling_format import cells as _cells, ci_text, fmt, pooled_cell, select, statuses as _statuses
 
 KEYS3 = ["tau_rule", "tau_mem", "window_log10_width"]
 HEAD3 = "τ_rule pooled [95% CI] (per seed) | τ_mem pooled [95% CI] (per seed) | window log10 width (per seed)"
@@ -73,7 +71,7 @@ def section_puzzles(rows, draws, p):
         if "families" not in rs[0]:
             lines += [f"- {spec['name']}: no family variables in the export (clocks without families)", ""]
             continue
-        fams = [f for f in rs[0]["families"] if f != "order"]
+        fams = rs[0]["family_names"]
         res = {f: pooled(rs, draws, f"tau_family:{f}") for f in fams}
         res["all (τ_rule)"] = pooled(rs, draws, "tau_rule")
         lines += [f"### {spec['name']} {spec['n']}×{spec['n']} ({len(rs)} seeds)", "",
@@ -81,7 +79,9 @@ def section_puzzles(rows, draws, p):
         lines += [f"| {f} | {pooled_cell(v)} |" for f, v in res.items()]
         order = family_order(rs, draws) if {"rows", "columns"} <= set(fams) else None
         out[spec["name"]] = {"families": res, "rows<columns": order}
-        if order:
+        if order and order["n_reached"] == 0:
+            lines += ["", "- rows before columns: not decidable, no seed has both rows and columns reached"]
+        elif order:
             share = " / ".join(fmt(s, 2) if s is not None else "—" for s in order["per_seed_share_first"])
             lines += ["", f"- rows before columns: τ_rows / τ_columns = {pooled_cell(order, 2)}; per seed, share of "
                       f"resamples in which rows reach 0.9 first: {share}"]
@@ -106,7 +106,3 @@ def section_gpt(rows, draws, p):
             lines.append(f"| {label} | {rs[0]['params']:,} | {len(rs)} | " + " | ".join(cells) + " |")
     return lines + ["", "- abruptness: the steepest rise of logit(mem_ratio) per decade of steps between checkpoints "
                     "(docs/definitions.md); the paper: memorization is more abrupt for the GPT"], out
-
-
-def _nan_to_none(v):
-    return None if isinstance(v, float) and math.isnan(v) else v

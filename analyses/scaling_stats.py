@@ -1,7 +1,6 @@
 """Statistics of analyses/scaling.py, from the minimal clocks Datasets of the exports: per run (τ with
 sample-level draws, window status, peaks, abruptness, family clocks) and per configuration (pooled over
 seeds with the hierarchical bootstrap of `scoreprobe.probes.seeds`)."""
-import math
 
 import numpy as np
 
@@ -31,6 +30,7 @@ def run_stats(name, run, info):
     if "family" in ds.coords:
         from scoreprobe.probes.families import family_taus
         out["families"] = family_taus(ds, n_boot=N_BOOT)
+        out["family_names"] = [str(f) for f in ds.family.values]
         for f in ds.family.values:
             draws[f"tau_family:{f}"] = tau_draws(ds, f"tau_family:{f}", n_boot=N_BOOT)
     if not np.isfinite(out["tau_rule"]):

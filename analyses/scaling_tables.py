@@ -3,28 +3,13 @@ scaling_figures from the same numbers."""
 import json
 import math
 
+import scaling_grid
+import scaling_sections as sec
 from scaling_export import load_exports
-from scaling_stats import axis_fit, by_group, family_order, pooled, ratio_pooled, run_stats
+from scaling_figures import figures
+from scaling_format import cells as _cells, ci_text, fmt, pooled_cell, select, statuses as _statuses
+from scaling_stats import axis_fit, ratio_pooled, run_stats
 from scoreprobe.store import normalize_config
-
-
-def fmt(v, digits=0):
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "—"
-    if isinstance(v, float) and math.isinf(v):
-        return "∞" if v > 0 else "−∞"
-    return f"{v:.{digits}f}" if digits or abs(v) < 1e15 else f"{v:.3g}"
-
-
-def ci_text(ci, digits=0):
-    return f"[{fmt(ci[0], digits)}, {fmt(ci[1], digits) if math.isfinite(ci[1]) else 'not reached'}]"
-
-
-def pooled_cell(p, digits=0):
-    """'pooled [lo, hi] (s0 / s1 / s2)'; '> pooled' for a lower bound (some seed unreached)."""
-    per = " / ".join("—" if not math.isfinite(v) else fmt(v, digits) for v in p["per_seed"])
-    head = f"> {fmt(p['pooled'], digits)}" if p["lower_bound"] else fmt(p["pooled"], digits)
-    return f"{head} {ci_text(p['ci'], digits)} ({per})"
 
 
 def collect(runs, folder):
@@ -39,10 +24,6 @@ def collect(runs, folder):
     return rows, draws, missing
 
 
-def select(rows, **meta):
-    return [r for r in rows if all(r["meta"].get(k) == v for k, v in meta.items())]
-
-
 def section_runs(rows, missing):
     lines = ["## Runs", "", "| run | params | steps | τ_rule [95% CI] | τ_mem [95% CI] | window | peak rule_acc "
              "| final mem | train s |", "|---|---:|---:|---|---|---|---:|---:|---:|"]
@@ -52,16 +33,6 @@ def section_runs(rows, missing):
                      f"| {r['final_mem_ratio']:.3f} | {fmt(r['train_s'])} |")
     lines += ["", "Not done: " + (", ".join(f"{k} ({v})" for k, v in missing.items()) or "none") + "."]
     return lines
-
-
-def _statuses(rs):
-    return "; ".join(f"s{r['seed']}: {r['window_status']}" for r in rs)
-
-
-def _cells(rs, draws, keys):
-    """{key: pooled} and the markdown cells of one configuration."""
-    p = {k: pooled(rs, draws, k) for k in keys}
-    return p, [pooled_cell(p[k], 2 if k in ("window_log10_width", "abruptness") else 0) for k in keys]
 
 
 def section_G(rows, draws, p):
@@ -122,7 +93,7 @@ def section_N(rows, draws, p):
             out.setdefault(f"G{G}", {})[N] = pg
             lines.append(f"| {G} | {N} | {len(rs)} | {cells[0]} | {cells[1]} | {_statuses(rs)} |")
         if len(groups) >= 2:
-            out[f"fit_mem_G{G}"] = fit = axis_fit(list(groups.values()), list(groups), draws, "tau_mem", "power")
+            out[f"fit_mem_G{G}"] = axis_fit(list(groups.values()), list(groups), draws, "tau_mem", "power")
             out[f"rule_N_G{G}"] = ratio_pooled(groups[min(groups)], groups[max(groups)], draws, "tau_rule")
     lines += [""] + _fit_lines(out.get(f"fit_mem_G{ax['G']}"), ax["G"]) + _invariance_lines(out, ax["G"])
     return lines, out
@@ -159,8 +130,6 @@ def _invariance_lines(out, G0):
 
 def report(args, runs):
     """(markdown text, JSON-able report) of every table, from the exports in args.exports."""
-    import scaling_grid
-    import scaling_sections as sec
     p = scaling_grid.PRESETS[args.preset]
     rows, draws, missing = collect(runs, args.exports)
     cmd = "python analyses/scaling.py" + ("" if args.preset == "cpu" else f" --preset {args.preset}") + " --from-results"
@@ -187,7 +156,6 @@ def report(args, runs):
 
 def write_all(args, runs):
     """Write <results>/scaling_<preset>.md, .json and the figures; returns the .md path."""
-    from scaling_figures import figures
     text, rep = report(args, runs)
     stem = args.results / f"scaling_{args.preset}"
     stem.with_suffix(".md").write_text(text)
