@@ -47,6 +47,7 @@ def panel_G(ax, rep):
         xs = np.array(Gs, dtype=float)
         ax.plot(xs, per[g0]["pooled"] * 10.0 ** (xs - g0), "--", color="grey", lw=1, label="paper: ×10 per unit G")
     ax.set(xlabel="group size G", ylabel="training step", yscale="log", title="τ_rule vs G")
+    ax.set_xticks(Gs or [2, 3, 4])
 
 
 def panel_N(ax, rep):
@@ -102,3 +103,31 @@ def figures(rep, args, stem):
     fig.suptitle(f"Scaling of the two clocks (preset {args.preset}): pooled over seeds, 95% CI ribbons; "
                  "open points: seeds; arrows: lower bounds / unbounded CIs")
     fig.savefig(stem.with_suffix(".png"), dpi=100)
+    curves_figure(rep, stem.with_name(stem.name + "_curves.png"))
+
+
+def curves_figure(rep, path):
+    """Memorization of the GPTs and the DiT on the same data (per seed), and the puzzles' family accuracies."""
+    fig = new_figure((12, 4.2))
+    ax1, ax2 = fig.subplots(1, 2)
+    g = {label: v["runs"] for label, v in rep.get("gpt", {}).items()}
+    runs = {r["run"]: r for r in rep.get("runs", [])}
+    for (label, names), color in zip(g.items(), ("black", "#d62728", "#1f77b4")):
+        for i, name in enumerate(names):
+            c = runs[name]["curve"]
+            ax1.plot(np.asarray(c["step"]) + 1, c["mem_ratio"], "-", color=color, lw=1,
+                     label=label if i == 0 else None)
+    ax1.axhline(0.1, color="grey", lw=0.5)
+    ax1.set(xscale="log", xlabel="training step + 1", ylabel="mem_ratio", title="memorization, GPT vs DiT (seeds)")
+    styles = dict(zip(("rows", "columns", "boxes", "cells"), ("-", "--", ":", "-.")))
+    for r, color in zip([r for r in rep.get("runs", []) if "family_names" in r and r["seed"] == 0],
+                        ("#2ca02c", "#9467bd", "#8c564b")):
+        for f in r["family_names"]:
+            ax2.plot(np.asarray(r["curve"]["step"]) + 1, r["curve"]["family_acc"][f], styles.get(f, "-"), color=color,
+                     label=f"{r['group']} {f}")
+    ax2.axhline(0.9, color="grey", lw=0.5)
+    ax2.set(xscale="log", xlabel="training step + 1", ylabel="family accuracy", title="constraint families (seed 0)")
+    for ax in (ax1, ax2):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.savefig(path, dpi=100)

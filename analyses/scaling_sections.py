@@ -102,7 +102,7 @@ def section_gpt(rows, draws, p):
         if rs:
             rs = sorted(rs, key=lambda r: r["seed"])
             pg, cells = _cells(rs, draws, KEYS3 + ["abruptness"])
-            out[label] = {"params": rs[0]["params"], **pg}
+            out[label] = {"params": rs[0]["params"], **pg, "runs": [r["run"] for r in rs]}
             lines.append(f"| {label} | {rs[0]['params']:,} | {len(rs)} | " + " | ".join(cells) + " |")
     return lines + ["", "- abruptness: the steepest rise of logit(mem_ratio) per decade of steps between checkpoints "
                     "(docs/definitions.md); the paper: memorization is more abrupt for the GPT"], out

@@ -26,11 +26,14 @@ def run_stats(name, run, info):
            **{k: t[k] for k in ("tau_rule", "tau_rule_ci", "tau_mem", "tau_mem_ci", "tau_novel", "tau_novel_ci",
                                 "window_open", "window_intervals", "window_log10_width", "window_log10_width_ci",
                                 "window_hi_censored", "under_resolved")}}
+    out["curve"] = {"step": ds.step.values.tolist(), "rule_acc": ds.rule_acc.values.tolist(),
+                    "mem_ratio": ds.mem_ratio.values.tolist()}
     draws = {k: tau_draws(ds, k, n_boot=N_BOOT) for k in KEYS}
     if "family" in ds.coords:
         from scoreprobe.probes.families import family_taus
         out["families"] = family_taus(ds, n_boot=N_BOOT)
         out["family_names"] = [str(f) for f in ds.family.values]
+        out["curve"]["family_acc"] = {f: ds.family_acc.sel(family=f).values.tolist() for f in out["family_names"]}
         for f in ds.family.values:
             draws[f"tau_family:{f}"] = tau_draws(ds, f"tau_family:{f}", n_boot=N_BOOT)
     if not np.isfinite(out["tau_rule"]):
@@ -72,16 +75,16 @@ def ratio_pooled(rows_a, rows_b, draws, key, seed=0, ci=0.95):
     reps = [hierarchical_replicates([draws[r["run"]][key][1] for r in rs], N_BOOT_POOL, s)
             for rs, s in ((rows_a, seed), (rows_b, seed + 1))]
     with np.errstate(invalid="ignore"):
-        ratio = reps[1] / reps[0]                                           # (B,)
+        ratio = np.where(np.isfinite(reps[0]), reps[1] / reps[0], np.nan)   # (B,); a unreached: undetermined
     return {"ratio": pb["pooled"] / pa["pooled"], "lower_bound": pb["lower_bound"], "ci": _interval(ratio, ci),
             "a": pa, "b": pb}
 
 
 def _interval(v, ci):
-    """Percentile interval of replicates, NaN and +inf counted as +inf (not reached)."""
-    v = np.where(np.isnan(v), np.inf, v)
+    """Percentile interval of replicates: +inf (b unreached) counts as +inf, NaN (undetermined) against both ends."""
     q = [(1 - ci) / 2 * 100, (1 + ci) / 2 * 100]
-    return [float(np.percentile(v, q[0], method="lower")), float(np.percentile(v, q[1], method="higher"))]
+    lo = np.percentile(np.where(np.isnan(v), -np.inf, v), q[0], method="lower")
+    return [float(lo), float(np.percentile(np.where(np.isnan(v), np.inf, v), q[1], method="higher"))]
 
 
 def _ratio(a, b):
