@@ -1,6 +1,6 @@
 """Sections of the scaling tables beyond the parity G and N axes: capacity, other rules, Sudoku / Latin
 constraint families, the matched GPT, and why each window is closed."""
-from scaling_stats import axis_fit, by_group, family_order, pooled
+from scaling_stats import axis_fit, by_group, family_order, pooled, ratio_pooled
 from scaling_format import cells as _cells, ci_text, fmt, pooled_cell, select, statuses as _statuses
 
 KEYS3 = ["tau_rule", "tau_mem", "window_log10_width"]
@@ -98,11 +98,17 @@ def section_gpt(rows, draws, p):
     cands = [("DiT (PF-ODE)", select(rows, rule="parity", model="dit", G=g["G"], N=g["N"],
                                      width=p["base"]["hidden_size"], depth=4))]
     cands += [(f"GPT {o} order (ancestral)", select(rows, model="gpt", token_order=o, N=g["N"])) for o in g["orders"]]
-    for label, rs in cands:
-        if rs:
-            rs = sorted(rs, key=lambda r: r["seed"])
-            pg, cells = _cells(rs, draws, KEYS3 + ["abruptness"])
-            out[label] = {"params": rs[0]["params"], **pg, "runs": [r["run"] for r in rs]}
-            lines.append(f"| {label} | {rs[0]['params']:,} | {len(rs)} | " + " | ".join(cells) + " |")
-    return lines + ["", "- abruptness: the steepest rise of logit(mem_ratio) per decade of steps between checkpoints "
+    done = {label: sorted(rs, key=lambda r: r["seed"]) for label, rs in cands if rs}
+    for label, rs in done.items():
+        pg, cells = _cells(rs, draws, KEYS3 + ["abruptness"])
+        out[label] = {"params": rs[0]["params"], **pg, "runs": [r["run"] for r in rs]}
+        lines.append(f"| {label} | {rs[0]['params']:,} | {len(rs)} | " + " | ".join(cells) + " |")
+    lines.append("")
+    dit = done.get(cands[0][0])
+    for label, rs in list(done.items())[1:] if dit else []:
+        r = ratio_pooled(dit, rs, draws, "abruptness")
+        out[label]["abruptness_vs_dit"] = r
+        verdict = "more abrupt" if r["ci"][0] > 1 else "less abrupt" if r["ci"][1] < 1 else "not distinguishable"
+        lines.append(f"- abruptness {label.split(' (')[0]} / DiT = {fmt(r['ratio'], 2)} {ci_text(r['ci'], 2)}: {verdict}")
+    return lines + ["- abruptness: the steepest rise of logit(mem_ratio) per decade of steps between checkpoints "
                     "(docs/definitions.md); the paper: memorization is more abrupt for the GPT"], out

@@ -67,12 +67,13 @@ def axis_fit(groups, xs, draws, key, kind, seed=0):
 
 
 def ratio_pooled(rows_a, rows_b, draws, key, seed=0, ci=0.95):
-    """Pooled τ(b) / τ(a) over seeds (configurations a, b): the ratio of the pooled values, its CI from the two
-    configurations' independent hierarchical replicates (an unreached replicate is +inf); None when a is unreached."""
+    """Pooled key(b) / key(a) over seeds (configurations a, b; τ or abruptness): the ratio of the pooled values, its
+    CI from the two configurations' independent hierarchical replicates (an unreached replicate is +inf); None
+    when a is unreached."""
     pa, pb = pooled(rows_a, draws, key, seed), pooled(rows_b, draws, key, seed + 1)
     if pa["lower_bound"]:
         return None
-    reps = [hierarchical_replicates([draws[r["run"]][key][1] for r in rs], N_BOOT_POOL, s)
+    reps = [hierarchical_replicates([draws[r["run"]][key][1] for r in rs], N_BOOT_POOL, s, LOG.get(key, True))
             for rs, s in ((rows_a, seed), (rows_b, seed + 1))]
     with np.errstate(invalid="ignore"):
         ratio = np.where(np.isfinite(reps[0]), reps[1] / reps[0], np.nan)   # (B,); a unreached: undetermined
