@@ -250,13 +250,16 @@ def measure_series(args, name):
     return t
 
 
-def retention_settings(args, seed):
-    return {"sigmas": args.ret_sigmas, "n_noise": args.ret_noise, "seed": seed, "n_train": args.ret_items,
+def retention_settings(args, seed, n_train=None):
+    """Retention settings of one seed; `ret_items` training items, or all of them when the series has
+    fewer (n_train: its training set size; the closed-window series has 30)."""
+    items = args.ret_items if n_train is None else min(args.ret_items, n_train)
+    return {"sigmas": args.ret_sigmas, "n_noise": args.ret_noise, "seed": seed, "n_train": items,
             "n_heldout": args.ret_items, **_ode_kw(args)}
 
 
 def measure_retention(args, name, series, steps, seed, run=True):
-    kw = retention_settings(args, seed)
+    kw = retention_settings(args, seed, n_train=len(series.dataset.train))
     out = store_path(args, name, f"retention-s{seed}", {**kw, "definitions": DEFINITIONS_VERSION})
     return _stored(out, lambda: retention(series, steps=steps, out=out, device=args.device, progress=False, **kw), run)
 

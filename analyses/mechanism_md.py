@@ -49,8 +49,8 @@ def markdown(report, figures, args):
              f"`mechanism{s['suffix']}.json` and recomputable from the stores). Definitions: docs/definitions.md "
              "(\"Plane protocol\", \"Per-item basins\", \"DSM loss by σ\", \"Half-change steps\"). 95% CIs: "
              f"bootstrap ({s['n_boot']} resamples) over planes / items within each seed; seeds {s['seeds']}; "
-             f"{s['n_planes']} planes per kind per seed, {s['res']}² grids; retention {s['ret_items']} + "
-             f"{s['ret_items']} items per seed × {s['ret_noise']} restarts; DSM {s['dsm_noise']} noise draws "
+             f"{s['n_planes']} planes per kind per seed, {s['res']}² grids; retention {s['ret_items']} training (all of them "
+             f"where a series has fewer) + {s['ret_items']} held-out items per seed × {s['ret_noise']} restarts; DSM {s['dsm_noise']} noise draws "
              "per item and seed. `not reached` is never drawn as a number.", "", "## Series and clocks", "",
              "| series | checkpoints measured | τ_rule | τ_mem | window | symmetric planes by Hamming(t, h) |",
              "|---|---|---|---|---|---|"]
