@@ -108,7 +108,8 @@ def section_gpt(rows, draws, p):
     for label, rs in list(done.items())[1:] if dit else []:
         r = ratio_pooled(dit, rs, draws, "abruptness")
         out[label]["abruptness_vs_dit"] = r
-        verdict = "more abrupt" if r["ci"][0] > 1 else "less abrupt" if r["ci"][1] < 1 else "not distinguishable"
-        lines.append(f"- abruptness {label.split(' (')[0]} / DiT = {fmt(r['ratio'], 2)} {ci_text(r['ci'], 2)}: {verdict}")
+        verdict = "more abrupt" if r["ci"][0] > 0 else "less abrupt" if r["ci"][1] < 0 else "not distinguishable"
+        lines.append(f"- abruptness {label.split(' (')[0]} − DiT = {fmt(r['difference'], 2)} {ci_text(r['ci'], 2)} "
+                     f"logit per decade: {verdict}")
     return lines + ["- abruptness: the steepest rise of logit(mem_ratio) per decade of steps between checkpoints "
                     "(docs/definitions.md); the paper: memorization is more abrupt for the GPT"], out

@@ -67,18 +67,20 @@ def axis_fit(groups, xs, draws, key, kind, seed=0):
 
 
 def ratio_pooled(rows_a, rows_b, draws, key, seed=0, ci=0.95):
-    """Pooled key(b) / key(a) over seeds (configurations a, b; τ or abruptness): the ratio of the pooled values, its
-    CI from the two configurations' independent hierarchical replicates (an unreached replicate is +inf); None
-    when a is unreached."""
+    """Configuration b against a, pooled over seeds: for τ the ratio b / a, for the arithmetic keys (window width,
+    abruptness) the difference b − a; the CI from the two configurations' independent hierarchical replicates
+    (an unreached τ replicate is +inf; a replicate with a unreached is undetermined). None when a is unreached."""
     pa, pb = pooled(rows_a, draws, key, seed), pooled(rows_b, draws, key, seed + 1)
     if pa["lower_bound"]:
         return None
-    reps = [hierarchical_replicates([draws[r["run"]][key][1] for r in rs], N_BOOT_POOL, s, LOG.get(key, True))
+    log = LOG.get(key, True)
+    reps = [hierarchical_replicates([draws[r["run"]][key][1] for r in rs], N_BOOT_POOL, s, log)
             for rs, s in ((rows_a, seed), (rows_b, seed + 1))]
-    with np.errstate(invalid="ignore"):
-        ratio = np.where(np.isfinite(reps[0]), reps[1] / reps[0], np.nan)   # (B,); a unreached: undetermined
-    return {"ratio": pb["pooled"] / pa["pooled"], "lower_bound": pb["lower_bound"], "ci": _interval(ratio, ci),
-            "a": pa, "b": pb}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = pb["pooled"] / pa["pooled"] if log else pb["pooled"] - pa["pooled"]
+        contrast = np.where(np.isfinite(reps[0]), reps[1] / reps[0] if log else reps[1] - reps[0], np.nan)   # (B,)
+    return {"ratio" if log else "difference": float(value), "lower_bound": pb["lower_bound"],
+            "ci": _interval(contrast, ci), "a": pa, "b": pb}
 
 
 def _interval(v, ci):
