@@ -17,10 +17,12 @@ and, after every finished run, rewrites the tables from the exports:
 Usage:
   python analyses/scaling.py --preset cpu --jobs 2      # the CPU preset: 45 runs, ≈ 5.0 h on 2 idle cores
                                                         # (estimated from one-thread rates measured here)
-  python analyses/scaling.py --smoke                    # 7 toy runs: ≈ 1 min idle (4.5 min at load 7)
+  python analyses/scaling.py --smoke                    # 7 toy runs, one of each axis: ≈ 30 s (load 7)
   python analyses/scaling.py --from-results             # every table and figure from the .npz files, seconds
   python analyses/scaling.py --only N,G --train-only    # some axes; train only
-  python analyses/scaling.py --device cuda              # GPU preset: the full grid, seeds as stacked ensembles
+  python analyses/scaling.py --device cuda              # GPU preset: 125 runs (G up to 6, N up to 1024, five
+                                                        # sizes, 5 seeds), DiT seeds as stacked ensembles; not
+                                                        # timed (no GPU here)
   python analyses/scaling.py --plan                     # the run list, order and estimated time, nothing run
 
 Statistics: τ per run with sample-level bootstrap draws (`probes.seeds.tau_draws`), pooled over seeds
@@ -136,8 +138,9 @@ def run_all(args, runs, on_done):
 
 def plan_lines(runs, args):
     b = grid_mod.budget(runs, args.jobs, args.n_samples)
+    rates = "" if args.preset != "gpu" else " at one CPU thread's rates (GPU throughput is not measured here)"
     lines = [f"{len(runs)} runs, preset {args.preset}, {args.jobs} at a time: {b['steps']} training steps, "
-             f"estimated {b['wall_h']:.2f} h ({b['thread_s'] / 3600:.1f} thread-hours)"]
+             f"estimated{rates} {b['wall_h']:.2f} h ({b['thread_s'] / 3600:.1f} thread-hours)"]
     lines += [f"  {axis}: {h:.2f} h" for axis, h in b["wall_h_by_axis"].items()]
     done = 0.0
     for i, r in enumerate(runs):
