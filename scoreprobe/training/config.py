@@ -36,7 +36,8 @@ _REAL_RANGES = {"p_mean": (-30.0, 30.0), "p_std": (0.0, 10.0), "lr_min": (0.0, 1
 
 # a GPT of about the grid DiT's parameters (hidden_size 80, depth 4, patch 2, 6x6: 507 124): 489 500 (-3.5%),
 # scoreprobe.models.build.param_count; its width, depth and heads as TrainConfig spells them for model="gpt".
-# It trains stably at the grid's lr 2e-3 (parity G = 2, N = 120, batch 96: no NaN, loss falling; issue 25).
+# It trains stably at the grid's lr 2e-3 (parity G = 2, N = 120, batch 96: no NaN, loss falling; in patch order it
+# sits near ln 2 for ~100 steps longer than at 1e-3 and is behind it at step 400, in raster order ahead; issue 25).
 MATCHED_GPT = dict(model="gpt", size="tiny", hidden_size=100, depth=4, num_heads=4)
 
 
