@@ -1,4 +1,4 @@
-"""The store part of the abuse corpus (issue 21, item 7; used by tests/test_store_abuse.py and
+"""The store part of the abuse corpus (issue 21, item 7; used by tests/test_store_faults.py and
 tests/test_cli_errors.py): breakers of a complete store folder `p`, and --out values the system
 will not take."""
 import shutil

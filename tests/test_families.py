@@ -1,4 +1,4 @@
-"""Constraint families of LatinSquare / Sudoku (data/rules.py) against a loop-by-loop reference:
+"""Constraint families of LatinSquare / Sudoku (data/grids.py) against a loop-by-loop reference:
 every 2^8 pattern of n = 2, random and perturbed valid patterns of 4 x 4; valid ⇔ all families."""
 import itertools
 

@@ -112,7 +112,13 @@ def test_nothing_below_cli_prints():
 
 def test_the_top_level_holds_only_the_small_shared_pieces():
     top = sorted(p.stem for p in PACKAGE.glob("*.py"))
-    assert top == ["__init__", "__main__", "defaults", "engine", "errors", "limits", "noise", "ode", "oracles",
-                   "precision", "progress", "samplers", "slices", "tableaux"]   # engine, tableaux: beside ode
+    assert top == ["__init__", "__main__", "defaults", "endpoints", "engine", "errors", "limits", "noise", "ode",
+                   "oracles", "precision", "progress", "samplers", "slices", "tableaux"]
+    # engine, tableaux: beside ode; endpoints (classify ODE endpoints): beside slices
     assert sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()) == [
         "cli", "data", "loading", "models", "probes", "reports", "store", "sweep", "training", "viz"]
+
+
+def test_the_data_package_holds_the_rules_and_datasets():
+    assert sorted(p.stem for p in (PACKAGE / "data").glob("*.py")) == [
+        "__init__", "bitindex", "curriculum", "datafile", "datasets", "grids", "rulebase", "rules"]

@@ -57,6 +57,24 @@ def test_wilson_interval_matches_the_formula_at_known_points():
     assert lo[1] == pytest.approx(0, abs=1e-12) and hi[1] == pytest.approx(z2 / (100 + z2))   # p = 0: upper end z²/(n + z²)
 
 
+@pytest.mark.parametrize("case", ["mem first", "rule never", "both never", "open"])
+def test_window_is_worded_as_window_status(case):
+    """The clocks payload carries probes.taus.window_status's words, and the τ table shows them."""
+    import html
+    from scoreprobe.probes.taus import taus, window_status
+    from scoreprobe.reports.payload import clocks_payload
+    from scoreprobe.reports.render import _clock_table
+    from tests.test_taus import STEPS, curves
+    from tests.test_window_status import CASES
+    rule, mem, expected = CASES[case]
+    ds = curves(STEPS, rule, mem).assign(novel_valid=("step", rule), sample=np.arange(40))
+    ds.attrs.update(taus(ds, n_boot=0, warn=False))
+    payload = clocks_payload(ds)
+    assert payload["window"]["status"] == expected == window_status(ds) == ds.attrs["window_status"]
+    if expected != "open":
+        assert f"<td>{html.escape(expected)}</td>" in _clock_table(payload)
+
+
 def test_page_stands_alone_and_holds_every_section(built):
     text = built.path.read_text()
     assert built.bytes == len(text.encode()) and built.computed == {s: STEPS for s in sp.reports.SECTIONS}

@@ -106,7 +106,7 @@
                { label: "valid, not a copy", color: "#9467bd", dash: "6 3", ...c.curves.novel_valid },
                { label: "memorized", color: "#ff9f1c", ...c.curves.mem_ratio }] });
     const note = el("p", { class: "small" }, host, (c.window.open ? "green shading: the innovation window; " :
-      "innovation window closed: " + c.window.reason + "; ") + "vertical bands: the τ CIs; dotted lines: thresholds; grey line: the slider's step.");
+      "innovation window " + c.window.status + "; ") + "vertical bands: the τ CIs; dotted lines: thresholds; grey line: the slider's step.");
     redraw.push((step) => ch.mark(step));
     return note;
   }

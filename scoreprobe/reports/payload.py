@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from scoreprobe.defaults import MEM_THRESHOLD, RULE_THRESHOLD
+from scoreprobe.probes.taus import window_status
 
 Z95 = 1.959963984540054   # two-sided 95% normal quantile (the ribbons' Wilson intervals)
 
@@ -52,23 +52,9 @@ def _tau(a, key):
             "reached": a.get(key + "_reached")}
 
 
-def window_reason(a):
-    """Why the innovation window is closed, in words (None when it is open)."""
-    if a.get("window_open"):
-        return None
-    rule, mem = (a.get(k, math.nan) for k in ("tau_rule", "tau_mem"))
-    rule = math.nan if rule is None else float(rule)
-    mem = math.nan if mem is None else float(mem)
-    if not math.isfinite(rule):
-        return f"rule accuracy never reaches {a.get('rule_threshold', RULE_THRESHOLD)} at the measured checkpoints"
-    if math.isfinite(mem) and mem <= rule:
-        return (f"memorization reaches {a.get('mem_threshold', MEM_THRESHOLD)} (τ_mem = {mem:.0f}) no later than "
-                f"rule accuracy reaches {a.get('rule_threshold', RULE_THRESHOLD)} (τ_rule = {rule:.0f})")
-    return "rule accuracy is at or above its threshold only where memorization is too"
-
-
 def clocks_payload(ds):
-    """Curves (rule_acc, novel_valid, mem_ratio) with 95% Wilson ribbons, τ with CIs, the window."""
+    """Curves (rule_acc, novel_valid, mem_ratio) with 95% Wilson ribbons, τ with CIs, the window (its
+    status as probes.taus.window_status words it, from the stored τ and the curve)."""
     a, n = ds.attrs, int(ds.sizes["sample"])
     curves = {}
     for name in ("rule_acc", "novel_valid", "mem_ratio"):
@@ -84,7 +70,7 @@ def clocks_payload(ds):
                        "log10_width": _num(a.get("window_log10_width", math.nan), 3),
                        "log10_width_ci": [_num(v, 3) for v in a.get("window_log10_width_ci") or []],
                        "open_share": a.get("window_open_share"), "censored": bool(a.get("window_hi_censored")),
-                       "reason": window_reason(a)},
+                       "status": window_status(ds, tau=a)},
             "under_resolved": list(a.get("under_resolved") or []), "n_boot": a.get("n_boot"), "ci": a.get("ci")}
 
 

@@ -105,7 +105,7 @@ def _clock_table(c):
         text = f"open: steps {spans}, log10 width {w['log10_width']:.2f}{ci}" + \
             (" (still open at the last checkpoint)" if w["censored"] else "")
     else:
-        text = f"closed: {w['reason']}"
+        text = w["status"]   # probes.taus.window_status: "closed: ..."
     rows.append(("innovation window", _esc(text)))
     if c["under_resolved"]:
         rows.append(("under-resolved", _esc(", ".join(c["under_resolved"]) + ": no checkpoint within a factor 1.5")))

@@ -7,6 +7,7 @@ A τ that is not reached is named in the legend ("τ_rule: not reached"), never 
 import math
 
 import numpy as np
+from matplotlib.ticker import NullFormatter
 
 from scoreprobe.viz.common import new_figure
 
@@ -44,6 +45,7 @@ def ribbon(ax, steps, curve, color, label, ls="-"):
 
 def _step_axis(ax, ylabel):
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())   # a range under a decade would label every minor tick
     ax.set_xlabel("training step (log)")
     ax.set_ylabel(ylabel)
 
@@ -144,6 +146,7 @@ def animate_plane(ds, taus, path, fps=3, dpi=100):
         tau_bands(tl, taus)
         tl.axvline(step, color="k", lw=2.5, label=f"step {step}")
         tl.set_xscale("log")
+        tl.xaxis.set_minor_formatter(NullFormatter())
         tl.set_yticks([])
         tl.set_xlabel("training step (log)")
         tl.legend(fontsize=6, loc="upper left", ncol=3)
