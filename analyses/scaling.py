@@ -118,22 +118,27 @@ def _previous(export, run):
 
 
 def run_all(args, runs, on_done):
-    """run_one over `runs` in order, `args.jobs` at a time (one thread each); on_done(name) after each."""
+    """run_one over `runs` in order, `args.jobs` at a time (one thread each); on_done(name) after each. A run or
+    a table update that fails is logged and the others go on (an unattended preset must not stop on one)."""
     if args.ensemble:   # DiTs on 6x6 images (one architecture per group); GPTs and the 4x4 puzzles train alone
         stack = [r for r in runs if r.meta["model"] == "dit" and r.meta["rule"] not in ("sudoku", "latin")]
         train_ensembles([r.cfg for r in stack], [run_dir(args, r) for r in stack], args.device)
     if args.jobs <= 1 or args.ensemble:
         for r in runs:
-            on_done(run_one(args, r))
+            _guarded(lambda: on_done(run_one(args, r)), r.name)
         return
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(args.jobs, mp_context=ctx, initializer=worker_init) as pool:
-        futures = [pool.submit(run_one, args, r) for r in runs]   # the pool takes them in this order
+        futures = {pool.submit(run_one, args, r): r.name for r in runs}   # the pool takes them in this order
         for f in as_completed(futures):
-            try:
-                on_done(f.result())
-            except Exception as e:   # one failed run must not stop an unattended preset
-                logger.error("a run failed: %s: %s", type(e).__name__, e)
+            _guarded(lambda: on_done(f.result()), futures[f])
+
+
+def _guarded(fn, name):
+    try:
+        fn()
+    except Exception as e:
+        logger.error("%s failed: %s: %s", name, type(e).__name__, e)
 
 
 def plan_lines(runs, args):
