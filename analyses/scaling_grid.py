@@ -13,8 +13,8 @@ below) — each choice and what it costs:
   3000), 20 log-spaced checkpoints from step 200, 1000 samples per checkpoint. Larger N (480+) would
   test b over a wider range but costs 60 000 steps per run; b rests on N = 30…240 (one decade).
 - G axis at N = 240 only (G = 2, 3, 4). G = 4 is expected not to reach rule accuracy 0.9 in 30 000
-  steps: its τ_rule is a lower bound, and the factor per unit G above G = 3 only a bound; G = 4 has one
-  seed (the bound is the run's length whatever the seeds; the extrapolated trend has no seed spread).
+  steps: its τ_rule is a lower bound, and the factor per unit G above G = 3 only a bound; G = 4 has 2
+  seeds (a third would tighten a bound only).
 - N axis G = 2 at N = 30, 60, 120, 240 and G = 3 at N = 120, 240, 3 seeds each.
 - capacity at N = 120 (where G = 2 reaches the rule well before memorization): DiT 48×2 (0.10M
   parameters), 80×4 (0.51M, the grid's own runs), 128×4 (1.27M). 128×4 costs 1.7× a width-80 run and
@@ -26,12 +26,13 @@ below) — each choice and what it costs:
   chance copies and is not comparable to parity's); held-out = the rest of the valid set (≤ 1024);
   Latin 2 seeds. The family clocks (rows, columns, boxes, cells) are the point of these runs.
 - matched GPT (MATCHED_GPT: width 100, depth 4, 0.49M parameters, -3.5% vs the DiT) on the g2-n120 data,
-  lr 2e-3 as the DiT (the gpt branch: trains stably there), checkpoints from step 50. A GPT step costs 4×
-  a DiT step (36 tokens vs 9), so the GPTs train fewer steps than the DiT's 15 000: patch order (locality
-  comparable to the DiT's patches; 3 seeds) 8000 steps — on this split it learns slowly (a 1200-step
-  check: loss 0.70 -> 0.48, rule accuracy 0.02, no copies), so if it memorizes after 8000 steps its
-  τ_mem is a lower bound and its abruptness a partial rise; raster order (17 of 18 pairs adjacent
-  tokens; 2 seeds) 3000 steps: it learns fast (loss 0.27 by step 800 in the gpt helper's check).
+  patch order (locality comparable to the DiT's patches) and raster order (17 of 18 pairs adjacent
+  tokens), 3 seeds each, checkpoints from step 50. lr 1e-3, not the DiT's 2e-3: on this split the patch-
+  order GPT at 2e-3 sits at loss 0.48 (rule accuracy 0.007, no copies) from step 1200 to 2400, while at
+  1e-3 its loss is 0.32 by step 200 and 0.18 by 600 (checks of 2026-12-01, seed 0); the gpt branch found
+  2e-3 stable but behind 1e-3 in patch order. A GPT step costs 4× a DiT step (36 tokens vs 9), so the
+  GPT trains 3000 steps (2400 views; the 0.20M GPT of gpt_clocks.py at 1e-3 memorized at 654 views), not
+  the DiT's 15 000: a GPT that memorizes after 3000 steps would show τ_mem as a lower bound.
 """
 import dataclasses
 from types import SimpleNamespace
@@ -68,11 +69,9 @@ PRESETS = {
                 rules=dict(N=120, rules=[{"name": "exactk", "k": 18}, {"name": "rowk", "k": 3}]),
                 puzzles=dict(N=60, rules=[{"name": "sudoku", "n": 4}, {"name": "latin", "n": 4}]),
                 gpt=dict(N=120, G=2, orders=["patch", "raster"], seeds=[0, 1, 2],
-                         overrides={"patch": dict(total_steps=8000, first_checkpoint=50),
-                                    "raster": dict(total_steps=3000, first_checkpoint=50)}),
-                fewer_seeds={"g4-n240": [0], "w128d4-g2-n120": [0, 1], "w128d4-g3-n120": [0, 1],
-                             "exactk18-n120": [0, 1], "rowk3-n120": [0, 1], "latin4-n60": [0, 1],
-                             "gpt-raster-g2-n120": [0, 1]}),
+                         overrides={o: dict(total_steps=3000, first_checkpoint=50, lr=1e-3) for o in ("patch", "raster")}),
+                fewer_seeds={"g4-n240": [0, 1], "w128d4-g2-n120": [0, 1], "w128d4-g3-n120": [0, 1],
+                             "exactk18-n120": [0, 1], "rowk3-n120": [0, 1], "latin4-n60": [0, 1]}),
     "gpu": dict(base=dict(views=14000, min_steps=20000, n_checkpoints=24, first_checkpoint=200, n_heldout=1024,
                           batch_size=256, hidden_size=80), n_samples=2000, n_steps=None, seeds=[0, 1, 2, 3, 4],
                 jobs=1, G_axis=dict(N=256, Gs=[2, 3, 4, 6]), N_axis=dict(G=2, Ns=[32, 64, 128, 256, 512, 1024],
@@ -82,8 +81,7 @@ PRESETS = {
                 rules=dict(N=256, rules=[{"name": "exactk", "k": 18}, {"name": "rowk", "k": 3}]),
                 puzzles=dict(N=60, rules=[{"name": "sudoku", "n": 4}, {"name": "latin", "n": 4}]),
                 gpt=dict(N=256, G=2, orders=["patch", "raster"], seeds=[0, 1, 2, 3, 4],
-                         overrides={"patch": dict(total_steps=30000, first_checkpoint=50),
-                                    "raster": dict(total_steps=8000, first_checkpoint=50)})),
+                         overrides={o: dict(total_steps=8000, first_checkpoint=50, lr=1e-3) for o in ("patch", "raster")})),
 }
 
 
@@ -150,7 +148,7 @@ def matched_gpt():
 
 def gpt_run(args, G, N, seed, order, overrides):
     run = parity_run(args, G, N, seed)
-    fields = {**matched_gpt(), **overrides, "model": "gpt", "token_order": order, "lr": args.lr}
+    fields = {**matched_gpt(), "lr": args.lr, **overrides, "model": "gpt", "token_order": order}
     run.cfg = dataclasses.replace(run.cfg, **fields)
     group = f"gpt-{order}-g{G}-n{N}"
     meta = {**run.meta, "model": "gpt", "token_order": order, "width": fields.get("hidden_size"),
