@@ -4,7 +4,9 @@ clocks Dataset rebuilt from it: what every table and figure is computed from (no
 One file holds: the run's TrainConfig (JSON) and its parameter count, the clocks' settings (JSON), the
 checkpoint steps (S,), the per-sample endpoint state (S, n) int8 (codes of scoreprobe.data.STATES), the
 per-sample constraint-family validity (S, n, F) packed along the sample axis when the rule has
-families, novel_oracle, and the training and clock seconds. A few tens of KB compressed.
+families, novel_oracle, and the training and clock seconds (training: of the process that trained it, or
+of an earlier export of the same run; NaN when it was trained elsewhere, e.g. by two_clocks.py). A few
+tens of KB compressed.
 """
 import json
 import os
