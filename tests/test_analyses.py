@@ -1,8 +1,12 @@
 """analyses/two_clocks.py --smoke: the whole pipeline (train in parallel-ready runs, clocks with CIs,
 tables, figures) end to end at toy size."""
 import json
+import shutil
 import sys
 from pathlib import Path
+
+import numpy as np
+import pytest
 
 ANALYSES = Path(__file__).resolve().parents[1] / "analyses"
 
@@ -104,3 +108,53 @@ def test_sampler_clocks_smoke(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| Heun PF-ODE (default) |" in out and "| DDIM η = 0 (= Euler PF-ODE) |" in out
     assert (tmp_path / "sampler_clocks.md").read_text().strip() in out
+
+
+@pytest.mark.slow
+def test_scaling_smoke_then_from_results(tmp_path):
+    """analyses/scaling.py --smoke end to end (train, clocks, exports, tables, figures), then --from-results with
+    the run directories deleted: the exports alone regenerate the same tables."""
+    scaling, export = _analysis("scaling"), _analysis("scaling_export")
+    scaling.main(["--smoke", "--out", str(tmp_path)])
+    md, js = (tmp_path / "scaling_smoke.md").read_text(), (tmp_path / "scaling_smoke.json").read_text()
+    planned = [r.name for r in _analysis("scaling_grid").plan("smoke")]
+    exports = sorted(p.stem for p in (tmp_path / "scaling_smoke").glob("*.npz"))
+    assert exports == sorted(planned) and "Not done: none." in md
+    assert all(p.stat().st_size < 100_000 for p in (tmp_path / "scaling_smoke").glob("*.npz"))
+    from scoreprobe.loading.series import load_series
+    from scoreprobe.probes.clocks import clocks
+    for name, folder in (("g2-n8", "two_clocks"), ("sudoku4-n8-s0", "scaling")):   # the export = the clocks store
+        run = tmp_path / folder / name
+        ds = clocks(load_series(run), n_samples=32, n_steps=6, out=run / "clocks.zarr", progress=False)
+        small = export.read_export(tmp_path / "scaling_smoke" / f"{name}.npz")["ds"]
+        assert (small.state.values == ds.state.values).all() and (small.step.values == ds.step.values).all()
+        assert np.allclose(small.rule_acc.values, ds.rule_acc.values) and np.allclose(small.mem_ratio, ds.mem_ratio)
+    assert (small.family_valid.values == ds.family_valid.values).all()
+    gpt, dit = (load_series(tmp_path / f / n) for f, n in (("scaling", "gpt-patch-g2-n8-s0"), ("two_clocks", "g2-n8")))
+    assert gpt.kind == "gpt" and np.array_equal(gpt.dataset.train, dit.dataset.train)   # the GPT on the DiT's data
+    for p in ("two_clocks", "scaling", "scaling_smoke.md", "scaling_smoke.json", "scaling_smoke.png"):
+        shutil.rmtree(tmp_path / p) if (tmp_path / p).is_dir() else (tmp_path / p).unlink()
+    scaling.main(["--smoke", "--out", str(tmp_path), "--from-results"])
+    assert (tmp_path / "scaling_smoke.md").read_text() == md and (tmp_path / "scaling_smoke.json").read_text() == js
+    assert (tmp_path / "scaling_smoke.png").stat().st_size > 0
+
+
+def test_scaling_cpu_preset_plan(tmp_path):
+    """The CPU preset fits its stated budget at the measured one-thread rates, reuses two_clocks' runs (same
+    names, same TrainConfig as `two_clocks.py --seeds 0,1,2`), and trains the N and G axes' first two seeds
+    first, then one seed of every other configuration."""
+    grid, two_clocks = _analysis("scaling_grid"), _analysis("two_clocks")
+    runs = grid.plan("cpu")
+    b = grid.budget(runs, jobs=2)
+    assert b["wall_h"] <= 1.05 * grid.CPU_BUDGET_H and b["steps"] == sum(r.cfg.total_steps for r in runs)
+    by_name = {r.name: r for r in runs}
+    args = two_clocks.parse_args(["--seeds", "0,1,2", "--results", str(tmp_path), "--device", "cpu"])
+    for G, N, seed in [(2, 240, 1), (3, 240, 2), (2, 30, 0)]:
+        assert by_name[two_clocks.run_name(G, N, seed)].cfg == two_clocks.train_config(args, G, N, seed)
+    assert len(by_name) == len(runs) and {r.seed for r in runs} == {0, 1, 2}
+    core = [(2, 30), (2, 60), (2, 120), (2, 240), (3, 120), (3, 240), (4, 240)]   # the N and G axes
+    first = {two_clocks.run_name(G, N, s) for G, N in core for s in (0, 1)}
+    assert {r.name for r in runs[:len(first)]} == first
+    others = {r.group for r in runs} - {two_clocks.run_name(G, N, 0) for G, N in core}
+    second = runs[len(first):len(first) + len(others)]          # then one seed of every other configuration
+    assert {r.group for r in second} == others and {r.seed for r in second} == {0}

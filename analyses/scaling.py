@@ -1,0 +1,178 @@
+"""The scaling claims as evidence (issue 25): seeds everywhere, the G, N and capacity axes, other rules,
+constraint families, and a matched GPT; tables and figures that regenerate from shipped per-run results.
+
+Trains every run of a preset with the project's trainer, `--jobs` runs at a time in one-thread worker
+processes (or as stacked ensembles with --ensemble, the GPU default), measures the clocks of every
+checkpoint (`grid.measured_clocks`, store <run dir>/clocks.zarr), exports each run's compact result
+and, after every finished run, rewrites the tables from the exports:
+
+  <out>/two_clocks/<name>/            parity DiT runs, two_clocks.py's own (reused both ways)
+  <out>/scaling/<name>/               the other runs (capacity, exact-K, row-K, Sudoku, Latin, GPT)
+  <results>/scaling_<preset>/<run>.npz  per run: config, parameters, steps, per-sample states (S, n) int8,
+                                      constraint families (packed), novel_oracle, seconds (tens of KB)
+  <results>/scaling_<preset>.md/.json every table (runs not yet done are listed as such)
+  <results>/scaling_<preset>.png      τ vs G, N, parameters with seed-inclusive CIs, the paper's laws
+  <results>/scaling_<preset>_curves.png  memorization curves of GPT vs DiT, family accuracies
+
+Usage:
+  python analyses/scaling.py --preset cpu --jobs 2      # the CPU preset: 45 runs, ≈ 5.0 h on 2 idle cores
+                                                        # (estimated from one-thread rates measured here)
+  python analyses/scaling.py --smoke                    # 7 toy runs, one of each axis: ≈ 30 s (load 7)
+  python analyses/scaling.py --from-results             # every table and figure from the .npz files, seconds
+  python analyses/scaling.py --only N,G --train-only    # some axes; train only
+  python analyses/scaling.py --device cuda              # GPU preset: 125 runs (G up to 6, N up to 1024, five
+                                                        # sizes, 5 seeds), DiT seeds as stacked ensembles; not
+                                                        # timed (no GPU here)
+  python analyses/scaling.py --plan                     # the run list, order and estimated time, nothing run
+
+Statistics: τ per run with sample-level bootstrap draws (`probes.seeds.tau_draws`), pooled over seeds
+by a hierarchical bootstrap (`pool_seeds`: seeds with replacement, then samples), fits across an axis
+with seed-inclusive CIs (`seed_fit`), abruptness of memorization (`probes.abruptness`), why a window is
+closed (`taus.window_status`), constraint-family clocks (`family_taus`). docs/definitions.md.
+
+The CPU preset (scaling_grid.PRESETS["cpu"]; `--plan` prints the runs in order with the estimated time
+by which each is done): the N axis (G = 2: N = 30…240; G = 3: N = 120, 240) and the G axis (N = 240:
+G = 2, 3, 4) with two seeds first (≈ 2.0 h: b and the G factor with seed-inclusive CIs), then one seed of
+exact-K, row-K, Sudoku, Latin, the GPTs and the capacity sizes (≈ 2.9 h: every table has numbers), then
+the third seeds (≈ 5.0 h). The sizing choices and what each costs: scaling_grid.py's docstring.
+"""
+import argparse
+import logging
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+import multiprocessing
+from pathlib import Path
+
+import scaling_grid as grid_mod
+from grid import finished, measured_clocks, train_ensembles, worker_init
+from scaling_export import export_run, load_exports
+from scaling_tables import write_all as write_tables
+from scoreprobe.loading.series import load_series
+from scoreprobe.models.build import param_count
+from scoreprobe.probes.clocks import resolve_device
+from scoreprobe.training.train import train_run
+
+logger = logging.getLogger("scaling")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--preset", choices=sorted(grid_mod.PRESETS), default=None, help="default: gpu on CUDA, else cpu")
+    p.add_argument("--smoke", action="store_true", help="same as --preset smoke")
+    p.add_argument("--only", default=",".join(grid_mod.AXES), help="axes, comma-separated: " + ", ".join(grid_mod.AXES))
+    p.add_argument("--jobs", type=int, default=None, help="runs at a time, one thread each (default: the preset's)")
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto")
+    p.add_argument("--ensemble", action=argparse.BooleanOptionalAction, default=None,
+                   help="train runs of one architecture and length as stacked ensembles (default: on CUDA)")
+    p.add_argument("--train-only", action="store_true", help="train (or resume) the runs, measure nothing")
+    p.add_argument("--from-results", action="store_true", help="tables and figures from the .npz exports only")
+    p.add_argument("--plan", action="store_true", help="print the runs in order with their estimated time, run nothing")
+    p.add_argument("--out", default="runs", help="folder of the run directories (two_clocks/, scaling/)")
+    p.add_argument("--results", default=None, help="folder of the tables, figures and exports (default: "
+                   "analyses/results, or --out for --smoke)")
+    args = p.parse_args(argv)
+    args.device = resolve_device(args.device)
+    args.preset = "smoke" if args.smoke else args.preset or ("gpu" if args.device.startswith("cuda") else "cpu")
+    only = [a for a in args.only.split(",") if a]
+    bad = sorted(set(only) - set(grid_mod.AXES))
+    if bad:
+        p.error(f"--only: unknown axes {bad}; choose from {', '.join(grid_mod.AXES)}")
+    args.only = tuple(only)
+    preset = grid_mod.PRESETS[args.preset]
+    args.jobs = preset["jobs"] if args.jobs is None else args.jobs
+    args.ensemble = args.device.startswith("cuda") if args.ensemble is None else args.ensemble
+    args.results = Path(args.results or (args.out if args.preset == "smoke" else "analyses/results"))
+    args.exports = args.results / f"scaling_{args.preset}"
+    args.n_samples, args.n_steps = preset["n_samples"], preset["n_steps"]
+    return args
+
+
+def run_dir(args, run):
+    return Path(args.out) / run.folder / run.name
+
+
+def run_one(args, run):
+    """Train (or resume) one run, measure its clocks and export it; returns the run's name."""
+    path, t0 = run_dir(args, run), time.time()
+    if not finished(path, run.cfg):
+        train_run(run.cfg, path, device=args.device, progress=False)
+    train_s = time.time() - t0
+    logger.info("%s: trained (%.0f s)", run.name, train_s)
+    if args.train_only:
+        return run.name
+    t1 = time.time()
+    kw = {} if args.n_steps is None else {"n_steps": args.n_steps}
+    ds = measured_clocks(load_series(path), path / "clocks.zarr", n_samples=args.n_samples, device=args.device, **kw)
+    clocks_s = time.time() - t1
+    export = args.exports / f"{run.name}.npz"
+    export_run(ds, run.cfg, param_count(run.cfg), export, train_s=train_s if train_s > 5 else _previous(export, run),
+               clocks_s=clocks_s, meta=run.meta)
+    logger.info("%s: clocks (%.0f s), exported to %s", run.name, clocks_s, export)
+    return run.name
+
+
+def _previous(export, run):
+    """The training seconds of an earlier export of the same run (None: unknown, e.g. trained by two_clocks.py)."""
+    done, _ = load_exports([run], export.parent)
+    return done[run.name]["train_s"] if run.name in done else None
+
+
+def run_all(args, runs, on_done):
+    """run_one over `runs` in order, `args.jobs` at a time (one thread each); on_done(name) after each. A run or
+    a table update that fails is logged and the others go on (an unattended preset must not stop on one)."""
+    if args.ensemble:   # DiTs on 6x6 images (one architecture per group); GPTs and the 4x4 puzzles train alone
+        stack = [r for r in runs if r.meta["model"] == "dit" and r.meta["rule"] not in ("sudoku", "latin")]
+        train_ensembles([r.cfg for r in stack], [run_dir(args, r) for r in stack], args.device)
+    if args.jobs <= 1 or args.ensemble:
+        for r in runs:
+            _guarded(lambda: on_done(run_one(args, r)), r.name)
+        return
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(args.jobs, mp_context=ctx, initializer=worker_init) as pool:
+        futures = {pool.submit(run_one, args, r): r.name for r in runs}   # the pool takes them in this order
+        for f in as_completed(futures):
+            _guarded(lambda: on_done(f.result()), futures[f])
+
+
+def _guarded(fn, name):
+    try:
+        fn()
+    except Exception as e:
+        logger.error("%s failed: %s: %s", name, type(e).__name__, e)
+
+
+def plan_lines(runs, args):
+    b = grid_mod.budget(runs, args.jobs, args.n_samples)
+    rates = "" if args.preset != "gpu" else " at one CPU thread's rates (GPU throughput is not measured here)"
+    lines = [f"{len(runs)} runs, preset {args.preset}, {args.jobs} at a time: {b['steps']} training steps, "
+             f"estimated{rates} {b['wall_h']:.2f} h ({b['thread_s'] / 3600:.1f} thread-hours)"]
+    lines += [f"  {axis}: {h:.2f} h" for axis, h in b["wall_h_by_axis"].items()]
+    done = 0.0
+    for i, r in enumerate(runs):
+        sec = grid_mod.run_seconds(r, args.n_samples)
+        done += sec / args.jobs
+        lines.append(f"  {i + 1:3d} {r.name:24s} {r.steps:6d} steps ~{sec / 60:5.1f} min, all done by ~{done / 3600:4.2f} h"
+                     f"  ({', '.join(r.axes)})")
+    return lines
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    runs = grid_mod.plan(args.preset, args.only)
+    if args.plan:
+        print("\n".join(plan_lines(runs, args)))
+        return
+    if not args.from_results:
+        logger.info("\n".join(plan_lines(runs, args)[:1]))
+        args.exports.mkdir(parents=True, exist_ok=True)
+        run_all(args, runs, on_done=lambda name: None if args.train_only else write_tables(args, runs))
+        if args.train_only:
+            return
+    md = write_tables(args, runs)
+    print(md.read_text())
+    print(f"wrote {md}, {md.with_suffix('.json')}, {md.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""The compact per-run result of analyses/scaling.py, <results>/scaling_<preset>/<run>.npz, and the minimal
+clocks Dataset rebuilt from it: what every table and figure is computed from (no run directory needed).
+
+One file holds: the run's TrainConfig (JSON) and its parameter count, the clocks' settings (JSON), the
+checkpoint steps (S,), the per-sample endpoint state (S, n) int8 (codes of scoreprobe.data.STATES), the
+per-sample constraint-family validity (S, n, F) packed along the sample axis when the rule has
+families, novel_oracle, and the training and clock seconds (training: of the process that trained it, or
+of an earlier export of the same run; NaN when it was trained elsewhere, e.g. by two_clocks.py). A few
+tens of KB compressed.
+"""
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from scoreprobe.data.datasets import STATE_CODES
+from scoreprobe.store import normalize_config
+
+FORMAT = "scoreprobe-scaling-run/1"
+
+
+def export_run(ds, cfg, params, path, train_s=None, clocks_s=None, meta=None):
+    """Write the compact result of one run's clocks Dataset `ds` (atomically) to `path`."""
+    arrays = {"format": FORMAT, "config": json.dumps(normalize_config(cfg.to_dict()), sort_keys=True),
+              "meta": json.dumps(normalize_config(meta or {}), sort_keys=True),
+              "clocks_config": ds.attrs.get("scoreprobe_config", "{}"), "params": np.int64(params),
+              "step": ds["step"].values.astype(np.int64), "state": ds["state"].values.astype(np.int8),
+              "novel_oracle": np.float64(ds.attrs["novel_oracle"]),
+              "train_s": np.float64(np.nan if train_s is None else train_s),
+              "clocks_s": np.float64(np.nan if clocks_s is None else clocks_s)}
+    if "family_valid" in ds:
+        fv = ds["family_valid"].transpose("step", "sample", "family").values.astype(bool)   # (S, n, F)
+        arrays.update(family_valid=np.packbits(fv, axis=1), family=np.array([str(f) for f in ds["family"].values]))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez_compressed(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def read_export(path):
+    """{"config", "meta", "clocks_config" (dicts), "params", "train_s", "clocks_s", "ds"} of an export."""
+    with np.load(path, allow_pickle=False) as z:
+        if str(z["format"]) != FORMAT:
+            raise ValueError(f"{path}: not a {FORMAT} file")
+        info = {k: json.loads(str(z[k])) for k in ("config", "meta", "clocks_config")}
+        info.update(params=int(z["params"]), train_s=_num(z["train_s"]), clocks_s=_num(z["clocks_s"]))
+        fv = None
+        if "family_valid" in z:
+            n = z["state"].shape[1]
+            fv = (np.unpackbits(z["family_valid"], axis=1, count=n).astype(np.uint8), [str(f) for f in z["family"]])
+        info["ds"] = clocks_dataset(z["step"], z["state"], float(z["novel_oracle"]), fv)
+    return info
+
+
+def _num(v):
+    v = float(v)
+    return None if np.isnan(v) else v
+
+
+def clocks_dataset(step, state, novel_oracle, family=None):
+    """The minimal clocks Dataset of taus / tau_draws / abruptness / family_taus: `state` (step, sample),
+    rule_acc and mem_ratio (step,) counted from it, `family_valid` (step, sample, family) and `family_acc`
+    (step, family) when given as (array (S, n, F), names); attrs novel_oracle, n_samples."""
+    state = np.asarray(state, dtype=np.int8)                                   # (S, n)
+    share = {name: (state == code).mean(axis=1) for name, code in STATE_CODES.items()}
+    rule_acc = share["valid_novel"] + share["valid_heldout"] + share["valid_memorized"]
+    ds = xr.Dataset({"state": (("step", "sample"), state), "rule_acc": ("step", rule_acc),
+                     "mem_ratio": ("step", share["valid_memorized"]),
+                     "novel_valid": ("step", share["valid_novel"] + share["valid_heldout"])},
+                    coords={"step": np.asarray(step, dtype=np.int64)},
+                    attrs={"novel_oracle": float(novel_oracle), "n_samples": int(state.shape[1])})
+    if family is not None:
+        valid, names = family
+        ds["family_valid"] = (("step", "sample", "family"), valid)
+        ds["family_acc"] = (("step", "family"), valid.mean(axis=1))
+        ds = ds.assign_coords(family=np.array([str(f) for f in names]))
+    return ds
+
+
+def load_exports(runs, folder):
+    """{run name: read_export(...)} for the planned `runs` whose export exists with the same TrainConfig;
+    {run name: why} for the others (not run yet, or run with other settings)."""
+    done, missing = {}, {}
+    for run in runs:
+        path = Path(folder) / f"{run.name}.npz"
+        if not path.is_file():
+            missing[run.name] = "not run yet"
+            continue
+        info = read_export(path)
+        if info["config"] != json.loads(json.dumps(normalize_config(run.cfg.to_dict()), sort_keys=True)):
+            missing[run.name] = "its export is from other settings"
+            continue
+        done[run.name] = info
+    return done, missing
