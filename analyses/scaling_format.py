@@ -13,6 +13,8 @@ def fmt(v, digits=0):
 
 
 def ci_text(ci, digits=0):
+    if not math.isfinite(ci[0]) and ci[0] > 0:
+        return "[not reached]"
     return f"[{fmt(ci[0], digits)}, {fmt(ci[1], digits) if math.isfinite(ci[1]) else 'not reached'}]"
 
 

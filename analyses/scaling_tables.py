@@ -53,7 +53,7 @@ def section_G(rows, draws, p):
         out["fit"] = fit
         lines += ["", f"- per-unit-G factor (ln τ_rule = c + G ln f over G = {', '.join(fmt(x) for x in fit['xs'])}, "
                   f"every seed reached): f = {fmt(fit['factor'], 2)}× {ci_text(fit['factor_ci'], 2)} "
-                  "(95% CI, hierarchical bootstrap over seeds and samples); the paper: ≈ 10×"
+                  f"({_seed_note([len(rs) for rs in groups.values()], 'G')}); the paper: ≈ 10×"
                   + (f" — {fit['note']}" if "note" in fit else "")]
         lines += _lower_bounds(groups, fit, out)
     return lines, out
@@ -95,6 +95,7 @@ def section_N(rows, draws, p):
             lines.append(f"| {G} | {N} | {len(rs)} | {cells[0]} | {cells[1]} | {_statuses(rs)} |")
         if len(groups) >= 2:
             out[f"fit_mem_G{G}"] = axis_fit(list(groups.values()), list(groups), draws, "tau_mem", "power")
+            out[f"fit_mem_G{G}"]["seeds_per_x"] = [len(rs) for rs in groups.values()]
     lines += [""] + _fit_lines(out.get(f"fit_mem_G{ax['G']}"), ax["G"]) + _invariance_lines(out, by_G, draws)
     return lines, out
 
@@ -104,9 +105,16 @@ def _fit_lines(fit, G):
         return [f"- τ_mem = a·N^b at G = {G}: fewer than two N done"]
     left = ", ".join(f"N = {fmt(x['x'])} (> {fmt(x['pooled'])})" for x in fit["left_out"])
     return [f"- τ_mem = a·N^b at G = {G}: a = {fmt(fit['a'], 2)}, b = {fmt(fit['b'], 2)} {ci_text(fit['b_ci'], 2)} "
-            f"(95% CI with seed variance; N = {', '.join(fmt(x) for x in fit['xs'])})"
+            f"({_seed_note(fit.get('seeds_per_x'))}; N = {', '.join(fmt(x) for x in fit['xs'])})"
             + (f"; left out, memorization not reached by every seed: {left}" if left else "")
             + (f" — {fit['note']}" if "note" in fit else ""), "- the paper's reference DiT: τ_mem ≈ 35·N^1.14"]
+
+
+def _seed_note(seeds, axis="N"):
+    """How much seed variance a fit's CI holds: none while every x has one training seed."""
+    if not seeds or max(seeds) <= 1:
+        return f"95% CI over samples only: one training seed per {axis} so far, no seed variance in it yet"
+    return f"95% CI, hierarchical bootstrap over seeds and samples; seeds per {axis}: {', '.join(map(str, seeds))}"
 
 
 def _invariance_lines(out, groups_by_G, draws):
