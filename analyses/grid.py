@@ -13,7 +13,7 @@ import scipy.stats
 import torch
 
 from scoreprobe.loading.series import load_series
-from scoreprobe.training.config import ENSEMBLE_VARIES, TrainConfig
+from scoreprobe.training.config import ENSEMBLE_VARIES, stored_config
 from scoreprobe.training.ensemble import train_ensemble
 from scoreprobe.errors import StoreError, first_line
 from scoreprobe.probes.clocks import clocks
@@ -27,8 +27,7 @@ def finished(run_dir, cfg):
     meta = Path(run_dir) / "run.json"
     if not meta.is_file() or (Path(run_dir) / "resume.pt").exists():
         return False
-    stored = {**TrainConfig().to_dict(), **json.loads(meta.read_text()).get("config", {})}  # fields added later
-    if stored != cfg.to_dict():                                                             # take their defaults
+    if stored_config(json.loads(meta.read_text()).get("config", {})) != cfg.to_dict():
         return False  # train_run explains the difference
     return cfg.total_steps in load_series(run_dir).steps
 

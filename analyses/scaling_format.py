@@ -12,10 +12,11 @@ def fmt(v, digits=0):
     return f"{v:.{digits}f}" if digits or abs(v) < 1e15 else f"{v:.3g}"
 
 
-def ci_text(ci, digits=0):
+def ci_text(ci, digits=0, open_end="not reached"):
+    """'[lo, hi]'; an infinite upper end reads `open_end` ("unbounded" for a fitted exponent)."""
     if not math.isfinite(ci[0]) and ci[0] > 0:
-        return "[not reached]"
-    return f"[{fmt(ci[0], digits)}, {fmt(ci[1], digits) if math.isfinite(ci[1]) else 'not reached'}]"
+        return f"[{open_end}]"
+    return f"[{fmt(ci[0], digits)}, {fmt(ci[1], digits) if math.isfinite(ci[1]) else open_end}]"
 
 
 def pooled_cell(p, digits=0):

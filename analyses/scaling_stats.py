@@ -5,6 +5,7 @@ seeds with the hierarchical bootstrap of `scoreprobe.probes.seeds`)."""
 import numpy as np
 
 from grid import extrapolate_tau
+from scoreprobe.probes.families import interval
 from scoreprobe.probes.seeds import hierarchical_replicates, pool_seeds, seed_fit, tau_draws
 from scoreprobe.probes.taus import taus, window_status
 
@@ -80,14 +81,7 @@ def ratio_pooled(rows_a, rows_b, draws, key, seed=0, ci=0.95):
         value = pb["pooled"] / pa["pooled"] if log else pb["pooled"] - pa["pooled"]
         contrast = np.where(np.isfinite(reps[0]), reps[1] / reps[0] if log else reps[1] - reps[0], np.nan)   # (B,)
     return {"ratio" if log else "difference": float(value), "lower_bound": pb["lower_bound"],
-            "ci": _interval(contrast, ci), "a": pa, "b": pb}
-
-
-def _interval(v, ci):
-    """Percentile interval of replicates: +inf (b unreached) counts as +inf, NaN (undetermined) against both ends."""
-    q = [(1 - ci) / 2 * 100, (1 + ci) / 2 * 100]
-    lo = np.percentile(np.where(np.isnan(v), -np.inf, v), q[0], method="lower")
-    return [float(lo), float(np.percentile(np.where(np.isnan(v), np.inf, v), q[1], method="higher"))]
+            "ci": interval(contrast, ci), "a": pa, "b": pb}
 
 
 def _ratio(a, b):

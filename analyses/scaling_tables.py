@@ -104,7 +104,7 @@ def _fit_lines(fit, G):
     if fit is None:
         return [f"- τ_mem = a·N^b at G = {G}: fewer than two N done"]
     left = ", ".join(f"N = {fmt(x['x'])} (> {fmt(x['pooled'])})" for x in fit["left_out"])
-    return [f"- τ_mem = a·N^b at G = {G}: a = {fmt(fit['a'], 2)}, b = {fmt(fit['b'], 2)} {ci_text(fit['b_ci'], 2).replace('not reached', 'unbounded')} "
+    return [f"- τ_mem = a·N^b at G = {G}: a = {fmt(fit['a'], 2)}, b = {fmt(fit['b'], 2)} {ci_text(fit['b_ci'], 2, open_end='unbounded')} "
             f"({_seed_note(fit.get('seeds_per_x'))}; N = {', '.join(fmt(x) for x in fit['xs'])})"
             + (f"; left out, memorization not reached by every seed: {left}" if left else "")
             + (f" — {fit['note']}" if "note" in fit else ""), "- the paper's reference DiT: τ_mem ≈ 35·N^1.14"]

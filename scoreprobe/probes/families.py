@@ -43,8 +43,9 @@ def _boot(fv, n_boot, seed):
     return draws @ bits / n
 
 
-def _steps(u):
-    return np.where(np.isnan(u), np.inf, np.expm1(u))
+def u_to_steps(u):
+    """u-values log(step + 1) (NaN: not reached) -> steps, +inf where not reached."""
+    return np.where(np.isnan(u), np.inf, np.expm1(np.asarray(u, dtype=np.float64)))
 
 
 def family_draws(ds, family, threshold=RULE_THRESHOLD, n_boot=1000, seed=0):
@@ -55,7 +56,7 @@ def family_draws(ds, family, threshold=RULE_THRESHOLD, n_boot=1000, seed=0):
     f = names.index(family)
     n = fv.shape[1]
     point = _taus_u(u, fv.mean(axis=1)[None], n, threshold)[0, f]
-    return float(_steps(point)), _steps(_taus_u(u, _boot(fv, n_boot, seed), n, threshold)[:, f])
+    return float(u_to_steps(point)), u_to_steps(_taus_u(u, _boot(fv, n_boot, seed), n, threshold)[:, f])
 
 
 def family_taus(ds, threshold=RULE_THRESHOLD, n_boot=1000, seed=0, ci=0.95):
@@ -75,8 +76,8 @@ def family_taus(ds, threshold=RULE_THRESHOLD, n_boot=1000, seed=0, ci=0.95):
     """
     ds, u, fv, names = _valid(ds)
     n = fv.shape[1]
-    point = _steps(_taus_u(u, fv.mean(axis=1)[None], n, threshold)[0])         # (F,)
-    boot = _steps(_taus_u(u, _boot(fv, n_boot, seed), n, threshold))          # (B, F)
+    point = u_to_steps(_taus_u(u, fv.mean(axis=1)[None], n, threshold)[0])         # (F,)
+    boot = u_to_steps(_taus_u(u, _boot(fv, n_boot, seed), n, threshold))          # (B, F)
     out = {name: {"tau": float(point[f]) if np.isfinite(point[f]) else math.nan, "ci": _ci(boot[:, f], ci),
                   "reached": float(np.mean(np.isfinite(boot[:, f])))} for f, name in enumerate(names)}
     out["order"] = {f"{names[a]}<{names[b]}": _order(point[a], point[b], boot[:, a], boot[:, b], ci)

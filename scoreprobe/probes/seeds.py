@@ -22,7 +22,7 @@ from scoreprobe.defaults import MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import ConfigError
 from scoreprobe.probes import taus as taus_mod
 from scoreprobe.probes.abruptness import abruptness
-from scoreprobe.probes.families import family_draws, interval
+from scoreprobe.probes.families import family_draws, interval, u_to_steps
 
 DRAW_KEYS = ("tau_rule", "tau_mem", "tau_novel", "window_log10_width", "abruptness")
 _THRESHOLD_OF = {"tau_rule": "rule", "tau_mem": "mem", "tau_novel": "novel"}
@@ -61,13 +61,7 @@ def tau_draws(ds, key, n_boot=1000, seed=0, threshold=None):
     boot = taus_mod.bootstrap(ds, u, th, int(n_boot), seed)[key]   # (n_boot,)
     if key == "window_log10_width":
         return float(point[0]), np.asarray(boot, dtype=np.float64)
-    return float(_steps(point)[0]), _steps(boot)
-
-
-def _steps(v):
-    """u-values (log(step + 1), NaN: not reached) -> steps, +inf where not reached; widths unchanged."""
-    v = np.asarray(v, dtype=np.float64)
-    return np.where(np.isnan(v), np.inf, np.expm1(v))
+    return float(u_to_steps(point)[0]), u_to_steps(boot)
 
 
 # ---------------------------------------------------------------------------------------------

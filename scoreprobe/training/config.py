@@ -157,3 +157,9 @@ class TrainConfig:
                               f"got {self.lr_drop_step}")
         if not (0 <= self.ema_decay < 1):
             raise ConfigError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
+
+
+def stored_config(stored):
+    """A run.json `config` dict with the fields added since it was written set to their defaults, so it
+    compares equal to the TrainConfig that wrote it (`TrainConfig.to_dict()`)."""
+    return {**TrainConfig().to_dict(), **stored}

@@ -26,7 +26,7 @@ import torch
 
 # the config and the formats live in a leaf module (no torch): the CLI reads them at start-up
 from scoreprobe.training.config import (CKPT_FORMAT, FINAL_STATE, LR_SCHEDULES, RUN_FORMAT, TrainConfig,  # noqa: F401
-                                       ckpt_path)   # (re-exported)
+                                       ckpt_path, stored_config)   # (re-exported)
 from scoreprobe.data.curriculum import curriculum_bits
 from scoreprobe.data.datasets import load_dataset, make_dataset, to_signed
 from scoreprobe.errors import CheckpointError, ConfigError, first_line
@@ -104,7 +104,7 @@ def check_run_dir(cfg, run_dir):
     if not meta_path.exists():
         return False
     old = json.loads(meta_path.read_text())
-    old_cfg = {**TrainConfig().to_dict(), **old.get("config", {})}  # settings added later: defaults
+    old_cfg = stored_config(old.get("config", {}))  # settings added later: defaults
     new_cfg = cfg.to_dict()
     diff = sorted(k for k in new_cfg if old_cfg.get(k) != new_cfg[k])
     if diff == ["total_steps"] and new_cfg["total_steps"] > old_cfg["total_steps"]:
