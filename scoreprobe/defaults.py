@@ -28,7 +28,8 @@ MEM_THRESHOLD = 0.1    # τ_mem: mem_ratio reaches this
 
 # Version of the endpoint classification and clock definitions (docs/definitions.md). Stores of
 # clocks, basins and retention record it, so a store written under other definitions is refused
-# (rewrite it with --overwrite) instead of being extended with incomparable steps.
+# (rewrite it with --overwrite) instead of being extended with incomparable steps; a version that changes
+# the adaptive engine only joins scoreprobe.definitions.ENGINE_ONLY (stores that used no engine stay valid).
 DEFINITIONS_VERSION = 4   # 4: the engine at rtol = atol = 5e-3, h0 0.7, decided over the stages of its last
                           # step (3: the engine at rtol = atol = 0.02; 2: 32 fixed Heun steps)
 

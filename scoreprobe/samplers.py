@@ -126,6 +126,8 @@ class Sampler:
         out = {"name": self.name, **{p: getattr(self, p) for p in PARAMS.get(self.name, ())}}
         if self.name == "ancestral":
             out["eta"] = 1.0
+        if self.name == "adaptive":   # the engine's settings (its defaults): a retuned engine is another sampler
+            out["engine"] = ode.resolve_solver("adaptive")[1].spec()
         if out.get("s_tmax") == math.inf:
             out["s_tmax"] = None
         return out

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION
+from scoreprobe.definitions import equivalent
 from scoreprobe.errors import ConfigError, StoreError
 
 # name: default. Sizes of every section the report computes when no store holds it.
@@ -126,7 +127,7 @@ def check_identity(path, config, series, advice="leave it out of the report"):
     from scoreprobe.store import config_diff
     from scoreprobe.sweep import source_identity
     probe = config.get("probe")
-    if probe in VERSIONED and config.get("definitions") != DEFINITIONS_VERSION:
+    if probe in VERSIONED and not equivalent(config.get("definitions"), config):
         raise StoreError(f"store {path} was written under definitions version {config.get('definitions')} "
                          f"and this scoreprobe uses {DEFINITIONS_VERSION} (docs/definitions.md): recompute it "
                          f"or {advice}")

@@ -13,6 +13,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from scoreprobe.definitions import equivalent
 from scoreprobe.store import check, commit
 from scoreprobe.errors import StoreError, StoreRepairWarning, user_stacklevel
 from scoreprobe.store.lock import cannot_create, holder
@@ -186,6 +187,8 @@ def check_config(path, root, config):
     """StoreError when the store's config differs from `config` (naming the differing keys)."""
     old = _parse_config(path, (root.get("attributes") or {}).get(CONFIG_ATTR) or "{}")
     diff = config_diff(old, config)
+    if "definitions" in diff and equivalent(old.get("definitions"), old, (config or {}).get("definitions")):
+        diff.remove("definitions")   # versions apart only in the engine, which this store did not use
     if diff:
         probes = (old.get("probe"), (config or {}).get("probe"))
         what = (f"{probes[0]}, not {probes[1]}" if "probe" in diff and all(probes)

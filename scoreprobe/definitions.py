@@ -1,0 +1,38 @@
+"""Which stored results mean the same under this scoreprobe's definitions (docs/definitions.md).
+
+Stores of clocks, basins and retention record `DEFINITIONS_VERSION`. A store written under
+another version is refused, except where every change between the two versions concerns only
+the adaptive PF-ODE engine (`ENGINE_ONLY`) and the store used no engine: a store sampled on the
+fixed Heun grid holds the same numbers under both, so resuming or reporting it is sound, and a
+user's clocks are not recomputed because the basin engine was retuned.
+"""
+from scoreprobe.defaults import DEFINITIONS_VERSION
+
+# version: what it changed. Versions in ENGINE_ONLY changed the engine's algorithm or defaults only.
+HISTORY = {2: "validity by thresholded bits, novel_valid, τ on logit-in-log-step curves",
+           3: "the adaptive engine is the default solver of basins and retention",
+           4: "the engine at rtol = atol = 5e-3, h0 0.7, decided over the stages of its last step"}
+ENGINE_ONLY = frozenset({3, 4})
+
+
+def uses_engine(config):
+    """True when a store config names the adaptive engine anywhere (solver, sampler or settings)."""
+    if isinstance(config, dict):
+        if "engine" in config or config.get("solver") == "adaptive":
+            return True
+        return config.get("name") == "adaptive" or any(uses_engine(v) for v in config.values())
+    if isinstance(config, (list, tuple)):
+        return any(uses_engine(v) for v in config)
+    return False
+
+
+def equivalent(version, config, current=DEFINITIONS_VERSION):
+    """True when results written under definitions `version` with `config` mean the same under `current`."""
+    if version == current:
+        return True
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (version, current)):
+        return False
+    if version < 2 or version > current:
+        return False
+    changes = range(version + 1, current + 1)
+    return all(v in ENGINE_ONLY for v in changes) and not uses_engine(config)
