@@ -49,7 +49,7 @@ class EngineSettings:
     pair: str = "bs3"
     rtol: float = 0.005
     atol: float = 0.005
-    decide_tol: float = 0.05
+    decide_tol: float = 0.2
     patience: int = 3
     max_steps: int = 200
     h0: float = 0.7

@@ -63,7 +63,7 @@ def test_the_decision_criterion_holds_on_the_exact_oracles(which):
     """The criterion of docs/definitions.md: where |D(x, σ) − v|_∞ <= tol at v = sign(x), the rest of
     the flow keeps D within tol of v (the box around v is trapping for a posterior mean), so the
     endpoint is v to within tol. Checked by integrating such points to σ = 0 with 512 Heun steps."""
-    D, tol = oracle(which), 0.05
+    D, tol = oracle(which), EngineSettings().decide_tol
     items = Parity(3).sample(32, seed=1) if which == "empirical" else Parity(3).sample(600, seed=2)
     clean = 2.0 * torch.as_tensor(items, dtype=F64).repeat(600 // len(items), 1) - 1           # (600, 36)
     for sigma in (0.6, 0.45, 0.3):

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION
-from scoreprobe.definitions import equivalent
+from scoreprobe.store.versions import equivalent
 from scoreprobe.errors import ConfigError, StoreError
 
 # name: default. Sizes of every section the report computes when no store holds it.

@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from scoreprobe.definitions import equivalent
+from scoreprobe.store.versions import equivalent
 from scoreprobe.store import check, commit
 from scoreprobe.errors import StoreError, StoreRepairWarning, user_stacklevel
 from scoreprobe.store.lock import cannot_create, holder

@@ -11,8 +11,9 @@ from scoreprobe.defaults import DEFINITIONS_VERSION
 # version: what it changed. Versions in ENGINE_ONLY changed the engine's algorithm or defaults only.
 HISTORY = {2: "validity by thresholded bits, novel_valid, τ on logit-in-log-step curves",
            3: "the adaptive engine is the default solver of basins and retention",
-           4: "the engine at rtol = atol = 5e-3, h0 0.7, decided over the stages of its last step"}
-ENGINE_ONLY = frozenset({3, 4})
+           4: "the engine at rtol = atol = 5e-3, h0 0.7, decided over the stages of its last step",
+           5: "the engine decides a row at decide_tol 0.2 instead of 0.05"}
+ENGINE_ONLY = frozenset({3, 4, 5})
 
 
 def uses_engine(config):

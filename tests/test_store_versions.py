@@ -5,7 +5,8 @@ import pytest
 import xarray as xr
 
 import scoreprobe as sp
-from scoreprobe import definitions, store
+from scoreprobe import store
+from scoreprobe.store import versions as definitions
 from scoreprobe.data.datasets import make_dataset
 from scoreprobe.data.rules import Parity
 from scoreprobe.defaults import DEFINITIONS_VERSION
