@@ -19,8 +19,9 @@ Agreement = share of grid points whose thresholded endpoint bits equal the refer
 points and over the points whose reference endpoint is on-vertex (a point ending off-vertex, e.g. on a
 saddle of an early checkpoint, has bits that follow a coordinate near 0: not a basin, as
 `label_change` says, and only tolerances near 1e-4 reproduce them). NFE = mean
-denoiser evaluations per row (for batched torchdiffeq: per batch call). Every method is timed once
-in the same run, so the ratios are fair under load; the load average is printed.
+denoiser evaluations per row (for batched torchdiffeq: per batch call). Every method is timed in the same
+run (the fastest of 7 runs where one takes under 0.5 s, as on the oracles), so the ratios are fair under
+load; the load average is printed.
 """
 import os
 import time
@@ -118,6 +119,19 @@ def _on_vertex(x):
     return ((x.abs() - 1).abs() <= 0.5).all(1)
 
 
+def _timed_best(run, *args, short=0.5, repeats=7):
+    """(result, seconds) of run(*args): the fastest of up to `repeats` runs when one takes under `short`
+    seconds (the oracles' maps take milliseconds, where one timing on a loaded machine is noise)."""
+    t = time.perf_counter()
+    out = run(*args)
+    best = time.perf_counter() - t
+    for _ in range(repeats - 1 if best < short else 0):
+        t = time.perf_counter()
+        run(*args)
+        best = min(best, time.perf_counter() - t)
+    return out, best
+
+
 def one_model(name, D, x0, s0, n_ivp):
     """Rows (method, s per point, NFE mean, NFE max, agreement, agreement where the reference ends
     on-vertex) for one denoiser."""
@@ -137,13 +151,9 @@ def one_model(name, D, x0, s0, n_ivp):
                     __import__(label.split()[0])
                 except ImportError:
                     continue
-            t = time.perf_counter()
-            xe, nfe, nfe_max = run(D, x0, s0)
-            dt = time.perf_counter() - t
+            (xe, nfe, nfe_max), dt = _timed_best(run, D, x0, s0)
             rows.append((label, dt / len(x0), nfe, nfe_max, *_shares(*agree(xe))))
-        t = time.perf_counter()
-        xe, nfe, nfe_max = ivp(D, x0[pick], s0)
-        dt = time.perf_counter() - t
+        (xe, nfe, nfe_max), dt = _timed_best(ivp, D, x0[pick], s0)
         rows.append(("solve_ivp RK45 per point", dt / len(pick), nfe, nfe_max, *_shares(*agree(xe, pick))))
     print(f"\n### {name}: {len(x0)} points ({int((~on).sum())} end off-vertex in the reference); Heun 256 vs "
           f"per-point RK45 rtol 1e-6 on {len(pick)} points: bits agree {ref_ok:.3f}; load average "
