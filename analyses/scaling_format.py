@@ -13,10 +13,11 @@ def fmt(v, digits=0):
 
 
 def ci_text(ci, digits=0, open_end="not reached"):
-    """'[lo, hi]'; an infinite upper end reads `open_end` ("unbounded" for a fitted exponent)."""
+    """'[lo, hi]'; an infinite end reads `open_end` ("unbounded" for a fitted exponent, either end)."""
     if not math.isfinite(ci[0]) and ci[0] > 0:
         return f"[{open_end}]"
-    return f"[{fmt(ci[0], digits)}, {fmt(ci[1], digits) if math.isfinite(ci[1]) else open_end}]"
+    lo = open_end if math.isinf(ci[0]) and open_end == "unbounded" else fmt(ci[0], digits)
+    return f"[{lo}, {fmt(ci[1], digits) if math.isfinite(ci[1]) else open_end}]"
 
 
 def pooled_cell(p, digits=0):

@@ -30,7 +30,7 @@ def section_capacity(rows, draws, p):
     lines.append("")
     for key, fit in ((k, v) for k, v in out.items() if k.startswith("fit_")):
         left = ", ".join(f"{fmt(x['x'])} params (> {fmt(x['pooled'])})" for x in fit["left_out"])
-        lines.append(f"- {key[4:].replace('_G', ' at G = ')}: ∝ params^{fmt(fit['b'], 2)} {ci_text(fit['b_ci'], 2)} "
+        lines.append(f"- {key[4:].replace('_G', ' at G = ')}: ∝ params^{fmt(fit['b'], 2)} {ci_text(fit['b_ci'], 2, open_end='unbounded')} "
                      f"over {len(fit['xs'])} sizes" + (f"; not reached by every seed: {left}" if left else "")
                      + (f" — {fit['note']}" if "note" in fit else ""))
     return lines + ["- the paper: τ_rule falls and τ_mem comes earlier with capacity (exponents < 0)"], out
