@@ -84,8 +84,8 @@ def panel_gpt(ax, rep):
     labels = list(gpt)
     for i, label in enumerate(labels):
         p = gpt[label]["abruptness"]
-        ax.errorbar([i], [p["pooled"]], yerr=[[p["pooled"] - p["ci"][0]], [p["ci"][1] - p["pooled"]]], fmt="o",
-                    color=COLORS["abruptness"], capsize=3)
+        ax.vlines(i, *p["ci"], color=COLORS["abruptness"])                # the CI as it is (need not be centred)
+        ax.plot([i], [p["pooled"]], "o", color=COLORS["abruptness"])
         ax.plot([i] * len(p["per_seed"]), p["per_seed"], "o", color=COLORS["abruptness"], ms=3, mfc="none")
     ax.set_xticks(range(len(labels)), [label.split(" (")[0] for label in labels], fontsize=7)
     ax.set(ylabel="abruptness of memorization\n(logit mem_ratio per decade)", title="GPT vs DiT")

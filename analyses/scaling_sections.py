@@ -111,5 +111,6 @@ def section_gpt(rows, draws, p):
         verdict = "more abrupt" if r["ci"][0] > 0 else "less abrupt" if r["ci"][1] < 0 else "not distinguishable"
         lines.append(f"- abruptness {label.split(' (')[0]} − DiT = {fmt(r['difference'], 2)} {ci_text(r['ci'], 2)} "
                      f"logit per decade: {verdict}")
-    return lines + ["- abruptness: the steepest rise of logit(mem_ratio) per decade of steps between checkpoints "
-                    "(docs/definitions.md); the paper: memorization is more abrupt for the GPT"], out
+    return lines + ["- abruptness: the least-squares slope of logit(mem_ratio) per decade of steps over the checkpoints "
+                    "with at least 20 of 1000 samples on each side (docs/definitions.md); the paper: memorization "
+                    "is more abrupt for the GPT"], out

@@ -1,4 +1,5 @@
-"""probes/abruptness.py: the steepest rise of logit(y) per decade, against analytic curves and by hand."""
+"""probes/abruptness.py: the slope of logit(y) per decade through the transition band, against analytic
+curves and by hand."""
 import math
 
 import numpy as np
@@ -28,34 +29,53 @@ def test_logistic_in_log10_step_has_its_slope_as_abruptness():
     assert a["ci"] == pytest.approx([k, k], rel=1e-4)   # binomial noise at n = 1e12: ~1e-5
 
 
-def test_steepest_segment_and_its_midpoint():
-    """logit y piecewise linear in log10(s + 1): slope 1 up to step 999, then 6: abruptness 6, at the
-    geometric midpoint of the first steep segment."""
+def test_the_band_leaves_out_the_count_noise_at_either_end():
+    """n = 1000: counts 0, 1, 3 (below 20) and 990 (10 left) are outside the band; inside it the
+    counts lie on logit = 2 (log10(s + 1) − 3) + 0.3 (noise-free), so the slope is 2 up to rounding."""
+    n = 1000
     v = np.log10(STEPS + 1)
-    z = np.where(v <= 3, -4 + (v - 0), -4 + 3 + 6 * (v - 3))
-    y = 1 / (1 + np.exp(-np.clip(z, -30, 30)))
-    a = abruptness(curve(y, 10 ** 12), n_boot=0)
-    assert a["abruptness"] == pytest.approx(6.0, rel=1e-5)
-    assert a["at_step"] == pytest.approx(math.sqrt(1001 * 3001) - 1)
+    k = np.rint(n / (1 + np.exp(-(2 * (v - 3) + 0.3)))).astype(int)
+    k[:3] = [0, 1, 3]
+    k[-1] = 990
+    a = abruptness(curve(k / n, n), n_boot=0)
+    inside = (k >= 20) & (n - k >= 20)
+    z = np.log((k[inside] + 0.5) / (n + 1 - k[inside] - 0.5))
+    assert a["n_band"] == inside.sum() >= 3
+    assert a["abruptness"] == pytest.approx(np.polyfit(v[inside], z, 1)[0])
+    assert a["abruptness"] == pytest.approx(2.0, abs=0.05)
+    assert a["band"] == [float(STEPS[inside][0]), float(STEPS[inside][-1])]
+    assert a["at_step"] == pytest.approx(math.sqrt((a["band"][0] + 1) * (a["band"][1] + 1)) - 1)
     assert all(math.isnan(x) for x in a["ci"])
+    # a jump from 1 to 2 copies (a segment of slope ≈ 5 per decade from one count) does not count
+    noisy = k.copy()
+    noisy[1] = 2
+    assert abruptness(curve(noisy / n, n), n_boot=0)["abruptness"] == a["abruptness"]
+
+
+def test_fewer_than_two_checkpoints_in_the_band_is_not_resolved():
+    n = 1000
+    y = np.array([0, 0, 0, 0.001, 0.5, 0.999, 1, 1])        # one checkpoint in the band
+    a = abruptness(curve(y, n), n_boot=50)
+    assert a["n_band"] == 1 and math.isnan(a["abruptness"]) and all(math.isnan(x) for x in a["ci"])
 
 
 def test_counts_from_state_and_the_shrinkage_by_hand():
-    n = 50
-    k = np.array([0, 1, 5, 30, 49])
-    steps = np.array([10, 100, 1000, 10000, 100000])
-    state = np.full((5, n), STATE_CODES["rule_violating"], np.int8)
+    n = 100
+    k = np.array([0, 1, 25, 50, 70, 99])
+    steps = np.array([10, 100, 1000, 3000, 10000, 100000])
+    state = np.full((len(k), n), STATE_CODES["rule_violating"], np.int8)
     for i, ki in enumerate(k):
         state[i, :ki] = STATE_CODES["valid_memorized"]
     ds = xr.Dataset({"state": (("step", "sample"), state)}, coords={"step": steps})
     ds["mem_ratio"] = (ds.state == STATE_CODES["valid_memorized"]).mean("sample")
-    z = np.log((k + 0.5) / (n + 1 - k - 0.5))
-    slopes = np.diff(z) / np.diff(np.log10(steps + 1))
+    band = slice(2, 5)                                       # 25, 50, 70: at least 20 on each side
+    z = np.log((k[band] + 0.5) / (n + 1 - k[band] - 0.5))
     a = abruptness(ds, n_boot=400, seed=3)
-    assert a["abruptness"] == pytest.approx(slopes.max())
+    assert a["abruptness"] == pytest.approx(np.polyfit(np.log10(steps[band] + 1), z, 1)[0])
     point, draws = tau_draws(ds, "abruptness", n_boot=400, seed=3)
     assert point == a["abruptness"] and np.array_equal(draws, a["draws"])
     assert [np.percentile(draws, 2.5, method="lower"), np.percentile(draws, 97.5, method="higher")] == a["ci"]
+    assert a["ci"][0] < a["abruptness"] < a["ci"][1]
     pooled = pool_seeds([point, point + 1], [draws, draws + 1], log=False)
     assert pooled["pooled"] == pytest.approx(point + 0.5)
 

@@ -1,10 +1,17 @@
-"""Abruptness of a clock curve: the steepest rise of logit(y) per decade of training steps.
+"""Abruptness of a clock curve: how steeply logit(y) rises per decade of training steps in its transition.
 
 Definition (docs/definitions.md, "Abruptness"): for a fraction y of n samples at checkpoints
-s_1 < ... < s_S, with k_i = round(n·y_i) samples counted,
+s_1 < ... < s_S, with k_i = round(n·y_i) samples counted and z_i = logit((k_i + 0.5) / (n + 1)),
+the transition band is the checkpoints with at least `min_count` (20) samples on each side
+(k_i >= 20 and n − k_i >= 20), and
 
-    z_i = logit((k_i + 0.5) / (n + 1)),   slope_i = (z_{i+1} − z_i) / (log10(s_{i+1} + 1) − log10(s_i + 1)),
-    abruptness = max_i slope_i,           at_step = the geometric midpoint of that segment in step + 1.
+    abruptness = the least-squares slope of z_i against log10(s_i + 1) over the band,
+    at_step = the geometric middle of the band (in step + 1); NaN when fewer than 2 checkpoints are in it.
+
+Not the steepest segment: with one or two copies among 1000 samples a single count moves z by ≈ 1,
+so the steepest segment of a real curve was a segment of count noise at either end (the DiT's at
+step 951 of a transition near 10 000), and the maximum of noisy slopes is biased upwards under
+resampling (its percentile CI lay above the estimate).
 
 A curve logistic in log10(step + 1), y = 1 / (1 + exp(−k (log10(s + 1) − c))), has logit(y)
 linear with slope k, so its abruptness is k (exactly for n → ∞; at finite n the shrinkage pulls z
@@ -37,25 +44,34 @@ def logit_counts(k, n):
     return np.log(p) - np.log1p(-p)
 
 
-def steepest(v, z):
-    """Steepest slope of z (B, S) against v (S,) between consecutive knots -> slope (B,), segment (B,)."""
-    slope = np.diff(z, axis=-1) / np.diff(v)                          # (B, S - 1)
-    i = np.argmax(slope, axis=-1)
-    return np.take_along_axis(slope, i[:, None], axis=-1)[:, 0], i
+def in_band(k, n, min_count=20):
+    """(S,) bool: checkpoints inside the transition, at least `min_count` samples on each side."""
+    k = np.asarray(k)
+    return (k >= min_count) & (n - k >= min_count)
 
 
-def abruptness(ds, var="mem_ratio", n_boot=1000, seed=0, ci=0.95):
-    """The steepest rise of logit(`var`) per decade of steps, with a bootstrap CI.
+def band_slope(v, z):
+    """Least-squares slope of z (B, S) against v (S,) -> (B,)."""
+    vc = v - v.mean()
+    return ((z - z.mean(axis=-1, keepdims=True)) * vc).sum(axis=-1) / (vc ** 2).sum()
+
+
+def abruptness(ds, var="mem_ratio", n_boot=1000, seed=0, ci=0.95, min_count=20):
+    """How steeply logit(`var`) rises per decade of steps through the transition, with a bootstrap CI.
 
     Parameters
     ----------
     ds : a clocks Dataset (DiT or GPT series) with `var` (step,) and a `sample` dim or attrs
         n_samples; mem_ratio is counted from `state` when present.
     n_boot, seed, ci : resamples (0: no CI), their seed, the interval level.
+    min_count : a checkpoint is in the transition band when at least this many samples are on each
+        side (k >= min_count and n - k >= min_count).
 
     Returns
     -------
-    dict: abruptness (logit units per decade), ci [lo, hi], at_step, draws (n_boot,), var, n_boot.
+    dict: abruptness (logit units per decade; NaN when fewer than 2 checkpoints are in the band),
+    ci [lo, hi], at_step (geometric middle of the band), band [first, last step], n_band, draws
+    (n_boot,), var, n_boot.
     """
     if var not in ds:
         raise ConfigError(f"abruptness: the Dataset has no variable {var!r}")
@@ -63,13 +79,18 @@ def abruptness(ds, var="mem_ratio", n_boot=1000, seed=0, ci=0.95):
     steps = ds["step"].values.astype(np.float64)
     if steps.size < 2 or np.any(steps < 0) or np.any(np.diff(steps) <= 0):
         raise ConfigError("abruptness needs at least two distinct checkpoints with steps >= 0")
-    v = np.log10(steps + 1)                                           # (S,)
     k, n = _counts(ds, var)
-    slope, i = steepest(v, logit_counts(k, n)[None])
-    draws = np.empty(0)
+    band = in_band(k, n, min_count)                                   # (S,) fixed by the measured counts
+    out = {"var": var, "n_boot": int(n_boot), "n_band": int(band.sum()), "draws": np.full(int(n_boot), np.nan)}
+    if band.sum() < 2:
+        return {**out, "abruptness": float("nan"), "ci": [np.nan] * 2, "at_step": float("nan"),
+                "band": [np.nan] * 2}
+    v = np.log10(steps[band] + 1)                                     # (S_band,)
+    slope = band_slope(v, logit_counts(k[band], n)[None])[0]
     if n_boot:
-        boot = np.random.default_rng(seed).binomial(n, k / n, size=(int(n_boot), len(steps)))   # (B, S)
-        draws = steepest(v, logit_counts(boot, n))[0]
-    return {"abruptness": float(slope[0]), "ci": _ci(draws, ci, infinite_nan=False) if n_boot else [np.nan] * 2,
-            "at_step": float(np.sqrt((steps[i[0]] + 1) * (steps[i[0] + 1] + 1)) - 1), "draws": draws, "var": var,
-            "n_boot": int(n_boot)}
+        boot = np.random.default_rng(seed).binomial(n, k[band] / n, size=(int(n_boot), int(band.sum())))
+        out["draws"] = band_slope(v, logit_counts(boot, n))           # (B,)
+    first, last = steps[band][0], steps[band][-1]
+    return {**out, "abruptness": float(slope), "at_step": float(np.sqrt((first + 1) * (last + 1)) - 1),
+            "band": [float(first), float(last)],
+            "ci": _ci(out["draws"], ci, infinite_nan=False) if n_boot else [np.nan] * 2}
