@@ -224,6 +224,19 @@ def test_clocks_on_a_tiny_trained_gpt(tmp_path_factory):
     assert float(ds.rule_acc.isel(step=-1)) > 0.3 > float(ds.rule_acc.isel(step=0))
 
 
+def test_a_gpt_clocks_store_resumes_by_the_gpt_weights(tmp_path_factory, tmp_path):
+    """The GPT's steps are identified by its weights (through clocks' sampler wrapper), so a rerun
+    resumes the store instead of refusing it as 'cannot tell whether it is the same model'."""
+    series = _train(tmp_path_factory, "gpt", model="gpt", total_steps=200, n_checkpoints=4, batch_size=32, lr=1e-2,
+                    log_every=50)
+    out = tmp_path / "clocks.zarr"
+    first = clocks(series, n_samples=50, out=out, progress=False)
+    record = json.loads((out / "zarr.json").read_text())["attributes"]["scoreprobe_record"]
+    assert all("weights" in m for m in record["models"])
+    again = clocks(series, n_samples=50, out=out, progress=False)
+    xr.testing.assert_equal(again, first)
+
+
 def test_cli_clocks_on_a_tiny_dit(tmp_path_factory, tmp_path, capsys):
     from scoreprobe.cli import main
     series = _train(tmp_path_factory, "dit", model="dit", patch_size=1, total_steps=3, n_checkpoints=3, batch_size=8)

@@ -58,6 +58,7 @@ class AncestralSampler:
 
     def __init__(self, sampler):
         self.sampler = sampler
+        self.__wrapped__ = sampler   # the GPT module itself: its weights identify a stored step
 
 
 def _load(series, step, device):

@@ -51,8 +51,11 @@ def model_identity(model, n_bits=None, model_id=None, device=None):
 
 
 def weights_digest(model):
-    """SHA-256 (16 hex digits) of a module's tensors and denoiser settings; None without tensors."""
+    """SHA-256 (16 hex digits) of a module's tensors and denoiser settings; None without tensors. A
+    wrapper naming its module in `__wrapped__` (clocks' AncestralSampler around a GPT) is that module."""
     import torch
+    while not isinstance(model, torch.nn.Module) and getattr(model, "__wrapped__", None) is not None:
+        model = model.__wrapped__
     if not isinstance(model, torch.nn.Module):
         return None
     state = model.state_dict()
