@@ -54,7 +54,9 @@ def weights_digest(model):
     """SHA-256 (16 hex digits) of a module's tensors and denoiser settings; None without tensors. A
     wrapper naming its module in `__wrapped__` (clocks' AncestralSampler around a GPT) is that module."""
     import torch
-    while not isinstance(model, torch.nn.Module) and getattr(model, "__wrapped__", None) is not None:
+    for _ in range(8):   # a bounded unwrap (functools.wraps chains end in a plain function)
+        if isinstance(model, torch.nn.Module) or getattr(model, "__wrapped__", None) is None:
+            break
         model = model.__wrapped__
     if not isinstance(model, torch.nn.Module):
         return None
