@@ -105,18 +105,18 @@ def run_one(args, run):
     ds = measured_clocks(load_series(path), path / "clocks.zarr", n_samples=args.n_samples, device=args.device, **kw)
     clocks_s = time.time() - t1
     export = args.exports / f"{run.name}.npz"
-    export_run(ds, run.cfg, param_count(run.cfg), export, meta=run.meta,   # a skipped stage keeps its earlier time
-               train_s=train_s if train_s > 5 else _previous(export, run, "train_s"),
-               clocks_s=clocks_s if clocks_s > 5 else _previous(export, run, "clocks_s"))
+    earlier = _previous(export, run) if min(train_s, clocks_s) <= 5 else {}   # a skipped stage keeps its time
+    export_run(ds, run.cfg, param_count(run.cfg), export, meta=run.meta,
+               train_s=train_s if train_s > 5 else earlier.get("train_s"),
+               clocks_s=clocks_s if clocks_s > 5 else earlier.get("clocks_s"))
     logger.info("%s: clocks (%.0f s), exported to %s", run.name, clocks_s, export)
     return run.name
 
 
-def _previous(export, run, key):
-    """`key` ("train_s" or "clocks_s") of an earlier export of the same run (None: unknown, e.g. trained by
-    two_clocks.py)."""
+def _previous(export, run):
+    """The earlier export of the same run as read by load_exports ({} when none, e.g. trained by two_clocks.py)."""
     done, _ = load_exports([run], export.parent)
-    return done[run.name][key] if run.name in done else None
+    return done.get(run.name, {})
 
 
 def run_all(args, runs, on_done):

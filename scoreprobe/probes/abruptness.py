@@ -50,10 +50,12 @@ def in_band(k, n, min_count=20):
     return (k >= min_count) & (n - k >= min_count)
 
 
-def band_slope(v, z):
-    """Least-squares slope of z (B, S) against v (S,) -> (B,)."""
-    vc = v - v.mean()
-    return ((z - z.mean(axis=-1, keepdims=True)) * vc).sum(axis=-1) / (vc ** 2).sum()
+def least_squares(X, Y):
+    """Least-squares slope and intercept of Y (..., K) on X (K,); ±inf/NaN propagate."""
+    w = (X - X.mean()) / np.sum((X - X.mean()) ** 2)                   # (K,)
+    with np.errstate(invalid="ignore"):
+        slope = np.sum(w * Y, axis=-1)
+        return slope, np.mean(Y, axis=-1) - slope * X.mean()
 
 
 def abruptness(ds, var="mem_ratio", n_boot=1000, seed=0, ci=0.95, min_count=20):
@@ -86,10 +88,10 @@ def abruptness(ds, var="mem_ratio", n_boot=1000, seed=0, ci=0.95, min_count=20):
         return {**out, "abruptness": float("nan"), "ci": [np.nan] * 2, "at_step": float("nan"),
                 "band": [np.nan] * 2}
     v = np.log10(steps[band] + 1)                                     # (S_band,)
-    slope = band_slope(v, logit_counts(k[band], n)[None])[0]
+    slope = least_squares(v, logit_counts(k[band], n))[0]
     if n_boot:
         boot = np.random.default_rng(seed).binomial(n, k[band] / n, size=(int(n_boot), int(band.sum())))
-        out["draws"] = band_slope(v, logit_counts(boot, n))           # (B,)
+        out["draws"] = least_squares(v, logit_counts(boot, n))[0]    # (B,)
     first, last = steps[band][0], steps[band][-1]
     return {**out, "abruptness": float(slope), "at_step": float(np.sqrt((first + 1) * (last + 1)) - 1),
             "band": [float(first), float(last)],

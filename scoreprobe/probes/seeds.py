@@ -21,7 +21,7 @@ import numpy as np
 from scoreprobe.defaults import MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import ConfigError
 from scoreprobe.probes import taus as taus_mod
-from scoreprobe.probes.abruptness import abruptness
+from scoreprobe.probes.abruptness import abruptness, least_squares
 from scoreprobe.probes.families import family_draws, interval, u_to_steps
 
 DRAW_KEYS = ("tau_rule", "tau_mem", "tau_novel", "window_log10_width", "abruptness")
@@ -142,14 +142,6 @@ def pool_seeds(points, draws, n_boot=2000, seed=0, ci=0.95, log=True, last_steps
 FITS = {"power": np.log, "exp": lambda x: x}
 
 
-def _slopes(X, Y):
-    """Least-squares slope and intercept of Y (..., K) on X (K,); ±inf/NaN propagate."""
-    w = (X - X.mean()) / np.sum((X - X.mean()) ** 2)                   # (K,)
-    with np.errstate(invalid="ignore"):
-        slope = np.sum(w * Y, axis=-1)
-        return slope, np.mean(Y, axis=-1) - slope * X.mean()
-
-
 def seed_fit(xs, points, draws, kind="power", n_boot=2000, seed=0, ci=0.95, last_steps=None):
     """Fit ln τ against x across runs with several seeds each; CIs include seed variance.
 
@@ -193,8 +185,8 @@ def _fit_report(out, kind, used, pooled, reps, ci):
         return {**out, **keys, "note": f"fewer than two distinct x with every seed reached ({len(set(used))})"}
     X = FITS[kind](np.asarray(used, dtype=np.float64))                 # (K,)
     with np.errstate(divide="ignore"):
-        slope, icpt = _slopes(X, np.log(np.asarray(pooled)))
-        r_slope, r_icpt = _slopes(X, np.log(np.stack(reps, axis=1)))    # (B,) each
+        slope, icpt = least_squares(X, np.log(np.asarray(pooled)))
+        r_slope, r_icpt = least_squares(X, np.log(np.stack(reps, axis=1)))    # (B,) each
     if kind == "power":
         return {**out, "a": float(np.exp(icpt)), "b": float(slope), "b_ci": interval(r_slope, ci),
                 "a_ci": [float(np.exp(v)) for v in interval(r_icpt, ci)]}
