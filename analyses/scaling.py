@@ -15,7 +15,7 @@ and, after every finished run, rewrites the tables from the exports:
   <results>/scaling_<preset>_curves.png  memorization curves of GPT vs DiT, family accuracies
 
 Usage:
-  python analyses/scaling.py --preset cpu --jobs 2      # the CPU preset: 45 runs, ≈ 5.0 h on 2 idle cores
+  python analyses/scaling.py --preset cpu --jobs 2      # the CPU preset: 51 runs, ≈ 5.9 h on 2 idle cores
                                                         # (estimated from one-thread rates measured here)
   python analyses/scaling.py --smoke                    # 7 toy runs, one of each axis: ≈ 30 s (load 7)
   python analyses/scaling.py --from-results             # every table and figure from the .npz files, seconds
@@ -34,7 +34,7 @@ The CPU preset (scaling_grid.PRESETS["cpu"]; `--plan` prints the runs in order w
 by which each is done): the N axis (G = 2: N = 30…240; G = 3: N = 120, 240) and the G axis (N = 240:
 G = 2, 3, 4) with two seeds first (≈ 2.0 h: b and the G factor with seed-inclusive CIs), then one seed of
 exact-K, row-K, Sudoku, Latin, the GPTs and the capacity sizes (≈ 2.9 h: every table has numbers), then
-the third seeds (≈ 5.0 h). The sizing choices and what each costs: scaling_grid.py's docstring.
+the third seeds (≈ 5.9 h). The sizing choices and what each costs: scaling_grid.py's docstring.
 """
 import argparse
 import logging

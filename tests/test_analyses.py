@@ -142,7 +142,7 @@ def test_scaling_smoke_then_from_results(tmp_path):
 def test_scaling_cpu_preset_plan(tmp_path):
     """The CPU preset fits its stated budget at the measured one-thread rates, reuses two_clocks' runs (same
     names, same TrainConfig as `two_clocks.py --seeds 0,1,2`), and trains the N and G axes' first two seeds
-    first, then one seed of every other configuration."""
+    first, then one seed of every other configuration; every configuration has three seeds."""
     grid, two_clocks = _analysis("scaling_grid"), _analysis("two_clocks")
     runs = grid.plan("cpu")
     b = grid.budget(runs, jobs=2)
@@ -152,6 +152,10 @@ def test_scaling_cpu_preset_plan(tmp_path):
     for G, N, seed in [(2, 240, 1), (3, 240, 2), (2, 30, 0)]:
         assert by_name[two_clocks.run_name(G, N, seed)].cfg == two_clocks.train_config(args, G, N, seed)
     assert len(by_name) == len(runs) and {r.seed for r in runs} == {0, 1, 2}
+    seeds_of = {}
+    for r in runs:
+        seeds_of.setdefault(r.group, set()).add(r.seed)
+    assert all(s == {0, 1, 2} for s in seeds_of.values()), seeds_of   # three seeds of every configuration
     core = [(2, 30), (2, 60), (2, 120), (2, 240), (3, 120), (3, 240), (4, 240)]   # the N and G axes
     first = {two_clocks.run_name(G, N, s) for G, N in core for s in (0, 1)}
     assert {r.name for r in runs[:len(first)]} == first
