@@ -1,5 +1,7 @@
 """Sections of the scaling tables beyond the parity G and N axes: capacity, other rules, Sudoku / Latin
 constraint families, the matched GPT, and why each window is closed."""
+import math
+
 from scaling_stats import axis_fit, by_group, family_order, pooled, ratio_pooled
 from scaling_format import cells as _cells, ci_text, fmt, pooled_cell, select, statuses as _statuses
 
@@ -80,13 +82,27 @@ def section_puzzles(rows, draws, p):
         order = family_order(rs, draws) if {"rows", "columns"} <= set(fams) else None
         out[spec["name"]] = {"families": res, "rows<columns": order}
         if order and order["n_reached"] == 0:
-            lines += ["", "- rows before columns: not decidable, no seed has both rows and columns reached"]
+            lines += ["", "- rows before columns: not decidable, no seed reaches 0.9 in rows or in columns"]
         elif order:
-            share = " / ".join(fmt(s, 2) if s is not None else "—" for s in order["per_seed_share_first"])
-            lines += ["", f"- rows before columns: τ_rows / τ_columns = {pooled_cell(order, 2)}; per seed, share of "
-                      f"resamples in which rows reach 0.9 first: {share}"]
+            lines += ["", order_line(order, rs)]
         lines.append("")
     return lines, out
+
+
+def order_line(order, rs):
+    """The rows-before-columns line: per-seed ratios (a censored family as a bound), the pooled ratio, and
+    the share of resamples in which rows reach 0.9 first, per seed and pooled over seeds."""
+    per = " / ".join("—" if not math.isfinite(v) else f"{b} {fmt(v, 2)}".strip()
+                     for v, b in zip(order["per_seed"], order["per_seed_bound"]))
+    head = {"": "", "<": "< ", ">": "> ", "mixed": "(bounds both ways) "}[order["bound"]] + fmt(order["pooled"], 2)
+    censored = ", ".join(f"s{r['seed']}" for r, b in zip(rs, order["per_seed_bound"]) if b)
+    note = f"; a family not reached by the last step counts at it ({censored}), so that seed's ratio is a bound" \
+        if censored else ""
+    share = " / ".join(fmt(s, 2) for s in order["per_seed_share_first"])
+    ci = [-math.inf if order["ci"][0] <= 0 else order["ci"][0], order["ci"][1]]   # a ratio of 0: unbounded below
+    return (f"- rows before columns: τ_rows / τ_columns = {head} {ci_text(ci, 2, 'unbounded')} "
+            f"(per seed {per}{note}); share of resamples in which rows reach 0.9 first: "
+            f"{fmt(order['share_first'], 2)} {ci_text(order['share_ci'], 2)} pooled over seeds (per seed {share})")
 
 
 def section_gpt(rows, draws, p):

@@ -2,6 +2,8 @@
 sample-level draws, window status, peaks, abruptness, family clocks) and per configuration (pooled over
 seeds with the hierarchical bootstrap of `scoreprobe.probes.seeds`)."""
 
+import math
+
 import numpy as np
 
 from grid import extrapolate_tau
@@ -91,14 +93,44 @@ def _ratio(a, b):
         return np.where(np.isfinite(b), a / b, np.where(np.isfinite(a), 0.0, np.nan))
 
 
-def family_order(rows, draws, first="rows", second="columns", seed=0):
-    """τ_first / τ_second pooled over seeds: per run the ratio of the paired family draws (one resampling,
-    the same seed), pooled geometrically; share of pooled replicates in which `first` reaches first."""
-    pts, dr = [], []
+def _censored_ratio(a, b, last):
+    """(ratio, bound) of one run's τ_a / τ_b, an unreached family at the run's last step `last`: bound "<"
+    when only b is unreached (the true ratio is smaller), ">" when only a is, "" when both are reached;
+    (NaN, "") when neither is."""
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    if not (fa or fb):
+        return math.nan, ""
+    return float((a if fa else last) / (b if fb else last)), "" if fa and fb else ("<" if fa else ">")
+
+
+def family_order(rows, draws, first="rows", second="columns", seed=0, ci=0.95):
+    """τ_first / τ_second over seeds, and how often `first` reaches 0.9 first.
+
+    Per run the ratio of the two family clocks, a family that never reaches 0.9 censored at the run's last
+    step (so that run's ratio is a bound, `per_seed_bound` "<" or ">"); `pooled` is their geometric mean over
+    the runs where one family is reached, a bound when every censored run is censored the same way
+    (`bound`; "mixed" when both ways). `ci`: hierarchical replicates (seeds, then paired sample draws) of the
+    uncensored ratios (0 where only `first` is reached, inf where only `second` is, NaN where neither,
+    counted against both ends): an infinite end means more than 2.5% of the replicates lie past every
+    finite ratio. `share_first`: the mean over seeds of the share of paired draws in which `first` reaches
+    first (ties half), with its hierarchical CI (`share_ci`); per seed in `per_seed_share_first`.
+    """
+    pts, bounds, ratio_draws, share_draws = [], [], [], []
     for r in rows:
         (a, da), (b, db) = draws[r["run"]][f"tau_family:{first}"], draws[r["run"]][f"tau_family:{second}"]
-        pts.append(float(_ratio(a, b)))
-        dr.append(_ratio(da, db))
-    p = pool_seeds(pts, dr, n_boot=N_BOOT_POOL, seed=seed)
-    return {**p, "per_seed_share_first": [r["families"]["order"].get(f"{first}<{second}", {}).get("share_first")
-                                          for r in rows]}
+        value, bound = _censored_ratio(a, b, float(r["steps"]))
+        pts.append(value)
+        bounds.append(bound)
+        ratio_draws.append(_ratio(da, db))
+        share_draws.append((da < db) + 0.5 * (da == db))
+    reached = np.isfinite(pts)
+    kinds = {bd for bd, ok in zip(bounds, reached) if bd and ok}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = hierarchical_replicates(ratio_draws, N_BOOT_POOL, seed, log=True)
+    shares = hierarchical_replicates(share_draws, N_BOOT_POOL, seed, log=False)
+    return {"per_seed": pts, "per_seed_bound": bounds, "n_seeds": len(pts), "n_reached": int(reached.sum()),
+            "pooled": float(np.exp(np.mean(np.log(np.asarray(pts)[reached])))) if reached.any() else math.nan,
+            "bound": "" if not kinds else (kinds.pop() if len(kinds) == 1 else "mixed"),
+            "ci": interval(ratios, ci), "share_first": float(np.mean(shares)),
+            "share_ci": interval(shares, ci), "ci_level": ci, "n_boot": N_BOOT_POOL,
+            "per_seed_share_first": [float(np.mean(d)) for d in share_draws]}

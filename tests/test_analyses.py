@@ -1,6 +1,7 @@
 """analyses/two_clocks.py --smoke: the whole pipeline (train in parallel-ready runs, clocks with CIs,
 tables, figures) end to end at toy size."""
 import json
+import math
 import shutil
 import sys
 from pathlib import Path
@@ -162,3 +163,23 @@ def test_scaling_cpu_preset_plan(tmp_path):
     others = {r.group for r in runs} - {two_clocks.run_name(G, N, 0) for G, N in core}
     second = runs[len(first):len(first) + len(others)]          # then one seed of every other configuration
     assert {r.group for r in second} == others and {r.seed for r in second} == {0}
+
+
+def test_family_order_counts_an_unreached_family_at_the_last_step_as_a_bound():
+    """A seed whose columns never reach 0.9 has rows first: its τ_rows / τ_columns is an upper bound at
+    the last step (not 0), the pooled ratio is a bound in that direction, seeds censored both ways are
+    'mixed', and a seed reaching neither family is left out of the ratio but not of the share."""
+    stats = _analysis("scaling_stats")
+    inf = math.inf
+    clocks = {"a": (100.0, 200.0), "b": (400.0, inf), "c": (inf, 250.0), "d": (inf, inf)}
+    draws = {k: {"tau_family:rows": (r, np.full(50, r)), "tau_family:columns": (c, np.full(50, c))}
+             for k, (r, c) in clocks.items()}
+    rows = lambda names: [{"run": k, "steps": 1000, "seed": i} for i, k in enumerate(names)]
+    ab = stats.family_order(rows("ab"), draws)
+    assert ab["per_seed"] == [0.5, 0.4] and ab["per_seed_bound"] == ["", "<"] and ab["bound"] == "<"
+    assert ab["pooled"] == pytest.approx(math.sqrt(0.5 * 0.4)) and ab["share_first"] == 1.0
+    assert ab["ci"][0] == 0.0 and ab["ci"][1] == pytest.approx(0.5)   # replicates of b alone: rows first, 0
+    abcd = stats.family_order(rows("abcd"), draws)
+    assert abcd["bound"] == "mixed" and abcd["n_reached"] == 3 and math.isnan(abcd["per_seed"][3])
+    assert abcd["pooled"] == pytest.approx((0.5 * 0.4 * 4.0) ** (1 / 3))
+    assert abcd["per_seed_share_first"] == [1.0, 1.0, 0.0, 0.5] and abcd["share_first"] == pytest.approx(0.625, abs=0.03)
