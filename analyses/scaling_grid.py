@@ -8,8 +8,8 @@ seed), then one round per seed of the remaining configurations, most important c
 interrupted preset has already produced the tables that matter most.
 
 SIZING of the CPU preset (51 runs, 3 seeds of every configuration, ≈ 5.9 h on 2 idle cores, two one-thread
-runs at a time; `budget` at the rates below, which the exported runs' own times match to 3%) — each choice
-and what it costs:
+runs at a time; `budget` at the rates below: the 42 exports with both times recorded took 0.96× their
+estimate) — each choice and what it costs:
 - 3 seeds everywhere (issue 25 item 1). Two seeds for G = 4, the 1.27M DiT, exact-K, row-K and Latin
   would fit the issue's ≈ 5 h; their third seeds cost 0.9 h (51 runs instead of 45).
 - every DiT run is two_clocks' recipe: 12 000 views per training image (steps = views·N/96, at least

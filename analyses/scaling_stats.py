@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from grid import extrapolate_tau
-from scoreprobe.probes.families import interval
+from scoreprobe.probes.families import first_share, interval
 from scoreprobe.probes.seeds import hierarchical_replicates, pool_seeds, seed_fit, tau_draws
 from scoreprobe.probes.taus import taus, window_status
 
@@ -122,9 +122,9 @@ def family_order(rows, draws, first="rows", second="columns", seed=0, ci=0.95):
         pts.append(value)
         bounds.append(bound)
         ratio_draws.append(_ratio(da, db))
-        share_draws.append((da < db) + 0.5 * (da == db))
+        share_draws.append(first_share(da, db))
     reached = np.isfinite(pts)
-    kinds = {bd for bd, ok in zip(bounds, reached) if bd and ok}
+    kinds = set(bounds) - {""}                # a bound is only set where one family is reached
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = hierarchical_replicates(ratio_draws, N_BOOT_POOL, seed, log=True)
     shares = hierarchical_replicates(share_draws, N_BOOT_POOL, seed, log=False)

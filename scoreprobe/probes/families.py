@@ -94,9 +94,14 @@ def interval(v, ci):
     return [float(lo), float(hi)]
 
 
+def first_share(da, db):
+    """(B,) 1 where draw a reaches before draw b, ½ on a tie (both unreached included), else 0."""
+    return (da < db) + 0.5 * (da == db)
+
+
 def _order(pa, pb, da, db, ci):
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = pa / pb if np.isfinite(pa) and np.isfinite(pb) and pb > 0 else math.nan
         r = da / db                                                            # inf/inf: NaN, undetermined
-    share = float(np.mean(da < db) + 0.5 * np.mean(da == db))
+    share = float(np.mean(first_share(da, db)))
     return {"ratio": float(ratio), "ci": interval(r, ci), "share_first": share}
