@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 import scoreprobe as sp
-from scoreprobe.engine import EngineSettings
+from scoreprobe.ode.engine import EngineSettings
 from scoreprobe.ode import integrate
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 

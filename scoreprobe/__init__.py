@@ -26,7 +26,7 @@ _API = {
     "scoreprobe.data.bitindex": "BitIndex",
     "scoreprobe.oracles": "EmpiricalDenoiser RuleDenoiser",
     "scoreprobe.ode": "edm_sigmas integrate randn_per_sample",
-    "scoreprobe.samplers": "Sampler sample",
+    "scoreprobe.ode.samplers": "Sampler sample",
     "scoreprobe.probes.dsm": "dsm_by_sigma dsm_summary",
     "scoreprobe.store": "open_store written_steps",
     "scoreprobe.sweep": "sweep",

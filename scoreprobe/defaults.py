@@ -4,7 +4,7 @@ Their meaning and how each was chosen: docs/definitions.md.
 """
 
 # The PF-ODE solver of integrate, basins and retention unless told otherwise: "adaptive" is
-# scoreprobe.engine (per-row adaptive steps and early decision, its tolerances in
+# scoreprobe.ode.engine (per-row adaptive steps and early decision, its tolerances in
 # engine.EngineSettings); "heun" / "euler" the fixed EDM grid of DEFAULT_N_STEPS steps.
 # Chosen from bench/bench_basins.py (bench/RESULTS.md; docs/definitions.md, "The adaptive engine").
 DEFAULT_SOLVER = "adaptive"

@@ -5,7 +5,7 @@ import pytest
 import torch
 from scipy.integrate import solve_ivp
 
-from scoreprobe.engine import STATUS, EngineSettings, evaluate, solve
+from scoreprobe.ode.engine import STATUS, EngineSettings, evaluate, solve
 from scoreprobe.errors import ConfigError, ScoreprobeWarning
 from scoreprobe.ode import finer, integrate, randn_per_sample, resolve_solver, solver_config
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser

@@ -13,7 +13,7 @@ import torch
 from scipy import stats
 
 import scoreprobe as sp
-from scoreprobe import samplers
+from scoreprobe.ode import samplers
 from scoreprobe.cli import main
 from scoreprobe.data.bitindex import BitIndex
 from scoreprobe.data.datasets import make_dataset
@@ -22,7 +22,7 @@ from scoreprobe.noise import randn_per_sample, stream_seed
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.probes.clocks import clock_step, clocks
 from scoreprobe.data.rules import Parity
-from scoreprobe.samplers import Sampler, integrate_with, sample
+from scoreprobe.ode.samplers import Sampler, integrate_with, sample
 
 F64 = torch.float64
 # six vertices of {0,1}^8 with very different neighbourhoods: three within Hamming distance 2 of each

@@ -293,5 +293,5 @@ def solver_of(solver, tol):
         return solver
     if solver != "adaptive":
         raise click.BadParameter("--tol applies to --solver adaptive only", param_hint="--tol")
-    from scoreprobe.engine import EngineSettings
+    from scoreprobe.ode.engine import EngineSettings
     return EngineSettings(rtol=tol, atol=tol)

@@ -72,7 +72,7 @@ def _clock_summary(a):
     yield f"innovation window: open, steps {spans}{end}, {width}"
 
 
-SAMPLER_NAMES = ("adaptive", "heun", "euler", "edm-stochastic", "ddim", "ancestral")   # scoreprobe.samplers.SAMPLERS
+SAMPLER_NAMES = ("adaptive", "heun", "euler", "edm-stochastic", "ddim", "ancestral")   # scoreprobe.ode.samplers.SAMPLERS
 CLI_NAMES = {"s_churn": "--s-churn", "s_noise": "--s-noise", "s_tmin": "--s-tmin", "s_tmax": "--s-tmax",
              "eta": "--eta"}
 
@@ -95,7 +95,7 @@ def sampler_options(fn):
 def sampler_of(name, **params):
     """The samplers.Sampler of the options, checked before anything is loaded (a ConfigError naming the
     CLI options: one line, exit 2)."""
-    from scoreprobe.samplers import Sampler, resolve_params
+    from scoreprobe.ode.samplers import Sampler, resolve_params
     resolve_params(name, params, names=CLI_NAMES)
     return Sampler(name, **params)
 

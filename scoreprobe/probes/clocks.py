@@ -19,7 +19,8 @@ import numpy as np
 import torch
 import xarray as xr
 
-from scoreprobe import ode, samplers, slices, store
+from scoreprobe import slices, store
+from scoreprobe.ode import integrator as ode, samplers
 from scoreprobe.data import datasets as data
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION, MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import ConfigError, NonFiniteWarning
@@ -132,7 +133,7 @@ def clock_step(model, dataset, rule, n_samples=1000, seed=0, n_steps=DEFAULT_N_S
     ----------
     model : denoiser D(x, sigma) (sampled by `sampler`) or AncestralSampler / GPT sampler.
     dataset : data.Dataset (train / held-out bits); rule : the rule of the dataset.
-    sampler : None (the Heun PF-ODE), a name or a `scoreprobe.samplers.Sampler` (see `samplers.sample`).
+    sampler : None (the Heun PF-ODE), a name or a `scoreprobe.ode.samplers.Sampler` (see `samplers.sample`).
 
     A `models.stack.StackedDenoiser` of K checkpoints is sampled in one batched integration
     (the same starting noise for each) and gives a list of K Datasets.
@@ -245,7 +246,7 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
         {step: denoiser} (e.g. oracles), or a single denoiser (no `step` dim, no τ).
     n_samples, seed : samples per checkpoint; sample i starts from the same noise at every step.
     n_steps : sampler steps. device : "cpu", "cuda", "auto" or None (= auto).
-    sampler : None (the deterministic Heun PF-ODE), a name, a dict or a `scoreprobe.samplers.Sampler`
+    sampler : None (the deterministic Heun PF-ODE), a name, a dict or a `scoreprobe.ode.samplers.Sampler`
         (EDM stochastic, DDIM-η, ancestral); recorded in the config (`sampler`), so a store made
         with one sampler is never extended with another. A GPT series takes only the default.
     dataset, rule : the training data; taken from a series, required for a mapping.

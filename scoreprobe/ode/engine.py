@@ -3,7 +3,7 @@
 Every row of a batch integrates dx/dσ = (x − D(x, σ))/σ from σ_start down to σ_min on its own:
 
 * **its own step size**, in t = ln σ, from the embedded error estimate of a Runge–Kutta pair
-  (`scoreprobe.tableaux`, Bogacki–Shampine 3(2) by default), accepted when the max-norm of the
+  (`scoreprobe.ode.tableaux`, Bogacki–Shampine 3(2) by default), accepted when the max-norm of the
   local error is within atol + rtol·|x| in every coordinate;
 * **its own end**: a row is *decided* once the denoiser points at the vertex it already sits on,
   |D(x, σ) − sign(x)|_∞ <= decide_tol, at `patience` consecutive evaluations along its accepted
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from scoreprobe.errors import ConfigError, DataError
-from scoreprobe.tableaux import PAIRS, error_ratio, next_step
+from scoreprobe.ode.tableaux import PAIRS, error_ratio, next_step
 
 STATUS = ("success", "max_steps", "non_finite")   # per-row status codes 0, 1, 2 (as torchode records them)
 
@@ -37,7 +37,7 @@ STATUS = ("success", "max_steps", "non_finite")   # per-row status codes 0, 1, 2
 class EngineSettings:
     """Tolerances of the engine (docs/definitions.md, "The adaptive engine").
 
-    pair : "bs3" or "heun-euler" (`scoreprobe.tableaux.PAIRS`).
+    pair : "bs3" or "heun-euler" (`scoreprobe.ode.tableaux.PAIRS`).
     rtol, atol : local error tolerance per coordinate, atol + rtol·|x|.
     decide_tol : a row is decided when |D(x, σ) − sign(x)|_∞ <= decide_tol (< 0.5) ...
     patience : ... at this many consecutive evaluations along the accepted path (each accepted

@@ -1,6 +1,6 @@
 """Noise schedules, the PF-ODE integrators (the adaptive engine; the fixed EDM Heun/Euler grid) and the sampler.
 
-`integrate(..., solver=)` dispatches: "adaptive" (the default) to `scoreprobe.engine` (per-row
+`integrate(..., solver=)` dispatches: "adaptive" (the default) to `scoreprobe.ode.engine` (per-row
 adaptive steps, per-row early decision, batch compaction; docs/definitions.md, "The adaptive
 engine"); "heun" and "euler" to the fixed grid below.
 
@@ -24,14 +24,14 @@ import torch
 from tqdm.auto import tqdm
 
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFAULT_SAMPLE_SOLVER, DEFAULT_SOLVER
-from scoreprobe.engine import EngineResult, EngineSettings, solve
+from scoreprobe.ode.engine import EngineResult, EngineSettings, solve
 from scoreprobe.errors import ConfigError, DataError, ScoreprobeWarning
 from scoreprobe.limits import MAX_ODE_STEPS, check_int, check_rows, check_seed, warn_nonfinite_rows
 from scoreprobe.noise import NOISE, randn_per_sample  # noqa: F401  (re-exported)
 
 logger = logging.getLogger(__name__)
 
-SOLVERS = ("adaptive", "heun", "euler")   # "adaptive": scoreprobe.engine; "heun", "euler": the fixed EDM grid
+SOLVERS = ("adaptive", "heun", "euler")   # "adaptive": scoreprobe.ode.engine; "heun", "euler": the fixed EDM grid
 AUTO_CPU_ROWS = 4096   # chunk_size="auto" off CUDA: rows per forward (the long-standing default)
 
 
@@ -205,7 +205,7 @@ def integrate(D, x0, sigma_start, n_steps=DEFAULT_N_STEPS, solver=DEFAULT_SOLVER
               progress=None, *, sigma_min=0.002, rho=7.0, info=False):
     """Integrate the PF-ODE dx/dσ = (x - D(x, σ))/σ from σ = sigma_start down to 0.
 
-    solver="adaptive" (the default) runs `scoreprobe.engine.solve`: per-row adaptive steps and
+    solver="adaptive" (the default) runs `scoreprobe.ode.engine.solve`: per-row adaptive steps and
     per-row early decision (a decided row ends on its vertex; docs/definitions.md, "The adaptive
     engine"); n_steps is not used. solver="heun" / "euler" run the fixed grid
     `edm_sigmas(n_steps, min(sigma_min, sigma_start), sigma_start, rho)`, i.e. the EDM schedule

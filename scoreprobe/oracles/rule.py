@@ -1,17 +1,7 @@
-"""Oracle denoisers: the perfect memorizer and the perfect generalizer.
+"""The perfect generalizer: the exact posterior mean under uniform rule-valid images (package docstring).
 
-Both are exact posterior means E[v | x] of a clean signed image v ∈ {-1,+1}^D observed as
-x = v + σ·ε, ε ~ N(0, I), under a uniform prior on a finite set V of vertices:
-
-    p(v | x) ∝ exp(-‖x - v‖²/2σ²) ∝ exp(a·v),   a = x/σ²   (‖v‖² = D for every vertex).
-
-`EmpiricalDenoiser` takes V = the training set (the minimizer of the DSM loss on it);
-`RuleDenoiser` takes V = all rule-valid images, computed in closed form (parity: a two-state
-dynamic programme per group, equivalent to E[v_i|x] = (t_i + sΠ_{j≠i}t_j)/(1 + sΠ_j t_j) with
-t = tanh(a)), by dynamic programming over counts (ExactK, RowK), or by enumeration (small
-Latin squares and Sudoku). Every computation is done in log space, so the results are finite
-for σ from 0.002 to 80 in float32 and float64. Both expose `log_density(x, σ)`, the exact
-normalized log p_σ(x) = log(1/|V| Σ_v N(x; v, σ²I)), whose gradient is the score (D - x)/σ².
+Parity: a two-state dynamic programme per group; ExactK, RowK: dynamic programming over counts;
+small Latin squares and Sudoku: enumeration (an EmpiricalDenoiser over every valid grid).
 """
 import logging
 import math
@@ -19,117 +9,14 @@ import math
 import numpy as np
 import torch
 
-from scoreprobe.errors import ConfigError, DataError
+from scoreprobe.errors import ConfigError
+from scoreprobe.oracles.common import check_inputs, gaussian_terms
+from scoreprobe.oracles.memorizer import EmpiricalDenoiser
 
 logger = logging.getLogger(__name__)
 
 MAX_ENUMERATED = 2_000_000     # largest valid set RuleDenoiser enumerates (Latin/Sudoku)
-_ELEMENT_BUDGET = 1 << 24      # logits held at once by EmpiricalDenoiser when chunk_size=None
 _LOG_ZERO = -1e30              # log 0 in the DPs: finite, so autograd never sees -inf - -inf
-
-
-def _check_inputs(x, sigma, dim):
-    """Validate (x (B, D), sigma) and return sigma as a (B, 1) tensor of x's dtype/device."""
-    if not torch.is_tensor(x) or x.ndim != 2 or x.shape[1] != dim or not x.is_floating_point():
-        shape = tuple(x.shape) if torch.is_tensor(x) else type(x).__name__
-        raise DataError(f"x must be a float tensor of shape (B, {dim}), got {shape}")
-    sigma = torch.as_tensor(sigma, dtype=x.dtype, device=x.device).reshape(-1)
-    if sigma.numel() == 1:
-        sigma = sigma.expand(x.shape[0])
-    if sigma.numel() != x.shape[0]:
-        raise DataError(f"sigma must have shape ({x.shape[0]},) (one noise level per row), "
-                        f"got {sigma.numel()} values")
-    return sigma[:, None]                                                        # (B, 1)
-
-
-def _gaussian_terms(x, sigma):
-    """The part of log p_σ(x) shared by all oracles: -(‖x‖² + D)/2σ² - D/2·log(2πσ²). (B,)"""
-    d = x.shape[1]
-    s2 = sigma[:, 0] ** 2                                                        # (B,)
-    return -((x * x).sum(1) + d) / (2 * s2) - 0.5 * d * torch.log(2 * math.pi * s2)
-
-
-def _as_bits(bits, name):
-    bits = np.asarray(bits.detach().cpu() if torch.is_tensor(bits) else bits)
-    if bits.ndim != 2 or bits.shape[0] < 1 or bits.shape[1] < 1:
-        raise DataError(f"{name} must be a non-empty (N, D) array of bits, got shape {bits.shape}")
-    if not np.isin(bits, (0, 1)).all():
-        raise DataError(f"{name} must hold only 0/1 values (uint8 bits, not signed ±1 values)")
-    return bits.astype(np.uint8)
-
-
-# ---------------------------------------------------------------------------------------------
-# Perfect memorizer
-# ---------------------------------------------------------------------------------------------
-
-class EmpiricalDenoiser:
-    """Optimal denoiser of a finite set of items (the exact minimizer of the DSM loss on it).
-
-    D(x, σ) = Σ_n w_n t_n with w = softmax_n(-‖x - t_n‖²/2σ²) over the signed items t_n.
-    The softmax runs over chunks of items with a running (online) log-sum-exp, so memory stays
-    bounded for large N.
-
-    Parameters
-    ----------
-    train_bits : (N, D) uint8 bits, the items.
-    chunk_size : int or None, items per chunk (None: about 2^24 logits at a time).
-
-    Attributes
-    ----------
-    dim : int, D.  n_items : int, N.
-    """
-
-    def __init__(self, train_bits, chunk_size=None):
-        bits = _as_bits(train_bits, "train_bits")
-        if chunk_size is not None and (int(chunk_size) != chunk_size or chunk_size < 1):
-            raise ConfigError(f"chunk_size must be a positive integer or None, got {chunk_size!r}")
-        self.chunk_size = chunk_size
-        self.items = torch.from_numpy(bits).to(torch.float64) * 2 - 1           # (N, D) signed
-        self.n_items, self.dim = bits.shape
-        self._cache = {}
-
-    def _items_like(self, x):
-        key = (x.device, x.dtype)
-        if key not in self._cache:
-            self._cache[key] = self.items.to(device=x.device, dtype=x.dtype)
-        return self._cache[key]
-
-    def _softmax_pass(self, x, sigma, want_mean):
-        """Online log-sum-exp of logits x·t_n/σ² over item chunks; optionally the weighted mean."""
-        items = self._items_like(x)                                              # (N, D)
-        size = self.chunk_size or max(1, _ELEMENT_BUDGET // max(1, x.shape[0]))
-        a = x / sigma ** 2                                                       # (B, D)
-        run_max = torch.full_like(x[:, 0], -float("inf"))                        # (B,)
-        run_sum = torch.zeros_like(x[:, 0])                                      # (B,)
-        acc = torch.zeros_like(x) if want_mean else None                         # (B, D)
-        for start in range(0, self.n_items, size):
-            chunk = items[start:start + size]                                    # (C, D)
-            logits = a @ chunk.T                                                 # (B, C)
-            new_max = torch.maximum(run_max, logits.max(1).values)               # (B,)
-            scale = torch.exp(run_max - new_max)                                 # (B,) 0 at start
-            weights = torch.exp(logits - new_max[:, None])                       # (B, C)
-            run_sum = run_sum * scale + weights.sum(1)
-            if want_mean:
-                acc = acc * scale[:, None] + weights @ chunk
-            run_max = new_max
-        return run_max, run_sum, acc
-
-    @torch.no_grad()
-    def __call__(self, x, sigma):
-        """Posterior mean. x: (B, D) float, sigma: (B,) -> (B, D) same dtype/device."""
-        sigma = _check_inputs(x, sigma, self.dim)
-        _, run_sum, acc = self._softmax_pass(x, sigma, want_mean=True)
-        return (acc / run_sum[:, None]).clamp_(-1.0, 1.0)                        # (B, D) no ulp overshoot
-
-    def log_density(self, x, sigma):
-        """Exact log p_σ(x) = log(1/N Σ_n N(x; t_n, σ²I)) (all constants included). -> (B,)
-
-        Differentiable in x (autograd gives the score (D(x,σ) - x)/σ²).
-        """
-        sigma = _check_inputs(x, sigma, self.dim)
-        run_max, run_sum, _ = self._softmax_pass(x, sigma, want_mean=False)
-        lse = run_max + torch.log(run_sum)                                       # (B,)
-        return lse - math.log(self.n_items) + _gaussian_terms(x, sigma)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -289,7 +176,7 @@ class RuleDenoiser:
         """Posterior mean. x: (B, D) float, sigma: (B,) -> (B, D) same dtype/device."""
         if self.kind == "enumerated":
             return self._empirical(x, sigma)
-        sigma = _check_inputs(x, sigma, self.dim)
+        sigma = check_inputs(x, sigma, self.dim)
         return self._posterior(x, sigma)[0]
 
     def log_density(self, x, sigma):
@@ -300,6 +187,6 @@ class RuleDenoiser:
         """
         if self.kind == "enumerated":
             return self._empirical.log_density(x, sigma)
-        sigma = _check_inputs(x, sigma, self.dim)
+        sigma = check_inputs(x, sigma, self.dim)
         log_z = self._posterior(x, sigma)[1]                                     # (B,)
-        return log_z - self._log_n_valid + _gaussian_terms(x, sigma)
+        return log_z - self._log_n_valid + gaussian_terms(x, sigma)

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from scoreprobe import ode
+from scoreprobe.ode import integrator as ode
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.limits import warn_nonfinite_rows
