@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU check (issue #14): install the project, run the `gpu` tests, the GPU benchmarks and the GPU
-# preset of analyses/two_clocks.py, each under a time limit, and write everything under $OUT:
+# preset of analyses/two_clocks, each under a time limit, and write everything under $OUT:
 #
 #   OUT=/tmp/gpu bash bench/gpu_check.sh              # on a CUDA machine (≈ 8 min at most)
 #   OUT=/tmp/dry bash bench/gpu_check.sh --dry-run    # the same steps on CPU at toy size (≈ 3 min)
@@ -50,6 +50,6 @@ if [ -f bench/bench_ensemble.py ]; then
 fi
 # the basin evolution target (30 checkpoints x 256^2 x 4 sigma in <= 2 min): 24 checkpoints here, x 30/24
 step basin_evolution 300 scoreprobe basins $EVOLVE --device "$DEV" --out "$OUT/evolution.zarr" --no-animate
-step two_clocks 300 python analyses/two_clocks.py $TWO --out "$OUT/runs" --results "$OUT/two_clocks"
+step two_clocks 300 python analyses/two_clocks $TWO --out "$OUT/runs" --results "$OUT/two_clocks"
 echo "failed steps: $FAILED (results in $OUT)" | tee -a "$OUT/summary.txt"
 exit "$FAILED"

@@ -1,4 +1,4 @@
-"""analyses/two_clocks.py --smoke: the whole pipeline (train in parallel-ready runs, clocks with CIs,
+"""analyses/two_clocks --smoke: the whole pipeline (train in parallel-ready runs, clocks with CIs,
 tables, figures) end to end at toy size."""
 import json
 import math
@@ -13,13 +13,12 @@ ANALYSES = Path(__file__).resolve().parents[1] / "analyses"
 
 
 def _analysis(name):
-    """Import the script analyses/<name>.py (the folder is not a package)."""
+    """Import a study's module: "scaling" -> analyses.scaling.run, "scaling.export" -> analyses.scaling.export."""
     import importlib
-    sys.path.insert(0, str(ANALYSES))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(ANALYSES))
+    root = str(ANALYSES.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    return importlib.import_module(f"analyses.{name if '.' in name else name + '.run'}")
 
 
 def test_two_clocks_smoke(tmp_path, capsys):
@@ -69,7 +68,7 @@ def test_two_clocks_smoke_with_seeds_as_ensembles(tmp_path, caplog):
 
 
 def test_mechanism_smoke(tmp_path, capsys):
-    """analyses/mechanism.py --smoke: both series (the shipped one, a tiny closed-window run trained here),
+    """analyses/mechanism --smoke: both series (the shipped one, a tiny closed-window run trained here),
     every store, the report and the figures; a rerun reuses every store and gives the same numbers."""
     mechanism = _analysis("mechanism")
     mechanism.main(["--smoke", "--out", str(tmp_path)])
@@ -96,7 +95,7 @@ def test_mechanism_smoke(tmp_path, capsys):
 
 
 def test_sampler_clocks_smoke(tmp_path, capsys):
-    """analyses/sampler_clocks.py at toy size on two shipped checkpoints: a row per sampler, paired with Heun."""
+    """analyses/sampler_clocks at toy size on two shipped checkpoints: a row per sampler, paired with Heun."""
     sampler_clocks = _analysis("sampler_clocks")
     sampler_clocks.main(["--only", "heun,ddim,edm-churn40", "--heun-check", "all", "--n-samples", "8", "--steps",
                          "0,36000", "--stores", str(tmp_path / "stores"), "--results", str(tmp_path)])
@@ -113,12 +112,12 @@ def test_sampler_clocks_smoke(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_scaling_smoke_then_from_results(tmp_path):
-    """analyses/scaling.py --smoke end to end (train, clocks, exports, tables, figures), then --from-results with
+    """analyses/scaling --smoke end to end (train, clocks, exports, tables, figures), then --from-results with
     the run directories deleted: the exports alone regenerate the same tables."""
-    scaling, export = _analysis("scaling"), _analysis("scaling_export")
+    scaling, export = _analysis("scaling"), _analysis("scaling.export")
     scaling.main(["--smoke", "--out", str(tmp_path)])
     md, js = (tmp_path / "scaling_smoke.md").read_text(), (tmp_path / "scaling_smoke.json").read_text()
-    planned = [r.name for r in _analysis("scaling_grid").plan("smoke")]
+    planned = [r.name for r in _analysis("scaling.grid").plan("smoke")]
     exports = sorted(p.stem for p in (tmp_path / "scaling_smoke").glob("*.npz"))
     assert exports == sorted(planned) and "Not done: none." in md
     assert all(p.stat().st_size < 100_000 for p in (tmp_path / "scaling_smoke").glob("*.npz"))
@@ -144,7 +143,7 @@ def test_scaling_cpu_preset_plan(tmp_path):
     """The CPU preset fits its stated budget at the measured one-thread rates, reuses two_clocks' runs (same
     names, same TrainConfig as `two_clocks.py --seeds 0,1,2`), and trains the N and G axes' first two seeds
     first, then one seed of every other configuration; every configuration has three seeds."""
-    grid, two_clocks = _analysis("scaling_grid"), _analysis("two_clocks")
+    grid, two_clocks = _analysis("scaling.grid"), _analysis("two_clocks")
     runs = grid.plan("cpu")
     b = grid.budget(runs, jobs=2)
     assert b["wall_h"] <= 1.05 * grid.CPU_BUDGET_H and b["steps"] == sum(r.cfg.total_steps for r in runs)
@@ -169,7 +168,7 @@ def test_family_order_counts_an_unreached_family_at_the_last_step_as_a_bound():
     """A seed whose columns never reach 0.9 has rows first: its τ_rows / τ_columns is an upper bound at
     the last step (not 0), the pooled ratio is a bound in that direction, seeds censored both ways are
     'mixed', and a seed reaching neither family is left out of the ratio but not of the share."""
-    stats = _analysis("scaling_stats")
+    stats = _analysis("scaling.stats")
     inf = math.inf
     clocks = {"a": (100.0, 200.0), "b": (400.0, inf), "c": (inf, 250.0), "d": (inf, inf)}
     draws = {k: {"tau_family:rows": (r, np.full(50, r)), "tau_family:columns": (c, np.full(50, c))}

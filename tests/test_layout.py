@@ -130,3 +130,13 @@ def test_the_ode_family_is_one_package_one_file_per_part():
 def test_the_data_package_holds_the_rules_and_datasets():
     assert sorted(p.stem for p in (PACKAGE / "data").glob("*.py")) == [
         "__init__", "bitindex", "curriculum", "datafile", "datasets", "grids", "rulebase", "rules"]
+
+
+ANALYSES = PACKAGE.parent / "analyses"
+
+
+def test_each_study_has_its_folder_and_the_studies_import_no_circle():
+    assert sorted(p.stem for p in ANALYSES.glob("*.py")) == ["__init__", "grid"]   # grid: what the studies share
+    for study in (p for p in ANALYSES.iterdir() if p.is_dir() and p.name != "results" and p.name[0] not in "_."):
+        assert {"__init__.py", "__main__.py", "run.py"} <= {f.name for f in study.glob("*.py")}, study.name
+    assert cycles(import_graph(ANALYSES)) == []

@@ -1,4 +1,4 @@
-"""Figures of the mechanism study (analyses/mechanism.py), drawn from its report dict: basin shares and
+"""Figures of the mechanism study (analyses/mechanism), drawn from its report dict: basin shares and
 retention vs log step with CI ribbons and τ bands, the DSM significance heat map, and the basin-evolution
 animation of one plane with the step and the clocks marked in every frame.
 

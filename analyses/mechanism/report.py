@@ -1,4 +1,4 @@
-"""The report of analyses/mechanism.py: every number from the stores (nothing from a log), the
+"""The report of analyses/mechanism: every number from the stores (nothing from a log), the
 statistics of scoreprobe.probes.timing / dsm_stats, the md, the json and the figures."""
 import json
 import logging
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-import mechanism as M
+from analyses.mechanism import measure as M
 from scoreprobe.data.datasets import STATE_CODES
 from scoreprobe.probes.dsm_stats import ALPHA, paired_gap_stats
 from scoreprobe.probes.timing import difference_ci, half_change, log10_spread, mean_ci
@@ -245,7 +245,7 @@ def _hammings(col):
 # ---------------------------------------------------------------------------------------------
 
 def write_report(args, timings, measure_s):
-    from mechanism_md import markdown
+    from analyses.mechanism.markdown import markdown
     from scoreprobe.viz.mechanism import study_figures
     results = Path(args.results)
     results.mkdir(parents=True, exist_ok=True)

@@ -1,30 +1,4 @@
-"""The mechanism, measured: basins, retention and the DSM split over training, on many planes, items
-and seeds, for a series whose innovation window is open and one whose window is closed.
-
-Series: `open` = the shipped checkpoints/parity-default (G = 2, N = 120; τ from its clocks.json);
-`closed` = G = 2, N = 30 trained here with the two_clocks CPU settings (its window never opens).
-For each series, at `n_ckpt` log-spaced checkpoints, and for each seed of `seeds`:
-
-  basins     planes of three kinds (slices.symmetric_planes, train_heldout_planes, random_valid_planes;
-             docs/definitions.md, "Plane protocol"), each at `sigma_starts` on the local grid
-             (margin 0.5) and on the noise-reach grid (slices.noise_reach_margin) at `reach_sigmas`
-  retention  `ret_items` training + `ret_items` held-out items, `ret_noise` restarts at `ret_sigmas`
-             (sp.retention, with its breakdown: other valid, violating, captured although closer)
-  dsm        sp.dsm_by_sigma on the first items of each split, noise bank `seed`
-  anim       one symmetric plane at a finer grid at every chosen checkpoint (the animation)
-
-Stores: <out>/<series>/<probe>-<kind>-s<seed>-<digest>.zarr, one per series / probe / kind / seed,
-named by a digest of their settings and resumed step by step (sp.sweep): a rerun reuses every step
-already measured with the same settings and model. Outputs: <results>/mechanism<suffix>.md, .json
-and figures (basins, retention, DSM heat map, the animation), from the stores alone
-(analyses/mechanism_report.py).
-
-Usage:
-  python analyses/mechanism.py                 # CPU preset: ≈ 48 min on 2 idle cores (PRESETS["cpu"])
-  python analyses/mechanism.py --device cuda   # GPU preset: more planes, items, noise draws and checkpoints
-  python analyses/mechanism.py --smoke         # < 1 min: the pipeline end to end at toy size
-  python analyses/mechanism.py --series open --seeds 0 --n-planes 4   # any preset value can be overridden
-"""
+"""The mechanism study's measurements: presets, the two series, one store per probe / kind / seed (run.py)."""
 import argparse
 import hashlib
 import json
@@ -34,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grid import apply_preset, finished, in_parallel, measured_clocks
+from analyses.grid import apply_preset, finished, measured_clocks
 from scoreprobe.defaults import DEFINITIONS_VERSION
 from scoreprobe.loading.series import load_series
 from scoreprobe.probes.basins import basins, retention
@@ -46,7 +20,7 @@ from scoreprobe.training.train import TrainConfig, train_run
 
 logger = logging.getLogger("mechanism")
 
-SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "parity-default"
+SHIPPED = Path(__file__).resolve().parents[2] / "checkpoints" / "parity-default"
 KINDS = ("symmetric", "train_heldout", "random_valid")
 RET_SIGMAS = [0.1, 0.2, 0.35, 0.5, 0.7, 1.0, 2.0, 5.0]
 
@@ -293,39 +267,3 @@ def measure_animation(args, name, series, steps, run=True):
                    run)
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if not args.device.startswith("cuda"):
-        import torch
-        torch.set_num_threads(1)   # tiny models: one thread per process (the workers too, grid.worker_init)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
-    if not args.report_only:
-        timings = in_parallel(lambda n: measure_series(args, n), [(n,) for n in args.series], 1) \
-            if args.jobs <= 1 else _parallel(args)
-        logger.info("measured %s in %.0f s", args.series, time.time() - t0)
-    else:
-        timings = None
-    if args.measure_only:
-        return
-    import sys
-    here = str(Path(__file__).resolve().parent)
-    if here not in sys.path:
-        sys.path.insert(0, here)   # the report modules sit beside this script
-    from mechanism_report import write_report
-    write_report(args, timings, measure_s=time.time() - t0)
-
-
-def _parallel(args):
-    """One series per one-thread worker process (both cores on the CPU preset)."""
-    import functools
-    return in_parallel(functools.partial(_measure_in_worker, vars(args)), [(n,) for n in args.series], args.jobs)
-
-
-def _measure_in_worker(arg_dict, name):
-    return measure_series(argparse.Namespace(**arg_dict), name)
-
-
-if __name__ == "__main__":
-    main()

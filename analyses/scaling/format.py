@@ -1,7 +1,7 @@
-"""Formatting and selection helpers of the scaling tables (analyses/scaling_tables.py, scaling_sections.py)."""
+"""Formatting and selection helpers of the scaling tables (analyses/scaling/tables.py, sections.py)."""
 import math
 
-from scaling_stats import pooled
+from analyses.scaling.stats import pooled
 
 
 def fmt(v, digits=0):

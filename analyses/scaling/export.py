@@ -1,4 +1,4 @@
-"""The compact per-run result of analyses/scaling.py, <results>/scaling_<preset>/<run>.npz, and the minimal
+"""The compact per-run result of analyses/scaling, <results>/scaling_<preset>/<run>.npz, and the minimal
 clocks Dataset rebuilt from it: what every table and figure is computed from (no run directory needed).
 
 One file holds: the run's TrainConfig (JSON) and its parameter count, the clocks' settings (JSON), the

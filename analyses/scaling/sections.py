@@ -2,8 +2,8 @@
 constraint families, the matched GPT, and why each window is closed."""
 import math
 
-from scaling_stats import axis_fit, by_group, family_order, pooled, ratio_pooled
-from scaling_format import cells as _cells, ci_text, fmt, pooled_cell, select, statuses as _statuses
+from analyses.scaling.stats import axis_fit, by_group, family_order, pooled, ratio_pooled
+from analyses.scaling.format import cells as _cells, ci_text, fmt, pooled_cell, select, statuses as _statuses
 
 KEYS3 = ["tau_rule", "tau_mem", "window_log10_width"]
 HEAD3 = "τ_rule pooled [95% CI] (per seed) | τ_mem pooled [95% CI] (per seed) | window log10 width (per seed)"

@@ -15,26 +15,26 @@ and, after every finished run, rewrites the tables from the exports:
   <results>/scaling_<preset>_curves.png  memorization curves of GPT vs DiT, family accuracies
 
 Usage:
-  python analyses/scaling.py --preset cpu --jobs 2      # the CPU preset: 51 runs, ≈ 5.9 h on 2 idle cores
+  python analyses/scaling --preset cpu --jobs 2      # the CPU preset: 51 runs, ≈ 5.9 h on 2 idle cores
                                                         # (estimated from one-thread rates measured here)
-  python analyses/scaling.py --smoke                    # 7 toy runs, one of each axis: ≈ 30 s (load 7)
-  python analyses/scaling.py --from-results             # every table and figure from the .npz files, seconds
-  python analyses/scaling.py --only N,G --train-only    # some axes; train only
-  python analyses/scaling.py --device cuda              # GPU preset: 125 runs (G up to 6, N up to 1024, five
+  python analyses/scaling --smoke                    # 7 toy runs, one of each axis: ≈ 30 s (load 7)
+  python analyses/scaling --from-results             # every table and figure from the .npz files, seconds
+  python analyses/scaling --only N,G --train-only    # some axes; train only
+  python analyses/scaling --device cuda              # GPU preset: 125 runs (G up to 6, N up to 1024, five
                                                         # sizes, 5 seeds), DiT seeds as stacked ensembles; not
                                                         # timed (no GPU here)
-  python analyses/scaling.py --plan                     # the run list, order and estimated time, nothing run
+  python analyses/scaling --plan                     # the run list, order and estimated time, nothing run
 
 Statistics: τ per run with sample-level bootstrap draws (`probes.seeds.tau_draws`), pooled over seeds
 by a hierarchical bootstrap (`pool_seeds`: seeds with replacement, then samples), fits across an axis
 with seed-inclusive CIs (`seed_fit`), abruptness of memorization (`probes.abruptness`), why a window is
 closed (`taus.window_status`), constraint-family clocks (`family_taus`). docs/definitions.md.
 
-The CPU preset (scaling_grid.PRESETS["cpu"]; `--plan` prints the runs in order with the estimated time
+The CPU preset (grid.PRESETS["cpu"]; `--plan` prints the runs in order with the estimated time
 by which each is done): the N axis (G = 2: N = 30…240; G = 3: N = 120, 240) and the G axis (N = 240:
 G = 2, 3, 4) with two seeds first (≈ 2.0 h: b and the G factor with seed-inclusive CIs), then one seed of
 exact-K, row-K, Sudoku, Latin, the GPTs and the capacity sizes (≈ 2.9 h: every table has numbers), then
-the third seeds (≈ 5.9 h). The sizing choices and what each costs: scaling_grid.py's docstring.
+the third seeds (≈ 5.9 h). The sizing choices and what each costs: grid.py's docstring.
 """
 import argparse
 import logging
@@ -43,10 +43,10 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 import multiprocessing
 from pathlib import Path
 
-import scaling_grid as grid_mod
-from grid import finished, measured_clocks, train_ensembles, worker_init
-from scaling_export import export_run, load_exports
-from scaling_tables import write_all as write_tables
+from analyses.scaling import grid as grid_mod
+from analyses.grid import finished, measured_clocks, train_ensembles, worker_init
+from analyses.scaling.export import export_run, load_exports
+from analyses.scaling.tables import write_all as write_tables
 from scoreprobe.loading.series import load_series
 from scoreprobe.models.build import param_count
 from scoreprobe.probes.clocks import resolve_device

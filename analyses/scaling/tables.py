@@ -1,14 +1,14 @@
-"""The tables of analyses/scaling.py (markdown and JSON), from the exports only; the figures are drawn by
-scaling_figures from the same numbers."""
+"""The tables of analyses/scaling (markdown and JSON), from the exports only; the figures are drawn by
+figures.py from the same numbers."""
 import json
 import math
 
-import scaling_grid
-import scaling_sections as sec
-from scaling_export import load_exports
-from scaling_figures import figures
-from scaling_format import cells as _cells, ci_text, fmt, pooled_cell, select, statuses as _statuses
-from scaling_stats import axis_fit, ratio_pooled, run_stats
+from analyses.scaling import grid as scaling_grid
+from analyses.scaling import sections as sec
+from analyses.scaling.export import load_exports
+from analyses.scaling.figures import figures
+from analyses.scaling.format import cells as _cells, ci_text, fmt, pooled_cell, select, statuses as _statuses
+from analyses.scaling.stats import axis_fit, ratio_pooled, run_stats
 from scoreprobe.store import normalize_config
 
 
@@ -149,7 +149,7 @@ def report(args, runs):
     """(markdown text, JSON-able report) of every table, from the exports in args.exports."""
     p = scaling_grid.PRESETS[args.preset]
     rows, draws, missing = collect(runs, args.exports)
-    cmd = "python analyses/scaling.py" + ("" if args.preset == "cpu" else f" --preset {args.preset}") + " --from-results"
+    cmd = "python analyses/scaling" + ("" if args.preset == "cpu" else f" --preset {args.preset}") + " --from-results"
     lines = [f"# Scaling of the two clocks (preset {args.preset})", "",
              f"Regenerate: `{cmd}` (from {args.exports}/*.npz only). {len(rows)} of {len(runs)} planned runs done. "
              "τ in training steps; pooled = geometric mean over seeds (window width, abruptness: arithmetic); "

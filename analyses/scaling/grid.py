@@ -1,4 +1,4 @@
-"""The run grid of analyses/scaling.py: presets, the runs of every axis, their order and their budget.
+"""The run grid of analyses/scaling: presets, the runs of every axis, their order and their budget.
 
 A run is a `Run` (name, TrainConfig, the folder under --out, the configuration it belongs to, its
 axes). Parity DiT runs are two_clocks' own (`two_clocks.train_config`, `run_name`, run directories
@@ -39,7 +39,7 @@ estimate) — each choice and what it costs:
 import dataclasses
 from types import SimpleNamespace
 
-import two_clocks
+from analyses.two_clocks import run as two_clocks
 from scoreprobe.data.rules import rule_from_spec
 
 AXES = ("N", "G", "rules", "puzzles", "gpt", "capacity")

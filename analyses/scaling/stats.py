@@ -1,4 +1,4 @@
-"""Statistics of analyses/scaling.py, from the minimal clocks Datasets of the exports: per run (τ with
+"""Statistics of analyses/scaling, from the minimal clocks Datasets of the exports: per run (τ with
 sample-level draws, window status, peaks, abruptness, family clocks) and per configuration (pooled over
 seeds with the hierarchical bootstrap of `scoreprobe.probes.seeds`)."""
 
@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from grid import extrapolate_tau
+from analyses.grid import extrapolate_tau
 from scoreprobe.probes.families import first_share, interval
 from scoreprobe.probes.seeds import hierarchical_replicates, pool_seeds, seed_fit, tau_draws
 from scoreprobe.probes.taus import taus, window_status
@@ -19,7 +19,7 @@ LOG = {"window_log10_width": False, "abruptness": False}   # pooled as arithmeti
 
 
 def run_stats(name, run, info):
-    """One run's numbers (JSON-able, "draws" kept apart) from its export `info` (scaling_export.read_export)."""
+    """One run's numbers (JSON-able, "draws" kept apart) from its export `info` (export.read_export)."""
     ds = info["ds"]
     t = taus(ds, n_boot=N_BOOT, warn=False)
     out = {"run": name, "group": run.group, "seed": run.seed, "params": info["params"], "meta": run.meta,

@@ -1,4 +1,4 @@
-"""The markdown of analyses/mechanism.py, from the report dict alone (every number is in the json)."""
+"""The markdown of analyses/mechanism, from the report dict alone (every number is in the json)."""
 import math
 
 NR = "not reached"
@@ -37,7 +37,7 @@ def _arg(v):
 
 def markdown(report, figures, args):
     s = report["settings"]
-    cmd = "python analyses/mechanism.py" + ("" if s["preset"] == "cpu" else f" --preset {s['preset']}")
+    cmd = "python analyses/mechanism" + ("" if s["preset"] == "cpu" else f" --preset {s['preset']}")
     over = s.get("overrides") or {}
     if s.get("series") != ["open", "closed"]:
         over = {**over, "series": s.get("series")}

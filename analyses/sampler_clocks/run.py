@@ -9,7 +9,7 @@ sampling (DDIM, η = 1) and DDIM (η = 0, the Euler PF-ODE), and writes
                                          window, peak / final rule_acc, final mem_ratio, the curves
   analyses/results/sampler_clocks.md     the table the README quotes
 
-    python analyses/sampler_clocks.py    # ≈ 4 min per sampler on 2 idle cores (DDIM ones: half)
+    python analyses/sampler_clocks    # ≈ 4 min per sampler on 2 idle cores (DDIM ones: half)
 
 The stores go to --stores (resumable: an interrupted run continues where it stopped). The samplers:
 docs/definitions.md, "Samplers"; the clocks: "Clocks".

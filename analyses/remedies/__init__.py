@@ -1,0 +1,1 @@
+"""The paper's remedies for large G: baseline vs --global-token, --multiplicative, --curriculum."""

@@ -1,0 +1,1 @@
+"""Does memorization depend on the sampler? The clocks of the shipped series under each sampler."""
