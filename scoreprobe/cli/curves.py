@@ -123,7 +123,7 @@ def clocks(source, n_samples, seed, n_steps, sampler_name, s_churn, s_noise, s_t
     chosen = choose_steps(steps, s)
     _check_outputs(out, plot)
     reused = steps_in_store(out, overwrite)
-    click.echo(f"clocks of {s.path} ({s.kind}, {len(chosen)} of {len(s.steps)} checkpoints), {n_samples} samples, "
+    click.echo(f"clocks of {s.path} ({getattr(s, 'kind_label', s.kind)}, {len(chosen)} of {len(s.steps)} checkpoints), {n_samples} samples, "
                f"seed {seed}, on {device}" + ("" if len(chosen) == len(s.steps) else "; --steps all for every one"))
     if s.kind == "dit":
         click.echo(f"sampler: {sampler.describe()}, {n_steps} steps"

@@ -72,7 +72,8 @@ def report(source, out, stores, cache, steps, sizes, sections, plane_spec, devic
         wanted = tuple(w for w in wanted if w == "clocks")
     plan = make_plan(s, out, stores=stores, cache=cache, steps=chosen, sizes=sizes, plane=plane_spec, sections=wanted)
     estimate(plan, device)
-    click.echo(f"report of {s.path}: {len(plan.steps)} of {len(s.steps)} checkpoints, on {device}")
+    click.echo(f"report of {s.path} ({getattr(s, 'kind_label', s.kind)}): {len(plan.steps)} of {len(s.steps)} "
+               f"checkpoints, on {device}")
     for line in _announce(plan):
         click.echo(line)
     result = build(plan, device=device, sources=None)
