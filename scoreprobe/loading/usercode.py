@@ -126,7 +126,8 @@ class DenoiserSeries:
         return {"path": str(self.path), "kind": self.kind_label, "rule": self.rule, "n_train": len(self.dataset.train),
                 "n_heldout": len(self.dataset.heldout), "image_shape": list(self.rule.image_shape), "arch": None,
                 "n_params": n_params or None, "steps": self.steps, "planned_steps": None, "config": self.config,
-                "model": how, "parameterization_how": "the denoiser contract D(x, σ) = E[y | x], x = y + σ·ε (as given)"}
+                "model": how,
+                "parameterization_how": "the denoiser contract D(x, σ) = E[y | x], x = y + σ·ε (as given)"}
 
     def denoiser(self, step, device="cpu"):
         """The user's denoiser at `step` (a torch module is moved to `device` and put in eval mode)."""
