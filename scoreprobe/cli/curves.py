@@ -5,7 +5,7 @@ from scoreprobe.cli.app import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.limits import MAX_ITEMS, MAX_SAMPLES, MAX_SIGMAS
 from scoreprobe.cli.common import (ODE_STEPS, SEED, autocast_option, check_figure, check_writable, choose_steps,
-                                   models_per_pass_option, on_scheduler, parse_steps, save_figure, scheduler_of,
+                                   default_output, models_per_pass_option, on_scheduler, parse_steps, save_figure, scheduler_of,
                                    steps_in_store, store_line, sweep_options)
 from scoreprobe.cli.source import source_options
 
@@ -121,6 +121,7 @@ def clocks(source, n_samples, seed, n_steps, sampler_name, s_churn, s_noise, s_t
     scheduler = scheduler_of(scheduler, dask_local)
     s = source()
     chosen = choose_steps(steps, s)
+    out = default_output(s, "clocks.zarr", out)
     _check_outputs(out, plot)
     reused = steps_in_store(out, overwrite)
     click.echo(f"clocks of {s.path} ({getattr(s, 'kind_label', s.kind)}, {len(chosen)} of {len(s.steps)} checkpoints), {n_samples} samples, "
@@ -180,6 +181,7 @@ def dsm(source, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite
     s = source()
     chosen = choose_steps(steps, s)
     n_heldout = min(len(s.dataset.heldout), CLI_HELDOUT) if n_heldout is None else n_heldout
+    out = default_output(s, "dsm.zarr", out)
     _check_outputs(out, plot)
     reused = steps_in_store(out, overwrite)
     click.echo(f"DSM loss of {s.path} ({len(chosen)} of {len(s.steps)} checkpoints), {sigmas} σ in [0.002, 80], "

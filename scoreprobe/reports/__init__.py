@@ -27,6 +27,7 @@ class ReportResult:
     computed: dict          # section -> steps computed now
     reused: dict            # section -> steps read from stores
     notes: list             # (section, text) shown on the page
+    cache: Path = None      # the folder of the stores it computed (plan.cache)
 
 
 def _series_rows(series, plan):
@@ -70,7 +71,7 @@ def command_line(plan, sources=None):
         args.append(str(plan.series.path))
     args += ["--out", str(plan.out)]
     from scoreprobe.reports.plan import auto_steps, default_cache
-    if plan.cache != default_cache(plan.out):
+    if plan.cache != default_cache(plan.out, plan.series, plan.sizes, plan.plane_spec):
         args += ["--cache", str(plan.cache)]
     for item in plan.items.values():
         if item.given:
@@ -147,7 +148,8 @@ def build(plan, device="cpu", progress=None, sources=None):
     title = f"scoreprobe report — {Path(plan.series.path).name}"
     text = page_html(title, _series_rows(plan.series, plan), payloads, notes, _provenance(plan, sources))
     write_atomic(plan.out, text)
-    return ReportResult(Path(plan.out), len(text.encode("utf-8")), time.perf_counter() - t0, computed, reused, notes)
+    return ReportResult(Path(plan.out), len(text.encode("utf-8")), time.perf_counter() - t0, computed, reused, notes,
+                        plan.cache)
 
 
 def report(source=None, out="report.html", *, dataset=None, stores=(), cache=None, steps=None, sizes=None,
@@ -165,8 +167,9 @@ def report(source=None, out="report.html", *, dataset=None, stores=(), cache=Non
         dsm_by_sigma): read as they are after checks: a store of another series, of another
         definitions version, without a complete step or with damaged data is refused
         (StoreError); one covering fewer checkpoints than the page is named on it.
-    cache : folder of the stores the report computes itself (default `<out stem>.cache/` next to
-        `out`): resumed on the next run, so a second report computes nothing.
+    cache : folder of the stores the report computes itself (default `report.cache/<series>-<digest>/`
+        next to `out`, shared by every page of the series at the same sizes and plane: `default_cache`):
+        resumed on the next run, so a second report, under any page name, computes nothing.
     steps : "auto" / None (about 8 log-spread checkpoints), "all", or a list of steps.
     sizes : overrides of REPORT_SIZES (e.g. {"res": 32, "n_samples": 400}).
     plane : plane spec of the basin maps and field ("auto" or "train:I,heldout:J,violating:K").
