@@ -189,3 +189,21 @@ def test_cli_basins_on_the_shipped_series(tmp_path, monkeypatch, capsys):
         assert len(r) == 7 and sum(float(t) for t in r[1:6]) == pytest.approx(1.0, abs=0.01)
     with Image.open(tmp_path / "basins.gif") as im:
         assert im.n_frames == len(steps)
+
+
+def test_cli_plane_of_two_training_items_and_a_heldout_one(setup, tmp_path, monkeypatch):
+    """--plane train:0,train:1,heldout:2 (issue 34, item 7; it was refused: 'names train twice')."""
+    from click.testing import CliRunner
+
+    import scoreprobe.loading.series
+    from scoreprobe.cli import cli
+    from scoreprobe.store import stored_config
+    rule, ds, _ = setup
+    monkeypatch.setattr(scoreprobe.loading.series, "load_series", lambda path=None: _OracleSeries(path, rule, ds))
+    (tmp_path / "run.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(cli, ["basins", str(tmp_path), "--plane", "train:0,train:1,heldout:2", "--res", "4",
+                                 "--n-steps", "2", "--steps", "100", "--out", "p.zarr", "--no-animate"])
+    assert r.exit_code == 0, r.output
+    assert "plane train:0, train:1, heldout:2" in r.output
+    assert stored_config(tmp_path / "p.zarr")["plane"]["labels"] == ["train:0", "train:1", "heldout:2"]

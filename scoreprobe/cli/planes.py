@@ -15,6 +15,9 @@ from scoreprobe.cli.source import source_options
 # basins, field, animate
 # ---------------------------------------------------------------------------------------------
 
+PLANE_HELP = ("auto, or three points (the plane's a, b, c): train:I, heldout:J, violating:K (bit K of the first "
+              "train item named, flipped) or a string of 0s and 1s, one per bit; e.g. train:5,train:17,heldout:300. "
+              "train:I,heldout:J,violating:K in any order keeps that order.")
 BASIN_COLUMNS = (("valid_memorized", "train"), ("valid_heldout", "held-out"), ("valid_novel", "novel"),
                  ("rule_violating", "violating"), ("invalid", "invalid"))
 
@@ -78,7 +81,7 @@ def _basin_table(ds):
 
 
 @cli.command()
-@click.option("--plane", "plane_spec", default="auto", help="auto, or train:I,heldout:J,violating:K.")
+@click.option("--plane", "plane_spec", default="auto", help=PLANE_HELP)
 @click.option("--sigma-start", multiple=True, default=("1.0",), help="Starting noise level(s); repeat or comma-separate.")
 @click.option("--res", type=click.IntRange(min=2), default=24, help="Grid points per axis.")
 @solver_options
@@ -149,7 +152,7 @@ def basins(source, plane_spec, sigma_start, res, solver, tol, n_steps, steps, se
 
 
 @cli.command()
-@click.option("--plane", "plane_spec", default="auto", help="auto, or train:I,heldout:J,violating:K.")
+@click.option("--plane", "plane_spec", default="auto", help=PLANE_HELP)
 @click.option("--sigma", multiple=True, default=("0.3", "1.0"), help="Noise level(s); repeat or comma-separate.")
 @click.option("--res", type=click.IntRange(min=2), default=32, help="Grid points per axis.")
 @click.option("--steps", default="auto", help="Checkpoints: auto (about 8), all, or S1,S2,...")

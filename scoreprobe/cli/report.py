@@ -3,6 +3,7 @@ import click
 
 from scoreprobe.cli.app import cli
 from scoreprobe.cli.common import check_writable, default_output, device_option
+from scoreprobe.cli.planes import PLANE_HELP
 from scoreprobe.cli.source import source_options
 
 
@@ -56,7 +57,7 @@ def _announce(plan):
                    "retention_sigmas, retention_items, retention_noise, dsm_sigmas, dsm_noise, dsm_heldout, seed "
                    "(docs/definitions.md, 'The report page').")
 @click.option("--sections", default="all", help="all, or some of clocks,basins,field,retention,dsm.")
-@click.option("--plane", "plane_spec", default="auto", help="auto, or train:I,heldout:J,violating:K.")
+@click.option("--plane", "plane_spec", default="auto", help=PLANE_HELP)
 @device_option()
 @source_options
 def report(source, out, stores, cache, steps, sizes, sections, plane_spec, device):
