@@ -22,7 +22,7 @@ def _check_outputs(out, plot):
 
 CLOCK_COLUMNS = (("rule_acc", "rule_acc"), ("group_acc", "group_acc"), ("novel_ratio", "novel"),
                  ("heldout_hit", "heldout"), ("mem_ratio", "memorized"), ("violating_ratio", "violating"),
-                 ("invalid_ratio", "invalid"), ("off_vertex", "off_vertex"))
+                 ("invalid_ratio", "non-finite"), ("off_vertex", "off_vertex"))
 
 
 def _fmt_tau(value):
@@ -51,8 +51,8 @@ def _clock_rows(ds):
     for i in range(ds.sizes["step"]):
         row = ds.isel(step=i)
         yield f"{int(row.step):>8d}" + "".join(f"{float(row[v]):>11.3f}" for v, _ in CLOCK_COLUMNS)
-    yield ("(novel + heldout + memorized + violating + invalid = 1; rule_acc = novel + heldout + memorized; "
-           "off_vertex is a flag; docs/definitions.md)")
+    yield ("(novel + heldout + memorized + violating + non-finite = 1; rule_acc = novel + heldout + memorized; "
+           "non-finite: NaN/inf endpoints (the state `invalid`); off_vertex is a flag; docs/definitions.md)")
 
 
 def _clock_summary(a):

@@ -19,7 +19,7 @@ PLANE_HELP = ("auto, or three points (the plane's a, b, c): train:I, heldout:J, 
               "train item named, flipped) or a string of 0s and 1s, one per bit; e.g. train:5,train:17,heldout:300. "
               "train:I,heldout:J,violating:K in any order keeps that order.")
 BASIN_COLUMNS = (("valid_memorized", "train"), ("valid_heldout", "held-out"), ("valid_novel", "novel"),
-                 ("rule_violating", "violating"), ("invalid", "invalid"))
+                 ("rule_violating", "violating"), ("invalid", "non-finite"))
 
 
 def _sigmas(values, name):
