@@ -70,7 +70,8 @@ def _train_options(fn):
               help="Parity groups: consecutive pixels, the same shifted by one pixel, or a seeded permutation. "
                    "[default: contiguous, as sp.Parity and rule specs; it was random before 2026-12-01]")
 @click.option("--rule-seed", type=SEED, default=0, help="Seed of the random parity layout.")
-@click.option("--shape", default="6x6", help="Image shape HxW (parity, exactk, rowk).")
+@click.option("--shape", default="6x6", help="Image shape HxW (parity, exactk, rowk; refused for latin and sudoku, "
+                                            "whose --n sets the grid).")
 @device_option()
 @click.option("--threads", type=click.IntRange(1, 1024), default=None,
               help="CPU threads for torch (default: torch's choice). On CPU the weights are bitwise "
@@ -100,7 +101,11 @@ def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads
     The log (RUN_DIR/train_log.jsonl, and the progress) has the loss and its mean in σ buckets;
     `scoreprobe plot-log RUN_DIR` draws it."""
     import torch
+    from click.core import ParameterSource
     from scoreprobe.training.train import TrainConfig, train_run
+    if rule in ("latin", "sudoku") and ctx.get_parameter_source("shape") != ParameterSource.DEFAULT:
+        raise click.BadParameter(f"--shape applies to parity, exactk and rowk; a {rule} grid is --n N (an image of "
+                                 "N one-hot channels of N x N pixels)", param_hint="--shape")
     layout = _default_layout(rule, layout, ensemble_spec)
     rule_args = dict(rule=rule, G=G, k=k, n=n, layout=layout, rule_seed=rule_seed, shape=shape)
     if ensemble_spec is not None:

@@ -1,0 +1,40 @@
+"""What `scoreprobe train` says (issue 34, items 9–11): geometry errors that blame the failing setting and name
+the fix, --shape refused where it does not apply, the default first checkpoint, -q, progress without a terminal."""
+import pytest
+
+from scoreprobe.errors import ConfigError
+from test_sources import _cli
+
+TINY = ["--n-train", "8", "--n-heldout", "8", "--hidden-size", "16", "--depth", "1", "--num-heads", "2",
+        "--batch-size", "4", "--device", "cpu", "--threads", "1"]
+
+
+def test_a_patch_that_does_not_tile_the_image_is_blamed_with_its_fix_and_cost(tmp_path, capsys):
+    """4x9 at patch 2: the error was 'hidden_size 64 must be divisible by num_heads 4, and the 4x9 image by
+    patch_size 2' (num_heads was fine); now it names patch_size alone, the fix and what it costs."""
+    code, out, err = _cli(["train", tmp_path / "run", "--shape", "4x9", "--layout", "contiguous",
+                           "--hidden-size", "64", "--num-heads", "4", "--total-steps", "2"], capsys)
+    line = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert code == 2 and len(line) == 1, err
+    assert "patch_size 2 does not tile the 4x9 image (9 is not a multiple of 2)" in line[0]
+    assert "--patch-size 1" in line[0] and "36 tokens instead of about 9" in line[0]
+    assert "num_heads" not in line[0] and "hidden_size" not in line[0]
+    assert not (tmp_path / "run").exists()
+
+
+def test_heads_that_do_not_divide_the_width_are_blamed_alone():
+    from scoreprobe.data.rules import Parity
+    from scoreprobe.models.build import check_arch, model_arch
+    from scoreprobe.training.config import TrainConfig
+    arch = model_arch(TrainConfig(hidden_size=48, depth=1, num_heads=5), Parity(2, (6, 6)))
+    with pytest.raises(ConfigError, match=r"num_heads 5 does not divide hidden_size 48: choose num_heads among "
+                                          r"1, 2, 3, 4, 6, 8, 12, 16") as e:
+        check_arch("dit", arch, ConfigError)
+    assert "patch" not in str(e.value)
+
+
+def test_shape_is_refused_for_latin_squares_not_ignored(tmp_path, capsys):
+    code, out, err = _cli(["train", tmp_path / "run", "--rule", "latin", "--shape", "6x6", "--total-steps", "2",
+                           *TINY], capsys)
+    assert code == 2 and "--shape applies to parity, exactk and rowk; a latin grid is --n N" in err, err
+    assert not (tmp_path / "run").exists()
