@@ -38,3 +38,25 @@ def test_shape_is_refused_for_latin_squares_not_ignored(tmp_path, capsys):
                            *TINY], capsys)
     assert code == 2 and "--shape applies to parity, exactk and rowk; a latin grid is --n N" in err, err
     assert not (tmp_path / "run").exists()
+
+
+def test_the_default_first_checkpoint_comes_from_the_length_and_batch(tmp_path):
+    """Issue 34, item 10: with first_checkpoint 1 a 3000-step run put 3 of its 8 checkpoints at steps 1, 4, 14."""
+    import json
+    from scoreprobe.training.config import TrainConfig, auto_first_checkpoint
+    from scoreprobe.training.train import check_run_dir, checkpoint_steps, init_run_dir
+    assert auto_first_checkpoint(36000, 96) == 500             # the shipped series' own first checkpoint
+    assert auto_first_checkpoint(3000, 128) == 42 and auto_first_checkpoint(10**6, 128) == 375
+    assert auto_first_checkpoint(20, 128) == 1
+    assert checkpoint_steps(3000, 8, 1)[1:4] == [1, 4, 14]        # the old default, as the issue measured
+    cfg = TrainConfig(total_steps=3000, n_checkpoints=8, n_train=8, n_heldout=8, batch_size=128)
+    init_run_dir(cfg, tmp_path / "run")
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert meta["config"]["first_checkpoint"] == 42 and meta["checkpoint_steps"][:2] == [0, 42]
+    assert meta["checkpoint_steps"] == checkpoint_steps(3000, 8, 42) and meta["checkpoint_steps"][-1] == 3000
+    assert check_run_dir(cfg, tmp_path / "run")                 # a rerun without the option resumes it
+    old = tmp_path / "old"                                      # a run made when the default was 1
+    init_run_dir(TrainConfig(total_steps=3000, n_checkpoints=8, n_train=8, n_heldout=8, first_checkpoint=1), old)
+    assert check_run_dir(cfg, old) and json.loads((old / "run.json").read_text())["checkpoint_steps"][1] == 1
+    with pytest.raises(ConfigError, match="first_checkpoint: 1 in the run, 7 now"):
+        check_run_dir(TrainConfig(total_steps=3000, n_checkpoints=8, n_train=8, n_heldout=8, first_checkpoint=7), old)

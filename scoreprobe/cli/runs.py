@@ -35,6 +35,12 @@ def _parse_shape(text):
     return H, W
 
 
+FIRST_CHECKPOINT_HELP = ("First step of the log-spaced checkpoints (after step 0) [default: min(total_steps / 72, "
+                         "48000 / batch_size), rounded: the grid spans at most 1.86 decades and starts where the "
+                         "shipped series' clocks begin to move (500 steps at batch 96), e.g. 500 for 36000 steps at "
+                         "batch 96, 42 for 3000 at 128; a rerun keeps the run's own; docs/definitions.md].")
+
+
 def _train_options(fn):
     """One click option per TrainConfig field (except `rule`), defaults from the dataclass."""
     import dataclasses
@@ -52,11 +58,12 @@ def _train_options(fn):
             fn = click.option(flag + "/--no-" + flag[2:], default=default, show_default=True,
                               help=helps.get(f.name))(fn)
         else:
-            typ = int if f.name in ("hidden_size", "depth", "num_heads") else type(default)
+            typ = int if f.name in ("hidden_size", "depth", "num_heads", "first_checkpoint") else type(default)
             typ = click.Choice(LR_SCHEDULES) if f.name == "lr_schedule" else typ
             typ = click.Choice(TOKEN_ORDERS) if f.name == "token_order" else typ
             typ = SEED if f.name.endswith("seed") else typ
-            fn = click.option(flag, type=typ, default=default, show_default=True, help=helps.get(f.name))(fn)
+            help_text = FIRST_CHECKPOINT_HELP if f.name == "first_checkpoint" else helps.get(f.name)
+            fn = click.option(flag, type=typ, default=default, show_default=default is not None, help=help_text)(fn)
     return fn
 
 
