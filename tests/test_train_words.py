@@ -60,3 +60,32 @@ def test_the_default_first_checkpoint_comes_from_the_length_and_batch(tmp_path):
     assert check_run_dir(cfg, old) and json.loads((old / "run.json").read_text())["checkpoint_steps"][1] == 1
     with pytest.raises(ConfigError, match="first_checkpoint: 1 in the run, 7 now"):
         check_run_dir(TrainConfig(total_steps=3000, n_checkpoints=8, n_train=8, n_heldout=8, first_checkpoint=7), old)
+
+
+def test_quiet_train_prints_nothing_but_warnings(tmp_path, capsys):
+    """`-q` silenced the progress but not train's header and 'done:' line (issue 34, item 11)."""
+    args = ["train", tmp_path / "run", "--layout", "contiguous", "--total-steps", "3", "--n-checkpoints", "2", *TINY]
+    code, out, err = _cli(["-q", *args], capsys)
+    assert code == 0 and out == "", out
+    assert [ln for ln in err.splitlines() if not ln.startswith("warning:")] == [], err
+    code, out, err = _cli(["train", tmp_path / "loud", *args[2:]], capsys)   # without -q: both lines
+    assert code == 0 and out.startswith("training dit on") and f"done: {tmp_path / 'loud'}" in out
+
+
+def test_training_without_a_terminal_writes_a_line_at_least_every_interval(tmp_path, capsys, monkeypatch):
+    """Between checkpoints a batch job's log got nothing for minutes; now a line comes at least every
+    progress.LINE_EVERY seconds (30; here 0, so every step between the two checkpoints writes one)."""
+    import scoreprobe.progress as progress
+    from scoreprobe.training.config import TrainConfig
+    from scoreprobe.training.train import train_run
+    monkeypatch.setattr(progress, "LINE_EVERY", 0.0)
+    cfg = TrainConfig(total_steps=6, n_checkpoints=2, first_checkpoint=6, n_train=8, n_heldout=8, hidden_size=16,
+                      depth=1, num_heads=2, batch_size=4)
+    train_run(cfg, tmp_path / "run")                                   # stderr captured: not a terminal
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("train: ")]
+    assert [ln.split(",")[0] for ln in lines] == [f"train: step {n}/6" for n in range(1, 6)] + \
+        ["train: step 6/6 (checkpoint 2 of 2)"]
+    assert all("left" in ln for ln in lines[:-1])
+    monkeypatch.setattr(progress, "LINE_EVERY", 30.0)                  # the default: only the checkpoint here
+    train_run(TrainConfig(**{**cfg.to_dict(), "seed": 1}), tmp_path / "run2")
+    assert len([ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("train: ")]) == 1

@@ -15,6 +15,13 @@ from scoreprobe.errors import ScoreprobeError, ScoreprobeWarning
 # train
 # ---------------------------------------------------------------------------------------------
 
+def _say(text):
+    """A line of train's own chatter (its header, 'done:'): silenced by -q, as its progress is."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or not ctx.find_root().params.get("quiet"):
+        click.echo(text)
+
+
 def _rule_spec(rule, G, k, n, layout, rule_seed, shape):
     """Rule options -> a rule spec dict (validated by building the rule)."""
     from scoreprobe.data.rules import rule_from_spec
@@ -129,10 +136,10 @@ def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads
     check_writable(run_dir, "RUN_DIR")
     if threads:
         torch.set_num_threads(threads)
-    click.echo(f"training {cfg.model} on {cfg.rule} (N={cfg.n_train}) for {cfg.total_steps} steps on {device} "
+    _say(f"training {cfg.model} on {cfg.rule} (N={cfg.n_train}) for {cfg.total_steps} steps on {device} "
                f"-> {run_dir}")
     path = train_run(cfg, run_dir, device=device, keep_state=keep_state)
-    click.echo(f"done: {path}")
+    _say(f"done: {path}")
 
 
 def _default_layout(rule, layout, ensemble_spec):
@@ -236,12 +243,12 @@ def _train_ensemble(run_dir, grid, rule_args, device, settings):
         dirs.append(os.path.join(run_dir, "-".join(f"{k}{v}" for k, v in member.items())))
     _refuse_ignored_keys(grid, cfgs)
     check_ensemble(cfgs, dirs)          # ConfigError (one line, exit 2) before any directory is made
-    click.echo(f"training an ensemble of {len(cfgs)} {cfgs[0].model} runs for {cfgs[0].total_steps} steps "
+    _say(f"training an ensemble of {len(cfgs)} {cfgs[0].model} runs for {cfgs[0].total_steps} steps "
                f"on {device} -> {run_dir}")
     for i, (member, path) in enumerate(zip(grid, dirs)):
-        click.echo(f"  {i + 1}/{len(grid)}: {' '.join(f'{k}={v}' for k, v in member.items())} -> {path}")
+        _say(f"  {i + 1}/{len(grid)}: {' '.join(f'{k}={v}' for k, v in member.items())} -> {path}")
     train_ensemble(cfgs, dirs, device=device)
-    click.echo(f"done: {len(dirs)} runs in {run_dir}")
+    _say(f"done: {len(dirs)} runs in {run_dir}")
 
 
 # ---------------------------------------------------------------------------------------------
