@@ -124,7 +124,8 @@ def clocks(source, n_samples, seed, n_steps, sampler_name, s_churn, s_noise, s_t
     out = default_output(s, "clocks.zarr", out)
     _check_outputs(out, plot)
     reused = steps_in_store(out, overwrite)
-    click.echo(f"clocks of {s.path} ({getattr(s, 'kind_label', s.kind)}, {len(chosen)} of {len(s.steps)} checkpoints), {n_samples} samples, "
+    click.echo(f"clocks of {s.path} ({getattr(s, 'kind_label', s.kind)}, {len(chosen)} of {len(s.steps)} checkpoints), "
+               f"{n_samples} samples, "
                f"seed {seed}, on {device}" + ("" if len(chosen) == len(s.steps) else "; --steps all for every one"))
     if s.kind == "dit":
         click.echo(f"sampler: {sampler.describe()}, {n_steps} steps"

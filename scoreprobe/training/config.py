@@ -85,7 +85,7 @@ class TrainConfig:
     total_steps: int = 20000     # optimizer steps; the last checkpoint is here. Larger than a finished run's: extends it (the checkpoint grid continued)
     ema_decay: float = 0.999     # with warm-up min(decay, (1+t)/(10+t))
     n_checkpoints: int = 24      # log-spaced, step 0 included
-    first_checkpoint: int = None  # first step of the log-spaced range (after step 0); None: auto_first_checkpoint (total and batch)
+    first_checkpoint: int = None  # first step of the log-spaced range (after 0); None: auto_first_checkpoint
     save_dtype: str = "float32"  # dtype of weights in step files ("float16" halves shipped size)
     save_model: bool = False     # also keep raw (non-EMA) weights in step files
     log_every: int = 100         # steps between lines of train_log.jsonl
