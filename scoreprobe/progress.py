@@ -14,6 +14,7 @@ import time
 from tqdm.auto import tqdm
 
 DEFAULT = None   # what progress=None means: None (bar or lines, see above), True or False
+LINE_EVERY = 30.0   # seconds: in lines mode, a count (training) also writes a line when none came for this long
 
 
 def _mode(progress):
@@ -70,17 +71,22 @@ class StepProgress:
 class CountProgress:
     """Progress over a count (training steps): a tqdm bar, or in "lines" mode one stderr line at
     each `mark` (a saved checkpoint) with the rate, the time left and the latest `set_postfix_str`
-    (the logged loss); "off" when progress is False."""
+    (the logged loss), and between checkpoints one at least every LINE_EVERY seconds, so a batch
+    job's log is never silent for long; "off" when progress is False."""
 
     def __init__(self, total, initial, desc, progress=None):
         self.total, self.start, self.desc = total, initial, desc
         self.mode = _mode(progress)
         self.bar = tqdm(total=total, initial=initial, desc=desc, unit="step") if self.mode == "bar" else None
         self.t0, self.postfix = time.perf_counter(), ""
+        self.n, self.last_line = initial, self.t0
 
     def update(self, n=1):
+        self.n += n
         if self.bar is not None:
             self.bar.update(n)
+        elif self.mode == "lines" and time.perf_counter() - self.last_line >= LINE_EVERY and self.n < self.total:
+            self._line(self.n, None)
 
     def set_postfix_str(self, text):
         """The latest state (e.g. the logged loss): after the bar, or at the end of each line."""
@@ -92,12 +98,18 @@ class CountProgress:
         """A line 'desc: step n/total (what), r steps/s; about t left' in lines mode."""
         if self.mode != "lines" or n <= self.start:
             return
-        rate = (n - self.start) / max(time.perf_counter() - self.t0, 1e-9)
+        self._line(n, what)
+
+    def _line(self, n, what):
+        now = time.perf_counter()
+        rate = (n - self.start) / max(now - self.t0, 1e-9)
         left = (self.total - n) / rate
         eta = f"; about {_duration(left)} left" if n < self.total else ""
         state = f"; {self.postfix}" if self.postfix else ""
-        sys.stderr.write(f"{self.desc}: step {n}/{self.total} ({what}), {rate:.1f} steps/s{eta}{state}\n")
+        sys.stderr.write(f"{self.desc}: step {n}/{self.total}{f' ({what})' if what else ''}, {rate:.1f} steps/s"
+                         f"{eta}{state}\n")
         sys.stderr.flush()
+        self.last_line = now
 
     def close(self):
         if self.bar is not None:

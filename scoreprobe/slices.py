@@ -160,30 +160,74 @@ def auto_plane(dataset, rule, seed=0):
     j = int(rng.choice(np.flatnonzero(dist == target)))
     i = int(near_i[j])
     k = _violating_bit(dataset.train[i], dataset.heldout[j], rule, rng)
-    return _plane_from_items(dataset, rule, i, j, k)
+    return plane_from_spec(f"train:{i},heldout:{j},violating:{k}", dataset, rule)
+
+
+PLANE_SPEC_HELP = ("auto, or three points: train:I, heldout:J, violating:K (bit K of the spec's first train item "
+                   "flipped) or a bit string of 0s and 1s, e.g. train:5,train:17,heldout:300")
 
 
 def plane_from_spec(spec, dataset, rule, seed=0):
-    """Plane from a CLI-style spec: "auto" or "train:I,heldout:J,violating:K".
-
-    violating:K is training item I with bit K flipped (it must break the rule).
+    """Plane from a CLI-style spec: "auto", or three comma-separated points, in the order a, b, c of
+    `Plane.through`: `train:I` (training item I), `heldout:J` (held-out item J), `violating:K` (the
+    spec's first train item with bit K flipped; it must break the rule), or an explicit bit string
+    (`bits:0110...` or just `0110...`, one 0/1 per bit). "train:I,heldout:J,violating:K" in any order
+    is the plane through those three in that order (as before). ConfigError for anything else.
     """
     spec = (spec or "auto").strip()
     if spec == "auto":
         return auto_plane(dataset, rule, seed)
-    parts = {}
-    for item in spec.split(","):
-        kind, _, num = item.strip().partition(":")
-        num = num.strip()
-        if kind not in PLANE_KINDS or not (num.lstrip("-").isascii() and num.lstrip("-").isdigit()) or len(num) > 18:
-            raise ConfigError(f"bad plane spec {spec[:80]!r}: use 'auto' or 'train:I,heldout:J,violating:K'")
-        if kind in parts:
-            raise ConfigError(f"plane spec {spec[:80]!r} names {kind} twice; name train, heldout and violating "
-                              "once each")
-        parts[kind] = int(num)
-    if set(parts) != set(PLANE_KINDS):
-        raise ConfigError(f"plane spec {spec!r} must name train, heldout and violating once each")
-    return _plane_from_items(dataset, rule, parts["train"], parts["heldout"], parts["violating"])
+    items = [item.strip() for item in spec.split(",")]
+    if len(items) != 3:
+        raise ConfigError(f"plane spec {spec[:80]!r} names {len(items)} points; a plane needs three ({PLANE_SPEC_HELP})")
+    parsed = [_spec_point(item, spec, rule.n_bits) for item in items]
+    if sorted(kind for kind, _ in parsed) == sorted(PLANE_KINDS):      # the classic spec: train, heldout, violating
+        parsed.sort(key=lambda p: PLANE_KINDS.index(p[0]))
+    trains = [v for kind, v in parsed if kind == "train"]
+    points, labels = [], []
+    for kind, value in parsed:
+        bits, label = _spec_bits(kind, value, dataset, rule, trains)
+        points.append(bits)
+        labels.append(label)
+    from scoreprobe.data.datasets import to_signed
+    return Plane.through(*(to_signed(b.astype(np.uint8)) for b in points), labels=labels)
+
+
+def _spec_point(item, spec, n_bits):
+    """(kind, value) of one point of a plane spec: ('train'|'heldout'|'violating', int) or ('bits', str)."""
+    kind, sep, num = item.partition(":")
+    kind, num = kind.strip(), num.strip()
+    if not sep and kind and set(kind) <= {"0", "1"}:
+        kind, num = "bits", kind
+    if kind == "bits":
+        if len(num) != n_bits or not set(num) <= {"0", "1"}:
+            raise ConfigError(f"plane point {item[:60]!r}: a bit string needs {n_bits} characters 0 or 1, "
+                              f"got {len(num)}")
+        return kind, num
+    if kind not in PLANE_KINDS or not (num.isascii() and num.isdigit()) or len(num) > 18:
+        raise ConfigError(f"bad plane spec {spec[:80]!r}: use {PLANE_SPEC_HELP}")
+    return kind, int(num)
+
+
+def _spec_bits(kind, value, dataset, rule, trains):
+    """(bits (D,) uint8, label) of one parsed point; ConfigError for an index out of range."""
+    if kind == "bits":
+        label = f"bits:{value}" if len(value) <= 16 else f"bits:{value[:8]}…{value[-4:]}"
+        return np.frombuffer(value.encode(), np.uint8) - ord("0"), label
+    n = {"train": len(dataset.train), "heldout": len(dataset.heldout), "violating": rule.n_bits}[kind]
+    if not 0 <= value < n:
+        raise ConfigError(f"plane {kind}:{value} out of range [0, {n})")
+    if kind != "violating":
+        return (dataset.train if kind == "train" else dataset.heldout)[value], f"{kind}:{value}"
+    if not trains:
+        raise ConfigError(f"plane violating:{value} flips a bit of the spec's first train item: name one "
+                          "(train:I), or give the violating vertex as a bit string")
+    c = dataset.train[trains[0]].copy()
+    c[value] ^= 1
+    if rule.is_valid(c[None])[0]:
+        raise ConfigError(f"flipping bit {value} of training item {trains[0]} gives a valid vertex; "
+                          "pick another bit for violating:K")
+    return c, f"violating:{value}"
 
 
 def _violating_bit(a_bits, b_bits, rule, rng):
@@ -196,22 +240,6 @@ def _violating_bit(a_bits, b_bits, rule, rng):
         if len(cand):
             return int(rng.choice(cand))
     raise ConfigError("no single bit flip of the training item violates the rule; pass --plane explicitly")
-
-
-def _plane_from_items(dataset, rule, i, j, k):
-    from scoreprobe.data.datasets import to_signed
-    n_tr, n_ho, d = len(dataset.train), len(dataset.heldout), dataset.train.shape[1]
-    for name, val, n in (("train", i, n_tr), ("heldout", j, n_ho), ("violating", k, d)):
-        if not 0 <= val < n:
-            raise ConfigError(f"plane {name}:{val} out of range [0, {n})")
-    a, b = dataset.train[i], dataset.heldout[j]
-    c = a.copy()
-    c[k] ^= 1
-    if rule.is_valid(c[None])[0]:
-        raise ConfigError(f"flipping bit {k} of training item {i} gives a valid vertex; "
-                          "pick another bit for violating:K")
-    sa, sb, sc = (to_signed(x.astype(np.uint8)) for x in (a, b, c))
-    return Plane.through(sa, sb, sc, labels=(f"train:{i}", f"heldout:{j}", f"violating:{k}"))
 
 
 # ---------------------------------------------------------------------------------------------

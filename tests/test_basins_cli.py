@@ -41,17 +41,21 @@ def test_cli_basins_table_store_rerun_and_animate(setup, tmp_path, monkeypatch, 
             if ln.strip() and ln.split()[0].isdigit()}
     assert rows[100][0] == 1.0                   # memorizer: the whole plane flows to training items
     assert rows[0][3] == 0.0                     # rule oracle: nothing ends rule-violating
-    b = open_store(tmp_path / "basins.zarr")
+    name = tmp_path.name                          # default outputs carry the run's name
+    b = open_store(tmp_path / f"{name}.basins.zarr")
     assert b.step.values.tolist() == [0, 100] and b.sizes["sigma_start"] == 2
-    with Image.open(tmp_path / "basins.gif") as im:
+    with Image.open(tmp_path / f"{name}.basins.gif") as im:
         assert im.n_frames == 2
     r2 = CliRunner().invoke(cli, args)            # rerun: the store is reused, same table
     def table(out):   # the printed table, without the lines about files and time
         return [ln for ln in out.splitlines() if not any(w in ln for w in ("basins.zarr", "basins.gif", "done in"))]
     assert r2.exit_code == 0 and table(r2.stdout) == table(r.stdout)
     assert "all 2 steps were already written; reused them" in r2.stdout
-    r = CliRunner().invoke(cli, ["animate", "basins.zarr", "--out", "again.gif"])
+    r = CliRunner().invoke(cli, ["animate", f"{name}.basins.zarr", "--out", "again.gif"])
     assert r.exit_code == 0 and (tmp_path / "again.gif").is_file()
+    (tmp_path / f"{name}.basins.gif").unlink()
+    r = CliRunner().invoke(cli, ["animate", f"{name}.basins.zarr"])   # default: the store's name with .gif
+    assert r.exit_code == 0 and (tmp_path / f"{name}.basins.gif").is_file(), r.output
     with pytest.raises(SystemExit) as e:          # another grid on the same store: refused, exit 2
         main(["basins", str(tmp_path), "--res", "7"])
     assert e.value.code == 2 and "different analysis" in capsys.readouterr().err
@@ -138,7 +142,32 @@ def test_cli_field(setup, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(cli, ["field", str(tmp_path), "--res", "5", "--sigma", "0.5", "--steps", "100"])
     assert r.exit_code == 0, r.output
-    assert (tmp_path / "field.png").is_file() and (tmp_path / "field.zarr").is_dir()
+    assert (tmp_path / f"{tmp_path.name}.field.png").is_file() and (tmp_path / f"{tmp_path.name}.field.zarr").is_dir()
+
+
+def test_two_runs_analysed_in_one_folder_do_not_collide(setup, tmp_path, monkeypatch):
+    """Issue 34, item 6: the default outputs carry each source's name (they were basins.zarr / basins.gif /
+    clocks.zarr for every run, and the second run was refused: 'holds a different analysis')."""
+    from click.testing import CliRunner
+
+    import scoreprobe.loading.series
+    from scoreprobe.cli import cli
+    from scoreprobe.store import stored_config
+    rule, ds, _ = setup
+    monkeypatch.setattr(scoreprobe.loading.series, "load_series", lambda path=None: _OracleSeries(path, rule, ds))
+    monkeypatch.chdir(tmp_path)
+    for run in ("run-a", "run-b"):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "run.json").write_text("{}")   # run directories; the patched loader never reads them
+        for args in (["basins", run, "--res", "4", "--n-steps", "2", "--steps", "all"],
+                     ["clocks", run, "--n-samples", "8", "--n-steps", "2", "--steps", "all"]):
+            r = CliRunner().invoke(cli, args)
+            assert r.exit_code == 0, r.output
+    for run in ("run-a", "run-b"):
+        for name in ("basins.zarr", "clocks.zarr"):
+            assert stored_config(tmp_path / f"{run}.{name}")["source"]["name"] == run
+        assert (tmp_path / f"{run}.basins.gif").is_file()
+    assert not (tmp_path / "basins.zarr").exists() and not (tmp_path / "clocks.zarr").exists()
 
 
 def test_cli_basins_on_the_shipped_series(tmp_path, monkeypatch, capsys):
@@ -160,3 +189,21 @@ def test_cli_basins_on_the_shipped_series(tmp_path, monkeypatch, capsys):
         assert len(r) == 7 and sum(float(t) for t in r[1:6]) == pytest.approx(1.0, abs=0.01)
     with Image.open(tmp_path / "basins.gif") as im:
         assert im.n_frames == len(steps)
+
+
+def test_cli_plane_of_two_training_items_and_a_heldout_one(setup, tmp_path, monkeypatch):
+    """--plane train:0,train:1,heldout:2 (issue 34, item 7; it was refused: 'names train twice')."""
+    from click.testing import CliRunner
+
+    import scoreprobe.loading.series
+    from scoreprobe.cli import cli
+    from scoreprobe.store import stored_config
+    rule, ds, _ = setup
+    monkeypatch.setattr(scoreprobe.loading.series, "load_series", lambda path=None: _OracleSeries(path, rule, ds))
+    (tmp_path / "run.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(cli, ["basins", str(tmp_path), "--plane", "train:0,train:1,heldout:2", "--res", "4",
+                                 "--n-steps", "2", "--steps", "100", "--out", "p.zarr", "--no-animate"])
+    assert r.exit_code == 0, r.output
+    assert "plane train:0, train:1, heldout:2" in r.output
+    assert stored_config(tmp_path / "p.zarr")["plane"]["labels"] == ["train:0", "train:1", "heldout:2"]

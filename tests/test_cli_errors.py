@@ -135,7 +135,7 @@ def test_a_figure_on_a_full_disk_is_one_line_and_the_store_is_kept(series, tmp_p
     line = _fails_cleanly(["-q", "field", str(series.path), "--res", "2", "--no-oracles", "--plot", "f.png"], capsys)
     assert line == "error: cannot write f.png: No space left on device"
     from scoreprobe.store import written_steps
-    assert written_steps(tmp_path / "field.zarr") == list(series.steps)
+    assert written_steps(tmp_path / f"{series.path.name}.field.zarr") == list(series.steps)
 
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root may write anywhere")

@@ -340,6 +340,6 @@ def test_a_store_sampled_with_other_noise_is_refused(small, tmp_path):
     del config["noise"]
     meta["attributes"]["scoreprobe_config"] = json.dumps(config)
     meta_path.write_text(json.dumps(meta))
-    with pytest.raises(Exception, match="config keys differ: noise.*--overwrite"):
+    with pytest.raises(Exception, match="config keys differ: noise.*overwrite=True"):
         clocks({0: RuleDenoiser(rule), 5: RuleDenoiser(rule)}, n_samples=8, dataset=data, rule=rule, out=out,
                progress=False)

@@ -235,3 +235,36 @@ def test_classify_endpoints_hand_built():
     assert not wide["off_vertex"][6] and STATES[wide["state"][6]] == "valid_memorized"
     with pytest.raises(DataError):
         classify_endpoints(np.zeros((2, 5)), ds, rule)
+
+
+# ---- the items against their rule (issue 34, item 2) ------------------------------------------
+
+def test_dataset_of_another_rule_is_refused_and_a_few_bad_items_warned_with_their_share():
+    """The README's trap: data of the offset layout read with the contiguous rule (0% valid) is a DataError
+    pointing to load_dataset; 2 bad items of 20 warn with the share; check=False takes them on purpose."""
+    import warnings
+    from scoreprobe.errors import ScoreprobeWarning
+    offset = make_dataset(Parity(2, (6, 6), layout="offset"), 12, 8, seed=0)
+    contiguous = Parity(2, (6, 6), layout="contiguous")
+    share = contiguous.is_valid(np.concatenate([offset.train, offset.heldout])).mean()
+    assert share < 0.5                                   # ground truth: most items break the other layout
+    with pytest.raises(DataError, match=rf"only {share:.1%} of the 20 items are valid.*sp.load_dataset\(path\)"):
+        Dataset(offset.train, offset.heldout, contiguous)
+    rule = offset.rule
+    train = offset.train.copy()
+    train[:2, 0] ^= 1                                    # one flipped bit breaks one pair's parity
+    assert (~rule.is_valid(train)).sum() == 2
+    with pytest.warns(ScoreprobeWarning, match=r"only 90.0% of the 20 items are valid .*2 of the training items"):
+        Dataset(train, offset.heldout, rule)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(Dataset(train, offset.heldout, rule, check=False).train) == 12
+        assert len(Dataset(offset.train, offset.heldout, rule).train) == 12   # all valid: silent
+
+
+def test_load_dataset_reads_the_stored_rule(tmp_path):
+    ds = make_dataset(Parity(2, (6, 6), layout="offset"), 6, 4, seed=1)
+    ds.save(tmp_path / "d.npz")
+    back = load_dataset(tmp_path / "d.npz")
+    assert back.rule == ds.rule and back.rule.layout == "offset"
+    np.testing.assert_array_equal(back.train, ds.train)

@@ -189,7 +189,7 @@ def test_cli_dsm_table_store_and_plot(small, tmp_path, monkeypatch, capsys):
     assert rows["memorizer"][2] > rows["rule"][2] + 0.1                  # memorizing opens a gap
     assert "nonfinite" not in text and "σ*" in text
     assert (tmp_path / "dsm.png").stat().st_size > 10_000
-    ds = open_store(tmp_path / "dsm.zarr")
+    ds = open_store(tmp_path / "fake.dsm.zarr")                          # named after the source
     # default held-out: all 32 held-out items of the dataset (not as many as the 6 training items)
     assert list(ds.step.values) == [10, 100] and ds.sizes["sample"] == 6 + 32 and "mem_loss" in ds.variables
     # the printed gap, its SE and σ* are the numbers of the cube (band of σ in [0.2, 2])

@@ -321,3 +321,18 @@ def test_info_shows_every_decision(tmp_path):
         assert text in out.stdout, text
     out = CliRunner().invoke(cli, ["info", str(tmp_path / "c.pt"), "--set", "sigma_data=0.5"])
     assert out.exit_code == 2 and "sigma_data only applies" in out.stderr
+
+
+def test_unconditional_upstream_dit_with_num_classes_0_loads_its_one_null_row(tmp_path):
+    """facebookresearch/DiT train.py with num_classes=0 (an unconditional model): LabelEmbedder keeps one row,
+    the classifier-free-guidance null row (0 classes + 1), and that row is the label every call uses."""
+    raw, ema = _sd(1, rows=1), _sd(2, rows=1)
+    args = argparse.Namespace(**{**UPSTREAM_ARGS, "num_classes": 0})
+    torch.save({"model": raw, "ema": ema, "opt": {}, "args": args}, tmp_path / "uncond.pt")
+    D = load_checkpoint(tmp_path / "uncond.pt")
+    assert isinstance(D, VPDenoiser) and D.parameterization == "ddpm_eps"
+    assert _max_diff_ddpm(D, _net(ema, rows=1), label=0) < 2e-5     # row 0 of the one-row table
+    d = describe_checkpoint(tmp_path / "uncond.pt")
+    assert d["label_how"].startswith("row 0: null") and "guessed" not in d["label_how"]
+    with pytest.raises(ConfigError, match="out of range"):   # there is no class to choose
+        load_checkpoint(tmp_path / "uncond.pt", class_label=0)

@@ -126,16 +126,16 @@ def test_the_tour_runs_as_written(tmp_path, monkeypatch):
 
 
 def test_bring_your_own_denoiser_runs_as_written(tmp_path, monkeypatch):
-    """The README's five lines: sp.Dataset of the user's bits, a denoiser, the clocks in a store."""
-    import numpy as np
+    """The README's five lines: the user's data read with their rule, a denoiser, the clocks in a store."""
     import scoreprobe as sp
     (block,) = [b for b in _blocks("python") if "sp.Dataset(" in b]
     assert len(block.strip().splitlines()) == 5
     monkeypatch.chdir(tmp_path)
-    ref = sp.make_dataset(sp.Parity(G=2, shape=(6, 6)), n_train=16, n_heldout=16, seed=0)
-    np.savez(tmp_path / "data.npz", train=ref.train, heldout=ref.heldout)
+    ref = sp.make_dataset(sp.Parity(G=2, shape=(6, 6), layout="offset"), n_train=16, n_heldout=16, seed=0)
+    ref.save(tmp_path / "data.npz")                                   # the bits and their rule
     env = {}
     exec(compile(block, "README.md (bring your own denoiser)", "exec"), env)   # noqa: S102 -- our own README
     assert env["clk"].sizes["step"] == 1 and float(env["clk"].mem_ratio[0]) == 1.0   # the memorizer copies
     assert sp.written_steps(tmp_path / "mine.zarr") == [1000]
     exec(compile(block, "README.md (bring your own denoiser)", "exec"), env)   # a rerun resumes the same model
+    assert env["data"].rule == ref.rule

@@ -47,7 +47,7 @@ def _data(text):
 
 
 def _cache(built):
-    return built.path.parent / "report.cache"
+    return built.cache
 
 
 def test_wilson_interval_matches_the_formula_at_known_points():
@@ -163,9 +163,21 @@ def test_cache_its_probe_would_not_resume_is_refused_before_computing(built, ser
 
 def test_cache_at_other_sizes_is_refused_before_computing(built, series):
     with pytest.raises(StoreError, match=r"other settings \(res"):
-        make_plan(series, built.path, steps=STEPS, sizes={**TINY, "res": 7})
+        make_plan(series, built.path, cache=_cache(built), steps=STEPS, sizes={**TINY, "res": 7})
     with pytest.raises(StoreError, match=r"other settings \(plane"):
-        make_plan(series, built.path, steps=STEPS, sizes=TINY, plane="train:0,heldout:0,violating:0")
+        make_plan(series, built.path, cache=_cache(built), steps=STEPS, sizes=TINY, plane="train:0,heldout:0,violating:0")
+
+
+def test_the_default_cache_is_shared_per_series_and_sizes_not_per_page_name(built, series):
+    """Another page name of the same series and sizes computes nothing; other sizes or another plane get a
+    cache of their own (nothing refused), next to the page."""
+    other_page = make_plan(series, built.path.parent / "another-name.html", steps=STEPS, sizes=TINY)
+    assert other_page.cache == built.cache and other_page.todo == {}
+    assert built.cache.parent == built.path.parent / "report.cache"
+    bigger = make_plan(series, built.path, steps=STEPS, sizes={**TINY, "res": 7})
+    moved = make_plan(series, built.path, steps=STEPS, sizes=TINY, plane="train:0,heldout:0,violating:0")
+    assert len({bigger.cache, moved.cache, built.cache}) == 3
+    assert bigger.items["basins"].todo == STEPS and moved.items["basins"].todo == STEPS
 
 
 def test_a_store_with_fewer_checkpoints_is_named_on_the_page(built, series, tmp_path):

@@ -120,3 +120,26 @@ def test_classify_states_items_and_anchors():
     assert c["nearest_train_hamming"][5] == -1  # a sentinel, not the distance of NaN's all-zero bits
     assert c["nearest_anchor_hamming"][:4].tolist() == [0, 0, 2, 0]
     assert c["nearest_train_hamming"][:4].tolist() == [0, 4, 2, 1]
+
+
+def test_plane_spec_takes_any_three_items_by_kind_and_index_and_bit_strings(small):
+    """Issue 34, item 7: 'train:5,train:17,heldout:300' named train twice and was refused; any three points work,
+    in the order given (Plane.through's a, b, c), and explicit bit strings too."""
+    rule, ds = small
+    p = plane_from_spec("train:1,train:3,heldout:4", ds, rule)
+    assert p.labels == ("train:1", "train:3", "heldout:4")
+    want = Plane.through(*(2.0 * x - 1 for x in (ds.train[1], ds.train[3], ds.heldout[4])))
+    np.testing.assert_allclose(p.anchors, want.anchors)
+    np.testing.assert_allclose(p.basis, want.basis)
+    bits = "".join(map(str, ds.heldout[0]))
+    q = plane_from_spec(f"heldout:2,bits:{bits},{bits[::-1]}", ds, rule)
+    np.testing.assert_array_equal(q.anchors[1] > 0, ds.heldout[0].astype(bool))
+    np.testing.assert_array_equal(q.anchors[2] > 0, np.array(list(bits[::-1])) == "1")
+    classic = plane_from_spec("violating:0,heldout:5,train:2", ds, rule)       # the old spec keeps its order
+    assert classic.labels[:2] == ("train:2", "heldout:5")
+    for bad, match in (("train:1,train:1,heldout:4", "coincide"), ("train:1,heldout:2", "three"),
+                       (f"train:1,heldout:2,bits:{bits[:-1]}", "needs 12 characters"),
+                       ("heldout:1,heldout:2,violating:3", "first train item"),
+                       ("train:1,train:2,heldout:3,train:4", "names 4 points")):
+        with pytest.raises(ConfigError, match=match):
+            plane_from_spec(bad, ds, rule)

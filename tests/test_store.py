@@ -91,9 +91,9 @@ def test_rerun_skips_written_steps(tmp_path):
 def test_mismatched_config_refused(tmp_path):
     path = tmp_path / "a.zarr"
     sweep(toy_probe, mapping(), steps=[0], out=path, config=CONFIG, progress=False)
-    with pytest.raises(StoreError, match=r"config keys differ: n, shape.*--out.*--overwrite"):
+    with pytest.raises(StoreError, match=r"config keys differ: n, shape.*another out=.*overwrite=True"):
         sweep(toy_probe, mapping(), out=path, config={"probe": "toy", "n": 6, "shape": (2, 4)}, progress=False)
-    with pytest.raises(StoreError, match=r"holds a different analysis \(toy, not other\); write to another --out"):
+    with pytest.raises(StoreError, match=r"holds a different analysis \(toy, not other\); write to another out="):
         sweep(toy_probe, mapping(), out=path, config={"probe": "other", "n": 5}, progress=False)
     assert store.written_steps(path) == [0]  # nothing mixed in
     out = sweep(toy_probe, mapping(), out=path, config={"probe": "toy", "n": 6}, overwrite=True, progress=False)

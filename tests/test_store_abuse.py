@@ -107,7 +107,7 @@ def test_damaged_coordinates_are_refused(tmp_path):
     for f in (path / "sigma" / "c").rglob("*"):
         if f.is_file():
             f.write_bytes(b"junk")
-    with pytest.raises(StoreError, match=r"damaged step-independent data \(sigma\).*--overwrite"):
+    with pytest.raises(StoreError, match=r"damaged step-independent data \(sigma\).*overwrite=True"):
         store.open_store(path)
     out = sweep(toy_probe, mapping(), out=path, config=CONFIG, overwrite=True, progress=False)
     np.testing.assert_array_equal(out.sigma.values, [0.1, 1.0, 10.0])
@@ -256,7 +256,7 @@ def test_stores_written_before_commit_records_are_read_but_resumed_only_with_ove
                         "scoreprobe_config": json.dumps(store.normalize_config(CONFIG), sort_keys=True)})
     first.to_zarr(path, zarr_format=3, consolidated=False, encoding=store.encoding(first))
     assert store.written_steps(path) == STEPS[:2]
-    with pytest.raises(StoreError, match="written before scoreprobe recorded which model each step measured.*--overwrite"):
+    with pytest.raises(StoreError, match="written before scoreprobe recorded which model each step measured.*overwrite=True"):
         sweep(toy_probe, mapping(), out=path, config=CONFIG, progress=False)   # which model it measured is unknown
     xr.testing.assert_equal(store.open_store(path), ref.isel(step=slice(0, 2)))   # nothing lost
     with pytest.raises(StoreError, match="written before scoreprobe recorded"):   # also for steps it does not hold

@@ -53,8 +53,8 @@ def test_without_trust_it_is_one_line_and_nothing_runs(here, capsys):
 def test_a_function_of_the_step_and_a_mapping_are_measured_and_resumed_by_fingerprint(here, capsys):
     args = ["clocks", "--denoiser", "mine.py:make", "--trust", "--dataset", "data.npz", "--steps", "0,100", *TINY]
     code, out, err = _cli(args, capsys)
-    assert code == 0 and "clocks of mine.py:make (dit, 2 of 2 checkpoints)" in out and "wrote clocks.zarr (2 steps)" in out, err
-    ds = store.open_store(here / "clocks.zarr")
+    assert code == 0 and "clocks of mine.py:make (your denoiser, 2 of 2 checkpoints)" in out and "wrote mine-make.clocks.zarr (2 steps)" in out, err
+    ds = store.open_store(here / "mine-make.clocks.zarr")   # named after the source (issue 34, item 6)
     assert list(ds.step.values) == [0, 100] and float(ds.mem_ratio.sel(step=100)) == 1.0
     assert json.loads(ds.attrs["scoreprobe_config"])["source"]["denoiser"] == "mine.py:make"
     code, out, err = _cli(args, capsys)

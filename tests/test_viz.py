@@ -35,7 +35,8 @@ def test_plot_basins_shows_the_map_with_a_legend(setup):
     np.testing.assert_array_equal(np.asarray(img), b.endpoint_state.sel(step=10, sigma_start=1.0).values)
     assert ax.images[0].origin == "lower"                        # row 0 = smallest v, at the bottom
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels[:len(STATES)] == [s.replace("_", " ") for s in STATES]    # then outlines / items (test_viz_explain)
+    from scoreprobe.viz.common import STATE_LABELS
+    assert labels[:len(STATES)] == [STATE_LABELS[s] for s in STATES]    # then outlines / items (test_viz_explain)
     assert "step 10" in ax.get_title()
     assert len([ln for ln in ax.lines if ln.get_marker() in ("o", "s", "^")]) == 3   # anchors marked
     fig.savefig(__import__("io").BytesIO(), format="png")

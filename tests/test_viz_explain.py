@@ -37,7 +37,7 @@ def test_basin_map_outlines_and_items_are_in_the_legend(toy):
     assert len(items) >= 2                                                     # the memorizer copies several
     ax = plot_basins(b, sigma_start=3.0, step=100).axes[0]
     labels = _legend(ax)
-    assert "outline: anchor's\nbasin (ends on it)" in labels                   # what the black lines are
+    assert any(label.startswith("basin of ") for label in labels)              # what the outlines are
     assert {f"copies train:{i}" for i in items} <= set(labels)
     rgba = ax.images[1].get_array()                                            # (V, U, 4): the item layer
     colours = {i: {tuple(c) for c in np.asarray(rgba)[t == i]} for i in items}
@@ -87,7 +87,7 @@ def test_dsm_legends_are_complete_and_name_the_sigma_band(toy):
     rule, ds, _, m, _ = toy
     d = dsm_by_sigma(m, sigmas=np.geomspace(0.05, 5, 5), n_noise=2, dataset=ds, rule=rule, progress=False)
     ax = plot_dsm(d).axes[0]
-    labels, band = _legend(ax), f"σ band {DSM_BAND[0]:g}–{DSM_BAND[1]:g} (the table's mean)"
+    labels, band = _legend(ax), f"σ band {DSM_BAND[0]:g}–{DSM_BAND[1]:g} (intermediate noise)"
     assert {"step 1", "step 100", band, "training items (mean)", "held-out items (mean)"} <= set(labels)
     assert {"memorizer (reference)", "rule oracle (reference)"} <= set(labels)
     assert ax.get_legend().get_title().get_text() == "colour: step; line style: items"
@@ -102,3 +102,41 @@ def test_animation_says_which_sigma_start_it_shows(toy, tmp_path):
     basins(m, plane, sigma_start=(0.5, 3.0), res=4, dataset=ds, rule=rule, out=out, progress=False)
     r = CliRunner().invoke(cli, ["animate", str(out), "--out", str(tmp_path / "a.gif"), "--dpi", "30"])
     assert r.exit_code == 0 and "sigma_start 3 (of 0.5, 3)" in r.output, r.output
+
+
+def test_basin_map_names_non_finite_colours_each_anchor_and_explains_u_and_v(toy):
+    """Issue 34, item 8: state 0 is 'non-finite' (not 'invalid', which read as 'breaks the rule'); each anchor's
+    outline has its own colour, that of its marker, named in the legend; the axes say what u and v run along."""
+    from matplotlib.colors import to_hex
+    from scoreprobe.viz.common import ANCHOR_COLORS
+    *_, b = toy
+    d = b.sel(step=1, sigma_start=3.0)
+    ax = plot_basins(b, sigma_start=3.0, step=1).axes[0]
+    labels = _legend(ax)
+    assert "non-finite" in labels and "invalid" not in labels and "rule violating" in labels
+    names = [str(x) for x in d.anchor_label.values]
+    outlined = [k for k in range(3) if (d.endpoint_anchor.values == k).any() and not (d.endpoint_anchor.values == k).all()]
+    assert len(outlined) >= 2                                   # the rule oracle: several anchors have a basin
+    legend = {t.get_text(): h for t, h in zip(ax.get_legend().get_texts(), ax.get_legend().legend_handles)}
+    for k in outlined:
+        handle = legend[f"basin of {names[k]}\n(ends on it)"]
+        assert to_hex(handle.get_color()) == to_hex(ANCHOR_COLORS[k])
+    contour_colours = {to_hex(c.get_edgecolor()[0]) for c in ax.collections if len(c.get_edgecolor())}
+    assert {to_hex(ANCHOR_COLORS[k]) for k in outlined} <= contour_colours
+    assert len({to_hex(ANCHOR_COLORS[k]) for k in range(3)}) == 3
+    markers = [ln for ln in ax.lines if ln.get_marker() in ("o", "s", "^") and len(ln.get_xdata()) == 1]
+    assert [to_hex(ln.get_markeredgecolor()) for ln in markers] == [to_hex(c) for c in ANCHOR_COLORS]
+    assert ax.get_xlabel() == f"u: along {names[0]} → {names[1]}" and ax.get_ylabel() == f"v: towards {names[2]}, ⊥ u"
+
+
+def test_dsm_legend_lists_every_step_of_a_report_sized_series(toy):
+    """Eight checkpoints (the report's): all eight in the legend (it showed 6); over 10, the title says how many."""
+    rule, ds, _, m, _ = toy
+    many = {s: (m[1] if s < 50 else m[100]) for s in (1, 2, 5, 10, 20, 50, 100, 200, 300, 400, 500, 600)}
+    d = dsm_by_sigma(many, sigmas=np.geomspace(0.05, 5, 3), n_noise=1, dataset=ds, rule=rule, progress=False)
+    eight = plot_dsm(d.isel(step=slice(0, 8))).axes[0]
+    assert {f"step {s}" for s in (1, 2, 5, 10, 20, 50, 100, 200)} <= set(_legend(eight))
+    assert "drawn" not in eight.get_title()
+    twelve = plot_dsm(d).axes[0]
+    assert sum(t.startswith("step ") for t in _legend(twelve)) == 10 and "(10 of 12 checkpoints drawn)" in twelve.get_title()
+    assert not any("table" in t for t in _legend(plot_dsm_gap(d).axes[0]))

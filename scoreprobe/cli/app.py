@@ -4,10 +4,13 @@ import sys
 
 import click
 
+from scoreprobe import __version__
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.option("-v", "--verbose", count=True, help="Debug log output (also accepted after the subcommand).")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors (also accepted after the subcommand).")
+@click.version_option(__version__, "--version", prog_name="scoreprobe", message="%(prog)s %(version)s")
 def cli(verbose, quiet):
     """scoreprobe: dissect when a diffusion model learns the rule and when it memorizes."""
     level = logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO)

@@ -134,7 +134,9 @@ def sweep_options(out, plot_help, chunk_help):
     options clocks and dsm share."""
     options = (
         click.option("--steps", default="auto", help="Checkpoints: auto (about 8, log-spread), all, or S1,S2,..."),
-        click.option("--out", type=click.Path(), default=out, help="Zarr store (resumable)."),
+        click.option("--out", type=click.Path(), default=None,
+                     help=f"Zarr store (resumable) [default: <source>.{out}, named after the run; {out} for the "
+                          "shipped series]."),
         click.option("--overwrite", is_flag=True, help="Replace an existing store at --out."),
         click.option("--plot", type=click.Path(dir_okay=False), default=None, callback=figure_path, help=plot_help),
         click.option("--chunk-size", type=click.IntRange(min=1), default=None, help=chunk_help),
@@ -295,3 +297,42 @@ def solver_of(solver, tol):
         raise click.BadParameter("--tol applies to --solver adaptive only", param_hint="--tol")
     from scoreprobe.ode.engine import EngineSettings
     return EngineSettings(rtol=tol, atol=tol)
+
+
+# ---------------------------------------------------------------------------------------------
+# Default output names: they carry the source's name, so two runs analysed in one folder do not collide
+# ---------------------------------------------------------------------------------------------
+
+_FILE_FOLDERS = ("checkpoints", "ckpt", "ckpts")   # folders of checkpoint files named by the run above them
+
+
+def source_stem(series):
+    """The name default outputs of `series` start with: '' for the shipped series (its outputs keep
+    the plain names, basins.zarr ...), else the run directory's name, for checkpoint files their
+    folder's (the run above a checkpoints/ or ckpt/ folder), for --denoiser FILE.py:FN 'FILE-FN';
+    characters other than letters, digits and . _ + - become '-'."""
+    import re
+    from pathlib import Path
+    from scoreprobe.loading.series import checkpoints_dir
+    config = getattr(series, "config", None) or {}
+    path = Path(str(getattr(series, "path", "")))
+    if "denoiser" in config:
+        where, _, name = str(config["denoiser"]).rpartition(":")
+        text = f"{Path(where).stem if where.endswith('.py') else where}-{name}"
+    else:
+        try:
+            if path.resolve() == (Path(checkpoints_dir()) / "parity-default").resolve():
+                return ""
+        except OSError:
+            pass
+        text = path.parent.name if path.name in _FILE_FOLDERS and path.parent.name else path.name
+    return re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-.")[:80]
+
+
+def default_output(series, name, given=None):
+    """`given` when the user named the output (None: not named), else `<source>.<name>`, or `name` for
+    the shipped series (`source_stem`)."""
+    if given is not None:
+        return given
+    stem = source_stem(series)
+    return f"{stem}.{name}" if stem else name

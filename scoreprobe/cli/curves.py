@@ -5,7 +5,7 @@ from scoreprobe.cli.app import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.limits import MAX_ITEMS, MAX_SAMPLES, MAX_SIGMAS
 from scoreprobe.cli.common import (ODE_STEPS, SEED, autocast_option, check_figure, check_writable, choose_steps,
-                                   models_per_pass_option, on_scheduler, parse_steps, save_figure, scheduler_of,
+                                   default_output, models_per_pass_option, on_scheduler, parse_steps, save_figure, scheduler_of,
                                    steps_in_store, store_line, sweep_options)
 from scoreprobe.cli.source import source_options
 
@@ -22,7 +22,7 @@ def _check_outputs(out, plot):
 
 CLOCK_COLUMNS = (("rule_acc", "rule_acc"), ("group_acc", "group_acc"), ("novel_ratio", "novel"),
                  ("heldout_hit", "heldout"), ("mem_ratio", "memorized"), ("violating_ratio", "violating"),
-                 ("invalid_ratio", "invalid"), ("off_vertex", "off_vertex"))
+                 ("invalid_ratio", "non-finite"), ("off_vertex", "off_vertex"))
 
 
 def _fmt_tau(value):
@@ -51,8 +51,8 @@ def _clock_rows(ds):
     for i in range(ds.sizes["step"]):
         row = ds.isel(step=i)
         yield f"{int(row.step):>8d}" + "".join(f"{float(row[v]):>11.3f}" for v, _ in CLOCK_COLUMNS)
-    yield ("(novel + heldout + memorized + violating + invalid = 1; rule_acc = novel + heldout + memorized; "
-           "off_vertex is a flag; docs/definitions.md)")
+    yield ("(novel + heldout + memorized + violating + non-finite = 1; rule_acc = novel + heldout + memorized; "
+           "non-finite: NaN/inf endpoints (the state `invalid`); off_vertex is a flag; docs/definitions.md)")
 
 
 def _clock_summary(a):
@@ -121,9 +121,11 @@ def clocks(source, n_samples, seed, n_steps, sampler_name, s_churn, s_noise, s_t
     scheduler = scheduler_of(scheduler, dask_local)
     s = source()
     chosen = choose_steps(steps, s)
+    out = default_output(s, "clocks.zarr", out)
     _check_outputs(out, plot)
     reused = steps_in_store(out, overwrite)
-    click.echo(f"clocks of {s.path} ({s.kind}, {len(chosen)} of {len(s.steps)} checkpoints), {n_samples} samples, "
+    click.echo(f"clocks of {s.path} ({getattr(s, 'kind_label', s.kind)}, {len(chosen)} of {len(s.steps)} checkpoints), "
+               f"{n_samples} samples, "
                f"seed {seed}, on {device}" + ("" if len(chosen) == len(s.steps) else "; --steps all for every one"))
     if s.kind == "dit":
         click.echo(f"sampler: {sampler.describe()}, {n_steps} steps"
@@ -180,6 +182,7 @@ def dsm(source, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite
     s = source()
     chosen = choose_steps(steps, s)
     n_heldout = min(len(s.dataset.heldout), CLI_HELDOUT) if n_heldout is None else n_heldout
+    out = default_output(s, "dsm.zarr", out)
     _check_outputs(out, plot)
     reused = steps_in_store(out, overwrite)
     click.echo(f"DSM loss of {s.path} ({len(chosen)} of {len(s.steps)} checkpoints), {sigmas} σ in [0.002, 80], "

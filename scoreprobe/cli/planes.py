@@ -5,7 +5,7 @@ from scoreprobe.cli.app import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.limits import FPS_RANGE
 from scoreprobe.cli.common import (ODE_STEPS, SEED, animation_options, autocast_option, check_figure, check_frame,
-                                   check_writable, choose_steps, device_option, figure_path, float_list,
+                                   check_writable, choose_steps, default_output, device_option, figure_path, float_list,
                                    models_per_pass_option, on_scheduler, output_file, save_figure, scheduler_of,
                                    scheduler_options, solver_of, solver_options, steps_in_store, store_line)
 from scoreprobe.cli.source import source_options
@@ -15,8 +15,11 @@ from scoreprobe.cli.source import source_options
 # basins, field, animate
 # ---------------------------------------------------------------------------------------------
 
+PLANE_HELP = ("auto, or three points (the plane's a, b, c): train:I, heldout:J, violating:K (bit K of the first "
+              "train item named, flipped) or a string of 0s and 1s, one per bit; e.g. train:5,train:17,heldout:300. "
+              "train:I,heldout:J,violating:K in any order keeps that order.")
 BASIN_COLUMNS = (("valid_memorized", "train"), ("valid_heldout", "held-out"), ("valid_novel", "novel"),
-                 ("rule_violating", "violating"), ("invalid", "invalid"))
+                 ("rule_violating", "violating"), ("invalid", "non-finite"))
 
 
 def _sigmas(values, name):
@@ -33,19 +36,22 @@ def _sigmas(values, name):
 
 def _plane_setup(source, plane_spec, seed, steps, outputs):
     """Everything a plane command checks before computing: the series, the plane, the steps, and
-    that each output path {option: path} can be written. Returns (series, plane, chosen steps).
+    that each output can be written: `outputs` {option: (path given or None, default name)}, the
+    default named after the source (`default_output`). Returns (series, plane, chosen steps,
+    {option: path}).
     --overwrite is passed on to the probe, which writes the new store beside the old one and swaps
     it in when complete: a run that fails or is interrupted leaves the old store as it was."""
     from scoreprobe.slices import plane_from_spec
     s = source()
     plane = plane_from_spec(plane_spec, s.dataset, s.rule, seed=seed)
     chosen = choose_steps(steps, s)
-    for option, path in outputs.items():
+    paths = {option: default_output(s, name, given) if name else given for option, (given, name) in outputs.items()}
+    for option, path in paths.items():
         if option == "--out":
             check_writable(path, option, store=True)
         else:
             check_figure(path, option)
-    return s, plane, chosen
+    return s, plane, chosen, paths
 
 
 CONVERGENCE_COLUMNS = (("label_change_fraction", "chg@2N"), ("label_change_fraction_item", "item@2N"))
@@ -75,7 +81,7 @@ def _basin_table(ds):
 
 
 @cli.command()
-@click.option("--plane", "plane_spec", default="auto", help="auto, or train:I,heldout:J,violating:K.")
+@click.option("--plane", "plane_spec", default="auto", help=PLANE_HELP)
 @click.option("--sigma-start", multiple=True, default=("1.0",), help="Starting noise level(s); repeat or comma-separate.")
 @click.option("--res", type=click.IntRange(min=2), default=24, help="Grid points per axis.")
 @solver_options
@@ -83,10 +89,13 @@ def _basin_table(ds):
               help="Fixed-grid steps from sigma_start to 0 (--solver heun / euler).")
 @click.option("--steps", default="auto", help="Checkpoints: auto (about 8), all, or S1,S2,...")
 @click.option("--seed", type=SEED, default=0, help="Seed of the automatic plane choice.")
-@click.option("--out", type=click.Path(), default="basins.zarr", help="Zarr store (resumable; reruns reuse it).")
+@click.option("--out", type=click.Path(), default=None,
+              help="Zarr store (resumable; reruns reuse it) [default: <source>.basins.zarr, named after the run; "
+                   "basins.zarr for the shipped series].")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
-@click.option("--animate", "animate_path", type=click.Path(dir_okay=False), default="basins.gif",
-              help="Animation over steps (.gif, or .mp4 with ffmpeg).")
+@click.option("--animate", "animate_path", type=click.Path(dir_okay=False), default=None,
+              help="Animation over steps (.gif, or .mp4 with ffmpeg) [default: <source>.basins.gif; basins.gif for "
+                   "the shipped series].")
 @click.option("--no-animate", is_flag=True, help="Skip the animation.")
 @animation_options
 @click.option("--check-convergence", is_flag=True,
@@ -112,13 +121,14 @@ def basins(source, plane_spec, sigma_start, res, solver, tol, n_steps, steps, se
     from scoreprobe.viz import animate_basins
     t0 = time.perf_counter()
     scheduler = scheduler_of(scheduler, dask_local)
-    animate_path = None if no_animate else animate_path
     if animate_path and not animate_path.lower().endswith((".gif", ".mp4")):  # fail before computing
         raise click.BadParameter(f"use a .gif or .mp4 file name, got {animate_path!r}", param_hint="--animate")
     check_frame(dpi, frame_size)
     sig = _sigmas(sigma_start, "--sigma-start")
     solver = solver_of(solver, tol)
-    s, plane, chosen = _plane_setup(source, plane_spec, seed, steps, {"--out": out, "--animate": animate_path})
+    s, plane, chosen, paths = _plane_setup(source, plane_spec, seed, steps, {
+        "--out": (out, "basins.zarr"), "--animate": (None, None) if no_animate else (animate_path, "basins.gif")})
+    out, animate_path = paths["--out"], paths["--animate"]
     reused = steps_in_store(out, overwrite)
     click.echo(f"basins of {s.path}: {len(chosen)} of {len(s.steps)} checkpoints, plane {', '.join(plane.labels)}, "
                f"{res}x{res} grid, sigma_start {sig}, {describe_solver(solver, n_steps)}"
@@ -142,17 +152,20 @@ def basins(source, plane_spec, sigma_start, res, solver, tol, n_steps, steps, se
 
 
 @cli.command()
-@click.option("--plane", "plane_spec", default="auto", help="auto, or train:I,heldout:J,violating:K.")
+@click.option("--plane", "plane_spec", default="auto", help=PLANE_HELP)
 @click.option("--sigma", multiple=True, default=("0.3", "1.0"), help="Noise level(s); repeat or comma-separate.")
 @click.option("--res", type=click.IntRange(min=2), default=32, help="Grid points per axis.")
 @click.option("--steps", default="auto", help="Checkpoints: auto (about 8), all, or S1,S2,...")
 @click.option("--seed", type=SEED, default=0, help="Seed of the automatic plane choice.")
 @click.option("--oracles/--no-oracles", default=True, help="Also the memorizer's and the rule oracle's fields.")
-@click.option("--out", type=click.Path(), default="field.zarr", help="Zarr store (model fields; resumable).")
+@click.option("--out", type=click.Path(), default=None,
+              help="Zarr store (model fields; resumable) [default: <source>.field.zarr; field.zarr for the shipped "
+                   "series].")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
-@click.option("--plot", type=click.Path(dir_okay=False), default="field.png", callback=figure_path,
+@click.option("--plot", type=click.Path(dir_okay=False), default=None, callback=figure_path,
               help="Figure at the last step (its title names it and the computed ones): one row per sigma, one "
-                   "column per field, one shared colour scale.")
+                   "column per field, one shared colour scale [default: <source>.field.png; field.png for the "
+                   "shipped series].")
 @device_option()
 @models_per_pass_option()
 @autocast_option()
@@ -166,7 +179,9 @@ def field(source, plane_spec, sigma, res, steps, seed, oracles, out, overwrite, 
     from scoreprobe.probes.field import score_field
     scheduler = scheduler_of(scheduler, dask_local)
     sig = _sigmas(sigma, "--sigma")
-    s, plane, chosen = _plane_setup(source, plane_spec, seed, steps, {"--out": out, "--plot": plot})
+    s, plane, chosen, paths = _plane_setup(source, plane_spec, seed, steps,
+                                           {"--out": (out, "field.zarr"), "--plot": (plot, "field.png")})
+    out, plot = paths["--out"], paths["--plot"]
     reused = steps_in_store(out, overwrite)
     click.echo(f"score field of {s.path}: {len(chosen)} checkpoints, plane {', '.join(plane.labels)}, "
                f"{res}x{res} grid, sigma {sig}, on {device}")
@@ -197,13 +212,19 @@ def _field_figure(ds, sigmas, oracles, path):
 
 @cli.command()
 @click.argument("store", type=click.Path(exists=True, file_okay=False))
-@click.option("--out", type=click.Path(dir_okay=False), default="basins.gif", help="Output .gif or .mp4.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Output .gif or .mp4 [default: the store's name with .gif, here: basins.zarr -> basins.gif, "
+                   "run.basins.zarr -> run.basins.gif].")
 @click.option("--fps", type=click.FloatRange(*FPS_RANGE), default=4.0, help="Frames per second.")
 @click.option("--sigma-start", type=float, default=None, help="Which starting noise level (default: the middle one).")
 @animation_options
 def animate(store, out, fps, sigma_start, dpi, frame_size):
     """Animate a basins STORE (written by `scoreprobe basins --out`) over training steps."""
+    import os
     from scoreprobe.viz import animate_basins
+    if out is None:
+        name = os.path.basename(os.path.normpath(store))
+        out = (name[:-5] if name.endswith(".zarr") else name) + ".gif"
     check_figure(out, "--out")
     check_frame(dpi, frame_size)
     from scoreprobe.store import open_store

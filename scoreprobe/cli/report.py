@@ -2,7 +2,8 @@
 import click
 
 from scoreprobe.cli.app import cli
-from scoreprobe.cli.common import check_writable, device_option
+from scoreprobe.cli.common import check_writable, default_output, device_option
+from scoreprobe.cli.planes import PLANE_HELP
 from scoreprobe.cli.source import source_options
 
 
@@ -41,19 +42,22 @@ def _announce(plan):
 
 
 @cli.command()
-@click.option("--out", type=click.Path(dir_okay=False), default="report.html", help="The HTML page.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="The HTML page [default: <source>.report.html, named after the run; report.html for the shipped "
+                   "series].")
 @click.option("--store", "stores", multiple=True, type=click.Path(exists=True, file_okay=False),
               help="A store already computed (clocks, basins, field, retention or dsm; repeatable): read as it is, "
                    "after checking it holds this series under this scoreprobe's definitions.")
 @click.option("--cache", type=click.Path(file_okay=False), default=None,
-              help="Folder of the stores the report computes (default: <out stem>.cache next to --out); reruns reuse them.")
+              help="Folder of the stores the report computes (default: report.cache/<series>-<digest of the sizes "
+                   "and plane>/ next to --out, shared by every page of the series at those sizes); reruns reuse them.")
 @click.option("--steps", default="auto", help="Checkpoints: auto (about 8, log-spread), all, or S1,S2,...")
 @click.option("--size", "sizes", multiple=True, metavar="NAME=VALUE", callback=_sizes,
               help="Change a default size (repeatable, or 'A=1 B=2'): n_samples, n_steps, sigma_start, res, field_res, "
                    "retention_sigmas, retention_items, retention_noise, dsm_sigmas, dsm_noise, dsm_heldout, seed "
                    "(docs/definitions.md, 'The report page').")
 @click.option("--sections", default="all", help="all, or some of clocks,basins,field,retention,dsm.")
-@click.option("--plane", "plane_spec", default="auto", help="auto, or train:I,heldout:J,violating:K.")
+@click.option("--plane", "plane_spec", default="auto", help=PLANE_HELP)
 @device_option()
 @source_options
 def report(source, out, stores, cache, steps, sizes, sections, plane_spec, device):
@@ -66,13 +70,15 @@ def report(source, out, stores, cache, steps, sizes, sections, plane_spec, devic
     chosen = parse_steps(steps, words=("all", "auto"))
     chosen = "all" if chosen is None else chosen
     wanted = SECTIONS if sections == "all" else tuple(s.strip() for s in sections.split(",") if s.strip())
-    check_writable(out, "--out")
     s = source()
+    out = default_output(s, "report.html", out)
+    check_writable(out, "--out")
     if getattr(s, "kind", "dit") == "gpt":
         wanted = tuple(w for w in wanted if w == "clocks")
     plan = make_plan(s, out, stores=stores, cache=cache, steps=chosen, sizes=sizes, plane=plane_spec, sections=wanted)
     estimate(plan, device)
-    click.echo(f"report of {s.path}: {len(plan.steps)} of {len(s.steps)} checkpoints, on {device}")
+    click.echo(f"report of {s.path} ({getattr(s, 'kind_label', s.kind)}): {len(plan.steps)} of {len(s.steps)} "
+               f"checkpoints, on {device}")
     for line in _announce(plan):
         click.echo(line)
     result = build(plan, device=device, sources=None)

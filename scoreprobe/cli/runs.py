@@ -15,6 +15,13 @@ from scoreprobe.errors import ScoreprobeError, ScoreprobeWarning
 # train
 # ---------------------------------------------------------------------------------------------
 
+def _say(text):
+    """A line of train's own chatter (its header, 'done:'): silenced by -q, as its progress is."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or not ctx.find_root().params.get("quiet"):
+        click.echo(text)
+
+
 def _rule_spec(rule, G, k, n, layout, rule_seed, shape):
     """Rule options -> a rule spec dict (validated by building the rule)."""
     from scoreprobe.data.rules import rule_from_spec
@@ -35,6 +42,12 @@ def _parse_shape(text):
     return H, W
 
 
+FIRST_CHECKPOINT_HELP = ("First step of the log-spaced checkpoints (after step 0) [default: min(total_steps / 72, "
+                         "48000 / batch_size), rounded: the grid spans at most 1.86 decades and starts where the "
+                         "shipped series' clocks begin to move (500 steps at batch 96), e.g. 500 for 36000 steps at "
+                         "batch 96, 42 for 3000 at 128; a rerun keeps the run's own; docs/definitions.md].")
+
+
 def _train_options(fn):
     """One click option per TrainConfig field (except `rule`), defaults from the dataclass."""
     import dataclasses
@@ -52,11 +65,12 @@ def _train_options(fn):
             fn = click.option(flag + "/--no-" + flag[2:], default=default, show_default=True,
                               help=helps.get(f.name))(fn)
         else:
-            typ = int if f.name in ("hidden_size", "depth", "num_heads") else type(default)
+            typ = int if f.name in ("hidden_size", "depth", "num_heads", "first_checkpoint") else type(default)
             typ = click.Choice(LR_SCHEDULES) if f.name == "lr_schedule" else typ
             typ = click.Choice(TOKEN_ORDERS) if f.name == "token_order" else typ
             typ = SEED if f.name.endswith("seed") else typ
-            fn = click.option(flag, type=typ, default=default, show_default=True, help=helps.get(f.name))(fn)
+            help_text = FIRST_CHECKPOINT_HELP if f.name == "first_checkpoint" else helps.get(f.name)
+            fn = click.option(flag, type=typ, default=default, show_default=default is not None, help=help_text)(fn)
     return fn
 
 
@@ -70,7 +84,8 @@ def _train_options(fn):
               help="Parity groups: consecutive pixels, the same shifted by one pixel, or a seeded permutation. "
                    "[default: contiguous, as sp.Parity and rule specs; it was random before 2026-12-01]")
 @click.option("--rule-seed", type=SEED, default=0, help="Seed of the random parity layout.")
-@click.option("--shape", default="6x6", help="Image shape HxW (parity, exactk, rowk).")
+@click.option("--shape", default="6x6", help="Image shape HxW (parity, exactk, rowk; refused for latin and sudoku, "
+                                            "whose --n sets the grid).")
 @device_option()
 @click.option("--threads", type=click.IntRange(1, 1024), default=None,
               help="CPU threads for torch (default: torch's choice). On CPU the weights are bitwise "
@@ -100,7 +115,11 @@ def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads
     The log (RUN_DIR/train_log.jsonl, and the progress) has the loss and its mean in σ buckets;
     `scoreprobe plot-log RUN_DIR` draws it."""
     import torch
+    from click.core import ParameterSource
     from scoreprobe.training.train import TrainConfig, train_run
+    if rule in ("latin", "sudoku") and ctx.get_parameter_source("shape") != ParameterSource.DEFAULT:
+        raise click.BadParameter(f"--shape applies to parity, exactk and rowk; a {rule} grid is --n N (an image of "
+                                 "N one-hot channels of N x N pixels)", param_hint="--shape")
     layout = _default_layout(rule, layout, ensemble_spec)
     rule_args = dict(rule=rule, G=G, k=k, n=n, layout=layout, rule_seed=rule_seed, shape=shape)
     if ensemble_spec is not None:
@@ -117,10 +136,10 @@ def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads
     check_writable(run_dir, "RUN_DIR")
     if threads:
         torch.set_num_threads(threads)
-    click.echo(f"training {cfg.model} on {cfg.rule} (N={cfg.n_train}) for {cfg.total_steps} steps on {device} "
+    _say(f"training {cfg.model} on {cfg.rule} (N={cfg.n_train}) for {cfg.total_steps} steps on {device} "
                f"-> {run_dir}")
     path = train_run(cfg, run_dir, device=device, keep_state=keep_state)
-    click.echo(f"done: {path}")
+    _say(f"done: {path}")
 
 
 def _default_layout(rule, layout, ensemble_spec):
@@ -224,12 +243,12 @@ def _train_ensemble(run_dir, grid, rule_args, device, settings):
         dirs.append(os.path.join(run_dir, "-".join(f"{k}{v}" for k, v in member.items())))
     _refuse_ignored_keys(grid, cfgs)
     check_ensemble(cfgs, dirs)          # ConfigError (one line, exit 2) before any directory is made
-    click.echo(f"training an ensemble of {len(cfgs)} {cfgs[0].model} runs for {cfgs[0].total_steps} steps "
+    _say(f"training an ensemble of {len(cfgs)} {cfgs[0].model} runs for {cfgs[0].total_steps} steps "
                f"on {device} -> {run_dir}")
     for i, (member, path) in enumerate(zip(grid, dirs)):
-        click.echo(f"  {i + 1}/{len(grid)}: {' '.join(f'{k}={v}' for k, v in member.items())} -> {path}")
+        _say(f"  {i + 1}/{len(grid)}: {' '.join(f'{k}={v}' for k, v in member.items())} -> {path}")
     train_ensemble(cfgs, dirs, device=device)
-    click.echo(f"done: {len(dirs)} runs in {run_dir}")
+    _say(f"done: {len(dirs)} runs in {run_dir}")
 
 
 # ---------------------------------------------------------------------------------------------

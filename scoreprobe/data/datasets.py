@@ -10,7 +10,8 @@ import logging
 import os
 import zipfile
 import zlib
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import InitVar, dataclass, field
 
 import numpy as np
 import torch
@@ -56,17 +57,25 @@ class Dataset:
 
     train: (n_train, D) uint8; heldout: (n_heldout, D) uint8. `train_index` / `heldout_index`
     are BitIndex objects, built on first use and cached.
+
+    The items are checked against `rule` (`check_validity`): a DataError when most of them break it
+    (the rule is not the one the data were made with: a file written by scoreprobe stores its rule,
+    `load_dataset(path)` reads it), a ScoreprobeWarning naming the share when some do.
+    `check=False` skips this (data that break the rule on purpose).
     """
 
     train: np.ndarray
     heldout: np.ndarray
     rule: Rule
     seed: int | None = None
+    check: InitVar[bool] = True
     _indexes: dict = field(default_factory=dict, init=False, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self, check):
         self.train = check_bits(self.train, self.rule.n_bits, "train")
         self.heldout = check_bits(self.heldout, self.rule.n_bits, "heldout")
+        if check:
+            check_validity(self.train, self.heldout, self.rule)
 
     @property
     def train_index(self):
@@ -85,6 +94,30 @@ class Dataset:
         with open(path, "wb") as f:
             np.savez(f, train=self.train, heldout=self.heldout, rule=np.array(json.dumps(self.rule.spec())),
                      seed=np.array(-1 if self.seed is None else self.seed, np.int64))
+
+
+def check_validity(train, heldout, rule):
+    """DataError when fewer than half of the items (train and held-out together) are valid under
+    `rule`; a ScoreprobeWarning naming the valid share when some are not. Returns that share."""
+    from scoreprobe.errors import ScoreprobeWarning, user_stacklevel
+    n = len(train) + len(heldout)
+    if n == 0:
+        return 1.0
+    bad = {name: int((~rule.is_valid(bits)).sum()) if len(bits) else 0
+           for name, bits in (("training", train), ("held-out", heldout))}
+    share = 1.0 - sum(bad.values()) / n
+    if share == 1.0:
+        return share
+    where = " and ".join(f"{k} of the {name} items" for name, k in
+                         (("training", bad["training"]), ("held-out", bad["held-out"])) if k)
+    text = (f"only {share:.1%} of the {n} items are valid under {rule!r} ({where} break it)")
+    if share < 0.5:
+        raise DataError(f"{text}: is this the rule the data were made with (its shape, layout, G)? A dataset "
+                        "file written by scoreprobe stores its rule: sp.load_dataset(path) reads it; "
+                        "Dataset(..., check=False) takes data that break the rule on purpose")
+    warnings.warn(f"{text}: the rule-violating items count as such in every analysis", ScoreprobeWarning,
+                  stacklevel=user_stacklevel())
+    return share
 
 
 def load_dataset(path, rule=None):

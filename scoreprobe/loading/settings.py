@@ -52,7 +52,7 @@ def _parse(value):
 # training args, side files, diffusers configs) is checked here for type, range and finiteness
 # ---------------------------------------------------------------------------------------------
 
-_INTS = {"num_heads": (1, MAX_HIDDEN), "num_attention_heads": (1, MAX_HIDDEN), "num_classes": (1, MAX_LABEL_ROWS),
+_INTS = {"num_heads": (1, MAX_HIDDEN), "num_attention_heads": (1, MAX_HIDDEN), "num_classes": (0, MAX_LABEL_ROWS),
          "num_embeds_ada_norm": (1, MAX_LABEL_ROWS), "num_timesteps": (1, MAX_TIMESTEPS),
          "num_train_timesteps": (1, MAX_TIMESTEPS), "sample_size": (1, MAX_BITS)}
 _POSITIVE = {"sigma_data": MAX_SIGMA, "time_scale": 1e6, "norm_eps": 1.0, "beta_start": 1.0, "beta_end": 1.0}
@@ -264,8 +264,10 @@ def null_row(rows, num_classes):
 
     A table with num_classes + 1 rows has the null row last (facebookresearch/DiT, diffusers). When
     num_classes is unknown, a table of more than one row is taken to have it (DiT's default
-    class_dropout_prob = 0.1): a guess.
+    class_dropout_prob = 0.1): a guess. num_classes = 0 (an unconditional DiT) has one row, the null row.
     """
+    if num_classes is not None and int(num_classes) == 0 and rows == 1:
+        return 0, False
     if rows == 1:
         return None, False
     if num_classes is None:

@@ -82,13 +82,16 @@ class DenoiserSeries:
 
     make: the user's callable; steps: the steps to call it with (a function of the step) or None
     (it is called once, without arguments, for a denoiser or a {step: denoiser} mapping); spec:
-    how the user named it, recorded in the store's config (the file's name, not its folder)."""
-    kind, arch = "dit", None
+    how the user named it, recorded in the store's config (the file's name, not its folder).
+    `DenoiserSeries.of(models, dataset)` wraps denoisers given from Python (sp.report)."""
+    kind, arch = "dit", None     # kind: analysed as a denoiser (PF-ODE), like a DiT series
+    kind_label = "your denoiser"  # what headers and the report call it
 
     def __init__(self, make, dataset, spec, steps=None):
         self.dataset, self.rule, self.path = dataset, dataset.rule, Path(str(spec))   # path: what messages show
         where, _, name = str(spec).rpartition(":")
         self.config = {"denoiser": f"{Path(where).name if where.endswith('.py') else where}:{name}"}
+        self.meta, self.origin = {}, "--denoiser"
         if steps is not None:
             self._make, self.steps = make, sorted({int(s) for s in steps})
             return
@@ -100,8 +103,31 @@ class DenoiserSeries:
                               "or a mapping {step (int): denoiser}")
         self._make, self.steps = None, sorted(self._models)
 
+    @classmethod
+    def of(cls, models, dataset):
+        """The series of denoisers given from Python: a {step: D} mapping or one D (step 0); named by
+        their classes (e.g. 'python:EmpiricalDenoiser,RuleDenoiser'); each step's model identity
+        (`scoreprobe.sweep.identity`) tells stores of other models apart."""
+        made = dict(models) if isinstance(models, Mapping) else {0: models}
+        names = sorted({type(D).__name__ for D in made.values()})
+        series = cls(lambda: made, dataset, f"python:{'_'.join(names)}" if names else "python:none")
+        series.origin = "python"
+        return series
+
     def __len__(self):
         return len(self.steps)
+
+    def describe(self):
+        """Facts for the report's series section (as CheckpointSeries.describe): dict of plain values."""
+        first = self._models[self.steps[0]] if self._make is None and self.steps else None   # (no user code runs)
+        n_params = sum(p.numel() for p in first.parameters()) if hasattr(first, "parameters") else None
+        how = ("--denoiser " + self.config["denoiser"] + " (your code)" if self.origin == "--denoiser"
+               else "denoisers given from Python (sp.report)")
+        return {"path": str(self.path), "kind": self.kind_label, "rule": self.rule, "n_train": len(self.dataset.train),
+                "n_heldout": len(self.dataset.heldout), "image_shape": list(self.rule.image_shape), "arch": None,
+                "n_params": n_params or None, "steps": self.steps, "planned_steps": None, "config": self.config,
+                "model": how,
+                "parameterization_how": "the denoiser contract D(x, σ) = E[y | x], x = y + σ·ε (as given)"}
 
     def denoiser(self, step, device="cpu"):
         """The user's denoiser at `step` (a torch module is moved to `device` and put in eval mode)."""

@@ -85,6 +85,31 @@ def _check_shape(shape):
     return C, H, W
 
 
+def _check_geometry(h, heads, H, W, p):
+    """ConfigError naming the setting that fails (each that fails) and its fix: num_heads must divide
+    hidden_size; patch_size must divide both sides of the image (patch_size 1 always does, at the
+    cost of p² times the tokens)."""
+    import math
+    problems = []
+    if h % heads:
+        fits = [d for d in range(1, min(h, 16) + 1) if h % d == 0]
+        problems.append(f"num_heads {heads} does not divide hidden_size {h}: choose num_heads among "
+                        f"{', '.join(map(str, fits))} (--num-heads), or a hidden_size that is a multiple of {heads}")
+    if H % p or W % p:
+        bad = sorted({n for n in (H, W) if n % p})
+        side = f"{' and '.join(map(str, bad))} {'is' if len(bad) == 1 else 'are'} not a multiple of {p}"
+        fits = [d for d in range(1, math.gcd(H, W) + 1) if H % d == 0 and W % d == 0]
+        best = max(d for d in fits if d <= p)
+        r = p // best if p % best == 0 else p / best
+        cost = (f", at the cost of {H * W // best ** 2} tokens instead of about {H * W / p ** 2:.0f}: about "
+                f"{r ** 2:.3g}x the compute of the MLPs and up to {r ** 4:.3g}x that of attention per step")
+        others = f"; patch sizes that tile it: {', '.join(map(str, fits))}" if len(fits) > 1 else ""
+        problems.append(f"patch_size {p} does not tile the {H}x{W} image ({side}): use patch_size {best} "
+                        f"(--patch-size {best}{others}){cost}, or an image whose sides are multiples of {p}")
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
 def _check_dit(arch):
     C, H, W = _check_shape(arch.get("image_shape"))
     for k in ("sigma_data", "time_scale"):
@@ -100,9 +125,7 @@ def _check_dit(arch):
     depth = check_int(net.get("depth"), "depth", 1, MAX_DEPTH)
     heads = check_int(net.get("num_heads"), "num_heads", 1, h)
     p = check_int(net.get("patch_size", 2), "patch_size", 1, max(H, W))
-    if h % heads or H % p or W % p:
-        raise ConfigError(f"hidden_size {h} must be divisible by num_heads {heads}, and the {H}x{W} image by "
-                          f"patch_size {p}")
+    _check_geometry(h, heads, H, W, p)
     if check_int(net.get("in_channels", 1), "in_channels", 1, MAX_BITS) != C or list(net.get("input_size", [])) != [H, W]:
         raise ConfigError(f"in_channels / input_size {net.get('in_channels')} / {str(net.get('input_size'))[:30]} "
                           f"do not match image_shape [{C}, {H}, {W}]")

@@ -27,6 +27,7 @@ class ReportResult:
     computed: dict          # section -> steps computed now
     reused: dict            # section -> steps read from stores
     notes: list             # (section, text) shown on the page
+    cache: Path = None      # the folder of the stores it computed (plan.cache)
 
 
 def _series_rows(series, plan):
@@ -39,14 +40,15 @@ def _series_rows(series, plan):
     param = cfg.get("parameterization") or ("edm" if series.meta.get("format") else None)
     how = ("a scoreprobe run: EDM preconditioning, σ_data = "
            f"{arch.get('sigma_data')} (run.json)" if series.meta.get("format") else
-           "read from the files, or as given with --set (see scoreprobe info)")
+           d.get("parameterization_how") or "read from the files, or as given with --set (see scoreprobe info)")
     steps = list(series.steps)
     rows = [("series", f"<code>{html.escape(str(series.path))}</code> ({html.escape(str(d['kind']))})"),
             ("rule", html.escape(repr(d["rule"]))),
             ("data", f"{d['n_train']} training + {d['n_heldout']} held-out images, "
                      f"{series.rule.n_bits} bits each"
                      + (f", data seed {cfg.get('data_seed')}" if "data_seed" in cfg else "")),
-            ("model", html.escape(" ".join(f"{k}={v}" for k, v in net.items()) or "as read from the files")
+            ("model", html.escape(" ".join(f"{k}={v}" for k, v in net.items()) or d.get("model")
+                                  or "as read from the files")
              + (f"; {d['n_params']:,} parameters" if d["n_params"] else "")),
             ("parameterization", html.escape(f"{param or 'unknown'} ({how})")),
             ("checkpoints", f"{len(steps)} in the series: {', '.join(map(str, steps[:6]))}"
@@ -65,11 +67,11 @@ def command_line(plan, sources=None):
     shipped = Path(plan.series.path).resolve() == Path(checkpoints_dir()).resolve() / "parity-default"
     if sources:
         args += [str(s) for s in sources]
-    elif not shipped:
+    elif not shipped and getattr(plan.series, "origin", None) is None:
         args.append(str(plan.series.path))
     args += ["--out", str(plan.out)]
     from scoreprobe.reports.plan import auto_steps, default_cache
-    if plan.cache != default_cache(plan.out):
+    if plan.cache != default_cache(plan.out, plan.series, plan.sizes, plan.plane_spec):
         args += ["--cache", str(plan.cache)]
     for item in plan.items.values():
         if item.given:
@@ -81,9 +83,16 @@ def command_line(plan, sources=None):
             args += ["--size", f"{k}={','.join(f'{x:g}' for x in v) if isinstance(v, tuple) else v}"]
     if tuple(plan.items) != SECTIONS:
         args += ["--sections", ",".join(plan.items)]
+    origin = getattr(plan.series, "origin", None)    # denoisers (scoreprobe.loading.usercode)
+    if origin == "--denoiser":
+        args[2:2] = ["--denoiser", plan.series.config["denoiser"], "--trust"]
     line = " ".join(shlex.quote(a) for a in args)
     if "files" in (plan.series.config or {}):
         line += "  # with the SOURCES files and the --dataset / --set options they were read with"
+    elif origin == "--denoiser":
+        line += "  # with the --dataset (and --steps) it was made with"
+    elif origin == "python":
+        line = f"sp.report({{step: D, ...}}, {str(plan.out)!r}, dataset=...)  # from Python, with these sizes"
     return line
 
 
@@ -139,23 +148,28 @@ def build(plan, device="cpu", progress=None, sources=None):
     title = f"scoreprobe report — {Path(plan.series.path).name}"
     text = page_html(title, _series_rows(plan.series, plan), payloads, notes, _provenance(plan, sources))
     write_atomic(plan.out, text)
-    return ReportResult(Path(plan.out), len(text.encode("utf-8")), time.perf_counter() - t0, computed, reused, notes)
+    return ReportResult(Path(plan.out), len(text.encode("utf-8")), time.perf_counter() - t0, computed, reused, notes,
+                        plan.cache)
 
 
-def report(source=None, out="report.html", *, stores=(), cache=None, steps=None, sizes=None, plane="auto",
-           sections=SECTIONS, device="cpu", progress=None):
+def report(source=None, out="report.html", *, dataset=None, stores=(), cache=None, steps=None, sizes=None,
+           plane="auto", sections=SECTIONS, device="cpu", progress=None):
     """Write one self-contained HTML page about a checkpoint series.
 
     Parameters
     ----------
-    source : CheckpointSeries, a run directory, or None (the shipped series).
+    source : CheckpointSeries, a run directory, None (the shipped series), or your own denoisers:
+        a mapping {step: D} or one D (step 0), each a callable D(x (B, D), sigma (B,)) -> (B, D).
+    dataset : the data denoisers are compared with (a Dataset, an .npz path, a run directory; see
+        `sp.open_source`); needed with denoisers, refused with a series (it carries its own).
     out : the HTML file (written atomically; the page needs nothing else to open).
     stores : paths of stores already computed (clocks, basins, score_field, retention,
         dsm_by_sigma): read as they are after checks: a store of another series, of another
         definitions version, without a complete step or with damaged data is refused
         (StoreError); one covering fewer checkpoints than the page is named on it.
-    cache : folder of the stores the report computes itself (default `<out stem>.cache/` next to
-        `out`): resumed on the next run, so a second report computes nothing.
+    cache : folder of the stores the report computes itself (default `report.cache/<series>-<digest>/`
+        next to `out`, shared by every page of the series at the same sizes and plane: `default_cache`):
+        resumed on the next run, so a second report, under any page name, computes nothing.
     steps : "auto" / None (about 8 log-spread checkpoints), "all", or a list of steps.
     sizes : overrides of REPORT_SIZES (e.g. {"res": 32, "n_samples": 400}).
     plane : plane spec of the basin maps and field ("auto" or "train:I,heldout:J,violating:K").
@@ -168,8 +182,7 @@ def report(source=None, out="report.html", *, stores=(), cache=None, steps=None,
     The time estimate of what is missing goes to the log (`logging`, INFO) before computing.
     """
     import logging
-    from scoreprobe.loading.series import load_series
-    series = load_series(source) if source is None or isinstance(source, (str, os.PathLike)) else source
+    series = _as_series(source, dataset)
     if getattr(series, "kind", "dit") == "gpt":
         sections = tuple(s for s in sections if s == "clocks")
     plan = make_plan(series, out, stores=stores, cache=cache, steps=steps, sizes=sizes, plane=plane,
@@ -178,3 +191,24 @@ def report(source=None, out="report.html", *, stores=(), cache=None, steps=None,
     logging.getLogger(__name__).info("report: computing %s; about %.0f s", ", ".join(plan.todo) or "nothing",
                                      plan.seconds)
     return build(plan, device=device, progress=progress)
+
+
+def _as_series(source, dataset):
+    """The series `report` describes: a run directory or the shipped series loaded, a series as it
+    is, denoisers wrapped with their data (ConfigError without it, or with data for a series)."""
+    from scoreprobe.errors import ConfigError
+    from scoreprobe.sweep import is_series
+    if source is None or isinstance(source, (str, os.PathLike)) or is_series(source):
+        if dataset is not None:
+            raise ConfigError("dataset= is for denoisers: a checkpoint series carries its own data")
+        from scoreprobe.loading.series import load_series
+        return source if is_series(source) else load_series(source)
+    from scoreprobe.sweep import as_steps
+    as_steps(source)   # ConfigError for what is no denoiser, no mapping of them
+    if dataset is None:
+        raise ConfigError("a report of denoisers needs the data to compare with: pass dataset= (a Dataset, an .npz "
+                          "of train/heldout bits or a run directory)")
+    from scoreprobe.loading.sources import dataset_from
+    from scoreprobe.loading.usercode import DenoiserSeries
+    data = dataset_from(os.fspath(dataset) if isinstance(dataset, os.PathLike) else dataset)
+    return DenoiserSeries.of(source, data)

@@ -5,7 +5,7 @@
   const DATA = JSON.parse(document.getElementById("report-data").textContent);
   const NS = "http://www.w3.org/2000/svg";
   const S = { step: 0, sigma: 0, timer: null };
-  const SHORT = { invalid: "invalid", rule_violating: "rule-violating", valid_novel: "valid, novel",
+  const SHORT = { invalid: "non-finite", rule_violating: "rule-violating", valid_novel: "valid, novel",
                   valid_heldout: "held-out item", valid_memorized: "training item (copy)" };
   const redraw = [];
 
@@ -99,14 +99,18 @@
       x: c.taus[k].value, color: colors[k], label: `${names[k]} ${Math.round(c.taus[k].value)}`,
       lo: c.taus[k].ci ? c.taus[k].ci[0] : undefined, hi: c.taus[k].ci ? c.taus[k].ci[1] : undefined }));
     const ch = chart(host, {
-      w: 900, h: 320, xs: c.steps, xt: axis.xt, xticks: axis.ticks, xlabel: "training step (log scale)", ylabel: "fraction of samples",
+      w: 900, h: 320, xs: c.steps, xt: axis.xt, xticks: axis.ticks, xlabel: "training step (log scale)", ylabel: c.curves.group_acc ? "fraction of samples (dotted: of groups)" : "fraction of samples",
       bands: c.window.open ? c.window.intervals : [], vlines: vlines,
       hlines: [{ y: c.thresholds.rule, color: "#2ca02c" }, { y: c.thresholds.mem, color: "#ff9f1c" }, { y: c.thresholds.novel, color: "#9467bd" }],
       series: [{ label: "rule accuracy", color: "#2ca02c", ...c.curves.rule_acc },
                { label: "valid, not a copy", color: "#9467bd", dash: "6 3", ...c.curves.novel_valid },
-               { label: "memorized", color: "#ff9f1c", ...c.curves.mem_ratio }] });
+               { label: "memorized", color: "#ff9f1c", ...c.curves.mem_ratio }]
+        .concat(c.curves.group_acc ? [{ label: "group accuracy", color: "#7bc96f", dash: "2 3", ...c.curves.group_acc }] : [])
+        .concat(c.curves.group_mem ? [{ label: "group memorization", color: "#f5b971", dash: "2 3", ...c.curves.group_mem }] : []) });
     const note = el("p", { class: "small" }, host, (c.window.open ? "green shading: the innovation window; " :
-      "innovation window " + c.window.status + "; ") + "vertical bands: the τ CIs; dotted lines: thresholds; grey line: the slider's step.");
+      "innovation window " + c.window.status + "; ") + "vertical bands: the τ CIs; dotted lines: thresholds; grey line: the slider's step." +
+      (c.curves.group_acc ? " Dotted curves: group level (share of a sample's groups that obey the rule; share equal to those of its " +
+        "nearest training item), which moves where the sample-level curves stay near 0 (hard rules)." : ""));
     redraw.push((step) => ch.mark(step));
     return note;
   }
@@ -134,7 +138,7 @@
       if (marks[k % 3] === "circle") ctx.arc(x, y, 5, 0, 2 * Math.PI);
       else if (marks[k % 3] === "square") ctx.rect(x - 5, y - 5, 10, 10);
       else { ctx.moveTo(x, y - 6); ctx.lineTo(x + 6, y + 5); ctx.lineTo(x - 6, y + 5); ctx.closePath(); }
-      ctx.fillStyle = "#fff"; ctx.fill(); ctx.lineWidth = 1.5; ctx.strokeStyle = "#000"; ctx.stroke();
+      ctx.fillStyle = "#fff"; ctx.fill(); ctx.lineWidth = 2; ctx.strokeStyle = a.color || "#000"; ctx.stroke();
       const tw = ctx.measureText(a.label).width;
       const tx = Math.min(x + 7, ctx.canvas.width - tw - 4), ty = y < 16 ? y + 16 : y - 7;
       ctx.fillStyle = "rgba(255,255,255,0.8)"; ctx.fillRect(tx - 2, ty - 10, tw + 4, 13);
@@ -158,6 +162,10 @@
     const legend = el("div", { class: "legend" }, share);
     el("div", {}, legend, "endpoint state (thresholded bits):").style.fontWeight = 600;
     b.states.forEach((s, k) => { const row = el("div", {}, legend); el("span", { class: "sw", style: `background:${b.colors[k]}` }, row); el("span", {}, row, SHORT[s] || s); });
+    el("div", {}, legend, "anchors (a, b, c; marker edge):").style.fontWeight = 600;
+    b.anchors.forEach((a) => { const row = el("div", { class: "anchor-key" }, legend); el("span", { class: "sw", style: `background:#fff;border:2px solid ${a.color}` }, row); el("span", {}, row, a.label); });
+    if (b.anchors.length === 3)
+      el("div", { class: "small", id: "uv-axes" }, legend, `u: along ${b.anchors[0].label} → ${b.anchors[1].label}; v: towards ${b.anchors[2].label}, at right angles (units of the ±1 images; origin: the anchors' centroid)`);
     const table = el("table", { class: "shares", id: "shares" }, share);
     const evo = el("div", { class: "small" }, share);
     const mini = evolution(evo, b);

@@ -53,7 +53,8 @@ def _tau(a, key):
 
 
 def clocks_payload(ds):
-    """Curves (rule_acc, novel_valid, mem_ratio) with 95% Wilson ribbons, τ with CIs, the window (its
+    """Curves (rule_acc, novel_valid, mem_ratio) with 95% Wilson ribbons, group_acc and group_mem
+    (group level, without ribbons) when the store has them, τ with CIs, the window (its
     status as probes.taus.window_status words it, from the stored τ and the curve)."""
     a, n = ds.attrs, int(ds.sizes["sample"])
     curves = {}
@@ -61,6 +62,9 @@ def clocks_payload(ds):
         y = ds[name].values.astype(np.float64)
         lo, hi = wilson(y, n)
         curves[name] = {"y": [_num(v, 4) for v in y], "lo": [_num(v, 4) for v in lo], "hi": [_num(v, 4) for v in hi]}
+    for name in ("group_acc", "group_mem"):   # group level: moves where sample-level curves stay at 0 (large G)
+        if name in ds:                        # (means of per-sample shares: no Wilson ribbon)
+            curves[name] = {"y": [_num(v, 4) for v in ds[name].values.astype(np.float64)]}
     return {"steps": [int(s) for s in ds.step.values], "n_samples": n, "curves": curves,
             "taus": {k: _tau(a, k) for k in ("tau_rule", "tau_novel", "tau_mem")},
             "thresholds": {"rule": a.get("rule_threshold"), "mem": a.get("mem_threshold"),
@@ -75,10 +79,13 @@ def clocks_payload(ds):
 
 
 def _anchors(ds):
+    """Each anchor's label, plane coordinates and colour (that of the figures: viz.common.ANCHOR_COLORS)."""
+    from scoreprobe.viz.common import ANCHOR_COLORS
     if "anchor_u" not in ds:
         return []
     return [{"label": str(ds.anchor_label.values[k]), "u": _num(ds.anchor_u.values[k]),
-             "v": _num(ds.anchor_v.values[k])} for k in range(ds.sizes["anchor"])]
+             "v": _num(ds.anchor_v.values[k]), "color": ANCHOR_COLORS[k % len(ANCHOR_COLORS)]}
+            for k in range(ds.sizes["anchor"])]
 
 
 def _grid(ds):

@@ -222,10 +222,18 @@ def check_models(path, series):
 # ---------------------------------------------------------------------------------------------
 
 
-def default_cache(out):
-    """`report.cache/` next to `report.html`."""
-    out = Path(out)
-    return out.parent / (out.stem + ".cache")
+def default_cache(out, series, sizes, plane="auto"):
+    """The cache of a page of `series` at `sizes` on `plane`: `report.cache/<series>-<digest>/` next
+    to the page, the digest over the series' identity (as stores record it), the sizes and the
+    plane, not the page's name: every page of one series with one set of sizes shares it, and a
+    page at other sizes gets its own (its steps are not part of it: a page of more steps extends it)."""
+    import hashlib
+    import json
+    from scoreprobe.sweep import source_identity
+    key = json.dumps({"source": source_identity(series), "sizes": check_sizes(sizes), "plane": str(plane)},
+                     sort_keys=True, default=str)
+    name = "".join(c if c.isalnum() or c in "._+-" else "-" for c in Path(str(series.path)).name).strip("-.")[:60]
+    return Path(out).parent / "report.cache" / f"{name or 'series'}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 def make_plan(series, out="report.html", stores=(), cache=None, steps=None, sizes=None, plane="auto",
@@ -238,8 +246,9 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
     stores : paths of stores already computed (any of clocks, basins, score_field, retention,
         dsm_by_sigma); each is read as it is, after checks (same series, same definitions version,
         complete and undamaged: else StoreError).
-    cache : folder of the stores the report computes (default: `<out stem>.cache/` next to `out`);
-        existing ones are resumed, and must hold the same sizes (else StoreError).
+    cache : folder of the stores the report computes (default: `report.cache/<series>-<digest>/`
+        next to `out`, one per series, sizes and plane: `default_cache`); existing ones are resumed,
+        and must hold the same sizes (else StoreError).
     steps : checkpoints of the computed sections (default: about 8, log-spread).
     sizes : overrides of REPORT_SIZES. sections : which sections to show.
 
@@ -255,7 +264,7 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
         raise ConfigError(f"unknown report sections {unknown}; known: {', '.join(SECTIONS)}")
     chosen = auto_steps(series) if steps in (None, "auto") else list(series.steps) if steps == "all" else \
         [s for s, _ in select_steps([(s, None) for s in series.steps], steps)]
-    cache = default_cache(out) if cache is None else Path(cache)
+    cache = default_cache(out, series, sizes, plane) if cache is None else Path(cache)
     items, notes = _given(stores, series, chosen)
     for section in sections:
         if section in items:

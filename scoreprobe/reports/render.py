@@ -18,8 +18,9 @@ SECTIONS = {
     "series": ("The series", "Which model was measured: its rule and data, architecture, how its checkpoints "
                "are read, and which checkpoints each section covers.", ("Data and models",)),
     "clocks": ("The clocks", "Per checkpoint, the share of samples that obey the rule, that are valid and "
-               "new, and that copy a training item; τ_rule, τ_novel and τ_mem are where these curves cross "
-               "their thresholds, the innovation window lies between.",
+               "new, and that copy a training item, and beside them the same at the level of the rule's groups "
+               "(group accuracy, group memorization); τ_rule, τ_novel and τ_mem are where the sample-level curves "
+               "cross their thresholds, the innovation window lies between.",
                ("Sample metrics", "Clocks", "Endpoint states")),
     "basins": ("Basin evolution", "Every point of a plane through a training item, a held-out item and a "
                "rule-violating vertex is taken as a noisy sample at σ_start and followed down the PF-ODE; "

@@ -60,7 +60,7 @@ def read_json(file):
             return json.load(f)
     except (OSError, ValueError) as e:
         raise StoreError(f"{file} is unreadable ({type(e).__name__}: {e}); "
-                         "choose another --out or pass --overwrite") from e
+                         "choose another out= or pass overwrite=True") from e
 
 
 def disk_metas(path):

@@ -97,8 +97,8 @@ def resolve_path(path):
     p = Path(path)
     if p.is_symlink():
         if not p.exists():
-            raise StoreError(f"--out {p} is a symbolic link to {os.readlink(p)}, which does not exist; "
-                             "create its target or choose another --out")
+            raise StoreError(f"the store path {p} is a symbolic link to {os.readlink(p)}, which does not exist; "
+                             "create its target or choose another out=")
         p = Path(os.path.realpath(p))
     return p
 
@@ -110,7 +110,7 @@ def committed(root):
         return 0
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise StoreError(f"the store's commit marker {COMMIT_ATTR} is {n!r}, not a step count: the store is "
-                         "damaged; write to another --out or pass --overwrite to replace it")
+                         "damaged; write to another out= or pass overwrite=True to replace it")
     return n
 
 
@@ -125,19 +125,19 @@ def inspect(path, overwrite=False):
     if not path.exists():
         return "absent", None
     if not path.is_dir():
-        raise StoreError(f"{path} is a file, not a zarr store; choose another --out")
+        raise StoreError(f"{path} is a file, not a zarr store; choose another out=")
     if not (path / "zarr.json").is_file():
         if not any(path.iterdir()):
             return "empty", None
-        raise StoreError(f"{path} exists and is not a zarr store (refusing to replace it); choose another --out")
+        raise StoreError(f"{path} exists and is not a zarr store (refusing to replace it); choose another out=")
     root = commit.read_json(path / "zarr.json")
     attrs = root.get("attributes") or {}
     if CONFIG_ATTR not in attrs:
         if overwrite:
             return "store", root
         if root.get("node_type") != "group" or any(True for _ in commit.disk_metas(path)):
-            raise StoreError(f"{path} is a zarr store not written by scoreprobe; choose another --out "
-                             "or pass --overwrite")
+            raise StoreError(f"{path} is a zarr store not written by scoreprobe; choose another out= "
+                             "or pass overwrite=True")
         return "partial", root
     return ("store" if committed(root) > 0 else "partial"), root
 
@@ -179,7 +179,7 @@ def _parse_config(path, raw):
         config = None
     if not isinstance(config, dict):
         raise StoreError(f"store {path}: its {CONFIG_ATTR} attribute is not a JSON object (the store is "
-                         "damaged); write to another --out or pass --overwrite to replace it")
+                         "damaged); write to another out= or pass overwrite=True to replace it")
     return config
 
 
@@ -192,9 +192,36 @@ def check_config(path, root, config):
     if diff:
         probes = (old.get("probe"), (config or {}).get("probe"))
         what = (f"{probes[0]}, not {probes[1]}" if "probe" in diff and all(probes)
-                else f"config keys differ: {', '.join(diff)}")
+                else f"config keys differ: {', '.join(_readable_diff(old, config or {}, diff))}")
         raise StoreError(f"store {path} holds a different analysis ({what}); "
-                         "write to another --out or pass --overwrite to replace it")
+                         "write to another out= or pass overwrite=True to replace it")
+
+
+_SOURCE_KINDS = {"mapping": "a {step: denoiser} mapping", "denoiser": "one denoiser", "series": "a checkpoint series"}
+
+
+def _readable_diff(old, new, diff):
+    """The dotted keys of `diff` as a user reads them: a source of another type is one phrase (not
+    the keys one kind of source records and the other does not, such as source.rule.* of a series
+    next to a mapping), and a subtree present on one side only is named once."""
+    a, b = _flatten(normalize_config(old)), _flatten(normalize_config(new))
+    out = []
+    src_old, src_new = ((c.get("source") or {}).get("type") if isinstance(c.get("source"), dict) else None
+                        for c in (old, new))
+    if src_old != src_new and any(k.startswith("source.") for k in diff):
+        out.append(f"source (the store measured {_SOURCE_KINDS.get(src_old, src_old)}, this is "
+                   f"{_SOURCE_KINDS.get(src_new, src_new)})")
+        diff = [k for k in diff if not k.startswith("source.")]
+    for key in diff:
+        parts = key.split(".")
+        for i in range(1, len(parts)):   # the shortest prefix that one side lacks entirely
+            prefix = ".".join(parts[:i])
+            if not any(k.startswith(prefix + ".") for k in a) or not any(k.startswith(prefix + ".") for k in b):
+                key = prefix
+                break
+        if key not in out:
+            out.append(key)
+    return out
 
 
 def verify(path, static=True):
@@ -209,7 +236,7 @@ def verify(path, static=True):
     bad_static = check.damaged_static(path, record.get("static")) if static else []
     if bad_static:
         raise StoreError(f"store {path} has damaged step-independent data ({', '.join(bad_static)}); "
-                         "rerun the command that wrote it with --overwrite")
+                         "rerun what wrote it with overwrite=True")
     step_arrays = [n for n, m in metas.items() if commit.step_axis(m) == 0]
     return check.damaged_steps(path, metas, step_arrays, record.get("digests") or [])
 
@@ -223,7 +250,7 @@ def open_store(path):
     """
     path, root = _root(path)
     if root is None:
-        raise StoreError(f"no zarr store at {path}; run the analysis with --out {path} first")
+        raise StoreError(f"no zarr store at {path}; run the analysis with out={str(path)!r} first")
     bad = verify(path)
     if bad:
         steps = written_steps(path)
@@ -289,7 +316,7 @@ def check_writable(path, config=None, overwrite=False):
         raise StoreError(f"cannot create {path}: {parent} is not a writable directory")
     why = cannot_create(parent)
     if why:
-        raise StoreError(f"cannot create {path}: {parent} does not take new files ({why}); choose another --out")
+        raise StoreError(f"cannot create {path}: {parent} does not take new files ({why}); choose another out=")
     state, root = inspect(path, overwrite=overwrite)
     if state != "store" or overwrite:
         return []
@@ -336,7 +363,7 @@ def check_compatible(path, group, ds):
     want = set(ds.variables)
     if have != want:
         raise StoreError(f"cannot append to {path}: variables differ (store only: {sorted(have - want)}, "
-                         f"new only: {sorted(want - have)}); write to another --out or pass --overwrite")
+                         f"new only: {sorted(want - have)}); write to another out= or pass overwrite=True")
     for name, var in ds.variables.items():
         dims = group[name].metadata.dimension_names or ()
         if tuple(dims) != tuple(var.dims):

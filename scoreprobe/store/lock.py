@@ -19,9 +19,9 @@ from scoreprobe.errors import StoreError
 
 _HINTS = {errno.ENOSPC: "the disk is full: free some space and rerun, it resumes from the steps committed so far",
           errno.EDQUOT: "the disk quota is exceeded: free some space and rerun, it resumes",
-          errno.EROFS: "the file system is read-only: choose another --out",
-          errno.EACCES: "permission denied: choose another --out",
-          errno.EPERM: "permission denied: choose another --out"}
+          errno.EROFS: "the file system is read-only: choose another out=",
+          errno.EACCES: "permission denied: choose another out=",
+          errno.EPERM: "permission denied: choose another out="}
 
 
 def file_system_hint(e, default):
@@ -87,7 +87,7 @@ class StoreLock:
         except OSError as e:
             raise StoreError(f"cannot write the store {self.path.name[:-len('.scoreprobe-lock')]} in "
                              f"{self.path.parent}: its lock file cannot be made there ({e.strerror or e}); "
-                             f"{file_system_hint(e, 'choose another --out')}") from e
+                             f"{file_system_hint(e, 'choose another out=')}") from e
 
     def release(self):
         """Remove the lock file and drop the lock (idempotent)."""

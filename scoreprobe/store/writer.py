@@ -40,7 +40,7 @@ def _file_system_errors(method):
         try:
             return method(self, *args, **kwargs)
         except OSError as e:
-            hint = file_system_hint(e, "choose another --out, or rerun to resume")
+            hint = file_system_hint(e, "choose another out=, or rerun to resume")
             where = f" ({e.filename})" if e.filename else ""
             raise StoreError(f"cannot write the store {self.path}: {e.strerror or e}{where}; {hint}") from e
     return wrapped
@@ -98,8 +98,8 @@ class StoreWriter:
         if self.config is not None:   # an analysis is to be resumed (not just attributes updated)
             if "models" not in ((root.get("attributes") or {}).get(fmt.RECORD_ATTR) or {}):
                 raise StoreError(f"store {self.path} was written before scoreprobe recorded which model each step "
-                                 "measured, so it cannot be resumed safely; pass --overwrite to recompute it "
-                                 "or write to another --out")
+                                 "measured, so it cannot be resumed safely; pass overwrite=True to recompute it "
+                                 "or write to another out=")
             fmt.check_config(self.path, root, self.config)
         self.target, self.publish = self.path, None
         self._load(root)
@@ -199,8 +199,8 @@ class StoreWriter:
             why = ("cannot tell whether it is the same model (no weights, model_id or fingerprint; pass model_id=)"
                    if old is None or new is None else "was measured on another model")
             raise StoreError(f"store {self.path}: step {step} {why} (stored: {identity.describe(old)}; "
-                             f"now: {identity.describe(new)}); pass --overwrite to replace the store "
-                             "or write to another --out")
+                             f"now: {identity.describe(new)}); pass overwrite=True to replace the store "
+                             "or write to another out=")
 
     def _write_one(self, part, history, model=None):
         s = int(part[fmt.STEP_DIM].values[0])
@@ -263,7 +263,7 @@ class StoreWriter:
         still = check.damaged_static(self.target, {n: self.static[n] for n in self.bad_static})
         if still:
             raise StoreError(f"store {self.path}: rewritten step-independent data ({', '.join(still)}) differ from "
-                             "what was recorded; rerun the command that wrote it with --overwrite")
+                             "what was recorded; rerun what wrote it with overwrite=True")
         self.bad_static = []
 
     def _commit(self):

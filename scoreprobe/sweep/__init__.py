@@ -234,9 +234,10 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
     with StoreWriter(out, config, overwrite=overwrite) as writer:
         done = set(writer.done)
         writer.check_models({s: identify(g(), s) for s, g in pairs if s in done})   # before computing anything
-        if done:
-            logger.info("%s: %d of %d steps already written, skipping them", out,
-                        len(done & {s for s, _ in pairs}), len(pairs))
+        if done:   # the CLI's 'reused N steps', for the API as a log record (logging INFO, scoreprobe.sweep)
+            reused = len(done & {s for s, _ in pairs})
+            logger.info("%s: reused %d steps written by an earlier run, computing %d of the %d asked for", out,
+                        reused, len(pairs) - reused, len(pairs))
         with _step_results(probe, pairs, done, scheduler, _desc(config), k, identify) as results:
             _compute(results, static, StepProgress(results, _desc(config), progress), done, writer)
         writer.finish()

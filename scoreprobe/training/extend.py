@@ -101,7 +101,8 @@ def extend_run(cfg, run_dir):
         os.replace(run_dir / FINAL_STATE, run_dir / "resume.pt")
     steps = [s for s in meta["checkpoint_steps"] if s <= old_total]
     new = extension_steps(old_total, cfg.total_steps, schedule_ratio(meta))
-    meta.update(config=cfg.to_dict(), checkpoint_steps=steps + new,
+    first = meta["config"].get("first_checkpoint") if cfg.first_checkpoint is None else cfg.first_checkpoint
+    meta.update(config={**cfg.to_dict(), "first_checkpoint": first}, checkpoint_steps=steps + new,
                 extended_from=[*meta.get("extended_from", []), old_total])
     tmp = meta_path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(meta, indent=2))

@@ -106,6 +106,8 @@ def check_run_dir(cfg, run_dir):
     old = json.loads(meta_path.read_text())
     old_cfg = stored_config(old.get("config", {}))  # settings added later: defaults
     new_cfg = cfg.to_dict()
+    if new_cfg["first_checkpoint"] is None:   # not named: the run's own (whatever default made it)
+        new_cfg["first_checkpoint"] = old_cfg.get("first_checkpoint")
     diff = sorted(k for k in new_cfg if old_cfg.get(k) != new_cfg[k])
     if diff == ["total_steps"] and new_cfg["total_steps"] > old_cfg["total_steps"]:
         check_extension(old, cfg, run_dir)
@@ -127,8 +129,9 @@ def init_run_dir(cfg, run_dir):
     (run_dir / "ckpt").mkdir(parents=True, exist_ok=True)
     ds = make_dataset(rule, cfg.n_train, cfg.n_heldout, cfg.data_seed)
     ds.save(run_dir / "dataset.npz")
-    meta = {"format": RUN_FORMAT, "config": cfg.to_dict(), "kind": cfg.model, "arch": model_arch(cfg, rule),
-            "checkpoint_steps": checkpoint_steps(cfg.total_steps, cfg.n_checkpoints, cfg.first_checkpoint),
+    meta = {"format": RUN_FORMAT, "config": {**cfg.to_dict(), "first_checkpoint": cfg.first_step()}, "kind": cfg.model,
+            "arch": model_arch(cfg, rule),
+            "checkpoint_steps": checkpoint_steps(cfg.total_steps, cfg.n_checkpoints, cfg.first_step()),
             "versions": _versions(), "git_commit": _git_commit(),
             "torch_threads": torch.get_num_threads()}   # CPU results are bitwise reproducible per thread count
     tmp = meta_path.with_suffix(".json.tmp")

@@ -2,7 +2,7 @@
 import numpy as np
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.viz.common import STATE_COLORS, _new_axes
+from scoreprobe.viz.common import STATE_COLORS, STATE_LABELS, _new_axes
 from scoreprobe.viz.steps import step_ticks
 
 
@@ -141,7 +141,7 @@ def plot_states(ds, ax=None):
     fig, ax = _new_axes(ax, figsize=(6.0, 4.0))
     names = [name for name, _ in STATE_RATIOS]
     ax.stackplot(steps, _state_fractions(ds), colors=[STATE_COLORS[n] for n in names],
-                 labels=[n.replace("_", " ") for n in names], alpha=0.9)
+                 labels=[STATE_LABELS.get(n, n.replace("_", " ")) for n in names], alpha=0.9)
     _step_axis(ax, steps)
     ax.set_ylim(0, 1)
     ax.set_ylabel("fraction of samples")

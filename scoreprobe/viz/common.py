@@ -46,3 +46,9 @@ STATE_COLORS = {
     "valid_memorized": "#ff9f1c",
 }
 ANCHOR_MARKERS = ("o", "s", "^")
+# One colour per anchor (marker edge, basin outline, legend entry): none is a state colour.
+ANCHOR_COLORS = ("#000000", "#e6007e", "#00d5ff")
+# What figures and legends call the endpoint states (the data keep the names of STATES): "invalid"
+# is a non-finite endpoint, not one that breaks the rule.
+STATE_LABELS = {"invalid": "non-finite", "rule_violating": "rule violating", "valid_novel": "valid novel",
+                "valid_heldout": "valid held-out", "valid_memorized": "valid memorized"}

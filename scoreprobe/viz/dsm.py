@@ -8,11 +8,12 @@ from scoreprobe.viz.steps import step_ticks
 
 
 DSM_BAND = (0.2, 2.0)   # σ range where the rule / memorization transitions live (shaded); dsm_summary's default band
-BAND_LABEL = "σ band {:g}–{:g} (the table's mean)"
+BAND_LABEL = "σ band {:g}–{:g} (intermediate noise)"   # dsm_summary's band, the CLI table's mean
 
 
-def _dsm_steps(ds, steps, max_steps=6):
-    """The steps to draw: all given, else up to `max_steps` spread over the series ([None] if no step dim)."""
+def _dsm_steps(ds, steps, max_steps=10):
+    """The steps to draw: all given, else all of the series up to `max_steps`, else `max_steps` spread
+    over it ([None] if no step dim); the figure's title says when not every step is drawn."""
     if "step" not in ds.dims:
         return [None]
     have = [int(s) for s in ds.step.values]
@@ -45,7 +46,8 @@ def plot_dsm(ds, steps=None, ax=None, weighted=False, oracles=True):
     Parameters
     ----------
     ds : Dataset from `dsm_by_sigma` (dims [step,] sigma, sample; coordinate split).
-    steps : int or list of int, steps to draw (default: up to 6 spread over the series).
+    steps : int or list of int, steps to draw (default: every step up to 10, else 10 spread over
+        the series, and the title says so).
     weighted : plot the EDM-weighted loss λ(σ)·loss (log y axis) instead of the plain one.
     oracles : draw the reference curves when present.
     """
@@ -80,7 +82,9 @@ def plot_dsm(ds, steps=None, ax=None, weighted=False, oracles=True):
         ax.set_yscale("log")
     ax.set_xlabel("noise level σ")
     ax.set_ylabel("EDM-weighted DSM loss" if weighted else "DSM loss ‖D(x+σε,σ) − x‖² / D")
-    ax.set_title("DSM loss by σ" + (f", step {chosen[0]}" if len(chosen) == 1 and chosen[0] is not None else ""))
+    n_all = ds.sizes.get("step", 1)
+    ax.set_title("DSM loss by σ" + (f", step {chosen[0]}" if len(chosen) == 1 and chosen[0] is not None else "")
+                 + (f" ({len(chosen)} of {n_all} checkpoints drawn)" if steps is None and len(chosen) < n_all else ""))
     handles, labels = ax.get_legend_handles_labels()
     handles += [Line2D([], [], color="0.3", ls="-"), Line2D([], [], color="0.3", ls="--")]
     labels += ["training items (mean)", "held-out items (mean)"]

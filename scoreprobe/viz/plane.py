@@ -4,7 +4,8 @@ from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.patches import Patch
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.viz.common import ANCHOR_MARKERS, STATE_COLORS, _new_axes, _pick_level, _pick_step, new_figure
+from scoreprobe.viz.common import (ANCHOR_COLORS, ANCHOR_MARKERS, STATE_COLORS, STATE_LABELS, _new_axes, _pick_level,
+                                   _pick_step, new_figure)
 
 
 def _extent(ds):
@@ -13,13 +14,30 @@ def _extent(ds):
     return (u[0] - du, u[-1] + du, v[0] - dv, v[-1] + dv)
 
 
+def _anchor_labels(ds):
+    """The three anchors' names (a, b, c of Plane.through)."""
+    n = ds.sizes.get("anchor", 0)
+    return [str(ds.anchor_label.values[k]) if "anchor_label" in ds else f"anchor {k}" for k in range(n)]
+
+
+def _uv_axes(ax, ds):
+    """Axis labels that say what u and v are: u along a -> b, v towards c at right angles
+    (Plane.through; units of the signed images, docs/definitions.md 'Basin maps')."""
+    names = _anchor_labels(ds)
+    if len(names) == 3:
+        ax.set_xlabel(f"u: along {names[0]} → {names[1]}", fontsize=8)
+        ax.set_ylabel(f"v: towards {names[2]}, ⊥ u", fontsize=8)
+    else:
+        ax.set_xlabel("u")
+        ax.set_ylabel("v")
+
+
 def _mark_anchors(ax, ds):
     if "anchor_u" not in ds:
         return
-    for k in range(ds.sizes["anchor"]):
-        label = str(ds.anchor_label.values[k]) if "anchor_label" in ds else f"anchor {k}"
+    for k, label in enumerate(_anchor_labels(ds)):
         au, av = float(ds.anchor_u[k]), float(ds.anchor_v[k])
-        ax.plot(au, av, ANCHOR_MARKERS[k % 3], ms=8, mfc="white", mec="black", mew=1.5, zorder=5)
+        ax.plot(au, av, ANCHOR_MARKERS[k % 3], ms=8, mfc="white", mec=ANCHOR_COLORS[k % 3], mew=1.8, zorder=5)
         ax.annotate(label, (au, av), xytext=(5, 5), textcoords="offset points", fontsize=8,
                     bbox={"boxstyle": "round,pad=0.2", "fc": "white", "alpha": 0.7}, zorder=6)
 
@@ -70,8 +88,7 @@ def plot_field(ds, sigma=None, step=None, ax=None, prefix="", density=16, norm=N
     who = {"": "model", "mem_": "memorizer", "rule_": "rule oracle"}.get(prefix, prefix)
     title = f"score field ({who}), sigma={float(d.sigma):.3g}"
     ax.set_title(title + (f", step {step}" if step is not None else ""))
-    ax.set_xlabel("u")
-    ax.set_ylabel("v")
+    _uv_axes(ax, d)
     return fig
 
 
@@ -210,30 +227,30 @@ def _draw_basins(ax, d):
     items = _memorized_items(d)
     item_handles = _draw_items(ax, d, items) if len(items) > 1 else []
     anchor = d.endpoint_anchor.values.astype(float)                          # (V, U), -1 none
-    outlined = False
-    for k in range(d.sizes.get("anchor", 0)):
+    outlined = []
+    for k, name in enumerate(_anchor_labels(d)):
         if (anchor == k).any() and not (anchor == k).all():
             ax.contour(d.u.values, d.v.values, (anchor == k).astype(float), levels=[0.5],
-                       colors="black", linewidths=1.0, linestyles="-", zorder=3)
-            outlined = True
+                       colors=ANCHOR_COLORS[k % 3], linewidths=1.4, linestyles="-", zorder=3)
+            outlined.append((k, name))
     _mark_anchors(ax, d)
-    handles = [Patch(color=STATE_COLORS[s], label=s.replace("_", " ")) for s in states]
-    if outlined:
-        handles.append(Line2D([], [], color="black", lw=1.0, label="outline: anchor's\nbasin (ends on it)"))
+    handles = [Patch(color=STATE_COLORS[s], label=STATE_LABELS.get(s, s.replace("_", " "))) for s in states]
+    for k, name in outlined:   # one colour per anchor: its marker's edge and its basin's outline
+        handles.append(Line2D([], [], color=ANCHOR_COLORS[k % 3], lw=1.4, marker=ANCHOR_MARKERS[k % 3], mfc="white",
+                              label=f"basin of {name}\n(ends on it)"))
     if item_handles:
         handles += item_handles
         if len(items) > len(ITEM_COLORS):
             handles.append(Patch(color="none", label=f"+{len(items) - len(ITEM_COLORS)} more items\n(shades repeat, #index\nwritten on each)"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
     ax.set_anchor("W")    # the equal-aspect map shrinks towards its label, not into the legend's room
-    ax.set_xlabel("u")
-    ax.set_ylabel("v")
+    _uv_axes(ax, d)
     return im
 
 
 def _fraction_text(d):
     short = {"valid_memorized": "train", "valid_heldout": "held-out", "valid_novel": "novel",
-             "rule_violating": "violating", "invalid": "invalid"}
+             "rule_violating": "violating", "invalid": "non-finite"}
     frac = {str(s): float(f) for s, f in zip(d.state.values, d.fraction.values)}
     return "  ".join(f"{short.get(s, s)} {frac[s]:.2f}" for s in short if s in frac)
 
@@ -241,8 +258,9 @@ def _fraction_text(d):
 def plot_basins(ds, sigma_start=None, step=None, ax=None):
     """Basin map: the endpoint state of every grid point (categorical colours and legend); when the
     endpoints copy several training items, each item's cells in its own shade (white borders between
-    items, its index written on it, "copies train:I" in the legend); black outlines around the
-    anchors' own basins (in the legend); anchors marked.
+    items, its index written on it, "copies train:I" in the legend); the anchors' own basins outlined,
+    one colour per anchor (its marker's edge; "basin of train:I" in the legend); the axes name the
+    anchors u and v run along.
 
     Parameters
     ----------
