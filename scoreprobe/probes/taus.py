@@ -28,6 +28,7 @@ no checkpoint within a factor 1.5 of it (in step + 1) is flagged under-resolved 
 `tau_summary` returns these at one pair of thresholds (a dict, what `clocks` stores in its attrs);
 `scoreprobe.probes.thresholds.taus` (sp.taus) gives them as curves over thresholds (a Dataset).
 """
+import functools
 import math
 import warnings
 
@@ -80,9 +81,17 @@ def _codes(ds):
 
 def sample_weights(n, n_boot, seed):
     """(n_boot, n) multiplicities of the n sample indices in each resample (drawn with replacement): the
-    same weights apply at every checkpoint, so a sample's states stay paired across checkpoints."""
+    same weights apply at every checkpoint, so a sample's states stay paired across checkpoints. Read-only
+    (cached: every statistic of a run with the same seed reads the same resamples)."""
+    return _weights(int(n), int(n_boot), int(seed))
+
+
+@functools.lru_cache(maxsize=8)
+def _weights(n, n_boot, seed):
     rng = np.random.default_rng(seed)
-    return rng.multinomial(n, np.full(n, 1.0 / n), size=int(n_boot)).astype(np.float64)
+    w = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(np.float64)
+    w.flags.writeable = False
+    return w
 
 
 def _bootstrap(ds, u, th, n_boot, seed, definition=DEFAULT_DEFINITION):
