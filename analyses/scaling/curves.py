@@ -9,9 +9,9 @@ import numpy as np
 
 from scoreprobe.probes.families import _taus_u, _valid, u_to_steps
 from scoreprobe.probes.intervals import t_interval
-from scoreprobe.probes.seeds import pool_ratio, pool_seeds, seed_fit
+from scoreprobe.probes.seeds import pool_ratio, pool_seeds, pool_windows, seed_fit
 from scoreprobe.probes.thresholds import MEM_THRESHOLDS, RULE_THRESHOLDS, threshold_crossings
-from scoreprobe.probes.taus import setup
+from scoreprobe.probes.taus import setup, tau_summary
 
 THRESHOLDS = {"tau_rule": RULE_THRESHOLDS, "tau_mem": MEM_THRESHOLDS, "tau_family": RULE_THRESHOLDS}
 PAPER = {"tau_rule": 0.9, "tau_mem": 0.1, "tau_family": 0.9}
@@ -23,6 +23,10 @@ def run_curves(ds):
     rule, mem = (ds[k].values.astype(np.float64)[None] for k in ("rule_acc", "mem_ratio"))
     out = {"tau_rule": u_to_steps(threshold_crossings(u, rule, n, RULE_THRESHOLDS)[0]),
            "tau_mem": u_to_steps(threshold_crossings(u, mem, n, MEM_THRESHOLDS)[0])}
+    wins = [tau_summary(ds, rule_threshold=t, n_boot=0, warn=False) for t in RULE_THRESHOLDS]   # memorization 0.1
+    out.update(window_open=np.array([w["window_open"] for w in wins], dtype=np.float64),
+               window_width=np.array([w["window_log10_width"] for w in wins]),
+               window_hi_censored=np.array([w["window_hi_censored"] for w in wins], dtype=np.float64))
     if "family_valid" in ds:
         ds, u, fv, names = _valid(ds)
         acc = fv.mean(axis=1)[None]                                               # (1, S, F)
@@ -52,6 +56,13 @@ def pooled_curve(rows, curves, key):
     """pool_seeds at each threshold (t interval on ln τ; a bound at the budget where some seed is censored)."""
     P, last = _points(rows, curves, key), [float(r["steps"]) for r in rows]
     return [_row(t, pool_seeds(P[:, j], last_steps=last)) for j, t in enumerate(thresholds_of(key))]
+
+
+def window_curve(rows, curves):
+    """pool_windows at each rule threshold (memorization 0.1): open in k of S, median width among the open."""
+    W = {k: _points(rows, curves, k) for k in ("window_open", "window_width", "window_hi_censored")}
+    return [_row(t, pool_windows(W["window_open"][:, j] > 0, W["window_width"][:, j], W["window_hi_censored"][:, j] > 0))
+            for j, t in enumerate(RULE_THRESHOLDS)]
 
 
 def ratio_curve(rows_a, rows_b, curves, key):

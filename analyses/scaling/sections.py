@@ -34,6 +34,8 @@ def section_capacity(rows, draws, p, curves):
             for key in ("tau_rule", "tau_mem"):
                 out[f"fit_{key}_G{G}"] = axis_fit(list(groups.values()), xs, draws, key, "power")
                 out[f"curve_{key}_G{G}"] = C.fit_curve(list(groups.values()), xs, curves, key, "power")
+        if groups:
+            out[f"curve_window_G{G}"] = {f"{w}x{d}": C.window_curve(rs, curves) for (w, d), rs in groups.items()}
     lines.append("")
     for key, fit in ((k, v) for k, v in out.items() if k.startswith("fit_")):
         left = ", ".join(f"{fmt(x['x'])} params (> {fmt(x['pooled'])} at a budget of {fmt(x['budget'])})"
@@ -49,7 +51,12 @@ def section_capacity(rows, draws, p, curves):
                   "seed left out):", ""] + curve_table(head, cols, paper) + [""]
         lines += [f"- {key.replace('tau_', 'τ_')} {label}: {C.range_text(c)}; {C.robust(c, 0.0, EXPONENT_WORDS)}"
                   for label, c in cols]
-    return lines + ["- the paper: τ_rule falls and τ_mem comes earlier with capacity (exponents < 0)"], out
+    if "curve_window_G2" in out:
+        cols = [(f"window at {size.replace('x', ' × ')}", c) for size, c in out["curve_window_G2"].items()]
+        lines += ["", "The window at G = 2 over rule thresholds (memorization 0.1): open in k of 3 seeds, median log10 "
+                  "width among the open ones ('≥': still open at the last checkpoint):", ""]
+        lines += curve_table("rule threshold", cols, 0.9)
+    return lines + ["", "- the paper: τ_rule falls and τ_mem comes earlier with capacity (exponents < 0)"], out
 
 
 def section_windows(rows):

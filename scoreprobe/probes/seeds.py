@@ -155,8 +155,8 @@ def pool_seeds(points, draws=None, n_boot=2000, seed=0, ci=0.95, log=True, last_
     if method not in METHODS:
         raise ConfigError(f"pool_seeds: method must be one of {', '.join(METHODS)}, got {method!r}")
     points, draws, shape = _check(points, draws, last_steps)
-    if (method == "hierarchical" or points.size == 1) and draws is None:
-        raise ConfigError("pool_seeds needs the sample-level draws for one seed or method='hierarchical'")
+    if method == "hierarchical" and draws is None:
+        raise ConfigError("pool_seeds: method='hierarchical' needs the sample-level draws")
     reached = np.isfinite(points)
     last = None if last_steps is None else np.asarray(last_steps, np.float64).ravel()
     out = {"per_seed": [float(p) for p in points], "n_seeds": int(points.size), "n_reached": int(reached.sum()),
@@ -171,6 +171,8 @@ def pool_seeds(points, draws=None, n_boot=2000, seed=0, ci=0.95, log=True, last_
         reps = hierarchical_replicates(draws, n_boot, seed, log)
         return {**out, "ci": taus_mod._ci(reps, ci), "unreached_share": float(np.mean(~np.isfinite(reps))),
                 "method": "hierarchical bootstrap (seeds with replacement, then samples)"}
+    if points.size == 1 and draws is None:
+        return {**out, "ci": [math.nan, math.nan], "method": "one seed without its draws: no interval"}
     if points.size == 1:
         return {**out, "ci": taus_mod._ci(draws[0], ci), "method": "sample-level bootstrap (one seed: no seed variance)"}
     v = np.log(points) if log else points
