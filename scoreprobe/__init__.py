@@ -32,7 +32,7 @@ _API = {
     "scoreprobe.sweep": "sweep",
     "scoreprobe.probes.clocks": "clocks",
     "scoreprobe.probes.taus": "fit_power_law tau_summary window_status",
-    "scoreprobe.probes.thresholds": "taus",
+    "scoreprobe.probes.thresholds": "pool_taus taus",
     "scoreprobe.probes.seeds": "pool_ratio pool_seeds pool_windows seed_fit tau_draws",
     "scoreprobe.probes.abruptness": "abruptness",
     "scoreprobe.probes.families": "family_taus",

@@ -85,3 +85,19 @@ def test_taus_dataset_over_thresholds():
     assert point == pytest.approx(out.tau_mem.values) and draws.shape == (200, out.sizes["mem_threshold"])
     with pytest.raises(ConfigError, match="strictly between 0 and 1"):
         sp.taus(ds, rule_thresholds=[0.5, 1.2])
+
+
+def test_pool_taus_over_seeds_threshold_by_threshold():
+    runs = [sampled(np.random.default_rng(s), STEPS24) for s in range(3)]
+    each = [sp.taus(ds, n_boot=0) for ds in runs]
+    pooled = sp.pool_taus(each, last_steps=[40000] * 3)
+    j = list(pooled.rule_threshold.values).index(0.9)
+    vals = np.array([float(e.tau_rule[j]) for e in each])
+    by_hand = sp.pool_seeds(vals)
+    assert float(pooled.tau_rule[j]) == pytest.approx(by_hand["pooled"])
+    assert [float(pooled.tau_rule_lo[j]), float(pooled.tau_rule_hi[j])] == pytest.approx(by_hand["ci"])
+    assert pooled.attrs["method"].startswith("t interval") and not bool(pooled.tau_rule_bound[j])
+    high = sp.taus(runs[0], rule_thresholds=[0.9, 0.999], n_boot=0)        # 0.999 is never reached: censored
+    two = sp.pool_taus([high, high], last_steps=[40000, 40000])
+    assert bool(two.tau_rule_bound[1]) and float(two.tau_rule[1]) == pytest.approx(40000)
+    assert np.isnan(float(two.tau_rule_lo[1]))

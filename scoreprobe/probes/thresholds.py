@@ -137,3 +137,37 @@ def threshold_draws(ds, key, thresholds, n_boot=1000, seed=0, definition=DEFAULT
     pick = {"tau_rule": (rule, brule), "tau_mem": (mem, bmem), "tau_novel": (rule - mem, brule - bmem)}[key]
     return (_steps(threshold_crossings(u, pick[0], n, ts, definition))[0],
             _steps(threshold_crossings(u, pick[1], n, ts, definition)))
+
+
+def pool_taus(datasets, last_steps=None, ci=0.95):
+    """Pool `taus` Datasets of S seeds over the seeds, threshold by threshold (`seeds.pool_seeds`).
+
+    Parameters
+    ----------
+    datasets : S Datasets of `taus` (same thresholds). last_steps : (S,) each run's last checkpoint (its
+        budget; a censored threshold is then a lower bound at it), or None (then a censored one is +inf).
+
+    Returns
+    -------
+    Dataset over rule_threshold / mem_threshold: for tau_rule, tau_novel, tau_mem the pooled geometric
+    mean, `_lo`, `_hi` (t interval on ln τ over the seeds; NaN where a seed is censored), `_bound` (True:
+    the value is a lower bound at the budget), `_n_reached`; attrs method, ci, n_seeds, budget.
+    """
+    from scoreprobe.probes.seeds import pool_seeds
+    if not datasets:
+        raise ConfigError("pool_taus needs at least one taus Dataset")
+    first = datasets[0]
+    out = xr.Dataset(coords={"rule_threshold": first.rule_threshold.values, "mem_threshold": first.mem_threshold.values})
+    method = None
+    for key, dim in (("tau_rule", "rule_threshold"), ("tau_novel", "rule_threshold"), ("tau_mem", "mem_threshold")):
+        values = np.stack([np.asarray(d[key].values, dtype=np.float64) for d in datasets])      # (S, T)
+        pools = [pool_seeds(values[:, j], last_steps=last_steps, ci=ci) for j in range(values.shape[1])]
+        out[key] = (dim, [p["pooled"] for p in pools])
+        out[f"{key}_lo"] = (dim, [p["ci"][0] for p in pools])
+        out[f"{key}_hi"] = (dim, [p["ci"][1] for p in pools])
+        out[f"{key}_bound"] = (dim, [p["lower_bound"] for p in pools])
+        out[f"{key}_n_reached"] = (dim, [p["n_reached"] for p in pools])
+        method = next((p["method"] for p in pools if not p["lower_bound"]), method)
+    out.attrs.update(method=method or "lower bounds only", ci=ci, n_seeds=len(datasets),
+                     budget=None if last_steps is None else float(np.max(last_steps)))
+    return out
