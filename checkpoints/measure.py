@@ -33,7 +33,7 @@ def main():
     window = max(inside, key=lambda r: r["rule_acc"])["step"] if inside else None
     taus = {k: v for k, v in ds.attrs.items()
             if not k.startswith("scoreprobe_") and k not in ("history", "Conventions")}
-    third = sp.taus(ds.isel(step=slice(None, None, 3)))
+    third = sp.tau_summary(ds.isel(step=slice(None, None, 3)))
     out = {"n_samples": args.n_samples, "seed": 0, "n_steps": DEFAULT_N_STEPS, "window_step": window,
            "taus": taus, "taus_every_third": third, "table": rows}
     Path(args.series, "clocks.json").write_text(json.dumps(normalize_config(out), indent=1))

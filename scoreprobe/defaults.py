@@ -29,9 +29,12 @@ MEM_THRESHOLD = 0.1    # τ_mem: mem_ratio reaches this
 # Version of the endpoint classification and clock definitions (docs/definitions.md). Stores of
 # clocks, basins and retention record it, so a store written under other definitions is refused
 # (rewrite it with --overwrite) instead of being extended with incomparable steps; a version that changes
-# the adaptive engine only joins scoreprobe.store.versions.ENGINE_ONLY (stores that used no engine stay valid).
-DEFINITIONS_VERSION = 5   # 5: the engine decides at decide_tol 0.2 (4: 0.05, rtol = atol = 5e-3, h0 0.7; 3: the
-                          # engine at rtol = atol = 0.02; 2: 32 fixed Heun steps). History: scoreprobe.store.versions
+# the adaptive engine only joins scoreprobe.store.versions.ENGINE_ONLY (stores that used no engine stay valid); one
+# that changes only how τ is read off the stored curves joins READING_ONLY (per-step results stay valid; τ is re-read).
+DEFINITIONS_VERSION = 6   # 6: τ = "reliably exceeds" (Wilson lower bound at 2 consecutive checkpoints), joint
+                          # resampling of sample indices (5: the engine decides at decide_tol 0.2; 4: 0.05, rtol =
+                          # atol = 5e-3, h0 0.7; 3: the engine at rtol = atol = 0.02; 2: 32 fixed Heun steps).
+                          # History: scoreprobe.store.versions
 
 # Frames of `animate_basins` / `scoreprobe basins --animate` / `scoreprobe animate`.
 ANIMATION_SIZE = (6.2, 4.4)   # inches: the basin map, its legend and a two-line title

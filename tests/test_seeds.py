@@ -1,5 +1,6 @@
-"""probes/seeds.py: sample-level draws (the ones taus() summarizes), the hierarchical bootstrap over
-seeds (against hand computations in its two limits), and fits across an axis with seed variance."""
+"""probes/seeds.py: sample-level draws (the ones tau_summary() summarizes), the t interval over seeds (the
+default) and the hierarchical bootstrap kept by name (against hand computations in its two limits),
+censored seeds as bounds with their budget, and fits across an axis with seed variance."""
 import math
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 
 from scoreprobe.errors import ConfigError
 from scoreprobe.probes.seeds import hierarchical_replicates, pool_seeds, seed_fit, tau_draws
-from scoreprobe.probes.taus import taus
+from scoreprobe.probes.taus import tau_summary as taus
 from tests.test_taus import STEPS24, sampled
 
 
@@ -51,13 +52,13 @@ def test_one_seed_gives_the_sample_level_ci(runs):
 def test_zero_within_seed_variance_is_a_bootstrap_over_seed_values():
     values = np.array([1000.0, 1500.0, 4000.0, 2500.0])
     draws = [np.full(50, v) for v in values]             # a seed's draws all equal its value (n -> inf)
-    got = pool_seeds(list(values), draws, n_boot=4000, seed=5)
+    got = pool_seeds(list(values), draws, n_boot=4000, seed=5, method="hierarchical")
     picks = np.random.default_rng(5).integers(0, 4, size=(4000, 4))           # by hand: seeds resampled
     reps = np.exp(np.log(values[picks]).mean(axis=1))
     expected = [np.percentile(reps, 2.5, method="lower"), np.percentile(reps, 97.5, method="higher")]
     assert got["ci"] == pytest.approx(expected, rel=1e-12)
     assert got["pooled"] == pytest.approx(math.exp(np.log(values).mean()))
-    arith = pool_seeds(list(values), draws, n_boot=4000, seed=5, log=False)
+    arith = pool_seeds(list(values), draws, n_boot=4000, seed=5, log=False, method="hierarchical")
     assert arith["pooled"] == pytest.approx(values.mean())
     assert arith["ci"] == pytest.approx([np.percentile(values[picks].mean(axis=1), 2.5, method="lower"),
                                          np.percentile(values[picks].mean(axis=1), 97.5, method="higher")])
@@ -73,15 +74,28 @@ def test_seed_variance_widens_the_ci(runs):
     assert wide["ci"][0] < wide["pooled"] < wide["ci"][1]
 
 
-def test_unreached_seeds_give_a_lower_bound_and_open_ci():
+def test_t_interval_on_log_tau_by_hand():
+    values = np.array([1000.0, 1500.0, 4000.0])
+    out = pool_seeds(values, [np.full(10, v) for v in values])
+    z = np.log(values)
+    half = 4.302652729911275 * z.std(ddof=1) / math.sqrt(3)        # t_{0.975, 2}
+    assert out["ci"] == pytest.approx([math.exp(z.mean() - half), math.exp(z.mean() + half)], rel=1e-9)
+    assert out["method"].startswith("t interval") and out["seed_var"] == pytest.approx(z.var(ddof=1))
+    assert pool_seeds(values)["ci"] == out["ci"]                   # draws are optional for the t interval
+
+
+def test_unreached_seeds_give_a_lower_bound_at_their_budget():
     draws = [np.full(100, 1000.0), np.full(100, 2000.0), np.full(100, np.inf)]
     out = pool_seeds([1000.0, 2000.0, math.inf], draws, n_boot=1000, last_steps=[5000, 5000, 4000])
-    assert out["lower_bound"] and out["n_reached"] == 2
+    assert out["lower_bound"] and out["n_reached"] == 2 and out["budget"] == 4000
     assert out["pooled"] == pytest.approx((1000 * 2000 * 4000) ** (1 / 3))
+    assert all(math.isnan(v) for v in out["ci"]) and out["method"].startswith("lower bound")
+    out = pool_seeds([1000.0, 2000.0, math.inf], draws, n_boot=1000, last_steps=[5000, 5000, 4000],
+                     method="hierarchical")
     assert out["ci"][1] == math.inf                     # 1 - (2/3)^3 = 70% of replicates pick the unreached seed
     assert out["unreached_share"] == pytest.approx(1 - (2 / 3) ** 3, abs=0.05)
     some = [np.full(100, 1000.0), np.where(np.arange(100) < 1, np.inf, 2000.0)]
-    assert pool_seeds([1000.0, 2000.0], some, n_boot=1000)["ci"][1] < math.inf   # 1% unreached < 2.5%
+    assert pool_seeds([1000.0, 2000.0], some, n_boot=1000, method="hierarchical")["ci"][1] < math.inf   # 1% < 2.5%
 
 
 def test_replicates_use_distinct_draws_of_a_seed():
@@ -97,7 +111,7 @@ def test_power_fit_recovers_b_and_its_seed_spread():
     factors = np.exp(rng.normal(0, 0.1, size=(4, 3)))           # (x, seed)
     points = [[3 * x ** b * f for f in fk] for x, fk in zip(xs, factors)]
     draws = [[np.full(20, p) for p in pk] for pk in points]
-    fit = seed_fit(xs, points, draws, kind="power", n_boot=3000, seed=2)
+    fit = seed_fit(xs, points, draws, kind="power", n_boot=3000, seed=2, method="hierarchical")
     pooled = [math.exp(np.mean(np.log(p))) for p in points]
     ref = np.polyfit(np.log(xs), np.log(pooled), 1)
     assert fit["b"] == pytest.approx(ref[0]) and fit["a"] == pytest.approx(math.exp(ref[1]))
@@ -107,6 +121,13 @@ def test_power_fit_recovers_b_and_its_seed_spread():
     assert fit["b_ci"] == pytest.approx([np.percentile(slopes, 2.5, method="lower"),
                                          np.percentile(slopes, 97.5, method="higher")], rel=1e-9)
     assert fit["b_ci"][0] < b < fit["b_ci"][1] and fit["left_out"] == []
+    t_fit = seed_fit(xs, points, kind="power")            # least squares over all 12 seed values, t on the slope
+    X, Y = np.repeat(np.log(xs), 3), np.log(np.concatenate(points))
+    slope, icpt = np.polyfit(X, Y, 1)
+    resid = Y - (icpt + slope * X)
+    se = math.sqrt(resid @ resid / 10 / np.sum((X - X.mean()) ** 2))
+    assert t_fit["b"] == pytest.approx(slope) and t_fit["n_points"] == 12
+    assert t_fit["b_ci"] == pytest.approx([slope - 2.2281388519649385 * se, slope + 2.2281388519649385 * se])
 
 
 def test_exp_fit_gives_the_per_unit_factor_and_leaves_out_unreached():

@@ -69,7 +69,7 @@ def test_clocks_of_shipped_series_show_both_clocks(series):
     assert a["window_open"] and a["tau_rule"] < a["tau_mem"] and float(ds.mem_ratio[-1]) >= 0.5
     # copies are rare before τ_rule, so the rule clock that copying cannot advance agrees with it
     assert a["tau_rule_ci"][0] <= a["tau_novel"] <= a["tau_rule_ci"][1]
-    third = sp.taus(ds.isel(step=slice(None, None, 3)), warn=False)
+    third = sp.tau_summary(ds.isel(step=slice(None, None, 3)), warn=False)
     for key in ("tau_rule", "tau_mem", "window_lo"):
         assert a[key + "_ci"][0] <= third[key] <= a[key + "_ci"][1], (key, a[key + "_ci"], third[key])
         assert third[key + "_ci"][0] <= a[key] <= third[key + "_ci"][1], (key, third[key + "_ci"], a[key])

@@ -75,6 +75,24 @@ def test_an_adaptive_store_of_an_older_version_is_refused(small, tmp_path):
     out = tmp_path / "clocks.zarr"
     sp.clocks({0: mapping[0]}, n_samples=24, dataset=data, rule=rule, out=out, progress=False, sampler="adaptive")
     assert json.loads(store.open_store(out).attrs["scoreprobe_config"])["sampler"]["engine"]["rtol"] > 0
-    _set_version(out, DEFINITIONS_VERSION - 1)
+    _set_version(out, 4)      # 5 changed the engine, which this store used (6 changed only how τ is read)
     with pytest.raises(StoreError, match="config keys differ: definitions"):
         sp.clocks(mapping, n_samples=24, dataset=data, rule=rule, out=out, progress=False, sampler="adaptive")
+
+
+def test_a_reading_only_version_keeps_stores_and_rereads_their_taus(small, tmp_path):
+    """Version 6 changed only how τ is read off the stored curves: a version-5 store (engine or not) is
+    resumed, and τ stored under the earlier reading (no tau_definition) are re-read, never mixed."""
+    from scoreprobe.reports.gather import _read
+    assert definitions.READING_ONLY <= set(definitions.HISTORY)
+    assert definitions.equivalent(5, {"solver": "adaptive", "engine": {}}, current=6)
+    assert not definitions.equivalent(4, {"solver": "adaptive", "engine": {}}, current=6)
+    rule, data, mapping = small
+    out = tmp_path / "clocks.zarr"
+    sp.clocks(mapping, n_samples=24, n_steps=6, dataset=data, rule=rule, out=out, progress=False)
+    _set_version(out, 5)
+    store.update_attrs(out, {"tau_rule": -1.0, "tau_definition": None})      # as an older reading left them
+    assert not definitions.tau_attrs_current(store.open_store(out).attrs)
+    assert _read("clocks", out).attrs["tau_rule"] != -1.0                    # re-read, not reported
+    again = sp.clocks(mapping, n_samples=24, n_steps=6, dataset=data, rule=rule, out=out, progress=False)
+    assert again.attrs["tau_definition"].startswith("reliable")

@@ -21,11 +21,20 @@ from scoreprobe.store import normalize_config
 FORMAT = "scoreprobe-scaling-run/1"
 
 
+def clocks_config_text(ds):
+    """The clocks settings of `ds` as JSON; a GPT series' sampler is what it really is: ancestral sampling of
+    the tokens (the clocks store's config records the default PF-ODE settings, which a GPT does not use)."""
+    config = json.loads(ds.attrs.get("scoreprobe_config", "{}"))
+    if (config.get("source") or {}).get("kind") == "gpt":
+        config.update(sampler={"name": "ancestral", "temperature": 1.0}, n_steps=None)
+    return json.dumps(config, sort_keys=True)
+
+
 def export_run(ds, cfg, params, path, train_s=None, clocks_s=None, meta=None):
     """Write the compact result of one run's clocks Dataset `ds` (atomically) to `path`."""
     arrays = {"format": FORMAT, "config": json.dumps(normalize_config(cfg.to_dict()), sort_keys=True),
               "meta": json.dumps(normalize_config(meta or {}), sort_keys=True),
-              "clocks_config": ds.attrs.get("scoreprobe_config", "{}"), "params": np.int64(params),
+              "clocks_config": clocks_config_text(ds), "params": np.int64(params),
               "step": ds["step"].values.astype(np.int64), "state": ds["state"].values.astype(np.int8),
               "novel_oracle": np.float64(ds.attrs["novel_oracle"]),
               "train_s": np.float64(np.nan if train_s is None else train_s),

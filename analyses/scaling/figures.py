@@ -81,7 +81,7 @@ def panel_capacity(ax, rep):
 
 def panel_gpt(ax, rep):
     gpt = rep.get("gpt", {})
-    labels = list(gpt)
+    labels = [k for k in gpt if "abruptness" in gpt[k]]
     for i, label in enumerate(labels):
         p = gpt[label]["abruptness"]
         ax.vlines(i, *p["ci"], color=COLORS["abruptness"])                # the CI as it is (need not be centred)
@@ -100,17 +100,19 @@ def figures(rep, args, stem):
             ax.legend(fontsize=7)
         elif not ax.has_data():
             ax.text(0.5, 0.5, "no runs done yet", ha="center", transform=ax.transAxes)
-    fig.suptitle(f"Scaling of the two clocks (preset {args.preset}): pooled over seeds, 95% CI ribbons; "
-                 "open points: seeds; arrows: lower bounds / unbounded CIs")
+    fig.suptitle(f"Scaling of the two clocks (preset {args.preset}), paper thresholds: pooled over seeds, 95% CI "
+                 "ribbons (t on ln τ); open points: seeds; arrows: lower bounds at the budget")
     fig.savefig(stem.with_suffix(".png"), dpi=100)
     curves_figure(rep, stem.with_name(stem.name + "_curves.png"))
+    from analyses.scaling.threshold_figures import threshold_figures
+    threshold_figures(rep, stem)
 
 
 def curves_figure(rep, path):
     """Memorization of the GPTs and the DiT on the same data (per seed), and the puzzles' family accuracies."""
     fig = new_figure((12, 4.2))
     ax1, ax2 = fig.subplots(1, 2)
-    g = {label: v["runs"] for label, v in rep.get("gpt", {}).items()}
+    g = {label: v["runs"] for label, v in rep.get("gpt", {}).items() if "runs" in v}
     runs = {r["run"]: r for r in rep.get("runs", [])}
     for (label, names), color in zip(g.items(), ("black", "#d62728", "#1f77b4")):
         for i, name in enumerate(names):

@@ -21,10 +21,24 @@ def ci_text(ci, digits=0, open_end="not reached"):
 
 
 def pooled_cell(p, digits=0):
-    """'pooled [lo, hi] (s0 / s1 / s2)'; '> pooled' for a lower bound (some seed unreached)."""
+    """'pooled [lo, hi] (s0 / s1 / s2)'; '> bound at a budget of T steps (…)' where some seed is censored (the
+    bound: unreached seeds at their last step; it grows with the budget); window widths: `window_cell`."""
+    if "n_open" in p:
+        return window_cell(p, digits or 2)
     per = " / ".join("—" if not math.isfinite(v) else fmt(v, digits) for v in p["per_seed"])
-    head = f"> {fmt(p['pooled'], digits)}" if p["lower_bound"] else fmt(p["pooled"], digits)
-    return f"{head} {ci_text(p['ci'], digits)} ({per})"
+    if p["lower_bound"]:
+        budget = f" at a budget of {fmt(p['budget'])} steps" if p.get("budget") is not None else ""
+        return f"> {fmt(p['pooled'], digits)}{budget} ({per})"
+    return f"{fmt(p['pooled'], digits)} {ci_text(p['ci'], digits)} ({per})"
+
+
+def window_cell(w, digits=2):
+    """'open in 2 of 3; median 0.58 (0.72 / 0.45)' ('≥' marks a window still open at the last checkpoint)."""
+    if not w["n_open"]:
+        return f"open in 0 of {w['n_seeds']}"
+    widths = " / ".join(("≥ " if c else "") + fmt(v, digits) for v, c in zip(w["widths_open"], w["censored"]))
+    med = ("≥ " if w["median_is_bound"] else "") + fmt(w["median_open"], digits)
+    return f"open in {w['n_open']} of {w['n_seeds']}; median among open {med} ({widths})"
 
 
 def select(rows, **meta):
@@ -39,3 +53,34 @@ def cells(rs, draws, keys):
     """{key: pooled} and the markdown cells of one configuration."""
     p = {k: pooled(rs, draws, k) for k in keys}
     return p, [pooled_cell(p[k], 2 if k in ("window_log10_width", "abruptness") else 0) for k in keys]
+
+
+def curve_cell(row, digits=2):
+    """One threshold of a claim's curve: 'value [lo, hi]', a bound with its budget, or why it is not read."""
+    if "n_open" in row:
+        return window_cell(row)
+    if "pooled" in row and "per_seed" in row:
+        return pooled_cell(row, 0).split(" (")[0]
+    if row.get("censored"):
+        return "censored (a seed does not reach it)"
+    for v, c, pre in (("factor", "factor_ci", ""), ("b", "b_ci", ""), ("value", "ci", "")):
+        if v in row:
+            if not math.isfinite(row[v]):
+                return "— " + ("(" + row["note"].split(" (")[0] + ")" if row.get("note") else "")
+            n = f" (n = {row['n_points']})" if "n_points" in row else ""
+            return f"{pre}{fmt(row[v], digits)} {ci_text(row[c], digits, 'unbounded')}{n}"
+    return "—"
+
+
+def threshold_label(t, paper):
+    return f"**{t:g}** (paper)" if abs(t - paper) < 1e-9 else f"{t:g}"
+
+
+def curve_table(head, columns, paper):
+    """Markdown rows: threshold | one cell per (label, curve) in `columns`."""
+    lines = [f"| {head} | " + " | ".join(label for label, _ in columns) + " |",
+             "|---:|" + "---|" * len(columns)]
+    for j, row in enumerate(columns[0][1]):
+        lines.append(f"| {threshold_label(row['threshold'], paper)} | "
+                     + " | ".join(curve_cell(c[j]) for _, c in columns) + " |")
+    return lines

@@ -2,14 +2,18 @@
 constraint families, the matched GPT, and why each window is closed."""
 import math
 
+from analyses.scaling import curves as C
 from analyses.scaling.stats import axis_fit, by_group, family_order, pooled, ratio_pooled
-from analyses.scaling.format import cells as _cells, ci_text, fmt, pooled_cell, select, statuses as _statuses
+from analyses.scaling.format import cells as _cells, ci_text, curve_table, fmt, pooled_cell, select, \
+    statuses as _statuses
 
 KEYS3 = ["tau_rule", "tau_mem", "window_log10_width"]
-HEAD3 = "τ_rule pooled [95% CI] (per seed) | τ_mem pooled [95% CI] (per seed) | window log10 width (per seed)"
+HEAD3 = "τ_rule pooled [95% CI] (per seed) | τ_mem pooled [95% CI] (per seed) | window: log10 width"
+EXPONENT_WORDS = {"below": "falls with capacity (exponent < 0)", "includes": "not resolved (CI includes 0)",
+                  "above": "rises with capacity (exponent > 0)"}
 
 
-def section_capacity(rows, draws, p):
+def section_capacity(rows, draws, p, curves):
     cap = p["capacity"]
     lines = [f"## Capacity (parity, N = {cap['N']})", "", f"| G | DiT width × depth | parameters | seeds | {HEAD3} |",
              "|---:|---|---:|---:|---|---|---|"]
@@ -29,41 +33,90 @@ def section_capacity(rows, draws, p):
             xs = [rs[0]["params"] for rs in groups.values()]
             for key in ("tau_rule", "tau_mem"):
                 out[f"fit_{key}_G{G}"] = axis_fit(list(groups.values()), xs, draws, key, "power")
+                out[f"curve_{key}_G{G}"] = C.fit_curve(list(groups.values()), xs, curves, key, "power")
+        if groups:
+            out[f"curve_window_G{G}"] = {f"{w}x{d}": C.window_curve(rs, curves) for (w, d), rs in groups.items()}
     lines.append("")
     for key, fit in ((k, v) for k, v in out.items() if k.startswith("fit_")):
-        left = ", ".join(f"{fmt(x['x'])} params (> {fmt(x['pooled'])})" for x in fit["left_out"])
-        lines.append(f"- {key[4:].replace('_G', ' at G = ')}: ∝ params^{fmt(fit['b'], 2)} {ci_text(fit['b_ci'], 2, open_end='unbounded')} "
-                     f"over {len(fit['xs'])} sizes" + (f"; not reached by every seed: {left}" if left else "")
-                     + (f" — {fit['note']}" if "note" in fit else ""))
-    return lines + ["- the paper: τ_rule falls and τ_mem comes earlier with capacity (exponents < 0)"], out
+        left = ", ".join(f"{fmt(x['x'])} params (> {fmt(x['pooled'])} at a budget of {fmt(x['budget'])})"
+                         for x in fit["left_out"])
+        lines.append(f"- {key[4:].replace('_G', ' at G = ')}, paper threshold: ∝ params^{fmt(fit['b'], 2)} "
+                     f"{ci_text(fit['b_ci'], 2, open_end='unbounded')} over {len(fit['xs'])} sizes"
+                     + (f"; censored (left out): {left}" if left else "") + (f" — {fit['note']}" if "note" in fit else ""))
+    for key, head, paper in (("tau_mem", "memorization threshold", 0.1), ("tau_rule", "rule threshold", 0.9)):
+        cols = [(f"exponent G = {G}", out[f"curve_{key}_G{G}"]) for G in cap["Gs"] if f"curve_{key}_G{G}" in out]
+        if not cols:
+            continue
+        lines += ["", f"{key.replace('tau_', 'τ_')} ∝ params^b over thresholds (every seed's ln τ; sizes with a censored "
+                  "seed left out):", ""] + curve_table(head, cols, paper) + [""]
+        lines += [f"- {key.replace('tau_', 'τ_')} {label}: {C.range_text(c)}; {C.robust(c, 0.0, EXPONENT_WORDS)}"
+                  for label, c in cols]
+    if "curve_window_G2" in out:
+        cols = [(f"window at {size.replace('x', ' × ')}", c) for size, c in out["curve_window_G2"].items()]
+        lines += ["", "The window at G = 2 over rule thresholds (memorization 0.1): open in k of 3 seeds, median log10 "
+                  "width among the open ones ('≥': still open at the last checkpoint):", ""]
+        lines += curve_table("rule threshold", cols, 0.9)
+    return lines + ["", "- the paper: τ_rule falls and τ_mem comes earlier with capacity (exponents < 0)"], out
 
 
 def section_windows(rows):
     lines = ["## Why a window is closed", "", "| configuration | per seed |", "|---|---|"]
     for g, rs in by_group(rows).items():
         lines.append(f"| {g} | {_statuses(rs)} |")
-    return lines, {g: [r["window_status"] for r in rs] for g, rs in by_group(rows).items()}
+    lost = [r for r in rows if r["peak_rule_acc"] >= 0.9 and r["final_rule_acc"] <= r["peak_rule_acc"] - 0.15
+            and r["final_mem_ratio"] < 0.1]
+    rising = [r for r in rows if not r["window_open"] and r["curve"]["rule_acc"][-1] >= max(r["curve"]["rule_acc"][-4:])
+              and r["final_rule_acc"] < 0.9]
+    lines += ["", "- every status is read at these budgets (the runs' last checkpoints): \"never reaches\" means "
+              "not by the last step, and a window closed at one budget may open at a longer one."]
+    if rising:
+        lines.append("- rule accuracy (copies included) is still at its highest at the last checkpoint in "
+                     + ", ".join(f"{r['run']} ({r['final_rule_acc']:.3f})" for r in rising)
+                     + ": their 'never reaches 0.9' is a statement about this budget only")
+    if lost:
+        lines.append("- a third way to close: rule accuracy reaches 0.9 and falls again while memorization stays "
+                     "below 0.1 — " + ", ".join(f"{r['run']} (peak {r['peak_rule_acc']:.3f} → {r['final_rule_acc']:.3f}"
+                                              f" at the end, copies ≤ {max(r['curve']['mem_ratio']):.3f})" for r in lost))
+    return lines, {"status": {g: [r["window_status"] for r in rs] for g, rs in by_group(rows).items()},
+                   "rising_at_the_end": [r["run"] for r in rising], "lost_without_copying": [r["run"] for r in lost]}
 
 
-def section_rules(rows, draws, p):
+def section_rules(rows, draws, p, curves):
     N, w = p["rules"]["N"], p["base"]["hidden_size"]
     lines = [f"## Other rules vs parity (N = {N}, DiT width {w})", "", f"| rule | seeds | {HEAD3} | peak rule_acc |",
              "|---|---:|---|---|---|---|"]
-    out = {}
+    out, groups = {}, {}
     cands = [(f"parity G = {G}", select(rows, rule="parity", model="dit", G=G, N=N, width=w, depth=4)) for G in (2, 3)]
     cands += [(spec["name"] + (f" k = {spec['k']}" if "k" in spec else ""),
                select(rows, rule_label=spec["name"] + str(spec.get("k", "")), N=N)) for spec in p["rules"]["rules"]]
     for label, rs in cands:
         if rs:
-            rs = sorted(rs, key=lambda r: r["seed"])
+            rs = groups[label] = sorted(rs, key=lambda r: r["seed"])
             pg, cells = _cells(rs, draws, KEYS3)
             out[label] = pg
             peaks = " / ".join(f"{r['peak_rule_acc']:.3f}" for r in rs)
             lines.append(f"| {label} | {len(rs)} | " + " | ".join(cells) + f" | {peaks} |")
-    return lines + ["", "- the paper: exact-K (a global count) is learned fast, unlike high-order parity"], out
+    base = groups.get("parity G = 2")
+    others = [k for k in groups if k != "parity G = 2"]
+    if base is None or not others:
+        return lines + ["", "- the paper: exact-K (a global count) is learned fast, unlike high-order parity"], out
+    for key, head, paper, claim, words in (
+            ("tau_rule", "rule threshold", 0.9, "τ_rule of each rule / parity G = 2",
+             {"below": "learned earlier than parity G = 2", "includes": "not distinguishable from parity G = 2",
+              "above": "learned later than parity G = 2"}),
+            ("tau_mem", "memorization threshold", 0.1, "τ_mem of each rule / parity G = 2 (the paper: τ_mem barely "
+             "depends on the rule)", {"below": "copies earlier than parity G = 2", "above": "copies later than parity "
+                                      "G = 2", "includes": "consistent with the same τ_mem"})):
+        cols = [(f"{k} / parity G = 2", C.ratio_curve(base, groups[k], curves, key)) for k in others]
+        out[f"curve_{key}_vs_parity2"] = {k: c for k, (_, c) in zip(others, cols)}
+        lines += ["", f"{claim}, over thresholds (Welch t on ln τ; censored where a seed does not reach it):", ""]
+        lines += curve_table(head, cols, paper) + [""]
+        lines += [f"- {label}: {C.range_text(c)}; {C.robust(c, 1.0, words)}" for label, c in cols]
+    return lines + ["- the paper: exact-K (a global count) is learned fast, unlike high-order parity; τ_mem barely "
+                    "depends on the rule"], out
 
 
-def section_puzzles(rows, draws, p):
+def section_puzzles(rows, draws, p, curves):
     N = p["puzzles"]["N"]
     lines, out = [f"## Sudoku 4×4 and Latin 4×4: constraint families (N = {N})", ""], {}
     for spec in p["puzzles"]["rules"]:
@@ -77,35 +130,42 @@ def section_puzzles(rows, draws, p):
         res = {f: pooled(rs, draws, f"tau_family:{f}") for f in fams}
         res["all (τ_rule)"] = pooled(rs, draws, "tau_rule")
         lines += [f"### {spec['name']} {spec['n']}×{spec['n']} ({len(rs)} seeds)", "",
-                  "| family | τ pooled [95% CI] (per seed) |", "|---|---|"]
+                  "| family | τ at 0.9 pooled [95% CI] (per seed) |", "|---|---|"]
         lines += [f"| {f} | {pooled_cell(v)} |" for f, v in res.items()]
         order = family_order(rs, draws) if {"rows", "columns"} <= set(fams) else None
         out[spec["name"]] = {"families": res, "rows<columns": order}
         if order and order["n_reached"] == 0:
-            lines += ["", "- rows before columns: not decidable, no seed reaches 0.9 in rows or in columns"]
+            lines += ["", "- rows before columns: not decidable at 0.9, no seed reaches 0.9 in rows or in columns"]
         elif order:
             lines += ["", order_line(order, rs)]
+        if order:
+            c = out[spec["name"]]["curve_rows_over_columns"] = C.paired_curve(rs, curves, "tau_family:rows",
+                                                                              "tau_family:columns")
+            words = {"below": "rows first", "above": "columns first", "includes": "no order resolved"}
+            lines += ["", "τ_rows / τ_columns within each run, over thresholds (t interval over the seeds' ln ratios; "
+                      "censored where a seed does not reach both):", ""]
+            lines += curve_table("family threshold", [("τ_rows / τ_columns", c)], 0.9)
+            lines += ["", f"- rows vs columns: {C.range_text(c)}; {C.robust(c, 1.0, words)}; per seed at each "
+                      "threshold in the JSON"]
         lines.append("")
     return lines, out
 
 
 def order_line(order, rs):
-    """The rows-before-columns line: per-seed ratios (a censored family as a bound), the pooled ratio, and
-    the share of resamples in which rows reach 0.9 first, per seed and pooled over seeds."""
+    """The rows-before-columns line at 0.9: per-seed ratios (a censored family makes that seed's ratio a bound at
+    the run's last step), a pooled ratio only when every seed reaches both (a bound never enters a mean), and the
+    share of each seed's resamples in which rows reach 0.9 first."""
     per = " / ".join("—" if not math.isfinite(v) else f"{b} {fmt(v, 2)}".strip()
                      for v, b in zip(order["per_seed"], order["per_seed_bound"]))
-    head = {"": "", "<": "< ", ">": "> ", "mixed": "(bounds both ways) "}[order["bound"]] + fmt(order["pooled"], 2)
     censored = ", ".join(f"s{r['seed']}" for r, b in zip(rs, order["per_seed_bound"]) if b)
-    note = f"; a family not reached by the last step counts at it ({censored}), so that seed's ratio is a bound" \
-        if censored else ""
     share = " / ".join(fmt(s, 2) for s in order["per_seed_share_first"])
-    ci = [-math.inf if order["ci"][0] <= 0 else order["ci"][0], order["ci"][1]]   # a ratio of 0: unbounded below
-    return (f"- rows before columns: τ_rows / τ_columns = {head} {ci_text(ci, 2, 'unbounded')} "
-            f"(per seed {per}{note}); share of resamples in which rows reach 0.9 first: "
-            f"{fmt(order['share_first'], 2)} {ci_text(order['share_ci'], 2)} pooled over seeds (per seed {share})")
+    pooled = (f"pooled {fmt(order['pooled'], 2)}" if not censored and order["n_reached"] == order["n_seeds"]
+              else f"no pooled ratio: a family is censored by the {fmt(float(rs[0]['steps']))}-step budget in {censored}")
+    return (f"- rows before columns at 0.9: τ_rows / τ_columns per seed {per} ({pooled}); share of each seed's "
+            f"resamples in which rows reach 0.9 first: {share}")
 
 
-def section_gpt(rows, draws, p):
+def section_gpt(rows, draws, p, curves):
     g = p["gpt"]
     lines = [f"## GPT vs DiT on the same data (parity G = {g['G']}, N = {g['N']})", "",
              f"| model | parameters | seeds | {HEAD3} | abruptness (logit per decade) pooled [95% CI] (per seed) |",
@@ -121,12 +181,22 @@ def section_gpt(rows, draws, p):
         lines.append(f"| {label} | {rs[0]['params']:,} | {len(rs)} | " + " | ".join(cells) + " |")
     lines.append("")
     dit = done.get(cands[0][0])
-    for label, rs in list(done.items())[1:] if dit else []:
+    gpts = list(done.items())[1:] if dit else []
+    for label, rs in gpts:
         r = ratio_pooled(dit, rs, draws, "abruptness")
         out[label]["abruptness_vs_dit"] = r
         verdict = "more abrupt" if r["ci"][0] > 0 else "less abrupt" if r["ci"][1] < 0 else "not distinguishable"
         lines.append(f"- abruptness {label.split(' (')[0]} − DiT = {fmt(r['difference'], 2)} {ci_text(r['ci'], 2)} "
-                     f"logit per decade: {verdict}")
+                     f"logit per decade (Welch t): {verdict}")
+    for key, head, paper in (("tau_rule", "rule threshold", 0.9), ("tau_mem", "memorization threshold", 0.1)):
+        cols = [(f"{label.split(' (')[0]} / DiT", C.ratio_curve(dit, rs, curves, key)) for label, rs in gpts]
+        if not cols:
+            continue
+        out.setdefault("curves", {})[f"{key}_vs_dit"] = {label: c for label, c in cols}
+        words = {"below": "earlier than the DiT", "includes": "not distinguishable", "above": "later than the DiT"}
+        lines += ["", f"{key.replace('tau_', 'τ_')} of the GPT / the DiT over thresholds (Welch t on ln τ):", ""]
+        lines += curve_table(head, cols, paper) + [""]
+        lines += [f"- {label}: {C.range_text(c)}; {C.robust(c, 1.0, words)}" for label, c in cols]
     return lines + ["- abruptness: the least-squares slope of logit(mem_ratio) per decade of steps over the checkpoints "
                     "with at least 20 of 1000 samples on each side (docs/definitions.md); the paper: memorization "
                     "is more abrupt for the GPT"], out

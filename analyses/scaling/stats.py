@@ -1,6 +1,7 @@
 """Statistics of analyses/scaling, from the minimal clocks Datasets of the exports: per run (τ with
-sample-level draws, window status, peaks, abruptness, family clocks) and per configuration (pooled over
-seeds with the hierarchical bootstrap of `scoreprobe.probes.seeds`)."""
+sample-level draws, window status, peaks, abruptness, family clocks, τ over thresholds) and per configuration
+(pooled over seeds with the t interval of `scoreprobe.probes.seeds`; censored seeds make a bound at the
+budget)."""
 
 import math
 
@@ -8,8 +9,9 @@ import numpy as np
 
 from analyses.grid import extrapolate_tau
 from scoreprobe.probes.families import first_share, interval
-from scoreprobe.probes.seeds import hierarchical_replicates, pool_seeds, seed_fit, tau_draws
-from scoreprobe.probes.taus import taus, window_status
+from analyses.scaling.curves import run_curves
+from scoreprobe.probes.seeds import hierarchical_replicates, pool_ratio, pool_seeds, pool_windows, seed_fit, tau_draws
+from scoreprobe.probes.taus import tau_summary, window_status
 
 N_BOOT = 1000           # sample-level resamples per run (taus()' default, same seed: the same draws)
 N_BOOT_POOL = 2000      # hierarchical replicates per configuration
@@ -21,14 +23,16 @@ LOG = {"window_log10_width": False, "abruptness": False}   # pooled as arithmeti
 def run_stats(name, run, info):
     """One run's numbers (JSON-able, "draws" kept apart) from its export `info` (export.read_export)."""
     ds = info["ds"]
-    t = taus(ds, n_boot=N_BOOT, warn=False)
+    t = tau_summary(ds, n_boot=N_BOOT, warn=False)
+    first = tau_summary(ds, n_boot=0, warn=False, definition="first_crossing")
     out = {"run": name, "group": run.group, "seed": run.seed, "params": info["params"], "meta": run.meta,
            "steps": int(ds.step.values[-1]), "window_status": window_status(ds, t),
            "peak_rule_acc": float(ds.rule_acc.max()), "final_rule_acc": float(ds.rule_acc[-1]),
            "final_mem_ratio": float(ds.mem_ratio[-1]), "train_s": info["train_s"], "clocks_s": info["clocks_s"],
            **{k: t[k] for k in ("tau_rule", "tau_rule_ci", "tau_mem", "tau_mem_ci", "tau_novel", "tau_novel_ci",
                                 "window_open", "window_intervals", "window_log10_width", "window_log10_width_ci",
-                                "window_hi_censored", "under_resolved")}}
+                                "window_hi_censored", "under_resolved")},
+           **{f"{k}_first_crossing": first[k] for k in ("tau_rule", "tau_mem", "window_status")}}
     out["curve"] = {"step": ds.step.values.tolist(), "rule_acc": ds.rule_acc.values.tolist(),
                     "mem_ratio": ds.mem_ratio.values.tolist()}
     draws = {k: tau_draws(ds, k, n_boot=N_BOOT) for k in KEYS}
@@ -42,15 +46,27 @@ def run_stats(name, run, info):
     if not np.isfinite(out["tau_rule"]):
         out["tau_rule_extrapolated"] = extrapolate_tau(ds)
     out["abruptness"] = draws["abruptness"][0]
+    out["curves"] = {k: v.tolist() for k, v in run_curves(ds).items()}
     return out, draws
 
 
 def pooled(rows, draws, key, seed=0):
-    """pool_seeds of `key` over the runs `rows` (one configuration, seeds), unreached seeds at their last step."""
+    """pool_seeds of `key` over the runs `rows` (one configuration, seeds): t interval over the seeds; some seed
+    unreached: a lower bound at the budget (unreached seeds at their last step), no interval. Window widths:
+    `windows` instead (a closed window is not a width of 0)."""
+    if key == "window_log10_width":
+        return windows(rows)
     log = LOG.get(key, True)
     points = [draws[r["run"]][key][0] for r in rows]
     return pool_seeds(points, [draws[r["run"]][key][1] for r in rows], n_boot=N_BOOT_POOL, seed=seed, log=log,
                       last_steps=[float(r["steps"]) for r in rows] if log else None)
+
+
+def windows(rows):
+    """pool_windows of the runs `rows`: open in k of S seeds, widths among the open ones (a window still open at
+    the last checkpoint is a lower bound)."""
+    return pool_windows([r["window_open"] for r in rows], [r["window_log10_width"] for r in rows],
+                        [r["window_hi_censored"] for r in rows])
 
 
 def by_group(rows):
@@ -62,28 +78,19 @@ def by_group(rows):
 
 
 def axis_fit(groups, xs, draws, key, kind, seed=0):
-    """seed_fit of `key` across configurations `groups` (lists of rows) at axis values `xs`."""
+    """seed_fit of `key` across configurations `groups` (lists of rows) at axis values `xs` (least squares over
+    every seed's ln τ, t interval; an x with a censored seed is left out as a bound)."""
     pts = [[draws[r["run"]][key][0] for r in rs] for rs in groups]
-    dr = [[draws[r["run"]][key][1] for r in rs] for rs in groups]
     last = [[float(r["steps"]) for r in rs] for rs in groups]
-    return seed_fit(list(xs), pts, dr, kind=kind, n_boot=N_BOOT_POOL, seed=seed, last_steps=last)
+    return seed_fit(list(xs), pts, kind=kind, seed=seed, last_steps=last)
 
 
-def ratio_pooled(rows_a, rows_b, draws, key, seed=0, ci=0.95):
-    """Configuration b against a, pooled over seeds: for τ the ratio b / a, for the arithmetic keys (window width,
-    abruptness) the difference b − a; the CI from the two configurations' independent hierarchical replicates
-    (an unreached τ replicate is +inf; a replicate with a unreached is undetermined). None when a is unreached."""
-    pa, pb = pooled(rows_a, draws, key, seed), pooled(rows_b, draws, key, seed + 1)
-    if pa["lower_bound"]:
-        return None
+def ratio_pooled(rows_a, rows_b, draws, key):
+    """Configuration b against a over seeds: for τ the ratio b / a (Welch t on ln τ), for the arithmetic keys
+    (abruptness) the difference b − a (Welch t); censored (value NaN) when any seed of either is unreached."""
     log = LOG.get(key, True)
-    reps = [hierarchical_replicates([draws[r["run"]][key][1] for r in rs], N_BOOT_POOL, s, log)
-            for rs, s in ((rows_a, seed), (rows_b, seed + 1))]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        value = pb["pooled"] / pa["pooled"] if log else pb["pooled"] - pa["pooled"]
-        contrast = np.where(np.isfinite(reps[0]), reps[1] / reps[0] if log else reps[1] - reps[0], np.nan)   # (B,)
-    return {"ratio" if log else "difference": float(value), "lower_bound": pb["lower_bound"],
-            "ci": interval(contrast, ci), "a": pa, "b": pb}
+    out = pool_ratio([draws[r["run"]][key][0] for r in rows_a], [draws[r["run"]][key][0] for r in rows_b], log=log)
+    return {**out, ("ratio" if log else "difference"): out["value"]}
 
 
 def _ratio(a, b):

@@ -15,14 +15,15 @@ resampling (its percentile CI lay above the estimate).
 
 A curve logistic in log10(step + 1), y = 1 / (1 + exp(−k (log10(s + 1) − c))), has logit(y)
 linear with slope k, so its abruptness is k (exactly for n → ∞; at finite n the shrinkage pulls z
-towards 0). The CI resamples each checkpoint's samples (k_i* ~ Binomial(n, k_i / n),
-independently per checkpoint, numpy default_rng(seed)); the draws can be pooled over seeds with
-`seeds.pool_seeds(..., log=False)`.
+towards 0). The CI resamples the sample indices jointly across checkpoints when the per-sample
+`state` is there (sample i has the same initial noise at every checkpoint; `taus.sample_weights`),
+else each checkpoint's count (k_i* ~ Binomial(n, k_i / n), independently per checkpoint); numpy
+default_rng(seed). The draws can be pooled over seeds with `seeds.pool_seeds(..., log=False)`.
 """
 import numpy as np
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.probes.taus import _ci
+from scoreprobe.probes.taus import _ci, sample_weights
 
 
 def _counts(ds, var):
@@ -89,7 +90,12 @@ def abruptness(ds, var="mem_ratio", n_boot=1000, seed=0, ci=0.95, min_count=20):
                 "band": [np.nan] * 2}
     v = np.log10(steps[band] + 1)                                     # (S_band,)
     slope = least_squares(v, logit_counts(k[band], n))[0]
-    if n_boot:
+    if n_boot and var == "mem_ratio" and "state" in ds:
+        from scoreprobe.data.datasets import STATE_CODES
+        copies = (np.asarray(ds["state"].values)[band] == STATE_CODES["valid_memorized"]).T   # (n, S_band)
+        boot = np.rint(sample_weights(n, n_boot, seed) @ copies.astype(np.float64))          # (B, S_band)
+        out["draws"] = least_squares(v, logit_counts(boot, n))[0]
+    elif n_boot:
         boot = np.random.default_rng(seed).binomial(n, k[band] / n, size=(int(n_boot), int(band.sum())))
         out["draws"] = least_squares(v, logit_counts(boot, n))[0]    # (B,)
     first, last = steps[band][0], steps[band][-1]

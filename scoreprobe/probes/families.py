@@ -2,10 +2,11 @@
 
 `clocks` stores, for a rule with `family_names`, `family_valid` (step, sample, family) and
 `family_acc` (step, family). τ_family = the first step where family_acc reaches the threshold,
-interpolated as the other clocks (linear in (log(step + 1), logit y), `probes.taus`). The CIs
-and the orderings come from one paired bootstrap: per checkpoint, the samples are resampled
-with replacement (a multinomial of the counts of the 2^F joint family patterns, the same thing
-for these statistics), so every family is read off the same resampled samples. Ordering a<b:
+interpolated as the other clocks (linear in (log(step + 1), logit y); "reliable" by default,
+"first_crossing" by name, `probes.taus`). The CIs and the orderings come from one paired
+bootstrap: the sample indices are resampled with replacement jointly across checkpoints and
+families (sample i has the same initial noise at every checkpoint), so every family is read off
+the same resampled samples. Ordering a<b:
 ratio τ_a/τ_b with its CI, and share_first = the share of resamples where a reaches first
 (ties, both unreached included, count one half). docs/definitions.md, "Constraint families".
 """
@@ -15,7 +16,8 @@ import numpy as np
 
 from scoreprobe.defaults import RULE_THRESHOLD
 from scoreprobe.errors import ConfigError
-from scoreprobe.probes.taus import _ci, crossing, logit_fraction
+from scoreprobe.probes.crossings import DEFAULT_DEFINITION, crossing_of
+from scoreprobe.probes.taus import _ci, sample_weights
 
 
 def _valid(ds):
@@ -27,20 +29,16 @@ def _valid(ds):
     return ds, np.log1p(ds["step"].values.astype(np.float64)), fv, [str(f) for f in ds["family"].values]
 
 
-def _taus_u(u, acc, n, threshold):
+def _taus_u(u, acc, n, threshold, definition=DEFAULT_DEFINITION):
     """acc (B, S, F) -> τ in u (B, F), NaN: not reached."""
-    zt = logit_fraction(threshold, n)
-    return np.stack([crossing(u, logit_fraction(acc[..., f], n), zt) for f in range(acc.shape[-1])], axis=-1)
+    return np.stack([crossing_of(u, acc[..., f], n, threshold, definition) for f in range(acc.shape[-1])], axis=-1)
 
 
 def _boot(fv, n_boot, seed):
-    """(B, S, F) family accuracies of the paired resamples."""
+    """(B, S, F) family accuracies of the joint resamples of the sample indices."""
     S, n, F = fv.shape
-    code = (fv << np.arange(F)).sum(axis=2)                                   # (S, n) joint pattern
-    counts = np.stack([np.bincount(c, minlength=2 ** F) for c in code])       # (S, 2^F)
-    draws = np.random.default_rng(seed).multinomial(n, counts / n, size=(int(n_boot), S))   # (B, S, 2^F)
-    bits = (np.arange(2 ** F)[:, None] >> np.arange(F)) & 1                   # (2^F, F)
-    return draws @ bits / n
+    W = sample_weights(n, n_boot, seed)                                       # (B, n)
+    return (W @ fv.transpose(1, 0, 2).reshape(n, S * F).astype(np.float64)).reshape(-1, S, F) / n
 
 
 def u_to_steps(u):
@@ -48,24 +46,24 @@ def u_to_steps(u):
     return np.where(np.isnan(u), np.inf, np.expm1(np.asarray(u, dtype=np.float64)))
 
 
-def family_draws(ds, family, threshold=RULE_THRESHOLD, n_boot=1000, seed=0):
+def family_draws(ds, family, threshold=RULE_THRESHOLD, n_boot=1000, seed=0, definition=DEFAULT_DEFINITION):
     """Point τ and (n_boot,) bootstrap draws of one family's clock, in steps (+inf: not reached)."""
     ds, u, fv, names = _valid(ds)
     if family not in names:
         raise ConfigError(f"no constraint family {family!r}; the Dataset has {', '.join(names)}")
     f = names.index(family)
     n = fv.shape[1]
-    point = _taus_u(u, fv.mean(axis=1)[None], n, threshold)[0, f]
-    return float(u_to_steps(point)), u_to_steps(_taus_u(u, _boot(fv, n_boot, seed), n, threshold)[:, f])
+    point = _taus_u(u, fv.mean(axis=1)[None], n, threshold, definition)[0, f]
+    return float(u_to_steps(point)), u_to_steps(_taus_u(u, _boot(fv, n_boot, seed), n, threshold, definition)[:, f])
 
 
-def family_taus(ds, threshold=RULE_THRESHOLD, n_boot=1000, seed=0, ci=0.95):
+def family_taus(ds, threshold=RULE_THRESHOLD, n_boot=1000, seed=0, ci=0.95, definition=DEFAULT_DEFINITION):
     """τ of every constraint family with CIs, and their paired orderings.
 
     Parameters
     ----------
     ds : clocks Dataset with family_valid (step, sample, family).
-    threshold : of family_acc. n_boot, seed, ci : the paired bootstrap.
+    threshold : of family_acc. n_boot, seed, ci : the paired bootstrap. definition : as in `probes.taus`.
 
     Returns
     -------
@@ -76,13 +74,13 @@ def family_taus(ds, threshold=RULE_THRESHOLD, n_boot=1000, seed=0, ci=0.95):
     """
     ds, u, fv, names = _valid(ds)
     n = fv.shape[1]
-    point = u_to_steps(_taus_u(u, fv.mean(axis=1)[None], n, threshold)[0])         # (F,)
-    boot = u_to_steps(_taus_u(u, _boot(fv, n_boot, seed), n, threshold))          # (B, F)
+    point = u_to_steps(_taus_u(u, fv.mean(axis=1)[None], n, threshold, definition)[0])         # (F,)
+    boot = u_to_steps(_taus_u(u, _boot(fv, n_boot, seed), n, threshold, definition))          # (B, F)
     out = {name: {"tau": float(point[f]) if np.isfinite(point[f]) else math.nan, "ci": _ci(boot[:, f], ci),
                   "reached": float(np.mean(np.isfinite(boot[:, f])))} for f, name in enumerate(names)}
     out["order"] = {f"{names[a]}<{names[b]}": _order(point[a], point[b], boot[:, a], boot[:, b], ci)
                     for a in range(len(names)) for b in range(a + 1, len(names))}
-    out.update(threshold=threshold, n_boot=int(n_boot), ci_level=ci)
+    out.update(threshold=threshold, n_boot=int(n_boot), ci_level=ci, definition=definition)
     return out
 
 

@@ -1,18 +1,27 @@
-"""Pooling a statistic over training seeds, with a hierarchical bootstrap that includes seed variance.
+"""Pooling a statistic over training seeds, with intervals that keep their coverage at few seeds.
 
 Definitions: docs/definitions.md ("Pooling over training seeds"). In short:
 
 - `tau_draws(ds, key)`: the point value of one run and its sample-level bootstrap draws — the
-  same multinomial-per-checkpoint resampling as `taus()` (same seed: the very draws `taus()`
+  same joint resampling of sample indices as `tau_summary()` (same seed: the very draws it
   summarizes), in steps, +inf where a resample never reaches the threshold.
 - `pool_seeds(points, draws)`: the pooled value over seeds is the geometric mean (mean of ln τ;
-  `log=False`: the arithmetic mean). Its CI is a hierarchical bootstrap: each replicate picks
-  S seeds with replacement, and for every pick one sample-level draw of that seed; the pooled
-  value of the picked draws is one replicate. Percentile interval as in taus(): an unreached
-  draw is +inf, so the upper end is inf when more than (1 − ci)/2 of the replicates are.
+  `log=False`: the arithmetic mean). Its CI (method "t", the default) is a t interval on the seed
+  values (ln τ) with S − 1 df: the seed values carry their own sampling noise, so their spread holds
+  both variances (`probes.intervals`; coverage measured in tests/test_intervals.py). One seed: that
+  seed's sample-level interval (no seed variance, said so). Points (D, I): data seed × init seed,
+  both variance components. A censored seed (threshold not reached) makes the pooled value a lower
+  bound at the run's budget (its last step) with no CI: a censored value never enters a mean as a number.
+  method="hierarchical" keeps the earlier hierarchical bootstrap (seeds with replacement, then one
+  sample-level draw per pick), which covers ≈ 0.75–0.88 at S = 3.
+- `pool_ratio(a, b)`: configuration b against a (ratio of geometric means, Welch t on ln τ), only
+  where every seed of both is reached.
 - `seed_fit(xs, points, draws)`: a power law ln τ = ln a + b ln x or an exponential
-  ln τ = c + x ln f fitted (least squares) to the per-x pooled ln τ; the CI of b (of f) comes
-  from refitting on every hierarchical replicate (the per-x replicates are independent).
+  ln τ = c + x ln f fitted by least squares over every seed's ln τ (t interval on the slope, n − 2
+  df); an x with a censored seed is left out and reported as a bound.
+- `pool_windows(open, widths, hi_censored)`: window widths censoring-aware: the share of seeds with
+  an open window, and the widths among the open ones (median; a window still open at the last
+  checkpoint is a lower bound); a closed window is not a width of 0.
 """
 import math
 
@@ -23,12 +32,14 @@ from scoreprobe.errors import ConfigError
 from scoreprobe.probes import taus as taus_mod
 from scoreprobe.probes.abruptness import abruptness, least_squares
 from scoreprobe.probes.families import family_draws, interval, u_to_steps
+from scoreprobe.probes.intervals import FIT_METHOD, T_METHOD, TWO_LEVEL_METHOD, WELCH_METHOD, slope_interval
+from scoreprobe.probes.intervals import t_interval, two_level, welch_interval
 
 DRAW_KEYS = ("tau_rule", "tau_mem", "tau_novel", "window_log10_width", "abruptness")
 _THRESHOLD_OF = {"tau_rule": "rule", "tau_mem": "mem", "tau_novel": "novel"}
 
 
-def tau_draws(ds, key, n_boot=1000, seed=0, threshold=None):
+def tau_draws(ds, key, n_boot=1000, seed=0, threshold=None, definition=taus_mod.DEFAULT_DEFINITION):
     """Point value and sample-level bootstrap draws of one statistic of one clocks Dataset.
 
     Parameters
@@ -37,6 +48,7 @@ def tau_draws(ds, key, n_boot=1000, seed=0, threshold=None):
     key : one of DRAW_KEYS or "tau_family:<family>".
     n_boot, seed : resamples and seed, as in taus() (same seed: the draws taus() summarizes).
     threshold : that statistic's threshold (default: taus()'s; for window width, the rule one).
+    definition : how τ is read ("reliable" or "first_crossing", `probes.taus`).
 
     Returns
     -------
@@ -48,7 +60,7 @@ def tau_draws(ds, key, n_boot=1000, seed=0, threshold=None):
         return a["abruptness"], a["draws"]
     if key.startswith("tau_family:"):
         return family_draws(ds, key.split(":", 1)[1], threshold=threshold or RULE_THRESHOLD, n_boot=n_boot,
-                            seed=seed)
+                            seed=seed, definition=definition)
     if key not in DRAW_KEYS:
         raise ConfigError(f"tau_draws: unknown key {key!r}; use one of {', '.join(DRAW_KEYS)} or tau_family:<name>")
     if "state" not in ds:
@@ -57,8 +69,8 @@ def tau_draws(ds, key, n_boot=1000, seed=0, threshold=None):
     if threshold is not None:
         kw[_THRESHOLD_OF.get(key, "rule") + "_threshold"] = float(threshold)
     ds, _, u, n, th = taus_mod.setup(ds, **kw)
-    point = taus_mod.point_values(ds, u, n, th)[key]               # (1,)
-    boot = taus_mod.bootstrap(ds, u, th, int(n_boot), seed)[key]   # (n_boot,)
+    point = taus_mod.point_values(ds, u, n, th, definition)[key]               # (1,)
+    boot = taus_mod.bootstrap(ds, u, th, int(n_boot), seed, definition)[key]   # (n_boot,)
     if key == "window_log10_width":
         return float(point[0]), np.asarray(boot, dtype=np.float64)
     return float(u_to_steps(point)[0]), u_to_steps(boot)
@@ -70,17 +82,23 @@ def tau_draws(ds, key, n_boot=1000, seed=0, threshold=None):
 
 
 def _check(points, draws, last_steps):
-    points = np.asarray(points, dtype=np.float64).ravel()
-    if points.size == 0 or len(draws) != points.size:
-        raise ConfigError(f"pool_seeds needs one draws array per seed and at least one seed, got {points.size} "
-                          f"points and {len(draws)} draws")
-    draws = [np.asarray(d, dtype=np.float64).ravel() for d in draws]
-    draws = [np.where(np.isnan(d), np.inf, d) for d in draws]
-    if any(d.size == 0 for d in draws):
-        raise ConfigError("pool_seeds: every seed needs at least one bootstrap draw")
-    if last_steps is not None and len(last_steps) != points.size:
-        raise ConfigError(f"last_steps must have one entry per seed, got {len(last_steps)} for {points.size}")
-    return np.where(np.isnan(points), np.inf, points), draws
+    points = np.asarray(points, dtype=np.float64)
+    if points.ndim > 2 or points.size == 0:
+        raise ConfigError(f"pool_seeds needs (S,) seed values or (D, I) data seed × init seed values, got shape "
+                          f"{points.shape}")
+    shape, points = points.shape, points.ravel()
+    if draws is not None:
+        if len(draws) != points.size:
+            raise ConfigError(f"pool_seeds needs one draws array per seed, got {points.size} points and "
+                              f"{len(draws)} draws")
+        draws = [np.asarray(d, dtype=np.float64).ravel() for d in draws]
+        draws = [np.where(np.isnan(d), np.inf, d) for d in draws]
+        if any(d.size == 0 for d in draws):
+            raise ConfigError("pool_seeds: every seed needs at least one bootstrap draw")
+    if last_steps is not None and np.asarray(last_steps).size != points.size:
+        raise ConfigError(f"last_steps must have one entry per seed, got {np.asarray(last_steps).size} for "
+                          f"{points.size}")
+    return np.where(np.isnan(points), np.inf, points), draws, shape
 
 
 def _pool(values, log):
@@ -109,30 +127,103 @@ def hierarchical_replicates(draws, n_boot=2000, seed=0, log=True):
     return _pool(values, log)
 
 
-def pool_seeds(points, draws, n_boot=2000, seed=0, ci=0.95, log=True, last_steps=None):
-    """Pool one statistic over training seeds, with a hierarchical-bootstrap CI.
+METHODS = ("t", "hierarchical")
+
+
+def pool_seeds(points, draws=None, n_boot=2000, seed=0, ci=0.95, log=True, last_steps=None, method="t"):
+    """Pool one statistic over training seeds, with a seed-level CI.
 
     Parameters
     ----------
-    points : (S,) per-seed values (inf or NaN: not reached). draws : S arrays of sample-level
-        bootstrap draws (tau_draws; inf: not reached). last_steps : (S,) each run's last
-        checkpoint, used in place of an unreached point (the pooled value is then a lower bound;
-        without last_steps an unreached seed makes it inf).
-    log : geometric mean (τ) or arithmetic mean (abruptness, window widths).
+    points : (S,) per-seed values (inf or NaN: not reached), or (D, I): data seed × init seed (one run
+        each; both variance components are reported). draws : one array of sample-level bootstrap
+        draws per seed (tau_draws; inf: not reached), in points' (row-major) order; needed for one
+        seed, for method="hierarchical" and for the within-seed variance. last_steps : per seed, each
+        run's last checkpoint (its budget): the pooled value of a censored configuration is the lower
+        bound with unreached seeds at their budget (without last_steps: inf).
+    log : geometric mean and intervals on ln (τ) or arithmetic (abruptness, window widths).
+    method : "t" (default) or "hierarchical" (the earlier bootstrap; under-covers at few seeds).
 
     Returns
     -------
-    dict: per_seed, pooled, ci [lo, hi] (hi = inf when more than (1 − ci)/2 of the replicates are
-    unreached), n_seeds, n_reached, lower_bound, unreached_share (of the replicates), n_boot, log.
+    dict: per_seed, pooled, ci [lo, hi] (NaN for a bound), method (words), n_seeds, n_reached,
+    lower_bound (some seed censored), budget (the largest last step of a censored seed, or None),
+    within_seed_var, seed_var (of ln τ when log: the mean sample-level variance, and the spread of the
+    seed values beyond it), n_boot, ci_level, log; with (D, I) points also var_data, var_init,
+    var_residual, df.
     """
-    points, draws = _check(points, draws, last_steps)
+    if method not in METHODS:
+        raise ConfigError(f"pool_seeds: method must be one of {', '.join(METHODS)}, got {method!r}")
+    points, draws, shape = _check(points, draws, last_steps)
+    if method == "hierarchical" and draws is None:
+        raise ConfigError("pool_seeds: method='hierarchical' needs the sample-level draws")
     reached = np.isfinite(points)
-    filled = points if last_steps is None else np.where(reached, points, np.asarray(last_steps, np.float64))
-    reps = hierarchical_replicates(draws, n_boot, seed, log)
-    return {"per_seed": [float(p) for p in points], "pooled": float(_pool(filled, log)),
-            "ci": taus_mod._ci(reps, ci), "n_seeds": int(points.size), "n_reached": int(reached.sum()),
-            "lower_bound": bool(not reached.all()), "unreached_share": float(np.mean(~np.isfinite(reps))),
-            "n_boot": int(n_boot), "ci_level": ci, "log": bool(log)}
+    last = None if last_steps is None else np.asarray(last_steps, np.float64).ravel()
+    out = {"per_seed": [float(p) for p in points], "n_seeds": int(points.size), "n_reached": int(reached.sum()),
+           "lower_bound": bool(not reached.all()), "n_boot": int(n_boot), "ci_level": ci, "log": bool(log),
+           "budget": None if reached.all() or last is None else float(np.max(last[~reached]))}
+    out.update(_variances(points, draws, log))
+    filled = points if last is None else np.where(reached, points, last)
+    out["pooled"] = float(_pool(filled, log))
+    if method != "hierarchical" and not reached.all():   # censored: a bound at the budget, no interval
+        return {**out, "ci": [math.nan, math.nan], "method": "lower bound: censored seeds at their last step"}
+    if method == "hierarchical":
+        reps = hierarchical_replicates(draws, n_boot, seed, log)
+        return {**out, "ci": taus_mod._ci(reps, ci), "unreached_share": float(np.mean(~np.isfinite(reps))),
+                "method": "hierarchical bootstrap (seeds with replacement, then samples)"}
+    if points.size == 1 and draws is None:
+        return {**out, "ci": [math.nan, math.nan], "method": "one seed without its draws: no interval"}
+    if points.size == 1:
+        return {**out, "ci": taus_mod._ci(draws[0], ci), "method": "sample-level bootstrap (one seed: no seed variance)"}
+    v = np.log(points) if log else points
+    back = np.exp if log else (lambda x: x)
+    if len(shape) == 2 and min(shape) >= 2:
+        r = two_level(v.reshape(shape), ci)
+        extra = {k: float(r[k]) for k in ("var_data", "var_init", "var_residual", "df")}
+        return {**out, **extra, "ci": [float(back(r["lo"])), float(back(r["hi"]))], "method": TWO_LEVEL_METHOD}
+    _, lo, hi = t_interval(v, ci)
+    return {**out, "ci": [float(back(lo)), float(back(hi))], "method": T_METHOD + (" on ln τ" if log else "")}
+
+
+def _variances(points, draws, log):
+    """Mean within-seed (sample-level) variance and the seed variance beyond it, of ln values when log."""
+    f = np.log if log else (lambda x: x)
+    finite = np.isfinite(points)
+    if draws is None or finite.sum() < 2:
+        return {"within_seed_var": math.nan, "seed_var": math.nan}
+    within = np.mean([np.var(f(d[np.isfinite(d)]), ddof=1) if np.isfinite(d).sum() > 1 else math.nan
+                      for d, ok in zip(draws, finite) if ok])
+    total = float(np.var(f(points[finite]), ddof=1))
+    return {"within_seed_var": float(within), "seed_var": float(max(total - within, 0.0))}
+
+
+def pool_ratio(points_a, points_b, ci=0.95, log=True):
+    """Configuration b against a over seeds: b / a of geometric means (log) or b − a of means, Welch t.
+
+    points_a, points_b : (S_a,), (S_b,) seed values (inf/NaN: not reached). Returns dict: value, ci,
+    method, n_a, n_b, df; `censored` True (value and ci NaN) when any seed of either is not reached:
+    a censored value never enters a ratio as a number.
+    """
+    a, b = (np.where(np.isnan(x), np.inf, np.asarray(x, np.float64).ravel()) for x in (points_a, points_b))
+    out = {"n_a": int(a.size), "n_b": int(b.size), "ci_level": ci, "method": WELCH_METHOD + (" (ln)" if log else "")}
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return {**out, "value": math.nan, "ci": [math.nan, math.nan], "df": math.nan, "censored": True}
+    f, back = (np.log, np.exp) if log else ((lambda x: x), (lambda x: x))
+    d, lo, hi, df = welch_interval(f(a), f(b), ci)
+    return {**out, "value": float(back(d)), "ci": [float(back(lo)), float(back(hi))], "df": float(df),
+            "censored": False}
+
+
+def pool_windows(is_open, widths, hi_censored):
+    """Window widths over seeds, censoring-aware: a closed window is no width, an open one still open at the
+    last checkpoint is a lower bound. is_open, widths (log10), hi_censored : (S,). Returns dict n_seeds, n_open,
+    widths_open (per open seed), median_open (NaN: none open), median_is_bound (a censored width at or below
+    the median), censored (per open seed)."""
+    o = np.asarray(is_open, bool).ravel()
+    w, c = np.asarray(widths, np.float64).ravel()[o], np.asarray(hi_censored, bool).ravel()[o]
+    med = float(np.median(w)) if w.size else math.nan
+    return {"n_seeds": int(o.size), "n_open": int(o.sum()), "widths_open": w.tolist(), "censored": c.tolist(),
+            "median_open": med, "median_is_bound": bool(w.size and np.any(c & (w <= med)))}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,47 +233,78 @@ def pool_seeds(points, draws, n_boot=2000, seed=0, ci=0.95, log=True, last_steps
 FITS = {"power": np.log, "exp": lambda x: x}
 
 
-def seed_fit(xs, points, draws, kind="power", n_boot=2000, seed=0, ci=0.95, last_steps=None):
+def seed_fit(xs, points, draws=None, kind="power", n_boot=2000, seed=0, ci=0.95, last_steps=None, method="t"):
     """Fit ln τ against x across runs with several seeds each; CIs include seed variance.
 
     Parameters
     ----------
     xs : (K,) axis values (N, parameters: kind="power"; G: kind="exp").
-    points, draws : per x, the per-seed points and draws of pool_seeds. last_steps : per x, the
-        per-seed last steps (for the lower bounds reported in left_out).
-    seed : x number k is pooled with seed + k (pool_seeds(..., seed=seed + k) gives its numbers).
+    points, draws : per x, the per-seed points and draws of pool_seeds (draws: only for "hierarchical").
+        last_steps : per x, the per-seed last steps (for the lower bounds reported in left_out).
+    method : "t" (default: least squares over every seed's ln τ, t interval on the slope with n − 2
+        df) or "hierarchical" (refit on hierarchical-bootstrap replicates of the per-x pooled values;
+        x number k is pooled with seed + k).
 
     Returns
     -------
-    dict: kind, xs (used), pooled (per used x), left_out [{"x", "pooled", "lower_bound": True}]
-    (x with some seed unreached), n_boot, ci_level, and kind="power": a, b, b_ci, a_ci;
-    kind="exp": factor (= f), factor_ci, c. Fewer than two usable x: NaN values, "note" says why.
+    dict: kind, method, xs (used), pooled (per used x), left_out [{"x", "pooled", "lower_bound": True,
+    "budget"}] (x with a censored seed: never fitted as a number), n_points, ci_level, and kind="power":
+    a, b, b_ci, a_ci; kind="exp": factor (= f), factor_ci, c. Fewer than two usable x: NaN values,
+    "note" says why.
     """
     if kind not in FITS:
         raise ConfigError(f"seed_fit: kind must be one of {', '.join(FITS)}, got {kind!r}")
-    if not (len(xs) == len(points) == len(draws)):
+    if method not in METHODS:
+        raise ConfigError(f"seed_fit: method must be one of {', '.join(METHODS)}, got {method!r}")
+    if len(xs) != len(points) or (draws is not None and len(draws) != len(xs)):
         raise ConfigError(f"seed_fit: xs, points and draws need one entry per x, got {len(xs)}, {len(points)}, "
-                          f"{len(draws)}")
-    used, pooled, reps, left = [], [], [], []
-    for k, (x, p, d) in enumerate(zip(xs, points, draws)):
-        pooled_k = pool_seeds(p, d, n_boot=1, seed=seed + k, ci=ci,
-                              last_steps=None if last_steps is None else last_steps[k])
-        if pooled_k["lower_bound"]:
-            left.append({"x": float(x), "pooled": pooled_k["pooled"], "lower_bound": True})
+                          f"{None if draws is None else len(draws)}")
+    if method == "hierarchical" and draws is None:
+        raise ConfigError("seed_fit: method='hierarchical' needs the sample-level draws")
+    used, pooled, reps, left, pts = [], [], [], [], []
+    for k, (x, p) in enumerate(zip(xs, points)):
+        last = None if last_steps is None else last_steps[k]
+        values = np.where(np.isnan(np.asarray(p, np.float64)), np.inf, np.asarray(p, np.float64))
+        if not np.isfinite(values).all():
+            bound = float(_pool(values if last is None else np.where(np.isfinite(values), values, last), True))
+            left.append({"x": float(x), "pooled": bound, "lower_bound": True,
+                         "budget": None if last is None else float(np.max(np.asarray(last)[~np.isfinite(values)]))})
             continue
         used.append(float(x))
-        pooled.append(pooled_k["pooled"])
-        reps.append(hierarchical_replicates(_check(p, d, None)[1], n_boot, seed + k))
-    out = {"kind": kind, "xs": used, "pooled": pooled, "left_out": left, "n_boot": int(n_boot), "ci_level": ci}
+        pooled.append(float(_pool(values, True)))
+        pts.append(values)
+        if method == "hierarchical":
+            reps.append(hierarchical_replicates(_check(p, draws[k], None)[1], n_boot, seed + k))
+    out = {"kind": kind, "method": FIT_METHOD if method == "t" else "hierarchical bootstrap refits", "xs": used,
+           "pooled": pooled, "left_out": left, "n_boot": int(n_boot), "ci_level": ci,
+           "n_points": int(sum(v.size for v in pts))}
+    if method == "t":
+        return _t_fit_report(out, kind, used, pts, ci)
     return _fit_report(out, kind, used, pooled, reps, ci)
 
 
-def _fit_report(out, kind, used, pooled, reps, ci):
+def _nan_fit(out, kind, note):
     nan2 = [math.nan, math.nan]
+    keys = {"power": {"a": math.nan, "b": math.nan, "b_ci": nan2, "a_ci": nan2},
+            "exp": {"factor": math.nan, "factor_ci": nan2, "c": math.nan}}[kind]
+    return {**out, **keys, "note": note}
+
+
+def _t_fit_report(out, kind, used, pts, ci):
     if len(set(used)) < 2:
-        keys = {"power": {"a": math.nan, "b": math.nan, "b_ci": nan2, "a_ci": nan2},
-                "exp": {"factor": math.nan, "factor_ci": nan2, "c": math.nan}}[kind]
-        return {**out, **keys, "note": f"fewer than two distinct x with every seed reached ({len(set(used))})"}
+        return _nan_fit(out, kind, f"fewer than two distinct x with every seed reached ({len(set(used))})")
+    X = np.concatenate([np.full(v.size, FITS[kind](np.float64(x))) for x, v in zip(used, pts)])
+    r = slope_interval(X, np.log(np.concatenate(pts)), ci)
+    if kind == "power":
+        return {**out, "a": float(np.exp(r["intercept"])), "b": r["slope"], "b_ci": r["slope_ci"],
+                "a_ci": [float(np.exp(v)) for v in r["intercept_ci"]]}
+    return {**out, "factor": float(np.exp(r["slope"])), "factor_ci": [float(np.exp(v)) for v in r["slope_ci"]],
+            "c": r["intercept"]}
+
+
+def _fit_report(out, kind, used, pooled, reps, ci):
+    if len(set(used)) < 2:
+        return _nan_fit(out, kind, f"fewer than two distinct x with every seed reached ({len(set(used))})")
     X = FITS[kind](np.asarray(used, dtype=np.float64))                 # (K,)
     with np.errstate(divide="ignore"):
         slope, icpt = least_squares(X, np.log(np.asarray(pooled)))

@@ -5,19 +5,30 @@ interpolated between checkpoints linearly in (log(step + 1), logit y), fractions
 [1/(2n), 1 − 1/(2n)] for n samples. logit-in-log-step follows the sigmoidal rise of these curves,
 so a crossing moves little when checkpoints are dropped (linear interpolation of y itself moves
 τ_mem of the shipped series by 8%, outside its CI, when only every third checkpoint is kept;
-the logit, by 3.5%). Then
+the logit, by 3.5%). Then, under `definition`:
 
-- τ = the first step where the interpolated curve reaches its threshold (NaN: never reached);
-- the window = the set of steps where the interpolated rule_acc ≥ rule_threshold and
-  mem_ratio < mem_threshold; it may be several intervals (a dip of rule accuracy shows as a
-  gap). It is open iff non-empty; reported as its bounds and its log10 width (sum over intervals).
+- "reliable" (the default from definitions version 6; the paper's "reliably exceeds"): a checkpoint
+  exceeds the threshold *with confidence* when the lower end of its 95% Wilson interval (n samples) is
+  at or above it; τ = the interpolated crossing into the stretch of checkpoints at or above the
+  threshold that holds the first RELIABLE_K (2) consecutive confident checkpoints (a stretch may end at
+  the last checkpoint: the last one alone suffices there). One lucky checkpoint does not count;
+- "first_crossing" (versions ≤ 5): the first step where the interpolated curve reaches its threshold;
 
-Confidence intervals: the samples of each checkpoint are resampled with replacement (as a
-multinomial draw of the per-checkpoint state counts, which is the same thing for these
-statistics), independently per checkpoint, `n_boot` times; a τ not reached in a resample counts
-as +∞ (so an upper bound can be "not reached"). A crossing with no checkpoint within a factor 1.5
-of it (in step + 1) is flagged under-resolved and warned about (`ResolutionWarning`).
+NaN: never reached. The window = the set of steps from τ_rule on where the interpolated rule_acc ≥
+rule_threshold and mem_ratio < mem_threshold; it may be several intervals (a dip of rule accuracy
+shows as a gap). It is open iff non-empty; reported as its bounds and its log10 width (sum over
+intervals).
+
+Confidence intervals: the sample indices are resampled with replacement, jointly across checkpoints
+(sample i starts from the same noise at every checkpoint, so its states are paired), `n_boot` times;
+a τ not reached in a resample counts as +∞ (so an upper bound can be "not reached"). A crossing with
+no checkpoint within a factor 1.5 of it (in step + 1) is flagged under-resolved and warned about
+(`ResolutionWarning`).
+
+`tau_summary` returns these at one pair of thresholds (a dict, what `clocks` stores in its attrs);
+`scoreprobe.probes.thresholds.taus` (sp.taus) gives them as curves over thresholds (a Dataset).
 """
+import functools
 import math
 import warnings
 
@@ -26,87 +37,11 @@ import scipy.stats
 
 from scoreprobe.defaults import MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import ConfigError, ResolutionWarning
+from scoreprobe.probes.crossings import DEFAULT_DEFINITION, DEFINITIONS, RELIABLE_K, crossing_of, logit_fraction
+from scoreprobe.probes.crossings import crossing, window_intervals, window_segments, window_summary  # noqa: F401
 
 RESOLUTION_FACTOR = 1.5   # a crossing needs a checkpoint within this factor of it (in step + 1)
 INTERPOLATION = "linear in (log(step + 1), logit(fraction)), fractions clipped to [1/(2n), 1 - 1/(2n)]"
-
-# ---------------------------------------------------------------------------------------------
-# Curves: crossing and window, vectorized over bootstrap replicates
-# ---------------------------------------------------------------------------------------------
-
-
-def logit_fraction(y, n):
-    """logit of fractions of n samples, clipped to [1/(2n), 1 − 1/(2n)] so 0 and 1 stay finite."""
-    eps = 0.5 / n
-    y = np.clip(np.asarray(y, dtype=np.float64), eps, 1 - eps)
-    return np.log(y) - np.log1p(-y)
-
-
-def crossing(u, z, zt):
-    """First u where z, linear between knots, reaches zt. u (S,), z (B, S) -> (B,) (NaN: never)."""
-    ok = np.isfinite(z) & (z >= zt)                                       # (B, S)
-    i = ok.argmax(axis=1)                                                 # first crossing knot
-    prev = np.maximum(i - 1, 0)
-    rows = np.arange(z.shape[0])
-    z0, z1 = z[rows, prev], z[rows, i]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        f = np.where(i > 0, (zt - z0) / (z1 - z0), 0.0)                   # z0 < zt <= z1
-    f = np.where(np.isfinite(f), f, 0.0)
-    return np.where(ok.any(axis=1), u[prev] + f * (u[i] - u[prev]), np.nan)
-
-
-def _segment_set(z0, z1, zt, above):
-    """Part [a, b] of the t-line where z0 + t·(z1 − z0) >= zt (above) or <= zt (below), not yet cut to
-    [0, 1] (so that a crossing beyond the segment leaves it empty). (B,) each; a > b: empty."""
-    dz = z1 - z0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(dz != 0, (zt - z0) / dz, 0.0)
-    rising = dz > 0 if above else dz < 0
-    flat_ok = (z0 >= zt) if above else (z0 <= zt)
-    a = np.where(dz == 0, np.where(flat_ok, 0.0, 1.0), np.where(rising, t, 0.0))
-    b = np.where(dz == 0, np.where(flat_ok, 1.0, 0.0), np.where(rising, 1.0, t))
-    return a, b
-
-
-def window_segments(u, r, m, rt, mt):
-    """Per segment between knots, the [lo, hi] in u where r >= rt and m <= mt (lo > hi: empty).
-
-    u (S,), r and m (B, S) transformed curves -> lo, hi (B, S - 1); with S = 1, one point segment.
-    """
-    if len(u) == 1:
-        ok = (r[:, 0] >= rt) & (m[:, 0] <= mt)
-        return np.where(ok, u[0], np.inf)[:, None], np.where(ok, u[0], -np.inf)[:, None]
-    ra, rb = _segment_set(r[:, :-1], r[:, 1:], rt, above=True)
-    ma, mb = _segment_set(m[:, :-1], m[:, 1:], mt, above=False)
-    a, b = np.maximum(np.maximum(ra, ma), 0.0), np.minimum(np.minimum(rb, mb), 1.0)
-    du = np.diff(u)
-    lo, hi = u[:-1] + a * du, u[:-1] + b * du
-    empty = a > b
-    return np.where(empty, np.inf, lo), np.where(empty, -np.inf, hi)
-
-
-def window_summary(lo, hi):
-    """(B, K) segment bounds -> open (B,) bool, first lo, last hi, width (log10 units) (B,)."""
-    nonempty = lo <= hi
-    is_open = nonempty.any(axis=1)
-    first = np.where(is_open, np.min(lo, axis=1), np.nan)
-    last = np.where(is_open, np.max(hi, axis=1), np.nan)
-    width = np.where(nonempty, hi - lo, 0.0).sum(axis=1) / math.log(10)
-    return is_open, first, last, width
-
-
-def window_intervals(lo, hi):
-    """Disjoint [lo, hi] intervals in u of one curve pair, segments that touch merged. lo, hi (K,)."""
-    out = []
-    for a, b in zip(lo, hi):
-        if a > b:
-            continue
-        if out and a <= out[-1][1] + 1e-12:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return out
-
 
 # ---------------------------------------------------------------------------------------------
 # τ and the window of a clocks Dataset
@@ -115,32 +50,62 @@ def window_intervals(lo, hi):
 TAUS = ("tau_rule", "tau_mem", "tau_novel")
 
 
-def _evaluate(u, rule, mem, n, th):
+def _evaluate(u, rule, mem, n, th, definition=DEFAULT_DEFINITION):
     """Statistics of (B, S) curves rule_acc, mem_ratio (novel_valid = rule − mem) -> dict of (B,)."""
-    R, M, V = logit_fraction(rule, n), logit_fraction(mem, n), logit_fraction(rule - mem, n)   # (B, S)
-    rt, mt, vt = (logit_fraction(th[k], n) for k in ("rule", "mem", "novel"))
-    out = {"tau_rule": crossing(u, R, rt), "tau_mem": crossing(u, M, mt), "tau_novel": crossing(u, V, vt)}
-    lo, hi = window_segments(u, R, M, rt, mt)
+    check_definition(definition)
+    out = {"tau_rule": crossing_of(u, rule, n, th["rule"], definition),
+           "tau_mem": crossing_of(u, mem, n, th["mem"], definition),
+           "tau_novel": crossing_of(u, rule - mem, n, th["novel"], definition)}
+    R, M = logit_fraction(rule, n), logit_fraction(mem, n)                  # (B, S)
+    lo, hi = window_segments(u, R, M, logit_fraction(th["rule"], n), logit_fraction(th["mem"], n))
+    start = np.where(np.isnan(out["tau_rule"]), np.inf, out["tau_rule"])[:, None]   # the window starts at τ_rule
+    lo = np.where(hi >= start, np.maximum(lo, start), np.inf)
+    hi = np.where(np.isfinite(lo), hi, -np.inf)
     out["window_open"], out["window_lo"], out["window_hi"], out["window_log10_width"] = window_summary(lo, hi)
     out["_segments"] = (lo, hi)
     return out
 
 
-def _counts(ds):
-    """(S, 3) state counts per step: memorized, valid and not memorized, the rest; and n."""
+def check_definition(definition):
+    if definition not in DEFINITIONS:
+        raise ConfigError(f"unknown τ definition {definition!r}; use one of {', '.join(DEFINITIONS)}")
+
+
+def _codes(ds):
+    """(S, n) per-sample category: 0 memorized, 1 valid and not memorized, 2 the rest; and n."""
     from scoreprobe.data.datasets import STATE_CODES
     state = np.asarray(ds["state"].values)                                # (S, n)
-    mem = (state == STATE_CODES["valid_memorized"]).sum(axis=1)
-    new = np.isin(state, [STATE_CODES["valid_novel"], STATE_CODES["valid_heldout"]]).sum(axis=1)
-    return np.stack([mem, new, state.shape[1] - mem - new], axis=1), state.shape[1]
+    new = np.isin(state, [STATE_CODES["valid_novel"], STATE_CODES["valid_heldout"]])
+    return np.where(state == STATE_CODES["valid_memorized"], 0, np.where(new, 1, 2)), state.shape[1]
 
 
-def _bootstrap(ds, u, th, n_boot, seed):
-    counts, n = _counts(ds)
+def sample_weights(n, n_boot, seed):
+    """(n_boot, n) multiplicities of the n sample indices in each resample (drawn with replacement): the
+    same weights apply at every checkpoint, so a sample's states stay paired across checkpoints. Read-only
+    (cached: every statistic of a run with the same seed reads the same resamples)."""
+    return _weights(int(n), int(n_boot), int(seed))
+
+
+@functools.lru_cache(maxsize=8)
+def _weights(n, n_boot, seed):
     rng = np.random.default_rng(seed)
-    draws = rng.multinomial(n, counts / n, size=(n_boot, len(u)))        # (B, S, 3)
-    rule, mem = (draws[..., 0] + draws[..., 1]) / n, draws[..., 0] / n
-    return _evaluate(u, rule, mem, n, th)
+    w = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(np.float64)
+    w.flags.writeable = False
+    return w
+
+
+def _bootstrap(ds, u, th, n_boot, seed, definition=DEFAULT_DEFINITION):
+    """_evaluate on n_boot joint resamples of the sample indices."""
+    rule, mem, n = resampled_curves(ds, n_boot, seed)
+    return _evaluate(u, rule, mem, n, th, definition)
+
+
+def resampled_curves(ds, n_boot, seed):
+    """rule_acc and mem_ratio (n_boot, S) of joint resamples of the sample indices of ds's `state`, and n."""
+    codes, n = _codes(ds)
+    W = sample_weights(n, n_boot, seed)                                   # (B, n)
+    mem = W @ (codes == 0).T.astype(np.float64) / n                       # (B, S)
+    return mem + W @ (codes == 1).T.astype(np.float64) / n, mem, n
 
 
 def _ci(values, ci, infinite_nan=True):
@@ -161,9 +126,10 @@ def _resolution(u, value):
     return float(np.exp(np.min(np.abs(u - value))))
 
 
-def taus(ds, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM_THRESHOLD, novel_threshold=None, n_boot=1000,
-         ci=0.95, seed=0, warn=True):
-    """Read τ_rule, τ_mem, τ_novel and the innovation window off a clocks Dataset, with bootstrap CIs.
+def tau_summary(ds, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM_THRESHOLD, novel_threshold=None, n_boot=1000,
+                ci=0.95, seed=0, warn=True, definition=DEFAULT_DEFINITION):
+    """Read τ_rule, τ_mem, τ_novel and the innovation window off a clocks Dataset, with bootstrap CIs,
+    at one pair of thresholds (sp.taus gives them over a range of thresholds).
 
     Parameters
     ----------
@@ -174,6 +140,7 @@ def taus(ds, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM_THRESHOLD, novel_t
         rule_threshold when unknown).
     n_boot, ci, seed : bootstrap resamples (0: no CIs), interval level, seed of the resampling.
     warn : issue a ResolutionWarning for crossings with no checkpoint within a factor 1.5.
+    definition : "reliable" (default) or "first_crossing" (module docstring).
 
     Returns
     -------
@@ -182,19 +149,32 @@ def taus(ds, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM_THRESHOLD, novel_t
     of resamples that reach it); window_open, window_open_share, window_lo, window_hi,
     window_log10_width (+ `_ci`), window_intervals [[lo, hi], ...] in steps, window_hi_censored
     (the window still holds at the last checkpoint), log10_ratio = log10(τ_mem/τ_rule),
-    under_resolved (names), thresholds, n_boot, ci, tau_interpolation.
+    under_resolved (names), thresholds, n_boot, ci, tau_interpolation, tau_definition, window_status.
     """
+    check_definition(definition)
     ds, steps, u, n, th = setup(ds, rule_threshold, mem_threshold, novel_threshold)
-    point = point_values(ds, u, n, th)
-    boot = _bootstrap(ds, u, th, int(n_boot), seed) if n_boot and "state" in ds else None
+    point = point_values(ds, u, n, th, definition)
+    boot = _bootstrap(ds, u, th, int(n_boot), seed, definition) if n_boot and "state" in ds else None
     out = _report(point, boot, u, ci)
     out.update(rule_threshold=rule_threshold, mem_threshold=mem_threshold, novel_threshold=th["novel"],
-               n_boot=int(n_boot) if boot is not None else 0, ci=ci, tau_interpolation=INTERPOLATION)
+               n_boot=int(n_boot) if boot is not None else 0, ci=ci, tau_interpolation=INTERPOLATION,
+               tau_definition=definition_text(definition))
     out["window_status"] = status_text(out["window_open"], out["tau_rule"], out["tau_mem"],
-                                       float(np.nanmax(ds["rule_acc"].values)), rule_threshold)
+                                       float(np.nanmax(ds["rule_acc"].values)), rule_threshold, definition)
     if warn and out["under_resolved"]:
         warnings.warn(_resolution_message(out, steps), ResolutionWarning, stacklevel=2)
     return out
+
+
+taus = tau_summary   # the name older callers import (analyses/remedies, analyses/mechanism); sp.taus is the curves
+
+
+def definition_text(definition):
+    """How τ was read, for attrs and tables."""
+    if definition == "first_crossing":
+        return "first_crossing: the first step where the interpolated curve reaches the threshold"
+    return (f"reliable: the crossing into the first stretch with {RELIABLE_K} consecutive checkpoints whose "
+            "95% Wilson lower bound is at or above the threshold")
 
 
 def setup(ds, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM_THRESHOLD, novel_threshold=None):
@@ -209,15 +189,15 @@ def setup(ds, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM_THRESHOLD, novel_
     return ds, steps, np.log1p(steps), n, {"rule": rule_threshold, "mem": mem_threshold, "novel": novel_threshold}
 
 
-def point_values(ds, u, n, th):
+def point_values(ds, u, n, th, definition=DEFAULT_DEFINITION):
     """_evaluate on the measured curves of ds: dict of (1,) arrays."""
     rule, mem = (ds[k].values.astype(np.float64)[None] for k in ("rule_acc", "mem_ratio"))
-    return _evaluate(u, rule, mem, n, th)
+    return _evaluate(u, rule, mem, n, th, definition)
 
 
-def bootstrap(ds, u, th, n_boot, seed):
-    """The sample-level bootstrap of taus(): dict of (n_boot,) arrays in u units (NaN: not reached)."""
-    return _bootstrap(ds, u, th, n_boot, seed)
+def bootstrap(ds, u, th, n_boot, seed, definition=DEFAULT_DEFINITION):
+    """The sample-level bootstrap of tau_summary(): dict of (n_boot,) arrays in u units (NaN: not reached)."""
+    return _bootstrap(ds, u, th, n_boot, seed, definition)
 
 
 def _report(point, boot, u, ci):
@@ -265,7 +245,8 @@ def _resolution_message(out, steps):
 # ---------------------------------------------------------------------------------------------
 
 WINDOW_STATUSES = ("open", "closed: tau_rule >= tau_mem", "closed: rule accuracy never reaches {threshold} (peak {peak})",
-                   "closed: rule accuracy reaches {threshold} only where memorization is at or above its threshold")
+                   "closed: rule accuracy reaches {threshold} only where memorization is at or above its threshold",
+                   "closed: rule accuracy never reliably exceeds {threshold} (peak {peak})")
 
 
 def _peak_text(x, threshold):
@@ -277,18 +258,20 @@ def _peak_text(x, threshold):
     return f"{r:.3f}".rstrip("0").rstrip(".")
 
 
-def status_text(window_open, tau_rule, tau_mem, peak, rule_threshold=RULE_THRESHOLD):
+def status_text(window_open, tau_rule, tau_mem, peak, rule_threshold=RULE_THRESHOLD, definition=DEFAULT_DEFINITION):
     """The window status string from the point values (see window_status)."""
     if window_open:
         return WINDOW_STATUSES[0]
     if not math.isfinite(tau_rule):
-        return WINDOW_STATUSES[2].format(threshold=f"{rule_threshold:g}", peak=_peak_text(peak, rule_threshold))
+        text = WINDOW_STATUSES[4 if definition == "reliable" and peak >= rule_threshold else 2]
+        return text.format(threshold=f"{rule_threshold:g}", peak=_peak_text(peak, rule_threshold))
     if math.isfinite(tau_mem) and tau_mem <= tau_rule:
         return WINDOW_STATUSES[1]
     return WINDOW_STATUSES[3].format(threshold=f"{rule_threshold:g}")
 
 
-def window_status(ds, tau=None, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM_THRESHOLD):
+def window_status(ds, tau=None, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM_THRESHOLD,
+                  definition=DEFAULT_DEFINITION):
     """Why the innovation window of a clocks Dataset is closed, or "open". Returns one of:
 
     - "open": the window is non-empty (also when memorization is never reached: then the window
@@ -296,20 +279,29 @@ def window_status(ds, tau=None, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM
     - "closed: tau_rule >= tau_mem": both clocks reached, memorization no later than rule accuracy;
     - "closed: rule accuracy never reaches 0.9 (peak 0.44)": τ_rule not reached; the peak is the
       largest measured rule_acc to 3 decimals (floored if rounding would reach the threshold) (whether or not memorization is reached);
+    - "closed: rule accuracy never reliably exceeds 0.9 (peak 0.918)": τ_rule ("reliable") not reached
+      although the curve touches the threshold (no two consecutive confident checkpoints);
     - "closed: rule accuracy reaches 0.9 only where memorization is at or above its threshold":
       any other empty window (with interpolated curves it cannot happen when τ_rule < τ_mem: at
       τ_rule, mem_ratio is still below its threshold; kept so that every case has a name).
 
-    tau : a taus() result for ds (its window_open, tau_rule, tau_mem and thresholds are used);
-        None: computed here without CIs.
+    tau : a tau_summary() result for ds (its window_open, tau_rule, tau_mem, thresholds and definition
+        are used); None: computed here without CIs.
     """
     if tau is None:
-        tau = taus(ds, rule_threshold=rule_threshold, mem_threshold=mem_threshold, n_boot=0, warn=False)
+        tau = tau_summary(ds, rule_threshold=rule_threshold, mem_threshold=mem_threshold, n_boot=0, warn=False,
+                          definition=definition)
     peak = float(np.nanmax(ds["rule_acc"].values)) if ds["rule_acc"].size else math.nan
     nan = math.nan
     return status_text(bool(tau["window_open"]), float(nan if tau["tau_rule"] is None else tau["tau_rule"]),
                        float(nan if tau["tau_mem"] is None else tau["tau_mem"]), peak,
-                       tau.get("rule_threshold", rule_threshold))
+                       tau.get("rule_threshold", rule_threshold), _definition_of(tau, definition))
+
+
+def _definition_of(tau, default):
+    """The definition named by a tau_summary result (its tau_definition text), else `default`."""
+    text = str(tau.get("tau_definition") or "")
+    return next((d for d in DEFINITIONS if text.startswith(d)), default if text == "" else "first_crossing")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,12 +37,14 @@ def _compute(section, plan, plane, device, progress):
 
 
 def _read(section, path):
-    """A given store as a Dataset; a clocks store without τ in its attrs gets them computed (same function)."""
+    """A given store as a Dataset; a clocks store without τ in its attrs, or with τ read under an earlier
+    τ definition (store.versions.READING_ONLY), gets them computed (same function)."""
     from scoreprobe.store import open_store
+    from scoreprobe.store.versions import tau_attrs_current
     ds = open_store(path)
-    if section == "clocks" and "tau_rule" not in ds.attrs:
-        from scoreprobe.probes.taus import taus
-        ds.attrs.update(taus(ds, warn=False))
+    if section == "clocks" and not tau_attrs_current(ds.attrs):
+        from scoreprobe.probes.taus import tau_summary
+        ds.attrs.update(tau_summary(ds, warn=False))
     return ds.load()
 
 

@@ -1,0 +1,164 @@
+"""Every scaling claim as a curve over thresholds (issue 35): per run, τ at each rule threshold (0.3 … 0.95)
+and memorization threshold (0.01 … 0.2) (`probes.thresholds`); per claim, the pooled value, ratio, paired
+ratio or fitted exponent at each threshold with its seed-level interval (`probes.seeds`), censored where some
+seed does not reach the threshold; and a verdict that is called robust only where it holds at every threshold
+that can be read."""
+import math
+
+import numpy as np
+
+from scoreprobe.probes.families import _taus_u, _valid, u_to_steps
+from scoreprobe.probes.intervals import t_interval
+from scoreprobe.probes.seeds import pool_ratio, pool_seeds, pool_windows, seed_fit
+from scoreprobe.probes.thresholds import MEM_THRESHOLDS, RULE_THRESHOLDS, threshold_crossings
+from scoreprobe.probes.taus import setup, tau_summary
+
+THRESHOLDS = {"tau_rule": RULE_THRESHOLDS, "tau_mem": MEM_THRESHOLDS, "tau_family": RULE_THRESHOLDS}
+PAPER = {"tau_rule": 0.9, "tau_mem": 0.1, "tau_family": 0.9}
+
+
+def run_curves(ds):
+    """{key: (T,) τ in steps (inf: not reached)} at THRESHOLDS, and per constraint family."""
+    ds, _, u, n, _ = setup(ds)
+    rule, mem = (ds[k].values.astype(np.float64)[None] for k in ("rule_acc", "mem_ratio"))
+    out = {"tau_rule": u_to_steps(threshold_crossings(u, rule, n, RULE_THRESHOLDS)[0]),
+           "tau_mem": u_to_steps(threshold_crossings(u, mem, n, MEM_THRESHOLDS)[0])}
+    wins = [tau_summary(ds, rule_threshold=t, n_boot=0, warn=False) for t in RULE_THRESHOLDS]   # memorization 0.1
+    out.update(window_open=np.array([w["window_open"] for w in wins], dtype=np.float64),
+               window_width=np.array([w["window_log10_width"] for w in wins]),
+               window_hi_censored=np.array([w["window_hi_censored"] for w in wins], dtype=np.float64))
+    if "family_valid" in ds:
+        ds, u, fv, names = _valid(ds)
+        acc = fv.mean(axis=1)[None]                                               # (1, S, F)
+        for f, name in enumerate(names):
+            out[f"tau_family:{name}"] = np.array([u_to_steps(_taus_u(u, acc, n, t)[0, f]) for t in RULE_THRESHOLDS])
+    return out
+
+
+def _kind(key):
+    return "tau_family" if key.startswith("tau_family") else key
+
+
+def thresholds_of(key):
+    return list(THRESHOLDS[_kind(key)])
+
+
+def _points(rows, curves, key):
+    """(S, T) per seed, per threshold."""
+    return np.array([curves[r["run"]][key] for r in rows], dtype=np.float64)
+
+
+def _row(t, d):
+    return {"threshold": float(t), **d}
+
+
+def pooled_curve(rows, curves, key):
+    """pool_seeds at each threshold (t interval on ln τ; a bound at the budget where some seed is censored)."""
+    P, last = _points(rows, curves, key), [float(r["steps"]) for r in rows]
+    return [_row(t, pool_seeds(P[:, j], last_steps=last)) for j, t in enumerate(thresholds_of(key))]
+
+
+def window_curve(rows, curves):
+    """pool_windows at each rule threshold (memorization 0.1): open in k of S, median width among the open."""
+    W = {k: _points(rows, curves, k) for k in ("window_open", "window_width", "window_hi_censored")}
+    return [_row(t, pool_windows(W["window_open"][:, j] > 0, W["window_width"][:, j], W["window_hi_censored"][:, j] > 0))
+            for j, t in enumerate(RULE_THRESHOLDS)]
+
+
+def ratio_curve(rows_a, rows_b, curves, key):
+    """b / a at each threshold (Welch t on ln τ), censored where any seed of either is not reached."""
+    A, B = _points(rows_a, curves, key), _points(rows_b, curves, key)
+    return [_row(t, pool_ratio(A[:, j], B[:, j])) for j, t in enumerate(thresholds_of(key))]
+
+
+def paired_curve(rows, curves, key_a, key_b):
+    """τ_a / τ_b within each run (the same samples), t interval over the seeds' ln ratios; censored where a seed
+    reaches neither or one of them (`per_seed`: the ratios, NaN there)."""
+    A, B = _points(rows, curves, key_a), _points(rows, curves, key_b)
+    out = []
+    for j, t in enumerate(thresholds_of(key_a)):
+        ok = np.isfinite(A[:, j]) & np.isfinite(B[:, j])
+        r = np.log(A[:, j] / B[:, j]) if ok.all() else None
+        _, lo, hi = t_interval(r) if r is not None else (None, math.nan, math.nan)
+        out.append(_row(t, {"value": float(np.exp(r.mean())) if r is not None else math.nan,
+                            "ci": [float(np.exp(lo)), float(np.exp(hi))], "censored": not ok.all(),
+                            "per_seed": [float(a / b) if np.isfinite(a) and np.isfinite(b) else math.nan
+                                         for a, b in zip(A[:, j], B[:, j])]}))
+    return out
+
+
+def fit_curve(groups, xs, curves, key, kind):
+    """seed_fit at each threshold: least squares over every seed's ln τ, x with a censored seed left out."""
+    out = []
+    for j, t in enumerate(thresholds_of(key)):
+        pts = [[curves[r["run"]][key][j] for r in rs] for rs in groups]
+        last = [[float(r["steps"]) for r in rs] for rs in groups]
+        out.append(_row(t, seed_fit(list(xs), pts, kind=kind, last_steps=last)))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdicts over a curve
+# ---------------------------------------------------------------------------------------------
+
+def value_of(row):
+    """(value, lo, hi) of a curve row of any kind; NaN where censored / not fitted."""
+    for v, c in (("factor", "factor_ci"), ("b", "b_ci"), ("value", "ci"), ("pooled", "ci")):
+        if v in row:
+            if row.get("censored") or row.get("lower_bound") or (v in ("factor", "b") and math.isnan(row[v])):
+                return math.nan, math.nan, math.nan
+            return row[v], row[c][0], row[c][1]
+    raise KeyError(row)
+
+
+def readable(curve):
+    """The rows of a curve with a value and a finite interval."""
+    return [r for r in curve if all(math.isfinite(v) for v in value_of(r))]
+
+
+def relation(curve, ref):
+    """Where the curve's CIs lie against `ref`: {"above": [...], "below": [...], "includes": [...],
+    "censored": [...]} (lists of thresholds)."""
+    out = {"above": [], "below": [], "includes": [], "censored": []}
+    for r in curve:
+        v, lo, hi = value_of(r)
+        key = "censored" if not math.isfinite(v) else "above" if lo > ref else "below" if hi < ref else "includes"
+        out[key].append(r["threshold"])
+    return out
+
+
+def span(ts):
+    """'0.3–0.85' of a list of thresholds (contiguous or not: first–last, with the count)."""
+    if not ts:
+        return "none"
+    return f"{ts[0]:g}" if len(ts) == 1 else f"{ts[0]:g}–{ts[-1]:g} ({len(ts)} thresholds)"
+
+
+def robust(curve, ref, words):
+    """A verdict against `ref` over the readable thresholds: words = {"above", "below", "includes"} texts;
+    robust when one holds at every readable threshold, else each named with its thresholds."""
+    rel = relation(curve, ref)
+    held = [k for k in ("above", "below", "includes") if rel[k]]
+    if not held:
+        return "not readable at any threshold (censored everywhere)"
+    if len(held) == 1:
+        k = held[0]
+        return f"{words[k]} at every readable threshold ({span(rel[k])}; robust)" + \
+            (f"; censored at {span(rel['censored'])}" if rel["censored"] else "")
+    return "; ".join(f"{words[k]} at {span(rel[k])}" for k in held) + " (not robust across thresholds)" + \
+        (f"; censored at {span(rel['censored'])}" if rel["censored"] else "")
+
+
+def range_text(curve, digits=2):
+    """'4.5–5.0 (CI ends 3.1–9.0)' over the readable thresholds."""
+    rs = readable(curve)
+    if not rs:
+        return "—"
+    v = [value_of(r) for r in rs]
+    f = lambda x: f"{x:.{digits}f}"   # noqa: E731
+    return (f"{f(min(a for a, _, _ in v))}–{f(max(a for a, _, _ in v))} (95% CI ends from {f(min(lo for _, lo, _ in v))} "
+            f"to {f(max(hi for _, _, hi in v))})")
+
+
+def at(curve, threshold):
+    return next(r for r in curve if abs(r["threshold"] - threshold) < 1e-9)

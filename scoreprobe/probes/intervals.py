@@ -1,0 +1,86 @@
+"""Seed-level intervals that hold their coverage at few seeds (S = 3 … 10), vectorized over replicates.
+
+docs/definitions.md, "Pooling over training seeds". Each training seed's value (ln τ, or a window width,
+an abruptness) already carries its own sampling noise, so the spread of the S seed values holds both the
+seed-to-seed and the within-seed (sample) variance; a t interval with S − 1 degrees of freedom on them
+is exact for normal values and keeps its coverage at S = 3 (tests/test_intervals.py measures it by
+simulation: 0.93–0.97 at S = 3 and 5). A percentile bootstrap over 3 seeds is in effect [min, max] and
+covers ≈ 0.75–0.88. Ratios of two configurations: Welch's t on the difference of ln values. Two levels
+(data seed × initialisation seed, crossed): the two-way random-effects ANOVA, whose mean squares give
+both variance components and the variance of the grand mean (Satterthwaite degrees of freedom).
+"""
+import numpy as np
+import scipy.stats
+
+T_METHOD = "t interval on the seed values (S − 1 df)"
+WELCH_METHOD = "Welch t interval on the difference of the seed values"
+FIT_METHOD = "least squares over every seed's value, t interval on the slope (n − 2 df)"
+TWO_LEVEL_METHOD = "two-way random effects (data seed × init seed), Satterthwaite df"
+
+
+def t_interval(values, ci=0.95):
+    """Mean and t interval over the last axis. values (..., S) -> mean, lo, hi (...); NaN when S < 2."""
+    v = np.asarray(values, dtype=np.float64)
+    S = v.shape[-1]
+    mean = v.mean(axis=-1)
+    if S < 2:
+        nan = np.full(mean.shape, np.nan)
+        return mean, nan, nan
+    half = scipy.stats.t.ppf(0.5 + ci / 2, S - 1) * v.std(axis=-1, ddof=1) / np.sqrt(S)
+    return mean, mean - half, mean + half
+
+
+def welch_interval(a, b, ci=0.95):
+    """Difference mean(b) − mean(a) over the last axes with Welch's t interval: (diff, lo, hi, df) (...)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    na, nb = a.shape[-1], b.shape[-1]
+    diff = b.mean(axis=-1) - a.mean(axis=-1)
+    if min(na, nb) < 2:
+        nan = np.full(diff.shape, np.nan)
+        return diff, nan, nan, nan
+    va, vb = a.var(axis=-1, ddof=1) / na, b.var(axis=-1, ddof=1) / nb
+    se = np.sqrt(va + vb)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))
+    df = np.where(np.isfinite(df), df, na + nb - 2)
+    half = scipy.stats.t.ppf(0.5 + ci / 2, df) * se
+    return diff, diff - half, diff + half, df
+
+
+def slope_interval(x, y, ci=0.95):
+    """Least-squares fit y = c + slope·x over (n,) points with t intervals (n − 2 df): dict slope,
+    slope_ci, intercept, intercept_ci, n; NaN ends with fewer than 3 points."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    fit = scipy.stats.linregress(x, y)
+    n = x.size
+    t = scipy.stats.t.ppf(0.5 + ci / 2, n - 2) if n > 2 else np.nan
+    return {"slope": float(fit.slope), "slope_ci": [float(fit.slope - t * fit.stderr), float(fit.slope + t * fit.stderr)],
+            "intercept": float(fit.intercept), "n": int(n),
+            "intercept_ci": [float(fit.intercept - t * fit.intercept_stderr),
+                             float(fit.intercept + t * fit.intercept_stderr)]}
+
+
+def two_level(values, ci=0.95):
+    """Crossed two-level design: values (..., D, I), D data seeds × I initialisation seeds, one run each.
+
+    Model v_di = μ + a_d + b_i + e_di (e: interaction and within-run sampling). Returns a dict of (...)
+    arrays: mean, lo, hi (t interval with Satterthwaite df from the mean squares), var_data (σ²_a),
+    var_init (σ²_b), var_residual (σ²_e) (ANOVA estimates, negative ones clipped to 0), df.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    D, I = v.shape[-2:]
+    mean = v.mean(axis=(-2, -1))
+    rows, cols = v.mean(axis=-1), v.mean(axis=-2)                          # (..., D), (..., I)
+    ms_d = I * ((rows - mean[..., None]) ** 2).sum(axis=-1) / max(D - 1, 1)
+    ms_i = D * ((cols - mean[..., None]) ** 2).sum(axis=-1) / max(I - 1, 1)
+    resid = v - rows[..., :, None] - cols[..., None, :] + mean[..., None, None]
+    ms_e = (resid ** 2).sum(axis=(-2, -1)) / max((D - 1) * (I - 1), 1)
+    var_mean = np.maximum(ms_d + ms_i - ms_e, 0) / (D * I)                # E = σ²_a/D + σ²_b/I + σ²_e/(DI)
+    terms = [(ms_d, D - 1), (ms_i, I - 1), (ms_e, (D - 1) * (I - 1))]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        df = (ms_d + ms_i - ms_e) ** 2 / sum(m ** 2 / max(k, 1) for m, k in terms)
+    df = np.clip(np.where(np.isfinite(df), df, 1.0), 1.0, None)
+    half = scipy.stats.t.ppf(0.5 + ci / 2, df) * np.sqrt(var_mean)
+    return {"mean": mean, "lo": mean - half, "hi": mean + half, "df": df,
+            "var_data": np.maximum((ms_d - ms_e) / I, 0), "var_init": np.maximum((ms_i - ms_e) / D, 0),
+            "var_residual": ms_e}

@@ -1,0 +1,75 @@
+"""analyses/scaling/curves.py: per-run τ over thresholds agree with tau_summary, verdicts are called robust only
+where they hold at every readable threshold, censored thresholds are never read; the GPT exports name their
+sampler."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from analyses.scaling import curves as C
+from analyses.scaling.export import clocks_config_text, read_export
+from scoreprobe.probes.taus import tau_summary
+from tests.test_taus import STEPS24, sampled
+
+
+def test_run_curves_agree_with_tau_summary_at_every_threshold():
+    ds = sampled(np.random.default_rng(0), STEPS24)
+    c = C.run_curves(ds)
+    for key, th in (("tau_rule", "rule_threshold"), ("tau_mem", "mem_threshold")):
+        for t, v in zip(C.thresholds_of(key), c[key]):
+            ref = tau_summary(ds, n_boot=0, warn=False, **{th: t})[key]
+            assert (v == ref) or (math.isinf(v) and math.isnan(ref))
+    j = C.RULE_THRESHOLDS.index(0.9)
+    assert bool(c["window_open"][j]) == tau_summary(ds, n_boot=0, warn=False)["window_open"]
+
+
+def _curve(values):
+    """A ratio curve: (value, lo, hi) per threshold, None = censored."""
+    return [{"threshold": t, **({"value": math.nan, "ci": [math.nan] * 2, "censored": True} if v is None else
+                                {"value": v[0], "ci": [v[1], v[2]], "censored": False})}
+            for t, v in zip((0.3, 0.5, 0.7, 0.9), values)]
+
+
+WORDS = {"above": "later", "below": "earlier", "includes": "same"}
+
+
+def test_a_verdict_is_robust_only_where_it_holds_at_every_readable_threshold():
+    same = _curve([(1.0, 0.8, 1.2), (1.1, 0.9, 1.3), (0.9, 0.7, 1.1), None])
+    assert C.robust(same, 1.0, WORDS) == "same at every readable threshold (0.3–0.7 (3 thresholds); robust); " \
+                                         "censored at 0.9"
+    mixed = _curve([(0.5, 0.3, 0.8), (1.0, 0.8, 1.2), (2.0, 1.5, 2.5), (2.2, 1.6, 2.9)])
+    text = C.robust(mixed, 1.0, WORDS)
+    assert "not robust" in text and "later at 0.7–0.9" in text and "earlier at 0.3" in text
+    assert C.robust(_curve([None] * 4), 1.0, WORDS).startswith("not readable")
+    assert C.range_text(same) == "0.90–1.10 (95% CI ends from 0.70 to 1.30)"
+
+
+def test_censored_thresholds_are_never_read():
+    rows = [{"run": f"r{i}", "steps": 1000} for i in range(3)]
+    curves = {"r0": {"tau_rule": np.array([10.0, 20, 40, 80, 100, 120, 150, 200, 300, np.inf])},
+              "r1": {"tau_rule": np.array([12.0, 22, 44, 90, 110, 130, 160, 220, np.inf, np.inf])},
+              "r2": {"tau_rule": np.array([11.0, 21, 42, 85, 105, 125, 155, 210, 330, np.inf])}}
+    pooled = C.pooled_curve(rows, curves, "tau_rule")
+    assert not pooled[7]["lower_bound"] and pooled[8]["lower_bound"] and pooled[8]["budget"] == 1000
+    assert all(math.isnan(v) for v in C.value_of(pooled[8]))
+    ratio = C.ratio_curve(rows, rows[:1] + rows[2:], curves, "tau_rule")
+    assert ratio[8]["censored"] and not ratio[7]["censored"]
+
+
+def test_gpt_exports_name_their_sampler():
+    z = read_export("analyses/results/scaling_cpu/gpt-raster-g2-n120-s0.npz")
+    assert z["clocks_config"]["sampler"] == {"name": "ancestral", "temperature": 1.0}
+    assert z["clocks_config"]["n_steps"] is None
+    dit = read_export("analyses/results/scaling_cpu/g2-n120.npz")["clocks_config"]
+    assert dit["sampler"] == {"name": "heun"} and dit["n_steps"] == 32
+    ds = z["ds"]
+    ds.attrs["scoreprobe_config"] = json.dumps({"source": {"kind": "gpt"}, "sampler": {"name": "heun"}, "n_steps": 32})
+    assert json.loads(clocks_config_text(ds))["sampler"]["name"] == "ancestral"
+
+
+@pytest.mark.parametrize("key", ["tau_rule", "tau_mem"])
+def test_shipped_exports_curves_rise_with_the_threshold(key):
+    c = C.run_curves(read_export("analyses/results/scaling_cpu/g2-n240.npz")["ds"])[key]
+    finite = c[np.isfinite(c)]
+    assert finite.size >= 3 and np.all(np.diff(finite) > 0)
