@@ -148,8 +148,12 @@ PAYLOADS = {"clocks": clocks_payload, "basins": basins_payload, "field": field_p
             "retention": retention_payload}
 
 
-def section_payloads(datasets):
-    """{section: JSON-able payload} for the gathered Datasets."""
+def section_payloads(datasets, paths=None):
+    """{section: JSON-able payload} for the gathered Datasets, each checked first (reports.checks:
+    StoreError naming `paths[section]` for a variable, step or attribute of the wrong kind)."""
+    from scoreprobe.reports.checks import check_dataset
+    for name, ds in datasets.items():
+        check_dataset(name, ds, (paths or {}).get(name, f"of {name}"))
     out = {name: PAYLOADS[name](ds) for name, ds in datasets.items() if name in PAYLOADS}
     if "dsm" in datasets:
         out["dsm"] = dsm_payload(datasets["dsm"], datasets.get("clocks"))

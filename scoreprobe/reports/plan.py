@@ -13,8 +13,11 @@ from pathlib import Path
 import numpy as np
 
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION
-from scoreprobe.store.versions import equivalent
 from scoreprobe.errors import ConfigError, StoreError
+from scoreprobe.limits import (MAX_ITEMS, MAX_ODE_STEPS, MAX_PAGE_BYTES, MAX_SAMPLES, MAX_SIGMA, MAX_SIGMAS,
+                               check_grid, check_int, check_positive, check_rows, check_seed)
+from scoreprobe.reports.checks import check_dataset, check_meta_size, check_record_steps
+from scoreprobe.store.versions import equivalent
 
 # name: default. Sizes of every section the report computes when no store holds it.
 REPORT_SIZES = {
@@ -48,6 +51,7 @@ class Item:
     have: list      # steps the store holds now
     todo: list      # steps to compute (empty for a given store)
     rows: int = 0   # network rows to evaluate for `todo`
+    dims: tuple = ()   # a given store's (n_sigma, res) (plan.store_dims), for the page size
 
 
 @dataclasses.dataclass
@@ -68,23 +72,100 @@ class Plan:
         return {s: it for s, it in self.items.items() if it.todo}
 
 
-def check_sizes(sizes):
-    """REPORT_SIZES updated with `sizes` ({name: value}); ConfigError for an unknown name or bad value."""
+def _as_int(name, value):
+    """An integer size from the CLI's text or the API's number (integral floats accepted, bools not)."""
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            raise ConfigError(f"report size {name}: expected an integer, got {value[:40]!r}") from None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value   # checked by limits.check_int (bools, other floats, None refused there)
+
+
+def _as_floats(name, value):
+    """A tuple of floats from the CLI's text(s) or the API's number(s); ConfigError for anything else."""
+    try:
+        items = [value] if isinstance(value, (str, bytes)) else list(np.atleast_1d(np.asarray(value, dtype=object)))
+        if not items or any(isinstance(v, (bool, np.bool_)) for v in items):
+            raise ValueError
+        values = tuple(float(v) for v in items)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"report size {name}: expected numbers, got {str(value)[:40]!r}") from None
+    if len(values) > MAX_SIGMAS:
+        raise ConfigError(f"report size {name}: {len(values)} values, more than {MAX_SIGMAS} (scoreprobe.limits)")
+    return tuple(check_positive(v, f"report size {name}", hi=MAX_SIGMA) for v in values)
+
+
+def _checked(name, value, n_bits):
+    """One report size checked against scoreprobe.limits (the same bounds the probes apply)."""
+    if isinstance(REPORT_SIZES[name], tuple):
+        return _as_floats(name, value)
+    value, what = _as_int(name, value), f"report size {name}"
+    if name in ("res", "field_res"):
+        try:
+            return check_grid(value, n_bits)
+        except ConfigError as e:
+            raise ConfigError(f"report size {name}: {e}") from None
+    hi = {"n_steps": MAX_ODE_STEPS, "dsm_sigmas": MAX_SIGMAS, "retention_items": MAX_ITEMS,
+          "dsm_heldout": MAX_ITEMS, "retention_noise": MAX_SAMPLES, "dsm_noise": MAX_SAMPLES}.get(name)
+    if name == "seed":
+        return check_seed(value, what)
+    if name == "n_samples":
+        return check_rows(value, n_bits, what)
+    return check_int(value, what, 1, hi)
+
+
+def check_sizes(sizes, series=None):
+    """REPORT_SIZES updated with `sizes` ({name: value}), every value checked against scoreprobe.limits
+    (and the rows it makes, for `series`' image width and dataset) before anything is computed;
+    ConfigError for an unknown name or a bad value."""
+    n_bits = series.rule.n_bits if series is not None else 1
     out = dict(REPORT_SIZES)
     for name, value in (sizes or {}).items():
         if name not in REPORT_SIZES:
             raise ConfigError(f"unknown report size {name!r}; known: {', '.join(REPORT_SIZES)}")
-        default = REPORT_SIZES[name]
-        try:
-            value = tuple(float(v) for v in np.atleast_1d(value)) if isinstance(default, tuple) else int(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"report size {name}: expected {'numbers' if isinstance(default, tuple) else 'an integer'}, "
-                              f"got {value!r}") from None
-        if (isinstance(value, tuple) and (not value or min(value) <= 0)) or \
-                (not isinstance(value, tuple) and value < (0 if name == "seed" else 1)):
-            raise ConfigError(f"report size {name} must be positive, got {value!r}")
-        out[name] = value
+        out[name] = _checked(name, value, n_bits)
+    n_train, n_held = (len(series.dataset.train), len(series.dataset.heldout)) if series is not None else (1, 1)
+    check_rows(2 * min(out["retention_items"], max(n_train, n_held)) * out["retention_noise"]
+               * len(out["retention_sigmas"]), n_bits,
+               "retention restarts (2 x retention_items x retention_noise x len(retention_sigmas))")
+    check_rows((n_train + min(out["dsm_heldout"], n_held)) * out["dsm_noise"], n_bits,
+               "DSM rows per sigma ((training items + dsm_heldout) x dsm_noise)")
     return out
+
+
+def page_bytes(section, n_steps, n_sigma=0, res=0):
+    """About how many bytes `section` adds to the page at `n_steps` checkpoints, `n_sigma` noise
+    levels and a res x res plane grid: the base64 arrays dominate (int8 maps, three float32 fields
+    of the model per step and of two oracles)."""
+    b64 = 4 / 3
+    return int({"clocks": 200 * n_steps, "dsm": 300_000, "retention": 60 * n_steps * n_sigma,
+                "basins": (b64 * res ** 2 + 120) * n_steps * n_sigma,
+                "field": b64 * 4 * 3 * n_sigma * res ** 2 * (n_steps + 2)}[section])
+
+
+def section_dims(section, sizes):
+    """(n_sigma, res) of a section computed at `sizes` (see page_bytes)."""
+    return {"basins": (len(sizes["sigma_start"]), sizes["res"]), "field": (len(sizes["sigma_start"]), sizes["field_res"]),
+            "retention": (len(sizes["retention_sigmas"]), 0)}.get(section, (0, 0))
+
+
+def store_dims(ds):
+    """(n_sigma, res) of a store's Dataset (see page_bytes)."""
+    n_sigma = ds.sizes.get("sigma_start", ds.sizes.get("sigma", 0))
+    return n_sigma, max(ds.sizes.get("u", 0), ds.sizes.get("v", 0))
+
+
+def check_page_size(plan):
+    """ConfigError, before computing, when the page the plan makes would pass limits.MAX_PAGE_BYTES."""
+    total = 400_000 + sum(page_bytes(s, len(it.have) if it.given else len(plan.steps),
+                                     *(it.dims or section_dims(s, plan.sizes))) for s, it in plan.items.items())
+    if total > MAX_PAGE_BYTES:
+        raise ConfigError(f"the page would take about {total / 2**20:.0f} MiB, more than the limit "
+                          f"{MAX_PAGE_BYTES >> 20} MiB (scoreprobe.limits.MAX_PAGE_BYTES): use smaller --size res / "
+                          "field_res values, fewer --steps or smaller stores")
 
 
 def auto_steps(series, n=N_AUTO_STEPS):
@@ -158,8 +239,9 @@ def _check_cached(path, config, section, sizes, plane):
     if config.get("probe") != PROBE_OF[section]:
         raise StoreError(f"report cache {path} holds {config.get('probe')}, not {PROBE_OF[section]}: "
                          "choose another --cache or remove it")
-    from scoreprobe.store import RECORD_ATTR, commit
-    record = (commit.read_json(Path(path) / "zarr.json").get("attributes") or {}).get(RECORD_ATTR) or {}
+    from scoreprobe.store import commit
+    record = _record(commit.read_json(Path(path) / "zarr.json"))
+    check_record_steps(path, record.get("steps"))
     if "models" not in record:   # its probe would refuse to resume it (docs/definitions.md, "Which model")
         raise StoreError(f"report cache {path} was written before scoreprobe recorded which model each step "
                          "measured, so it cannot be resumed: choose another --cache or remove it")
@@ -170,6 +252,7 @@ def _check_cached(path, config, section, sizes, plane):
     if differ:
         raise StoreError(f"report cache {path} holds {section} with other settings ({', '.join(differ)} differ): "
                          "choose another --cache or remove it")
+    check_contents(section, path)
 
 
 def open_checked(path, series):
@@ -178,7 +261,8 @@ def open_checked(path, series):
     or another model at some step; note: what the page must say about it (or None)."""
     from scoreprobe.store import inspect, stored_config, verify, written_steps
     path = Path(path)
-    state, _ = inspect(path)
+    check_meta_size(path)
+    state, root = inspect(path)
     if state in ("absent", "empty"):
         raise StoreError(f"no zarr store at {path}")
     config = stored_config(path) or {}
@@ -186,6 +270,7 @@ def open_checked(path, series):
         raise StoreError(f"store {path} holds no complete step (a run killed before its first step): "
                          "rerun it or leave it out")
     section = store_section(path, config)
+    check_record_steps(path, _record(root).get("steps"))
     check_identity(path, config, series)
     bad = verify(path)
     if bad:
@@ -194,13 +279,32 @@ def open_checked(path, series):
     return section, config, written_steps(path), check_models(path, series)
 
 
+def _record(root):
+    """The commit record of a store's root metadata ({} when there is none or it is no object)."""
+    from scoreprobe.store import RECORD_ATTR
+    record = ((root or {}).get("attributes") or {}).get(RECORD_ATTR)
+    return record if isinstance(record, dict) else {}
+
+
+def check_contents(section, path):
+    """StoreError unless the store at `path` holds what the page reads from `section` (reports.checks:
+    variables, integer unique steps, clocks attributes by type); its (n_sigma, res) for the page size.
+    Opens the store lazily: nothing but metadata and coordinates is read."""
+    from scoreprobe.store import open_store
+    ds = open_store(path)
+    check_dataset(section, ds, path, required=False)
+    return store_dims(ds)
+
+
 def check_models(path, series):
     """StoreError when a step of the store was measured on another model than the series' checkpoint
     at that step (the identities the store records, `scoreprobe.sweep.identity`); a note (str) when
     the store records none, else None."""
-    from scoreprobe.store import RECORD_ATTR, commit
+    from scoreprobe.store import commit
     from scoreprobe.sweep import identity
-    record = (commit.read_json(Path(path) / "zarr.json").get("attributes") or {}).get(RECORD_ATTR) or {}
+    record = _record(commit.read_json(Path(path) / "zarr.json"))
+    if "models" in record and not isinstance(record["models"], list):
+        raise StoreError(f"store {path}: its record's models are not a list (the store is damaged)")
     if "models" not in record:
         return (f"store {path} does not record which model each step measured (written before scoreprobe "
                 "did); only its series' identity is checked")
@@ -249,19 +353,23 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
     """
     from scoreprobe.store import inspect, stored_config, written_steps
     from scoreprobe.sweep import select_steps
-    sizes = check_sizes(sizes)
+    sizes = check_sizes(sizes, series)
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
         raise ConfigError(f"unknown report sections {unknown}; known: {', '.join(SECTIONS)}")
     chosen = auto_steps(series) if steps in (None, "auto") else list(series.steps) if steps == "all" else \
         [s for s, _ in select_steps([(s, None) for s in series.steps], steps)]
     cache = default_cache(out) if cache is None else Path(cache)
+    if cache.exists() and not cache.is_dir():
+        raise ConfigError(f"the report cache {cache} is a file, not a folder: move it away or choose another "
+                          "--cache")
     items, notes = _given(stores, series, chosen)
     for section in sections:
         if section in items:
             continue
         path = cache / f"{section}.zarr"
         have = []
+        check_meta_size(path)
         if inspect(path)[0] == "store":
             config = stored_config(path) or {}
             check_identity(path, config, series, advice="choose another --cache or remove it")
@@ -269,7 +377,9 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
             have = written_steps(path)
         todo = [s for s in chosen if s not in set(have)]
         items[section] = Item(section, path, False, have, todo, len(todo) * section_rows(section, sizes, series))
-    return Plan(series, chosen, sizes, plane, Path(out), cache, {s: items[s] for s in sections if s in items}, notes)
+    plan = Plan(series, chosen, sizes, plane, Path(out), cache, {s: items[s] for s in sections if s in items}, notes)
+    check_page_size(plan)
+    return plan
 
 
 def _plane_spec(series, spec, seed):
@@ -289,7 +399,7 @@ def _given(stores, series, chosen):
             notes.append((section, note))
         if section in items:
             raise StoreError(f"two stores of {section} given ({items[section].path} and {path}); give one")
-        items[section] = Item(section, Path(path), True, have, [])
+        items[section] = Item(section, Path(path), True, have, [], dims=check_contents(section, path))
         missing = sorted(set(chosen) - set(have))
         if missing:
             notes.append((section, f"store {path} holds {len(have)} checkpoints; {len(missing)} of the "
