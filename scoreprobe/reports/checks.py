@@ -2,7 +2,8 @@
 store and the first thing wrong (never a KeyError or TypeError half-way through a page):
 
     check_meta_size(path)            its zarr.json within limits.MAX_STORE_META_BYTES (checked before it is read)
-    check_record_steps(path, steps)  the commit record's steps: integers (not bools, not floats), none twice
+    check_record(path)               its commit record's shape: steps integers (not bools, not floats), none
+                                     twice; digests and models one object per step
     check_dataset(section, ds, path) the variables of its section with their dimensions and numeric
                                      kinds, integer unique steps, and for clocks the attributes the τ
                                      table and the page read (`CLOCK_ATTRS`) of the expected types
@@ -105,13 +106,35 @@ def check_meta_size(path):
                          f"{MAX_STORE_META_BYTES >> 20} MiB a report reads (scoreprobe.limits.MAX_STORE_META_BYTES)")
 
 
-def check_record_steps(path, steps):
-    """StoreError unless `steps` (a commit record's) is a list of distinct integers in [0, MAX_STEP]."""
-    if steps is None:
+def check_record(path):
+    """StoreError unless the store's commit record (if any) has the shape the store code and the
+    provenance read: an object whose steps are distinct integers in [0, MAX_STEP], whose digests
+    and models are lists as long as the steps (entries objects or null), whose static is an object.
+    Reads the root zarr.json only (after check_meta_size)."""
+    from scoreprobe.store import RECORD_ATTR, commit
+    meta = Path(path) / "zarr.json"
+    if not meta.is_file():
         return
-    if not isinstance(steps, list):
-        raise StoreError(f"store {path}: its record's steps are {_short(steps)}, not a list of integers")
-    _check_steps(path, steps, "its record's steps")
+    root = commit.read_json(meta)
+    attrs = root.get("attributes") if isinstance(root, dict) else None
+    record = attrs.get(RECORD_ATTR) if isinstance(attrs, dict) else None
+    if record is None:
+        return
+    if not isinstance(record, dict):
+        raise StoreError(f"store {path}: its commit record is {_short(record)}, not an object (the store is damaged)")
+    steps = record.get("steps")
+    if steps is not None:
+        if not isinstance(steps, list):
+            raise StoreError(f"store {path}: its record's steps are {_short(steps)}, not a list of integers")
+        _check_steps(path, steps, "its record's steps")
+    for key in ("digests", "models"):
+        value = record.get(key)
+        if value is not None and not (isinstance(value, list) and len(value) == len(steps or [])
+                                      and all(v is None or isinstance(v, dict) for v in value)):
+            raise StoreError(f"store {path}: its record's {key} are {_short(value)}, not one object per step "
+                             "(the store is damaged)")
+    if not isinstance(record.get("static") or {}, dict):
+        raise StoreError(f"store {path}: its record's static checksums are not an object (the store is damaged)")
 
 
 def _check_steps(path, steps, what):
@@ -157,7 +180,8 @@ def check_clock_attrs(attrs, path, required=True):
 
 def check_dataset(section, ds, path, required=True):
     """StoreError unless `ds` holds what the page reads from a `section` store (see the module text).
-    `required`: the clocks attributes τ must be there (False for a store whose τ are computed later)."""
+    `required`: the clocks attributes τ must be there (False: unless τ_rule is, since a store without
+    τ gets them computed when it is read, reports.gather)."""
     if "step" not in ds.coords or ds["step"].dtype.kind not in "iu":
         raise StoreError(f"store {path}: its steps are not integers (dtype "
                          f"{ds['step'].dtype if 'step' in ds.coords else 'missing'})")
@@ -166,4 +190,4 @@ def check_dataset(section, ds, path, required=True):
     if section == "clocks":
         if "sample" not in ds.sizes:
             raise StoreError(f"store {path}: no sample dimension, which a clocks store has")
-        check_clock_attrs(ds.attrs, path, required=required)
+        check_clock_attrs(ds.attrs, path, required=required or "tau_rule" in ds.attrs)

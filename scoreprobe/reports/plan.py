@@ -16,7 +16,7 @@ from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION
 from scoreprobe.errors import ConfigError, StoreError
 from scoreprobe.limits import (MAX_ITEMS, MAX_ODE_STEPS, MAX_PAGE_BYTES, MAX_SAMPLES, MAX_SIGMA, MAX_SIGMAS,
                                check_grid, check_int, check_positive, check_rows, check_seed)
-from scoreprobe.reports.checks import check_dataset, check_meta_size, check_record_steps
+from scoreprobe.reports.checks import check_dataset, check_meta_size, check_record
 from scoreprobe.store.versions import equivalent
 
 # name: default. Sizes of every section the report computes when no store holds it.
@@ -241,7 +241,6 @@ def _check_cached(path, config, section, sizes, plane):
                          "choose another --cache or remove it")
     from scoreprobe.store import commit
     record = _record(commit.read_json(Path(path) / "zarr.json"))
-    check_record_steps(path, record.get("steps"))
     if "models" not in record:   # its probe would refuse to resume it (docs/definitions.md, "Which model")
         raise StoreError(f"report cache {path} was written before scoreprobe recorded which model each step "
                          "measured, so it cannot be resumed: choose another --cache or remove it")
@@ -262,7 +261,8 @@ def open_checked(path, series):
     from scoreprobe.store import inspect, stored_config, verify, written_steps
     path = Path(path)
     check_meta_size(path)
-    state, root = inspect(path)
+    check_record(path)
+    state, _ = inspect(path)
     if state in ("absent", "empty"):
         raise StoreError(f"no zarr store at {path}")
     config = stored_config(path) or {}
@@ -270,7 +270,6 @@ def open_checked(path, series):
         raise StoreError(f"store {path} holds no complete step (a run killed before its first step): "
                          "rerun it or leave it out")
     section = store_section(path, config)
-    check_record_steps(path, _record(root).get("steps"))
     check_identity(path, config, series)
     bad = verify(path)
     if bad:
@@ -303,8 +302,6 @@ def check_models(path, series):
     from scoreprobe.store import commit
     from scoreprobe.sweep import identity
     record = _record(commit.read_json(Path(path) / "zarr.json"))
-    if "models" in record and not isinstance(record["models"], list):
-        raise StoreError(f"store {path}: its record's models are not a list (the store is damaged)")
     if "models" not in record:
         return (f"store {path} does not record which model each step measured (written before scoreprobe "
                 "did); only its series' identity is checked")
@@ -370,6 +367,7 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
         path = cache / f"{section}.zarr"
         have = []
         check_meta_size(path)
+        check_record(path)
         if inspect(path)[0] == "store":
             config = stored_config(path) or {}
             check_identity(path, config, series, advice="choose another --cache or remove it")
