@@ -279,8 +279,8 @@ def cases():
                                                     _log([])(d))[1]),
         ("log_loss_infinity", "plot-log", _log([REC % "Infinity", REC % "NaN"], None, r"2 of \d+ records have a non-finite")),
         ("log_nested_100000", "plot-log", _log(["[" * 100000 + "]" * 100000], None, r"1 of \d+ lines .* skipped")),
-        ("log_nested_in_object", "plot-log", _log(['{"step": 4, "loss": 0.1, "x": ' + "[" * 40 + "]" * 40 + "}"],
-                                                  None, r"1 of \d+ lines .* skipped")),
+        ("log_nested_in_object", "plot-log", _log(['{"step": 4, "loss": 0.1, "x": ' + "[" * 5000 + "]" * 5000 + "}"],
+                                                  None, None)),    # a record: its other fields are not read
         ("log_line_1mb", "plot-log", _log(['{"step": 4, "loss": 0.1, "x": "%s"}' % ("x" * (1 << 20))], None,
                                           r"1 of \d+ lines .* skipped")),
         ("log_not_utf8", "plot-log", _log([b"\xff\xfe{\"step\": 4}"], None, r"1 of \d+ lines .* skipped")),
@@ -395,6 +395,8 @@ def _made(attempt, cwd):
         said = " ".join(str(w.message) for w in caught) + " " + err
         if attempt.warn and not re.search(attempt.warn, said):
             return "wrong reason", f"{how}: no warning matching {attempt.warn!r} (got {said[:200]!r})"
+        if how == "cli" and not os.path.exists(attempt.out):
+            return "silent", "the CLI wrote nothing"
         if attempt.out.suffix == ".html":
             if how == "api" and not os.path.exists(attempt.out):
                 return "silent", "no page written"
@@ -441,4 +443,6 @@ def run_report_attempt(build, d, cwd):
         outcome = abuse_corpus.run_attempt(lambda _: attempt, d, cwd)
         if outcome[0] in ("clean", "slow", "wrong reason") and _stores_state(cache) != before:
             return "late refusal", f"a report store changed before the refusal: {outcome[1]}"
+    if (d.parent / "MARKER").exists():
+        return "code execution", "a hostile pickle ran"
     return outcome

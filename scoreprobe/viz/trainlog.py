@@ -7,7 +7,8 @@
   nested deeper than MAX_JSON_DEPTH) is skipped, and the skipped lines are counted in one warning;
 - a record with a wrong value is a DataError naming the line: `step` an integer in [0, MAX_STEP],
   `loss` a number (not a bool) that is not negative, `loss_by_sigma` an object of numbers or nulls;
-- a non-finite loss (NaN, Infinity: a diverged run) is kept as a gap in the curve and counted in a warning.
+- a non-finite loss (NaN, Infinity: a diverged run) is kept as a gap in the curve and counted in a warning;
+- a log of more than MAX_POINTS records is drawn as the means over MAX_POINTS log-spaced step bins (`thin`).
 
 Text from the log or the run directory's name is drawn as written: `$` is escaped so matplotlib
 reads no mathtext in it.
@@ -27,6 +28,7 @@ from scoreprobe.viz.common import _new_axes
 
 BUCKET_COLORS = ("#1f77b4", "#9467bd", "#d62728", "#8c564b", "#e377c2")
 MAX_MARKERS = 1000   # checkpoint steps marked at most (a run.json listing more marks none, with a warning)
+MAX_POINTS = 4000    # records drawn as they are; a longer log is drawn as means over this many log-spaced bins
 
 
 def plain_text(text):
@@ -44,9 +46,9 @@ def _parse(raw):
         return None
     try:
         rec = json.loads(raw.decode("utf-8"))
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError):   # not JSON, not UTF-8, nested past the interpreter's limit
         return None
-    return rec if isinstance(rec, dict) and json_depth(rec) <= MAX_JSON_DEPTH else None
+    return rec if isinstance(rec, dict) else None
 
 
 def _loss(v):
@@ -77,8 +79,10 @@ def _short(value):
 
 
 def load_log(run_dir):
-    """The records of RUN_DIR/train_log.jsonl checked for the figure (see the module text), sorted
-    by step. DataError for no log, a log past MAX_LOG_BYTES, a record with a wrong value or no record."""
+    """The training curve of RUN_DIR/train_log.jsonl checked for the figure (see the module text):
+    {"step": (L,) int64, "loss": (L,) float64, "buckets": {label: (L,) float64}} sorted by step, the
+    bucket labels those of the first record that has any (NaN where a record has none). DataError for
+    no log, a log past MAX_LOG_BYTES, a record with a wrong value, or no record."""
     path = Path(run_dir) / LOG_NAME
     if not path.is_file():
         what = "is not a directory" if not Path(run_dir).is_dir() else f"has no {LOG_NAME}"
@@ -88,29 +92,77 @@ def load_log(run_dir):
     if size > MAX_LOG_BYTES:
         raise DataError(f"{path} holds {size / 2**20:.0f} MiB, more than the {MAX_LOG_BYTES >> 20} MiB plot-log "
                         "reads (scoreprobe.limits.MAX_LOG_BYTES)")
+    steps, losses, labels, parts = [], [], None, []
+    n_lines = skipped = 0
     with open(path, "rb") as f:
-        lines = f.read(MAX_LOG_BYTES + 1).splitlines()
-    recs, skipped, nonfinite = [], 0, 0
-    for i, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        rec = _parse(raw)
-        if rec is None or "loss" not in rec:   # no record: cut short, garbage, or a line of another kind
-            skipped += 1
-            continue
-        _check_record(rec, f"{path}, line {i}")
-        rec["loss"] = float(rec["loss"])
-        nonfinite += not math.isfinite(rec["loss"])
-        recs.append(rec)
-    if not recs:
+        for i, raw in enumerate(_lines(f), 1):
+            n_lines = i
+            if not raw.strip():
+                continue
+            rec = _parse(raw)
+            if rec is None or "loss" not in rec:   # no record: cut short, garbage, or a line of another kind
+                skipped += 1
+                continue
+            _check_record(rec, f"{path}, line {i}")
+            by = rec.get("loss_by_sigma") or {}
+            if labels is None and by:
+                labels = list(by)
+            steps.append(rec["step"])
+            losses.append(float(rec["loss"]))
+            parts.append([math.nan if by.get(k) is None else float(by[k]) for k in labels or ()])
+    if not steps:
         raise DataError(f"{path} holds no training-log records (the run has not logged a step yet)")
+    loss = np.array(losses, dtype=np.float64)                                      # (L,)
+    nonfinite = int((~np.isfinite(loss)).sum())
     if skipped:
-        warnings.warn(f"{path}: {skipped} of {len(lines)} lines are not training-log records (cut short by a kill, "
+        warnings.warn(f"{path}: {skipped} of {n_lines} lines are not training-log records (cut short by a kill, "
                       "not JSON, too long or too deeply nested) and were skipped", ScoreprobeWarning, stacklevel=2)
     if nonfinite:
-        warnings.warn(f"{path}: {nonfinite} of {len(recs)} records have a non-finite loss (NaN/inf, a diverged "
+        warnings.warn(f"{path}: {nonfinite} of {len(loss)} records have a non-finite loss (NaN/inf, a diverged "
                       "run): they are gaps in the curve", ScoreprobeWarning, stacklevel=2)
-    return sorted(recs, key=lambda r: r["step"])
+    k = len(labels or ())
+    table = np.array([row + [math.nan] * (k - len(row)) for row in parts], dtype=np.float64).reshape(len(parts), k)
+    order = np.argsort(np.array(steps, dtype=np.int64), kind="stable")
+    return {"step": np.array(steps, dtype=np.int64)[order], "loss": loss[order],
+            "buckets": {lab: table[order, j] for j, lab in enumerate(labels or ())}}
+
+
+def _lines(f):
+    """The lines of a binary file, each cut at MAX_LOG_LINE_BYTES + 1 bytes (the rest of a longer line
+    is read and dropped, never held), at most MAX_LOG_BYTES in all."""
+    total = 0
+    while total <= MAX_LOG_BYTES:
+        line = f.readline(MAX_LOG_LINE_BYTES + 1)
+        if not line:
+            return
+        total += len(line)
+        while len(line) > MAX_LOG_LINE_BYTES and not line.endswith(b"\n"):
+            rest = f.readline(MAX_LOG_LINE_BYTES + 1)
+            total += len(rest)
+            if not rest or rest.endswith(b"\n"):
+                break
+        yield line
+
+
+def thin(steps, *values, n=MAX_POINTS):
+    """(steps, *values) as drawn: unchanged up to `n` records; past that, the means over n log-spaced
+    step bins (each bin's mean step, and the mean of each value's finite entries: NaN when none),
+    so a long log draws as fast as a short one. steps: (L,) int, sorted; values: (L,) floats."""
+    steps = np.asarray(steps, dtype=np.float64)
+    if len(steps) <= n:
+        return (steps, *values)
+    edges = np.geomspace(max(steps[0], 1.0), steps[-1] + 1, n + 1)
+    idx = np.clip(np.searchsorted(edges, steps, side="right") - 1, 0, n - 1)          # (L,) bin of each record
+    count = np.bincount(idx, minlength=n)                                             # (n,)
+    keep = count > 0
+    out = [np.bincount(idx, steps, n)[keep] / count[keep]]
+    for v in values:
+        v = np.asarray(v, dtype=np.float64)
+        fin = np.isfinite(v)
+        total, m = np.bincount(idx, np.where(fin, v, 0.0), n), np.bincount(idx, fin, n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out.append((total / m)[keep])
+    return tuple(out)
 
 
 def _steps_of(meta, key):
@@ -164,16 +216,13 @@ def plot_train_log(run_dir, ax=None):
     matplotlib Figure. DataError when the directory has no training log or a record of it is wrong
     (see `load_log`); warnings count the lines skipped and the non-finite losses.
     """
-    recs = load_log(run_dir)
-    steps = np.array([r["step"] for r in recs], dtype=np.float64)                # (L,)
+    log = load_log(run_dir)
+    labels = list(log["buckets"])
+    steps, loss, *parts = thin(log["step"], log["loss"], *log["buckets"].values())
     fig, ax = _new_axes(ax, figsize=(6.0, 4.0))
-    labels = next((list(r["loss_by_sigma"]) for r in recs if r.get("loss_by_sigma")), [])
-    ax.plot(steps, [r["loss"] for r in recs], color="black", lw=1.6,
-            label="all σ (training loss)" if labels else "training loss")
-    for label, color in zip(labels, BUCKET_COLORS):
-        vals = np.array([np.nan if (r.get("loss_by_sigma") or {}).get(label) is None else r["loss_by_sigma"][label]
-                         for r in recs], dtype=np.float64)                        # (L,) nan: no sample there
-        ax.plot(steps, vals, color=color, lw=1.0, label=_nice(label))
+    ax.plot(steps, loss, color="black", lw=1.6, label="all σ (training loss)" if labels else "training loss")
+    for label, color, vals in zip(labels, BUCKET_COLORS, parts):
+        ax.plot(steps, vals, color=color, lw=1.0, label=_nice(label))             # nan: no sample there
     ax.set_xscale("log")
     ax.set_yscale("log")
     ckpts, kind, extended = _run_meta(run_dir)
