@@ -217,7 +217,7 @@ def cases():
     report = [
         *[(f"store_attr_{n}_{tag}", "report", attr(n, v)) for n, tag, v in [
             ("n_boot", "img", VECTORS[0]), ("n_boot", "bool", True), ("n_boot", "negative", -1),
-            ("rule_threshold", "img", VECTORS[0]), ("mem_threshold", "list", [0.1]),
+            ("rule_threshold", "img", VECTORS[0]), ("rule_threshold", "null", None), ("rule_threshold", "2", 2.0), ("mem_threshold", "list", [0.1]),
             ("novel_threshold", "dict", {"a": 1}), ("tau_rule", "string", "1e3"), ("tau_mem", "script", VECTORS[1]),
             ("tau_rule_ci", "string", "x"), ("tau_rule_ci", "three", [1, 2, 3]), ("ci", "string", "0.95"),
             ("ci", "percent", 95), ("window_log10_width", "string", "0.3"), ("window_open", "string", "false"),
@@ -251,6 +251,13 @@ def cases():
             ("dsm_sigmas_1e9", "dsm_sigmas", 10**9), ("dsm_heldout_1e12", "dsm_heldout", 10**12)]],
         ("size_page_2000x2000", "report", _bad_size(res=2000, field_res=2000)),
         ("page_under_resolved_vectors", "report", _page(attrs={"under_resolved": VECTORS})),
+        ("page_numbers_null", "report", _page(attrs=dict.fromkeys(
+            ("mem_threshold", "novel_threshold", "novel_oracle", "tau_rule_reached",
+             "window_open_share", "window_log10_width", "tau_mem", "n_boot", "ci", "tau_rule_ci", "window_intervals",
+             "under_resolved", "window_hi_censored")))),
+        ("page_window_open_with_null_width", "report", _page(attrs={"window_open": True, "window_intervals": [[0, 12]],
+                                                                    "window_log10_width": None,
+                                                                    "window_log10_width_ci": [None, 0.5]})),
         ("page_history_vectors", "report", _page(attrs={"history": "\n".join(VECTORS)})),
         ("page_history_1mb", "report", _page(attrs={"history": VECTORS[0] * 20000})),
         ("page_config_key_vectors", "report", _page(config={"note": VECTORS, VECTORS[1]: VECTORS[0]})),

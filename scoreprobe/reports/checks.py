@@ -11,6 +11,7 @@ store and the first thing wrong (never a KeyError or TypeError half-way through 
 The report runs them on given and cached stores before anything is computed (plan.make_plan) and
 again on every Dataset before the page is made (payload.section_payloads).
 """
+import math
 import numbers
 from pathlib import Path
 
@@ -74,8 +75,8 @@ def _level(v):
 CLOCK_ATTRS = {
     **{k: (_opt_number, "a number or null") for k in (
         "tau_rule", "tau_novel", "tau_mem", "tau_rule_reached", "tau_novel_reached", "tau_mem_reached",
-        "rule_threshold", "mem_threshold", "novel_threshold", "novel_oracle", "window_log10_width",
-        "window_open_share")},
+        "mem_threshold", "novel_threshold", "novel_oracle", "window_log10_width", "window_open_share")},
+    "rule_threshold": (_level, "a number between 0 and 1"),   # the window's status is worded with it
     **{k: (_ci, "a list of two numbers or nulls") for k in (
         "tau_rule_ci", "tau_novel_ci", "tau_mem_ci", "window_log10_width_ci")},
     "window_open": (_bool, "true or false"), "window_hi_censored": (lambda v: v is None or _bool(v), "true or false"),
@@ -173,7 +174,8 @@ def check_clock_attrs(attrs, path, required=True):
             if required and name in CLOCK_REQUIRED:
                 raise StoreError(f"store {path}: no attribute {name!r} (a clocks store records τ; rerun clocks)")
             continue
-        if not ok(attrs[name]):
+        value = None if isinstance(attrs[name], float) and math.isnan(attrs[name]) else attrs[name]   # null, as read
+        if not ok(value):
             raise StoreError(f"store {path}: attribute {name} must be {what}, got {_short(attrs[name])} "
                              "(the store was edited or damaged; rerun the command that wrote it)")
 
