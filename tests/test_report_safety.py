@@ -95,6 +95,15 @@ def test_no_module_of_the_report_formats_values_into_html():
     assert _markup_builders(ast.parse('f"<b>{x}</b>"')) == [(1, "f-string")]   # the check can fail
 
 
+def test_the_page_script_uses_no_string_to_html_sink():
+    """page.js builds elements and sets text only: the policy's Trusted Types would refuse an innerHTML
+    (and its style-src an inline style attribute), so the page would break where it used one."""
+    js = (ROOT / "scoreprobe" / "reports" / "page.js").read_text()
+    code = "\n".join(line.split("//")[0] for line in js.splitlines())
+    assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function", code)
+    assert "JSON.parse(document.getElementById(\"report-data\").textContent)" in js
+
+
 # ---------------------------------------------------------------------------------------------
 # One page carrying every injection vector that a store, run.json or a folder name can hold
 # ---------------------------------------------------------------------------------------------

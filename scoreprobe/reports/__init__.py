@@ -4,10 +4,12 @@
     estimate(plan)                                               # seconds to compute what is missing
     result = build(plan)                                         # compute / resume, then write the page
 
-`report(...)` does the three. The package: `plan` (sizes, store checks, time estimate), `gather`
+`report(...)` does the three. The package: `plan` (store checks, time estimate), `sizes` (sizes
+checked against scoreprobe.limits, the page's size), `checks` (store contents by type), `gather`
 (the probes' public functions and their stores), `payload` (Datasets -> JSON and PNG), `render`
-(the HTML), `markdown` (docs/definitions.md into the page); `page.html`, `page.css`, `page.js`
-are the page's template, styles and script (package data).
+(the HTML), `safe` (the one escaping path and the Content-Security-Policy), `markdown`
+(docs/definitions.md into the page); `page.html`, `page.css`, `page.js` are the page's template,
+styles and script (package data).
 """
 import dataclasses
 import datetime
