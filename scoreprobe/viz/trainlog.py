@@ -15,7 +15,6 @@ reads no mathtext in it.
 """
 import json
 import math
-import numbers
 import warnings
 from pathlib import Path
 
@@ -52,19 +51,22 @@ def _parse(raw):
 
 
 def _loss(v):
-    """A loss value: a number (not a bool) that is a float (NaN and inf included: a diverged run) and not negative."""
-    if isinstance(v, bool) or not isinstance(v, numbers.Real):
-        return False
-    try:
-        return not float(v) < 0
-    except OverflowError:   # an integer of hundreds of digits
-        return False
+    """A loss value: a JSON number (not a bool) that is a float (NaN and inf included: a diverged run)
+    and not negative."""
+    if type(v) is float:    # JSON gives float, int, bool, str, None, list or dict: exact types are enough
+        return not v < 0
+    if type(v) is int:
+        try:
+            return float(v) >= 0
+        except OverflowError:   # an integer of hundreds of digits
+            return False
+    return False
 
 
 def _check_record(rec, where):
     """DataError unless rec's step, loss and loss_by_sigma have the types and ranges of a log record."""
     step, loss, parts = rec.get("step"), rec.get("loss"), rec.get("loss_by_sigma")
-    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
+    if type(step) is not int or not 0 <= step <= MAX_STEP:
         raise DataError(f"{where}: step must be an integer in [0, {MAX_STEP}], got {_short(step)}")
     if not _loss(loss):
         raise DataError(f"{where}: loss must be a number >= 0 (a mean squared or cross-entropy loss), "
