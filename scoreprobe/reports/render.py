@@ -103,7 +103,7 @@ def _provenance(prov):
 
 
 def _clock_table(c):
-    """The τ table of a clocks payload (its values checked by payload.check_clock_attrs)."""
+    """The τ table of a clocks payload (its values checked by checks.check_clock_attrs)."""
     def fmt(t):
         v = "not reached" if t["value"] is None else f"{t['value']:.0f}"
         ci = "" if not t["ci"] else " [" + " – ".join("not reached" if x is None else f"{x:.0f}" for x in t["ci"]) + "]"
