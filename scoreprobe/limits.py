@@ -33,6 +33,10 @@ eating memory or time. The limits (raise them here if a real use needs more):
                                   (models.build.check_training_size)
     MAX_SIDE_BYTES     1 MiB      size of a side args.json / config.json / scheduler_config.json
     MAX_STEPS_FILE_BYTES 1 MiB    size of a steps file (regular files only)
+    MAX_PAGE_BYTES     64 MiB     a report page (estimated from its sizes before computing, checked before writing)
+    MAX_STORE_META_BYTES 32 MiB   a store's zarr.json (attributes, commit record) that a report reads
+    MAX_LOG_BYTES      64 MiB     a train_log.jsonl that plot-log reads
+    MAX_LOG_LINE_BYTES 64 KiB     one line of it (longer lines are skipped and counted)
     MAX_EXPANSION      8          bytes a checkpoint's weights take in memory over the file's bytes
                                   (zero-stride views declare storage the file does not hold); the
                                   environment variable SCOREPROBE_MAX_EXPANSION overrides it
@@ -74,6 +78,10 @@ MAX_TRAIN_BYTES = 16 << 30
 MAX_SIDE_BYTES = 1 << 20
 MAX_STEPS_FILE_BYTES = 1 << 20
 MAX_EXPANSION = 8
+MAX_PAGE_BYTES = 64 << 20
+MAX_STORE_META_BYTES = 32 << 20
+MAX_LOG_BYTES = 64 << 20
+MAX_LOG_LINE_BYTES = 64 << 10
 EXPANSION_ENV = "SCOREPROBE_MAX_EXPANSION"
 
 

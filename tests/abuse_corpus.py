@@ -7,8 +7,9 @@ Issue 21's attempts (trust, sizes, settings, SOURCES, numbers, silent acceptance
 tests/abuse_inputs.py, its stores under faults in tests/abuse_stores.py; `run_attempt` below classifies each: "clean" (the typed error for the stated
 reason within 2 s; the CLI prints one `error:` line, exit 2), "code execution" (a pickle's
 __reduce__ created d.parent / "MARKER"), "allocation" (peak RSS grew by more than ALLOC_LIMIT),
-"silent" (no error at all), "wrong reason", "slow" or "traceback" (anything else).
-`PYTHONPATH=$PWD python tests/abuse_corpus.py` prints the counts per item and in all.
+"silent" (no error at all), "wrong reason", "slow" or "traceback" (anything else). Issue 33's report
+page and plot-log attempts (tests/abuse_report.py) add "injection ran" and "late refusal".
+`PYTHONPATH=$PWD python tests/abuse_corpus.py` prints the counts per item / surface and in all.
 """
 import contextlib
 import io
@@ -398,13 +399,32 @@ def main():
         per_item[item, outcome] += 1
         if outcome != "clean":
             print(f"{name}: {outcome}: {detail.strip()[:300]}")
-    for item, what in ITEMS.items():
-        print(f"item {item} ({what}): {sum(n for (i, _), n in per_item.items() if i == item)} attempts, "
-              f"{per_item[item, 'clean']} clean")
+    from abuse_report import SURFACES
+    from abuse_report import cases as report_cases
+    from abuse_report import run_report_attempt
+    for name, surface, build in report_cases():    # issue 33: the report page and plot-log
+        work = tmp / name
+        shutil.copytree(tmp / "good", work / "run")
+        (work / "existing.zarr").mkdir()
+        t0 = time.perf_counter()
+        outcome, detail = run_report_attempt(build, work / "run", work)
+        if "-v" in sys.argv:
+            print(f"{time.perf_counter() - t0:6.2f} s  {name}: {outcome}")
+        counts[outcome] += 1
+        per_item[surface, outcome] += 1
+        if outcome != "clean":
+            print(f"{name}: {outcome}: {detail.strip()[:300]}")
+    for item, what in {**ITEMS, **SURFACES}.items():
+        n = {o: per_item[item, o] for o in ("clean", "code execution", "injection ran", "traceback", "late refusal")}
+        print(f"surface {item} ({what}): {sum(v for (i, _), v in per_item.items() if i == item)} attempts, "
+              f"{n['clean']} clean / code executions {n['code execution']} / injections that ran "
+              f"{n['injection ran']} / tracebacks {n['traceback']} / late refusals {n['late refusal']}")
     total = sum(counts.values())
     print(f"attempts {total} / clean {counts['clean']} / code executions {counts['code execution']} / "
           f"allocations beyond limits {counts['allocation']} / silent acceptances {counts['silent']} / "
-          f"tracebacks or untyped {counts['traceback']} / wrong reason {counts['wrong reason']} / slow {counts['slow']}")
+          f"tracebacks or untyped {counts['traceback']} / wrong reason {counts['wrong reason']} / slow {counts['slow']} / "
+          f"injections that ran {counts['injection ran']} / late refusals {counts['late refusal']} / "
+          f"pages refused {counts['refused']}")
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -19,6 +19,7 @@ import torch
 
 import abuse_corpus
 import abuse_inputs
+import abuse_report
 from abuse_corpus import CFG, CKPT, DATA_CASES, RESUME_CASES, RUN_CASES, STEP, STEP_CASES
 from scoreprobe.loading.series import load_checkpoint, load_series
 from scoreprobe.cli import main
@@ -175,6 +176,7 @@ def test_corpus_size():
     n = len(DATA_CASES) + len(RUN_CASES) + len(STEP_CASES) + len(RESUME_CASES) + len(OPTION_CASES)
     assert n >= 60, n
     assert len(INPUT_CASES) >= 80 and {item for _, item, _ in INPUT_CASES} == set(abuse_inputs.ITEMS)
+    assert len(REPORT_CASES) >= 90 and {s for _, s, _ in REPORT_CASES} == set(abuse_report.SURFACES)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,6 +195,25 @@ def test_hardened_input(name, item, build, sandbox):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         outcome, detail = abuse_corpus.run_attempt(build, d, d.parent)
+    assert outcome == "clean", detail
+    assert _tree(store) == before
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 33: the report page and plot-log (tests/abuse_report.py)
+# ---------------------------------------------------------------------------------------------
+
+REPORT_CASES = abuse_report.cases()
+
+
+@pytest.mark.parametrize("name,surface,build", REPORT_CASES, ids=[c[0] for c in REPORT_CASES])
+def test_report_and_plot_log_abuse(name, surface, build, sandbox):
+    """Each attempt: refused in one line before any section is computed, or the page / figure made
+    with no markup from the data in it (and the documented warning with its count)."""
+    d, store, before = sandbox
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        outcome, detail = abuse_report.run_report_attempt(build, d, d.parent)
     assert outcome == "clean", detail
     assert _tree(store) == before
 

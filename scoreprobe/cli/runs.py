@@ -263,12 +263,11 @@ def plot_log(run_dir, out):
     """Draw the training curve of RUN_DIR: the logged loss vs step on log axes, its mean in each σ
     bucket as separate lines, and the checkpoint steps marked."""
     import os
-    from scoreprobe.training.trainlog import read_log
-    read_log(run_dir)                       # DataError (one line, exit 2) before matplotlib is imported
     from scoreprobe.viz.trainlog import plot_train_log
     out = out or os.path.join(run_dir, "train_log.png")
     check_writable(out, "--out")
-    save_figure(plot_train_log(run_dir), out, dpi=120)
+    fig = plot_train_log(run_dir)           # DataError (one line, exit 2): no log, a wrong record, too large
+    save_figure(fig, out, dpi=120)
     click.echo(f"wrote {out}")
 
 

@@ -4,10 +4,12 @@
     estimate(plan)                                               # seconds to compute what is missing
     result = build(plan)                                         # compute / resume, then write the page
 
-`report(...)` does the three. The package: `plan` (sizes, store checks, time estimate), `gather`
+`report(...)` does the three. The package: `plan` (store checks, time estimate), `sizes` (sizes
+checked against scoreprobe.limits, the page's size), `checks` (store contents by type), `gather`
 (the probes' public functions and their stores), `payload` (Datasets -> JSON and PNG), `render`
-(the HTML), `markdown` (docs/definitions.md into the page); `page.html`, `page.css`, `page.js`
-are the page's template, styles and script (package data).
+(the HTML), `safe` (the one escaping path and the Content-Security-Policy), `markdown`
+(docs/definitions.md into the page); `page.html`, `page.css`, `page.js` are the page's template,
+styles and script (package data).
 """
 import dataclasses
 import datetime
@@ -16,6 +18,8 @@ import shlex
 import time
 from pathlib import Path
 
+from scoreprobe.errors import ConfigError
+from scoreprobe.limits import MAX_PAGE_BYTES
 from scoreprobe.reports.plan import (REPORT_SIZES, SECTIONS, Plan, estimate, make_plan)  # noqa: F401
 
 
@@ -31,32 +35,34 @@ class ReportResult:
 
 
 def _series_rows(series, plan):
-    """(label, HTML) rows of the series section."""
-    import html
+    """(label, text or Markup) rows of the series section; every value is escaped by `safe` when
+    the page is made (run.json, checkpoint and store values are text here, never markup)."""
+    from scoreprobe.reports.safe import html
     d = series.describe()
-    cfg = d["config"] or {}
-    arch = d["arch"] or {}
-    net = arch.get("net", {})
+    cfg = d["config"] if isinstance(d["config"], dict) else {}
+    arch = d["arch"] if isinstance(d["arch"], dict) else {}
+    net = arch.get("net") if isinstance(arch.get("net"), dict) else {}
     param = cfg.get("parameterization") or ("edm" if series.meta.get("format") else None)
     how = ("a scoreprobe run: EDM preconditioning, σ_data = "
            f"{arch.get('sigma_data')} (run.json)" if series.meta.get("format") else
            d.get("parameterization_how") or "read from the files, or as given with --set (see scoreprobe info)")
     steps = list(series.steps)
-    rows = [("series", f"<code>{html.escape(str(series.path))}</code> ({html.escape(str(d['kind']))})"),
-            ("rule", html.escape(repr(d["rule"]))),
+    n_params = d["n_params"]
+    rows = [("series", html("<code>{path}</code> ({kind})", path=series.path, kind=d["kind"])),
+            ("rule", repr(d["rule"])),
             ("data", f"{d['n_train']} training + {d['n_heldout']} held-out images, "
                      f"{series.rule.n_bits} bits each"
                      + (f", data seed {cfg.get('data_seed')}" if "data_seed" in cfg else "")),
-            ("model", html.escape(" ".join(f"{k}={v}" for k, v in net.items()) or d.get("model")
-                                  or "as read from the files")
-             + (f"; {d['n_params']:,} parameters" if d["n_params"] else "")),
-            ("parameterization", html.escape(f"{param or 'unknown'} ({how})")),
+            ("model", (" ".join(f"{k}={v}" for k, v in net.items()) or d.get("model") or "as read from the files")
+             + (f"; {n_params:,} parameters" if isinstance(n_params, int) and n_params else "")),
+            ("parameterization", f"{param or 'unknown'} ({how})"),
             ("checkpoints", f"{len(steps)} in the series: {', '.join(map(str, steps[:6]))}"
                             + (f", … {steps[-1]}" if len(steps) > 6 else "")),
             ("measured", ", ".join(map(str, plan.steps)) + f" ({len(plan.steps)} checkpoints)")]
     for section, item in plan.items.items():
         if item.given:
-            rows.append((f"{section} store", f"<code>{html.escape(str(item.path))}</code>: {len(item.have)} checkpoints"))
+            rows.append((f"{section} store", html("<code>{path}</code>: {n} checkpoints", path=item.path,
+                                                  n=len(item.have))))
     return rows
 
 
@@ -144,9 +150,12 @@ def build(plan, device="cpu", progress=None, sources=None):
     reused = {s: [st for st in it.have if it.given or st in plan.steps] for s, it in plan.items.items()}
     datasets = gather(plan, device=device, progress=progress)
     notes = list(plan.notes) + _plane_notes(datasets)
-    payloads = section_payloads(datasets)
+    payloads = section_payloads(datasets, {s: it.path for s, it in plan.items.items()})
     title = f"scoreprobe report — {Path(plan.series.path).name}"
     text = page_html(title, _series_rows(plan.series, plan), payloads, notes, _provenance(plan, sources))
+    if len(text.encode("utf-8")) > MAX_PAGE_BYTES:
+        raise ConfigError(f"the page would take {len(text.encode()) / 2**20:.0f} MiB, more than the limit "
+                          f"{MAX_PAGE_BYTES >> 20} MiB (scoreprobe.limits.MAX_PAGE_BYTES); nothing was written")
     write_atomic(plan.out, text)
     return ReportResult(Path(plan.out), len(text.encode("utf-8")), time.perf_counter() - t0, computed, reused, notes,
                         plan.cache)

@@ -1,9 +1,11 @@
 """The subset of Markdown docs/definitions.md is written in, as HTML: headings, paragraphs, bullet
 lists (with indented continuation lines), pipe tables, **bold**, *italic*, `code`, [links](url).
-The report copies the definitions into the page (it must stand alone), so this needs no library."""
-import html
+The report copies the definitions into the page (it must stand alone), so this needs no library.
+Text is escaped by `safe.escape` before any tag is added; tags come from constants here."""
 import re
 from pathlib import Path
+
+from scoreprobe.reports.safe import Markup, escape, html, join
 
 _INLINE = [(re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"),
            (re.compile(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])"), r"<em>\1</em>")]
@@ -22,21 +24,21 @@ def inline(text):
     parts, out = re.split(r"(`[^`]+`)", text), []
     for part in parts:
         if part.startswith("`") and part.endswith("`") and len(part) > 1:
-            out.append(f"<code>{html.escape(part[1:-1])}</code>")
+            out.append(html("<code>{c}</code>", c=part[1:-1]))
             continue
-        s = html.escape(part, quote=False)
+        s = str(escape(part))   # the patterns split only at * [ ] ( ): never inside an entity
         for pattern, repl in _INLINE:
             s = pattern.sub(repl, s)
-        out.append(_LINK.sub(lambda m: m.group(1), s))
-    return "".join(out)
+        out.append(Markup(_LINK.sub(lambda m: m.group(1), s)))
+    return join(out)
 
 
 def _table(rows):
     cells = [[c.strip() for c in r.strip().strip("|").split("|")] for r in rows]
     head, body = cells[0], [r for r in cells[2:]]
-    h = "".join(f"<th>{inline(c)}</th>" for c in head)
-    b = "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in body)
-    return f"<table><thead><tr>{h}</tr></thead><tbody>{b}</tbody></table>"
+    h = join(html("<th>{c}</th>", c=inline(c)) for c in head)
+    b = join(html("<tr>{r}</tr>", r=join(html("<td>{c}</td>", c=inline(c)) for c in r)) for r in body)
+    return html("<table><thead><tr>{h}</tr></thead><tbody>{b}</tbody></table>", h=h, b=b)
 
 
 def _blocks(lines):
@@ -77,7 +79,8 @@ def to_html(text):
         if kind == "heading":
             level = len(lines[0]) - len(lines[0].lstrip("#"))
             title = lines[0].lstrip("#").strip()
-            out.append(f'<h{level + 2} id="{slug(title)}">{inline(title)}</h{level + 2}>')
+            tag = f"h{min(level + 2, 6)}"
+            out.append(html('<{tag} id="{id}">{title}</{tag}>', tag=tag, id=slug(title), title=inline(title)))
         elif kind == "table":
             out.append(_table(lines))
         elif kind == "list":
@@ -88,10 +91,10 @@ def to_html(text):
                     cur = []
                 cur.append(line[2:].strip() if line.startswith("- ") else line.strip())
             items.append(cur)
-            out.append("<ul>" + "".join(f"<li>{inline(' '.join(it))}</li>" for it in items) + "</ul>")
+            out.append(html("<ul>{li}</ul>", li=join(html("<li>{t}</li>", t=inline(" ".join(it))) for it in items)))
         else:
-            out.append(f"<p>{inline(' '.join(s.strip() for s in lines))}</p>")
-    return "\n".join(out)
+            out.append(html("<p>{t}</p>", t=inline(" ".join(s.strip() for s in lines))))
+    return join(out, "\n")
 
 
 def sections(text):

@@ -16,7 +16,8 @@
   }
   function el(tag, attrs, parent, text) {
     const e = tag.startsWith("svg:") ? document.createElementNS(NS, tag.slice(4)) : document.createElement(tag);
-    for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
+    // style through the CSSOM: the page's content policy allows no inline style attributes
+    for (const k in attrs || {}) if (k === "style") e.style.cssText = attrs[k]; else e.setAttribute(k, attrs[k]);
     if (text !== undefined) e.textContent = text;
     if (parent) parent.appendChild(e);
     return e;
@@ -183,7 +184,7 @@
       p.cv.dataset.frame = `step=${b.steps[i]} sigma_start=${b.sigma_start[s]}`;
       p.cap.textContent = `step ${b.steps[i]}, σ_start = ${b.sigma_start[s]} (${geo.nu}×${geo.nv} grid)`;
       table.textContent = "";
-      el("tr", {}, table).innerHTML = `<td colspan="3"><b>share of the plane at step ${b.steps[i]}</b></td>`;
+      el("b", {}, el("td", { colspan: 3 }, el("tr", {}, table)), `share of the plane at step ${b.steps[i]}`);
       b.states.slice().reverse().forEach((st) => {
         const k = b.states.indexOf(st), f = b.fraction[i][s][k], tr = el("tr", {}, table);
         el("td", {}, tr, SHORT[st] || st);
@@ -265,7 +266,12 @@
         panels[k].cap.textContent = `${w}${a.per ? ", step " + step : ""}, σ = ${f.sigma[s]}`;
         cv.dataset.frame = `step=${a.per ? step : "none"} sigma=${f.sigma[s]}`;
       });
-      bar.innerHTML = `colour: log10 |score|<br>${VIRIDIS.map((c) => `<span class="sw" style="display:inline-block;width:14px;height:10px;background:${c}"></span>`).join("")}<br>${lo.toFixed(2)} … ${hi.toFixed(2)}<br>arrows: direction of the in-plane score`;
+      bar.textContent = "";   // text and elements only: the page sets no innerHTML (Trusted Types refuse it)
+      el("div", {}, bar, "colour: log10 |score|");
+      const sw = el("div", {}, bar);
+      for (const c of VIRIDIS) el("span", { class: "sw", style: `display:inline-block;width:14px;height:10px;background:${c}` }, sw);
+      el("div", {}, bar, `${lo.toFixed(2)} … ${hi.toFixed(2)}`);
+      el("div", {}, bar, "arrows: direction of the in-plane score");
     }
     redraw.push((step, i, s) => draw(step, s));
   }

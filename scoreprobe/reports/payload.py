@@ -49,14 +49,15 @@ def wilson(p, n, z=Z95):
 def _tau(a, key):
     ci = a.get(key + "_ci")
     return {"value": _num(a.get(key, math.nan)), "ci": None if not ci else [_num(v) for v in ci],
-            "reached": a.get(key + "_reached")}
+            "reached": _num(a.get(key + "_reached"))}
 
 
 def clocks_payload(ds):
     """Curves (rule_acc, novel_valid, mem_ratio) with 95% Wilson ribbons, group_acc and group_mem
     (group level, without ribbons) when the store has them, τ with CIs, the window (its
     status as probes.taus.window_status words it, from the stored τ and the curve)."""
-    a, n = ds.attrs, int(ds.sizes["sample"])
+    a = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in ds.attrs.items()}   # open_store: null -> NaN
+    n = int(ds.sizes["sample"])
     curves = {}
     for name in ("rule_acc", "novel_valid", "mem_ratio"):
         y = ds[name].values.astype(np.float64)
@@ -67,15 +68,15 @@ def clocks_payload(ds):
             curves[name] = {"y": [_num(v, 4) for v in ds[name].values.astype(np.float64)]}
     return {"steps": [int(s) for s in ds.step.values], "n_samples": n, "curves": curves,
             "taus": {k: _tau(a, k) for k in ("tau_rule", "tau_novel", "tau_mem")},
-            "thresholds": {"rule": a.get("rule_threshold"), "mem": a.get("mem_threshold"),
+            "thresholds": {"rule": _num(a.get("rule_threshold")), "mem": _num(a.get("mem_threshold")),
                            "novel": _num(a.get("novel_threshold", math.nan))},
             "novel_oracle": _num(a.get("novel_oracle", math.nan)),
             "window": {"open": bool(a.get("window_open")), "intervals": a.get("window_intervals") or [],
                        "log10_width": _num(a.get("window_log10_width", math.nan), 3),
                        "log10_width_ci": [_num(v, 3) for v in a.get("window_log10_width_ci") or []],
-                       "open_share": a.get("window_open_share"), "censored": bool(a.get("window_hi_censored")),
+                       "open_share": _num(a.get("window_open_share")), "censored": bool(a.get("window_hi_censored")),
                        "status": window_status(ds, tau=a)},
-            "under_resolved": list(a.get("under_resolved") or []), "n_boot": a.get("n_boot"), "ci": a.get("ci")}
+            "under_resolved": list(a.get("under_resolved") or []), "n_boot": a.get("n_boot"), "ci": _num(a.get("ci"))}
 
 
 def _anchors(ds):
@@ -155,8 +156,12 @@ PAYLOADS = {"clocks": clocks_payload, "basins": basins_payload, "field": field_p
             "retention": retention_payload}
 
 
-def section_payloads(datasets):
-    """{section: JSON-able payload} for the gathered Datasets."""
+def section_payloads(datasets, paths=None):
+    """{section: JSON-able payload} for the gathered Datasets, each checked first (reports.checks:
+    StoreError naming `paths[section]` for a variable, step or attribute of the wrong kind)."""
+    from scoreprobe.reports.checks import check_dataset
+    for name, ds in datasets.items():
+        check_dataset(name, ds, (paths or {}).get(name, f"of {name}"))
     out = {name: PAYLOADS[name](ds) for name, ds in datasets.items() if name in PAYLOADS}
     if "dsm" in datasets:
         out["dsm"] = dsm_payload(datasets["dsm"], datasets.get("clocks"))

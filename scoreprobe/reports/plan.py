@@ -12,25 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
-from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION
-from scoreprobe.store.versions import equivalent
+from scoreprobe.defaults import DEFINITIONS_VERSION
 from scoreprobe.errors import ConfigError, StoreError
+from scoreprobe.reports.checks import check_dataset, check_meta_size, check_record
+from scoreprobe.reports.sizes import REPORT_SIZES, check_page_size, check_sizes, store_dims  # noqa: F401
+from scoreprobe.store.versions import equivalent
 
-# name: default. Sizes of every section the report computes when no store holds it.
-REPORT_SIZES = {
-    "n_samples": 1000,            # clocks: samples per checkpoint (the clocks' own default)
-    "n_steps": DEFAULT_N_STEPS,   # Heun steps of every PF-ODE (clocks, basins, retention)
-    "sigma_start": (0.5, 1.0, 2.0),   # basins: starting noise levels; also the σ of the score field
-    "res": 16,                    # basins: grid points per axis
-    "field_res": 24,              # score field: grid points per axis
-    "retention_sigmas": (0.2, 0.5, 1.0, 2.0),
-    "retention_items": 16,        # retention: training and held-out items each
-    "retention_noise": 4,         # retention: restarts per item and σ
-    "dsm_sigmas": 20,             # DSM: log-spaced σ in [0.002, 80]
-    "dsm_noise": 2,               # DSM: noise draws per item
-    "dsm_heldout": 120,           # DSM: held-out items (all training items are used)
-    "seed": 0,
-}
 N_AUTO_STEPS = 8                  # --steps auto: about this many checkpoints, log-spread
 SECTIONS = ("clocks", "basins", "field", "retention", "dsm")
 PROBE_OF = {"clocks": "clocks", "basins": "basins", "field": "score_field", "retention": "retention",
@@ -48,6 +35,7 @@ class Item:
     have: list      # steps the store holds now
     todo: list      # steps to compute (empty for a given store)
     rows: int = 0   # network rows to evaluate for `todo`
+    dims: tuple = ()   # a given store's (n_sigma, res) (plan.store_dims), for the page size
 
 
 @dataclasses.dataclass
@@ -66,25 +54,6 @@ class Plan:
     @property
     def todo(self):
         return {s: it for s, it in self.items.items() if it.todo}
-
-
-def check_sizes(sizes):
-    """REPORT_SIZES updated with `sizes` ({name: value}); ConfigError for an unknown name or bad value."""
-    out = dict(REPORT_SIZES)
-    for name, value in (sizes or {}).items():
-        if name not in REPORT_SIZES:
-            raise ConfigError(f"unknown report size {name!r}; known: {', '.join(REPORT_SIZES)}")
-        default = REPORT_SIZES[name]
-        try:
-            value = tuple(float(v) for v in np.atleast_1d(value)) if isinstance(default, tuple) else int(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"report size {name}: expected {'numbers' if isinstance(default, tuple) else 'an integer'}, "
-                              f"got {value!r}") from None
-        if (isinstance(value, tuple) and (not value or min(value) <= 0)) or \
-                (not isinstance(value, tuple) and value < (0 if name == "seed" else 1)):
-            raise ConfigError(f"report size {name} must be positive, got {value!r}")
-        out[name] = value
-    return out
 
 
 def auto_steps(series, n=N_AUTO_STEPS):
@@ -158,8 +127,8 @@ def _check_cached(path, config, section, sizes, plane):
     if config.get("probe") != PROBE_OF[section]:
         raise StoreError(f"report cache {path} holds {config.get('probe')}, not {PROBE_OF[section]}: "
                          "choose another --cache or remove it")
-    from scoreprobe.store import RECORD_ATTR, commit
-    record = (commit.read_json(Path(path) / "zarr.json").get("attributes") or {}).get(RECORD_ATTR) or {}
+    from scoreprobe.store import commit
+    record = _record(commit.read_json(Path(path) / "zarr.json"))
     if "models" not in record:   # its probe would refuse to resume it (docs/definitions.md, "Which model")
         raise StoreError(f"report cache {path} was written before scoreprobe recorded which model each step "
                          "measured, so it cannot be resumed: choose another --cache or remove it")
@@ -170,6 +139,7 @@ def _check_cached(path, config, section, sizes, plane):
     if differ:
         raise StoreError(f"report cache {path} holds {section} with other settings ({', '.join(differ)} differ): "
                          "choose another --cache or remove it")
+    check_contents(section, path)
 
 
 def open_checked(path, series):
@@ -178,6 +148,8 @@ def open_checked(path, series):
     or another model at some step; note: what the page must say about it (or None)."""
     from scoreprobe.store import inspect, stored_config, verify, written_steps
     path = Path(path)
+    check_meta_size(path)
+    check_record(path)
     state, _ = inspect(path)
     if state in ("absent", "empty"):
         raise StoreError(f"no zarr store at {path}")
@@ -194,13 +166,30 @@ def open_checked(path, series):
     return section, config, written_steps(path), check_models(path, series)
 
 
+def _record(root):
+    """The commit record of a store's root metadata ({} when there is none or it is no object)."""
+    from scoreprobe.store import RECORD_ATTR
+    record = ((root or {}).get("attributes") or {}).get(RECORD_ATTR)
+    return record if isinstance(record, dict) else {}
+
+
+def check_contents(section, path):
+    """StoreError unless the store at `path` holds what the page reads from `section` (reports.checks:
+    variables, integer unique steps, clocks attributes by type); its (n_sigma, res) for the page size.
+    Opens the store lazily: nothing but metadata and coordinates is read."""
+    from scoreprobe.store import open_store
+    ds = open_store(path)
+    check_dataset(section, ds, path, required=False)
+    return store_dims(ds)
+
+
 def check_models(path, series):
     """StoreError when a step of the store was measured on another model than the series' checkpoint
     at that step (the identities the store records, `scoreprobe.sweep.identity`); a note (str) when
     the store records none, else None."""
-    from scoreprobe.store import RECORD_ATTR, commit
+    from scoreprobe.store import commit
     from scoreprobe.sweep import identity
-    record = (commit.read_json(Path(path) / "zarr.json").get("attributes") or {}).get(RECORD_ATTR) or {}
+    record = _record(commit.read_json(Path(path) / "zarr.json"))
     if "models" not in record:
         return (f"store {path} does not record which model each step measured (written before scoreprobe "
                 "did); only its series' identity is checked")
@@ -258,19 +247,24 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
     """
     from scoreprobe.store import inspect, stored_config, written_steps
     from scoreprobe.sweep import select_steps
-    sizes = check_sizes(sizes)
+    sizes = check_sizes(sizes, series)
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
         raise ConfigError(f"unknown report sections {unknown}; known: {', '.join(SECTIONS)}")
     chosen = auto_steps(series) if steps in (None, "auto") else list(series.steps) if steps == "all" else \
         [s for s, _ in select_steps([(s, None) for s in series.steps], steps)]
     cache = default_cache(out, series, sizes, plane) if cache is None else Path(cache)
+    if cache.exists() and not cache.is_dir():
+        raise ConfigError(f"the report cache {cache} is a file, not a folder: move it away or choose another "
+                          "--cache")
     items, notes = _given(stores, series, chosen)
     for section in sections:
         if section in items:
             continue
         path = cache / f"{section}.zarr"
         have = []
+        check_meta_size(path)
+        check_record(path)
         if inspect(path)[0] == "store":
             config = stored_config(path) or {}
             check_identity(path, config, series, advice="choose another --cache or remove it")
@@ -278,7 +272,9 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
             have = written_steps(path)
         todo = [s for s in chosen if s not in set(have)]
         items[section] = Item(section, path, False, have, todo, len(todo) * section_rows(section, sizes, series))
-    return Plan(series, chosen, sizes, plane, Path(out), cache, {s: items[s] for s in sections if s in items}, notes)
+    plan = Plan(series, chosen, sizes, plane, Path(out), cache, {s: items[s] for s in sections if s in items}, notes)
+    check_page_size(plan)
+    return plan
 
 
 def _plane_spec(series, spec, seed):
@@ -298,7 +294,7 @@ def _given(stores, series, chosen):
             notes.append((section, note))
         if section in items:
             raise StoreError(f"two stores of {section} given ({items[section].path} and {path}); give one")
-        items[section] = Item(section, Path(path), True, have, [])
+        items[section] = Item(section, Path(path), True, have, [], dims=check_contents(section, path))
         missing = sorted(set(chosen) - set(have))
         if missing:
             notes.append((section, f"store {path} holds {len(have)} checkpoints; {len(missing)} of the "

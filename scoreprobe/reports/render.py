@@ -1,17 +1,19 @@
 """Write the page: one HTML file with its styles, script, data (JSON) and figures (PNG) inline.
 
 The static parts (the series, τ table, provenance, the definitions copied from
-docs/definitions.md) are HTML made here; the charts, basin maps, score field and the step slider
-are drawn by `page.js` (plain JavaScript, shipped as package data) from the embedded JSON.
+docs/definitions.md) are HTML made here, every value through `safe` (one escaping path); the
+charts, basin maps, score field and the step slider are drawn by `page.js` (plain JavaScript,
+shipped as package data, allowed by its hash in the page's Content-Security-Policy) from the
+embedded JSON, which it reads with JSON.parse and puts on the page as text only.
 """
-import html
 import json
-import re
 from pathlib import Path
 
 from scoreprobe.reports import markdown
+from scoreprobe.reports.safe import Markup, csp, escape, fill, html, join, json_text
 
 HERE = Path(__file__).parent
+MAX_SHOWN_CHARS = 20000   # a store's history or settings are shown up to this many characters
 
 # section: (title, one-line explanation, headings of docs/definitions.md it rests on)
 SECTIONS = {
@@ -40,112 +42,134 @@ SECTIONS = {
 }
 
 
-def _esc(x):
-    return html.escape(str(x))
-
-
 def _definition_blocks(heads, defs):
     """<details> with the definitions sections whose titles start with one of `heads`, and links to them."""
     picked = [(t, body) for h in heads for t, body in defs.items() if t.startswith(h)]
-    links = " · ".join(f'<a href="#{markdown.slug(t)}">{markdown.inline(t)}</a>' for t, _ in picked)
-    inner = "".join(f"<h4>{markdown.inline(t)}</h4>{markdown.to_html(b)}" for t, b in picked)
-    return (f'<details class="defs"><summary>Definitions: {links}</summary>'
-            f'<div class="defs-body">{inner}</div></details>') if picked else ""
+    if not picked:
+        return Markup()
+    links = join((html('<a href="#{slug}">{title}</a>', slug=markdown.slug(t), title=markdown.inline(t))
+                  for t, _ in picked), " · ")
+    inner = join(html("<h4>{title}</h4>{body}", title=markdown.inline(t), body=markdown.to_html(b)) for t, b in picked)
+    return html('<details class="defs"><summary>Definitions: {links}</summary><div class="defs-body">{inner}'
+                "</div></details>", links=links, inner=inner)
 
 
 def _table(rows, cls="kv"):
-    body = "".join(f"<tr><th>{_esc(k)}</th><td>{v}</td></tr>" for k, v in rows)
-    return f'<table class="{cls}">{body}</table>'
+    """A two-column table of (label, value) rows; values are text, or Markup made with `safe.html`."""
+    body = join(html("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=v) for k, v in rows)
+    return html('<table class="{cls}">{body}</table>', cls=cls, body=body)
 
 
 def _notes(notes, section):
-    mine = [n for s, n in notes if s == section]
-    return "".join(f'<p class="note">⚠ {_esc(n)}</p>' for n in mine)
+    return join(html('<p class="note">⚠ {n}</p>', n=n) for s, n in notes if s == section)
 
 
 def _section(name, body, defs, notes):
     title, line, heads = SECTIONS[name]
-    return (f'<section id="{name}"><h2>{_esc(title)}</h2><p class="lede">{_esc(line)}</p>{_notes(notes, name)}'
-            f"{body}{_definition_blocks(heads, defs)}</section>")
+    return html('<section id="{name}"><h2>{title}</h2><p class="lede">{line}</p>{notes}{body}{defs}</section>',
+                name=name, title=title, line=line, notes=_notes(notes, name), body=body,
+                defs=_definition_blocks(heads, defs))
+
+
+def _clip(text, limit=MAX_SHOWN_CHARS):
+    """`text` cut to `limit` characters, saying how much was left out (a store's history or config can be long)."""
+    text = str(text)
+    return text if len(text) <= limit else text[:limit] + f" … ({len(text) - limit} more characters not shown)"
+
+
+def _store_block(section, rec):
+    steps = rec["steps"]
+    extra = join(html("<li>{k}: <code>{v}</code></li>", k=k, v=json.dumps(v)[:400]) for k, v in rec["extra"].items())
+    per_step = join(html("<tr><td>{s}</td><td><code>{d}</code></td></tr>", s=s, d=d)
+                    for s, d in zip(steps, rec["step_digests"]))
+    return html(
+        '<div class="store"><h4>{section} — <code>{path}</code> ({origin})</h4>'
+        "<p>{n} steps; record digest <code>{digest}</code> (BLAKE2b of the commit record holding {n_sums} chunk "
+        "checksums, verified when read)</p>{extra}"
+        "<details><summary>settings (scoreprobe_config)</summary><pre>{config}</pre></details>"
+        '<details><summary>per-step digests</summary><table class="digests">{per_step}</table></details>'
+        "<details><summary>history</summary><pre>{history}</pre></details></div>",
+        section=section, path=rec["path"], origin=rec["origin"], n=len(steps), digest=rec["record_digest"],
+        n_sums=rec["n_checksums"], extra=html("<ul>{x}</ul>", x=extra) if extra else Markup(),
+        config=_clip(json.dumps(rec["config"], indent=1, sort_keys=True)), per_step=per_step,
+        history=_clip(rec["history"]))
 
 
 def _provenance(prov):
-    rows = [("scoreprobe", _esc(prov["version"])), ("generated", _esc(prov["generated"])),
-            ("regenerate", f'<code class="cmd">{_esc(prov["command"])}</code>'),
-            ("sizes", _esc(", ".join(f"{k}={v}" for k, v in prov["sizes"].items()))),
-            ("packages", _esc(", ".join(f"{k} {v}" for k, v in prov["packages"].items())))]
-    stores = []
-    for section, rec in prov["stores"].items():
-        steps = rec["steps"]
-        extra = "".join(f"<li>{_esc(k)}: <code>{_esc(json.dumps(v)[:400])}</code></li>" for k, v in rec["extra"].items())
-        per_step = "".join(f"<tr><td>{s}</td><td><code>{_esc(d)}</code></td></tr>"
-                           for s, d in zip(steps, rec["step_digests"]))
-        stores.append(
-            f'<div class="store"><h4>{_esc(section)} — <code>{_esc(rec["path"])}</code> ({rec["origin"]})</h4>'
-            f'<p>{len(steps)} steps; record digest <code>{rec["record_digest"]}</code> (BLAKE2b of the commit record '
-            f'holding {rec["n_checksums"]} chunk checksums, verified when read)</p>'
-            f'{"<ul>" + extra + "</ul>" if extra else ""}'
-            f'<details><summary>settings (scoreprobe_config)</summary><pre>{_esc(json.dumps(rec["config"], indent=1, sort_keys=True))}</pre></details>'
-            f'<details><summary>per-step digests</summary><table class="digests">{per_step}</table></details>'
-            f'<details><summary>history</summary><pre>{_esc(rec["history"])}</pre></details></div>')
-    return _table(rows) + "".join(stores)
+    rows = [("scoreprobe", prov["version"]), ("generated", prov["generated"]),
+            ("regenerate", html('<code class="cmd">{c}</code>', c=prov["command"])),
+            ("sizes", ", ".join(f"{k}={v}" for k, v in prov["sizes"].items())),
+            ("packages", ", ".join(f"{k} {v}" for k, v in prov["packages"].items()))]
+    return _table(rows) + join(_store_block(s, rec) for s, rec in prov["stores"].items())
 
 
 def _clock_table(c):
+    """The τ table of a clocks payload (its values checked by checks.check_clock_attrs)."""
     def fmt(t):
         v = "not reached" if t["value"] is None else f"{t['value']:.0f}"
         ci = "" if not t["ci"] else " [" + " – ".join("not reached" if x is None else f"{x:.0f}" for x in t["ci"]) + "]"
         return v + ci
     names = {"tau_rule": "τ_rule", "tau_novel": "τ_novel", "tau_mem": "τ_mem"}
-    rows = [(names[k], _esc(fmt(t))) for k, t in c["taus"].items()]
+    rows = [(names[k], fmt(t)) for k, t in c["taus"].items()]
     w = c["window"]
     if w["open"]:
         spans = ", ".join(f"{lo:.0f} – {hi:.0f}" for lo, hi in w["intervals"])
+        width = "not defined" if w["log10_width"] is None else f"{w['log10_width']:.2f}"
         ci = f" [{w['log10_width_ci'][0]:.2f}, {w['log10_width_ci'][1]:.2f}]" if len(w["log10_width_ci"]) == 2 and \
             None not in w["log10_width_ci"] else ""
-        text = f"open: steps {spans}, log10 width {w['log10_width']:.2f}{ci}" + \
+        text = f"open: steps {spans}, log10 width {width}{ci}" + \
             (" (still open at the last checkpoint)" if w["censored"] else "")
     else:
         text = w["status"]   # probes.taus.window_status: "closed: ..."
-    rows.append(("innovation window", _esc(text)))
+    rows.append(("innovation window", text))
     if c["under_resolved"]:
-        rows.append(("under-resolved", _esc(", ".join(c["under_resolved"]) + ": no checkpoint within a factor 1.5")))
-    return _table(rows, "kv taus") + f'<p class="small">{round(100 * (c["ci"] or 0.95))}% bootstrap CIs over ' \
-        f'{c["n_boot"]} resamples; ribbons: 95% Wilson intervals of each fraction over {c["n_samples"]} samples.</p>'
+        rows.append(("under-resolved", ", ".join(c["under_resolved"]) + ": no checkpoint within a factor 1.5"))
+    level = round(100 * (0.95 if c["ci"] is None else c["ci"]))
+    n_boot = "an unrecorded number of" if c["n_boot"] is None else c["n_boot"]
+    return _table(rows, "kv taus") + html(
+        '<p class="small">{level}% bootstrap CIs over {n_boot} resamples; ribbons: 95% Wilson intervals of each '
+        "fraction over {n} samples.</p>", level=level, n_boot=n_boot, n=c["n_samples"])
 
 
 BODIES = {
-    "clocks": lambda p: '<div id="clocks-chart" class="chart"></div>' + _clock_table(p),
-    "basins": lambda p: '<div class="plane-row"><div id="basin-panel"></div>'
-                        '<div id="shares-panel"></div></div>',
-    "field": lambda p: '<div id="field-panel" class="plane-row"></div>',
-    "retention": lambda p: '<div id="retention-chart" class="chart"></div>',
-    "dsm": lambda p: (f'<div class="figs"><img alt="DSM gap heat map" src="data:image/png;base64,{p["heatmap"]}">'
-                      f'<img alt="DSM loss by sigma" src="data:image/png;base64,{p["losses"]}"></div>'),
+    "clocks": lambda p: Markup('<div id="clocks-chart" class="chart"></div>') + _clock_table(p),
+    "basins": lambda p: Markup('<div class="plane-row"><div id="basin-panel"></div><div id="shares-panel"></div></div>'),
+    "field": lambda p: Markup('<div id="field-panel" class="plane-row"></div>'),
+    "retention": lambda p: Markup('<div id="retention-chart" class="chart"></div>'),
+    "dsm": lambda p: html('<div class="figs"><img alt="DSM gap heat map" src="data:image/png;base64,{heat}">'
+                          '<img alt="DSM loss by sigma" src="data:image/png;base64,{losses}"></div>',
+                          heat=p["heatmap"], losses=p["losses"]),
 }
 
 
-def page_html(title, series_rows, payloads, notes, prov):
-    """The whole page as a string."""
-    defs = markdown.sections(markdown.definitions_text())
+def _sections(payloads, defs, notes, series_rows):
     parts = [_section("series", _table(series_rows), defs, notes)]
     for name in ("clocks", "basins", "field", "retention", "dsm"):
         if name == "basins" and "basins" in payloads:   # the slider stays in view over the linked sections
-            parts.append('<div class="linked"><div id="plane-controls"></div>')
+            parts.append(Markup('<div class="linked"><div id="plane-controls"></div>'))
         if name in payloads:
             parts.append(_section(name, BODIES[name](payloads[name]), defs, notes))
         else:
-            parts.append(f'<section id="{name}"><h2>{_esc(SECTIONS[name][0])}</h2><p class="lede">not computed '
-                         f'for this page</p>{_notes(notes, name)}</section>')
+            parts.append(html('<section id="{name}"><h2>{title}</h2><p class="lede">not computed for this page</p>'
+                              "{notes}</section>", name=name, title=SECTIONS[name][0], notes=_notes(notes, name)))
         if name == "retention" and "basins" in payloads:
-            parts.append("</div>")
+            parts.append(Markup("</div>"))
+    return parts
+
+
+def page_html(title, series_rows, payloads, notes, prov):
+    """The whole page as a string. series_rows: (label, text or Markup) rows; every value from a store,
+    a run directory or the user is escaped by `safe` as it is put in (payloads go in as JSON text)."""
+    defs = markdown.sections(markdown.definitions_text())
+    parts = _sections(payloads, defs, notes, series_rows)
     parts.append(_section("provenance", _provenance(prov), defs, notes))
     data = {k: v for k, v in payloads.items() if k != "dsm"}
-    nav = "".join(f'<a href="#{k}">{_esc(v[0])}</a>' for k, v in SECTIONS.items()) + '<a href="#definitions">Definitions</a>'
+    nav = join(html('<a href="#{k}">{t}</a>', k=k, t=v[0]) for k, v in SECTIONS.items()) + \
+        Markup('<a href="#definitions">Definitions</a>')
+    style = (HERE / "page.css").read_text(encoding="utf-8")
+    script = (HERE / "page.js").read_text(encoding="utf-8")
     template = (HERE / "page.html").read_text(encoding="utf-8")
-    fill = {"TITLE": _esc(title), "STYLE": (HERE / "page.css").read_text(encoding="utf-8"), "NAV": nav,
-            "BANNER": "".join(f'<p class="note">⚠ {_esc(n)}</p>' for s, n in notes if s == "page"),
-            "SECTIONS": "\n".join(parts), "DEFINITIONS": markdown.to_html(markdown.definitions_text()),
-            "DATA": json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/"),
-            "SCRIPT": (HERE / "page.js").read_text(encoding="utf-8")}
-    return re.sub(r"\{\{([A-Z]+)\}\}", lambda m: fill[m.group(1)], template)   # one pass: inserted text stays as is
+    text = fill(template, CSP=csp(script, style), TITLE=escape(title), STYLE=Markup(style), NAV=nav,
+                BANNER=_notes(notes, "page"), SECTIONS=join(parts, "\n"),
+                DEFINITIONS=markdown.to_html(markdown.definitions_text()), DATA=json_text(data), SCRIPT=Markup(script))
+    return str(text)

@@ -1,28 +1,207 @@
-"""The training curve of a run directory: logged loss vs step, its σ buckets, checkpoint steps marked."""
+"""The training curve of a run directory: logged loss vs step, its σ buckets, checkpoint steps marked.
+
+`load_log` reads train_log.jsonl for the figure with checks, so that no log makes a traceback:
+
+- the file is refused past limits.MAX_LOG_BYTES (DataError, before it is read);
+- a line that is no JSON object (cut short by a kill, not UTF-8, longer than MAX_LOG_LINE_BYTES,
+  nested deeper than MAX_JSON_DEPTH) is skipped, and the skipped lines are counted in one warning;
+- a record with a wrong value is a DataError naming the line: `step` an integer in [0, MAX_STEP],
+  `loss` a number (not a bool) that is not negative, `loss_by_sigma` an object of numbers or nulls;
+- a non-finite loss (NaN, Infinity: a diverged run) is kept as a gap in the curve and counted in a warning;
+- a log of more than MAX_POINTS records is drawn as the means over MAX_POINTS log-spaced step bins (`thin`).
+
+Text from the log or the run directory's name is drawn as written: `$` is escaped so matplotlib
+reads no mathtext in it.
+"""
 import json
+import math
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from scoreprobe.training.trainlog import read_log
+from scoreprobe.errors import DataError, ScoreprobeWarning
+from scoreprobe.limits import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_LOG_BYTES, MAX_LOG_LINE_BYTES, MAX_STEP, json_depth
+from scoreprobe.training.trainlog import LOG_NAME
 from scoreprobe.viz.common import _new_axes
 
 BUCKET_COLORS = ("#1f77b4", "#9467bd", "#d62728", "#8c564b", "#e377c2")
+MAX_MARKERS = 1000   # checkpoint steps marked at most (a run.json listing more marks none, with a warning)
+MAX_POINTS = 4000    # records drawn as they are; a longer log is drawn as means over this many log-spaced bins
+
+
+def plain_text(text):
+    """`text` for a matplotlib label or title: `$` escaped, so no mathtext is parsed from data."""
+    return str(text).replace("$", r"\$")
 
 
 def _nice(label):
-    return label.replace("sigma", "σ").replace("<=", "≤").replace(">=", "≥")
+    return plain_text(label.replace("sigma", "σ").replace("<=", "≤").replace(">=", "≥"))
+
+
+def _parse(raw):
+    """The JSON object of one log line (bytes), or None when it is not one within the limits."""
+    if len(raw) > MAX_LOG_LINE_BYTES:
+        return None
+    try:
+        rec = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):   # not JSON, not UTF-8, nested past the interpreter's limit
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def _loss(v):
+    """A loss value: a JSON number (not a bool) that is a float (NaN and inf included: a diverged run)
+    and not negative."""
+    if type(v) is float:    # JSON gives float, int, bool, str, None, list or dict: exact types are enough
+        return not v < 0
+    if type(v) is int:
+        try:
+            return float(v) >= 0
+        except OverflowError:   # an integer of hundreds of digits
+            return False
+    return False
+
+
+def _check_record(rec, where):
+    """DataError unless rec's step, loss and loss_by_sigma have the types and ranges of a log record."""
+    step, loss, parts = rec.get("step"), rec.get("loss"), rec.get("loss_by_sigma")
+    if type(step) is not int or not 0 <= step <= MAX_STEP:
+        raise DataError(f"{where}: step must be an integer in [0, {MAX_STEP}], got {_short(step)}")
+    if not _loss(loss):
+        raise DataError(f"{where}: loss must be a number >= 0 (a mean squared or cross-entropy loss), "
+                        f"got {_short(loss)}")
+    if parts is not None and not (isinstance(parts, dict) and all(v is None or _loss(v) for v in parts.values())):
+        raise DataError(f"{where}: loss_by_sigma must be an object of losses >= 0 or nulls, got {_short(parts)}")
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def load_log(run_dir):
+    """The training curve of RUN_DIR/train_log.jsonl checked for the figure (see the module text):
+    {"step": (L,) int64, "loss": (L,) float64, "buckets": {label: (L,) float64}} sorted by step, the
+    bucket labels those of the first record that has any (NaN where a record has none). DataError for
+    no log, a log past MAX_LOG_BYTES, a record with a wrong value, or no record."""
+    path = Path(run_dir) / LOG_NAME
+    if not path.is_file():
+        what = "is not a directory" if not Path(run_dir).is_dir() else f"has no {LOG_NAME}"
+        raise DataError(f"{run_dir} {what}; plot-log reads the training log of a run directory "
+                        "written by `scoreprobe train`")
+    size = path.stat().st_size
+    if size > MAX_LOG_BYTES:
+        raise DataError(f"{path} holds {size / 2**20:.0f} MiB, more than the {MAX_LOG_BYTES >> 20} MiB plot-log "
+                        "reads (scoreprobe.limits.MAX_LOG_BYTES)")
+    steps, losses, labels, parts = [], [], None, []
+    n_lines = skipped = 0
+    with open(path, "rb") as f:
+        for i, raw in enumerate(_lines(f), 1):
+            n_lines = i
+            if not raw.strip():
+                continue
+            rec = _parse(raw)
+            if rec is None or "loss" not in rec:   # no record: cut short, garbage, or a line of another kind
+                skipped += 1
+                continue
+            _check_record(rec, f"{path}, line {i}")
+            by = rec.get("loss_by_sigma") or {}
+            if labels is None and by:
+                labels = list(by)
+            steps.append(rec["step"])
+            losses.append(float(rec["loss"]))
+            parts.append([math.nan if by.get(k) is None else float(by[k]) for k in labels or ()])
+    if not steps:
+        raise DataError(f"{path} holds no training-log records (the run has not logged a step yet)")
+    loss = np.array(losses, dtype=np.float64)                                      # (L,)
+    nonfinite = int((~np.isfinite(loss)).sum())
+    if skipped:
+        warnings.warn(f"{path}: {skipped} of {n_lines} lines are not training-log records (cut short by a kill, "
+                      "not JSON, too long or too deeply nested) and were skipped", ScoreprobeWarning, stacklevel=2)
+    if nonfinite:
+        warnings.warn(f"{path}: {nonfinite} of {len(loss)} records have a non-finite loss (NaN/inf, a diverged "
+                      "run): they are gaps in the curve", ScoreprobeWarning, stacklevel=2)
+    k = len(labels or ())
+    table = np.array([row + [math.nan] * (k - len(row)) for row in parts], dtype=np.float64).reshape(len(parts), k)
+    order = np.argsort(np.array(steps, dtype=np.int64), kind="stable")
+    return {"step": np.array(steps, dtype=np.int64)[order], "loss": loss[order],
+            "buckets": {lab: table[order, j] for j, lab in enumerate(labels or ())}}
+
+
+def _lines(f):
+    """The lines of a binary file, each cut at MAX_LOG_LINE_BYTES + 1 bytes (the rest of a longer line
+    is read and dropped, never held), at most MAX_LOG_BYTES in all."""
+    total = 0
+    while total <= MAX_LOG_BYTES:
+        line = f.readline(MAX_LOG_LINE_BYTES + 1)
+        if not line:
+            return
+        total += len(line)
+        while len(line) > MAX_LOG_LINE_BYTES and not line.endswith(b"\n"):
+            rest = f.readline(MAX_LOG_LINE_BYTES + 1)
+            total += len(rest)
+            if not rest or rest.endswith(b"\n"):
+                break
+        yield line
+
+
+def thin(steps, *values, n=MAX_POINTS):
+    """(steps, *values) as drawn: unchanged up to `n` records; past that, the means over n log-spaced
+    step bins (each bin's mean step, and the mean of each value's finite entries: NaN when none),
+    so a long log draws as fast as a short one. steps: (L,) int, sorted; values: (L,) floats."""
+    steps = np.asarray(steps, dtype=np.float64)
+    if len(steps) <= n:
+        return (steps, *values)
+    edges = np.geomspace(max(steps[0], 1.0), steps[-1] + 1, n + 1)
+    idx = np.clip(np.searchsorted(edges, steps, side="right") - 1, 0, n - 1)          # (L,) bin of each record
+    count = np.bincount(idx, minlength=n)                                             # (n,)
+    keep = count > 0
+    out = [np.bincount(idx, steps, n)[keep] / count[keep]]
+    for v in values:
+        v = np.asarray(v, dtype=np.float64)
+        fin = np.isfinite(v)
+        total, m = np.bincount(idx, np.where(fin, v, 0.0), n), np.bincount(idx, fin, n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out.append((total / m)[keep])
+    return tuple(out)
+
+
+def _steps_of(meta, key):
+    """meta[key] as a list of steps in [0, MAX_STEP], or None when it is not one."""
+    value = meta.get(key, [])
+    ok = isinstance(value, list) and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_STEP
+                                         for s in value)
+    return value if ok else None
 
 
 def _run_meta(run_dir):
-    """(checkpoint steps, model kind, old totals of extensions) from run.json; ([], None, []) when it
-    cannot be read."""
+    """(checkpoint steps, model kind, old totals of extensions) from run.json; what cannot be read
+    is left out with a warning (the markers are a help, the curve is the figure)."""
+    path = Path(run_dir) / "run.json"
     try:
-        meta = json.loads((Path(run_dir) / "run.json").read_text())
-        return ([int(s) for s in meta.get("checkpoint_steps", [])], meta.get("kind"),
-                [int(s) for s in meta.get("extended_from", [])])
-    except (OSError, ValueError, TypeError, AttributeError):
+        if path.stat().st_size > MAX_JSON_BYTES:
+            raise ValueError(f"larger than {MAX_JSON_BYTES >> 20} MiB")
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(meta, dict) or json_depth(meta) > MAX_JSON_DEPTH:
+            raise ValueError("not a JSON object within the nesting limit")
+    except FileNotFoundError:
         return [], None, []
+    except (OSError, ValueError, RecursionError) as e:
+        warnings.warn(f"{path} is unreadable ({str(e)[:80]}): no checkpoint steps marked", ScoreprobeWarning,
+                      stacklevel=3)
+        return [], None, []
+    ckpts, extended = _steps_of(meta, "checkpoint_steps"), _steps_of(meta, "extended_from")
+    for key, value in (("checkpoint_steps", ckpts), ("extended_from", extended)):
+        if value is None:
+            warnings.warn(f"{path}: {key} is not a list of steps in [0, {MAX_STEP}]: not marked", ScoreprobeWarning,
+                          stacklevel=3)
+    if ckpts is not None and len(ckpts) > MAX_MARKERS:
+        warnings.warn(f"{path}: {len(ckpts)} checkpoint steps; more than {MAX_MARKERS} are not marked",
+                      ScoreprobeWarning, stacklevel=3)
+        ckpts = None
+    kind = meta.get("kind") if meta.get("kind") in ("dit", "gpt") else None
+    return ckpts or [], kind, (extended or [])[:MAX_MARKERS]
 
 
 def plot_train_log(run_dir, ax=None):
@@ -36,18 +215,16 @@ def plot_train_log(run_dir, ax=None):
 
     Returns
     -------
-    matplotlib Figure. DataError when the directory has no training log.
+    matplotlib Figure. DataError when the directory has no training log or a record of it is wrong
+    (see `load_log`); warnings count the lines skipped and the non-finite losses.
     """
-    recs = read_log(run_dir)
-    steps = np.array([r["step"] for r in recs], dtype=np.float64)                # (L,)
+    log = load_log(run_dir)
+    labels = list(log["buckets"])
+    steps, loss, *parts = thin(log["step"], log["loss"], *log["buckets"].values())
     fig, ax = _new_axes(ax, figsize=(6.0, 4.0))
-    labels = next((list(r["loss_by_sigma"]) for r in recs if r.get("loss_by_sigma")), [])
-    ax.plot(steps, [r["loss"] for r in recs], color="black", lw=1.6,
-            label="all σ (training loss)" if labels else "training loss")
-    for label, color in zip(labels, BUCKET_COLORS):
-        vals = np.array([np.nan if (r.get("loss_by_sigma") or {}).get(label) is None else r["loss_by_sigma"][label]
-                         for r in recs], dtype=np.float64)                        # (L,) nan: no sample there
-        ax.plot(steps, vals, color=color, lw=1.0, label=_nice(label))
+    ax.plot(steps, loss, color="black", lw=1.6, label="all σ (training loss)" if labels else "training loss")
+    for label, color, vals in zip(labels, BUCKET_COLORS, parts):
+        ax.plot(steps, vals, color=color, lw=1.0, label=_nice(label))             # nan: no sample there
     ax.set_xscale("log")
     ax.set_yscale("log")
     ckpts, kind, extended = _run_meta(run_dir)
@@ -59,5 +236,5 @@ def plot_train_log(run_dir, ax=None):
     ax.set_xlabel("training step")
     ax.set_ylabel({"dit": "loss (EDM-weighted DSM)", "gpt": "loss (next-token cross-entropy)"}.get(kind, "loss"))
     ax.legend(fontsize=8, loc="best", title="mean over each log interval" if labels else None, title_fontsize=8)
-    ax.set_title(f"training loss: {Path(run_dir).name}")
+    ax.set_title(plain_text(f"training loss: {Path(run_dir).name}"))
     return fig
