@@ -34,6 +34,8 @@ _API = {
     "scoreprobe.probes.taus": "fit_power_law taus window_status",
     "scoreprobe.probes.seeds": "pool_seeds seed_fit tau_draws",
     "scoreprobe.probes.abruptness": "abruptness",
+    "scoreprobe.probes.tidy": "summary with_taus",
+    "scoreprobe.probes.compare": "compare",
     "scoreprobe.probes.families": "family_taus",
     "scoreprobe.slices": "Plane auto_plane classify plane_from_spec",
     "scoreprobe.probes.field": "score_field",
