@@ -45,6 +45,7 @@ _API = {
     "scoreprobe.loading.series": "CheckpointSeries load_checkpoint load_series series_from_files",
     "scoreprobe.loading.sources": "open_source",
     "scoreprobe.training.ensemble": "train_ensemble",
+    "scoreprobe.training.monitor": "Monitor",
     "scoreprobe.reports": "report",
 }
 _WHERE = {name: module for module, names in _API.items() for name in names.split()}

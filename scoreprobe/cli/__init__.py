@@ -10,6 +10,7 @@ this package imports them:
     planes.py  basins, field, animate   (2D planes through hypercube vertices)
     report.py  report                   (one HTML page about a series)
     compare.py compare                  (several runs side by side)
+    samples.py samples                  (a gallery of one checkpoint's samples)
 """
 import os
 import signal
@@ -185,4 +186,4 @@ def main(argv=None):
         interrupts.restore()
 
 
-from scoreprobe.cli import compare, curves, planes, report, runs  # noqa: E402,F401  (registers the subcommands)
+from scoreprobe.cli import compare, curves, planes, report, runs, samples  # noqa: E402,F401  (registers the subcommands)
