@@ -13,7 +13,8 @@ On the shipped series' last checkpoint (DiT, 6×6 parity, its own data), in one 
                (a difference of two noisy ODE timings on a shared machine is not).
 
 Overhead of the monitor on the loop at period `every` = due / (every × train step) (+ not due / train
-step, negligible). Best of --repeat for each timing.
+step, negligible). Best of --repeat for each timing, in CPU time of this process (one torch thread by
+default, so CPU time is the compute; wall time on a shared machine adds the waiting).
 
     python bench/bench_monitor.py                      # ≈ 4 min on 2 busy cores
     python bench/bench_monitor.py --n-samples 256 --every 1000
@@ -33,13 +34,14 @@ from scoreprobe.training import monitor as monitor_mod
 
 
 def _best(fn, repeat):
+    """Best of `repeat` CPU times of fn() (process time: with one torch thread, the compute itself, not
+    the waiting of a machine shared with other jobs)."""
     best = float("inf")
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = time.process_time()
         fn()
-        best = min(best, time.perf_counter() - t)
+        best = min(best, time.process_time() - t)
     return best
-
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -87,7 +89,7 @@ def main():
         monitor_mod.clock_step = clock_step
         n_measured = len(monitor.steps)
     print(f"shipped DiT ({n_params:,} parameters), step {step}; batch {batch}; {args.n_samples} samples per "
-          f"measurement; {torch.get_num_threads()} torch thread(s); best of {args.repeat}")
+          f"measurement; {torch.get_num_threads()} torch thread(s); CPU time, best of {args.repeat}")
     print(f"train step            {1e3 * t_train:9.2f} ms")
     print(f"monitor, not due      {1e6 * t_skip:9.2f} µs")
     print(f"monitor, due          {t_due:9.2f} s")

@@ -9,7 +9,7 @@ this package imports them:
     curves.py  clocks, dsm              (one number per checkpoint, σ or sample)
     planes.py  basins, field, animate   (2D planes through hypercube vertices)
     report.py  report                   (one HTML page about a series)
-    compare.py compare                  (several runs side by side)
+    compare.py compare, export-tb       (several runs side by side; as TensorBoard scalars)
     samples.py samples                  (a gallery of one checkpoint's samples)
 """
 import os

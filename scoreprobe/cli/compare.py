@@ -1,4 +1,5 @@
-"""`scoreprobe compare`: several runs side by side (their τ table, differences, overlaid curves)."""
+"""`scoreprobe compare`: several runs side by side (their τ table, differences, overlaid curves); `export-tb`:
+the same runs as TensorBoard scalars."""
 import math
 
 import click
@@ -85,3 +86,17 @@ def compare(items, names, n_samples, seed, n_boot, plot, device):
         from scoreprobe.viz.compare import plot_compare
         save_figure(plot_compare(ds), plot, dpi=120)
         click.echo(f"wrote {plot}")
+
+
+@cli.command("export-tb")
+@click.argument("items", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--logdir", required=True, type=click.Path(file_okay=False), help="TensorBoard log folder.")
+def export_tb(items, logdir):
+    """Write the training logs of run directories and the clocks curves and τ of clocks stores (a run's
+    clocks.zarr too) as TensorBoard scalars, one subfolder of LOGDIR per item; `tensorboard --logdir
+    LOGDIR` shows them. No TensorBoard install needed to write them."""
+    from scoreprobe.cli.common import check_writable
+    from scoreprobe.training.tensorboard import export_tb as run_export
+    check_writable(logdir, "--logdir")
+    for path in run_export(list(items), logdir):
+        click.echo(f"wrote {path}")
