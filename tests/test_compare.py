@@ -133,6 +133,12 @@ def test_unpaired_runs_are_resampled_independently():
     assert lo < 0 < hi    # two independent resamplings of the same run: the interval holds 0 and has width
 
 
+def test_a_stored_unreached_upper_end_reads_back_as_inf():
+    ds = sp.with_taus(read_export(EXPORTS / "g2-n120.npz").assign_attrs(tau_rule_ci=[1.0, None], tau_rule=None,
+                                                                           window_lo_ci=[None, None]))
+    assert list(ds["tau_rule_ci"].values) == [1.0, np.inf] and np.isnan(ds["window_lo_ci"].values).all()
+
+
 def test_compare_reads_stores_and_run_directories(tmp_path, oracle_clocks):
     from scoreprobe.training.train import TrainConfig, train_run
     _, rule, data = oracle_clocks

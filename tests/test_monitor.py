@@ -115,6 +115,18 @@ def test_bad_settings_are_config_errors():
         Monitor(data, rule).result()
     with pytest.raises(ConfigError, match=">= 0"):
         Monitor(data, rule)(-1, _Net())
+    for bad in ([], [-1, 5], [1.5], ["x"]):
+        with pytest.raises(ConfigError, match="steps="):
+            Monitor(data, rule, steps=bad)
+
+
+def test_explicit_steps_replace_every():
+    rule = sp.Parity(2, shape=(3, 4))
+    data = sp.make_dataset(rule, 8, 8, seed=0)
+    monitor = Monitor(data, rule, steps=[0, 3, 17], n_samples=10, n_steps=4)
+    net = _Net()
+    measured = [s for s in range(20) if monitor(s, net) is not None]
+    assert measured == [0, 3, 17] == monitor.steps
 
 
 def test_lightning_adapter_calls_the_monitor_with_the_global_step(monkeypatch):

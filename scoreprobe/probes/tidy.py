@@ -64,7 +64,10 @@ def tau_variables(attrs):
         ci = attrs.get(name + "_ci")
         if ci is not None and len(ci) == 2:
             units = TAU_VARIABLES[name][1]
-            out[name + "_ci"] = xr.Variable((BOUND,), np.array([_num(v) for v in ci]), {
+            lo, hi = (_num(v) for v in ci)
+            if name in REACHED_OF and ci[1] is None and np.isfinite(lo):
+                hi = np.float64(np.inf)   # JSON has no inf: a stored "not reached" upper end reads back as null
+            out[name + "_ci"] = xr.Variable((BOUND,), np.array([lo, hi]), {
                 "long_name": f"{round(100 * level)}% bootstrap interval of {name} (samples resampled per checkpoint)",
                 "units": units})
     for name in REACHED_OF:
