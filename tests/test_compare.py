@@ -192,10 +192,21 @@ def test_compare_command_prints_the_table_and_plots(tmp_path, capsys):
     assert "g2-n240 vs g2-n120" in out and "paired bootstrap, other or unknown data" in out
 
 
-def test_two_run_directories_to_clocks_name_compare(capsys):
-    shipped = str(ROOT / "checkpoints" / "parity-default")
-    with pytest.raises(SystemExit) as e:
-        main(["clocks", shipped, shipped])
-    assert e.value.code == 2
-    err = capsys.readouterr().err
-    assert "scoreprobe compare" in err and "carry no training data" not in err and len(err.strip().splitlines()) == 1
+def test_two_run_directories_to_clocks_measure_each_and_compare(tmp_path, capsys):
+    from scoreprobe.training.train import TrainConfig, train_run
+    runs = []
+    for seed in (0, 1):
+        cfg = TrainConfig(rule={"name": "parity", "G": 2, "shape": [4, 4], "layout": "random", "seed": 0},
+                          n_train=16, n_heldout=16, hidden_size=32, depth=1, num_heads=2, batch_size=16,
+                          total_steps=8, n_checkpoints=3, log_every=4, resume_every=7, seed=seed)
+        runs.append(str(train_run(cfg, tmp_path / f"run{seed}", progress=False)))
+    main(["clocks", *runs, "--n-samples", "30", "--n-steps", "6", "--steps", "all", "--out", str(tmp_path / "st.zarr")])
+    out = capsys.readouterr().out
+    assert "carry no training data" not in out and out.count("clocks of ") == 2
+    assert "run1 vs run0 (log10 ratio of τ + 1; 95% CI, paired bootstrap, same data)" in out
+    stored = sp.compare([tmp_path / "st" / "run0.zarr", tmp_path / "st" / "run1.zarr"])
+    alone = sp.clocks(sp.load_series(runs[1]), n_samples=30, n_steps=6, progress=False)
+    np.testing.assert_array_equal(stored["state"].values[1], alone["state"].values)
+    # the library still reads one series: several run directories there name compare
+    with pytest.raises(ConfigError, match="scoreprobe compare"):
+        sp.open_source(runs)
