@@ -73,6 +73,10 @@ def test_existing_threshold_dimension_is_kept_and_flattened(oracle_clocks):
     assert kept["tau_rule"].dims == ("rule_threshold_level",)
     row = sp.summary(kept).iloc[0]
     assert row["tau_rule[0.9]"] == 20.0 and row["tau_rule[0.5]_lo"] == 5.0 and row["tau_rule[0.9]_hi"] == 25.0
+    both = sp.compare([kept, kept], names=["a", "b"], n_boot=20)
+    assert both["tau_rule"].dims == ("run", "rule_threshold_level") and both["tau_rule"].values.tolist() == [
+        [10.0, 20.0], [10.0, 20.0]]
+    assert sp.summary(both).loc["b", "tau_rule[0.9]"] == 20.0
 
 
 # ---------------------------------------------------------------------------------------------

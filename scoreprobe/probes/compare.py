@@ -33,7 +33,7 @@ from scoreprobe.data.datasets import STATE_CODES
 from scoreprobe.defaults import MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import ConfigError, DataError, StoreError
 from scoreprobe.probes import taus as taus_mod
-from scoreprobe.probes.tidy import BOUND, ensure_taus, tau_variables
+from scoreprobe.probes.tidy import BOUND, SUMMARY_NAMES, ensure_taus, tau_variables
 
 EXPORT_FORMAT = "scoreprobe-scaling-run/1"
 DIFF_KEYS = ("tau_rule", "tau_novel", "tau_mem")
@@ -159,6 +159,8 @@ def compare(items, names=None, n_samples=1000, seed=0, n_boot=1000, ci=0.95, rul
     same_steps = all(np.array_equal(r["step"].values, runs[0]["step"].values) for r in runs)
     out = _curves(runs, names, same_steps)
     out = out.assign(_tau_table(runs, names))
+    extra = {d: runs[0][d] for d in out.dims if d not in out.coords and d in runs[0].coords}
+    out = out.assign_coords(extra)   # e.g. a threshold dimension of the τ
     out = out.assign(_differences(runs, names, n_boot, ci, rule_threshold, mem_threshold))
     out = out.assign_coords({BOUND: (BOUND, np.array(["lo", "hi"]), {"long_name": "interval end"})})
     out.attrs = {"step_axis": STEP_AXIS_SAME if same_steps else STEP_AXIS_UNION, "reference": names[0],
@@ -198,8 +200,8 @@ def _curves(runs, names, same_steps):
 
 def _tau_table(runs, names):
     """{name: (run, ...) Variable} of the τ variables every run has, and `config` (run,)."""
-    per_run = [{k: v for k, v in tau_variables(r.attrs).items()} | {k: r[k].variable for k in r.data_vars
-                                                                   if k in tau_variables(r.attrs)} for r in runs]
+    per_run = [tau_variables(r.attrs) | {k: r[k].variable for k in SUMMARY_NAMES if k in r.data_vars}
+               for r in runs]   # a data variable (e.g. along a threshold dimension) wins over the attrs
     common = [k for k in per_run[0] if all(k in p for p in per_run)]
     out = {}
     for k in common:
