@@ -153,3 +153,18 @@ def test_lightning_adapter_without_lightning_is_a_config_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "pytorch_lightning", None)
     with pytest.raises(ConfigError, match="Lightning"):
         lightning_callback(lambda s, m: None)
+
+
+def test_overwrite_starts_afresh_in_an_existing_store(tmp_path):
+    rule = sp.Parity(2, shape=(3, 4))
+    data = sp.make_dataset(rule, 8, 8, seed=0)
+    out = tmp_path / "m.zarr"
+    first = Monitor(data, rule, every=1, out=out, n_samples=10, n_steps=4)
+    first(0, sp.RuleDenoiser(rule))
+    first(1, sp.RuleDenoiser(rule))
+    assert sp.written_steps(out) == [0, 1]
+    fresh = Monitor(data, rule, every=1, out=out, n_samples=10, n_steps=4, overwrite=True)
+    assert fresh.steps == [] and sp.written_steps(out) == [0, 1]        # the old store stays until the first write
+    fresh(5, sp.EmpiricalDenoiser(data.train))
+    assert sp.written_steps(out) == [5] and fresh.steps == [5]
+    assert float(sp.open_store(out)["mem_ratio"].values[0]) == 1.0
