@@ -177,6 +177,10 @@ def test_bad_items_are_typed_errors_before_any_work(tmp_path, oracle_clocks):
     np.savez(bad, x=np.zeros(3))
     with pytest.raises(DataError, match="not a scoreprobe-scaling-run"):
         sp.compare([bad])
+    junk = tmp_path / "junk.npz"
+    junk.write_text("junk")
+    with pytest.raises(DataError, match="not an .npz file"):
+        sp.compare([junk])
     dsm_store = tmp_path / "dsm.zarr"
     sp.dsm_by_sigma({0: RuleDenoiser(rule)}, sigmas=[0.5, 1.0], n_noise=1, dataset=data, out=dsm_store,
                     progress=False)

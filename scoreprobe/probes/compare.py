@@ -70,6 +70,9 @@ def _kind(item):
 def read_export(path):
     """The minimal clocks Dataset (state, rule_acc, mem_ratio, novel_valid per step; attrs novel_oracle,
     n_samples, scoreprobe_config) of a scaling export ("scoreprobe-scaling-run/1")."""
+    import zipfile
+    if not zipfile.is_zipfile(path):
+        raise DataError(f"{path} is not an .npz file (a zip archive of arrays)")
     try:
         with np.load(path, allow_pickle=False) as z:
             if "format" not in z.files or str(z["format"]) != EXPORT_FORMAT:
