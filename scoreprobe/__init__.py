@@ -35,6 +35,8 @@ _API = {
     "scoreprobe.probes.thresholds": "pool_taus taus",
     "scoreprobe.probes.seeds": "pool_ratio pool_seeds pool_windows seed_fit tau_draws",
     "scoreprobe.probes.abruptness": "abruptness",
+    "scoreprobe.probes.tidy": "summary with_taus",
+    "scoreprobe.probes.compare": "compare",
     "scoreprobe.probes.families": "family_taus",
     "scoreprobe.slices": "Plane auto_plane classify plane_from_spec",
     "scoreprobe.probes.field": "score_field",
@@ -44,6 +46,7 @@ _API = {
     "scoreprobe.loading.series": "CheckpointSeries load_checkpoint load_series series_from_files",
     "scoreprobe.loading.sources": "open_source",
     "scoreprobe.training.ensemble": "train_ensemble",
+    "scoreprobe.training.monitor": "Monitor",
     "scoreprobe.reports": "report",
 }
 _WHERE = {name: module for module, names in _API.items() for name in names.split()}

@@ -53,7 +53,7 @@ def _stores(d):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             sp.report(tmp / d.name, tmp / "r.html", sections=("clocks", "basins"), steps="all", sizes=TINY,
-                      progress=False)
+                      cache=tmp / "r.cache", progress=False)
         _TEMPLATES[key] = tmp / "r.cache"
     dst = d.parent / "stores"
     if not dst.exists():
@@ -80,12 +80,14 @@ def _edit(store, attrs=None, record=None, config=None, drop=()):
 def _report_api(d, **kw):
     def call():
         import scoreprobe as sp
-        return sp.report(d, d.parent / "r.html", steps="all", progress=False, **{"sizes": TINY, **kw})
+        return sp.report(d, d.parent / "r.html", steps="all", progress=False,
+                         **{"sizes": TINY, "cache": d.parent / "r.cache", **kw})
     return call
 
 
 def _report_argv(d, *extra):
-    return ["report", d, "--out", d.parent / "r.html", "--steps", "all", *TINY_ARGS, *extra]
+    return ["report", d, "--out", d.parent / "r.html", "--cache", d.parent / "r.cache", "--steps", "all", *TINY_ARGS,
+            *extra]
 
 
 def _bad_store(section="clocks", error="StoreError", **edit):

@@ -116,7 +116,8 @@ def test_plot_log_draws_the_curve_and_refuses_a_directory_without_a_log(tmp_path
     run = train_run(tiny_cfg(), tmp_path / "run", progress=False)
     ax = plot_train_log(run).axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels == ["all σ (training loss)", "σ<0.1", "0.1≤σ<1", "σ≥1", "checkpoint steps"]
+    assert labels == ["all σ (training loss)", "σ<0.1", "0.1≤σ<1", "σ≥1", "all σ (held-out, fixed bank)",
+                      "checkpoint steps"]
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     marks = sorted(line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == ":")
     assert marks == checkpoint_steps(30, 6)[1:]

@@ -9,6 +9,8 @@ this package imports them:
     curves.py  clocks, dsm              (one number per checkpoint, σ or sample)
     planes.py  basins, field, animate   (2D planes through hypercube vertices)
     report.py  report                   (one HTML page about a series)
+    compare.py compare, export-tb       (several runs side by side; as TensorBoard scalars)
+    samples.py samples                  (a gallery of one checkpoint's samples)
 """
 import os
 import signal
@@ -187,4 +189,4 @@ def main(argv=None):
         interrupts.restore()
 
 
-from scoreprobe.cli import curves, planes, report, runs  # noqa: E402,F401  (registers the subcommands)
+from scoreprobe.cli import compare, curves, planes, report, runs, samples  # noqa: E402,F401  (registers the subcommands)

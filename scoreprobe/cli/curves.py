@@ -114,11 +114,18 @@ def clocks(source, n_samples, seed, n_steps, sampler_name, s_churn, s_noise, s_t
            overwrite, plot, chunk_size, device, models_per_pass, autocast, scheduler, dask_local):
     """Rule accuracy and memorization at every checkpoint of SOURCES (default: the shipped
     series; or a run directory, checkpoint files, a glob or a folder of them: see --dataset, --set),
-    with τ_rule, τ_mem and the innovation window."""
+    with τ_rule, τ_mem and the innovation window. Several run directories: each is measured (--out
+    then names a folder, its .zarr suffix dropped, of one store per run: clocks/RUN.zarr by default)
+    and their τ compared as by `scoreprobe compare`."""
     from scoreprobe.probes.clocks import clocks as run_clocks
     parse_steps(steps, words=("all", "auto"))   # a malformed --steps fails before anything is loaded
     sampler = sampler_of(sampler_name, s_churn=s_churn, s_noise=s_noise, s_tmin=s_tmin, s_tmax=s_tmax, eta=eta)
     scheduler = scheduler_of(scheduler, dask_local)
+    if getattr(source, "run_dirs", None):
+        kw = dict(n_samples=n_samples, seed=seed, n_steps=n_steps, device=device, chunk_size=chunk_size,
+                  models_per_pass=models_per_pass, autocast=autocast, sampler=sampler)
+        with on_scheduler(scheduler):
+            return _clocks_of_runs(source.run_dirs, steps, out, overwrite, plot, **kw)
     s = source()
     chosen = choose_steps(steps, s)
     out = default_output(s, "clocks.zarr", out)
@@ -142,6 +149,44 @@ def clocks(source, n_samples, seed, n_steps, sampler_name, s_churn, s_noise, s_t
         click.echo(store_line(out, list(ds.step.values), reused))
     if plot:
         _clocks_figure(ds, plot)
+        click.echo(f"wrote {plot}")
+
+
+def _clocks_of_runs(run_dirs, steps, out, overwrite, plot, **kw):
+    """`clocks RUN1 RUN2 ...`: each run measured (into OUT/<run>.zarr with --out), then the compare table
+    (and with --plot the overlaid curves)."""
+    from pathlib import Path
+
+    from scoreprobe.cli.compare import table_lines
+    from scoreprobe.errors import ConfigError
+    from scoreprobe.loading.series import load_series
+    from scoreprobe.probes.clocks import clocks as run_clocks
+    from scoreprobe.probes.compare import compare
+    names = [Path(r).resolve().name for r in run_dirs]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"the run directories must have different names, got {', '.join(names)}")
+    out = None if out is None else str(out).removesuffix(".zarr")   # a folder of stores, not a store
+    series = [load_series(r) for r in run_dirs]                 # every run read before any work
+    chosen = [choose_steps(steps, s) for s in series]
+    _check_outputs(out, plot)
+    results = []
+    for name, s, ch in zip(names, series, chosen):
+        store = None if out is None else str(Path(out) / f"{name}.zarr")
+        reused = steps_in_store(store, overwrite)
+        click.echo(f"clocks of {s.path} ({s.kind}, {len(ch)} of {len(s.steps)} checkpoints), {kw['n_samples']} "
+                   f"samples, seed {kw['seed']}")
+        ds = run_clocks(s, steps=ch, out=store, overwrite=overwrite, **kw)
+        for line in _clock_summary(ds.attrs):
+            click.echo("  " + line)
+        if store is not None:
+            click.echo("  " + store_line(store, list(ds.step.values), reused))
+        results.append(ds)
+    cmp = compare(results, names=names)
+    for line in table_lines(cmp):
+        click.echo(line)
+    if plot:
+        from scoreprobe.viz.compare import plot_compare
+        save_figure(plot_compare(cmp), plot, dpi=120)
         click.echo(f"wrote {plot}")
 
 

@@ -256,17 +256,19 @@ def _train_ensemble(run_dir, grid, rule_args, device, settings):
 # ---------------------------------------------------------------------------------------------
 
 @cli.command("plot-log")
-@click.argument("run_dir", type=click.Path(path_type=str))
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None, callback=figure_path,
-              help="Figure file [default: RUN_DIR/train_log.png].")
-def plot_log(run_dir, out):
+              help="Figure file [default: RUN_DIR/train_log.png; with several runs train_logs.png here].")
+def plot_log(run_dirs, out):
     """Draw the training curve of RUN_DIR: the logged loss vs step on log axes, its mean in each σ
-    bucket as separate lines, and the checkpoint steps marked."""
+    bucket as separate lines, the held-out loss on a fixed bank (dashed) and the checkpoint steps
+    marked. Several RUN_DIRs: their training and held-out losses overlaid, one colour per run."""
     import os
-    from scoreprobe.viz.trainlog import plot_train_log
-    out = out or os.path.join(run_dir, "train_log.png")
+    from scoreprobe.viz.trainlog import plot_train_log, plot_train_logs
+    out = out or (os.path.join(run_dirs[0], "train_log.png") if len(run_dirs) == 1 else "train_logs.png")
     check_writable(out, "--out")
-    fig = plot_train_log(run_dir)           # DataError (one line, exit 2): no log, a wrong record, too large
+    # DataError (one line, exit 2): no log, a wrong record, too large; every log is read before drawing
+    fig = plot_train_log(run_dirs[0]) if len(run_dirs) == 1 else plot_train_logs(run_dirs)
     save_figure(fig, out, dpi=120)
     click.echo(f"wrote {out}")
 

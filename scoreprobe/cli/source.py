@@ -144,6 +144,12 @@ def check_paths(sources, dataset):
         raise DataError(f"no dataset file at {dataset}")
 
 
+def _run_dirs(sources):
+    """SOURCES as a list of several run directories, or None (one series, files, or a mixture)."""
+    from scoreprobe.loading.sources import is_run_dir
+    return list(sources) if len(sources) > 1 and all(is_run_dir(p) for p in sources) else None
+
+
 def source_options(fn):
     """Add SOURCES... and the checkpoint options to a command; it receives `source`, a function
     returning the CheckpointSeries (called after the command's own options are checked)."""
@@ -161,6 +167,8 @@ def source_options(fn):
             from scoreprobe.loading.sources import open_source
             return open_source(sources, steps_file=steps_file, step_pattern=step_pattern, dataset=dataset,
                                rule=rule_spec, data_size=data_size, data_seed=data_seed, trust=trust, **overrides)
+        plain = not any((steps_file, step_pattern, dataset, rule_spec, data_size, settings, trust))
+        source.run_dirs = _run_dirs(sources) if plain else None   # several runs: `clocks` measures each
         return fn(source=source, **kw)
     for option in reversed(_OPTIONS):
         wrapper = option(wrapper)

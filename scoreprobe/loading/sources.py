@@ -285,6 +285,11 @@ def open_source(paths=(), *, steps_file=None, step_pattern=None, dataset=None, r
             raise ConfigError(f"{', '.join(given)} apply to checkpoint files, not to a run directory (it "
                               "states its data, steps and settings)")
         return load_series(paths[0] if paths else None)
+    if len(paths) > 1 and any(is_run_dir(p) for p in paths):
+        runs = [str(p) for p in paths if is_run_dir(p)]
+        raise ConfigError(f"{len(runs)} run director{'y' if len(runs) == 1 else 'ies'} among {len(paths)} sources ({', '.join(runs[:3])}"
+                          f"{', ...' if len(runs) > 3 else ''}): an analysis reads one series; run it once per "
+                          "run directory, or measure and compare several runs with `scoreprobe compare RUN...`")
     if steps_file is not None:
         if paths or step_pattern is not None:
             raise ConfigError("--steps-file names the files and their steps: give no SOURCES and no --step-from-name")

@@ -28,6 +28,7 @@ from scoreprobe.limits import check_rows, check_seed, warn_nonfinite
 from scoreprobe.precision import with_autocast
 from scoreprobe.models.stack import StackedDenoiser, chunk_rows, replicate, split
 from scoreprobe.probes.taus import fit_power_law, taus  # noqa: F401  (re-exported: sp.taus)
+from scoreprobe.probes.tidy import with_taus
 from scoreprobe.sweep import dataset_and_rule, is_multi, source_identity, sweep
 
 logger = logging.getLogger(__name__)
@@ -304,7 +305,7 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
         store.update_attrs(out, attrs)
     ds.attrs.update(attrs)
     ds.attrs.setdefault("scoreprobe_config", json.dumps(store.normalize_config(config), sort_keys=True))
-    return ds
+    return with_taus(ds)   # τ, CIs and the window as data variables too (xr.concat over runs keeps them)
 
 
 def _warn_nonfinite(ds):

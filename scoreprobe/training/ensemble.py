@@ -234,7 +234,7 @@ def _train_group(runs, device, progress):
             logs = [files.enter_context(open(r.dir / "train_log.jsonl", "a")) for r in runs]
             while stack.step < cfg.total_steps:
                 losses, parts = _ensemble_step(runs, stack, device)
-                if runs[0].writes_state(stack.step):
+                if runs[0].writes_state(stack.step) or stack.step % cfg.log_every == 0:   # (log: held-out loss)
                     stack.unstack(runs)
                 for r in runs:
                     r.st.step = stack.step

@@ -35,7 +35,8 @@ from scoreprobe.models.build import build_model, check_training_size, model_arch
 from scoreprobe.models.edm import dsm_loss, sample_sigmas
 from scoreprobe.progress import CountProgress
 from scoreprobe.data.rules import rule_from_spec
-from scoreprobe.training.trainlog import LOG_NAME, bucket_sums, log_record, postfix, truncate_log
+from scoreprobe.training.trainlog import (LOG_NAME, bucket_sums, heldout_bank, heldout_record, log_record, postfix,
+                                         truncate_log)
 
 logger = logging.getLogger(__name__)
 
@@ -269,6 +270,7 @@ class Run:
         plan = cfg.curriculum_plan()
         self.switch, self.first_bits = (plan[1], curriculum_bits(rule_from_spec(cfg.rule), plan[0], cfg.n_train,
                                                                  data.heldout, cfg.data_seed)) if plan else (0, None)
+        self.bank = heldout_bank(data.heldout, cfg.p_mean, cfg.p_std) if cfg.model == "dit" else None
 
     def bits_at(self, step):
         """The training items a step draws from: the curriculum's before its switch, else the run's."""
@@ -288,6 +290,8 @@ class Run:
             st.parts.append(parts)
         if st.step % self.cfg.log_every == 0:
             rec = log_record(st.step, st.running, st.parts if len(st.parts) == len(st.running) else None)
+            if self.bank is not None:   # the held-out loss on a fixed bank (trainlog.heldout_bank)
+                rec["heldout"] = heldout_record(st.model, self.bank)
             log.write(json.dumps(rec) + "\n")
             log.flush()
             st.running, st.parts = [], []

@@ -9,6 +9,10 @@ weighted DSM loss λ(σ)·mean_i (D(x, σ)_i − y_i)², and `loss_by_sigma` is 
 of the interval whose training σ fell in each bucket (null for a bucket no sample fell in; bucket
 edges `SIGMA_EDGES`). A GPT's lines have no buckets. Logs written before the buckets existed
 have `step` and `loss` only; `read_log` reads both.
+
+A DiT's lines also carry `heldout`: the same loss of the model at that step on a fixed bank of
+held-out items (`heldout_bank`: the first 64 held-out items, 4 draws of σ and noise each, drawn once),
+{"loss", "loss_by_sigma", "n_items", "n_draws"}; training loss below it is memorization showing.
 """
 import json
 import math
@@ -101,3 +105,42 @@ def _log_step(line):
         return json.loads(line)["step"] if line.endswith("\n") else math.inf
     except (ValueError, KeyError, TypeError):
         return math.inf
+
+
+# ---------------------------------------------------------------------------------------------
+# The held-out DSM loss of a log line
+# ---------------------------------------------------------------------------------------------
+
+HELDOUT_ITEMS, HELDOUT_DRAWS, HELDOUT_SEED = 64, 4, 20261202   # the fixed held-out bank (see heldout_bank)
+
+
+def heldout_bank(heldout_bits, p_mean, p_std, n_items=HELDOUT_ITEMS, n_draws=HELDOUT_DRAWS, seed=HELDOUT_SEED):
+    """The fixed draws a run's held-out loss is measured on at every log line: the first `n_items`
+    held-out items (N_h, D) uint8, each `n_draws` times, with σ from the training distribution
+    (lognormal p_mean, p_std) and Gaussian noise, drawn once from their own generator (the training
+    stream is not touched). Returns (y (M, D) signed, sigma (M,), noise (M, D)) CPU tensors and the
+    number of items, or None without held-out items."""
+    import torch
+    from scoreprobe.models.edm import sample_sigmas
+    bits = np.asarray(heldout_bits, dtype=np.uint8)[:n_items]
+    if len(bits) == 0:
+        return None
+    gen = torch.Generator().manual_seed(seed)
+    y = torch.from_numpy(np.repeat(bits, n_draws, axis=0)).float() * 2 - 1                 # (M, D)
+    sigma = sample_sigmas(len(y), gen, p_mean=p_mean, p_std=p_std)                          # (M,)
+    return y, sigma, torch.randn(y.shape, generator=gen), len(bits)
+
+
+def heldout_record(model, bank, edges=SIGMA_EDGES):
+    """The log record's `heldout` field: the EDM-weighted DSM loss (as in training) of `model` on
+    the bank of `heldout_bank`, without gradients: {"loss": mean, "loss_by_sigma": {bucket: mean
+    or None}, "n_items": held-out items, "n_draws": rows}."""
+    import torch
+    from scoreprobe.models.edm import dsm_loss
+    y, sigma, noise, n_items = bank
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    with torch.no_grad():
+        loss = dsm_loss(model, y.to(device), sigma.to(device), noise.to(device))                  # (M,)
+    parts = bucket_sums(loss, sigma.to(device)).tolist()                                          # (2K,)
+    rec = log_record(0, [float(loss.double().mean())], [parts], edges)
+    return {"loss": rec["loss"], "loss_by_sigma": rec["loss_by_sigma"], "n_items": n_items, "n_draws": len(y)}

@@ -73,6 +73,13 @@ def _check_record(rec, where):
                         f"got {_short(loss)}")
     if parts is not None and not (isinstance(parts, dict) and all(v is None or _loss(v) for v in parts.values())):
         raise DataError(f"{where}: loss_by_sigma must be an object of losses >= 0 or nulls, got {_short(parts)}")
+    held = rec.get("heldout")
+    if held is not None and not (isinstance(held, dict) and _loss(held.get("loss"))):
+        raise DataError(f"{where}: heldout must be an object with a loss >= 0 (trainlog.heldout_record), "
+                        f"got {_short(held)}")
+    if held is not None:
+        _check_record({"step": step, "loss": held["loss"], "loss_by_sigma": held.get("loss_by_sigma")},
+                      f"{where}, heldout")
 
 
 def _short(value):
@@ -82,8 +89,10 @@ def _short(value):
 
 def load_log(run_dir):
     """The training curve of RUN_DIR/train_log.jsonl checked for the figure (see the module text):
-    {"step": (L,) int64, "loss": (L,) float64, "buckets": {label: (L,) float64}} sorted by step, the
-    bucket labels those of the first record that has any (NaN where a record has none). DataError for
+    {"step": (L,) int64, "loss": (L,) float64, "buckets": {label: (L,) float64}, "heldout": (L,) float64,
+    "heldout_buckets": {label: (L,) float64}} sorted by step, the bucket labels those of the first
+    record that has any (NaN where a record has none; "heldout" NaN where a line has no held-out
+    loss, trainlog.heldout_record). DataError for
     no log, a log past MAX_LOG_BYTES, a record with a wrong value, or no record."""
     path = Path(run_dir) / LOG_NAME
     if not path.is_file():
@@ -94,7 +103,7 @@ def load_log(run_dir):
     if size > MAX_LOG_BYTES:
         raise DataError(f"{path} holds {size / 2**20:.0f} MiB, more than the {MAX_LOG_BYTES >> 20} MiB plot-log "
                         "reads (scoreprobe.limits.MAX_LOG_BYTES)")
-    steps, losses, labels, parts = [], [], None, []
+    steps, losses, labels, parts, held, held_parts = [], [], None, [], [], []
     n_lines = skipped = 0
     with open(path, "rb") as f:
         for i, raw in enumerate(_lines(f), 1):
@@ -112,6 +121,10 @@ def load_log(run_dir):
             steps.append(rec["step"])
             losses.append(float(rec["loss"]))
             parts.append([math.nan if by.get(k) is None else float(by[k]) for k in labels or ()])
+            h = rec.get("heldout") or {}
+            hby = h.get("loss_by_sigma") or {}
+            held.append(float(h["loss"]) if h else math.nan)
+            held_parts.append([math.nan if hby.get(k) is None else float(hby[k]) for k in labels or ()])
     if not steps:
         raise DataError(f"{path} holds no training-log records (the run has not logged a step yet)")
     loss = np.array(losses, dtype=np.float64)                                      # (L,)
@@ -123,10 +136,13 @@ def load_log(run_dir):
         warnings.warn(f"{path}: {nonfinite} of {len(loss)} records have a non-finite loss (NaN/inf, a diverged "
                       "run): they are gaps in the curve", ScoreprobeWarning, stacklevel=2)
     k = len(labels or ())
-    table = np.array([row + [math.nan] * (k - len(row)) for row in parts], dtype=np.float64).reshape(len(parts), k)
+    table, held_table = (np.array([row + [math.nan] * (k - len(row)) for row in rows], dtype=np.float64)
+                         .reshape(len(rows), k) for rows in (parts, held_parts))
     order = np.argsort(np.array(steps, dtype=np.int64), kind="stable")
     return {"step": np.array(steps, dtype=np.int64)[order], "loss": loss[order],
-            "buckets": {lab: table[order, j] for j, lab in enumerate(labels or ())}}
+            "buckets": {lab: table[order, j] for j, lab in enumerate(labels or ())},
+            "heldout": np.array(held, dtype=np.float64)[order],
+            "heldout_buckets": {lab: held_table[order, j] for j, lab in enumerate(labels or ())}}
 
 
 def _lines(f):
@@ -204,10 +220,21 @@ def _run_meta(run_dir):
     return ckpts or [], kind, (extended or [])[:MAX_MARKERS]
 
 
+def _heldout_lines(ax, log):
+    """The held-out loss of the log lines that have it (trainlog.heldout_record), dashed beside the training loss."""
+    if not np.isfinite(log["heldout"]).any():
+        return
+    steps, held, *parts = thin(log["step"], log["heldout"], *log["heldout_buckets"].values())
+    ax.plot(steps, held, color="black", lw=1.4, ls="--", label="all σ (held-out, fixed bank)")
+    for color, vals in zip(BUCKET_COLORS, parts):
+        ax.plot(steps, vals, color=color, lw=0.9, ls="--")
+
+
 def plot_train_log(run_dir, ax=None):
     """Loss vs training step on log axes: the mean training loss per logging interval, its mean in
-    each σ bucket (trainlog.SIGMA_EDGES) as separate lines, the checkpoint steps as dotted lines and
-    the old totals of an extended run as dashed ones.
+    each σ bucket (trainlog.SIGMA_EDGES) as separate lines, the held-out loss on the fixed bank
+    (when logged; dashed, same colours), the checkpoint steps as dotted lines and the old totals of
+    an extended run as dashed ones.
 
     Parameters
     ----------
@@ -225,6 +252,7 @@ def plot_train_log(run_dir, ax=None):
     ax.plot(steps, loss, color="black", lw=1.6, label="all σ (training loss)" if labels else "training loss")
     for label, color, vals in zip(labels, BUCKET_COLORS, parts):
         ax.plot(steps, vals, color=color, lw=1.0, label=_nice(label))             # nan: no sample there
+    _heldout_lines(ax, log)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ckpts, kind, extended = _run_meta(run_dir)
@@ -237,4 +265,38 @@ def plot_train_log(run_dir, ax=None):
     ax.set_ylabel({"dit": "loss (EDM-weighted DSM)", "gpt": "loss (next-token cross-entropy)"}.get(kind, "loss"))
     ax.legend(fontsize=8, loc="best", title="mean over each log interval" if labels else None, title_fontsize=8)
     ax.set_title(plain_text(f"training loss: {Path(run_dir).name}"))
+    return fig
+
+
+def plot_train_logs(run_dirs, names=None, ax=None):
+    """Several runs' training curves overlaid, one colour per run: the training loss (solid) and the
+    held-out loss on the fixed bank when logged (dashed), on log axes.
+
+    Parameters
+    ----------
+    run_dirs : run directories written by `scoreprobe train`; names : one label each (default: folder names).
+
+    Returns
+    -------
+    matplotlib Figure. DataError when a directory has no training log.
+    """
+    from scoreprobe.viz.compare import run_color
+    logs = [load_log(d) for d in run_dirs]                   # every log read and checked before anything is drawn
+    names = [Path(d).name for d in run_dirs] if names is None else list(names)
+    fig, ax = _new_axes(ax, figsize=(7.0, 4.2))
+    kinds = set()
+    for i, (log, name) in enumerate(zip(logs, names)):
+        steps, loss, held = thin(log["step"], log["loss"], log["heldout"])
+        color, name = run_color(i), plain_text(name)
+        ax.plot(steps, loss, color=color, lw=1.5, label=f"{name}: training")
+        if np.isfinite(held).any():
+            ax.plot(steps, held, color=color, lw=1.2, ls="--", label=f"{name}: held-out")
+        kinds.add(_run_meta(run_dirs[i])[1])
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel({"dit": "loss (EDM-weighted DSM)", "gpt": "loss (next-token cross-entropy)"}.get(
+        kinds.pop() if len(kinds) == 1 else None, "loss"))
+    ax.legend(fontsize=7, loc="best")
+    ax.set_title(f"training loss of {len(logs)} runs (mean over each log interval)")
     return fig

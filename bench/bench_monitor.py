@@ -1,0 +1,103 @@
+"""Benchmark: what `sp.Monitor` costs a training loop, on the shipped model size.
+
+On the shipped series' last checkpoint (DiT, 6×6 parity, its own data), in one process:
+
+  train step   one optimizer step of the loop people write: EDM DSM loss on a batch of the run's
+               batch size, backward, Adam (the model in training mode);
+  not due      monitor(step, model) at a step that is not a multiple of `every` (the common case);
+  due          monitor(step, model) at a measured step: sample n_samples (the clocks' PF-ODE), classify,
+               commit the step to the zarr store, re-read τ (with --n-boot resamples) and log;
+  clock_step   the sampling and classification alone (`probes.clocks.clock_step`);
+  bookkeeping  a due call with the sampling replaced by its stored result: the monitor's own work
+               (weights digest, store commit, τ over all steps so far, log line), measured directly
+               (a difference of two noisy ODE timings on a shared machine is not).
+
+Overhead of the monitor on the loop at period `every` = due / (every × train step) (+ not due / train
+step, negligible). Best of --repeat for each timing, in CPU time of this process (one torch thread by
+default, so CPU time is the compute; wall time on a shared machine adds the waiting).
+
+    python bench/bench_monitor.py                      # ≈ 4 min on 2 busy cores
+    python bench/bench_monitor.py --n-samples 256 --every 1000
+"""
+import argparse
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import scoreprobe as sp
+from scoreprobe.models.edm import dsm_loss, sample_sigmas
+from scoreprobe.probes.clocks import clock_step
+from scoreprobe.training import monitor as monitor_mod
+
+
+def _best(fn, repeat):
+    """Best of `repeat` CPU times of fn() (process time: with one torch thread, the compute itself, not
+    the waiting of a machine shared with other jobs)."""
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t)
+    return best
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n-samples", type=int, default=1000)
+    p.add_argument("--every", type=int, default=500)
+    p.add_argument("--n-boot", type=int, default=1000)
+    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    logging.getLogger("scoreprobe").setLevel(logging.WARNING)
+    series = sp.load_series()
+    step = series.steps[-1]
+    model = series.denoiser(step)
+    for q in model.parameters():
+        q.requires_grad_(True)
+    model.train()
+    n_params = sum(q.numel() for q in model.parameters())
+    batch = int(series.config.get("batch_size", 96))
+    train = torch.as_tensor(series.dataset.train, dtype=torch.float32) * 2 - 1
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    gen = torch.Generator().manual_seed(0)
+
+    def train_step():
+        y = train[torch.randint(len(train), (batch,), generator=gen)]
+        loss = dsm_loss(model, y, sample_sigmas(batch, generator=gen), torch.randn(y.shape, generator=gen)).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    t_train = _best(lambda: [train_step() for _ in range(20)], args.repeat) / 20
+    with tempfile.TemporaryDirectory() as tmp:
+        monitor = sp.Monitor(series.dataset, series.rule, every=args.every, out=Path(tmp) / "m.zarr",
+                             n_samples=args.n_samples, n_boot=args.n_boot)
+        t_skip = _best(lambda: [monitor(args.every * 7 + 1, model) for _ in range(1000)], args.repeat) / 1000
+        due = iter(range(0, args.every * 1000, args.every))
+        t_due = _best(lambda: monitor(next(due), model), args.repeat)
+        model.eval()
+        kept = clock_step(model, series.dataset, series.rule, n_samples=args.n_samples)
+        t_clock = _best(lambda: clock_step(model, series.dataset, series.rule, n_samples=args.n_samples),
+                        args.repeat)
+        model.train()
+        monitor_mod.clock_step = lambda *a, **k: kept.copy()   # the sampling replaced: bookkeeping alone
+        t_book = _best(lambda: monitor(next(due), model), 5)
+        monitor_mod.clock_step = clock_step
+        n_measured = len(monitor.steps)
+    print(f"shipped DiT ({n_params:,} parameters), step {step}; batch {batch}; {args.n_samples} samples per "
+          f"measurement; {torch.get_num_threads()} torch thread(s); CPU time, best of {args.repeat}")
+    print(f"train step            {1e3 * t_train:9.2f} ms")
+    print(f"monitor, not due      {1e6 * t_skip:9.2f} µs")
+    print(f"monitor, due          {t_due:9.2f} s")
+    print(f"clock_step alone      {t_clock:9.2f} s")
+    print(f"bookkeeping alone     {1e3 * t_book:9.2f} ms  (digest, store commit, τ over {n_measured} steps, log)")
+    print(f"overhead at every={args.every}: {t_due / (args.every * t_train):.1%} of the loop's time "
+          f"(not-due calls: {t_skip / t_train:.3%})")
+
+
+if __name__ == "__main__":
+    main()

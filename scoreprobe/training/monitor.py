@@ -1,0 +1,226 @@
+"""Clocks in your own training loop: `Monitor(dataset, rule, every=500, out="monitor.zarr")`.
+
+    monitor = sp.Monitor(data, rule, every=500, out="monitor.zarr", n_samples=1000)
+    for step in range(total):
+        ...                                  # your optimizer step
+        monitor(step, denoiser)              # every 500 steps: sample, classify, record, update τ
+
+At each step it is due (step % every == 0), the monitor samples the model exactly as `clocks`
+does (same seed: the same initial noise at every step, so its τ are those `clocks` reads off
+the same checkpoints), classifies the endpoints and commits the step to a zarr store that is
+resumable like every other (`scoreprobe.store`: one commit per step, keyed by step and by the
+identity of the model measured, `scoreprobe.sweep.identity`). A step already in the store is
+skipped when it holds the same model (a restarted loop) and refused with a StoreError when it
+holds another. The model is put in eval mode for sampling and back after; the loop's random
+streams (torch CPU and CUDA) are left exactly as they were. τ_rule, τ_novel, τ_mem and the window are
+re-read from all steps so far after each one and logged (logger `scoreprobe.training.monitor`,
+INFO); `monitor.result()` is the clocks Dataset so far. Definitions: docs/definitions.md ("Clocks").
+"""
+import contextlib
+import json
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+
+from scoreprobe import store
+from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION, MEM_THRESHOLD, RULE_THRESHOLD
+from scoreprobe.errors import ConfigError, StoreError
+from scoreprobe.limits import check_rows, check_seed
+from scoreprobe.ode import integrator as ode, samplers
+from scoreprobe.probes.clocks import _dataset_identity, clock_step, novel_oracle
+from scoreprobe.probes.taus import taus
+from scoreprobe.probes.tidy import with_taus
+from scoreprobe.sweep import concat_steps
+from scoreprobe.sweep.executor import with_step
+from scoreprobe.sweep.identity import model_identity, same
+
+logger = logging.getLogger(__name__)
+
+
+class Monitor:
+    """The clocks of a model measured inside any training loop (see the module docstring).
+
+    Parameters
+    ----------
+    dataset : the training data (`.train`, `.heldout` uint8 bits), e.g. `sp.make_dataset(...)`.
+    rule : the rule of the data (default: `dataset.rule` when it has one).
+    every : measure at the steps that are multiples of `every` (>= 1).
+    steps : instead of `every`, exactly these steps (e.g. log-spaced, `training.train.checkpoint_steps`:
+        the same measurements at a fraction of the cost when the clocks are read on a log axis).
+    out : zarr store path (resumable), or None to keep the results in memory only.
+    n_samples, seed, n_steps, sampler, device, chunk_size, keep_bits : as for `clocks`.
+    rule_threshold, mem_threshold, n_boot : as for `taus` (τ and CIs after each measured step).
+    overwrite : replace an existing store at `out` (built beside it, swapped in at the first step).
+    """
+
+    def __init__(self, dataset, rule=None, every=500, out=None, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS,
+                 sampler=None, device=None, chunk_size=None, keep_bits=False, rule_threshold=RULE_THRESHOLD,
+                 mem_threshold=MEM_THRESHOLD, n_boot=1000, overwrite=False, steps=None):
+        rule = getattr(dataset, "rule", None) if rule is None else rule
+        if rule is None or not hasattr(dataset, "train"):
+            raise ConfigError("Monitor needs the training data (an object with .train and .heldout bits, e.g. "
+                              "sp.make_dataset(...)) and its rule")
+        if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+            raise ConfigError(f"Monitor: every must be a positive integer, got {every!r}")
+        self.at = None if steps is None else _step_set(steps)
+        check_rows(n_samples, rule.n_bits, "n_samples")
+        check_seed(seed)
+        ode.edm_sigmas(n_steps)
+        self.dataset, self.rule, self.every, self.out = dataset, rule, int(every), out
+        self.spec = samplers.as_sampler(sampler)
+        self.kw = {"n_samples": int(n_samples), "seed": int(seed), "n_steps": int(n_steps), "device": device,
+                   "chunk_size": chunk_size, "keep_bits": bool(keep_bits)}
+        self.taus_kw = {"rule_threshold": rule_threshold, "mem_threshold": mem_threshold, "n_boot": int(n_boot)}
+        self.config = store.normalize_config({
+            "probe": "clocks", "definitions": DEFINITIONS_VERSION, "n_samples": int(n_samples), "seed": int(seed),
+            "noise": ode.NOISE, "n_steps": int(n_steps), "keep_bits": bool(keep_bits), "sampler": self.spec.config(),
+            "source": {"type": "monitor"}, "data": _dataset_identity(dataset, rule)})
+        self.parts, self.models, self.tau = {}, {}, None
+        self._overwrite = bool(overwrite)
+        if out is not None:
+            self._resume(out)
+
+    # -- the store -------------------------------------------------------------------------------
+
+    def _resume(self, out):
+        """Load the steps an earlier run of this loop wrote (same config; StoreError otherwise)."""
+        if self._overwrite:
+            store.check_writable(out, overwrite=True)
+            return
+        with store.StoreWriter(out, self.config) as w:
+            done, models = list(w.done), dict(zip(w.steps, w.models))
+        if done:
+            old = store.open_store(out).load()
+            for step in done:
+                self.parts[int(step)] = old.sel(step=[step])
+                self.models[int(step)] = models.get(step)
+            logger.info("monitor: resumed %s with %d measured steps (up to %d)", out, len(done), max(done))
+
+    def _write(self, part, ident):
+        overwrite, self._overwrite = self._overwrite, False   # only the first write replaces the store
+        with store.StoreWriter(self.out, self.config, overwrite=overwrite) as w:
+            w.write(part, models=[ident])
+            w.finish()
+
+    # -- measuring -------------------------------------------------------------------------------
+
+    def due(self, step):
+        """Whether `step` is one the monitor measures."""
+        return int(step) in self.at if self.at is not None else int(step) % self.every == 0
+
+    def __call__(self, step, model):
+        """Measure `model` at training step `step` when it is due; returns that step's clocks Dataset
+        (dims step, sample) or None when the step is not due. A step measured before (in this run or a
+        stored one) with the same model is returned as stored; with another model: StoreError."""
+        step = int(step)
+        if step < 0:
+            raise ConfigError(f"Monitor: training steps are >= 0, got {step}")
+        if not self.due(step):
+            return None
+        ident = model_identity(model, self.rule.n_bits)
+        if step in self.parts:
+            if not same(self.models.get(step), ident) or ident is None:
+                raise StoreError(f"Monitor: step {step} was measured on another model (or one that cannot be "
+                                 "identified); pass overwrite=True or another out= to start afresh")
+            return self.parts[step]
+        with _quiet_training(model):
+            ds = clock_step(model, self.dataset, self.rule, sampler=self.spec, **self.kw)
+        part = with_step(ds, step)
+        if self.out is not None:
+            self._write(part, ident)
+        self.parts[step], self.models[step] = part, ident
+        self._update(step)
+        return part
+
+    def _update(self, step):
+        """Re-read τ from every step so far; log the step's values and the τ known now."""
+        ds = self._concat()
+        self.tau = taus(ds, warn=False, **self.taus_kw)
+        row = self.parts[step]
+        logger.info("monitor: step %d: rule_acc %.3f, novel_valid %.3f, mem_ratio %.3f; %s", step,
+                    float(row["rule_acc"].values[0]), float(row["novel_valid"].values[0]),
+                    float(row["mem_ratio"].values[0]), describe_taus(self.tau))
+        if self.out is not None:
+            store.update_attrs(self.out, {"novel_oracle": ds.attrs["novel_oracle"], **self.tau})
+
+    def _concat(self):
+        ds = concat_steps([self.parts[s] for s in sorted(self.parts)])
+        ds.attrs = {"novel_oracle": novel_oracle(self.dataset, self.rule),
+                    "scoreprobe_config": json.dumps(self.config, sort_keys=True)}
+        return ds
+
+    @property
+    def steps(self):
+        """The measured steps, ascending."""
+        return sorted(self.parts)
+
+    def result(self):
+        """The clocks Dataset of the steps measured so far (as `clocks` returns it: the curves, the
+        per-sample states, τ with CIs and the window in attrs and as data variables)."""
+        if not self.parts:
+            raise ConfigError("Monitor: no step measured yet")
+        ds = self._concat()
+        ds.attrs.update(self.tau if self.tau is not None else taus(ds, warn=False, **self.taus_kw))
+        return with_taus(ds)
+
+    def __repr__(self):
+        where = f", out={str(Path(self.out))!r}" if self.out is not None else ""
+        return f"Monitor(every={self.every}, n_samples={self.kw['n_samples']}, steps measured={len(self.parts)}{where})"
+
+
+def _step_set(steps):
+    """The set of steps= as ints >= 0; ConfigError otherwise."""
+    try:
+        out = {int(s) for s in steps if not isinstance(s, bool) and int(s) == s}
+    except (TypeError, ValueError):
+        raise ConfigError("Monitor: steps= must be a list of training steps (integers >= 0)") from None
+    if not out or min(out) < 0 or len(out) != len(set(steps)):
+        raise ConfigError("Monitor: steps= must be a non-empty list of training steps (integers >= 0)")
+    return out
+
+
+def describe_taus(t):
+    """'τ_rule 1712, τ_novel 1718, τ_mem not yet, window open' from a taus() dict."""
+    def one(v):
+        return "not yet" if v is None or not math.isfinite(v) else f"{v:.0f}"
+    window = "open" if t.get("window_open") else "closed"
+    return f"τ_rule {one(t['tau_rule'])}, τ_novel {one(t['tau_novel'])}, τ_mem {one(t['tau_mem'])}, window {window}"
+
+
+@contextlib.contextmanager
+def _quiet_training(model):
+    """The model in eval mode and the global torch random streams saved, restored afterwards."""
+    import torch
+    modules = [m for m in (model, getattr(model, "__wrapped__", None)) if isinstance(m, torch.nn.Module)]
+    modes = [m.training for m in modules]
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        for m in modules:
+            m.eval()
+        try:
+            yield
+        finally:
+            for m, mode in zip(modules, modes):
+                m.train(mode)
+
+
+def lightning_callback(monitor, use_ema=None):
+    """A PyTorch Lightning callback calling `monitor(trainer.global_step, model)` after each training batch
+    (model: the LightningModule, or its attribute named by `use_ema`, e.g. "ema"). Needs Lightning
+    (`lightning` or `pytorch_lightning`) installed; ConfigError otherwise."""
+    try:
+        from lightning.pytorch import Callback
+    except ImportError:
+        try:
+            from pytorch_lightning import Callback
+        except ImportError:
+            raise ConfigError("lightning_callback needs PyTorch Lightning (pip install lightning)") from None
+
+    class MonitorCallback(Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            model = getattr(pl_module, use_ema) if use_ema else pl_module
+            monitor(trainer.global_step, model)
+
+    return MonitorCallback()
