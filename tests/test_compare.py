@@ -59,7 +59,7 @@ def test_summary_of_a_dataset_without_taus_computes_them():
     ds = read_export(EXPORTS / "g2-n120.npz")
     assert "tau_rule" not in ds.attrs
     row = sp.summary(ds).iloc[0]
-    assert row["tau_rule"] == pytest.approx(sp.taus(ds, warn=False)["tau_rule"], rel=1e-12)
+    assert row["tau_rule"] == pytest.approx(sp.tau_summary(ds, warn=False)["tau_rule"], rel=1e-12)
 
 
 def test_existing_threshold_dimension_is_kept_and_flattened(oracle_clocks):
