@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from scoreprobe.errors import ConfigError, first_line
+from scoreprobe.limits import check_bool
 
 TRUST_NEEDED = "--denoiser runs your Python code: add --trust to allow it (trust=True in the API)"
 
@@ -27,7 +28,7 @@ def load_callable(spec, trust=False):
     """The object named by 'MODULE:NAME' (importable; the current folder is searched first) or
     'PATH.py:NAME'. ConfigError without `trust`, for a bad spec, an import that fails, or a NAME
     that is missing or not callable."""
-    if not trust:
+    if not check_bool(trust, "trust"):
         raise ConfigError(TRUST_NEEDED)
     where, sep, name = str(spec).rpartition(":")
     if not sep or not where or not name.isidentifier():

@@ -88,16 +88,41 @@ def read_log(run_dir):
 
 
 def truncate_log(path, step):
-    """Drop log lines written after `step` by an interrupted run (they are about to be redone),
-    and a last line a kill cut short."""
-    if path.exists():
-        keep = [line for line in path.read_text().splitlines(True) if _log_step(line) <= step]
-        path.write_text("".join(keep))
+    """Drop the log lines written after `step` by an interrupted run (they are about to be redone) and
+    a last line a kill cut short. The file is rewritten atomically (temp file, fsync, rename: a kill
+    leaves the old log or the new one) and only when a line goes. A line that is not a record
+    anywhere else is kept as it is, with a ScoreprobeWarning naming it (never deleted silently)."""
+    import warnings
+
+    from scoreprobe.errors import ScoreprobeWarning
+    from scoreprobe.training.config import atomic_write_text
+    if not path.exists():
+        return
+    lines = path.read_text().splitlines(True)
+    keep, bad = [], []
+    for i, line in enumerate(lines):
+        s = _log_step(line)
+        if s is None and i == len(lines) - 1 and not line.endswith("\n"):
+            continue                                   # cut short by a kill
+        if s is None:
+            bad.append(i + 1)
+        if s is None or s <= step:
+            keep.append(line)
+    if bad:
+        warnings.warn(f"{path}: line(s) {', '.join(map(str, bad[:5]))}{' ...' if len(bad) > 5 else ''} of {len(lines)} "
+                      "are not training-log records; kept as they are (plot-log skips them)", ScoreprobeWarning,
+                      stacklevel=3)
+    if len(keep) != len(lines):
+        atomic_write_text(path, "".join(keep))
 
 
 def _log_step(line):
-    """The step of a training-log line; +inf for a line that is not a complete JSON record."""
+    """The step of a complete training-log line, None for a line that is not one (cut short, not JSON,
+    nested too deep, without an integer step)."""
+    if not line.endswith("\n"):
+        return None
     try:
-        return json.loads(line)["step"] if line.endswith("\n") else math.inf
-    except (ValueError, KeyError, TypeError):
-        return math.inf
+        step = json.loads(line).get("step")
+    except (ValueError, AttributeError, RecursionError):
+        return None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
