@@ -154,38 +154,45 @@ def _damage_fix(path):
             "and compared, and training stops rather than overwrite one with other weights")
 
 
-def load_state(st, path, device, total_steps, run=None):
-    """Restore `st` from a training state (resume.pt or final_state.pt: tensors and plain values only);
-    CheckpointError when it is unreadable, hostile, truncated, does not fit the run or (`run`: the
-    (run directory, run.json, save_dtype) it must continue, `guard.check_state`) belongs to another run."""
+def read_state(path, device, total_steps, run=None):
+    """The training state dict at `path` (resume.pt or final_state.pt: tensors and plain values only),
+    checked; CheckpointError when it is unreadable, hostile, truncated or (`run`: the (run directory,
+    run.json, save_dtype) it must continue, `check_state`) belongs to another run."""
     from scoreprobe.loading.foreign import is_state_dict
     from scoreprobe.loading.formats import check_zip_crc
-    from scoreprobe.loading.weights import check_tensors
     import torch
     fix = _damage_fix(path)
-    if zipfile.is_zipfile(path):
-        check_zip_crc(path)
     try:
+        if zipfile.is_zipfile(path):
+            check_zip_crc(path)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*pickle protocol", category=UserWarning)
             sd = torch.load(path, map_location=device, weights_only=True)
-    except Exception as e:  # UnpicklingError (hostile), EOFError / RuntimeError (truncated), ...
+    except Exception as e:  # noqa: BLE001  UnpicklingError (hostile), EOFError / RuntimeError (truncated), ...
         raise CheckpointError(f"{path} is not a readable training state ({first_line(e)}){fix}") from None
     if not isinstance(sd, dict) or sd.get("format") != CKPT_FORMAT or not all(map(is_state_dict, (
             sd.get("model"), sd.get("ema")))) or not isinstance(sd.get("opt"), dict):
         raise CheckpointError(f"{path} is not a {CKPT_FORMAT} training state{fix}")
     check_int(sd.get("step"), f"{path}: step", 0, total_steps, CheckpointError)
-    for key, net in (("model", st.model), ("ema", st.ema)):
-        check_tensors(sd[key], {k: tuple(v.shape) for k, v in net.state_dict().items()}, f"{path} ({key})")
     if run is not None:
         try:
             check_state(sd, path, *run)
         except CheckpointError as e:
             raise CheckpointError(f"{e}{fix}") from None
+    return sd
+
+
+def load_state(st, path, device, total_steps, run=None):
+    """Restore `st` (train._State) from the training state at `path` (`read_state`); CheckpointError
+    also when its tensors do not fit the run."""
+    from scoreprobe.loading.weights import check_tensors
+    sd = read_state(path, device, total_steps, run)
+    for key, net in (("model", st.model), ("ema", st.ema)):
+        check_tensors(sd[key], {k: tuple(v.shape) for k, v in net.state_dict().items()}, f"{path} ({key})")
     try:
         st.load_state_dict(sd)
     except (RuntimeError, ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
-        raise CheckpointError(f"{path} does not fit this run ({first_line(e)}){fix}") from None
+        raise CheckpointError(f"{path} does not fit this run ({first_line(e)}){_damage_fix(path)}") from None
 
 
 def save_checkpoint(ck, path, save):
@@ -215,29 +222,30 @@ def save_checkpoint(ck, path, save):
 # ---------------------------------------------------------------------------------------------
 
 class RunLock:
-    """Exclusive, non-blocking lock of a run directory for its trainer (`acquire` / `release`)."""
+    """Exclusive, non-blocking lock of a run directory for its trainer (`acquire` / `release`); the
+    lock file exists only while a trainer holds it (as `scoreprobe.store.lock.StoreLock`)."""
 
     def __init__(self, run_dir):
         self.path, self.fd = Path(run_dir) / LOCK_NAME, None
 
     def acquire(self):
         """Take the lock (creating the directory) or raise ConfigError naming its holder."""
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise ConfigError(f"cannot train in {self.path.parent}: {e.strerror or e}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        while True:
+            fd = self._open()
             try:
-                info = json.loads(os.read(fd, 4096).decode() or "{}")
-                who = f"pid {info.get('pid')} on {info.get('host')} since {info.get('since')}"
-            except (OSError, ValueError):
-                who = "another process"
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                who = _holder(fd)
+                os.close(fd)
+                raise ConfigError(f"{self.path.parent} is being trained by {who}; one trainer per run directory: "
+                                  "wait for it to finish (or stop it), then run this again") from None
+            try:   # the holder may have removed the file between our open and flock: retry on the new one
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
             os.close(fd)
-            raise ConfigError(f"{self.path.parent} is being trained by {who}; one trainer per run directory: "
-                              "wait for it to finish (or stop it), then run this again") from None
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         try:
             os.ftruncate(fd, 0)
@@ -247,12 +255,32 @@ class RunLock:
         self.fd = fd
         return self
 
+    def _open(self):
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise ConfigError(f"cannot train in {self.path.parent}: {e.strerror or e}") from None
+
     def release(self):
-        """Drop the lock (idempotent); the lock file stays (removing it could race a new holder)."""
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
+        """Remove the lock file and drop the lock (idempotent)."""
+        if self.fd is None:
+            return
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+        self.fd = None
+
+
+def _holder(fd):
+    try:
+        info = json.loads(os.read(fd, 4096).decode() or "{}")
+        return f"pid {info.get('pid')} on {info.get('host')} since {info.get('since')}"
+    except (OSError, ValueError):
+        return "another process"
 
 
 def state_file(run_dir, meta):

@@ -33,8 +33,8 @@ from scoreprobe.models.build import build_model, check_training_size, model_arch
 from scoreprobe.models.edm import dsm_loss, sample_sigmas
 from scoreprobe.progress import CountProgress
 from scoreprobe.data.rules import rule_from_spec
-from scoreprobe.training.guard import (RunLock, check_threads, load_state, read_meta, run_digest, save_checkpoint,
-                                       state_file)
+from scoreprobe.training.guard import (RunLock, check_threads, load_state, read_meta, read_state, run_digest,
+                                       save_checkpoint, state_file)
 from scoreprobe.training.trainlog import LOG_NAME, bucket_sums, log_record, postfix, truncate_log
 
 logger = logging.getLogger(__name__)
@@ -112,6 +112,9 @@ def init_run_dir(cfg, run_dir, device=None):
     old = check_run_dir(cfg, run_dir, device)
     if old is not None:
         from scoreprobe.training.extend import extend_run
+        state = state_file(run_dir, old) or run_dir / FINAL_STATE
+        if cfg.total_steps > old["config"]["total_steps"] and state.exists():   # the state an extension continues:
+            read_state(state, "cpu", old["config"]["total_steps"], (run_dir, old, cfg.save_dtype))   # before run.json
         extend_run(cfg, run_dir, old)     # a larger total_steps: the schedule continued (else nothing)
         return load_dataset(run_dir / "dataset.npz", rule)
     (run_dir / "ckpt").mkdir(parents=True, exist_ok=True)
