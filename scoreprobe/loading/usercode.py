@@ -9,7 +9,10 @@
 the callable and wraps what it gives as a series the analyses take like a run directory's: steps,
 `denoiser(step, device)`, the data. A function of the step is called lazily, one step at a time,
 for the steps given. Stores of such a series resume by each step's model identity (weights of a
-module, else its behavioural fingerprint; `scoreprobe.sweep.identity`).
+module and its fingerprint, else the fingerprint alone; `scoreprobe.sweep.identity`). The fingerprint
+is taken on one call when a step is identified: a function whose denoiser changes on later calls
+(state it keeps, a file it rereads) is not seen to change, and a `model_id` (API) is taken at its
+word: two functions given one model_id are one model.
 """
 import importlib
 import importlib.util
