@@ -14,7 +14,7 @@ import time
 import pytest
 import torch
 
-from scoreprobe.errors import CheckpointError, ConfigError, ScoreprobeWarning
+from scoreprobe.errors import CheckpointError, ConfigError
 from scoreprobe.training import train as train_mod
 from scoreprobe.training.guard import RunLock, planned_steps
 from scoreprobe.training.train import FINAL_STATE, TrainConfig, ckpt_path, train_run
@@ -121,14 +121,18 @@ def test_a_kill_between_the_temp_file_and_the_rename_keeps_the_old_log(tmp_path,
     assert log.read_text() == old
 
 
-def test_a_bad_line_in_the_middle_is_kept_with_a_warning_and_a_deep_one_is_no_traceback(tmp_path):
-    log = tmp_path / LOG_NAME
-    good = [json.dumps({"step": s, "loss": 1.0}) + "\n" for s in (4, 8, 12, 16)]
+def test_a_bad_line_in_the_middle_is_refused_before_any_work_and_a_deep_one_is_no_traceback(run0):
+    log = run0 / LOG_NAME
+    good = log.read_text().splitlines(True)
     bad, deep, stringy = "not json\n", "[" * 100_000 + "]" * 100_000 + "\n", '{"step": "8", "loss": 1}\n'
-    log.write_text(good[0] + bad + good[1] + deep + stringy + good[2] + good[3] + '{"step": 20, "lo')
-    with pytest.warns(ScoreprobeWarning, match=r"line\(s\) 2, 4, 5 of 8 are not training-log records; kept"):
-        truncate_log(log, 8)
-    assert log.read_text() == good[0] + bad + good[1] + deep + stringy
+    log.write_text(good[0] + bad + good[1] + deep + stringy + "".join(good[2:]) + '{"step": 20, "lo')
+    before = _files(run0)
+    with pytest.raises(CheckpointError, match=r"line\(s\) 2, 4, 5 of \d+ are not training-log records"):
+        train_run(tiny_cfg(total_steps=60), run0, progress=False)
+    assert _files(run0) == before                       # nothing dropped, nothing written
+    log.write_text("".join(good) + '{"step": 20, "lo')   # only a last line cut short: dropped on resume
+    train_run(tiny_cfg(total_steps=60), run0, progress=False)
+    assert log.read_text().startswith("".join(good)) and '"lo\n' not in log.read_text()
 
 
 # ---------------------------------------------------------------------------------------------

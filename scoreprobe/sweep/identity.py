@@ -58,7 +58,8 @@ def model_identity(model, n_bits=None, model_id=None, device=None):
         if model_id is not None:
             return {"weights": digest, "model_id": str(model_id)}
         import torch
-        values = fingerprint(model, n_bits, device) if isinstance(model, torch.nn.Module) else None   # not a wrapper
+        outputs = isinstance(model, torch.nn.Module) or getattr(model, "fingerprint_outputs", False)   # not a sampler
+        values = fingerprint(model, n_bits, device) if outputs else None
         return {"weights": digest} if values is None else {"weights": digest, "outputs": values}
     if model_id is not None:
         return {"model_id": str(model_id)}

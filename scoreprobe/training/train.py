@@ -35,7 +35,7 @@ from scoreprobe.progress import CountProgress
 from scoreprobe.data.rules import rule_from_spec
 from scoreprobe.training.guard import (RunLock, check_threads, load_state, read_meta, read_state, run_digest,
                                        save_checkpoint, state_file)
-from scoreprobe.training.trainlog import LOG_NAME, bucket_sums, log_record, postfix, truncate_log
+from scoreprobe.training.trainlog import LOG_NAME, bucket_sums, check_log, log_record, postfix, truncate_log
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +91,7 @@ def check_run_dir(cfg, run_dir, device=None):
     if not (Path(run_dir) / "run.json").exists():
         return None
     old = read_meta(run_dir)
+    check_log(Path(run_dir) / LOG_NAME)
     old_cfg = stored_config(old.get("config", {}))  # settings added later: defaults
     new_cfg = cfg.to_dict()
     diff = sorted(k for k in new_cfg if old_cfg.get(k) != new_cfg[k])

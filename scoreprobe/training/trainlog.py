@@ -87,31 +87,34 @@ def read_log(run_dir):
     return sorted(recs, key=lambda r: r["step"])
 
 
+def check_log(path):
+    """CheckpointError when a line of the training log at `path` other than a last one cut short by a
+    kill is not a record (not JSON, nested too deep, no integer step): the trainer rewrites the log when
+    it resumes and must neither drop nor misread such a line. Nothing is read when there is no log."""
+    from scoreprobe.errors import CheckpointError
+    if not path.exists():
+        return
+    lines = path.read_text().splitlines(True)
+    bad = [i + 1 for i, line in enumerate(lines) if _log_step(line) is None
+           and not (i == len(lines) - 1 and not line.endswith("\n"))]
+    if bad:
+        raise CheckpointError(f"{path}: line(s) {', '.join(map(str, bad[:5]))}{' ...' if len(bad) > 5 else ''} of "
+                              f"{len(lines)} are not training-log records (JSON objects with an integer step); "
+                              "training rewrites the log when it continues and would lose them: repair or remove "
+                              "those lines, then run the same command again")
+
+
 def truncate_log(path, step):
     """Drop the log lines written after `step` by an interrupted run (they are about to be redone) and
-    a last line a kill cut short. The file is rewritten atomically (temp file, fsync, rename: a kill
-    leaves the old log or the new one) and only when a line goes. A line that is not a record
-    anywhere else is kept as it is, with a ScoreprobeWarning naming it (never deleted silently)."""
-    import warnings
-
-    from scoreprobe.errors import ScoreprobeWarning
+    a last line a kill cut short (`check_log` has refused any other line that is not a record). The
+    file is rewritten atomically (temp file, fsync, rename: a kill leaves the old log or the new one)
+    and only when a line goes."""
     from scoreprobe.training.config import atomic_write_text
     if not path.exists():
         return
     lines = path.read_text().splitlines(True)
-    keep, bad = [], []
-    for i, line in enumerate(lines):
-        s = _log_step(line)
-        if s is None and i == len(lines) - 1 and not line.endswith("\n"):
-            continue                                   # cut short by a kill
-        if s is None:
-            bad.append(i + 1)
-        if s is None or s <= step:
-            keep.append(line)
-    if bad:
-        warnings.warn(f"{path}: line(s) {', '.join(map(str, bad[:5]))}{' ...' if len(bad) > 5 else ''} of {len(lines)} "
-                      "are not training-log records; kept as they are (plot-log skips them)", ScoreprobeWarning,
-                      stacklevel=3)
+    steps = [_log_step(line) for line in lines]
+    keep = [line for line, s in zip(lines, steps) if s is not None and s <= step]
     if len(keep) != len(lines):
         atomic_write_text(path, "".join(keep))
 
