@@ -92,20 +92,20 @@ def takes_step(fn):
 MAX_TIMEOUT = 1e6   # seconds: the largest per-call timeout
 
 
+class _Timeout(BaseException):
+    """Raised by the alarm of `_deadline` inside the user's denoiser."""
+
+
 def _user_call(fn, what, *args):
     """fn(*args) for user code: anything it raises but KeyboardInterrupt (SystemExit too) is one ConfigError."""
     try:
         return fn(*args)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Timeout):
         raise
     except BaseException as e:   # noqa: BLE001  the user's code may raise anything, exit included
         if isinstance(e, ConfigError) and str(e).startswith("--denoiser"):
             raise
-        raise ConfigError(f"--denoiser {what} raised {type(e).__name__}: {first_line(e) or '(no message)'}") from None
-
-
-class _Timeout(BaseException):
-    """Raised by the alarm of `_deadline` inside the user's denoiser."""
+        raise ConfigError(f"--denoiser {what} raised {first_line(e)}") from None
 
 
 _WARNED_THREAD = []

@@ -127,7 +127,8 @@ def check_state(sd, path, run_dir, meta, save_dtype):
                               f"{own}): a state copied from another run directory would continue that run under "
                               "this run's name")
     step = int(sd["step"])
-    reached = (meta.get("extended_from") or [None])[-1]
+    from scoreprobe.training.extend import finished
+    reached = meta["config"]["total_steps"] if finished(meta, run_dir) else (meta.get("extended_from") or [None])[-1]
     if Path(path).name == FINAL_STATE and reached is not None and step != reached:
         raise CheckpointError(f"{path} holds step {step}, but the run's last total was {reached}")
     ck = ckpt_path(run_dir, step)
