@@ -405,6 +405,10 @@ def main():
     print(f"attempts {total} / clean {counts['clean']} / code executions {counts['code execution']} / "
           f"allocations beyond limits {counts['allocation']} / silent acceptances {counts['silent']} / "
           f"tracebacks or untyped {counts['traceback']} / wrong reason {counts['wrong reason']} / slow {counts['slow']}")
+    # --- issue 33, sections 2 and 5 (--denoiser, train): tests/abuse_issue33.py, counted per surface ---
+    import abuse_issue33
+    abuse_issue33.main(tmp / "good", tmp)
+    # --- end of issue 33's block ---
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -153,7 +153,7 @@ def _write(name, data):
 
 
 def _foreign_weights(sd):
-    del sd["run"]
+    sd.pop("run", None)
     sd["ema"] = {k: v + 1e-3 for k, v in sd["ema"].items()}
 
 
