@@ -17,13 +17,13 @@ DATA = make_dataset(Parity(2, shape=(2, 4)), 4, 4, seed=0)
 
 
 def mutating(x, sigma):
-    """Halves its input in place, then denoises the halved point."""
-    x.mul_(0.5)
-    return torch.tanh(x / sigma[:, None] ** 2)
+    """0.5·x, computed by doubling its input in place (powers of two: exact)."""
+    x.mul_(2.0)
+    return 0.25 * x
 
 
 def halved(x, sigma):
-    return torch.tanh(0.5 * x / sigma[:, None] ** 2)
+    return 0.5 * x
 
 
 @pytest.mark.parametrize("solver", ["heun", "adaptive"])
@@ -32,9 +32,8 @@ def test_an_in_place_change_of_x_cannot_reach_the_integrator(solver):
     want = integrate(halved, x0.clone(), 2.0, n_steps=6, solver=solver)
     got = integrate(GuardedDenoiser(mutating, 0, "user.py:make"), x0.clone(), 2.0, n_steps=6, solver=solver)
     assert torch.equal(got, want)
-    if solver == "heun":   # (the engine ends decided rows on their vertex, which the change does not move here)
-        bare = integrate(mutating, x0.clone(), 2.0, n_steps=6, solver=solver)
-        assert not torch.equal(bare, want)              # unguarded, the change corrupts the integration
+    bare = integrate(mutating, x0.clone(), 2.0, n_steps=6, solver=solver)
+    assert not torch.allclose(bare, want)               # unguarded, the change corrupts the integration
 
 
 def test_a_module_keeps_its_weights_identity_and_is_fingerprinted_through_the_wrapper():
