@@ -306,3 +306,10 @@ def test_an_unfinished_first_segment_is_not_extended(tmp_path, monkeypatch):
     monkeypatch.setattr(train_mod, "_train_step", real)
     with pytest.raises(ConfigError, match="unfinished.*--total-steps 30 first"):
         train_run(tiny_cfg(total_steps=60), tmp_path / "run", progress=False)
+
+
+def test_temporary_files_a_kill_left_are_removed_by_the_next_trainer(run0):
+    for name in ("train_log.jsonl.tmp", "run.json.tmp", "resume.pt.tmp", "ckpt/step_0000030.pt.tmp"):
+        (run0 / name).write_bytes(b"half written")
+    train_run(tiny_cfg(total_steps=40), run0, progress=False)
+    assert not [p for p in run0.rglob("*.tmp")]

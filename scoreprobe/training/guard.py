@@ -284,6 +284,15 @@ def _holder(fd):
         return "another process"
 
 
+def remove_stale_temps(run_dir):
+    """Remove the temporary files a kill left in a run directory (`*.tmp` beside run.json, the log, the
+    states and the checkpoints): called by the trainer holding the lock, so no writer owns them."""
+    run_dir = Path(run_dir)
+    for p in [*run_dir.glob("*.tmp"), *run_dir.glob("ckpt/*.tmp")]:
+        if p.is_file():
+            p.unlink(missing_ok=True)
+
+
 def state_file(run_dir, meta):
     """The training state a run continues from: resume.pt when it exists; final_state.pt of a finished
     run that an extension continues (a checkpoint after the last total it reached is missing, none

@@ -33,8 +33,8 @@ from scoreprobe.models.build import build_model, check_training_size, model_arch
 from scoreprobe.models.edm import dsm_loss, sample_sigmas
 from scoreprobe.progress import CountProgress
 from scoreprobe.data.rules import rule_from_spec
-from scoreprobe.training.guard import (RunLock, check_threads, load_state, read_meta, read_state, run_digest,
-                                       save_checkpoint, state_file)
+from scoreprobe.training.guard import (RunLock, check_threads, load_state, read_meta, read_state,
+                                       remove_stale_temps, run_digest, save_checkpoint, state_file)
 from scoreprobe.training.trainlog import LOG_NAME, bucket_sums, check_log, log_record, postfix, truncate_log
 
 logger = logging.getLogger(__name__)
@@ -304,6 +304,7 @@ def open_run(cfg, run_dir, device):
 
 
 def _open_locked(cfg, run_dir, device):
+    remove_stale_temps(run_dir)
     ds = init_run_dir(cfg, run_dir, device)
     meta = read_meta(run_dir)
     torch.manual_seed(cfg.seed)
