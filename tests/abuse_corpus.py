@@ -425,6 +425,10 @@ def main():
           f"tracebacks or untyped {counts['traceback']} / wrong reason {counts['wrong reason']} / slow {counts['slow']} / "
           f"injections that ran {counts['injection ran']} / late refusals {counts['late refusal']} / "
           f"pages refused {counts['refused']}")
+    # --- issue 33, sections 2 and 5 (--denoiser, train): tests/abuse_issue33.py, counted per surface ---
+    import abuse_issue33
+    abuse_issue33.main(tmp / "good", tmp)
+    # --- end of issue 33's block ---
     shutil.rmtree(tmp, ignore_errors=True)
 
 

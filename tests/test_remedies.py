@@ -135,6 +135,7 @@ def test_the_curriculum_trains_on_finer_groups_then_on_the_rule(tmp_path):
     assert not fine.is_valid(final).all()                                 # the rule's own items are not all finer-valid
     data = np.load(run.dir / "dataset.npz")
     assert not {r.tobytes() for r in first} & {r.tobytes() for r in data["heldout"]}   # never a held-out image
+    run.close()                                                           # the directory's lock (one trainer)
     train_run(cfg, tmp_path / "run", progress=False)                      # trains, resumable like any run
     base = train_run(_g4(), tmp_path / "base", progress=False)
     s, b = load_series(tmp_path / "run"), load_series(base)
@@ -174,6 +175,7 @@ def test_a_curriculum_at_g3_cuts_each_group_into_a_pair_and_a_zero_pixel(tmp_pat
     assert len(singles) == 12 and not first[:, singles].any()           # one zero pixel per group of 3
     assert rule.is_valid(first).all() and len({r.tobytes() for r in first}) == cfg.n_train
     assert run.train_bits[:, singles].any()                              # the rule's own items use them
+    run.close()
 
 
 def json_config(run_dir):

@@ -99,15 +99,20 @@ _OPTIONS = (
                  help="Your own model instead of SOURCES: FUNCTION(step) -> a denoiser D(x, sigma) (steps from "
                       "--steps S1,S2,...), or FUNCTION() -> a denoiser or a mapping {step: denoiser}; MODULE is "
                       "importable or a path/to/file.py. Runs your code: needs --trust. Data from --dataset."),
+    click.option("--denoiser-timeout", "denoiser_timeout", type=float, default=None, metavar="SECONDS",
+                 help="With --denoiser: the most seconds one call of your denoiser may take (one error line "
+                      "beyond it; enforced in the main thread, not on dask workers). Default: no bound."),
 )
 
 
-def _denoiser_source(spec, sources, steps_text, dataset, rule_spec, data_size, data_seed, trust, others):
+def _denoiser_source(spec, sources, steps_text, dataset, rule_spec, data_size, data_seed, trust, others,
+                     timeout=None):
     """The source() of --denoiser: checked here, before anything heavy is imported; loaded when called."""
     from scoreprobe.errors import ConfigError
-    from scoreprobe.loading.usercode import TRUST_NEEDED
+    from scoreprobe.loading.usercode import TRUST_NEEDED, check_timeout
     if not trust:
         raise ConfigError(TRUST_NEEDED)
+    check_timeout(timeout)
     if sources or others:
         also = " and no " + ", ".join(others) if others else ""
         raise ConfigError(f"--denoiser names the model: give no SOURCES{also}")
@@ -121,7 +126,8 @@ def _denoiser_source(spec, sources, steps_text, dataset, rule_spec, data_size, d
         from scoreprobe.loading.sources import dataset_from
         from scoreprobe.loading.usercode import denoiser_series
         data = dataset_from(dataset, rule_spec, data_size, data_seed)
-        return denoiser_series(spec, data, steps=chosen if isinstance(chosen, list) else None, trust=trust)
+        return denoiser_series(spec, data, steps=chosen if isinstance(chosen, list) else None, trust=trust,
+                               timeout=timeout)
     return source
 
 
@@ -155,13 +161,16 @@ def source_options(fn):
     returning the CheckpointSeries (called after the command's own options are checked)."""
     @functools.wraps(fn)
     def wrapper(sources, steps_file, step_pattern, dataset, rule_spec, data_size, data_seed, settings, trust,
-                denoiser_spec, **kw):
+                denoiser_spec, denoiser_timeout, **kw):
         overrides = parse_settings(settings)
         if denoiser_spec is not None:
             others = [k for k, v in (("--steps-file", steps_file), ("--step-from-name", step_pattern),
                                      ("--set", settings)) if v]
             return fn(source=_denoiser_source(denoiser_spec, sources, kw.get("steps"), dataset, rule_spec,
-                                              data_size, data_seed, trust, others), **kw)
+                                              data_size, data_seed, trust, others, denoiser_timeout), **kw)
+        if denoiser_timeout is not None:
+            from scoreprobe.errors import ConfigError
+            raise ConfigError("--denoiser-timeout bounds the calls of --denoiser's function; give --denoiser")
 
         def source():
             from scoreprobe.loading.sources import open_source

@@ -95,7 +95,7 @@ def plan_checkpoint(path, trust, ema, overrides, expect_shape=None):
 
     expect_shape: the (C, H, W) of the data the model is to be compared with, when known; a diffusers
     config that states another is refused before its position table is built."""
-    from scoreprobe.training.train import CKPT_FORMAT   # the format the trainer writes
+    from scoreprobe.training.config import CKPT_FORMAT   # the format the trainer writes
     obj, settings, container, config, file_bytes = _read(path, trust, overrides)
     if isinstance(obj, dict) and obj.get("format") == CKPT_FORMAT:
         return _plan_ours(obj, path, ema, settings, file_bytes)

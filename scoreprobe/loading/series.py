@@ -32,7 +32,7 @@ from scoreprobe.models.param import ModuleDenoiser, make_denoiser
 from scoreprobe.loading.plan import n_parameters, plan_checkpoint
 from scoreprobe.loading.weights import check_ema, check_tensors
 from scoreprobe.data.rules import Rule, rule_from_spec
-from scoreprobe.training.train import RUN_FORMAT   # the format the trainer writes
+from scoreprobe.training.config import RUN_FORMAT   # the format the trainer writes
 
 DEFAULT_SERIES = "parity-default"
 ENV_VAR = "SCOREPROBE_CHECKPOINTS"

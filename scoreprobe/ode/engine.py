@@ -12,7 +12,11 @@ Every row of a batch integrates dx/dσ = (x − D(x, σ))/σ from σ_start down 
   change are in docs/definitions.md ("The adaptive engine"). A row that reaches σ_min undecided
   ends with D(x, σ_min) (the Euler step to σ = 0, as on the fixed grid), `decided_sigma` = 0;
 * **compaction**: each iteration evaluates the denoiser only on the rows still running, so
-  evaluations and time go to the undecided rows.
+  evaluations and time go to the undecided rows;
+* **non-finite values**: a row for which the denoiser returns NaN or inf at *any* evaluation (a
+  stage of a step the controller would reject included) ends there with status non_finite and a
+  NaN endpoint, which the endpoint classification labels `invalid` (as the fixed grid's NaN rows);
+  it is never retried with smaller steps until max_steps.
 
 A row's arithmetic depends only on its own state, so its endpoint does not depend on the batch
 size, the chunk size or which other rows it was batched with (up to the denoiser's own
@@ -94,7 +98,8 @@ class EngineSettings:
 class EngineResult:
     """What `solve` returns, per row b of the batch (B rows).
 
-    x : (B, D) endpoints at σ = 0 (the vertex for decided rows; NaN rows for status non_finite).
+    x : (B, D) endpoints at σ = 0 (the vertex for decided rows; NaN rows for status non_finite: the
+        denoiser returned NaN/inf for the row at some evaluation).
     decided_sigma : (B,) float64, σ at which the row was decided; 0 for rows integrated to σ_min.
     nfe : (B,) int64 denoiser evaluations; accepted, rejected : (B,) int64 steps.
     status : (B,) int8, codes of STATUS.
@@ -163,13 +168,14 @@ class _State:
         self.out = torch.full_like(x0, float("nan"))
         self.decided = torch.zeros(b, dtype=torch.float64, device=dev)
         self.status = torch.zeros(b, dtype=torch.int8, device=dev)
+        self.met_nan = torch.zeros(b, dtype=torch.bool, device=dev)              # a stage returned NaN/inf
 
 
 def _finish(st, act, settings, t_end):
     """Ends the rows of `act` that are done (non-finite, at σ_min, decided, out of steps); returns the rest."""
     x, f, sigma = st.x[act], st.f[act], st.t[act].exp()                          # (n, D), (n, D), (n,)
     d = x - sigma.to(x.dtype)[:, None] * f                                       # (n, D) D(x, σ)
-    bad = ~torch.isfinite(d).all(dim=1)
+    bad = ~torch.isfinite(d).all(dim=1) | st.met_nan[act]
     at_end = ~bad & (st.t[act] <= t_end + 1e-12)
     v = torch.where(x > 0, 1.0, -1.0).to(x.dtype)                                # (n, D) vertex sign(x)
     close = (d - v).abs().amax(dim=1) <= settings.decide_tol
@@ -212,6 +218,8 @@ def _attempt(D, st, act, pair, settings, t_end, k, chunk):
     for c, a in zip(pair.c[1:], pair.a[1:]):
         xs.append(x + dsx * sum(w * kj for w, kj in zip(a, ks) if w))
         ks.append(_rhs(D, xs[-1], sigma + c * ds, act, k, chunk))
+    nan = ~torch.stack([torch.isfinite(kj).all(dim=1) for kj in ks[1:]]).all(dim=0)   # (n,) a stage met NaN/inf
+    st.met_nan[act[nan]] = True                          # the row ends non-finite (`_finish`), whatever the step
     x_new = x + dsx * sum(w * kj for w, kj in zip(pair.b, ks) if w)              # (n, D)
     err = dsx * sum((w - w_hat) * kj for w, w_hat, kj in zip(pair.b, pair.b_hat, ks))
     ratio = error_ratio(err, x, x_new, settings.rtol, settings.atol)             # (n,)

@@ -24,7 +24,7 @@ import torch
 from tqdm.auto import tqdm
 
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFAULT_SAMPLE_SOLVER, DEFAULT_SOLVER
-from scoreprobe.ode.engine import EngineResult, EngineSettings, solve
+from scoreprobe.ode.engine import STATUS, EngineResult, EngineSettings, solve
 from scoreprobe.errors import ConfigError, DataError, ScoreprobeWarning
 from scoreprobe.limits import MAX_ODE_STEPS, check_int, check_rows, check_seed, warn_nonfinite_rows
 from scoreprobe.noise import NOISE, randn_per_sample  # noqa: F401  (re-exported)
@@ -188,8 +188,9 @@ def _fixed_result(x, n_steps, solver):
     b = x.shape[0]
     nfe = 2 * n_steps - 1 if solver == "heun" else n_steps
     zeros = np.zeros(b, dtype=np.int64)
+    status = np.where((~torch.isfinite(x)).reshape(b, -1).any(dim=1).cpu().numpy(), STATUS.index("non_finite"), 0)
     return EngineResult(x, np.zeros(b), np.full(b, nfe, dtype=np.int64), np.full(b, n_steps, dtype=np.int64),
-                        zeros, np.zeros(b, dtype=np.int8))
+                        zeros, status.astype(np.int8))
 
 
 def _warn_spent(res):

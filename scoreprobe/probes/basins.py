@@ -54,7 +54,7 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
     dict name -> numpy array (S, res, res) over (sigma_start, v, u): state (int8), index,
     train_index, heldout_index, nearest_train_hamming (int64), anchor (int8), off_vertex (bool),
     decided_sigma (float64: σ where the engine decided the point, 0 when integrated to the end),
-    nfe (int64: denoiser evaluations of the point).
+    nfe (int64: denoiser evaluations of the point), status (int8: codes of `ode.engine.STATUS`).
     """
     from scoreprobe.models.stack import chunk_rows, counted, replicate, split, stack_size
     from scoreprobe.slices import classify
@@ -63,13 +63,14 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
     points, _, _ = plane.grid(res, margin)
     x0 = replicate(torch.as_tensor(points, dtype=dtype, device=device), k)   # (P*K, D)
     keys = ("state", "index", "train_index", "heldout_index", "nearest_train_hamming", "anchor", "off_vertex")
-    out, n_bad = [{key: [] for key in keys + ("decided_sigma", "nfe")} for _ in range(k)], 0
+    out, n_bad = [{key: [] for key in keys + ("decided_sigma", "nfe", "status")} for _ in range(k)], 0
     for s in sigma_starts:
         with warnings.catch_warnings():   # non-finite endpoints: counted over all σ_start, warned once below
             warnings.simplefilter("ignore", NonFiniteWarning)
             r = _endpoints(D, x0, s, n_steps, solver, chunk_rows(chunk_size, k))   # (P*K, D)
         n_bad += int((~torch.isfinite(r.x)).any(dim=1).sum())
-        per_row = {"decided_sigma": r.decided_sigma.reshape(-1, k), "nfe": r.nfe.reshape(-1, k)}   # (P, K)
+        per_row = {"decided_sigma": r.decided_sigma.reshape(-1, k), "nfe": r.nfe.reshape(-1, k),
+                   "status": np.asarray(r.status, dtype=np.int8).reshape(-1, k)}                 # (P, K)
         for i, xe in enumerate(split(r.x, k)):                                # (P, D) per model
             c = classify(xe, dataset, rule, anchors=plane.anchors)
             for key in keys:
@@ -133,6 +134,7 @@ def _warn_unconverged(ds, n_steps, solver, tol=LABEL_CHANGE_TOL):
 
 def _basin_dataset(m, plane, sigma_starts, u, v):
     from scoreprobe.data.datasets import STATES
+    from scoreprobe.ode.engine import STATUS
     dims = ("sigma_start", "v", "u")
     one = {"units": "1"}
     n_states = len(STATES)
@@ -155,6 +157,10 @@ def _basin_dataset(m, plane, sigma_starts, u, v):
             **one, "long_name": "noise level at which the adaptive engine decided the endpoint's vertex "
             "(0: integrated to sigma = 0)"}),
         "nfe": (dims, m["nfe"], {**one, "long_name": "denoiser evaluations of the grid point's PF-ODE"}),
+        "endpoint_status": (dims, m["status"], {
+            **one, "flag_values": list(range(len(STATUS))), "flag_meanings": " ".join(STATUS),
+            "long_name": "how the grid point's PF-ODE ended: success, max_steps (the engine's step budget spent) or "
+            "non_finite (the denoiser returned NaN/inf at some evaluation; its state is invalid)"}),
         "fraction": (("sigma_start", "state"), frac, {
             **one, "long_name": "fraction of the plane ending in each state"}),
     }
@@ -167,7 +173,8 @@ def _basin_dataset(m, plane, sigma_starts, u, v):
 def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule, check_convergence):
     """The store identity of a basins run (`check_convergence` is recorded only when True)."""
     from scoreprobe.ode import solver_config
-    config = {"probe": "basins", "definitions": DEFINITIONS_VERSION, "plane": plane.spec(),
+    # "endpoint_status": 1 marks stores with the per-point status variable (older ones are refused as another config)
+    config = {"probe": "basins", "definitions": DEFINITIONS_VERSION, "endpoint_status": 1, "plane": plane.spec(),
               "sigma_start": sigma_starts.tolist(), "res": int(res), **solver_config(solver, n_steps),
               "margin": float(margin), "dtype": str(dtype).replace("torch.", ""), "rule": rule.spec()}
     if check_convergence:

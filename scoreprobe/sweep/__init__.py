@@ -212,8 +212,11 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
         Datasets; the results equal the one-at-a-time path. Other probes, models that cannot be
         stacked and dask runs take one checkpoint at a time.
     model_id : names a source without weights (a user function, an oracle): a str for every step,
-        or {step: str}; recorded per step instead of the behavioural fingerprint. The probe's
-        attribute `n_bits` (D) lets the fingerprint be taken when the model has no `dim`.
+        or {step: str}; recorded per step instead of the behavioural fingerprint (a module keeps its
+        weights digest with it). The probe's attribute `n_bits` (D) lets the fingerprint be taken
+        when the model has no `dim`. Limits: a model_id is taken at its word (two callables given one
+        model_id are one model), and the fingerprint is taken on one call when the step is identified
+        (a callable that changes on later calls resumes as the same model).
 
     Returns
     -------

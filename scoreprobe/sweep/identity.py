@@ -2,11 +2,17 @@
 
 Every step written to a store records one (see docs/definitions.md, "Which model a step measured"):
 
-- `{"weights": sha}` for a torch module with tensors: a SHA-256 (first 16 hex digits) of its
-  state_dict as loaded (names, dtypes, shapes and bytes of every tensor, sorted by name) and of the
-  settings that turn the network into a denoiser (each submodule's class, parameterization,
-  sigma_data, time_scale, label, image_shape, schedule). A file re-saved with equal tensors gives the
-  same digest; a file with other tensors never does. The file's name, size and path play no part.
+- `{"weights": sha, "outputs": [...]}` for a torch module with tensors: a SHA-256 (first 16 hex
+  digits) of every tensor its forward can read -- its state_dict as loaded, its non-persistent
+  buffers and tensors held as plain attributes (names, dtypes, shapes and bytes, sorted by name; the
+  last two only where they exist, so the digest of a module without them is the one recorded before)
+  -- and of the settings that turn the network into a denoiser (each submodule's class,
+  parameterization, sigma_data, time_scale, label, image_shape, schedule); with the output
+  fingerprint below, which catches what no digest can see (a plain attribute such as `self.gain`, code).
+  A file re-saved with equal tensors gives the same digest; a file with other tensors never does. The
+  file's name, size and path play no part. With `model_id=` a module is `{"weights", "model_id"}`
+  (no fingerprint: for a module whose outputs are not reproducible, e.g. in reduced precision).
+  Stores that recorded `{"weights"}` alone resume on the weights (`same`).
 - `{"model_id": text}` for a callable without weights when the user names it (`model_id=`).
 - `{"outputs": [32 numbers]}` otherwise: a behavioural fingerprint, D's outputs on a fixed probe
   batch (32 points x 4 sigmas, fixed seed), reduced to 8 fixed random (+-1) projections per sigma,
@@ -15,6 +21,12 @@ Every step written to a store records one (see docs/definitions.md, "Which model
   breaks whenever float noise moves one of ~5000 values across a rounding boundary.
 - None when none of these exists (no weights, no model_id, and D failed on the probe batch or its
   dimension is unknown): such a step is written, but a store holding it is never resumed.
+
+Limits (docs/definitions.md, "Which model a step measured"): the fingerprint is taken on the one call
+made when the step is identified -- a callable that behaves differently on later calls (state it
+changes, a file it rereads) is not seen to change; a module whose behaviour depends on state outside
+its tensors changes its identity only through the fingerprint, i.e. only where the probe batch shows
+the change. A `model_id` is taken at its word: two callables given one model_id are one model.
 """
 import hashlib
 import json
@@ -43,7 +55,12 @@ def model_identity(model, n_bits=None, model_id=None, device=None):
         the model refuses CPU tensors."""
     digest = weights_digest(model)
     if digest is not None:
-        return {"weights": digest}
+        if model_id is not None:
+            return {"weights": digest, "model_id": str(model_id)}
+        import torch
+        outputs = isinstance(model, torch.nn.Module) or getattr(model, "fingerprint_outputs", False)   # not a sampler
+        values = fingerprint(model, n_bits, device) if outputs else None
+        return {"weights": digest} if values is None else {"weights": digest, "outputs": values}
     if model_id is not None:
         return {"model_id": str(model_id)}
     values = fingerprint(model, n_bits, device)
@@ -61,15 +78,28 @@ def weights_digest(model):
     if not isinstance(model, torch.nn.Module):
         return None
     state = model.state_dict()
-    if not state:
+    extra = _unsaved_tensors(model, state)
+    if not state and not extra:
         return None
     h = hashlib.sha256()
-    for name in sorted(state):
-        t = state[name].detach()
+    for name, t in [*((n, state[n]) for n in sorted(state)), *sorted(extra.items())]:
+        t = t.detach()
         h.update(json.dumps([name, str(t.dtype), list(t.shape)]).encode())
         h.update(t.reshape(-1).contiguous().cpu().view(torch.uint8).numpy().tobytes())
     h.update(json.dumps(_settings(model), sort_keys=True, default=str).encode())
     return h.hexdigest()[:16]
+
+
+def _unsaved_tensors(model, state):
+    """{name: tensor} the forward can read that the state_dict leaves out: non-persistent buffers
+    ('buffer:NAME') and tensors held as plain attributes of a submodule ('attribute:MODULE.NAME')."""
+    import torch
+    out = {f"buffer:{n}": b for n, b in model.named_buffers() if n not in state and b is not None}
+    for mod_name, m in model.named_modules():
+        for attr, value in vars(m).items():
+            if torch.is_tensor(value) and not isinstance(value, torch.nn.Parameter):
+                out[f"attribute:{mod_name + '.' if mod_name else ''}{attr}"] = value
+    return out
 
 
 def _settings(model):
@@ -133,11 +163,12 @@ def describe(identity):
     """Short text of an identity for messages."""
     if not identity:
         return "no identity (no weights, no model_id, no fingerprint)"
-    if "weights" in identity:
-        return f"weights {identity['weights']}"
+    parts = [f"weights {identity['weights']}"] if "weights" in identity else []
     if "model_id" in identity:
-        return f"model_id {identity['model_id']!r}"
-    return f"outputs fingerprint {_short(identity.get('outputs'))}"
+        parts.append(f"model_id {identity['model_id']!r}")
+    if "outputs" in identity:
+        parts.append(f"outputs fingerprint {_short(identity.get('outputs'))}")
+    return ", ".join(parts)
 
 
 def _short(values):
@@ -145,8 +176,15 @@ def _short(values):
 
 
 def same(old, new):
-    """True when the identities name the same model (fingerprints: within FINGERPRINT_TOL)."""
-    if old is None or new is None or set(old) != set(new):
+    """True when the identities name the same model (fingerprints: within FINGERPRINT_TOL). Two with
+    weights: equal weights, and every other part both record equal (a store that recorded the weights
+    alone, written before modules were fingerprinted, resumes on them)."""
+    if old is None or new is None:
+        return False
+    if "weights" in old and "weights" in new:
+        return old["weights"] == new["weights"] and all(same({k: old[k]}, {k: new[k]}) for k in set(old) & set(new)
+                                                        if k != "weights")
+    if set(old) != set(new):
         return False
     if "outputs" in new:
         a, b = np.asarray(old["outputs"], dtype=float), np.asarray(new["outputs"], dtype=float)

@@ -3,6 +3,7 @@
 A leaf module (no torch): the CLI builds `scoreprobe train`'s options from these fields at start-up.
 """
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,11 +15,58 @@ from scoreprobe.limits import (MAX_BATCH, MAX_DEPTH, MAX_HIDDEN, MAX_ITEMS, MAX_
 RUN_FORMAT = "scoreprobe-run/1"
 CKPT_FORMAT = "scoreprobe-ckpt/1"
 FINAL_STATE = "final_state.pt"   # a finished run's last training state (resume.pt renamed by Run.finish)
+RESUME_STATE = "resume.pt"       # an unfinished run's training state
 
 
 def ckpt_path(run_dir, step):
     """RUN_DIR/ckpt/step_0001234.pt: where the trainer writes the checkpoint of `step`."""
     return Path(run_dir) / "ckpt" / f"step_{step:07d}.pt"
+
+
+def atomic_write_text(path, text):
+    """Replace `path` by `text` so that a kill at any moment leaves the old or the new file whole."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(folder):
+    """fsync a folder (a rename in it is durable); a file system that refuses is left as it is."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def checkpoint_steps(total_steps, n, first=1):
+    """n unique integer steps, log-spaced from `first` to total_steps, with step 0 prepended. (n,) int list."""
+    import numpy as np   # here: the CLI reads this module at start-up
+    first = max(1, min(first, total_steps))
+    n = max(2, min(n, total_steps - first + 2))
+    if n == total_steps - first + 2:
+        return [0] + list(range(first, total_steps + 1))
+    m = n - 1
+    while True:  # more geometric points until rounding leaves n - 1 distinct steps
+        pts = np.geomspace(first, total_steps, m) if m > 1 else np.array([total_steps])
+        steps = np.unique(np.round(pts).astype(np.int64))
+        if len(steps) >= n - 1:
+            break
+        m += 1
+    keep = np.unique(np.round(np.linspace(0, len(steps) - 1, n - 1)).astype(int))
+    return [0] + [int(s) for s in steps[keep]]
+
+
 LR_SCHEDULES = ("constant", "cosine", "step")
 # the TrainConfig fields in which the members of an ensemble (scoreprobe.training.ensemble) may differ; the
 # others fix the architecture and the shape of the training loop, which the members share

@@ -74,7 +74,7 @@ def check_ensemble(cfgs, run_dirs):
     from scoreprobe.data.rules import rule_from_spec
     check_training_size("dit", model_arch(cfgs[0], rule_from_spec(cfgs[0].rule)), cfgs[0].batch_size, len(cfgs))
     for cfg, run_dir in zip(cfgs, run_dirs):   # a directory of another run: refused before any is written
-        check_run_dir(cfg, run_dir)
+        check_run_dir(cfg, run_dir, device=None)
 
 
 def member_key(cfg):
@@ -132,12 +132,20 @@ def train_ensemble(cfgs, run_dirs, device="cpu", progress=None):
     """
     run_dirs = [Path(d) for d in run_dirs]
     check_ensemble(cfgs, run_dirs)
-    runs = [r for r in (open_run(c, d, device) for c, d in zip(cfgs, run_dirs)) if r is not None]
-    starts = sorted({r.st.step for r in runs})
-    if len(starts) > 1:
-        logger.warning("ensemble members resume from different steps %s; training one ensemble per step", starts)
-    for start in starts:
-        _train_group([r for r in runs if r.st.step == start], device, progress)
+    runs = []
+    try:
+        for c, d in zip(cfgs, run_dirs):
+            runs.append(open_run(c, d, device))
+        runs = [r for r in runs if r is not None]
+        starts = sorted({r.st.step for r in runs})
+        if len(starts) > 1:
+            logger.warning("ensemble members resume from different steps %s; training one ensemble per step", starts)
+        for start in starts:
+            _train_group([r for r in runs if r.st.step == start], device, progress)
+    finally:
+        for r in runs:
+            if r is not None:
+                r.close()
     return run_dirs
 
 

@@ -17,26 +17,26 @@ import math
 import os
 import platform
 import subprocess
-import warnings
-import zipfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
 # the config and the formats live in a leaf module (no torch): the CLI reads them at start-up
-from scoreprobe.training.config import (CKPT_FORMAT, FINAL_STATE, LR_SCHEDULES, RUN_FORMAT, TrainConfig,  # noqa: F401
-                                       ckpt_path, stored_config)   # (re-exported)
+from scoreprobe.training.config import (CKPT_FORMAT, FINAL_STATE, LR_SCHEDULES, RESUME_STATE, RUN_FORMAT, TrainConfig,  # noqa: F401
+                                       atomic_write_text, checkpoint_steps, ckpt_path, fsync_dir,
+                                       stored_config)   # (re-exported)
 from scoreprobe.data.curriculum import curriculum_bits
 from scoreprobe.data.datasets import load_dataset, make_dataset, to_signed
-from scoreprobe.errors import CheckpointError, ConfigError, first_line
-from scoreprobe.limits import check_int
+from scoreprobe.errors import ConfigError
 from scoreprobe.models.build import build_model, check_training_size, model_arch
 from scoreprobe.models.edm import dsm_loss, sample_sigmas
 from scoreprobe.progress import CountProgress
 from scoreprobe.data.rules import rule_from_spec
-from scoreprobe.training.trainlog import (LOG_NAME, bucket_sums, heldout_bank, heldout_record, log_record, postfix,
-                                         truncate_log)
+from scoreprobe.training.guard import (RunLock, check_threads, load_state, read_meta, read_state,
+                                       remove_stale_temps, run_digest, save_checkpoint, state_file)
+from scoreprobe.training.trainlog import (LOG_NAME, bucket_sums, check_log, heldout_bank, heldout_record, log_record,
+                                         postfix, truncate_log)
 
 logger = logging.getLogger(__name__)
 
@@ -52,23 +52,6 @@ def lr_at(cfg, step):
         return cfg.lr if step < cfg.lr_drop_step else cfg.lr_min
     frac = (step - cfg.warmup_steps) / max(1, cfg.total_steps - cfg.warmup_steps)   # 0 -> 1
     return cfg.lr_min + (cfg.lr - cfg.lr_min) * 0.5 * (1 + math.cos(math.pi * frac))
-
-
-def checkpoint_steps(total_steps, n, first=1):
-    """n unique integer steps, log-spaced from `first` to total_steps, with step 0 prepended. (n,) int list."""
-    first = max(1, min(first, total_steps))
-    n = max(2, min(n, total_steps - first + 2))
-    if n == total_steps - first + 2:
-        return [0] + list(range(first, total_steps + 1))
-    m = n - 1
-    while True:  # more geometric points until rounding leaves n - 1 distinct steps
-        pts = np.geomspace(first, total_steps, m) if m > 1 else np.array([total_steps])
-        steps = np.unique(np.round(pts).astype(np.int64))
-        if len(steps) >= n - 1:
-            break
-        m += 1
-    keep = np.unique(np.round(np.linspace(0, len(steps) - 1, n - 1)).astype(int))
-    return [0] + [int(s) for s in steps[keep]]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -91,20 +74,25 @@ def _versions():
 
 
 def _atomic_save(obj, path):
+    """torch.save to a temp file, fsync, rename: a kill leaves the old file or the new one, whole."""
     tmp = Path(str(path) + ".tmp")
-    torch.save(obj, tmp)
+    with open(tmp, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
-def check_run_dir(cfg, run_dir):
-    """True when `run_dir` holds a run of `cfg` (to resume) or one that `cfg` extends (the same settings
-    but a larger total_steps, `scoreprobe.training.extend`), False when it holds none; ConfigError when it
-    holds a run with different settings (CheckpointError when a finished run cannot be extended)."""
+def check_run_dir(cfg, run_dir, device=None):
+    """The checked run.json (dict) when `run_dir` holds a run of `cfg` (to resume) or one that `cfg` extends
+    (the same settings but a larger total_steps, `scoreprobe.training.extend`), None when it holds none;
+    ConfigError when it holds a run with different settings or (`device` on the CPU) another thread count,
+    CheckpointError when its run.json is damaged or a finished run cannot be extended."""
     from scoreprobe.training.extend import check_extension, describe_diff
-    meta_path = Path(run_dir) / "run.json"
-    if not meta_path.exists():
-        return False
-    old = json.loads(meta_path.read_text())
+    if not (Path(run_dir) / "run.json").exists():
+        return None
+    old = read_meta(run_dir)
+    check_log(Path(run_dir) / LOG_NAME)
     old_cfg = stored_config(old.get("config", {}))  # settings added later: defaults
     new_cfg = cfg.to_dict()
     if new_cfg["first_checkpoint"] is None:   # not named: the run's own (whatever default made it)
@@ -115,17 +103,23 @@ def check_run_dir(cfg, run_dir):
     elif diff:
         raise ConfigError(f"{run_dir} already holds a run with different settings ({describe_diff(old_cfg, new_cfg, diff)}); "
                           "use another directory or the same settings to resume")
-    return True
+    if device is not None:
+        check_threads(old, device, run_dir)
+    return old
 
 
-def init_run_dir(cfg, run_dir):
+def init_run_dir(cfg, run_dir, device=None):
     """Create (or check) the run directory; returns the Dataset. Refuses a different config."""
     run_dir = Path(run_dir)
     meta_path = run_dir / "run.json"
     rule = rule_from_spec(cfg.rule)
-    if check_run_dir(cfg, run_dir):
+    old = check_run_dir(cfg, run_dir, device)
+    if old is not None:
         from scoreprobe.training.extend import extend_run
-        extend_run(cfg, run_dir)          # a larger total_steps: the schedule continued (else nothing)
+        state = state_file(run_dir, old) or run_dir / FINAL_STATE
+        if cfg.total_steps > old["config"]["total_steps"] and state.exists():   # the state an extension continues:
+            read_state(state, "cpu", old["config"]["total_steps"], (run_dir, old, cfg.save_dtype))   # before run.json
+        extend_run(cfg, run_dir, old)     # a larger total_steps: the schedule continued (else nothing)
         return load_dataset(run_dir / "dataset.npz", rule)
     (run_dir / "ckpt").mkdir(parents=True, exist_ok=True)
     ds = make_dataset(rule, cfg.n_train, cfg.n_heldout, cfg.data_seed)
@@ -135,9 +129,7 @@ def init_run_dir(cfg, run_dir):
             "checkpoint_steps": checkpoint_steps(cfg.total_steps, cfg.n_checkpoints, cfg.first_step()),
             "versions": _versions(), "git_commit": _git_commit(),
             "torch_threads": torch.get_num_threads()}   # CPU results are bitwise reproducible per thread count
-    tmp = meta_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(meta, indent=2))
-    os.replace(tmp, meta_path)
+    atomic_write_text(meta_path, json.dumps(meta, indent=2))
     return ds
 
 
@@ -148,17 +140,20 @@ def init_run_dir(cfg, run_dir):
 class _State:
     """Everything that changes during training; saved whole in resume.pt."""
 
-    def __init__(self, cfg, model, device):
+    def __init__(self, cfg, model, device, run_config=None):
         self.model = model
         self.ema = copy.deepcopy(model).requires_grad_(False)
         self.opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.gen = torch.Generator(device="cpu").manual_seed(cfg.seed + 1)
+        # binds resume.pt / final_state.pt to this run (training.guard): the settings as run.json records
+        # them (first_checkpoint resolved), so a resume that leaves an option to its default still matches
+        self.run = run_digest(cfg.to_dict() if run_config is None else run_config)
         self.step = 0
         self.running = []   # losses since the last log line (so a resumed run logs the same means)
         self.parts = []     # their σ-bucket sums and counts (trainlog.bucket_sums), one list per step
 
     def state_dict(self):
-        return {"format": CKPT_FORMAT, "step": self.step, "model": self.model.state_dict(),
+        return {"format": CKPT_FORMAT, "run": self.run, "step": self.step, "model": self.model.state_dict(),
                 "ema": self.ema.state_dict(), "opt": self.opt.state_dict(), "rng": self.gen.get_state(),
                 "running": torch.tensor(self.running, dtype=torch.float64),
                 "parts": torch.tensor(self.parts, dtype=torch.float64)}
@@ -171,33 +166,6 @@ class _State:
         self.step = int(sd["step"])
         self.running = [float(v) for v in sd.get("running", torch.zeros(0)).reshape(-1)]   # older files: none
         self.parts = [[float(v) for v in row] for row in sd.get("parts", torch.zeros(0, 0))]
-
-
-def _load_resume(st, path, device, total_steps):
-    """Restore `st` from resume.pt (tensors and plain values only); CheckpointError when it is unreadable,
-    hostile, truncated or does not fit the run. Deleting resume.pt restarts training from step 0."""
-    from scoreprobe.loading.foreign import is_state_dict
-    from scoreprobe.loading.formats import check_zip_crc
-    from scoreprobe.loading.weights import check_tensors
-    fix = "; delete it to train this run from step 0"
-    if zipfile.is_zipfile(path):
-        check_zip_crc(path)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*pickle protocol", category=UserWarning)
-            sd = torch.load(path, map_location=device, weights_only=True)
-    except Exception as e:  # UnpicklingError (hostile), EOFError / RuntimeError (truncated), ...
-        raise CheckpointError(f"{path} is not a readable resume state ({first_line(e)}){fix}") from None
-    if not isinstance(sd, dict) or sd.get("format") != CKPT_FORMAT or not all(map(is_state_dict, (
-            sd.get("model"), sd.get("ema")))) or not isinstance(sd.get("opt"), dict):
-        raise CheckpointError(f"{path} is not a {CKPT_FORMAT} resume state{fix}")
-    check_int(sd.get("step"), f"{path}: step", 0, total_steps, CheckpointError)
-    for key, net in (("model", st.model), ("ema", st.ema)):
-        check_tensors(sd[key], {k: tuple(v.shape) for k, v in net.state_dict().items()}, f"{path} ({key})")
-    try:
-        st.load_state_dict(sd)
-    except (RuntimeError, ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
-        raise CheckpointError(f"{path} does not fit this run ({first_line(e)}){fix}") from None
 
 
 def draw_bits(cfg, train_bits, gen):
@@ -251,7 +219,7 @@ def _save_step(cfg, run_dir, st, arch):
           "ema": cast({k: v.cpu() for k, v in st.ema.state_dict().items()})}
     if cfg.save_model:
         ck["model"] = cast({k: v.cpu() for k, v in st.model.state_dict().items()})
-    _atomic_save(ck, ckpt_path(run_dir, st.step))
+    save_checkpoint(ck, ckpt_path(run_dir, st.step), _atomic_save)
 
 
 class Run:
@@ -265,8 +233,9 @@ class Run:
     def __init__(self, cfg, run_dir, st, data, meta):
         self.cfg, self.dir, self.st, self.train_bits = cfg, Path(run_dir), st, data.train   # bits (N, D) uint8
         self.save_at, self.arch = sorted(meta["checkpoint_steps"]), meta["arch"]
-        self.resume, self.final = self.dir / "resume.pt", self.dir / FINAL_STATE
+        self.resume, self.final = self.dir / RESUME_STATE, self.dir / FINAL_STATE
         self.keep_state = True    # finish() keeps the last state in final_state.pt (to extend the run)
+        self.lock = None          # the directory's RunLock (training.guard), released by close()
         plan = cfg.curriculum_plan()
         self.switch, self.first_bits = (plan[1], curriculum_bits(rule_from_spec(cfg.rule), plan[0], cfg.n_train,
                                                                  data.heldout, cfg.data_seed)) if plan else (0, None)
@@ -295,10 +264,10 @@ class Run:
             log.write(json.dumps(rec) + "\n")
             log.flush()
             st.running, st.parts = [], []
+        if self.writes_state(st.step):    # first: a kill between the two leaves the state, which rewrites the checkpoint
+            _atomic_save(st.state_dict(), self.resume)
         if st.step in self.save_at:
             _save_step(self.cfg, self.dir, st, self.arch)
-        if self.writes_state(st.step):
-            _atomic_save(st.state_dict(), self.resume)
         return rec
 
     def checkpoint_label(self):
@@ -311,26 +280,53 @@ class Run:
         final_state.pt, from which a larger total_steps continues it; removed when not keep_state."""
         if self.keep_state and self.resume.exists():
             os.replace(self.resume, self.final)
+        elif not self.keep_state:        # an older final_state.pt (the total an extension started from) is stale
+            self.final.unlink(missing_ok=True)
         self.resume.unlink(missing_ok=True)
+        fsync_dir(self.dir)
+
+    def close(self):
+        """Release the run directory to other trainers (idempotent)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
 
 def open_run(cfg, run_dir, device):
     """Create or reopen `run_dir` for `cfg`: a `Run` at step 0 (its step-0 checkpoint written) or at
-    the step of resume.pt, or None when the run is already complete. ConfigError for another config."""
+    the step of its training state, or None when the run is already complete. ConfigError for another
+    config or while another trainer holds the directory. The Run holds the directory's lock: close() it."""
     cfg.validate()
     check_training_size(cfg.model, model_arch(cfg, rule_from_spec(cfg.rule)), cfg.batch_size)   # before building
     run_dir = Path(run_dir)
-    ds = init_run_dir(cfg, run_dir)
-    meta = json.loads((run_dir / "run.json").read_text())
+    lock = RunLock(run_dir).acquire()
+    try:
+        run = _open_locked(cfg, run_dir, device)
+    except BaseException:
+        lock.release()
+        raise
+    if run is None:
+        lock.release()
+        return None
+    run.lock = lock
+    return run
+
+
+def _open_locked(cfg, run_dir, device):
+    remove_stale_temps(run_dir)
+    ds = init_run_dir(cfg, run_dir, device)
+    meta = read_meta(run_dir)
     torch.manual_seed(cfg.seed)
-    run = Run(cfg, run_dir, _State(cfg, build_model(meta["kind"], meta["arch"]).to(device), device), ds, meta)
-    if not run.resume.exists() and all(ckpt_path(run_dir, s).exists() for s in run.save_at):
+    model = build_model(meta["kind"], meta["arch"]).to(device)
+    run = Run(cfg, run_dir, _State(cfg, model, device, meta["config"]), ds, meta)
+    state = state_file(run_dir, meta)
+    if state is None and all(ckpt_path(run_dir, s).exists() for s in run.save_at):
         logger.info("%s is complete (%d checkpoints); nothing to train", run_dir, len(run.save_at))
         return None
-    if run.resume.exists():
-        _load_resume(run.st, run.resume, device, cfg.total_steps)
-        logger.info("resuming %s from step %d", run_dir, run.st.step)
-    elif run.st.step in run.save_at:
+    if state is not None:
+        load_state(run.st, state, device, cfg.total_steps, (run_dir, meta, cfg.save_dtype))
+        logger.info("resuming %s from step %d (%s)", run_dir, run.st.step, state.name)
+    if run.st.step in run.save_at and not ckpt_path(run_dir, run.st.step).exists():   # step 0, or a kill after the state
         _save_step(cfg, run_dir, run.st, run.arch)
     truncate_log(run_dir / LOG_NAME, run.st.step)   # also after a kill before the first resume.pt
     return run
@@ -346,6 +342,16 @@ def train_run(cfg, run_dir, device="cpu", progress=None, keep_state=True):
     if run is None:
         return Path(run_dir)
     run.keep_state = keep_state
+    try:
+        _train_loop(cfg, run, device, progress)
+        run.finish()
+    finally:
+        run.close()
+    return run.dir
+
+
+def _train_loop(cfg, run, device, progress):
+    """The optimizer steps of `run` up to cfg.total_steps, each recorded (log, checkpoints, resume.pt)."""
     bar = CountProgress(cfg.total_steps, run.st.step, "train", progress)
     try:
         with open(run.dir / LOG_NAME, "a") as log:
@@ -359,8 +365,6 @@ def train_run(cfg, run_dir, device="cpu", progress=None, keep_state=True):
                 bar.update(1)
     finally:
         bar.close()
-    run.finish()
-    return run.dir
 
 
 def _train_step(cfg, st, train_bits, device):

@@ -91,20 +91,48 @@ def read_log(run_dir):
     return sorted(recs, key=lambda r: r["step"])
 
 
+def check_log(path):
+    """CheckpointError when a line of the training log at `path` other than a last one cut short by a
+    kill is not a record (not JSON, nested too deep, no integer step): the trainer rewrites the log when
+    it resumes and must neither drop nor misread such a line. Nothing is read when there is no log."""
+    from scoreprobe.errors import CheckpointError
+    if not path.exists():
+        return
+    lines = path.read_text().splitlines(True)
+    bad = [i + 1 for i, line in enumerate(lines) if _log_step(line) is None
+           and not (i == len(lines) - 1 and not line.endswith("\n"))]
+    if bad:
+        raise CheckpointError(f"{path}: line(s) {', '.join(map(str, bad[:5]))}{' ...' if len(bad) > 5 else ''} of "
+                              f"{len(lines)} are not training-log records (JSON objects with an integer step); "
+                              "training rewrites the log when it continues and would lose them: repair or remove "
+                              "those lines, then run the same command again")
+
+
 def truncate_log(path, step):
-    """Drop log lines written after `step` by an interrupted run (they are about to be redone),
-    and a last line a kill cut short."""
-    if path.exists():
-        keep = [line for line in path.read_text().splitlines(True) if _log_step(line) <= step]
-        path.write_text("".join(keep))
+    """Drop the log lines written after `step` by an interrupted run (they are about to be redone) and
+    a last line a kill cut short (`check_log` has refused any other line that is not a record). The
+    file is rewritten atomically (temp file, fsync, rename: a kill leaves the old log or the new one)
+    and only when a line goes."""
+    from scoreprobe.training.config import atomic_write_text
+    if not path.exists():
+        return
+    lines = path.read_text().splitlines(True)
+    steps = [_log_step(line) for line in lines]
+    keep = [line for line, s in zip(lines, steps) if s is not None and s <= step]
+    if len(keep) != len(lines):
+        atomic_write_text(path, "".join(keep))
 
 
 def _log_step(line):
-    """The step of a training-log line; +inf for a line that is not a complete JSON record."""
+    """The step of a complete training-log line, None for a line that is not one (cut short, not JSON,
+    nested too deep, without an integer step)."""
+    if not line.endswith("\n"):
+        return None
     try:
-        return json.loads(line)["step"] if line.endswith("\n") else math.inf
-    except (ValueError, KeyError, TypeError):
-        return math.inf
+        step = json.loads(line).get("step")
+    except (ValueError, AttributeError, RecursionError):
+        return None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
 # ---------------------------------------------------------------------------------------------
