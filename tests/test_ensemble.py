@@ -186,7 +186,7 @@ def restore_threads():
 def test_train_ensemble_command_writes_one_run_per_grid_member(tmp_path, restore_threads):
     from click.testing import CliRunner
     from scoreprobe.cli import cli
-    args = ["-q", "train", str(tmp_path / "grid"), "--ensemble", "G=2,4 seed=0,1", "--lr", "2e-3", *TOY]
+    args = ["train", str(tmp_path / "grid"), "--ensemble", "G=2,4 seed=0,1", "--lr", "2e-3", *TOY]
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == 0, r.output
     names = ["G2-seed0", "G2-seed1", "G4-seed0", "G4-seed1"]
