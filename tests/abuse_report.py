@@ -12,6 +12,7 @@ Two kinds of attempt:
 `run_report_attempt` classifies one; `cases()` lists (name, surface, build); `python
 tests/abuse_corpus.py` prints the counts per surface.
 """
+import atexit
 import contextlib
 import hashlib
 import html.parser
@@ -49,6 +50,7 @@ def _stores(d):
     key = (d.name, hashlib.sha1((d / "run.json").read_bytes()).hexdigest())
     if key not in _TEMPLATES:
         tmp = Path(tempfile.mkdtemp(prefix="abuse-report-"))
+        atexit.register(shutil.rmtree, tmp, True)
         shutil.copytree(d, tmp / d.name)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
