@@ -120,7 +120,8 @@ def hostile(tmp_path_factory):
     (run / "run.json").write_text(json.dumps(meta))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sp.report(run, root / "first.html", sections=("clocks", "basins"), steps="all", sizes=TINY, progress=False)
+        sp.report(run, root / "first.html", sections=("clocks", "basins"), steps="all", sizes=TINY,
+                  cache=root / "first.cache", progress=False)
         given = root / "given"
         shutil.copytree(root / "first.cache", given)
         _edit(given / "clocks.zarr", attrs={"under_resolved": VECTORS, "history": "\n".join(VECTORS)},
