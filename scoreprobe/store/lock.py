@@ -44,15 +44,25 @@ def _owner_text(fd):
         return "another process"
 
 
-class StoreLock:
-    """Exclusive, non-blocking writer lock of a store; use as a context manager."""
+class FileLock:
+    """Exclusive, non-blocking advisory lock of the file `path` (fcntl.flock), which exists only while
+    held and records its holder (pid, host, start) for the refusal message; a context manager.
+    Subclasses say what a busy lock and an unwritable place mean (`busy`, `cannot_open`)."""
 
     def __init__(self, path):
-        self.path = lock_path(path)
+        self.path = Path(path)
         self.fd = None
 
+    def busy(self, who):
+        """The exception raised when another process (`who`) holds the lock."""
+        return StoreError(f"{self.path} is locked by {who}")
+
+    def cannot_open(self, e):
+        """The exception raised when the lock file cannot be made (OSError `e`)."""
+        return StoreError(f"cannot make the lock file {self.path} ({e.strerror or e})")
+
     def acquire(self):
-        """Take the lock or raise StoreError naming its holder (pid, host)."""
+        """Take the lock or raise `busy(holder)`."""
         while True:
             fd = self._open()
             try:
@@ -60,8 +70,7 @@ class StoreLock:
             except BlockingIOError:
                 who = _owner_text(fd)
                 os.close(fd)
-                raise StoreError(f"store {self.path.name[:-len('.scoreprobe-lock')]} is being written by {who}; "
-                                 "wait for that run to finish (one writer per store)") from None
+                raise self.busy(who) from None
             try:  # the holder may have removed the file between our open and flock: retry on the new one
                 same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:
@@ -79,15 +88,13 @@ class StoreLock:
         return self
 
     def _open(self):
-        """The lock file, created with its folder if need be; StoreError where the system will not
+        """The lock file, created with its folder if need be; `cannot_open` where the system will not
         (/proc, a read-only mount, a full disk)."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
-            raise StoreError(f"cannot write the store {self.path.name[:-len('.scoreprobe-lock')]} in "
-                             f"{self.path.parent}: its lock file cannot be made there ({e.strerror or e}); "
-                             f"{file_system_hint(e, 'choose another out=')}") from e
+            raise self.cannot_open(e) from e
 
     def release(self):
         """Remove the lock file and drop the lock (idempotent)."""
@@ -106,6 +113,24 @@ class StoreLock:
 
     def __exit__(self, *exc):
         self.release()
+
+
+class StoreLock(FileLock):
+    """Exclusive, non-blocking writer lock of a store; use as a context manager."""
+
+    def __init__(self, path):
+        super().__init__(lock_path(path))
+
+    def _store(self):
+        return self.path.name[:-len('.scoreprobe-lock')]
+
+    def busy(self, who):
+        return StoreError(f"store {self._store()} is being written by {who}; "
+                          "wait for that run to finish (one writer per store)")
+
+    def cannot_open(self, e):
+        return StoreError(f"cannot write the store {self._store()} in {self.path.parent}: its lock file cannot "
+                          f"be made there ({e.strerror or e}); {file_system_hint(e, 'choose another out=')}")
 
 
 def holder(path):

@@ -13,18 +13,15 @@
 - `RunLock`: one trainer per run directory (a `fcntl.flock` on RUN_DIR/.scoreprobe-train-lock,
   dropped by the kernel when its holder dies, as stores are locked: `scoreprobe.store.lock`).
 """
-import datetime
-import fcntl
 import hashlib
 import json
-import os
-import socket
 import warnings
 import zipfile
 from pathlib import Path
 
 from scoreprobe.errors import CheckpointError, ConfigError, first_line
 from scoreprobe.limits import MAX_STEP, check_int
+from scoreprobe.store.lock import FileLock
 from scoreprobe.training.config import (CKPT_FORMAT, FINAL_STATE, atomic_write_text, checkpoint_steps,  # noqa: F401
                                         ckpt_path, fsync_dir, stored_config)
 
@@ -222,66 +219,19 @@ def save_checkpoint(ck, path, save):
 # One trainer per run directory
 # ---------------------------------------------------------------------------------------------
 
-class RunLock:
+class RunLock(FileLock):
     """Exclusive, non-blocking lock of a run directory for its trainer (`acquire` / `release`); the
-    lock file exists only while a trainer holds it (as `scoreprobe.store.lock.StoreLock`)."""
+    lock file exists only while a trainer holds it (`scoreprobe.store.lock.FileLock`, as stores are)."""
 
     def __init__(self, run_dir):
-        self.path, self.fd = Path(run_dir) / LOCK_NAME, None
+        super().__init__(Path(run_dir) / LOCK_NAME)
 
-    def acquire(self):
-        """Take the lock (creating the directory) or raise ConfigError naming its holder."""
-        while True:
-            fd = self._open()
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                who = _holder(fd)
-                os.close(fd)
-                raise ConfigError(f"{self.path.parent} is being trained by {who}; one trainer per run directory: "
-                                  "wait for it to finish (or stop it), then run this again") from None
-            try:   # the holder may have removed the file between our open and flock: retry on the new one
-                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            os.close(fd)
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        try:
-            os.ftruncate(fd, 0)
-            os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": stamp}).encode())
-        except OSError:
-            pass
-        self.fd = fd
-        return self
+    def busy(self, who):
+        return ConfigError(f"{self.path.parent} is being trained by {who}; one trainer per run directory: "
+                           "wait for it to finish (or stop it), then run this again")
 
-    def _open(self):
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise ConfigError(f"cannot train in {self.path.parent}: {e.strerror or e}") from None
-
-    def release(self):
-        """Remove the lock file and drop the lock (idempotent)."""
-        if self.fd is None:
-            return
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
-        self.fd = None
-
-
-def _holder(fd):
-    try:
-        info = json.loads(os.read(fd, 4096).decode() or "{}")
-        return f"pid {info.get('pid')} on {info.get('host')} since {info.get('since')}"
-    except (OSError, ValueError):
-        return "another process"
+    def cannot_open(self, e):
+        return ConfigError(f"cannot train in {self.path.parent}: {e.strerror or e}")
 
 
 def remove_stale_temps(run_dir):
