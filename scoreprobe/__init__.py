@@ -24,7 +24,7 @@ _API = {
     "scoreprobe.data.rules": "ExactK LatinSquare Parity RowK Sudoku rule_from_spec",
     "scoreprobe.data.datasets": "Dataset load_dataset make_dataset to_bits to_signed",
     "scoreprobe.data.bitindex": "BitIndex",
-    "scoreprobe.oracles": "EmpiricalDenoiser RuleDenoiser",
+    "scoreprobe.oracles": "EmpiricalDenoiser LocalDenoiser RuleDenoiser",
     "scoreprobe.ode": "edm_sigmas integrate randn_per_sample",
     "scoreprobe.ode.samplers": "Sampler sample",
     "scoreprobe.probes.dsm": "dsm_by_sigma dsm_summary",
