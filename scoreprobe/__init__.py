@@ -38,6 +38,7 @@ _API = {
     "scoreprobe.slices": "Plane auto_plane classify plane_from_spec",
     "scoreprobe.probes.field": "score_field",
     "scoreprobe.probes.basins": "basins retention",
+    "scoreprobe.probes.decompose": "decompose",
     "scoreprobe.viz": "animate_basins plot_basins plot_dsm plot_dsm_gap plot_field plot_field_panels "
                       "plot_retention plot_clocks plot_states",
     "scoreprobe.loading.series": "CheckpointSeries load_checkpoint load_series series_from_files",
