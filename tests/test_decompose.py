@@ -49,7 +49,7 @@ def test_substituted_oracle_has_weight_one(setup, name):
 def test_known_mixture_recovered(setup):
     rule, ds, named = setup
     a, b = 0.3, 0.7
-    mix = lambda x, s: a * named["memorizer"](x, s) + b * named["rule"](x, s)   # noqa: E731
+    mix = lambda x, s: a * named["memorizer"](x, s) + b * named["rule"](x, s)
     out = run(mix, rule, ds).transpose("sigma", "split", "oracle")
     ok = (out.condition < 1e4).values     # identified cells (at σ = 0.3 on training items all oracles ≈ the item)
     assert ok.sum() >= 7 and float(out.residual.max()) < 1e-6

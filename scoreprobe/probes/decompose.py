@@ -152,8 +152,7 @@ def regress(y, outputs):
 
 _VARS = {
     "r2": (("sigma", "split", "oracle"), "1", "r² of the oracle alone, no fit: 1 − ‖D − D_k‖²/‖D − mean D‖²"),
-    "weight": (("sigma", "split", "oracle"), "1", "least-squares weight of the oracle in the joint fit "
-                                                    "(minimum norm when the oracles are collinear)"),
+    "weight": (("sigma", "split", "oracle"), "1", "least-squares weight of the oracle in the joint fit (minimum norm)"),
     "weight_simplex": (("sigma", "split", "oracle"), "1", "mixture weight (≥ 0, summing to 1) of the oracle"),
     "r2_joint": (("sigma", "split"), "1", "r² of the joint least-squares fit"),
     "r2_simplex": (("sigma", "split"), "1", "r² of the best mixture of oracles"),
