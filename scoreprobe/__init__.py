@@ -39,6 +39,8 @@ _API = {
     "scoreprobe.probes.field": "score_field",
     "scoreprobe.probes.basins": "basins retention",
     "scoreprobe.probes.decompose": "decompose",
+    "scoreprobe.probes.crossover": "crossover",
+    "scoreprobe.probes.disjoint": "disjoint_agreement",
     "scoreprobe.viz": "animate_basins plot_basins plot_dsm plot_dsm_gap plot_field plot_field_panels "
                       "plot_retention plot_clocks plot_states",
     "scoreprobe.loading.series": "CheckpointSeries load_checkpoint load_series series_from_files",
