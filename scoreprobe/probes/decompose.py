@@ -231,7 +231,16 @@ def decompose(D_or_series, dataset=None, rule=None, sigmas=None, n_points=64, n_
                      overwrite=overwrite, model_id=model_id)
 
 
-def best_oracle(ds, var="r2"):
-    """Name of the oracle with the highest `var` per remaining cell: DataArray of str (…)."""
-    idx = ds[var].fillna(-np.inf).argmax("oracle")
-    return xr.apply_ufunc(lambda i: np.asarray(ds.oracle.values)[i], idx, vectorize=False)
+TIE_MARGIN = 0.01              # best_oracle: "tie" when the best r² leads the runner-up by less
+
+
+def best_oracle(ds, var="r2", margin=TIE_MARGIN):
+    """Name of the oracle with the highest `var` per remaining cell, "tie" where it leads the
+    runner-up by less than `margin` (the oracles agree there, e.g. small σ). DataArray of str (…)."""
+    vals = ds[var].fillna(-np.inf).transpose(..., "oracle")
+    arr = vals.values
+    top = np.sort(arr, axis=-1)
+    lead = top[..., -1] - (top[..., -2] if arr.shape[-1] > 1 else -np.inf)
+    names = np.asarray(ds.oracle.values, dtype=object)[arr.argmax(-1)]
+    names = np.where(lead < margin, "tie", names).astype(object)
+    return xr.DataArray(names, dims=vals.dims[:-1], coords={k: v for k, v in vals.coords.items() if "oracle" not in v.dims})
