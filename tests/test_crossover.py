@@ -72,6 +72,7 @@ def test_crossing_over_steps():
     assert d[0] > 0 > d[1]
     t = d[0] / (d[0] - d[1])
     assert out.attrs["tau_cross"] == pytest.approx(np.exp(t * np.log(101) + (1 - t) * np.log(2)) - 1)
+    assert out.gap_closed.sel(step=100) == pytest.approx(1.0) and float(out.gap_closed.sel(step=1)) < 0
     assert 1 < out.attrs["tau_cross"] < 100 and np.isfinite(out.tau_cross_sigma.sel(sigma=[0.5, 1.0, 2.0])).all()
 
 

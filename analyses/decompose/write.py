@@ -104,6 +104,16 @@ def pair_summary(pair):
             "after": mean_over(steps > hi) if hi is not None else None, "sigma_cosine": float(sig[j])}
 
 
+def gap_closed(cross, taus):
+    """(L_rule − L_net)/(L_rule − L_mem) of the σ-averaged training losses per step, and interpolated
+    (in ln(step + 1)) at τ_rule and τ_mem."""
+    avg = dict(zip(cross["oracle"], cross["oracle_loss_avg"]))
+    g = (avg["rule"] - np.array(cross["loss_avg"])) / (avg["rule"] - avg["memorizer"])
+    x = np.log(np.array(cross["steps"], float) + 1)
+    at = {k: float(np.interp(np.log(taus[k] + 1), x, g)) for k in ("tau_rule", "tau_mem")}
+    return {"per_step": dict(zip(map(str, cross["steps"]), g.round(4).tolist())), "at": at}
+
+
 def summaries(res):
     ds = decompose_dataset(res["decompose"])
     cross, ex = res["crossover"], res["excess_by_n"]
@@ -113,6 +123,7 @@ def summaries(res):
            "rule_from": {sp: first_best(ds, sp, "rule") for sp in ds.split.values},
            "tau_cross": cross["tau_cross"], "tau_cross_sigma": dict(zip([f"{s:.3g}" for s in cross["sigma"]],
                                                                       cross["tau_cross_sigma"])),
+           "gap_closed": gap_closed(cross, res["taus"]),
            "excess_slope_N": slope(ex["N"], ex["excess"]),
            "pairs": {n: pair_summary(p) for n, p in res["pairs"].items()}}
     meas = ex.get("tau_mem_measured") or {}
@@ -226,7 +237,11 @@ def markdown(res, s, prefix):
           "## 2. The loss crossover", "",
           f"τ_cross (the network's σ-averaged weighted training loss stays below the rule oracle's from this step): "
           f"**{_f(s['tau_cross'])}** vs τ_mem = {t['tau_mem']:.0f}. Per σ: "
-          + ", ".join(f"σ {k}: {_f(v)}" for k, v in s["tau_cross_sigma"].items()) + ".", ""]
+          + ", ".join(f"σ {k}: {_f(v)}" for k, v in s["tau_cross_sigma"].items()) + ".", "",
+          "Share of the generalizer's excess over the memorizer closed by the network's σ-averaged training loss, "
+          "(L_rule − L_net)/(L_rule − L_mem): "
+          f"{s['gap_closed']['at']['tau_rule']:.2f} at τ_rule, {s['gap_closed']['at']['tau_mem']:.2f} at τ_mem, "
+          f"{list(s['gap_closed']['per_step'].values())[-1]:.2f} at the last checkpoint.", ""]
     ex = res["excess_by_n"]
     L += ["| N | L_rule | L_mem | excess | τ_mem measured |", "|---|---|---|---|---|"]
     meas = ex.get("tau_mem_measured") or {}

@@ -87,8 +87,9 @@ def crossover(D_or_series, dataset=None, rule=None, sigmas=None, n_noise=8, seed
     Returns
     -------
     xarray.Dataset: `loss` ([step], sigma) and `loss_avg` ([step]) of the network; `oracle_loss`
-    (sigma, oracle), `oracle_loss_avg` (oracle); `excess` (sigma) = rule − memorizer (when both
-    are among the oracles); `sigma_weight` (sigma). Over a series, attrs `tau_cross` (first step
+    (sigma, oracle), `oracle_loss_avg` (oracle); `excess` (sigma) = rule − memorizer and
+    `gap_closed` ([step]) = (L_rule − L_net)/(L_rule − L_mem) σ-averaged (when both are among the
+    oracles); `sigma_weight` (sigma). Over a series, attrs `tau_cross` (first step
     from which loss_avg < the rule oracle's) and `tau_cross_sigma` (sigma) per σ; NaN when never.
     """
     dataset, rule = dataset_and_rule(D_or_series, dataset, rule, need_rule=False, who="crossover")
@@ -133,6 +134,12 @@ def _with_oracles(ds, ref, names, weights):
         ds["excess"] = ds.oracle_loss.sel(oracle="rule", drop=True) - ds.oracle_loss.sel(oracle="memorizer", drop=True)
         ds["excess"].attrs = {"units": "1", "long_name": "training loss of the rule oracle minus the memorizer's "
                                                          "(≥ 0 in expectation)"}
+    if "rule" in names and "memorizer" in names:
+        avg = dict(zip(names, weights @ ref))
+        ds["gap_closed"] = (float(avg["rule"]) - ds.loss_avg) / (float(avg["rule"]) - float(avg["memorizer"]))
+        ds["gap_closed"].attrs = {"units": "1", "long_name": "share of the generalizer's excess over the memorizer "
+                                                            "that the network's σ-averaged training loss has closed "
+                                                            "(0: the rule oracle's loss, 1: the memorizer's)"}
     if "step" in ds.dims and "rule" in names:
         rule_loss = ds.oracle_loss.sel(oracle="rule", drop=True)
         steps = ds.step.values
