@@ -32,6 +32,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+from pairs import measure_pairs, train_pairs  # noqa: E402  (beside this script)
+from write import write_all  # noqa: E402
 
 logger = logging.getLogger("decompose")
 
@@ -138,7 +140,6 @@ def run(p, name, args):
     import torch
     torch.set_num_threads(1)
     import scoreprobe as sp
-    from pairs import measure_pairs, train_pairs
     series = sp.load_series()
     timings, res = {}, {"preset": name, "params": p, "taus": shipped_taus()}
     runs_dir = Path(args.runs) / name
@@ -189,7 +190,6 @@ def main(argv=None):
             return 0
         out.mkdir(parents=True, exist_ok=True)
         js.write_text(json.dumps(res, indent=1))
-    from write import write_all
     write_all(res, out, prefix)
     print(f"wrote {js} and {out / (prefix + 'decompose.md')}")
     return 0
