@@ -7,7 +7,13 @@ from scoreprobe.data.datasets import make_dataset
 from scoreprobe.data.rules import Parity
 from scoreprobe.errors import ConfigError
 from scoreprobe.oracles import EmpiricalDenoiser, LocalDenoiser, RuleDenoiser
-from scoreprobe.probes.decompose import ORACLES, _simplex_fit, best_oracle, decompose, regress
+from scoreprobe.probes.decompose import (
+    ORACLES,
+    _simplex_fit,
+    best_oracle,
+    decompose,
+    regress,
+)
 
 SIGMAS = (0.3, 0.7, 1.5)
 

@@ -32,8 +32,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
-from pairs import measure_pairs, train_pairs  # noqa: E402  (beside this script)
-from write import write_all  # noqa: E402
+from pairs import measure_pairs, train_pairs  # beside this script
+from write import write_all
 
 logger = logging.getLogger("decompose")
 
@@ -112,8 +112,8 @@ def measure_crossover(p, series):
 def measure_excess_by_n(p, rule):
     """The rule oracle's and the memorizer's weighted training loss (σ-averaged) for datasets of N items."""
     from scoreprobe.data.datasets import make_dataset
-    from scoreprobe.probes.crossover import crossover
     from scoreprobe.oracles import RuleDenoiser
+    from scoreprobe.probes.crossover import crossover
     out = {"N": [], "rule": [], "memorizer": [], "excess": []}
     gen = RuleDenoiser(rule)
     for n in p["Ns"]:

@@ -2,8 +2,17 @@
 import click
 
 from scoreprobe.cli.app import cli
-from scoreprobe.cli.common import (SEED, check_figure, check_writable, choose_steps, device_option, parse_steps,
-                                   save_figure, steps_in_store, store_line)
+from scoreprobe.cli.common import (
+    SEED,
+    check_figure,
+    check_writable,
+    choose_steps,
+    device_option,
+    parse_steps,
+    save_figure,
+    steps_in_store,
+    store_line,
+)
 from scoreprobe.cli.source import source_options
 
 LETTERS = {"memorizer": "M", "rule": "R", "local": "L", "local_equivariant": "E"}

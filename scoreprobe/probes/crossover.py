@@ -26,7 +26,12 @@ import xarray as xr
 from scoreprobe.errors import ConfigError
 from scoreprobe.noise import NOISE
 from scoreprobe.probes.decompose import ORACLES, oracle_denoisers
-from scoreprobe.probes.dsm import _resolve_sigmas, _sigma_data_of, dsm_losses, edm_weight
+from scoreprobe.probes.dsm import (
+    _resolve_sigmas,
+    _sigma_data_of,
+    dsm_losses,
+    edm_weight,
+)
 from scoreprobe.sweep import dataset_and_rule, run_probe
 
 P_MEAN, P_STD = -1.2, 1.2      # the training σ distribution (TrainConfig defaults)

@@ -112,7 +112,7 @@ def disjoint_agreement(a, b, rule=None, *, steps=None, **kw):
     pa, pb = dict(as_steps(a)), dict(as_steps(b))
     common = sorted(set(pa) & set(pb))
     if steps is not None:
-        missing = sorted(set(int(s) for s in steps) - set(common))
+        missing = sorted({int(s) for s in steps} - set(common))
         if missing:
             raise ConfigError(f"steps {missing} are not common to both series; common: {common}")
         common = sorted(int(s) for s in steps)
