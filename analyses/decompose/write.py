@@ -82,7 +82,8 @@ def slope(x, y):
 
 
 def pair_summary(pair):
-    """Agreement means over the checkpoints before min(τ_mem) and after max(τ_mem) of the two members."""
+    """Agreement means over the checkpoints (step > 0) before min(τ_mem) and after max(τ_mem) of the
+    two members; without τ_mem, "before" is every checkpoint after step 0."""
     taus = [pair["clocks"][t]["tau_mem"] for t in "ab"]
     steps = np.array(pair["steps"])
     lo = min((t for t in taus if t is not None), default=None)
@@ -98,9 +99,10 @@ def pair_summary(pair):
                 "basin_same": float(np.mean(np.array(pair["basin_same"])[mask])),
                 "cosine_sigma1": float(np.mean(np.array(pair["cosine"])[mask, j])),
                 "sample_hamming": float(np.mean(np.array(pair["sample_hamming"])[mask]))}
+    trained = steps > 0          # step 0 is the zero-output initialization, D = c_skip·x for every seed
     return {"tau_mem": taus, "tau_rule": [pair["clocks"][t]["tau_rule"] for t in "ab"],
             "shared_train": pair["shared_train"],
-            "before": mean_over(steps < lo) if lo is not None else mean_over(np.ones(len(steps), bool)),
+            "before": mean_over(trained & (steps < lo)) if lo is not None else mean_over(trained),
             "after": mean_over(steps > hi) if hi is not None else None, "sigma_cosine": float(sig[j])}
 
 
@@ -201,6 +203,52 @@ def _f(v, fmt="{:.0f}"):
     return "never" if v is None or (isinstance(v, float) and not math.isfinite(v)) else fmt.format(v)
 
 
+def findings(res, s):
+    """The headline numbers as a list of markdown lines (computed, so --from-results rewrites them)."""
+    t = res["taus"]
+    mem = {k: v for k, v in s["memorizer_from"]["heldout"].items() if v is not None}
+    rule = {k: v for k, v in s["rule_from"]["heldout"].items() if v is not None}
+    reg = s["regions"]["heldout"]
+    g = s["gap_closed"]["at"]
+    out = ["## Findings (held-out points unless said)", ""]
+    if "rule" in reg:
+        first = min(rule.values()) if rule else None
+        when = "never stays best" if first is None else (
+            f"stays best from step {first}, {'before' if first < t['tau_rule'] else 'after'} τ_rule = {t['tau_rule']:.0f}")
+        out.append(f"- Rule oracle best in {reg['rule']['cells']} (step, σ) cells, steps {reg['rule']['steps'][0]}–"
+                   f"{reg['rule']['steps'][1]}, σ {reg['rule']['sigma'][0]:g}–{reg['rule']['sigma'][1]:g}, mean r² "
+                   f"{reg['rule']['r2_mean']:.2f}; at some σ it {when}.")
+    if mem:
+        lowest = min(float(k) for k in mem)
+        out.append(f"- Memorizer stays best from step {min(mem.values())} at σ = {min(mem, key=mem.get)}, later at "
+                   f"smaller σ ({', '.join(f'σ {k}: {v}' for k, v in mem.items())}); at no σ below {lowest:g} "
+                   f"(τ_mem = {t['tau_mem']:.0f}).")
+    for name in ("local", "local_equivariant"):
+        if name in reg:
+            out.append(f"- {name} best in {reg[name]['cells']} cells, steps {reg[name]['steps'][0]}–{reg[name]['steps'][1]} "
+                       f"(mean r² {reg[name]['r2_mean']:.2f}).")
+    if "tie" in reg:
+        out.append(f"- Ties (lead < {TIE_MARGIN}) in {reg['tie']['cells']} cells, σ from {reg['tie']['sigma'][0]:g}.")
+    tc = s["tau_cross"]
+    if tc:
+        out.append(f"- Loss crossover: τ_cross = {tc:.0f} (τ_rule = {t['tau_rule']:.0f}, τ_mem = {t['tau_mem']:.0f}: "
+                   f"τ_mem/τ_cross = {t['tau_mem'] / tc:.1f}); the network has closed {g['tau_mem']:.0%} of the "
+                   f"generalizer's excess at τ_mem, {g['tau_rule']:.0%} at τ_rule.")
+    out.append(f"- The generalizer's σ-averaged excess scales as N^{_f(s['excess_slope_N'], '{:.2f}')} over N = "
+               f"{res['excess_by_n']['N'][0]}…{res['excess_by_n']['N'][-1]}; the measured τ_mem as "
+               f"N^{_f(s.get('tau_mem_slope_N'), '{:.2f}')}.")
+    for n, ps in s["pairs"].items():
+        b, a = ps["before"], ps["after"]
+        rule_note = "neither member reaches τ_rule" if all(v is None for v in ps["tau_rule"]) else "τ_rule reached"
+        line = f"- Disjoint pair N = {n} ({rule_note}): "
+        line += (f"cosine at σ = 1 {b['cosine_sigma1']:.2f}, same basin {b['basin_same']:.2f}, same sample "
+                 f"{b['sample_same']:.2f} before τ_mem" if b else "no checkpoint before τ_mem")
+        line += (f"; {a['cosine_sigma1']:.2f}, {a['basin_same']:.2f}, {a['sample_same']:.2f} after." if a
+                 else "; τ_mem not reached.")
+        out.append(line)
+    return out
+
+
 def markdown(res, s, prefix):
     t, p = res["taus"], res["params"]
     L = [f"# What kind of denoiser is it? ({res['preset']} preset)", "",
@@ -213,6 +261,7 @@ def markdown(res, s, prefix):
          f"{len(p['cross_sigmas'])} σ in [{min(p['cross_sigmas']):.2g}, {max(p['cross_sigmas']):.2g}]; pairs: DiT width "
          f"{p['pair_width']}, depth {p['pair_depth']}, batch {p['pair_batch']}, {p['pair_steps']} steps. "
          f"Wall times (s, 1 torch thread, shared machine): {json.dumps(res.get('timings_s', {}))}.", "",
+         *findings(res, s), "",
          "## 1. Which oracle explains the network (r² of each oracle alone, no fit)", "",
          f"\"Best\" = highest r²; a lead under {TIE_MARGIN} is a tie (the oracles agree there: small σ). "
          "Per split, the (step × σ) cells where each oracle is best:", ""]
@@ -245,7 +294,7 @@ def markdown(res, s, prefix):
     ex = res["excess_by_n"]
     L += ["| N | L_rule | L_mem | excess | τ_mem measured |", "|---|---|---|---|---|"]
     meas = ex.get("tau_mem_measured") or {}
-    L += [f"| {n} | {r:.4f} | {m:.4f} | {e:.4f} | {_f(meas.get(str(n)))} |"
+    L += [f"| {n} | {r:.4f} | {m:.4f} | {e:.4f} | {_f(meas[str(n)]) if str(n) in meas else 'not measured'} |"
           for n, r, m, e in zip(ex["N"], ex["rule"], ex["memorizer"], ex["excess"])]
     L += ["", f"log-log slope of the excess in N: {_f(s['excess_slope_N'], '{:.2f}')}; of the measured τ_mem in N: "
           f"{_f(s.get('tau_mem_slope_N'), '{:.2f}')}.", "", f"![crossover]({prefix}decompose_crossover.png)", "",
@@ -258,7 +307,9 @@ def markdown(res, s, prefix):
                                           f"({x['n_checkpoints']} ckpts)")
         L.append(f"| {n} | {ps['shared_train']} | {', '.join(_f(v) for v in ps['tau_rule'])} | "
                  f"{', '.join(_f(v) for v in ps['tau_mem'])} | {cell(ps['before'])} | {cell(ps['after'])} |")
-    L += ["", f"![pairs]({prefix}decompose_disjoint.png)", ""]
+    L += ["", "Step 0 is left out of both means: the DiT's output layer starts at zero, so D = c_skip·x for every "
+          "initialization and the two members agree exactly there.", "",
+          f"![pairs]({prefix}decompose_disjoint.png)", ""]
     return "\n".join(L)
 
 

@@ -14,7 +14,7 @@ def _tau_marks(ax, taus, steps):
             continue
         pos = np.interp(np.log(tau + 1), np.log(np.asarray(steps, float) + 1), np.arange(len(steps)))
         ax.axvline(pos, color="white", lw=1.4, ls="--" if "mem" in name else ":")
-        ax.text(pos, 1.0, f" {name}", color="black", fontsize=7, va="bottom", ha="left",
+        ax.text(pos, 0.97, f" {name}", color="white", fontsize=7, va="top", ha="left",
                 transform=ax.get_xaxis_transform())
 
 
