@@ -24,7 +24,7 @@ _API = {
     "scoreprobe.data.rules": "ExactK LatinSquare Parity RowK Sudoku rule_from_spec",
     "scoreprobe.data.datasets": "Dataset load_dataset make_dataset to_bits to_signed",
     "scoreprobe.data.bitindex": "BitIndex",
-    "scoreprobe.oracles": "EmpiricalDenoiser RuleDenoiser",
+    "scoreprobe.oracles": "EmpiricalDenoiser LocalDenoiser RuleDenoiser",
     "scoreprobe.ode": "edm_sigmas integrate randn_per_sample",
     "scoreprobe.ode.samplers": "Sampler sample",
     "scoreprobe.probes.dsm": "dsm_by_sigma dsm_summary",
@@ -41,6 +41,9 @@ _API = {
     "scoreprobe.slices": "Plane auto_plane classify plane_from_spec",
     "scoreprobe.probes.field": "score_field",
     "scoreprobe.probes.basins": "basins retention",
+    "scoreprobe.probes.decompose": "decompose",
+    "scoreprobe.probes.crossover": "crossover",
+    "scoreprobe.probes.disjoint": "disjoint_agreement",
     "scoreprobe.viz": "animate_basins plot_basins plot_dsm plot_dsm_gap plot_field plot_field_panels "
                       "plot_retention plot_clocks plot_states",
     "scoreprobe.loading.series": "CheckpointSeries load_checkpoint load_series series_from_files",

@@ -11,6 +11,7 @@ this package imports them:
     report.py  report                   (one HTML page about a series)
     compare.py compare, export-tb       (several runs side by side; as TensorBoard scalars)
     samples.py samples                  (a gallery of one checkpoint's samples)
+    decompose.py decompose              (the network against the exact oracles)
 """
 import os
 import signal
@@ -189,4 +190,4 @@ def main(argv=None):
         interrupts.restore()
 
 
-from scoreprobe.cli import compare, curves, planes, report, runs, samples  # noqa: E402,F401  (registers the subcommands)
+from scoreprobe.cli import compare, curves, decompose, planes, report, runs, samples  # noqa: E402,F401  (registers the subcommands)

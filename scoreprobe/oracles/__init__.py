@@ -1,4 +1,4 @@
-"""Oracle denoisers: the perfect memorizer and the perfect generalizer.
+"""Oracle denoisers: the perfect memorizer, the perfect generalizer and the local (patch) oracles.
 
 Both are exact posterior means E[v | x] of a clean signed image v ∈ {-1,+1}^D observed as
 x = v + σ·ε, ε ~ N(0, I), under a uniform prior on a finite set V of vertices:
@@ -12,8 +12,11 @@ t = tanh(a)), by dynamic programming over counts (ExactK, RowK), or by enumerati
 Latin squares and Sudoku). Every computation is done in log space, so the results are finite
 for σ from 0.002 to 80 in float32 and float64. Both expose `log_density(x, σ)`, the exact
 normalized log p_σ(x) = log(1/|V| Σ_v N(x; v, σ²I)), whose gradient is the score (D - x)/σ².
+`LocalDenoiser` is the posterior mean of each pixel given only its patch (Kamb & Ganguli 2025;
+see `scoreprobe.oracles.local`); it is a field, not the gradient of one density.
 """
+from scoreprobe.oracles.local import LocalDenoiser
 from scoreprobe.oracles.memorizer import EmpiricalDenoiser
 from scoreprobe.oracles.rule import MAX_ENUMERATED, RuleDenoiser
 
-__all__ = ["EmpiricalDenoiser", "RuleDenoiser", "MAX_ENUMERATED"]
+__all__ = ["EmpiricalDenoiser", "LocalDenoiser", "RuleDenoiser", "MAX_ENUMERATED"]

@@ -1,0 +1,122 @@
+"""Do two models trained on disjoint data compute the same function? (Kadkhodaie et al., ICLR 2024)
+
+Two denoisers A and B — trained with the same rule, N and recipe on disjoint training sets —
+are compared on inputs that belong to neither, at each common training step:
+
+- `cosine` (sigma): mean over noised fresh valid images x = v + σε of cos(D_A(x, σ), D_B(x, σ)),
+  and `rms_diff` (sigma), the RMS per coordinate of D_A − D_B;
+- `sample_same`: the share of samples drawn from the same initial noise (`sample`, same seed) whose
+  thresholded endpoints are the same image, `sample_hamming` the mean Hamming distance of the two
+  endpoints over D;
+- `basin_same` (sigma_start): on planes through three fresh valid images, the share of grid points
+  whose PF-ODE endpoints (from sigma_start) are the same vertex — basin labels compared as vertices,
+  since "memorized" means a different set for each model.
+
+Generalizing models should agree (the same valid images, the same basins); memorizing ones end on
+their own, disjoint training sets.
+"""
+import numpy as np
+import torch
+import xarray as xr
+
+from scoreprobe.data.datasets import to_bits
+from scoreprobe.errors import ConfigError
+from scoreprobe.probes.decompose import evaluate
+from scoreprobe.sweep import as_steps, concat_steps, is_multi
+
+DEFAULT_SIGMAS = (0.2, 0.5, 1.0, 2.0)
+
+
+def disjoint_check(train_a, train_b):
+    """Number of images in both training sets (0 for disjoint sets). (N_a, D), (N_b, D) uint8 -> int."""
+    a = {bytes(r) for r in np.asarray(train_a, np.uint8)}
+    return sum(bytes(r) in a for r in np.asarray(train_b, np.uint8))
+
+
+def _cosine(ya, yb):
+    num = (ya * yb).sum(1)
+    den = np.linalg.norm(ya, axis=1) * np.linalg.norm(yb, axis=1)
+    return float(np.mean(num / np.where(den > 0, den, np.nan)))
+
+
+def _endpoint_bits(D, x0, sigma, n_steps):
+    """Thresholded PF-ODE endpoints from x0 (B, D) at sigma: (B, D) uint8."""
+    from scoreprobe.ode import integrate
+    return to_bits(integrate(D, x0.clone(), float(sigma), n_steps=n_steps).cpu().numpy())
+
+
+def compare_pair(Da, Db, rule, *, sigmas=DEFAULT_SIGMAS, n_points=64, n_samples=200, n_planes=2, res=16,
+                 sigma_starts=(0.5, 1.0), n_steps=18, seed=0):
+    """The agreement measures of one pair of denoisers (module docstring) -> Dataset without `step`."""
+    from scoreprobe.noise import randn_per_sample
+    from scoreprobe.ode.samplers import sample
+    from scoreprobe.slices import Plane
+    d = int(rule.n_bits)
+    v = torch.as_tensor(rule.sample(n_points, seed=seed), dtype=torch.float64) * 2 - 1        # (P, D)
+    eps = randn_per_sample(seed, np.arange(n_points), d, dtype=torch.float64)
+    cos, rms = [], []
+    for s in sigmas:
+        ya, yb = evaluate(Da, v + s * eps, s, torch.float32), evaluate(Db, v + s * eps, s, torch.float32)
+        cos.append(_cosine(ya, yb))
+        rms.append(float(np.sqrt(((ya - yb) ** 2).mean())))
+    sa = to_bits(sample(Da, n_samples, seed, n_steps=n_steps, dim=d).cpu().numpy())
+    sb = to_bits(sample(Db, n_samples, seed, n_steps=n_steps, dim=d).cpu().numpy())
+    anchors = rule.sample(3 * n_planes, seed=seed + 1).astype(np.float64) * 2 - 1
+    grid = np.concatenate([Plane.through(*anchors[3 * i:3 * i + 3]).grid(res)[0] for i in range(n_planes)])
+    x0 = torch.as_tensor(grid, dtype=torch.float32)
+    basin = []
+    for s0 in sigma_starts:
+        ea, eb = _endpoint_bits(Da, x0, s0, n_steps), _endpoint_bits(Db, x0, s0, n_steps)
+        basin.append(float((ea == eb).all(1).mean()))
+    return xr.Dataset({
+        "cosine": (("sigma",), np.array(cos), {"units": "1", "long_name": "mean cosine of D_A(x,σ) and D_B(x,σ) "
+                                                                       "on noised fresh valid images"}),
+        "rms_diff": (("sigma",), np.array(rms), {"units": "1", "long_name": "RMS per coordinate of D_A − D_B"}),
+        "sample_same": ((), float((sa == sb).all(1).mean()), {
+            "units": "1", "long_name": "share of samples from the same initial noise that are the same image"}),
+        "sample_hamming": ((), float((sa != sb).mean()), {
+            "units": "1", "long_name": "mean Hamming distance / D of samples from the same initial noise"}),
+        "basin_same": (("sigma_start",), np.array(basin), {
+            "units": "1", "long_name": "share of plane grid points whose PF-ODE endpoints are the same vertex"}),
+    }, coords={"sigma": ("sigma", np.asarray(sigmas, np.float64), {"units": "1", "long_name": "noise level σ"}),
+               "sigma_start": ("sigma_start", np.asarray(sigma_starts, np.float64),
+                               {"units": "1", "long_name": "σ at which the basin integration starts"})})
+
+
+def disjoint_agreement(a, b, rule=None, *, steps=None, **kw):
+    """Agreement of two denoisers, or of two series at their common steps (module docstring).
+
+    Parameters
+    ----------
+    a, b : denoisers, or CheckpointSeries / {step: denoiser} mappings (compared at common steps).
+    rule : the rule (a series brings its own); the fresh points are its valid images.
+    steps : subset of the common steps (default all).
+    **kw : `compare_pair` options (sigmas, n_points, n_samples, n_planes, res, sigma_starts, n_steps, seed).
+
+    Returns
+    -------
+    xarray.Dataset ([step], sigma, sigma_start): cosine, rms_diff, basin_same; sample_same,
+    sample_hamming ([step]); attrs `shared_train` (images in both training sets) when both sources
+    carry datasets.
+    """
+    rule = rule if rule is not None else getattr(a, "rule", None)
+    if rule is None:
+        raise ConfigError("disjoint_agreement needs the rule: pass rule= (a series carries it)")
+    if is_multi(a) != is_multi(b):
+        raise ConfigError("compare two denoisers or two series, not one of each")
+    attrs = {}
+    if getattr(a, "dataset", None) is not None and getattr(b, "dataset", None) is not None:
+        attrs["shared_train"] = disjoint_check(a.dataset.train, b.dataset.train)
+    if not is_multi(a):
+        return compare_pair(a, b, rule, **kw).assign_attrs(attrs)
+    pa, pb = dict(as_steps(a)), dict(as_steps(b))
+    common = sorted(set(pa) & set(pb))
+    if steps is not None:
+        missing = sorted({int(s) for s in steps} - set(common))
+        if missing:
+            raise ConfigError(f"steps {missing} are not common to both series; common: {common}")
+        common = sorted(int(s) for s in steps)
+    if not common:
+        raise ConfigError("the two series have no training step in common")
+    parts = [compare_pair(pa[s](), pb[s](), rule, **kw).expand_dims(step=[s]) for s in common]
+    return concat_steps(parts).assign_attrs(attrs)

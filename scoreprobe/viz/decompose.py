@@ -1,0 +1,68 @@
+"""Decomposition figures: which oracle explains the network, over step × σ (heat maps with τ marks)."""
+import numpy as np
+
+from scoreprobe.errors import ConfigError
+from scoreprobe.viz.common import new_figure
+
+ORACLE_COLORS = {"memorizer": "#ff9f1c", "rule": "#2ca02c", "local": "#1f77b4", "local_equivariant": "#9467bd"}
+
+
+def _tau_marks(ax, taus, steps):
+    """Vertical lines at τ values (dict name -> step) on an axis whose x is the step index."""
+    for name, tau in (taus or {}).items():
+        if tau is None or not np.isfinite(tau) or tau <= 0:
+            continue
+        pos = np.interp(np.log(tau + 1), np.log(np.asarray(steps, float) + 1), np.arange(len(steps)))
+        ax.axvline(pos, color="white", lw=1.4, ls="--" if "mem" in name else ":")
+        ax.text(pos, 0.97, f" {name}", color="white", fontsize=7, va="top", ha="left",
+                transform=ax.get_xaxis_transform())
+
+
+def plot_decompose(ds, split="heldout", var="r2", taus=None, fig=None):
+    """Heat maps over (step, σ) of `var` for each oracle (one panel each) and the best oracle.
+
+    Parameters
+    ----------
+    ds : Dataset from `decompose` over a series (dims step, sigma, split, oracle).
+    split : which points ("train", "heldout", "random_valid").
+    var : "r2" (oracle alone), "weight" or "weight_simplex".
+    taus : {"τ_rule": step, "τ_mem": step}, drawn as vertical lines.
+
+    Returns the Figure.
+    """
+    if "oracle" not in ds.dims or var not in ds or "step" not in ds.dims:
+        raise ConfigError(f"plot_decompose needs a Dataset from decompose() over a series with {var!r}")
+    if split not in set(ds.split.values):
+        raise ConfigError(f"split {split!r} is not in the data; available: {list(ds.split.values)}")
+    from matplotlib.colors import ListedColormap
+    d = ds.sel(split=split)
+    names = list(d.oracle.values)
+    fig = fig or new_figure((3.0 * (len(names) + 1), 3.4))
+    axes = fig.subplots(1, len(names) + 1, sharey=True)
+    steps, sig = d.step.values, d.sigma.values
+    lo, hi = (0.0, 1.0) if var != "weight" else (-0.5, 1.5)
+    for ax, name in zip(axes, names):
+        im = ax.imshow(d[var].sel(oracle=name).transpose("sigma", "step").values, origin="lower", aspect="auto",
+                       vmin=lo, vmax=hi, cmap="viridis", interpolation="nearest")
+        ax.set_title(f"{name}: {var}", fontsize=9)
+        _tau_marks(ax, taus, steps)
+    fig.colorbar(im, ax=axes[len(names) - 1], shrink=0.8)
+    from scoreprobe.probes.decompose import TIE_MARGIN, best_oracle
+    labels = best_oracle(d, var).transpose("sigma", "step").values
+    codes = np.vectorize(lambda b: names.index(b) if b in names else len(names))(labels)
+    cmap = ListedColormap([ORACLE_COLORS.get(n, "grey") for n in names] + ["#d9d9d9"])
+    axes[-1].imshow(codes, origin="lower", aspect="auto", cmap=cmap, vmin=-0.5, vmax=len(names) + 0.5,
+                    interpolation="nearest")
+    axes[-1].set_title(f"best oracle by {var} (grey: lead < {TIE_MARGIN})", fontsize=9)
+    for n in names:
+        axes[-1].plot([], [], "s", color=ORACLE_COLORS.get(n, "grey"), label=n)
+    axes[-1].legend(fontsize=7, loc="upper left", framealpha=0.8)
+    _tau_marks(axes[-1], taus, steps)
+    ticks = np.unique(np.linspace(0, len(steps) - 1, min(6, len(steps))).round().astype(int))
+    for ax in axes:
+        ax.set_xticks(ticks, [str(int(steps[i])) for i in ticks], fontsize=7, rotation=45)
+        ax.set_xlabel("training step")
+    yt = np.arange(len(sig))
+    axes[0].set_yticks(yt, [f"{s:.2g}" for s in sig], fontsize=7)
+    axes[0].set_ylabel(f"σ ({split} points)")
+    return fig

@@ -1,0 +1,36 @@
+"""python analyses/decompose --smoke, --plan and --from-results end to end at toy size."""
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _study():
+    import importlib
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    return importlib.import_module("analyses.decompose.run")
+
+
+def test_decompose_study_smoke_plan_and_from_results(tmp_path, capsys):
+    study = _study()
+    assert study.main(["--smoke", "--plan"]) == 0
+    assert "disjoint pairs: N = [4]" in capsys.readouterr().out
+    args = ["--smoke", "--results", str(tmp_path / "res"), "--runs", str(tmp_path / "runs")]
+    assert study.main(args) == 0
+    res = json.loads((tmp_path / "res" / "smoke_decompose.json").read_text())
+    s = res["summary"]
+    assert set(s["regions"]) == {"train", "heldout", "random_valid"}
+    assert s["pairs"]["4"]["shared_train"] == 0                       # the pair's training sets are disjoint
+    assert len(res["decompose"]["steps"]) == 2 and len(res["pairs"]["4"]["steps"]) == 3
+    for fig in ("heatmap", "crossover", "disjoint"):
+        assert (tmp_path / "res" / f"smoke_decompose_{fig}.png").stat().st_size > 1000
+    md = (tmp_path / "res" / "smoke_decompose.md").read_text()
+    (tmp_path / "res" / "smoke_decompose.md").unlink()
+    assert study.main(args + ["--from-results"]) == 0
+    assert (tmp_path / "res" / "smoke_decompose.md").read_text() == md
+    # a rerun reuses the cached stages and the finished training
+    assert study.main(args) == 0
+    again = json.loads((tmp_path / "res" / "smoke_decompose.json").read_text())
+    assert again["decompose"] == res["decompose"] and again["timings_s"]["decompose"] == res["timings_s"]["decompose"]
