@@ -28,6 +28,7 @@ changes, a file it rereads) is not seen to change; a module whose behaviour depe
 its tensors changes its identity only through the fingerprint, i.e. only where the probe batch shows
 the change. A `model_id` is taken at its word: two callables given one model_id are one model.
 """
+import contextlib
 import hashlib
 import json
 import math
@@ -149,7 +150,7 @@ def fingerprint(model, n_bits=None, device=None):
     x, sigma = probe_batch(int(n_bits))
     for dev in dict.fromkeys(["cpu", *([str(device)] if device else [])]):
         try:
-            with torch.no_grad():
+            with side_effect_free(model):
                 out = model(x.to(dev), sigma.to(dev))
             out = torch.as_tensor(out).detach().to("cpu", torch.float64).numpy()
         except Exception:   # a user's function may fail in any way: no fingerprint, try the next device
@@ -157,6 +158,25 @@ def fingerprint(model, n_bits=None, device=None):
         if out.shape == tuple(x.shape) and np.isfinite(out).all():
             return project(out, int(n_bits)).tolist()
     return None
+
+
+@contextlib.contextmanager
+def side_effect_free(model):
+    """The fingerprint's call leaves the caller's training untouched: no gradients, modules in eval mode
+    (no dropout, no batch-norm update; their modes restored) and the global torch random streams
+    saved and restored (a training loop's next draws are those it would have made)."""
+    import torch
+    modules = [m for m in (model, getattr(model, "__wrapped__", None)) if isinstance(m, torch.nn.Module)]
+    modes = [m.training for m in modules]
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices), torch.no_grad():
+        for m in modules:
+            m.eval()
+        try:
+            yield
+        finally:
+            for m, mode in zip(modules, modes):
+                m.train(mode)
 
 
 def describe(identity):

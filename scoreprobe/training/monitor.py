@@ -16,7 +16,6 @@ streams (torch CPU and CUDA) are left exactly as they were. τ_rule, τ_novel, �
 re-read from all steps so far after each one and logged (logger `scoreprobe.training.monitor`,
 INFO); `monitor.result()` is the clocks Dataset so far. Definitions: docs/definitions.md ("Clocks").
 """
-import contextlib
 import json
 import logging
 import math
@@ -34,7 +33,7 @@ from scoreprobe.probes.taus import taus
 from scoreprobe.probes.tidy import with_taus
 from scoreprobe.sweep import concat_steps
 from scoreprobe.sweep.executor import with_step
-from scoreprobe.sweep.identity import model_identity, same
+from scoreprobe.sweep.identity import model_identity, same, side_effect_free
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +124,7 @@ class Monitor:
                 raise StoreError(f"Monitor: step {step} was measured on another model (or one that cannot be "
                                  "identified); pass overwrite=True or another out= to start afresh")
             return self.parts[step]
-        with _quiet_training(model):
+        with side_effect_free(model):   # eval mode, the loop's random streams untouched
             ds = clock_step(model, self.dataset, self.rule, sampler=self.spec, **self.kw)
         part = with_step(ds, step)
         if self.out is not None:
@@ -187,23 +186,6 @@ def describe_taus(t):
         return "not yet" if v is None or not math.isfinite(v) else f"{v:.0f}"
     window = "open" if t.get("window_open") else "closed"
     return f"τ_rule {one(t['tau_rule'])}, τ_novel {one(t['tau_novel'])}, τ_mem {one(t['tau_mem'])}, window {window}"
-
-
-@contextlib.contextmanager
-def _quiet_training(model):
-    """The model in eval mode and the global torch random streams saved, restored afterwards."""
-    import torch
-    modules = [m for m in (model, getattr(model, "__wrapped__", None)) if isinstance(m, torch.nn.Module)]
-    modes = [m.training for m in modules]
-    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
-    with torch.random.fork_rng(devices=devices):
-        for m in modules:
-            m.eval()
-        try:
-            yield
-        finally:
-            for m, mode in zip(modules, modes):
-                m.train(mode)
 
 
 def lightning_callback(monitor, use_ema=None):
