@@ -44,7 +44,7 @@ _API = {
     "scoreprobe.loading.sources": "open_source",
     "scoreprobe.training.ensemble": "train_ensemble",
     "scoreprobe.reports": "report",
-    "scoreprobe.inside": "patch run_with_cache",
+    "scoreprobe.inside": "patch patch_ode run_with_cache",
 }
 _WHERE = {name: module for module, names in _API.items() for name in names.split()}
 __all__ = sorted(_WHERE)

@@ -9,6 +9,7 @@
 Definitions and the hook names: docs/inside.md.
 """
 from scoreprobe.inside.cache import run_with_cache
+from scoreprobe.inside.ode import patch_ode
 from scoreprobe.inside.patch import patch
 
-__all__ = ["patch", "run_with_cache"]
+__all__ = ["patch", "patch_ode", "run_with_cache"]
