@@ -5,10 +5,10 @@ import pytest
 import torch
 
 import scoreprobe as sp
+from scoreprobe.inside.hooks import hook_points
 from scoreprobe.inside.ode import PairedPatch
 from scoreprobe.inside.patch import pair_inputs
 from scoreprobe.inside.sites import parse_site
-from scoreprobe.inside.hooks import hook_points
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ this package imports them:
     curves.py  clocks, dsm              (one number per checkpoint, σ or sample)
     planes.py  basins, field, animate   (2D planes through hypercube vertices)
     report.py  report                   (one HTML page about a series)
+    circuits.py circuits                (activation patching per checkpoint: where the rule and the copies live)
 """
 import os
 import signal
@@ -184,4 +185,4 @@ def main(argv=None):
         interrupts.restore()
 
 
-from scoreprobe.cli import curves, planes, report, runs  # noqa: E402,F401  (registers the subcommands)
+from scoreprobe.cli import circuits, curves, planes, report, runs  # noqa: E402,F401  (registers the subcommands)

@@ -14,6 +14,7 @@ scale_mlp|gate_mlp`, and `final.hook_shift|hook_scale|hook_out` (DiT) / `final.h
 import contextlib
 import fnmatch
 import re
+import weakref
 
 import torch.nn as nn
 
@@ -55,9 +56,16 @@ def network_of(D):
                       "(or a denoiser wrapping a DiT), not a plain callable")
 
 
+_POINTS = weakref.WeakKeyDictionary()
+
+
 def hook_points(net):
-    """{hook name: HookPoint} of a DiT or GPT, in forward order of definition."""
-    return {_public_name(path): m for path, m in net.named_modules() if isinstance(m, HookPoint)}
+    """{hook name: HookPoint} of a DiT or GPT, in order of definition (remembered per network)."""
+    points = _POINTS.get(net)
+    if points is None:
+        points = {_public_name(path): m for path, m in net.named_modules() if isinstance(m, HookPoint)}
+        _POINTS[net] = points
+    return points
 
 
 def split_name(name):

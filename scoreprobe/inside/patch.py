@@ -56,6 +56,14 @@ def pair_inputs(D, clean, corrupt, sigma, seed):
     return yc + s[:, None] * eps, yr + s[:, None] * eps, s, delta
 
 
+def _direction(direction, delta):
+    """A user's metric direction (B, D) checked against the pairs' shape; no row may be zero."""
+    w = torch.as_tensor(np.asarray(direction), dtype=torch.float32, device=delta.device)
+    if w.shape != delta.shape or not torch.isfinite(w).all() or (w.abs().sum(1) == 0).any():
+        raise DataError(f"direction must be finite, of shape {tuple(delta.shape)}, with no zero row")
+    return w
+
+
 def metric(out, delta):
     """(B,) projection of the outputs (B, D) on Δ (B, D), divided by ‖Δ‖²."""
     return (out.double() * delta.double()).sum(1) / (delta.double() ** 2).sum(1)
@@ -109,7 +117,7 @@ def _needed(sites):
     return sorted({at.hook for site in sites for at in site.atoms} | {FINAL})
 
 
-def patch(D, clean, corrupt, sigma, sites="all", seed=0, method="patch", confirm=None):
+def patch(D, clean, corrupt, sigma, sites="all", seed=0, method="patch", confirm=None, direction=None):
     """Activation patching of a DiT denoiser at one noise level.
 
     Parameters
@@ -120,13 +128,15 @@ def patch(D, clean, corrupt, sigma, sites="all", seed=0, method="patch", confirm
     sites : "all" (inside.sites.site_grid), a granularity ("block", "sub", "head", "token"), or labels.
     method : "patch" (one forward per site), "atp" (gradient estimate, all sites at once), or "both".
     confirm : with "atp", patch the `confirm` sites of largest |pooled AtP effect| for real.
+    direction : (B, D) optional, the metric's direction per pair instead of y_c − y_r (e.g. the
+        group mates of a flipped bit: the probe `circuits` measures the rule that way).
 
     Returns
     -------
     xarray.Dataset, dims (site, sample): `effect` (real patching; NaN where not run), `effect_atp`
     (with atp), their pooled versions over samples `effect_pooled`, `effect_atp_pooled` (site):
     Σ(m − m_r)/Σ(m_c* − m_r); `metric_corrupt`, `metric_clean` (clean*), `metric_clean_input`
-    (D(x_c), skip term included) (sample); coords `site` (labels), `site_kind`, `layer`.
+    (D(x_c), skip term included) (sample); coords `site` (labels), `site_kind`, `site_layer` (-1: outside the blocks).
     """
     if method not in ("patch", "atp", "both"):
         raise ConfigError(f"method must be 'patch', 'atp' or 'both', got {method!r}")
@@ -135,6 +145,7 @@ def patch(D, clean, corrupt, sigma, sites="all", seed=0, method="patch", confirm
         raise ConfigError("patch takes a denoiser wrapping a DiT; GPT patching is not implemented")
     site_list = resolve_sites(net, sites)
     xc, xr, s, delta = pair_inputs(D, clean, corrupt, sigma, seed)
+    delta = delta if direction is None else _direction(direction, delta)
     with torch.no_grad():
         out_c, acts_c = capture(D, net, xc, s, _needed(site_list))
         out_r = D(xr, s)
@@ -187,7 +198,7 @@ def _dataset(site_list, effect, atp, m_r, m_c, m_c_in, den):
     np_ = lambda t: t.cpu().numpy()                                          # noqa: E731
     d = np_(den)
     coords = {"site": [st.label for st in site_list], "site_kind": ("site", [st.kind for st in site_list]),
-              "layer": ("site", [st.layer for st in site_list]), "sample": np.arange(effect.shape[1])}
+              "site_layer": ("site", [st.layer for st in site_list]), "sample": np.arange(effect.shape[1])}
     data = {
         "effect": (("site", "sample"), effect, {"units": "1", "long_name": "patching effect (0 corrupt, 1 clean)"}),
         "effect_pooled": ("site", np.nansum(effect * d, 1) / d.sum() if np.isfinite(effect).any() else

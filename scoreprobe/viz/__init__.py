@@ -9,3 +9,4 @@ from scoreprobe.viz.plane import plot_basins, plot_field, plot_field_panels, plo
 from scoreprobe.viz.animation import animate_basins  # noqa: F401
 from scoreprobe.viz.dsm import plot_dsm, plot_dsm_gap  # noqa: F401
 from scoreprobe.viz.clocks import plot_clocks, plot_states  # noqa: F401
+from scoreprobe.viz.circuits import plot_circuits  # noqa: F401
