@@ -23,8 +23,8 @@ from scoreprobe.cli.source import source_options
 @click.option("--sigmas", multiple=True, default=("0.3,0.7,1.5",), help="Noise levels (comma list).")
 @click.option("--n-pairs", type=click.IntRange(1, 4096), default=16, help="Pairs of each kind (copy, rule).")
 @click.option("--sites", default="all",
-              help="all, block, sub, head, token, or site labels separated by ';' "
-                   "(e.g. 'blocks.1.attn.hook_z[head=2];blocks.3').")
+              help="all, or granularities and site labels separated by ',' "
+                   "(e.g. 'block,head' or 'blocks.1.attn.hook_z[head=2],blocks.3').")
 @click.option("--top", type=click.IntRange(1, 100), default=3, help="Sites printed per checkpoint and kind.")
 @click.option("--seed", type=SEED, default=0, help="Seed of the noise and of the flipped bits.")
 @sweep_options("circuits.zarr", "Write the site x step heat map here.", "(unused: every pair set is one batch)")
@@ -39,8 +39,7 @@ def circuits(source, sigmas, n_pairs, sites, top, seed, steps, out, overwrite, p
     parse_steps(steps, words=("all", "auto"))
     scheduler = scheduler_of(scheduler, dask_local)
     sig = float_list(sigmas, "--sigmas")
-    chosen_sites = sites if sites in ("all", "block", "sub", "head", "token") else \
-        [t.strip() for t in sites.split(";") if t.strip()]
+    chosen_sites = "all" if sites == "all" else [t.strip() for t in sites.replace(";", ",").split(",") if t.strip()]
     s = source()
     chosen = choose_steps(steps, s)
     check_writable(out, "--out", store=True)

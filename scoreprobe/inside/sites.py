@@ -100,12 +100,15 @@ def site_grid(net, granularity=GRANULARITIES):
 
 
 def resolve_sites(net, sites):
-    """sites: "all" (the grid), a granularity name, a label or a list of labels/Sites -> list of Site."""
+    """sites: "all" (the grid), a granularity name or a list of them, a label or a list of labels/Sites
+    -> list of Site."""
     if isinstance(sites, str) and sites == "all":
         return site_grid(net)
     if isinstance(sites, str) and sites in GRANULARITIES:
         return site_grid(net, (sites,))
     sites = [sites] if isinstance(sites, (str, Site)) else list(sites)
+    if sites and all(isinstance(s, str) and s in GRANULARITIES for s in sites):
+        return site_grid(net, tuple(sites))
     if not sites:
         raise ConfigError("no patching sites given")
     points = hook_points(net)

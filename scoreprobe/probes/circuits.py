@@ -99,16 +99,19 @@ def _one(D, sigmas, sites, pairs, seed):
     for name, (clean, corrupt, direction) in pairs.items():
         if clean is None:
             continue
-        eff, pooled, total = [], [], []
+        eff, pooled, total, den = [], [], [], []
         for s in sigmas:
             ds = patch(D, clean, corrupt, float(s), sites=site_list, seed=seed + (COPY_SEED if name == "copy"
                        else RULE_SEED), direction=direction)
             eff.append(ds.effect.values)
             pooled.append(ds.effect_pooled.values)
-            total.append(float((ds.metric_clean - ds.metric_corrupt).mean()))
+            den.append((ds.metric_clean - ds.metric_corrupt).values)
+            total.append(float(den[-1].mean()))
         data[f"{name}_effect"] = (("sigma", "site"), np.array(pooled), {
             "units": "1", "long_name": f"{name} pairs: patching effect pooled over pairs (0 corrupt, 1 clean)"})
         data[f"{name}_effect_pair"] = (("sigma", "site", f"{name}_pair"), np.array(eff), {"units": "1"})
+        data[f"{name}_total_pair"] = (("sigma", f"{name}_pair"), np.array(den), {
+            "units": "1", "long_name": "network-clean − corrupt metric per pair (weights of the pooled effect)"})
         data[f"{name}_total"] = (("sigma",), np.array(total), {
             "units": "1", "long_name": f"{name} pairs: mean metric difference network-clean − corrupt"})
     coords = {"sigma": ("sigma", np.asarray(sigmas, float), {"units": "1", "long_name": "noise level σ"}),
@@ -147,7 +150,8 @@ def circuits(D_or_series, sigmas=DEFAULT_SIGMAS, n_pairs=32, sites="all", seed=0
     -------
     xarray.Dataset, dims (step, sigma, site, copy_pair, rule_pair, layer, head): `copy_effect`,
     `rule_effect` (step, sigma, site) pooled effects; `*_effect_pair` per pair; `*_total` (step, sigma)
-    the clean − corrupt metric difference they are fractions of; `attn_same_group` (step, sigma,
+    the clean − corrupt metric difference they are fractions of (`*_total_pair` per pair: the pooled
+    effect is Σ effect·total / Σ total over pairs); `attn_same_group` (step, sigma,
     layer, head) with `attn_same_group_chance` in attrs; `rule_bit` (rule_pair) the flipped bits.
     """
     dataset, rule = dataset_and_rule(D_or_series, dataset, rule, need_rule=True, who="circuits")

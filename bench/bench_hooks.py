@@ -1,0 +1,102 @@
+"""Cost of the hook points (issue #37): forward of the DiT / GPT with hook points installed but idle,
+against the same modules before hook points existed (their source at git commit BEFORE, imported from
+`git show`), same weights, same inputs. Rounds alternate the two; the ratio is the median over rounds of
+(time with hooks / time without). Also: run_with_cache reading every hook point, per forward.
+
+    PYTHONPATH=$PWD python bench/bench_hooks.py [--rounds 15] [--reps 20] [--batches 1,64,512]
+
+The A/A column times the old module against a copy of itself: the noise floor of the ratio here.
+"""
+import argparse
+import copy
+import importlib.util
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+BEFORE = "fcb64e0"      # parent of the hook-point commit
+
+
+def old_module(name):
+    """scoreprobe.models.<name> as it was at BEFORE (a fresh module object)."""
+    src = subprocess.run(["git", "show", f"{BEFORE}:scoreprobe/models/{name}.py"], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1]).stdout
+    path = Path(tempfile.mkdtemp()) / f"old_{name}.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location(f"old_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def timed(fn, reps):
+    t = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter() - t) / reps
+
+
+def ratio(new, old, rounds, reps):
+    """Median over rounds of t(new)/t(old), and the median times (ms)."""
+    r, tn, to = [], [], []
+    for _ in range(rounds):
+        a, b = timed(old, reps), timed(new, reps)
+        r.append(b / a)
+        tn.append(b)
+        to.append(a)
+    return statistics.median(r), 1e3 * statistics.median(tn), 1e3 * statistics.median(to)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--batches", type=lambda t: [int(v) for v in t.split(",")], default=[1, 64, 512])
+    a = p.parse_args(argv)
+    torch.set_num_threads(1)
+    import scoreprobe as sp
+    from scoreprobe.models.gpt import GPT, GPTConfig
+    series = sp.load_series()
+    D = series.denoiser(series.steps[-1]).eval()
+    old_dit = old_module("dit")
+    net_old = old_dit.DiT(**series.arch["net"]) if hasattr(series, "arch") and series.arch else None
+    if net_old is None:
+        net_old = old_dit.DiT(hidden_size=80, depth=4, num_heads=4, input_size=(6, 6), patch_size=2)
+    net_old.load_state_dict(D.net.state_dict())
+    net_old.eval()
+    old_gpt = old_module("gpt")
+    torch.manual_seed(0)
+    g_new = GPT(GPTConfig()).eval()
+    g_old = old_gpt.GPT(old_gpt.GPTConfig()).eval()
+    g_old.load_state_dict(g_new.state_dict())
+    print(f"torch {torch.__version__}, 1 thread; DiT {sum(p.numel() for p in D.net.parameters())} params "
+          f"(the shipped series), GPT tiny; rounds {a.rounds} x {a.reps} forwards; ratio = median of per-round ratios")
+    net_old2 = copy.deepcopy(net_old)
+    g_old2 = copy.deepcopy(g_old)
+    print("| model | batch | plain (before hooks) ms | hooks idle ms | idle / plain | A/A control (plain / plain copy) "
+          "| run_with_cache ms | cache / plain |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    with torch.no_grad():
+        for B in a.batches:
+            x = torch.randn(B, 1, 6, 6)
+            t = torch.full((B,), 0.3)
+            r, tn, to = ratio(lambda: D.net(x, t), lambda: net_old(x, t), a.rounds, a.reps)
+            aa, _, _ = ratio(lambda: net_old2(x, t), lambda: net_old(x, t), a.rounds, a.reps)
+            xf, s = x.reshape(B, 36), torch.full((B,), 0.7)
+            rc, tc, _ = ratio(lambda: sp.run_with_cache(D, xf, s), lambda: net_old(x, t), max(3, a.rounds // 3),
+                              max(2, a.reps // 4))
+            print(f"| DiT | {B} | {to:.3f} | {tn:.3f} | {r:.3f} | {aa:.3f} | {tc:.3f} | {rc:.2f} |", flush=True)
+        for B in a.batches:
+            idx = torch.randint(0, 3, (B, 36))
+            r, tn, to = ratio(lambda: g_new(idx), lambda: g_old(idx), a.rounds, a.reps)
+            aa, _, _ = ratio(lambda: g_old2(idx), lambda: g_old(idx), a.rounds, a.reps)
+            print(f"| GPT | {B} | {to:.3f} | {tn:.3f} | {r:.3f} | {aa:.3f} | – | – |", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
