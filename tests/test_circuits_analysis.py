@@ -36,7 +36,9 @@ def test_crossing_interpolates_in_log_step():
         sys.path.remove(str(ANALYSIS))
     import numpy as np
     steps = np.array([99.0, 999.0, 9999.0])
-    assert circuits.crossing(steps, np.array([0.0, 0.5, 1.0]), 1.0) == 999.0
+    np.testing.assert_allclose(circuits.crossing(steps, np.array([0.0, 0.5, 1.0]), 1.0), 999.0)
+    assert circuits.crossing(steps, np.array([np.nan, 0.6, 1.0]), 1.0) == 999.0     # NaN skipped: a bound
+    np.testing.assert_allclose(circuits.decay(steps, np.array([1.0, 0.5, 0.0])), 999.0)
     mid = circuits.crossing(steps, np.array([0.0, 0.25, 1.0]), 1.0)
     np.testing.assert_allclose(np.log(mid + 1), (np.log(1000) + np.log(10000)) / 2 - (np.log(10000) - np.log(1000)) / 6)
     assert np.isnan(circuits.crossing(steps, np.array([0.0, 0.1, 0.2]), -1.0))

@@ -166,3 +166,19 @@ def test_hook_replaces_and_clears(series):
         with installed(D.net, {"blocks.0.nothing": torch.zeros_like}):
             pass
     assert isinstance(EDMDenoiser, type)
+
+
+def test_fast_lookup_keeps_the_module_tree(glu_net):
+    """Hook points are also plain instance attributes (fast in forward) and still submodules; a deep copy
+    keeps one object in both places."""
+    import copy
+    blk = glu_net.blocks[0]
+    assert blk.__dict__["hook_resid_pre"] is blk._modules["hook_resid_pre"]
+    twin = copy.deepcopy(glu_net)
+    assert twin.blocks[0].__dict__["hook_resid_pre"] is twin.blocks[0]._modules["hook_resid_pre"]
+    assert twin.blocks[0].hook_resid_pre is not blk.hook_resid_pre
+    img, t = torch.from_numpy(GOLDEN["glu_img"]), torch.from_numpy(GOLDEN["glu_t"])
+    with installed(twin, {"blocks.0.hook_resid_pre": torch.zeros_like}):
+        with torch.no_grad():
+            assert not np.array_equal(twin(img, t).numpy(), GOLDEN["glu_out"])
+            assert np.array_equal(glu_net(img, t).numpy(), GOLDEN["glu_out"])

@@ -37,18 +37,34 @@ N_TOP = 3
 
 def crossing(steps, curve, final):
     """First step where `curve` reaches final/2, interpolated linearly in log(step + 1) between the
-    checkpoints around it; NaN when final ≤ 0 or never reached."""
+    checkpoints around it; checkpoints where the curve is NaN (no contrast to split, e.g. step 0 of an
+    adaLN-Zero network) are skipped; at the first finite checkpoint already: that step (a bound).
+    NaN when final ≤ 0 or never reached."""
     if not np.isfinite(final) or final <= 0:
         return np.nan
-    half = final / 2
-    above = np.flatnonzero(curve >= half)
+    ok = np.isfinite(curve)
+    steps, curve = np.asarray(steps, float)[ok], np.asarray(curve, float)[ok]
+    above = np.flatnonzero(curve >= final / 2)
     if len(above) == 0:
         return np.nan
     i = above[0]
     if i == 0:
         return float(steps[0])
     a, b = np.log(steps[i - 1] + 1), np.log(steps[i] + 1)
-    f = (half - curve[i - 1]) / (curve[i] - curve[i - 1])
+    f = (final / 2 - curve[i - 1]) / (curve[i] - curve[i - 1])
+    return float(np.exp(a + f * (b - a)) - 1)
+
+
+def decay(steps, curve):
+    """First step after the curve's peak where it falls to half of the peak (log(step + 1)-interpolated);
+    NaN if it never does."""
+    k = int(np.nanargmax(curve))
+    below = np.flatnonzero(curve[k:] <= curve[k] / 2)
+    if len(below) == 0:
+        return np.nan
+    i = k + below[0]
+    a, b = np.log(steps[i - 1] + 1), np.log(steps[i] + 1)
+    f = (curve[k] / 2 - curve[i - 1]) / (curve[i] - curve[i - 1])
     return float(np.exp(a + f * (b - a)) - 1)
 
 
@@ -92,13 +108,15 @@ def top_sites(ds, kind, t, n_top=N_TOP):
         if best is not None and best not in out:
             out.append(best)
     rows = []
+    first = float(ds.step.values[np.isfinite(ds[f"{kind}_effect"].mean("sigma").values).any(1)][0])
     for i in out:
         curve = ds[f"{kind}_effect"].isel(site=i).values                          # (step, σ)
         rows.append({"site": str(ds.site.values[i]), "site_kind": str(kinds[i]),
                      "final": float(t["final"][i]), "final_ci": [float(v) for v in t["final_ci"][:, i]],
                      "by_sigma_final": {f"{s:g}": float(v) for s, v in zip(ds.sigma.values, curve[-1])},
                      "half_step": _num(t["cross"][i]), "half_step_ci": [_num(v) for v in t["cross_ci"][:, i]],
-                     "half_reached_share": float(t["cross_reached"][i])})
+                     "half_reached_share": float(t["cross_reached"][i]),
+                     "half_step_is_bound": bool(t["cross"][i] == first)})
     return rows
 
 
@@ -120,13 +138,58 @@ def attention_summary(ds):
             a.values[:, heads[0]["layer"], heads[0]["head"]]]}
 
 
-def sub_block_split(ds, kind):
-    """Σ of attention vs MLP sub-block effects at the last checkpoint (mean over σ)."""
-    e = ds[f"{kind}_effect"].isel(step=-1).mean("sigma")
-    labels = [str(s) for s in ds.site.values]
-    attn = sum(float(e[i]) for i, s in enumerate(labels) if s.endswith("hook_attn_out"))
-    mlp = sum(float(e[i]) for i, s in enumerate(labels) if s.endswith("hook_mlp_out"))
-    return {"attn": attn, "mlp": mlp}
+def copy_contrast(ds, n_boot, seed):
+    """When the network stops telling a training item from its nearest held-out item: the step at which
+    the copy total (mean over σ and pairs) falls to half of its peak, with a bootstrap CI over pairs;
+    and the top copy sites at the peak step (where there is most contrast to split)."""
+    den = ds.copy_total_pair.transpose("step", "sigma", "copy_pair").values
+    steps = ds.step.values.astype(float)
+    n = den.shape[-1]
+    est = decay(steps, den.mean((1, 2)))
+    rng = np.random.default_rng(seed)
+    boot = np.array([decay(steps, den[..., rng.integers(0, n, n)].mean((1, 2))) for _ in range(n_boot)])
+    peak = int(np.nanargmax(den.mean((1, 2))))
+    e = ds.copy_effect.isel(step=peak).mean("sigma")
+    order = np.argsort(-np.nan_to_num(e.values, nan=-1e9), kind="stable")[:N_TOP]
+    with np.errstate(all="ignore"):
+        ci = np.nanpercentile(boot, [2.5, 97.5]) if np.isfinite(boot).any() else [np.nan, np.nan]
+    return {"half_decay_step": _num(est), "half_decay_ci": [_num(v) for v in ci],
+            "half_decay_reached_share": float(np.isfinite(boot).mean()), "peak_step": int(steps[peak]),
+            "top_at_peak": [{"site": str(ds.site.values[i]), "effect": float(e[i])} for i in order]}
+
+
+def attention_timing(ds, n_heads=3):
+    """For the heads with most same-group attention at the end: the step at which their excess over
+    chance reaches half of its final value (no CI: the probe keeps the per-head mean only; a value
+    below `first_step`, the first checkpoint after 0, is only known to lie before it)."""
+    if "attn_same_group" not in ds:
+        return []
+    a = ds.attn_same_group.mean("sigma").values - ds.attrs["attn_same_group_chance"]   # (step, layer, head)
+    steps = ds.step.values.astype(float)
+    flat = [(a[-1, i, h], i, h) for i in range(a.shape[1]) for h in range(a.shape[2])]
+    first = int(steps[steps > 0][0]) if (steps > 0).any() else 0
+    return [{"layer": int(i), "head": int(h), "excess_final": float(x), "first_step": first,
+             "half_step": _num(crossing(steps, a[:, i, h], x))} for x, i, h in sorted(flat, reverse=True)[:n_heads]]
+
+
+def sub_block_split(ds, kind, n_boot=200, seed=2):
+    """Σ over layers of the attention and of the MLP sub-block effects at the last checkpoint (mean over
+    σ), and a bootstrap CI over pairs of their difference attn − mlp."""
+    eff = ds[f"{kind}_effect_pair"].transpose("step", "sigma", "site", f"{kind}_pair").values[-1:]
+    den = ds[f"{kind}_total_pair"].transpose("step", "sigma", f"{kind}_pair").values[-1:]
+    labels = np.array([str(s) for s in ds.site.values])
+    is_attn, is_mlp = np.char.endswith(labels, "hook_attn_out"), np.char.endswith(labels, "hook_mlp_out")
+    n = eff.shape[-1]
+
+    def split(idx):
+        e = pooled(eff, den, idx)[0].mean(0)                                      # (site,)
+        return e[is_attn].sum(), e[is_mlp].sum()
+
+    attn, mlp = split(np.arange(n))
+    rng = np.random.default_rng(seed)
+    diff = np.array([np.subtract(*split(rng.integers(0, n, n))) for _ in range(n_boot)])
+    lo, hi = np.nanpercentile(diff, [2.5, 97.5])
+    return {"attn": float(attn), "mlp": float(mlp), "diff_ci": [float(lo), float(hi)]}
 
 
 def ode_flips(sp, series, ds, rows, cfg):
@@ -171,6 +234,7 @@ def run(cfg, out_dir, name, log):
     flips = ode_flips(sp, series, ds, rows, cfg)
     result = {"preset": cfg, "series": str(series.path), "steps": [int(s) for s in ds.step.values],
               "taus": read_taus(series), "top": rows, "attention": attention_summary(ds),
+              "attention_timing": attention_timing(ds), "copy_contrast": copy_contrast(ds, cfg["n_boot"], 1),
               "sub_blocks": {k: sub_block_split(ds, k) for k in ("rule", "copy")},
               "totals": {k: [float(v) for v in ds[f"{k}_total"].mean("sigma").values] for k in ("rule", "copy")},
               "ode": flips, "seconds": {"probe": round(t_probe, 1), "ode": round(time.time() - t1, 1)}}

@@ -22,9 +22,9 @@ from scoreprobe.cli.source import source_options
 @cli.command()
 @click.option("--sigmas", multiple=True, default=("0.3,0.7,1.5",), help="Noise levels (comma list).")
 @click.option("--n-pairs", type=click.IntRange(1, 4096), default=16, help="Pairs of each kind (copy, rule).")
-@click.option("--sites", default="all",
-              help="all, or granularities and site labels separated by ',' "
-                   "(e.g. 'block,head' or 'blocks.1.attn.hook_z[head=2],blocks.3').")
+@click.option("--sites", default="block,sub,head", show_default=True,
+              help="all (adds a site per token), or granularities (block, sub, head, token) and site labels "
+                   "separated by ',' (e.g. 'blocks.1.attn.hook_z[head=2],blocks.3').")
 @click.option("--top", type=click.IntRange(1, 100), default=3, help="Sites printed per checkpoint and kind.")
 @click.option("--seed", type=SEED, default=0, help="Seed of the noise and of the flipped bits.")
 @sweep_options("circuits.zarr", "Write the site x step heat map here.", "(unused: every pair set is one batch)")

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from scoreprobe.models.hookpoint import HookPoint, attend
+from scoreprobe.models.hookpoint import HookPoint, attend, fast_lookup
 
 
 def modulate(x, shift, scale):
@@ -253,6 +253,7 @@ class DiT(nn.Module):
         self.initialize_weights()
         # a learned global register token appended after the image tokens (off: no parameter at all)
         self.register = nn.Parameter(0.02 * torch.randn(1, 1, hidden_size)) if global_token else None
+        fast_lookup(self)
 
     def initialize_weights(self):
         """Xavier linears, fixed sin-cos positions, zero adaLN gates and output (adaLN-Zero)."""

@@ -22,7 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from scoreprobe.errors import ConfigError, DataError
-from scoreprobe.models.hookpoint import HookPoint, attend
+from scoreprobe.models.hookpoint import HookPoint, attend, fast_lookup
 from scoreprobe.models.order import check_pixel_order, check_token_order, pixel_order
 
 PUZZLE_RULES = ("latin", "sudoku")
@@ -197,6 +197,7 @@ class GPT(nn.Module):
         for name, p in self.named_parameters():  # GPT-2 scaled init of the residual projections
             if name.endswith("c_proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+        fast_lookup(self)
 
     @staticmethod
     def _init_weights(module):

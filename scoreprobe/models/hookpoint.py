@@ -38,6 +38,17 @@ class HookPoint(nn.Module):
         return ", ".join(self.dims)
 
 
+def fast_lookup(model):
+    """Keep every HookPoint of `model` also in its parent's instance dict, so that `self.hook_x` in a
+    forward is a plain attribute hit: nn.Module's __getattr__ fallback for submodules is ~7x slower and
+    would be most of an idle hook's cost. The module tree (named_modules, state_dict) is unchanged."""
+    for parent in model.modules():
+        for name, child in parent._modules.items():
+            if isinstance(child, HookPoint):
+                parent.__dict__[name] = child
+    return model
+
+
 def attention_pattern(q, k, causal=False):
     """softmax(q kᵀ / √d_head) per head: q (B, h, Tq, hd), k (B, h, Tk, hd) -> (B, h, Tq, Tk).
 

@@ -17,22 +17,26 @@ def plot_circuits(ds, kinds=("rule", "copy"), n_sites=16, taus=None):
 
     ds: `circuits` over a series (dim `step`). taus: optional {"tau_rule": step, "tau_mem": step},
     drawn as vertical lines. Rows: the n_sites sites of largest |effect| at any step.
-    Returns the Figure."""
+    Step 0 (and any checkpoint without a contrast) is left out. Returns the Figure."""
     if "step" not in ds.dims:
         raise ConfigError("plot_circuits needs circuits over several checkpoints (a `step` dimension)")
     kinds = [k for k in kinds if f"{k}_effect" in ds]
     fig = new_figure((5.2 * len(kinds), 0.28 * n_sites + 2.0))
-    steps = ds.step.values.astype(float)
-    edges = np.concatenate([[steps[0] / 1.1 if steps[0] > 0 else 0.5],
-                            np.sqrt(np.maximum(steps[:-1], 0.5) * steps[1:]), [steps[-1] * 1.1]])
-    edges[0] = max(edges[0], 0.5)
     for i, kind in enumerate(kinds):
         ax = fig.add_subplot(1, len(kinds), i + 1)
         da = ds[f"{kind}_effect"].mean("sigma").transpose("step", "site")
+        da = da.isel(step=np.isfinite(da.values).any(1) & (da.step.values > 0))   # log axis; no contrast at init
+        if da.sizes["step"] == 0:
+            raise ConfigError(f"no checkpoint after step 0 has a {kind} contrast to plot")
+        steps = da.step.values.astype(float)
+        mids = np.sqrt(steps[:-1] * steps[1:])
+        edges = np.concatenate([[steps[0] ** 2 / mids[0] if len(mids) else steps[0] / 1.2], mids,
+                                [steps[-1] ** 2 / mids[-1] if len(mids) else steps[-1] * 1.2]])
         keep = _top_sites(da, n_sites)
         vals = da.values[:, keep].T                                             # (site, step)
         mesh = ax.pcolormesh(edges, np.arange(len(keep) + 1), vals, cmap="RdBu_r", vmin=-1, vmax=1)
         ax.set_xscale("log")
+        ax.set_xlim(edges[0], edges[-1])
         ax.set_yticks(np.arange(len(keep)) + 0.5, [str(s) for s in ds.site.values[keep]], fontsize=6)
         ax.invert_yaxis()
         for name, style in (("tau_rule", "--"), ("tau_mem", ":")):
