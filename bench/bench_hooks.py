@@ -1,7 +1,8 @@
 """Cost of the hook points (issue #37): forward of the DiT / GPT with hook points installed but idle,
 against the same modules before hook points existed (their source at git commit BEFORE, imported from
-`git show`), same weights, same inputs. Rounds alternate the two; the ratio is the median over rounds of
-(time with hooks / time without). Also: run_with_cache reading every hook point, per forward.
+`git show`), same weights, same inputs. Single calls of the two alternate; the ratio is that of their
+median call times. Also: the idle hook calls of one forward timed directly, over the plain forward;
+run_with_cache reading every hook point.
 
     PYTHONPATH=$PWD python bench/bench_hooks.py [--rounds 15] [--reps 20] [--batches 1,64,512]
 
@@ -10,6 +11,7 @@ The A/A column times the old module against a copy of itself: the noise floor of
 import argparse
 import copy
 import importlib.util
+import random
 import statistics
 import subprocess
 import sys
@@ -42,14 +44,31 @@ def timed(fn, reps):
 
 
 def ratio(new, old, rounds, reps):
-    """Median over rounds of t(new)/t(old), and the median times (ms)."""
-    r, tn, to = [], [], []
-    for _ in range(rounds):
-        a, b = timed(old, reps), timed(new, reps)
-        r.append(b / a)
-        tn.append(b)
-        to.append(a)
-    return statistics.median(r), 1e3 * statistics.median(tn), 1e3 * statistics.median(to)
+    """Alternate single calls of `old` and `new` (in random order) rounds·reps times; the ratio of their
+    median call times (medians shrug off the load spikes of a shared machine), and the medians (ms)."""
+    tn, to = [], []
+    rng = random.Random(0)
+    for _ in range(rounds * reps):
+        for fn, out in rng.sample([(old, to), (new, tn)], 2):         # random order: no first-call bias
+            t = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t)
+    mn, mo = statistics.median(tn), statistics.median(to)
+    return mn / mo, 1e3 * mn, 1e3 * mo
+
+
+def hook_call_cost(net, reps=2000):
+    """Seconds that the idle hook points of one forward cost: one attribute access and call per hook
+    point (the attention's pattern hook is an attribute test; counted as a call), timed directly."""
+    from scoreprobe.inside.hooks import hook_points
+    n = len(hook_points(net))
+    owner = net.blocks[0] if hasattr(net, "blocks") else net.transformer.h[0]
+    x = torch.zeros(1)
+
+    def calls():
+        for _ in range(n):
+            owner.hook_resid_pre(x)
+    return timed(calls, reps), n
 
 
 def main(argv=None):
@@ -75,12 +94,12 @@ def main(argv=None):
     g_old = old_gpt.GPT(old_gpt.GPTConfig()).eval()
     g_old.load_state_dict(g_new.state_dict())
     print(f"torch {torch.__version__}, 1 thread; DiT {sum(p.numel() for p in D.net.parameters())} params "
-          f"(the shipped series), GPT tiny; rounds {a.rounds} x {a.reps} forwards; ratio = median of per-round ratios")
+          f"(the shipped series), GPT tiny; {a.rounds * a.reps} alternating calls each; ratio of median call times")
     net_old2 = copy.deepcopy(net_old)
     g_old2 = copy.deepcopy(g_old)
     print("| model | batch | plain (before hooks) ms | hooks idle ms | idle / plain | A/A control (plain / plain copy) "
-          "| run_with_cache ms | cache / plain |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+          "| idle hook calls / plain (timed directly) | run_with_cache ms | cache / plain |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     with torch.no_grad():
         for B in a.batches:
             x = torch.randn(B, 1, 6, 6)
@@ -90,12 +109,17 @@ def main(argv=None):
             xf, s = x.reshape(B, 36), torch.full((B,), 0.7)
             rc, tc, _ = ratio(lambda: sp.run_with_cache(D, xf, s), lambda: net_old(x, t), max(3, a.rounds // 3),
                               max(2, a.reps // 4))
-            print(f"| DiT | {B} | {to:.3f} | {tn:.3f} | {r:.3f} | {aa:.3f} | {tc:.3f} | {rc:.2f} |", flush=True)
+            direct = statistics.median(hook_call_cost(D.net)[0] / timed(lambda: net_old(x, t), a.reps)
+                                       for _ in range(a.rounds))
+            print(f"| DiT | {B} | {to:.3f} | {tn:.3f} | {r:.3f} | {aa:.3f} | {direct:.4f} | {tc:.3f} | {rc:.2f} |",
+                  flush=True)
         for B in a.batches:
             idx = torch.randint(0, 3, (B, 36))
             r, tn, to = ratio(lambda: g_new(idx), lambda: g_old(idx), a.rounds, a.reps)
             aa, _, _ = ratio(lambda: g_old2(idx), lambda: g_old(idx), a.rounds, a.reps)
-            print(f"| GPT | {B} | {to:.3f} | {tn:.3f} | {r:.3f} | {aa:.3f} | – | – |", flush=True)
+            direct = statistics.median(hook_call_cost(g_new)[0] / timed(lambda: g_old(idx), a.reps)
+                                       for _ in range(a.rounds))
+            print(f"| GPT | {B} | {to:.3f} | {tn:.3f} | {r:.3f} | {aa:.3f} | {direct:.4f} | – | – |", flush=True)
 
 
 if __name__ == "__main__":

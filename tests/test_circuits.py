@@ -71,3 +71,13 @@ def test_cli_bad_site_is_one_line_before_work(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and len(err) == 1 and "unknown patching site" in err[0]
     assert not (tmp_path / "d.zarr").exists()
+
+
+def test_cli_bad_values_are_one_line(tmp_path, capsys):
+    for argv in (["--sigmas", "0"], ["--sigmas", "1e308"], ["--sigmas", "abc"], ["--n-pairs", "0"],
+                 ["--steps", "12345"]):
+        with pytest.raises(SystemExit) as e:
+            main(["circuits", *argv, "--out", str(tmp_path / "e.zarr")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and err[0].startswith("error: ") and len(err) <= 2, (argv, err)
+        assert not (tmp_path / "e.zarr").exists()

@@ -129,3 +129,25 @@ def test_bad_input(shipped):
         sp.patch(D, data.train[:2], data.heldout[:2], 0.5, sites=["blocks.0.attn.hook_z[head=7]"])
     with pytest.raises(ConfigError, match="plain callable"):
         sp.patch(lambda x, s: x, data.train[:2], data.heldout[:2], 0.5)
+
+
+def test_vp_wrapped_glu_register_dit_everything_is_one():
+    """Any wrapper around our DiT (here DDPM ε on a VP schedule) and the GLU / register variants: the
+    same exact 0 and 1, and run_with_cache reproduces the output bit for bit."""
+    from scoreprobe.models.param import make_denoiser
+    torch.manual_seed(3)
+    net = DiT(hidden_size=16, depth=2, num_heads=2, mlp="glu", global_token=True)
+    for p in net.parameters():
+        p.data.add_(0.05 * torch.randn_like(p))
+    D = make_denoiser(net.eval(), (1, 6, 6), "ddpm_eps")
+    rng = np.random.default_rng(0)
+    clean, corrupt = rng.integers(0, 2, (5, 36)), rng.integers(0, 2, (5, 36))
+    ds = sp.patch(D, clean, corrupt, 0.8, sites=["*", "none", "blocks.1.hook_resid_post", "token"])
+    assert np.array_equal(ds.effect.sel(site="*").values, np.ones(5))
+    assert np.array_equal(ds.effect.sel(site="none").values, np.zeros(5))
+    assert np.array_equal(ds.effect.sel(site="blocks.1.hook_resid_post").values, np.ones(5))
+    assert ds.sizes["site"] == 3 + 2 * 10                      # 9 patch tokens + the register, per block
+    x = torch.randn(4, 36, generator=torch.Generator().manual_seed(0))
+    out, cache = sp.run_with_cache(D, x, 0.8)
+    assert np.array_equal(out.numpy(), D(x, 0.8).detach().numpy()) and cache.sizes["token"] == 10
+    assert "mlp_pre_linear" in cache

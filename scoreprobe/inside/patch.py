@@ -23,6 +23,7 @@ from scoreprobe.data.datasets import to_signed
 from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.inside.hooks import hook_points, installed, network_of
 from scoreprobe.inside.sites import resolve_sites
+from scoreprobe.limits import MAX_SIGMA
 from scoreprobe.noise import randn_per_sample
 
 FINAL = "final.hook_out"
@@ -50,8 +51,8 @@ def pair_inputs(D, clean, corrupt, sigma, seed):
     if (delta.abs().sum(1) == 0).any():
         raise DataError("a clean and a corrupt image are identical: the metric needs them to differ")
     s = torch.as_tensor(sigma, dtype=torch.float32, device=device).reshape(-1).expand(len(yc))
-    if not torch.all(s > 0):
-        raise ConfigError("sigma must be positive")
+    if not torch.all((s > 0) & (s <= MAX_SIGMA)):
+        raise ConfigError(f"sigma must be positive and at most {MAX_SIGMA:g} (scoreprobe.limits)")
     eps = randn_per_sample(seed, np.arange(len(yc)), dim, device=device)     # (B, D)
     return yc + s[:, None] * eps, yr + s[:, None] * eps, s, delta
 

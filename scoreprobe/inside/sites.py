@@ -100,16 +100,20 @@ def site_grid(net, granularity=GRANULARITIES):
 
 
 def resolve_sites(net, sites):
-    """sites: "all" (the grid), a granularity name or a list of them, a label or a list of labels/Sites
-    -> list of Site."""
+    """sites: "all" (the grid), a granularity name, a label, or a list mixing them (and Sites) -> list of
+    Site, granularities expanded in place."""
     if isinstance(sites, str) and sites == "all":
         return site_grid(net)
     if isinstance(sites, str) and sites in GRANULARITIES:
         return site_grid(net, (sites,))
     sites = [sites] if isinstance(sites, (str, Site)) else list(sites)
-    if sites and all(isinstance(s, str) and s in GRANULARITIES for s in sites):
-        return site_grid(net, tuple(sites))
     if not sites:
         raise ConfigError("no patching sites given")
     points = hook_points(net)
-    return [s if isinstance(s, Site) else parse_site(s, points) for s in sites]
+    out = []
+    for s in sites:
+        if isinstance(s, str) and s in GRANULARITIES + ("all",):
+            out += site_grid(net, GRANULARITIES if s == "all" else (s,))
+        else:
+            out.append(s if isinstance(s, Site) else parse_site(s, points))
+    return out

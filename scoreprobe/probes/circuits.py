@@ -24,6 +24,7 @@ from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.inside import patch, run_with_cache
 from scoreprobe.inside.hooks import network_of
 from scoreprobe.inside.sites import resolve_sites
+from scoreprobe.limits import MAX_SIGMA, MAX_SIGMAS
 from scoreprobe.noise import randn_per_sample
 from scoreprobe.sweep import dataset_and_rule, is_series, run_probe
 
@@ -156,8 +157,9 @@ def circuits(D_or_series, sigmas=DEFAULT_SIGMAS, n_pairs=32, sites="all", seed=0
     """
     dataset, rule = dataset_and_rule(D_or_series, dataset, rule, need_rule=True, who="circuits")
     sig = np.atleast_1d(np.asarray(sigmas, dtype=np.float64))
-    if sig.ndim != 1 or not np.all(np.isfinite(sig) & (sig > 0)):
-        raise ConfigError(f"sigmas must be positive finite numbers, got {sigmas!r}")
+    if sig.ndim != 1 or not np.all(np.isfinite(sig) & (sig > 0) & (sig <= MAX_SIGMA)) or sig.size > MAX_SIGMAS:
+        raise ConfigError(f"sigmas must be at most {MAX_SIGMAS} positive numbers of at most {MAX_SIGMA:g}, "
+                          f"got {str(sigmas)[:80]}")
     if int(n_pairs) < 1:
         raise ConfigError(f"n_pairs must be a positive integer, got {n_pairs!r}")
     clean, corrupt = copy_pairs(dataset, int(n_pairs))
