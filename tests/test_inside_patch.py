@@ -151,3 +151,5 @@ def test_vp_wrapped_glu_register_dit_everything_is_one():
     out, cache = sp.run_with_cache(D, x, 0.8)
     assert np.array_equal(out.numpy(), D(x, 0.8).detach().numpy()) and cache.sizes["token"] == 10
     assert "mlp_pre_linear" in cache
+    assert cache.register.values.tolist() == [False] * 9 + [True]           # the register: last token
+    assert np.isnan(cache.embed.sel(token=9)).all() and np.isfinite(cache.embed.sel(token=slice(0, 8))).all()

@@ -82,6 +82,8 @@ def run_with_cache(D, x, sigma=None, names=None):
     with torch.no_grad(), installed(net, {n: keep(n) for n in chosen}):
         out = forward(D, net, kind, x, sigma)
     ds = to_dataset(kept, points, len(x))
+    if getattr(net, "register", None) is not None:
+        ds = ds.assign_coords(register=("token", np.arange(ds.sizes["token"]) == ds.sizes["token"] - 1))
     ds.attrs.update(kind=kind, hooks=json.dumps(chosen))
     if kind == "dit":
         s = torch.as_tensor(sigma, dtype=torch.float64).reshape(-1).expand(len(x)).numpy()
@@ -107,8 +109,31 @@ def to_dataset(kept, points, n):
         pattern = items[0][1].replace(f"blocks.{items[0][0]}.", "blocks.{i}.", 1)
         data[var] = xr.DataArray(arr, dims=("sample", "layer") + dims[1:],
                                  coords={"layer": [layer for layer, _, _ in items]}, attrs={"hook": pattern})
+    data = _pad_tokens(data)
     ds = xr.Dataset(data).assign_coords(sample=np.arange(n))
     for dim in ("head", "token", "query", "key"):
         if dim in ds.dims:
             ds = ds.assign_coords({dim: np.arange(ds.sizes[dim])})
     return ds
+
+
+def _pad_tokens(data):
+    """A DiT with a register token has T+1 tokens in the stream but T in `embed` and `final_out`: those
+    are padded with NaN at the register's index (the last), so one `token` axis serves all."""
+    sizes = {v.sizes["token"] if isinstance(v, xr.DataArray) else v.shape[v.dims.index("token")]
+             for v in data.values() if "token" in v.dims}
+    if len(sizes) < 2:
+        return data
+    full = max(sizes)
+    out = {}
+    for name, v in data.items():
+        dims = v.dims
+        if "token" in dims and (v.shape[dims.index("token")] < full):
+            width = [(0, 0)] * len(dims)
+            width[dims.index("token")] = (0, full - v.shape[dims.index("token")])
+            arr = np.pad(np.asarray(v.values if isinstance(v, xr.DataArray) else v.data), width,
+                         constant_values=np.nan)
+            coords = {"layer": v.layer.values} if isinstance(v, xr.DataArray) and "layer" in v.coords else {}
+            v = xr.DataArray(arr, dims=dims, coords=coords, attrs=v.attrs)
+        out[name] = v
+    return out
