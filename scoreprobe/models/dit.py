@@ -186,13 +186,14 @@ class DiTBlock(nn.Module):
             setattr(self, f"hook_{name}", HookPoint("token", "d_model"))
         for name in ADALN:
             setattr(self, f"hook_{name}", HookPoint("d_model"))
+        self._adaln_hooks = tuple(getattr(self, f"hook_{name}") for name in ADALN)   # forward order, no lookups
 
     def forward(self, x, c):
         """x (B, T, D) residual stream, c (B, D) conditioning -> (B, T, D). hook_attn_out and
         hook_mlp_out are the gated sub-block outputs added to the stream."""
         mods = self.adaLN_modulation(c).chunk(6, dim=1)                    # 6 x (B, D)
-        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = (
-            getattr(self, f"hook_{name}")(m) for name, m in zip(ADALN, mods))
+        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = [
+            hook(m) for hook, m in zip(self._adaln_hooks, mods)]
         x = self.hook_resid_pre(x)
         x = x + self.hook_attn_out(gate_msa.unsqueeze(1) * self.attn(modulate(self.norm1(x), shift_msa, scale_msa)))
         x = self.hook_resid_mid(x)
