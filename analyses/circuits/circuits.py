@@ -2,7 +2,7 @@
 
     python analyses/circuits/circuits.py --plan            # what the preset computes, and its cost
     python analyses/circuits/circuits.py --smoke --out /tmp/c   # < 2 min: the pipeline at toy size
-    python analyses/circuits/circuits.py                   # CPU preset: 24 checkpoints, ≈ 5 min on 1 thread
+    python analyses/circuits/circuits.py                   # CPU preset: 24 checkpoints, ≈ 1 min on 1 thread (5 on a busy machine)
     python analyses/circuits/circuits.py --from-results    # rewrite the .md from the .json
 
 Through the API only: `sp.circuits` over the shipped series (resumable store, analyses/results/
@@ -72,7 +72,8 @@ def pooled(eff, den, idx):
     """Pooled effect (step, sigma, site) of the pairs `idx`: Σ e·d / Σ d over pairs; eff (step, σ, site,
     pair), den (step, σ, pair)."""
     e, d = eff[..., idx], den[..., idx][:, :, None, :]
-    return np.nansum(e * d, -1) / d.sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):      # no contrast (step 0): NaN, skipped later
+        return np.nansum(e * d, -1) / d.sum(-1)
 
 
 def site_timing(ds, kind, n_boot, seed):
