@@ -51,6 +51,9 @@ _API = {
     "scoreprobe.training.ensemble": "train_ensemble",
     "scoreprobe.training.monitor": "Monitor",
     "scoreprobe.reports": "report",
+    "scoreprobe.inside": "patch patch_ode run_with_cache",
+    "scoreprobe.probes.circuits": "circuits",
+    "scoreprobe.viz.circuits": "plot_circuits",
 }
 _WHERE = {name: module for module, names in _API.items() for name in names.split()}
 __all__ = sorted(_WHERE)

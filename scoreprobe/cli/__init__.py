@@ -12,6 +12,7 @@ this package imports them:
     compare.py compare, export-tb       (several runs side by side; as TensorBoard scalars)
     samples.py samples                  (a gallery of one checkpoint's samples)
     decompose.py decompose              (the network against the exact oracles)
+    circuits.py circuits                (activation patching per checkpoint: where the rule and the copies live)
 """
 import os
 import signal
@@ -190,4 +191,5 @@ def main(argv=None):
         interrupts.restore()
 
 
-from scoreprobe.cli import compare, curves, decompose, planes, report, runs, samples  # noqa: E402,F401  (registers the subcommands)
+from scoreprobe.cli import (circuits, compare, curves, decompose, planes, report, runs,  # noqa: E402,F401
+                            samples)                                     # (registers the subcommands)

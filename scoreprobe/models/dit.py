@@ -15,7 +15,8 @@ import math
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+
+from scoreprobe.models.hookpoint import HookPoint, attend, fast_lookup
 
 
 def modulate(x, shift, scale):
@@ -114,12 +115,15 @@ class Attention(nn.Module):
         self.num_heads = num_heads
         self.qkv = nn.Linear(dim, dim * 3, bias=True)
         self.proj = nn.Linear(dim, dim)
+        self.hook_q, self.hook_k, self.hook_v = (HookPoint("head", "token", "d_head") for _ in range(3))
+        self.hook_pattern = HookPoint("head", "query", "key")
+        self.hook_z = HookPoint("head", "token", "d_head")
 
     def forward(self, x):
         B, T, D = x.shape
         qkv = self.qkv(x).reshape(B, T, 3, self.num_heads, D // self.num_heads).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]                                  # (B, heads, T, hd)
-        out = F.scaled_dot_product_attention(q, k, v)                     # (B, heads, T, hd)
+        q, k, v = self.hook_q(qkv[0]), self.hook_k(qkv[1]), self.hook_v(qkv[2])   # (B, heads, T, hd)
+        out = self.hook_z(attend(q, k, v, self.hook_pattern))            # (B, heads, T, hd)
         return self.proj(out.transpose(1, 2).reshape(B, T, D))            # (B, T, D)
 
 
@@ -131,9 +135,10 @@ class Mlp(nn.Module):
         self.fc1 = nn.Linear(dim, hidden)
         self.act = nn.GELU(approximate="tanh")
         self.fc2 = nn.Linear(hidden, dim)
+        self.hook_pre, self.hook_post = HookPoint("token", "d_mlp"), HookPoint("token", "d_mlp")
 
     def forward(self, x):
-        return self.fc2(self.act(self.fc1(x)))
+        return self.fc2(self.hook_post(self.act(self.hook_pre(self.fc1(x)))))
 
 
 class GluMlp(nn.Module):
@@ -146,15 +151,19 @@ class GluMlp(nn.Module):
         self.fc1 = nn.Linear(dim, 2 * hidden)
         self.act = nn.GELU(approximate="tanh")
         self.fc2 = nn.Linear(hidden, dim)
+        self.hook_pre, self.hook_pre_linear, self.hook_post = (HookPoint("token", "d_mlp") for _ in range(3))
 
     def forward(self, x):
         a, b = self.fc1(x).chunk(2, dim=-1)                               # (B, T, hidden) each
-        return self.fc2(self.act(a) * b)
+        return self.fc2(self.hook_post(self.act(self.hook_pre(a)) * self.hook_pre_linear(b)))
 
 
 def glu_hidden(dim, mlp_hidden):
     """Width h of a GluMlp with the parameters of an Mlp(dim, mlp_hidden): 3·dim·h + 2h + dim ≈ 2·dim·m + m + dim."""
     return max(1, round((2 * dim * mlp_hidden + mlp_hidden) / (3 * dim + 2)))
+
+
+ADALN = ("shift_msa", "scale_msa", "gate_msa", "shift_mlp", "scale_mlp", "gate_mlp")
 
 
 class DiTBlock(nn.Module):
@@ -173,14 +182,25 @@ class DiTBlock(nn.Module):
         self.mlp = GluMlp(hidden_size, glu_hidden(hidden_size, m)) if mlp == "glu" else Mlp(hidden_size, m)
         self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(hidden_size, 6 * hidden_size, bias=True))
         self.broadcast = nn.Linear(hidden_size, hidden_size) if broadcast else None
+        for name in ("resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post"):
+            setattr(self, f"hook_{name}", HookPoint("token", "d_model"))
+        for name in ADALN:
+            setattr(self, f"hook_{name}", HookPoint("d_model"))
+        self._adaln_hooks = tuple(getattr(self, f"hook_{name}") for name in ADALN)   # forward order, no lookups
 
     def forward(self, x, c):
-        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.adaLN_modulation(c).chunk(6, dim=1)
-        x = x + gate_msa.unsqueeze(1) * self.attn(modulate(self.norm1(x), shift_msa, scale_msa))
-        x = x + gate_mlp.unsqueeze(1) * self.mlp(modulate(self.norm2(x), shift_mlp, scale_mlp))
+        """x (B, T, D) residual stream, c (B, D) conditioning -> (B, T, D). hook_attn_out and
+        hook_mlp_out are the gated sub-block outputs added to the stream."""
+        mods = self.adaLN_modulation(c).chunk(6, dim=1)                    # 6 x (B, D)
+        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = [
+            hook(m) for hook, m in zip(self._adaln_hooks, mods)]
+        x = self.hook_resid_pre(x)
+        x = x + self.hook_attn_out(gate_msa.unsqueeze(1) * self.attn(modulate(self.norm1(x), shift_msa, scale_msa)))
+        x = self.hook_resid_mid(x)
+        x = x + self.hook_mlp_out(gate_mlp.unsqueeze(1) * self.mlp(modulate(self.norm2(x), shift_mlp, scale_mlp)))
         if self.broadcast is not None:
             x = x + self.broadcast(x[:, -1:])                             # the register's state, to every token
-        return x                                                          # (B, T, D)
+        return self.hook_resid_post(x)                                    # (B, T, D)
 
 
 class FinalLayer(nn.Module):
@@ -191,10 +211,13 @@ class FinalLayer(nn.Module):
         self.norm_final = nn.LayerNorm(hidden_size, elementwise_affine=False, eps=1e-6)
         self.linear = nn.Linear(hidden_size, patch_size * patch_size * out_channels, bias=True)
         self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(hidden_size, 2 * hidden_size, bias=True))
+        self.hook_shift, self.hook_scale = HookPoint("d_model"), HookPoint("d_model")
+        self.hook_out = HookPoint("token", "d_out")
 
     def forward(self, x, c):
         shift, scale = self.adaLN_modulation(c).chunk(2, dim=1)
-        return self.linear(modulate(self.norm_final(x), shift, scale))     # (B, T, p*p*C_out)
+        x = modulate(self.norm_final(x), self.hook_shift(shift), self.hook_scale(scale))
+        return self.hook_out(self.linear(x))                               # (B, T, p*p*C_out)
 
 
 class DiT(nn.Module):
@@ -227,9 +250,11 @@ class DiT(nn.Module):
         self.blocks = nn.ModuleList([DiTBlock(hidden_size, num_heads, mlp_ratio, mlp_norm_eps, mlp, bool(global_token))
                                      for _ in range(depth)])
         self.final_layer = FinalLayer(hidden_size, patch_size, self.out_channels)
+        self.hook_embed, self.hook_cond = HookPoint("token", "d_model"), HookPoint("d_model")
         self.initialize_weights()
         # a learned global register token appended after the image tokens (off: no parameter at all)
         self.register = nn.Parameter(0.02 * torch.randn(1, 1, hidden_size)) if global_token else None
+        fast_lookup(self)
 
     def initialize_weights(self):
         """Xavier linears, fixed sin-cos positions, zero adaLN gates and output (adaLN-Zero)."""
@@ -265,8 +290,8 @@ class DiT(nn.Module):
         return x.reshape(B, c, h * p, w * p)
 
     def forward(self, x, t, y=None):
-        x = self.x_embedder(x) + self.pos_embed                  # (B, T, D), T = H*W / p**2
-        c = self.t_embedder(t) + self.y_embedder(x.shape[0], y)  # (B, D)
+        x = self.hook_embed(self.x_embedder(x)) + self.pos_embed   # (B, T, D), T = H*W / p**2
+        c = self.hook_cond(self.t_embedder(t) + self.y_embedder(x.shape[0], y))   # (B, D)
         if self.register is not None:
             x = torch.cat([x, self.register.expand(x.shape[0], -1, -1)], dim=1)   # (B, T+1, D)
         for block in self.blocks:

@@ -22,6 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from scoreprobe.errors import ConfigError, DataError
+from scoreprobe.models.hookpoint import HookPoint, attend, fast_lookup
 from scoreprobe.models.order import check_pixel_order, check_token_order, pixel_order
 
 PUZZLE_RULES = ("latin", "sudoku")
@@ -116,12 +117,16 @@ class CausalSelfAttention(nn.Module):
         self.n_head = cfg.n_head
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+        self.hook_q, self.hook_k, self.hook_v = (HookPoint("head", "token", "d_head") for _ in range(3))
+        self.hook_pattern = HookPoint("head", "query", "key")
+        self.hook_z = HookPoint("head", "token", "d_head")
 
     def forward(self, x, cache=None):
         """x: (B, T, E). cache: None, or a list holding this layer's past (k, v) (updated in place)."""
         B, T, E = x.shape
         q, k, v = self.c_attn(x).split(E, dim=2)                            # (B, T, E) each
         q, k, v = (t.view(B, T, self.n_head, E // self.n_head).transpose(1, 2) for t in (q, k, v))
+        q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)           # (B, h, T, hd)
         if cache is not None and cache:
             k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)   # (B, h, L+T, hd)
         if cache is not None:
@@ -129,7 +134,7 @@ class CausalSelfAttention(nn.Module):
         causal = T > 1 and k.shape[2] == T  # one new token may see every cached one
         if T > 1 and not causal:
             raise ValueError("feed cached sequences one token at a time")
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)       # (B, heads, T, hd)
+        y = self.hook_z(attend(q, k, v, self.hook_pattern, causal))        # (B, heads, T, hd)
         return self.c_proj(y.transpose(1, 2).reshape(B, T, E))              # (B, T, E)
 
 
@@ -140,9 +145,10 @@ class MLP(nn.Module):
         self.c_fc = nn.Linear(cfg.n_embd, hidden)
         self.gelu = nn.GELU()
         self.c_proj = nn.Linear(hidden, cfg.n_embd)
+        self.hook_pre, self.hook_post = HookPoint("token", "d_mlp"), HookPoint("token", "d_mlp")
 
     def forward(self, x):
-        return self.c_proj(self.gelu(self.c_fc(x)))
+        return self.c_proj(self.hook_post(self.gelu(self.hook_pre(self.c_fc(x)))))
 
 
 class Block(nn.Module):
@@ -152,10 +158,13 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(cfg)
         self.ln_2 = nn.LayerNorm(cfg.n_embd)
         self.mlp = MLP(cfg)
+        for name in ("resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post"):
+            setattr(self, f"hook_{name}", HookPoint("token", "d_model"))
 
     def forward(self, x, cache=None):
-        x = x + self.attn(self.ln_1(x), cache)
-        return x + self.mlp(self.ln_2(x))
+        x = self.hook_resid_pre(x)
+        x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.ln_1(x), cache)))
+        return self.hook_resid_post(x + self.hook_mlp_out(self.mlp(self.ln_2(x))))
 
 
 class GPT(nn.Module):
@@ -178,6 +187,9 @@ class GPT(nn.Module):
             ln_f=nn.LayerNorm(cfg.n_embd),
         ))
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.hook_embed = HookPoint("token", "d_model")
+        self.hook_pos_embed = HookPoint("token", "d_model", batched=False)
+        self.hook_out = HookPoint("token", "d_vocab")
         index = cfg.token_index()                                           # (T,) image index of token t
         self._order = None if cfg.token_perm is None else torch.from_numpy(index)
         self._unorder = None if cfg.token_perm is None else torch.from_numpy(np.argsort(index))
@@ -185,6 +197,7 @@ class GPT(nn.Module):
         for name, p in self.named_parameters():  # GPT-2 scaled init of the residual projections
             if name.endswith("c_proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+        fast_lookup(self)
 
     @staticmethod
     def _init_weights(module):
@@ -207,10 +220,10 @@ class GPT(nn.Module):
         if start + t > self.n_tokens:
             raise DataError(f"sequence of {start + t} tokens is longer than the model's {self.n_tokens}")
         pos = torch.arange(start, start + t, device=idx.device)
-        x = self.transformer.wte(idx) + self.transformer.wpe(pos)           # (B, t, E)
+        x = self.hook_embed(self.transformer.wte(idx)) + self.hook_pos_embed(self.transformer.wpe(pos))
         for i, block in enumerate(self.transformer.h):
-            x = block(x, None if cache is None else cache[i])
-        return self.lm_head(self.transformer.ln_f(x))                       # (B, t, V)
+            x = block(x, None if cache is None else cache[i])               # (B, t, E)
+        return self.hook_out(self.lm_head(self.transformer.ln_f(x)))        # (B, t, V)
 
     # ----- tokens <-> bits -------------------------------------------------------------------
 

@@ -10,3 +10,4 @@ from scoreprobe.viz.animation import animate_basins  # noqa: F401
 from scoreprobe.viz.dsm import plot_dsm, plot_dsm_gap  # noqa: F401
 from scoreprobe.viz.clocks import plot_clocks, plot_states  # noqa: F401
 from scoreprobe.viz.decompose import plot_decompose  # noqa: F401
+from scoreprobe.viz.circuits import plot_circuits  # noqa: F401

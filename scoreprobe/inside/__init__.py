@@ -1,0 +1,15 @@
+"""Inside the network: hook points, activation cache and patching for scoreprobe's DiT and GPT.
+
+    hooks.py    hook point names (TransformerLens style), finding the network inside a denoiser, installing
+    cache.py    run_with_cache: one forward with activations kept, as an xarray Dataset
+    sites.py    patching sites: parse 'blocks.1.attn.hook_z[head=2]', the default grid
+    patch.py    activation patching and attribution patching (AtP) at one σ
+    ode.py      patching along the PF-ODE: the basin-flip fraction
+
+Definitions and the hook names: docs/inside.md.
+"""
+from scoreprobe.inside.cache import run_with_cache
+from scoreprobe.inside.ode import patch_ode
+from scoreprobe.inside.patch import patch
+
+__all__ = ["patch", "patch_ode", "run_with_cache"]

@@ -1,0 +1,139 @@
+"""run_with_cache: one forward of a scoreprobe network with its activations kept, as an xarray Dataset.
+
+    out, cache = run_with_cache(D, x, sigma)                    # out == D(x, sigma) bit for bit
+    cache["attn_pattern"]          # (sample, layer, head, query, key)
+    cache["resid_post"]            # (sample, layer, token, d_model)
+
+Every hook point becomes a variable named after it without `blocks.{i}.`, `hook_` and dots
+(`blocks.{i}.attn.hook_z` -> `attn_z`, `final.hook_out` -> `final_out`); per-block hooks are
+stacked along `layer`. A GPT is run teacher-forced on bits: x (B, D) 0/1, sigma None, out the
+next-token logits (B, T, V) as `GPT.log_prob` computes them.
+"""
+import json
+
+import numpy as np
+import torch
+import xarray as xr
+
+from scoreprobe.errors import ConfigError, DataError
+from scoreprobe.inside.hooks import hook_points, installed, network_of, select, split_name
+
+
+def gpt_inputs(net, bits):
+    """bits (B, D) 0/1 -> (B, T) long: BOS then the first T−1 tokens (what log_prob feeds the GPT)."""
+    tokens = net.bits_to_tokens(torch.as_tensor(bits))                       # (B, T)
+    bos = torch.full_like(tokens[:, :1], net.bos)
+    return torch.cat([bos, tokens[:, :-1]], dim=1).to(net.lm_head.weight.device)
+
+
+def forward(D, net, kind, x, sigma):
+    """The network's output for one batch: D(x, sigma) (B, D) for a DiT denoiser, logits for a GPT."""
+    if kind == "gpt":
+        if sigma is not None:
+            raise ConfigError("a GPT has no noise level: pass sigma=None")
+        return net(gpt_inputs(net, x))                                       # (B, T, V)
+    if sigma is None:
+        raise ConfigError("a DiT denoiser needs sigma (a scalar or one per sample)")
+    if D is net:
+        raise ConfigError("pass the denoiser (series.denoiser(step), load_checkpoint(...)), not the bare DiT: "
+                          "its preconditioning is part of the output")
+    return D(x, sigma)
+
+
+def check_input(D, kind, x):
+    """x as a tensor (B, D) on the model's device; DataError for a wrong shape."""
+    x = torch.as_tensor(x)
+    dim = D.n_bits if kind == "gpt" else getattr(D, "dim", None)
+    if x.ndim != 2 or (dim is not None and x.shape[1] != dim):
+        raise DataError(f"expected x of shape (B, {dim}), got {tuple(x.shape)}")
+    device = next(D.parameters()).device
+    return x.to(device) if kind == "gpt" else x.to(device, torch.float32 if not x.is_floating_point() else x.dtype)
+
+
+def run_with_cache(D, x, sigma=None, names=None):
+    """Run D once and keep the activations at the chosen hook points.
+
+    Parameters
+    ----------
+    D : a scoreprobe denoiser wrapping a DiT (series.denoiser(step), load_checkpoint(...)) or a GPT.
+    x : (B, D) inputs: noisy signed images for a DiT; 0/1 bits for a GPT.
+    sigma : scalar or (B,) noise levels (DiT); None for a GPT.
+    names : which hook points (None: all): names, fnmatch patterns or a predicate (inside.hooks.select).
+
+    Returns
+    -------
+    out : torch.Tensor, D(x, sigma) bit for bit (the hooks only read), or the GPT's logits (B, T, V).
+    cache : xarray.Dataset, one variable per hook kind, dims `sample`, `layer` (per-block hooks) and
+        the hook's own (`token`, `d_model`, `head`, `query`, `key`, `d_head`, `d_mlp`, `d_out`, `d_vocab`);
+        attrs: `kind`, `hooks` (JSON list of the hook names kept), and `sigma` per sample (DiT).
+    """
+    net, kind = network_of(D)
+    x = check_input(D, kind, x)
+    points = hook_points(net)
+    chosen = select(points, names)
+    kept = {}
+
+    def keep(name):
+        def fn(a):
+            kept[name] = a.detach().float().cpu().numpy()
+            return a
+        return fn
+
+    with torch.no_grad(), installed(net, {n: keep(n) for n in chosen}):
+        out = forward(D, net, kind, x, sigma)
+    ds = to_dataset(kept, points, len(x))
+    if getattr(net, "register", None) is not None:
+        ds = ds.assign_coords(register=("token", np.arange(ds.sizes["token"]) == ds.sizes["token"] - 1))
+    ds.attrs.update(kind=kind, hooks=json.dumps(chosen))
+    if kind == "dit":
+        s = torch.as_tensor(sigma, dtype=torch.float64).reshape(-1).expand(len(x)).numpy()
+        ds = ds.assign_coords(sigma=("sample", s, {"units": "1", "long_name": "noise level σ"}))
+    return out, ds
+
+
+def to_dataset(kept, points, n):
+    """{hook name: array (B, ...)} -> Dataset: per-block hooks stacked along `layer`."""
+    groups = {}
+    for name, arr in kept.items():
+        layer, var = split_name(name)
+        groups.setdefault(var, []).append((layer, name, arr))
+    data = {}
+    for var, items in groups.items():
+        point = points[items[0][1]]
+        dims = ("sample",) * point.batched + point.dims
+        if items[0][0] is None:
+            data[var] = xr.Variable(dims, items[0][2], {"hook": items[0][1]})
+            continue
+        items.sort(key=lambda t: t[0])
+        arr = np.stack([a for _, _, a in items], axis=1)                     # (B, L, ...)
+        pattern = items[0][1].replace(f"blocks.{items[0][0]}.", "blocks.{i}.", 1)
+        data[var] = xr.DataArray(arr, dims=("sample", "layer") + dims[1:],
+                                 coords={"layer": [layer for layer, _, _ in items]}, attrs={"hook": pattern})
+    data = _pad_tokens(data)
+    ds = xr.Dataset(data).assign_coords(sample=np.arange(n))
+    for dim in ("head", "token", "query", "key"):
+        if dim in ds.dims:
+            ds = ds.assign_coords({dim: np.arange(ds.sizes[dim])})
+    return ds
+
+
+def _pad_tokens(data):
+    """A DiT with a register token has T+1 tokens in the stream but T in `embed` and `final_out`: those
+    are padded with NaN at the register's index (the last), so one `token` axis serves all."""
+    sizes = {v.sizes["token"] if isinstance(v, xr.DataArray) else v.shape[v.dims.index("token")]
+             for v in data.values() if "token" in v.dims}
+    if len(sizes) < 2:
+        return data
+    full = max(sizes)
+    out = {}
+    for name, v in data.items():
+        dims = v.dims
+        if "token" in dims and (v.shape[dims.index("token")] < full):
+            width = [(0, 0)] * len(dims)
+            width[dims.index("token")] = (0, full - v.shape[dims.index("token")])
+            arr = np.pad(np.asarray(v.values if isinstance(v, xr.DataArray) else v.data), width,
+                         constant_values=np.nan)
+            coords = {"layer": v.layer.values} if isinstance(v, xr.DataArray) and "layer" in v.coords else {}
+            v = xr.DataArray(arr, dims=dims, coords=coords, attrs=v.attrs)
+        out[name] = v
+    return out

@@ -1,0 +1,115 @@
+"""The hook points of a scoreprobe network, by TransformerLens-style name, and installing functions on them.
+
+    net, kind = network_of(D)                 # the DiT inside a denoiser wrapper, or a GPT
+    points = hook_points(net)                 # {"blocks.0.attn.hook_z": HookPoint, ...}
+    with installed(net, {"blocks.0.attn.hook_z": fn}):
+        out = D(x, sigma)                     # fn(z) replaces z in block 0
+
+Names (docs/inside.md): `hook_embed`, `hook_cond` (DiT), `hook_pos_embed` (GPT), per block
+`blocks.{i}.hook_resid_pre|hook_attn_out|hook_resid_mid|hook_mlp_out|hook_resid_post`,
+`blocks.{i}.attn.hook_q|hook_k|hook_v|hook_pattern|hook_z`, `blocks.{i}.mlp.hook_pre|hook_post`
+(GLU: also `hook_pre_linear`), DiT adaLN `blocks.{i}.hook_shift_msa|scale_msa|gate_msa|shift_mlp|
+scale_mlp|gate_mlp`, and `final.hook_shift|hook_scale|hook_out` (DiT) / `final.hook_out` (GPT logits).
+"""
+import contextlib
+import fnmatch
+import re
+import weakref
+
+import torch.nn as nn
+
+from scoreprobe.errors import ConfigError
+from scoreprobe.models.dit import DiT
+from scoreprobe.models.gpt import GPT
+from scoreprobe.models.hookpoint import HookPoint
+
+_RENAME = (("transformer.h.", "blocks."), ("final_layer.", "final."))
+_BLOCK = re.compile(r"^blocks\.(\d+)\.(.+)$")
+
+
+def _public_name(path):
+    """Module path -> hook name: GPT's `transformer.h.` and DiT's `final_layer.` become `blocks.`/`final.`;
+    GPT's top-level `hook_out` is `final.hook_out`."""
+    for old, new in _RENAME:
+        if path.startswith(old):
+            return new + path[len(old):]
+    return "final.hook_out" if path == "hook_out" else path
+
+
+def network_of(D):
+    """(network, kind) for a scoreprobe network or a denoiser wrapping one; kind "dit" or "gpt".
+
+    Accepted: a GPT, a DiT, or a denoiser wrapper (EDMDenoiser, VPDenoiser: anything whose `.net` is
+    a DiT, which is where facebookresearch/DiT, diffusers and EDM-wrapped checkpoints load).
+    ConfigError (one line) for anything else: its insides have no named hook points."""
+    if isinstance(D, GPT):
+        return D, "gpt"
+    if isinstance(D, DiT):
+        return D, "dit"
+    net = getattr(D, "net", None) if isinstance(D, nn.Module) else None
+    if isinstance(net, DiT):
+        return net, "dit"
+    what = type(D).__name__
+    if getattr(D, "k", None) is not None and hasattr(D, "base"):
+        raise ConfigError(f"{what}: a stack of checkpoints has no single set of activations; pass one denoiser")
+    raise ConfigError(f"{what} has no hook points: run_with_cache and patch need a scoreprobe DiT or GPT "
+                      "(or a denoiser wrapping a DiT), not a plain callable")
+
+
+_POINTS = weakref.WeakKeyDictionary()
+
+
+def hook_points(net):
+    """{hook name: HookPoint} of a DiT or GPT, in order of definition (remembered per network)."""
+    points = _POINTS.get(net)
+    if points is None:
+        points = {_public_name(path): m for path, m in net.named_modules() if isinstance(m, HookPoint)}
+        _POINTS[net] = points
+    return points
+
+
+def split_name(name):
+    """'blocks.2.attn.hook_z' -> (2, 'attn_z'); 'hook_embed' -> (None, 'embed'); 'final.hook_out' ->
+    (None, 'final_out'): the layer and the Dataset variable that holds the hook's activation."""
+    m = _BLOCK.match(name)
+    layer, rest = (int(m.group(1)), m.group(2)) if m else (None, name)
+    return layer, rest.replace("hook_", "").replace(".", "_")
+
+
+def select(points, names=None):
+    """The hook names chosen by `names`: None = all; a string or list of names or fnmatch patterns
+    ('blocks.*.attn.hook_pattern'); or a predicate name -> bool. ConfigError when a name or pattern
+    matches nothing."""
+    if names is None:
+        return list(points)
+    if callable(names):
+        return [n for n in points if names(n)]
+    names = [names] if isinstance(names, str) else list(names)
+    chosen = []
+    for pat in names:
+        found = [n for n in points if fnmatch.fnmatchcase(n, str(pat))]
+        if not found:
+            raise ConfigError(f"no hook point matches {pat!r}; names look like "
+                              "'blocks.0.attn.hook_pattern' (see docs/inside.md)")
+        chosen += [n for n in found if n not in chosen]
+    return [n for n in points if n in chosen]
+
+
+@contextlib.contextmanager
+def installed(net, fns):
+    """Install {hook name: fn(tensor) -> tensor} on `net` for the duration of the block; every hook is
+    cleared on exit (also on error). ConfigError for an unknown name or a hook already in use."""
+    points = hook_points(net)
+    unknown = sorted(set(fns) - set(points))
+    if unknown:
+        raise ConfigError(f"unknown hook point(s) {unknown[:3]}; see docs/inside.md for the names")
+    busy = [n for n in fns if points[n].fn is not None]
+    if busy:
+        raise ConfigError(f"hook point {busy[0]!r} already has a function installed")
+    try:
+        for name, fn in fns.items():
+            points[name].fn = fn
+        yield points
+    finally:
+        for name in fns:
+            points[name].fn = None

@@ -1,0 +1,119 @@
+"""Patching sites: which activations are taken from the clean run.
+
+A site is a label and one or more atoms patched together; an atom is a hook point, whole or at one
+index of one of its named axes:
+
+    "blocks.1.attn.hook_z[head=2]"         head 2 of block 1 (its per-head output z)
+    "blocks.0.hook_resid_pre[token=4]"     token 4 of the residual stream entering block 0
+    "blocks.2.hook_mlp_out"                the MLP sub-block's output of block 2 (all tokens)
+    "blocks.2"                             block 2: its attention and MLP outputs together
+    "a+b"                                  atoms a and b together
+    "*"                                    every hook point (the clean run's output: effect 1)
+    "none"                                 nothing (the corrupt run's output: effect 0)
+
+`site_grid(net)` is the default list: per block the block, its two sub-blocks, each head, and the
+residual stream entering it at each token.
+"""
+import re
+from dataclasses import dataclass
+
+from scoreprobe.errors import ConfigError
+from scoreprobe.inside.hooks import hook_points
+
+_ATOM = re.compile(r"^([A-Za-z0-9_.]+?)(?:\[(\w+)=(\d+)\])?$")
+GRANULARITIES = ("block", "sub", "head", "token")
+
+
+@dataclass(frozen=True)
+class Atom:
+    """hook: hook name; dim: None (all of it) or an axis name of the hook; index along that axis."""
+    hook: str
+    dim: str = None
+    index: int = None
+
+
+@dataclass(frozen=True)
+class Site:
+    """label: what the user wrote (or the grid's name); atoms: patched together; kind: granularity."""
+    label: str
+    atoms: tuple
+    kind: str = "custom"
+
+    @property
+    def layer(self):
+        """The block of the first atom (-1 when it is outside the blocks)."""
+        m = re.match(r"^blocks\.(\d+)", self.atoms[0].hook) if self.atoms else None
+        return int(m.group(1)) if m else -1
+
+
+def _atoms(text, points):
+    """One '+'-free term -> list of Atom (checked against the network's hook points)."""
+    if text == "*":
+        return [Atom(n) for n in points]
+    if re.fullmatch(r"blocks\.\d+", text):
+        return _atoms(f"{text}.hook_attn_out", points) + _atoms(f"{text}.hook_mlp_out", points)
+    m = _ATOM.match(text)
+    if not m or m.group(1) not in points:
+        raise ConfigError(f"unknown patching site {text!r}; sites look like 'blocks.1.attn.hook_z[head=2]', "
+                          "'blocks.0.hook_resid_pre[token=3]', 'blocks.2' or '*' (docs/inside.md)")
+    hook, dim, index = m.group(1), m.group(2), m.group(3)
+    if dim is None:
+        return [Atom(hook)]
+    point = points[hook]
+    if dim not in point.dims:
+        raise ConfigError(f"site {text!r}: {hook} has axes {point.dims}, not {dim!r}")
+    return [Atom(hook, dim, int(index))]
+
+
+def parse_site(text, points):
+    """A site label -> Site (ConfigError naming the bad part)."""
+    text = str(text).strip()
+    if text == "none":
+        return Site("none", (), "none")
+    atoms = [a for term in text.split("+") for a in _atoms(term.strip(), points)]
+    return Site(text, tuple(dict.fromkeys(atoms)), "all" if text == "*" else "custom")
+
+
+def site_grid(net, granularity=GRANULARITIES):
+    """The default sites of a DiT or GPT at the given granularities (subset of GRANULARITIES)."""
+    bad = set(granularity) - set(GRANULARITIES)
+    if bad:
+        raise ConfigError(f"unknown granularity {sorted(bad)}; choose from {GRANULARITIES}")
+    points = hook_points(net)
+    layers = sorted({int(n.split(".")[1]) for n in points if n.startswith("blocks.")})
+    n_heads = getattr(net, "num_heads", None) or net.config.n_head
+    n_tokens = net.grid[0] * net.grid[1] + (net.register is not None) if hasattr(net, "grid") else net.n_tokens
+    out = []
+    for i in layers:
+        b = f"blocks.{i}"
+        if "block" in granularity:
+            out.append(Site(b, tuple(_atoms(b, points)), "block"))
+        if "sub" in granularity:
+            out += [Site(f"{b}.hook_{s}_out", (Atom(f"{b}.hook_{s}_out"),), "sub") for s in ("attn", "mlp")]
+        if "head" in granularity:
+            out += [Site(f"{b}.attn.hook_z[head={h}]", (Atom(f"{b}.attn.hook_z", "head", h),), "head")
+                    for h in range(n_heads)]
+        if "token" in granularity:
+            out += [Site(f"{b}.hook_resid_pre[token={t}]", (Atom(f"{b}.hook_resid_pre", "token", t),), "token")
+                    for t in range(n_tokens)]
+    return out
+
+
+def resolve_sites(net, sites):
+    """sites: "all" (the grid), a granularity name, a label, or a list mixing them (and Sites) -> list of
+    Site, granularities expanded in place."""
+    if isinstance(sites, str) and sites == "all":
+        return site_grid(net)
+    if isinstance(sites, str) and sites in GRANULARITIES:
+        return site_grid(net, (sites,))
+    sites = [sites] if isinstance(sites, (str, Site)) else list(sites)
+    if not sites:
+        raise ConfigError("no patching sites given")
+    points = hook_points(net)
+    out = []
+    for s in sites:
+        if isinstance(s, str) and s in GRANULARITIES + ("all",):
+            out += site_grid(net, GRANULARITIES if s == "all" else (s,))
+        else:
+            out.append(s if isinstance(s, Site) else parse_site(s, points))
+    return out

@@ -1,0 +1,184 @@
+"""Which sites of the network carry the copies and which carry the rule, checkpoint by checkpoint.
+
+For each checkpoint, noise level σ and patching site (scoreprobe.inside.sites), the patching effect
+(scoreprobe.inside.patch: 0 = corrupt output, 1 = the network fully clean) of two kinds of pairs:
+
+    copy  clean = a training item, corrupt = the held-out item nearest to it (Hamming); the metric
+          projects D on their difference: which sites carry what makes a training item come back.
+    rule  clean = a held-out (valid) item, corrupt = the same with one bit flipped (rule-violating);
+          the metric projects D on the clean values of the flipped bit's *group mates* (parity): what
+          moves the flipped bit's information to the pixels whose value the rule ties to it.
+
+and, for parity rules, (c) the attention of every head to the keys that share a parity group with
+the query token (`attn_same_group`) against the share such keys would get from uniform attention.
+"""
+import json
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+import xarray as xr
+
+from scoreprobe.data.datasets import to_signed
+from scoreprobe.errors import ConfigError, DataError
+from scoreprobe.inside import patch, run_with_cache
+from scoreprobe.inside.hooks import network_of
+from scoreprobe.inside.sites import resolve_sites
+from scoreprobe.limits import MAX_SIGMA, MAX_SIGMAS
+from scoreprobe.noise import randn_per_sample
+from scoreprobe.sweep import dataset_and_rule, is_series, run_probe
+
+DEFAULT_SIGMAS = (0.3, 0.7, 1.5)
+COPY_SEED, RULE_SEED = 1, 2           # noise streams of the two pair kinds (offsets of `seed`)
+
+
+def copy_pairs(dataset, n):
+    """(clean, corrupt) uint8 (n, D): the first n training items and their nearest held-out items."""
+    train, held = dataset.train[:n].astype(np.int16), dataset.heldout.astype(np.int16)
+    if len(train) == 0 or len(held) == 0:
+        raise DataError("copy pairs need training and held-out items")
+    dist = np.abs(train[:, None, :] - held[None]).sum(2)                        # (n, H)
+    return dataset.train[:n], dataset.heldout[np.argmin(dist, axis=1)]
+
+
+def rule_pairs(dataset, rule, n, seed):
+    """(clean, corrupt, direction, flipped): held-out items, one bit flipped (a group member chosen per
+    pair from rng(seed)); direction = the clean signed values of the flipped bit's group mates."""
+    groups = getattr(rule, "groups", None)
+    if groups is None:
+        raise ConfigError(f"rule pairs need a parity rule (groups); {type(rule).__name__} has none")
+    clean = dataset.heldout[:n].copy()
+    rng = np.random.default_rng(seed)
+    g = rng.integers(0, len(groups), len(clean))
+    member = rng.integers(0, groups.shape[1], len(clean))
+    bit = groups[g, member]                                                     # (n,)
+    corrupt = clean.copy()
+    corrupt[np.arange(len(clean)), bit] ^= 1
+    direction = np.zeros(clean.shape, np.float32)
+    for i, (gi, b) in enumerate(zip(g, bit)):
+        mates = groups[gi][groups[gi] != b]
+        direction[i, mates] = to_signed(clean[i, mates])
+    return clean, corrupt, direction, bit
+
+
+def token_groups(net, rule):
+    """(T, T) bool: tokens i ≠ j hold pixels of one parity group (DiT patches; a register shares none)."""
+    p, (gh, gw) = net.patch_size, net.grid
+    W = net.input_size[1]
+    pix = np.arange(rule.n_bits) % (net.input_size[0] * W)                      # channel-free pixel index
+    token = (pix // W // p) * gw + (pix % W) // p                               # (D,)
+    T = gh * gw + (net.register is not None)
+    share = np.zeros((T, T), bool)
+    for grp in rule.groups:
+        t = np.unique(token[grp])
+        share[np.ix_(t, t)] = True
+    np.fill_diagonal(share, False)
+    return share
+
+
+def group_attention(D, net, rule, bits, sigmas, seed):
+    """(sigma, layer, head) attention mass from each query token to keys sharing a group with it, and
+    the uniform-attention share (sigma-independent scalar)."""
+    share = token_groups(net, rule)                                             # (T, T)
+    y = to_signed(torch.as_tensor(bits))
+    eps = randn_per_sample(seed, np.arange(len(bits)), bits.shape[1])
+    out = []
+    for s in sigmas:
+        _, c = run_with_cache(D, y + float(s) * eps, float(s), names="blocks.*.attn.hook_pattern")
+        pat = c.attn_pattern.values                                             # (B, L, h, T, T)
+        out.append((pat * share).sum(-1).mean(axis=(0, 3)))                     # (L, h)
+    return np.stack(out), float(share.sum(1).mean() / share.shape[0])
+
+
+def _one(D, sigmas, sites, pairs, seed):
+    """The probe on one denoiser -> Dataset (sigma, site[, pair])."""
+    net, kind = network_of(D)
+    if kind != "dit":
+        raise ConfigError("circuits takes DiT denoisers (a GPT series has no noise level to patch at)")
+    site_list = resolve_sites(net, sites)
+    data = {}
+    for name, (clean, corrupt, direction) in pairs.items():
+        if clean is None:
+            continue
+        eff, pooled, total, den = [], [], [], []
+        for s in sigmas:
+            ds = patch(D, clean, corrupt, float(s), sites=site_list, seed=seed + (COPY_SEED if name == "copy"
+                       else RULE_SEED), direction=direction)
+            eff.append(ds.effect.values)
+            pooled.append(ds.effect_pooled.values)
+            den.append((ds.metric_clean - ds.metric_corrupt).values)
+            total.append(float(den[-1].mean()))
+        data[f"{name}_effect"] = (("sigma", "site"), np.array(pooled), {
+            "units": "1", "long_name": f"{name} pairs: patching effect pooled over pairs (0 corrupt, 1 clean)"})
+        data[f"{name}_effect_pair"] = (("sigma", "site", f"{name}_pair"), np.array(eff), {"units": "1"})
+        data[f"{name}_total_pair"] = (("sigma", f"{name}_pair"), np.array(den), {
+            "units": "1", "long_name": "network-clean − corrupt metric per pair (weights of the pooled effect)"})
+        data[f"{name}_total"] = (("sigma",), np.array(total), {
+            "units": "1", "long_name": f"{name} pairs: mean metric difference network-clean − corrupt"})
+    coords = {"sigma": ("sigma", np.asarray(sigmas, float), {"units": "1", "long_name": "noise level σ"}),
+              "site": [st.label for st in site_list], "site_kind": ("site", [st.kind for st in site_list]),
+              "site_layer": ("site", [st.layer for st in site_list])}
+    return xr.Dataset(data, coords=coords)
+
+
+def _check_sites(obj, sites, steps):
+    """Sites resolved against the first model (a series: its first chosen checkpoint), before any work."""
+    if is_series(obj):
+        first = min(int(s) for s in (obj.steps if steps is None else np.atleast_1d(steps)))
+        model = obj.denoiser(first) if first in set(int(s) for s in obj.steps) else None
+    else:
+        model = next(iter(obj.values())) if isinstance(obj, Mapping) and obj else obj
+    if model is not None:
+        resolve_sites(network_of(model)[0], sites)
+
+
+def circuits(D_or_series, sigmas=DEFAULT_SIGMAS, n_pairs=32, sites="all", seed=0, attention=True, dataset=None,
+             rule=None, *, steps=None, out=None, device="cpu", progress=None, overwrite=False, model_id=None):
+    """Patching effects per checkpoint, σ and site for copy and rule pairs; attention by parity group.
+
+    Parameters
+    ----------
+    D_or_series : a DiT denoiser, a CheckpointSeries or {step: denoiser}.
+    sigmas : noise levels (default 0.3, 0.7, 1.5: the band where the basins change).
+    n_pairs : pairs of each kind (the first n_pairs training / held-out items).
+    sites : as for `scoreprobe.patch` ("all": block, sub-block, head and token sites of every block).
+    seed : noise (shared by a pair's two inputs) and the choice of flipped bits.
+    attention : also measure attention to same-group keys (parity rules only).
+    dataset, rule : for a plain denoiser (a series brings its own).
+    steps, out, device, progress, overwrite, model_id : as for the other probes (`sweep`; `out` resumes).
+
+    Returns
+    -------
+    xarray.Dataset, dims (step, sigma, site, copy_pair, rule_pair, layer, head): `copy_effect`,
+    `rule_effect` (step, sigma, site) pooled effects; `*_effect_pair` per pair; `*_total` (step, sigma)
+    the clean − corrupt metric difference they are fractions of (`*_total_pair` per pair: the pooled
+    effect is Σ effect·total / Σ total over pairs); `attn_same_group` (step, sigma,
+    layer, head) with `attn_same_group_chance` in attrs; `rule_bit` (rule_pair) the flipped bits.
+    """
+    dataset, rule = dataset_and_rule(D_or_series, dataset, rule, need_rule=True, who="circuits")
+    sig = np.atleast_1d(np.asarray(sigmas, dtype=np.float64))
+    if sig.ndim != 1 or not np.all(np.isfinite(sig) & (sig > 0) & (sig <= MAX_SIGMA)) or sig.size > MAX_SIGMAS:
+        raise ConfigError(f"sigmas must be at most {MAX_SIGMAS} positive numbers of at most {MAX_SIGMA:g}, "
+                          f"got {str(sigmas)[:80]}")
+    if int(n_pairs) < 1:
+        raise ConfigError(f"n_pairs must be a positive integer, got {n_pairs!r}")
+    clean, corrupt = copy_pairs(dataset, int(n_pairs))
+    rc, rr, rdir, bit = rule_pairs(dataset, rule, int(n_pairs), seed)
+    pairs = {"copy": (clean, corrupt, None), "rule": (rc, rr, rdir)}
+    _check_sites(D_or_series, sites, steps)
+    parity = attention and getattr(rule, "groups", None) is not None
+    config = {"probe": "circuits", "sigmas": sig.tolist(), "n_pairs": int(n_pairs), "seed": int(seed),
+              "sites": sites if isinstance(sites, str) else [str(s) for s in sites], "attention": bool(parity)}
+
+    def probe(D):
+        ds = _one(D, sig, sites, pairs, seed)
+        if parity:
+            mass, chance = group_attention(D, network_of(D)[0], rule, rc, sig, seed + 3)
+            ds["attn_same_group"] = (("sigma", "layer", "head"), mass, {
+                "units": "1", "long_name": "attention mass on keys sharing a parity group with the query"})
+            ds.attrs["attn_same_group_chance"] = chance
+        return ds.assign_coords(rule_bit=("rule_pair", bit)).assign_attrs(
+            title="patching effects: copy and rule pairs", scoreprobe_config=json.dumps(config, sort_keys=True))
+
+    return run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress,
+                     overwrite=overwrite, model_id=model_id)
