@@ -251,3 +251,62 @@ def test_capture_geometry_varies_where_closer_nontrain_is_identically_one():
     assert np.nanmin(ratio) < 1 < np.nanmax(ratio)                                    # not identically anything
     assert np.all(np.isfinite(ratio) == (ho.captured.values > 0))
     assert to_signed(ds.train).shape[1] == 16
+
+
+# ------------------------------------------------------------------------------------------------
+# Across trained models: the t interval over seeds, the remedies' comparisons
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n_seeds", [3, 5])
+def test_seed_t_interval_covers_at_three_and_five_seeds(n_seeds):
+    from scoreprobe.probes.timing import seed_t_interval
+    rng = np.random.default_rng(n_seeds)
+    hits = [(lambda r: r["lo"] <= 1.0 <= r["hi"])(seed_t_interval(rng.normal(1.0, 0.3, n_seeds)))
+            for _ in range(4000)]
+    assert 0.93 <= np.mean(hits) <= 0.97
+    one = seed_t_interval([2.0])
+    assert one["mean"] == 2.0 and math.isnan(one["lo"]) and math.isnan(one["p"])
+
+
+def test_remedies_comparisons_pair_by_seed_leave_bounds_out_and_adjust_over_the_family():
+    from analyses.remedies.compare import FAMILY, comparisons
+
+    def row(variant, seed, acc, mem, tau):
+        return {"variant": variant, "seed": seed, "final_rule_acc": acc, "final_mem_ratio": mem, "tau_mem": tau}
+    rows = [row("baseline", s, 0.4 + 0.01 * s, 0.2, 10000.0 + s) for s in (0, 1, 2)]
+    rows += [row("multiplicative", s, 0.6 + 0.01 * s, 0.2 + 0.001 * s, 8000.0 if s else float("nan")) for s in (0, 1, 2)]
+    rows += [row("global_token", 0, 0.5, 0.2, 9000.0)]
+    cmp = {(c["variant"], c["reference"], c["quantity"]): c for c in comparisons(rows)}
+    acc = cmp[("multiplicative", "baseline", "final_rule_acc")]
+    assert acc["seeds"] == [0, 1, 2] and acc["mean"] == pytest.approx(0.2) and acc["p"] < 1e-6
+    assert acc["p_holm"] >= acc["p"] and acc["significant"]
+    tau = cmp[("multiplicative", "baseline", "log_tau_mem")]
+    assert tau["censored_seeds"] == [0] and tau["n"] == 2                      # a bound is no number
+    one = cmp[("global_token", "baseline", "final_rule_acc")]
+    assert one["n"] == 1 and math.isnan(one["p"]) and not one["significant"]  # one seed: no interval
+    assert len(cmp) == len(FAMILY)
+
+
+def test_the_shipped_mechanism_json_re_reports_as_the_issue_found():
+    """From the shipped json alone: Holm per step reproduces the stored adjusted p-values exactly; over the
+    whole step × σ family the open series' first significant step is 738, not 500; 33 symmetric planes drawn
+    are 20 distinct in 13 pairs; the closed series' 90 training items drawn are its 30; the old capture
+    statistic's 'closer' share is ≈ 1."""
+    from pathlib import Path
+    from analyses.mechanism import measure as M
+    from analyses.mechanism.rereport import rereport, rereport_markdown
+    path = Path(__file__).resolve().parents[1] / "analyses" / "results" / "mechanism.json"
+    args = M.parse_args(["--report-only"])
+    report = rereport(args, path)
+    rr = report["re_report"]["series"]
+    for r in rr.values():
+        assert r["dsm"]["per_step_holm_reproduced_max_abs_error"] == 0.0 and r["dsm"]["family_size"] == 240
+    assert rr["open"]["dsm"]["holm"]["first_significant_step"] == 738
+    assert rr["open"]["dsm"]["per_step_holm"]["first_significant_step"] == 500
+    assert rr["open"]["units"]["symmetric/local"] == {"drawn": 33, "distinct_planes": 20, "clusters": 13}
+    assert rr["closed"]["units"]["retention_train_items"] == {"drawn": 90, "distinct": 30}
+    assert rr["open"]["capture"]["closer_nontrain_min_sigma_le_2"] > 0.998
+    dsm = rr["open"]["half_change"]["DSM paired gap, σ in [0.2, 2.0]"]
+    assert dsm["exact_mean_curve"] and 500 < dsm["step"] < 36000
+    md = rereport_markdown(report, args)
+    assert "ONE trained model" in md and "First significant step: **738**" in md

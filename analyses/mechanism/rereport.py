@@ -211,7 +211,7 @@ def _supports(rr):
     return ["## What the shipped json supports", "",
             ("- **Exact**: the paired DSM tests under Holm and Benjamini–Hochberg over the whole step × σ family (the "
              "raw p-values from the stored z and pair counts; Holm per step on them reproduces the stored adjusted "
-             f"p-values to {max(r['dsm']['per_step_holm_reproduced_max_abs_error'] for r in rr.values()):.1g}), the "
+             f"p-values {_exactly(rr)}), the "
              "significant σ as sets, the first significant step, and the DSM gap's mean curve (one unit per pair)."),
             ("- **Point estimates only**: the half-change steps, now the midpoint of a logistic in ln(step) fitted to "
              "the mean curve. The shipped basin and retention means count a plane or item drawn by two seeds "
@@ -226,8 +226,14 @@ def _supports(rr):
              "marked *(not deduplicated)*."),
             ("- To measure them: `python analyses/mechanism` (CPU preset ≈ 48 min on 2 idle cores; it now measures "
              "each distinct plane once and reports cluster-bootstrap CIs, the capture geometry and fitted "
-             "half-changes with CIs). It could not run here: the 2 shared cores were loaded ≈ 10 by other jobs, at "
-             "which a niced run measured about 1.5 checkpoints of one DSM store per minute.")]
+             "half-changes with CIs). It could not run here: with the 2 shared cores loaded ≈ 11 by other jobs, a "
+             "niced run measured one checkpoint of one seed's DSM store (the cheapest probe) about every 2 "
+             "minutes, and the preset has 2 series × 3 seeds × 10 checkpoints of each probe.")]
+
+
+def _exactly(rr):
+    err = max(r["dsm"]["per_step_holm_reproduced_max_abs_error"] for r in rr.values())
+    return "exactly" if err == 0 else f"to {err:.1g}"
 
 
 def _half_md(name, r, rr):
@@ -281,7 +287,7 @@ def _capture_md(name, r, c):
     lines = [f"## Capture by training items: {name}", "",
              ("\"Captured although closer to a valid non-training vertex\" is dropped: a held-out item is itself a "
               "valid non-training vertex, so the share of held-out starts closer to one is "
-              f"≥ {c['closer_nontrain_min_sigma_le_2']:.4f} at every step and σ ≤ 2, and the statistic equalled plain "
+              f"≥ {c['closer_nontrain_min_sigma_le_2']:.4g} at every step and σ ≤ 2, and the statistic equalled plain "
               f"capture (largest difference {c['captured_minus_captured_closer_max']:.3g}). Its replacement (the "
               "capture geometry: is a captured start nearer its own item than the capturer?) needs the retention "
               "stores and is not measured here. Plain capture of held-out restarts, shipped, *(not deduplicated)*:"),
