@@ -141,6 +141,38 @@ def capture_note(r):
                 np.asarray(ho["1.0"]["captured"]["mean"]) - np.asarray(ho["1.0"]["captured_closer"]["mean"]))))}
 
 
+def dsm_from_stores(args, name, steps):
+    """{seed: DSM store at `steps`} when every seed's store of series `name` is under args.out with every
+    step (the preset's settings), else None. Only the shipped open series can be opened without training."""
+    if name != "open":
+        return None
+    from scoreprobe.loading.series import load_series
+    series = load_series(args.open_series)
+    out = {}
+    for seed in args.seeds:
+        ds = M.measure_dsm(args, name, series, steps, seed, run=False)
+        if ds is None or not set(steps) <= set(int(v) for v in ds.step.values):
+            return None
+        out[seed] = ds.sel(step=steps)
+    return out
+
+
+def dsm_half_change_with_ci(args, r, stores):
+    """The DSM gap's fitted half-change with its bootstrap CI over the pairs, from the stores, and how
+    closely the stores reproduce the shipped per-σ paired gaps (max abs difference)."""
+    from analyses.mechanism.report import dsm_pair_gaps, dsm_pair_losses
+    from scoreprobe.probes.dsm_stats import paired_gap_stats
+    from scoreprobe.probes.timing import sigmoid_half_change
+    col = {"dsm": stores, "steps": r["steps"]}
+    h = sigmoid_half_change(r["steps"], dsm_pair_gaps(col), until="extreme", n_boot=args.n_boot)
+    loss, d0 = dsm_pair_losses(col)
+    split = np.array([str(v) for v in d0.split.values.tolist()])
+    gap = paired_gap_stats(loss, split, d0.item_index.values, d0.sigma.values)["paired_gap"]
+    h["reproduces_shipped_paired_gap_max_abs"] = float(np.nanmax(np.abs(gap - np.asarray(r["dsm"]["paired_gap"]))))
+    h["n_pairs"] = int(dsm_pair_gaps(col).shape[0])
+    return h
+
+
 def rereport(args, path):
     """The shipped json with a 're_report' section (the statistics above); returns the whole dict."""
     report = json.loads(Path(path).read_text())
@@ -149,6 +181,9 @@ def rereport(args, path):
     for name, r in report["series"].items():
         new[name] = {"units": unit_counts(args, name), "dsm": dsm_family(r["dsm"], r["steps"]),
                      "half_change": half_changes(r), "capture": capture_note(r)}
+        stores = dsm_from_stores(args, name, r["steps"])
+        if stores is not None:   # remeasured: the DSM gap's half-change gets its CI over pairs
+            new[name]["dsm_half_change_from_stores"] = dsm_half_change_with_ci(args, r, stores)
     report["re_report"] = {"issue": 35, "series": new, "from": "the shipped json (stores not shipped)"}
     return report
 
@@ -249,7 +284,16 @@ def _half_md(name, r, rr):
              "| quantity | units | fitted half-change | / τ_rule | / τ_mem | extrapolated before / after | per seed | "
              "shipped (first → extreme) [CI] |", "|---|---|---|---|---|---|---|---|"]
     for q, h in rr["half_change"].items():
-        step = h["step"]
+        step, st = h["step"], rr.get("dsm_half_change_from_stores")
+        if h["exact_mean_curve"] and st is not None:     # the DSM stores were remeasured: with its CI
+            from analyses.mechanism.markdown import half_cell
+            rel = [(_f(st["step"] / t[k], 2) if st.get("step") and isinstance(t.get(k), float) else "—")
+                   for k in ("tau_rule", "tau_mem")]
+            lines.append(f"| {q} | {st['n_pairs']} pairs (remeasured; the stores reproduce the shipped paired gaps "
+                         f"to {st['reproduces_shipped_paired_gap_max_abs']:.1g}) | {half_cell(st)} | {rel[0]} | "
+                         f"{rel[1]} | {_f(st.get('share_before_first'), 2)} / {_f(st.get('share_after_last'), 2)} | "
+                         f"— | {_s(h['old_step'])} [{_s(h['old_ci'][0])}, {_s(h['old_ci'][1])}] |")
+            continue
         cell = _s(step) if step else f"{h['censored']} the checkpoints fitted"
         rel = [(_f(step / t[k], 2) if step and isinstance(t.get(k), float) and math.isfinite(t[k]) else "—")
                for k in ("tau_rule", "tau_mem")]
