@@ -294,7 +294,8 @@ def test_the_shipped_mechanism_json_re_reports_as_the_issue_found():
     statistic's 'closer' share is ≈ 1."""
     from pathlib import Path
     from analyses.mechanism import measure as M
-    from analyses.mechanism.rereport import rereport, rereport_markdown
+    from analyses.mechanism.rereport import rereport
+    from analyses.mechanism.rereport_md import rereport_markdown
     path = Path(__file__).resolve().parents[1] / "analyses" / "results" / "mechanism.json"
     args = M.parse_args(["--report-only"])
     report = rereport(args, path)
