@@ -63,6 +63,7 @@ def parse_args(argv=None):
     p.add_argument("--open-series", default=str(SHIPPED), help="the open-window series (default: shipped)")
     p.add_argument("--measure-only", action="store_true", help="fill the stores, write no report")
     p.add_argument("--report-only", action="store_true", help="report from the stores, measure nothing new")
+    p.add_argument("--no-figures", action="store_true", help="write the md and json only")
     p.add_argument("--rereport", default=None, metavar="JSON",
                    help="re-report a shipped mechanism json with the issue-35 statistics (no stores needed)")
     p.add_argument("--suffix", default=None, help="file stem suffix (default '' for cpu, _<preset> otherwise)")

@@ -299,11 +299,11 @@ def write_report(args, timings, measure_s):
     stem = results / f"mechanism{args.suffix}"
     cols = {name: collect(args, name) for name in args.series}
     summary = {name: summarize(col, args) for name, col in cols.items()}
-    settings = {k: v for k, v in vars(args).items() if k not in ("results", "out")}
+    settings = {k: v for k, v in vars(args).items() if k not in ("results", "out", "no_figures", "rereport")}
     report = normalize_config({"settings": settings, "series": summary, "timings_s": timings,
                                "measure_s": round(measure_s, 1)})
     stem.with_suffix(".json").write_text(json.dumps(report, indent=1))
-    figures = study_figures(summary, {n: c["anim"] for n, c in cols.items()}, stem)
+    figures = [] if args.no_figures else study_figures(summary, {n: c["anim"] for n, c in cols.items()}, stem)
     stem.with_suffix(".md").write_text(markdown(report, figures, args))
     print(stem.with_suffix(".md").read_text())
     print(f"wrote {stem}.md, .json and {', '.join(str(f) for f in figures)}")

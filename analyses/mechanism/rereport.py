@@ -143,11 +143,15 @@ def capture_note(r):
 
 def dsm_from_stores(args, name, steps):
     """{seed: DSM store at `steps`} when every seed's store of series `name` is under args.out with every
-    step (the preset's settings), else None. Only the shipped open series can be opened without training."""
-    if name != "open":
-        return None
+    step (the preset's settings), else None. The closed series only when it is trained under args.out."""
+    from analyses.grid import finished
     from scoreprobe.loading.series import load_series
-    series = load_series(args.open_series)
+    if name == "open":
+        series = load_series(args.open_series)
+    elif finished(Path(args.out) / "closed", M.closed_config(args)):   # trained here: its DSM stores may be too
+        series = load_series(Path(args.out) / "closed")
+    else:
+        return None
     out = {}
     for seed in args.seeds:
         ds = M.measure_dsm(args, name, series, steps, seed, run=False)
