@@ -119,7 +119,8 @@ def _remeasured(path):
              "shipped paired gaps exactly), retention at σ = 1 and 2 (3 seeds) and the 20 distinct symmetric "
              "planes on the local grid, with every statistic of the new report — cluster-bootstrap CIs over the 13 "
              f"pairs, the capture geometry, fitted half-changes with CIs: `{Path(path).name}`. The closed series "
-             "was not remeasured beyond its DSM stores (its training and clocks did not fit the shared cores' time).")]
+             "was retrained here (same configuration) and only its DSM stores remeasured; where they reproduce the "
+             "shipped paired gaps, its DSM half-change below carries a CI over its 30 pairs.")]
 
 
 def _half_md(name, r, rr):
