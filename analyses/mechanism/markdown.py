@@ -95,7 +95,7 @@ def half_cell(h):
     lo, hi = h.get("ci") or [None, None]
     first, last = h["fit_steps"]
     lo_s = f"< {_step(first)}" if lo == 0 else _step(lo)
-    hi_s = f"> {_step(last)}" if isinstance(hi, float) and math.isinf(hi) else _step(hi)
+    hi_s = f"> {_step(last)}" if hi is None or (isinstance(hi, float) and math.isinf(hi)) else _step(hi)   # inf: json null
     return f"{_step(h['step'])} [{lo_s}, {hi_s}]"
 
 
