@@ -77,9 +77,10 @@ def _supports(rr):
              "marked *(not deduplicated)*."),
             ("- To measure them: `python analyses/mechanism` (CPU preset ≈ 48 min on 2 idle cores; it now measures "
              "each distinct plane once and reports cluster-bootstrap CIs, the capture geometry and fitted "
-             "half-changes with CIs). It could not run here: with the 2 shared cores loaded ≈ 11 by other jobs, a "
-             "niced run measured one checkpoint of one seed's DSM store (the cheapest probe) about every 2 "
-             "minutes, and the preset has 2 series × 3 seeds × 10 checkpoints of each probe.")]
+             "half-changes with CIs). The whole preset did not fit here: with the 2 shared cores loaded ≈ 11 by "
+             "other jobs, a niced run measured one checkpoint of one seed's DSM store (the cheapest probe) about "
+             "every 2 minutes, and the preset has 2 series × 3 seeds × 10 checkpoints of each probe; still missing: "
+             "retention at σ = 0.1–0.7 and 5, the noise-reach grids and the animations.")]
 
 
 def _claims_md(report):
