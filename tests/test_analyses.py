@@ -77,13 +77,16 @@ def test_mechanism_smoke(tmp_path, capsys):
     shipped = report["series"]["open"]
     assert shipped["taus"]["tau_mem"] > shipped["taus"]["tau_rule"] > 0 and len(shipped["steps"]) == 3
     assert {"symmetric/local", "train_heldout/local", "random_valid/local", "symmetric/reach"} <= set(shipped["basins"])
-    assert shipped["n_planes"]["symmetric/local"] == 4 and shipped["symmetric_hamming"] == {"2": 4}
+    units = shipped["units"]                           # 2 seeds × 2 symmetric planes drawn, one plane twice
+    assert units["trained_models"] == 1 and units["symmetric/local"] == {"distinct_planes": 3, "clusters": 3, "drawn": 4}
+    assert shipped["symmetric_hamming"] == {"2": 3} and units["dsm_pairs"] == 6 and units["dsm_noise_seeds"] == 2
     cur = shipped["basins"]["train_heldout/local"]["1.0"]
     shares = sum(cur[q]["mean"][-1] for q in ("training", "heldout", "novel", "violating", "invalid"))
-    assert abs(shares - 1) < 1e-9 and set(cur["training"]["by_seed"]) == {"0", "1"}
-    assert {"held-out captured although closer (σ 1)", "training − held-out basin (symmetric planes)"} <= \
+    assert abs(shares - 1) < 1e-9 and cur["training"]["n_units"] == units["train_heldout/local"]["distinct_planes"]
+    assert {"held-out captured although nearer its own item (σ 1)", "training − held-out basin (symmetric planes)"} <= \
         set(shipped["half_change"])
-    assert shipped["dsm"]["method"] == "holm" and len(shipped["dsm"]["z"]) == 3
+    assert shipped["dsm"]["method"] == "holm over steps × σ" and len(shipped["dsm"]["z"]) == 3
+    assert len(shipped["dsm"]["holm"]["significant_sigma"]) == 3 and "bh" in shipped["dsm"]
     assert report["series"]["closed"]["taus"]["window_open"] is False
     for name in ("basins.png", "retention.png", "dsm.png", "open_basins.gif"):
         assert (tmp_path / f"mechanism_smoke_{name}").stat().st_size > 0

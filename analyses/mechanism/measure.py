@@ -22,6 +22,7 @@ logger = logging.getLogger("mechanism")
 
 SHIPPED = Path(__file__).resolve().parents[2] / "checkpoints" / "parity-default"
 KINDS = ("symmetric", "train_heldout", "random_valid")
+ALL_KINDS = KINDS + ("reach", "anim")   # reach: the symmetric planes on the noise-reach grid; anim: the animation
 RET_SIGMAS = [0.1, 0.2, 0.35, 0.5, 0.7, 1.0, 2.0, 5.0]
 
 PRESETS = {
@@ -62,7 +63,12 @@ def parse_args(argv=None):
     p.add_argument("--open-series", default=str(SHIPPED), help="the open-window series (default: shipped)")
     p.add_argument("--measure-only", action="store_true", help="fill the stores, write no report")
     p.add_argument("--report-only", action="store_true", help="report from the stores, measure nothing new")
+    p.add_argument("--no-figures", action="store_true", help="write the md and json only")
+    p.add_argument("--rereport", default=None, metavar="JSON",
+                   help="re-report a shipped mechanism json with the issue-35 statistics (no stores needed)")
     p.add_argument("--suffix", default=None, help="file stem suffix (default '' for cpu, _<preset> otherwise)")
+    p.add_argument("--kinds", default=",".join(ALL_KINDS),
+                   help=f"basin plane sets to measure and report, of {','.join(ALL_KINDS)} (default: all)")
     ints = lambda s: [int(v) for v in s.split(",")]             # noqa: E731
     floats = lambda s: [float(v) for v in s.split(",")]         # noqa: E731
     for key, kind in (("seeds", ints), ("sigma_starts", floats), ("reach_sigmas", floats), ("ret_sigmas", floats)):
@@ -73,6 +79,10 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     preset = apply_preset(args, PRESETS)
     args.series = [s.strip() for s in args.series.split(",") if s.strip()]
+    args.kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    bad = sorted(set(args.kinds) - set(ALL_KINDS))
+    if bad:
+        p.error(f"unknown --kinds {bad}: use {','.join(ALL_KINDS)}")
     args.results = args.results or (args.out if preset == "smoke" else "analyses/results")
     args.suffix = ("" if preset == "cpu" else f"_{preset}") if args.suffix is None else args.suffix
     return args
@@ -125,6 +135,35 @@ def chosen_steps(series, n):
     targets = np.geomspace(steps[0], steps[-1], n)
     picked = {int(steps[np.argmin(np.abs(np.log(steps) - np.log(t)))]) for t in targets}
     return sorted(picked)
+
+
+def basin_sets(args):
+    """[(kind, extent)] of the plane sets chosen by --kinds."""
+    return [(k, "local") for k in KINDS if k in args.kinds] + ([("symmetric", "reach")] if "reach" in args.kinds else [])
+
+
+def plane_key(plane):
+    """A plane's identity: its three anchor vertices as bit strings (two seeds can draw the same plane)."""
+    return tuple("".join("1" if v > 0 else "0" for v in np.ravel(a)) for a in np.asarray(plane.anchors))
+
+
+def plane_cluster(kind, plane):
+    """The independent unit a plane belongs to: the (training, held-out) pair of a symmetric plane (its
+    first two anchors; planes sharing a pair differ only in the violating corner), else the plane."""
+    key = plane_key(plane)
+    return key[:2] if kind == "symmetric" else key
+
+
+def distinct_planes(kind, series, args):
+    """(planes, seeds) of `kind`: the planes of every seed of args.seeds, each distinct plane once (in
+    order of first draw), with the seeds that drew it."""
+    planes, seeds = {}, {}
+    for seed in args.seeds:
+        for p in planes_of(kind, series, args, seed):
+            k = plane_key(p)
+            planes.setdefault(k, p)
+            seeds.setdefault(k, []).append(seed)
+    return list(planes.values()), list(seeds.values())
 
 
 def planes_of(kind, series, args, seed):
@@ -184,16 +223,17 @@ def _stored(out, compute, run):
     return open_store(out) if Path(out).exists() else None
 
 
-def measure_basins(args, name, series, steps, kind, seed, extent, run=True):
-    """Basin maps of the `kind` planes of `seed` (store dims step, plane, sigma_start, v, u) and the planes."""
-    planes = planes_of(kind, series, args, seed)
+def measure_basins(args, name, series, steps, kind, extent, run=True):
+    """Basin maps of the distinct `kind` planes over all seeds (store dims step, plane, sigma_start, v, u)
+    and the planes (each distinct plane is measured once, however many seeds drew it)."""
+    planes, drawn_by = distinct_planes(kind, series, args)
     if not planes:
         return None, planes
     sigmas = args.sigma_starts if extent == "local" else args.reach_sigmas
-    config = {"probe": "mechanism_basins", "definitions": DEFINITIONS_VERSION, "kind": kind, "seed": seed,
+    config = {"probe": "mechanism_basins", "definitions": DEFINITIONS_VERSION, "kind": kind, "seeds": args.seeds,
               "extent": extent, "sigma_start": sigmas, "res": args.res, "n_steps": args.n_steps or "library default",
-              "planes": plane_static(planes), "rule": series.rule.spec()}
-    out = store_path(args, name, f"basins-{kind}-{extent}-s{seed}", config)
+              "planes": plane_static(planes), "drawn_by_seeds": drawn_by, "rule": series.rule.spec()}
+    out = store_path(args, name, f"basins-{kind}-{extent}-distinct", config)
     probe = plane_set_probe(planes, extent, sigmas, args.res, series.dataset, series.rule, _ode_kw(args))
     return _stored(out, lambda: run_probe(probe, series, config, steps=steps, out=out, device=args.device,
                                           progress=False), run), planes
@@ -205,21 +245,21 @@ def measure_series(args, name):
     series, _ = open_series(args, name)
     t["series_and_clocks"] = time.time() - t.pop("start")
     steps = chosen_steps(series, args.n_ckpt)
-    for seed in args.seeds:
-        t0 = time.time()
-        for kind in KINDS:
-            measure_basins(args, name, series, steps, kind, seed, "local")
-        measure_basins(args, name, series, steps, "symmetric", seed, "reach")
-        t[f"basins_s{seed}"] = time.time() - t0
-        t0 = time.time()
-        measure_retention(args, name, series, steps, seed)
-        t[f"retention_s{seed}"] = time.time() - t0
+    for seed in args.seeds:             # the cheapest first: a run cut short keeps the most statistics
         t0 = time.time()
         measure_dsm(args, name, series, steps, seed)
         t[f"dsm_s{seed}"] = time.time() - t0
-    t0 = time.time()
-    measure_animation(args, name, series, steps)
-    t["animation"] = time.time() - t0
+        t0 = time.time()
+        measure_retention(args, name, series, steps, seed)
+        t[f"retention_s{seed}"] = time.time() - t0
+    for kind, extent in basin_sets(args):
+        t0 = time.time()
+        measure_basins(args, name, series, steps, kind, extent)
+        t[f"basins_{kind}_{extent}"] = time.time() - t0
+    if "anim" in args.kinds:
+        t0 = time.time()
+        measure_animation(args, name, series, steps)
+        t["animation"] = time.time() - t0
     logger.info("%s: measured in %s", name, {k: round(v) for k, v in t.items()})
     return t
 

@@ -1,5 +1,11 @@
 """The report of analyses/mechanism: every number from the stores (nothing from a log), the
-statistics of scoreprobe.probes.timing / dsm_stats, the md, the json and the figures."""
+statistics of scoreprobe.probes.timing / dsm_stats, the md, the json and the figures.
+
+One unit per independent thing: a distinct plane once (two seeds can draw the same one), resampled by
+cluster (the training/held-out pair of a symmetric plane); a distinct retention item once (its seeds'
+restarts averaged); a DSM (training, held-out) pair once (its loss averaged over the noise seeds). Each
+series is ONE trained model: the CIs are over planes / items / pairs of that model, not over training
+runs."""
 import json
 import logging
 import math
@@ -9,8 +15,8 @@ import numpy as np
 
 from analyses.mechanism import measure as M
 from scoreprobe.data.datasets import STATE_CODES
-from scoreprobe.probes.dsm_stats import ALPHA, paired_gap_stats
-from scoreprobe.probes.timing import difference_ci, half_change, log10_spread, mean_ci
+from scoreprobe.probes.dsm_stats import ALPHA, adjust_family, first_significant_step, paired_gap_stats, significant_sets
+from scoreprobe.probes.timing import _quiet, bootstrap_means, difference_ci, mean_ci, sigmoid_half_change
 from scoreprobe.store import normalize_config
 
 logger = logging.getLogger("mechanism")
@@ -22,7 +28,7 @@ DSM_BAND = (0.2, 2.0)
 
 
 # ---------------------------------------------------------------------------------------------
-# From the stores to per-unit arrays
+# From the stores to per-unit arrays: one unit per independent thing
 # ---------------------------------------------------------------------------------------------
 
 def collect(args, name):
@@ -30,16 +36,16 @@ def collect(args, name):
     series, taus = M.open_series(args, name)
     steps = M.chosen_steps(series, args.n_ckpt)
     out = {"series": series, "taus": taus, "steps": steps, "basins": {}, "retention": {}, "dsm": {}}
+    for kind, extent in M.basin_sets(args):
+        ds, planes = M.measure_basins(args, name, series, steps, kind, extent, run=False)
+        if ds is not None:
+            out["basins"][(kind, extent)] = (ds.sel(step=steps), planes)
     for seed in args.seeds:
-        for kind, extent in [(k, "local") for k in M.KINDS] + [("symmetric", "reach")]:
-            ds, planes = M.measure_basins(args, name, series, steps, kind, seed, extent, run=False)
-            if ds is not None:
-                out["basins"][(kind, extent, seed)] = (ds.sel(step=steps), planes)
         for probe, key in ((M.measure_retention, "retention"), (M.measure_dsm, "dsm")):
             ds = probe(args, name, series, steps, seed, run=False)
             if ds is not None:
                 out[key][seed] = ds.sel(step=steps)
-    anim = M.measure_animation(args, name, series, steps, run=False)
+    anim = M.measure_animation(args, name, series, steps, run=False) if "anim" in args.kinds else None
     out["anim"] = None if anim is None else anim.sel(step=steps)
     return out
 
@@ -63,47 +69,62 @@ def plane_shares(ds, sigma):
     return share
 
 
-def pooled_shares(col, kind, extent, sigma, seeds):
-    """(shares {q: (U, S)}, groups (U,) seed) over the planes of every seed."""
-    parts = [(plane_shares(col["basins"][(kind, extent, s)][0], sigma), s) for s in seeds
-             if (kind, extent, s) in col["basins"]]
+def plane_units(col, kinds, extent, sigma):
+    """(shares {q: (P, S)}, clusters [(P,) keys]) over the distinct planes of `kinds`; a cluster is the
+    (training, held-out) pair of a symmetric plane, else the plane (measure.plane_cluster)."""
+    parts = [(plane_shares(col["basins"][(k, extent)][0], sigma), k, col["basins"][(k, extent)][1]) for k in kinds
+             if (k, extent) in col["basins"]]
     if not parts:
         return None, None
-    shares = {q: np.concatenate([p[q] for p, _ in parts]) for q in parts[0][0]}
-    groups = np.concatenate([np.full(len(p["valid"]), s) for p, s in parts])
-    return shares, groups
+    shares = {q: np.concatenate([p[q] for p, _, _ in parts]) for q in parts[0][0]}
+    clusters = [(k,) + M.plane_cluster(k, pl) for _, k, planes in parts for pl in planes]
+    return shares, clusters
 
 
-def item_outcomes(col, split, sigma):
-    """({outcome: (items, steps)}, groups) of the retention stores for one split and σ."""
-    parts = []
+def item_units(col, split, sigma):
+    """({outcome: (items, steps)}, n_draws (items,)): each distinct item of `split` once, its value the
+    mean over the seeds that drew it (each seed restarts it with its own noise bank); NaN-aware."""
+    rows = {}
     for seed, ds in col["retention"].items():
         d = ds.sel(sigma=sigma).isel(sample=np.flatnonzero(_strs(ds.split.values) == split))
-        parts.append(({k: d[k].values.T for k in d.data_vars if d[k].dims == ("step", "sample")}, seed))
-    if not parts:
+        for j, item in enumerate(d.item_index.values.tolist()):
+            rows.setdefault(int(item), []).append({k: d[k].values[:, j] for k in d.data_vars
+                                                   if d[k].dims == ("step", "sample")})
+    if not rows:
         return None, None
-    out = {k: np.concatenate([p[k] for p, _ in parts]) for k in parts[0][0]}
-    return out, np.concatenate([np.full(len(p["retained"]), s) for p, s in parts])
+    keys = list(rows[next(iter(rows))][0])
+    with _quiet():
+        out = {k: np.stack([np.nanmean([r[k] for r in rs], axis=0) for rs in rows.values()]) for k in keys}
+    return out, np.array([len(rs) for rs in rows.values()])
+
+
+def dsm_pair_losses(col):
+    """(loss (steps, σ, samples) averaged over the seeds' noise banks, the first store): each (training,
+    held-out) pair is one unit, its loss the mean over the noise seeds (the same items under every seed)."""
+    dss = list(col["dsm"].values())
+    return np.mean([d.loss.values for d in dss], axis=0), dss[0]
 
 
 # ---------------------------------------------------------------------------------------------
 # Statistics
 # ---------------------------------------------------------------------------------------------
 
-def _curve(values, groups, args, seed=0):
-    r = mean_ci(values, groups, n_boot=args.n_boot, seed=seed)
-    return {"mean": r["mean"].tolist(), "lo": r["lo"].tolist(), "hi": r["hi"].tolist(),
-            "by_seed": {str(k): v.tolist() for k, v in r["by_group"].items()}, "n_units": int(len(values))}
+def _curve(values, args, clusters=None, seed=0):
+    r = mean_ci(values, n_boot=args.n_boot, seed=seed, clusters=clusters)
+    return {"mean": r["mean"].tolist(), "lo": r["lo"].tolist(), "hi": r["hi"].tolist(), "n_units": int(len(values)),
+            "n_clusters": int(len({tuple(c) if isinstance(c, (list, tuple)) else c for c in clusters}))
+            if clusters is not None else int(len(values))}
 
 
 def basin_summary(col, args):
-    """{kind/extent: {σ: {quantity: curve}}} with 95% CIs over planes (stratified by seed)."""
+    """{kind/extent: {σ: {quantity: curve}}}: 95% CIs over the distinct planes, resampled by cluster."""
     out = {}
-    for kind, extent in [(k, "local") for k in M.KINDS] + [("symmetric", "reach")]:
+    for kind, extent in M.basin_sets(args):
         for sigma in (args.sigma_starts if extent == "local" else args.reach_sigmas):
-            shares, groups = pooled_shares(col, kind, extent, sigma, args.seeds)
+            shares, clusters = plane_units(col, [kind], extent, sigma)
             if shares is not None:
-                out.setdefault(f"{kind}/{extent}", {})[str(sigma)] = {q: _curve(v, groups, args) for q, v in shares.items()}
+                out.setdefault(f"{kind}/{extent}", {})[str(sigma)] = {q: _curve(v, args, clusters)
+                                                                      for q, v in shares.items()}
     return out
 
 
@@ -111,127 +132,153 @@ def retention_summary(col, args):
     out = {}
     for split in ("train", "heldout"):
         for sigma in args.ret_sigmas:
-            res, groups = item_outcomes(col, split, sigma)
+            res, _ = item_units(col, split, sigma)
             if res is not None:
-                out.setdefault(split, {})[str(sigma)] = {k: _curve(v, groups, args) for k, v in res.items()}
+                out.setdefault(split, {})[str(sigma)] = {k: _curve(v, args) for k, v in res.items()}
     return out
 
 
-def capture_closer(col, args, sigma):
-    """Held-out restarts captured although closer to a valid non-training vertex, at σ: the share of all
-    restarts and the rate among the restarts that start closer (a ratio of means, bootstrapped jointly)."""
-    res, groups = item_outcomes(col, "heldout", sigma)
-    if res is None:
+def capture_geometry(col, args, sigma):
+    """Captured held-out restarts at σ: is the start nearer its own item than the training item that
+    captured it? Share of all restarts, share of the captured ones (a ratio of means over items,
+    bootstrapped jointly) and the distance ratio d(start, own) / d(start, capturer) over the items with a
+    capture (10th, 50th, 90th percentile; < 1: the start was nearer its own item). Also the old
+    `closer_nontrain` share, which is 1 for held-out starts at every σ of the study (a held-out item is
+    itself a valid non-training vertex), so "captured although closer" was plain capture."""
+    res, _ = item_units(col, "heldout", sigma)
+    if res is None or "captured_nearer_own" not in res:
         return None
-    cc, cn = res["captured_closer"], res["closer_nontrain"]
-    from scoreprobe.probes.timing import bootstrap_means
-    boot = bootstrap_means(np.concatenate([cc, cn], axis=1), groups, args.n_boot)   # (B, 2S): one draw for both
-    s = cc.shape[1]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = boot[:, :s] / boot[:, s:]
-        point = np.nanmean(cc, axis=0) / np.nanmean(cn, axis=0)
-    return {"share": _curve(cc, groups, args), "closer_share": _curve(cn, groups, args),
-            "rate_given_closer": {"mean": point.tolist(), "lo": np.nanpercentile(ratio, 2.5, axis=0).tolist(),
-                                  "hi": np.nanpercentile(ratio, 97.5, axis=0).tolist()}}
+    cap, near = res["captured"], res["captured_nearer_own"]
+    boot = bootstrap_means(np.concatenate([near, cap], axis=1), n_boot=args.n_boot)      # (B, 2S): one draw
+    s = cap.shape[1]
+    with np.errstate(invalid="ignore", divide="ignore"), _quiet():
+        rate = boot[:, :s] / boot[:, s:]
+        point = np.nanmean(near, axis=0) / np.nanmean(cap, axis=0)
+        ratio = res["capture_distance_ratio"]                                              # (items, S)
+        pct = np.nanpercentile(ratio, [10, 50, 90], axis=0)                                # (3, S)
+        lo, hi = np.nanpercentile(rate, [2.5, 97.5], axis=0)
+    return {"captured": _curve(cap, args), "nearer_own": _curve(near, args),
+            "nearer_own_given_captured": {"mean": point.tolist(), "lo": lo.tolist(), "hi": hi.tolist()},
+            "distance_ratio_percentiles": {"p10": pct[0].tolist(), "p50": pct[1].tolist(), "p90": pct[2].tolist()},
+            "n_items_captured": np.isfinite(ratio).sum(axis=0).tolist(),
+            "closer_nontrain_share": np.nanmean(res["closer_nontrain"], axis=0).tolist()}
 
 
 def symmetry(col, args):
-    """Training − held-out: anchor basins on the symmetric planes (paired per plane) and retention (items)."""
+    """Training − held-out: anchor basins on the symmetric planes (paired per plane, resampled by pair)
+    and retention (distinct items)."""
     out = {}
-    shares, groups = pooled_shares(col, "symmetric", "local", args.sigma_starts[0], args.seeds)
+    shares, clusters = plane_units(col, ["symmetric"], "local", args.sigma_starts[0])
     if shares is not None:
-        out["basins"] = _curve(shares["anchor_asymmetry"], groups, args)
+        out["basins"] = _curve(shares["anchor_asymmetry"], args, clusters)
     for sigma in args.ret_sigmas:
-        tr, gt = item_outcomes(col, "train", sigma)
-        ho, gh = item_outcomes(col, "heldout", sigma)
-        if tr is not None:
-            d = difference_ci(tr["retained"], ho["retained"], gt, gh, n_boot=args.n_boot)
+        tr, _ = item_units(col, "train", sigma)
+        ho, _ = item_units(col, "heldout", sigma)
+        if tr is not None and ho is not None:
+            d = difference_ci(tr["retained"], ho["retained"], n_boot=args.n_boot)
             out[f"retention_sigma_{sigma}"] = {"mean": d["mean"].tolist(), "lo": d["lo"].tolist(),
-                                               "hi": d["hi"].tolist(),
-                                               "by_seed": {str(k): v.tolist() for k, v in d["by_group"].items()}}
+                                               "hi": d["hi"].tolist(), "n_train": len(tr["retained"]),
+                                               "n_heldout": len(ho["retained"])}
     return out
 
 
 def dsm_summary(col, args):
-    """Paired held-out − train DSM statistics per (step, σ): the loss of each item averaged over the seeds'
-    noise banks, pairs by position; Holm over σ per step. Per seed alone: the first significant σ."""
+    """Paired held-out − train DSM tests per (step, σ) over the pairs (each pair's loss averaged over the
+    noise seeds), with ONE multiple-testing family over all steps × σ: Holm (family-wise error, the
+    headline) and BH (false-discovery rate); significant σ as sets; the first significant step."""
     if not col["dsm"]:
         return None
-    dss = list(col["dsm"].values())
-    d0 = dss[0]
-    loss = np.mean([d.loss.values for d in dss], axis=0)                              # (S, n_sigma, items)
+    loss, d0 = dsm_pair_losses(col)
     split, pos, sig = _strs(d0.split.values), d0.item_index.values, d0.sigma.values
     st = paired_gap_stats(loss, split, pos, sig, method="holm")
-    by_seed = {str(s): paired_gap_stats(d.loss.values, split, pos, sig)["first_significant_sigma"].tolist()
-               for s, d in col["dsm"].items()}
-    return {"sigma": sig.tolist(), "paired_gap": st["paired_gap"].tolist(), "z": st["paired_gap_z"].tolist(),
-            "p_adjusted": st["p_adjusted"].tolist(), "n_pairs": st["n_pairs"].tolist(),
-            "first_significant_sigma": st["first_significant_sigma"].tolist(),
-            "significant_band": [_band(sig, row < ALPHA) for row in st["p_adjusted"]],
-            "first_significant_sigma_by_seed": by_seed, "method": "holm", "alpha": ALPHA,
-            "test": "one-sided paired t-test of held-out > train over pairs, Holm over the σ grid per step"}
-
-
-def _band(sig, mask):
-    return [float(sig[mask].min()), float(sig[mask].max())] if mask.any() else None
+    out = {"sigma": sig.tolist(), "paired_gap": st["paired_gap"].tolist(), "z": st["paired_gap_z"].tolist(),
+           "p_value": st["p_value"].tolist(), "n_pairs": st["n_pairs"].tolist(), "alpha": ALPHA,
+           "noise_seeds": len(col["dsm"]), "method": "holm over steps × σ",
+           "test": "one-sided paired t-test of held-out > train over pairs (each pair's loss averaged over "
+                   "the noise seeds)"}
+    for method in ("holm", "bh"):
+        adj = adjust_family(st["p_value"], method)
+        out[method] = {"p_adjusted": adj.tolist(), "significant_sigma": significant_sets(adj, sig),
+                       "first_significant_step": first_significant_step(adj, col["steps"])}
+    out["p_adjusted"] = out["holm"]["p_adjusted"]
+    return out
 
 
 def dsm_pair_gaps(col):
-    """(units, steps) band-averaged paired differences over DSM_BAND, units = (seed, pair); groups = seed."""
-    rows, groups = [], []
-    for seed, d in col["dsm"].items():
-        band = d.sel(sigma=(d.sigma >= DSM_BAND[0]) & (d.sigma <= DSM_BAND[1]))
-        tr, ho = (band.isel(sample=np.flatnonzero(_strs(band.split.values) == s)) for s in ("train", "heldout"))
-        n = min(tr.sizes["sample"], ho.sizes["sample"])
-        diff = (ho.loss.values[..., :n] - tr.loss.values[..., :n]).mean(axis=1)        # (S, pairs)
-        rows.append(diff.T)
-        groups.append(np.full(n, seed))
-    return (np.concatenate(rows), np.concatenate(groups)) if rows else (None, None)
+    """(pairs, steps) band-averaged paired differences over DSM_BAND, one row per (training, held-out)
+    pair, each pair's loss averaged over the noise seeds first."""
+    if not col["dsm"]:
+        return None
+    loss, d0 = dsm_pair_losses(col)
+    sig, split, pos = d0.sigma.values, _strs(d0.split.values), d0.item_index.values
+    band = (sig >= DSM_BAND[0]) & (sig <= DSM_BAND[1])
+    tr, ho = (np.flatnonzero(split == s) for s in ("train", "heldout"))
+    common = np.intersect1d(pos[tr], pos[ho])
+    ti = tr[np.isin(pos[tr], common)][np.argsort(pos[tr][np.isin(pos[tr], common)])]
+    hi = ho[np.isin(pos[ho], common)][np.argsort(pos[ho][np.isin(pos[ho], common)])]
+    return (loss[:, band][..., hi] - loss[:, band][..., ti]).mean(axis=1).T                 # (pairs, S)
 
 
 def half_changes(col, args):
-    """Half-change steps (to="extreme") of the study's quantities with 95% CIs (planes / items within
-    seeds) and the per-seed steps."""
+    """Half-change steps (a logistic in ln step fitted to the mean curve, up to its extreme) of the study's
+    quantities with 95% CIs over the independent units (distinct planes by cluster, items, pairs)."""
     steps, out = col["steps"], {}
     sigma = args.sigma_starts[0]
-    pooled = [pooled_shares(col, k, "local", sigma, args.seeds) for k in M.KINDS]
-    pooled = [p for p in pooled if p[0] is not None]
-    if pooled:
-        groups = np.concatenate([g for _, g in pooled])
+    kinds = [k for k in M.KINDS if (k, "local") in col["basins"]]
+    shares, clusters = plane_units(col, kinds, "local", sigma)
+    if shares is not None:
         for q in ("valid", "violating", "training", "heldout"):
-            out[f"{q} basin share (all planes, σ_start {sigma})"] = (np.concatenate([s[q] for s, _ in pooled]), groups)
-    sym, g = pooled_shares(col, "symmetric", "local", sigma, args.seeds)
+            out[f"{q} basin share ({'+'.join(kinds)} planes, σ_start {sigma})"] = (shares[q], clusters, "planes")
+    sym, cl = plane_units(col, ["symmetric"], "local", sigma)
     if sym is not None:
-        out["training − held-out basin (symmetric planes)"] = (sym["anchor_asymmetry"], g)
-    ho, g = item_outcomes(col, "heldout", 1.0) if 1.0 in args.ret_sigmas else (None, None)
+        out["training − held-out basin (symmetric planes)"] = (sym["anchor_asymmetry"], cl, "planes")
+    ho, _ = item_units(col, "heldout", 1.0) if 1.0 in args.ret_sigmas else (None, None)
     if ho is not None:
-        out["held-out captured (σ 1)"] = (ho["captured"], g)
-        out["held-out captured although closer (σ 1)"] = (ho["captured_closer"], g)
-    gaps, g = dsm_pair_gaps(col)
+        out["held-out captured (σ 1)"] = (ho["captured"], None, "held-out items")
+        if "captured_nearer_own" in ho:
+            out["held-out captured although nearer its own item (σ 1)"] = (ho["captured_nearer_own"], None,
+                                                                            "held-out items")
+    gaps = dsm_pair_gaps(col)
     if gaps is not None:
-        out[f"DSM paired gap, σ in {list(DSM_BAND)}"] = (gaps, g)
+        out[f"DSM paired gap, σ in {list(DSM_BAND)}"] = (gaps, None, "pairs")
     result = {}
-    for name, (values, groups) in out.items():
-        r = half_change(steps, values, groups, to="extreme", n_boot=args.n_boot)
-        r["log10_spread_over_seeds"] = log10_spread(r["by_group"])
-        result[name] = r
+    for name, (values, clusters, unit) in out.items():
+        r = sigmoid_half_change(steps, values, until="extreme", n_boot=args.n_boot, clusters=clusters)
+        n_cl = len(values) if clusters is None else len(set(clusters))
+        result[name] = {**r, "units": unit, "n_units": int(len(values)), "n_clusters": int(n_cl)}
     return result
 
 
 def summarize(col, args):
-    return {"taus": col["taus"], "steps": col["steps"], "basins": basin_summary(col, args),
+    return {"taus": col["taus"], "steps": col["steps"], "trained_models": 1, "basins": basin_summary(col, args),
             "retention": retention_summary(col, args),
-            "capture_closer": {str(s): capture_closer(col, args, s) for s in (1.0, 2.0) if s in args.ret_sigmas},
+            "capture_geometry": {str(s): capture_geometry(col, args, s) for s in (1.0, 2.0) if s in args.ret_sigmas},
             "symmetry": symmetry(col, args), "dsm": dsm_summary(col, args), "half_change": half_changes(col, args),
-            "n_planes": {f"{k}/{e}": sum(len(p) for (k2, e2, _), (_, p) in col["basins"].items() if (k2, e2) == (k, e))
-                         for k, e in [(k, "local") for k in M.KINDS] + [("symmetric", "reach")]},
-            "symmetric_hamming": _hammings(col)}
+            "units": units(col, args), "symmetric_hamming": _hammings(col)}
+
+
+def units(col, args):
+    """How many independent units each statistic rests on (after deduplication)."""
+    out = {"trained_models": 1, "plane_seeds": list(args.seeds)}
+    for (kind, extent), (_, planes) in col["basins"].items():
+        out[f"{kind}/{extent}"] = {"distinct_planes": len(planes),
+                                   "clusters": len({M.plane_cluster(kind, p) for p in planes}),
+                                   "drawn": sum(len(M.planes_of(kind, col["series"], args, s)) for s in args.seeds)}
+    for split in ("train", "heldout"):
+        res, n = item_units(col, split, args.ret_sigmas[0])
+        if res is not None:
+            out[f"retention_{split}_items"] = {"distinct": int(len(n)), "drawn": int(n.sum())}
+    if col["dsm"]:
+        d0 = next(iter(col["dsm"].values()))
+        out["dsm_pairs"] = int(min((_strs(d0.split.values) == s).sum() for s in ("train", "heldout")))
+        out["dsm_noise_seeds"] = len(col["dsm"])
+    return out
 
 
 def _hammings(col):
     from scoreprobe.slices import hamming_matrix
     out = {}
-    for (kind, extent, _), (_, planes) in col["basins"].items():
+    for (kind, extent), (_, planes) in col["basins"].items():
         if kind == "symmetric" and extent == "local":
             for p in planes:
                 bits = (p.anchors > 0).astype(np.uint8)
@@ -252,11 +299,11 @@ def write_report(args, timings, measure_s):
     stem = results / f"mechanism{args.suffix}"
     cols = {name: collect(args, name) for name in args.series}
     summary = {name: summarize(col, args) for name, col in cols.items()}
-    settings = {k: v for k, v in vars(args).items() if k not in ("results", "out")}
+    settings = {k: v for k, v in vars(args).items() if k not in ("results", "out", "no_figures", "rereport")}
     report = normalize_config({"settings": settings, "series": summary, "timings_s": timings,
                                "measure_s": round(measure_s, 1)})
     stem.with_suffix(".json").write_text(json.dumps(report, indent=1))
-    figures = study_figures(summary, {n: c["anim"] for n, c in cols.items()}, stem)
+    figures = [] if args.no_figures else study_figures(summary, {n: c["anim"] for n, c in cols.items()}, stem)
     stem.with_suffix(".md").write_text(markdown(report, figures, args))
     print(stem.with_suffix(".md").read_text())
     print(f"wrote {stem}.md, .json and {', '.join(str(f) for f in figures)}")

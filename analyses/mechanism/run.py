@@ -13,7 +13,8 @@ For each series, at `n_ckpt` log-spaced checkpoints, and for each seed of `seeds
   dsm        sp.dsm_by_sigma on the first items of each split, noise bank `seed`
   anim       one symmetric plane at a finer grid at every chosen checkpoint (the animation)
 
-Stores: <out>/<series>/<probe>-<kind>-s<seed>-<digest>.zarr, one per series / probe / kind / seed,
+Stores: <out>/<series>/<probe>-s<seed>-<digest>.zarr (retention, DSM) and
+<out>/<series>/basins-<kind>-<extent>-distinct-<digest>.zarr (each distinct plane of all seeds once),
 named by a digest of their settings and resumed step by step (sp.sweep): a rerun reuses every step
 already measured with the same settings and model. Outputs: <results>/mechanism<suffix>.md, .json
 and figures (basins, retention, DSM heat map, the animation), from the stores alone
@@ -23,6 +24,7 @@ Usage:
   python analyses/mechanism                 # CPU preset: ≈ 48 min on 2 idle cores (PRESETS["cpu"])
   python analyses/mechanism --device cuda   # GPU preset: more planes, items, noise draws and checkpoints
   python analyses/mechanism --smoke         # < 1 min: the pipeline end to end at toy size
+  python analyses/mechanism --rereport analyses/results/mechanism.json   # re-report the shipped json (issue 35)
   python analyses/mechanism --series open --seeds 0 --n-planes 4   # any preset value can be overridden
 """
 import argparse
@@ -39,6 +41,10 @@ logger = logging.getLogger("mechanism")
 def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.rereport:
+        from analyses.mechanism.rereport_md import write_rereport
+        print(write_rereport(args, args.rereport))
+        return
     if not args.device.startswith("cuda"):
         import torch
         torch.set_num_threads(1)   # tiny models: one thread per process (the workers too, grid.worker_init)

@@ -17,6 +17,7 @@ pair and one pixel that stays 0) until a --curriculum-share of the steps. See do
 Usage:
   python analyses/remedies                 # CPU preset (G = 3, N = 120, 2 seeds; ≈ 1 h 35 min on 2 cores)
   python analyses/remedies --smoke         # < 1 min: the pipeline end to end
+  python analyses/remedies --rereport A.json,B.json   # re-report shipped exports together, no training
   python analyses/remedies --device cuda   # GPU preset (G = 4, N = 256, 3 seeds; a variant's seeds
                                               # train as one stacked ensemble, --ensemble on CPU)
 """
@@ -30,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from analyses.grid import extrapolate_tau, finished, in_parallel, measured_clocks, train_ensembles
+from analyses.remedies.compare import comparison_lines, comparisons
 from scoreprobe.loading.series import load_series
 from scoreprobe.data.curriculum import beyond_pieces
 from scoreprobe.probes.taus import taus
@@ -141,12 +143,14 @@ def beyond_row(ds, cfg, g_start):
     return row
 
 
-def _fmt(v, ci=None):
+def _fmt(v, ci=None, budget=None):
+    """'1234 [1100, 1400]'; a τ not reached is a bound at the run's budget: '> 15000 (not reached)'."""
     if v is None or not np.isfinite(v):
-        return "not reached"
+        return "not reached" if budget is None else f"> {budget} (not reached)"
     out = f"{v:.0f}"
-    if ci and all(c is not None for c in ci):
-        out += f" [{ci[0]:.0f}, {ci[1]:.0f}]" if all(np.isfinite(ci)) else f" [{ci[0]:.0f}, ∞)"
+    if ci and ci[0] is not None:     # an upper end not reached (inf, or None in an export) reads ∞)
+        hi = ci[1] if ci[1] is not None and np.isfinite(ci[1]) else None
+        out += f" [{ci[0]:.0f}, {hi:.0f}]" if hi is not None else f" [{ci[0]:.0f}, ∞)"
     return out
 
 
@@ -173,7 +177,8 @@ def by_variant(rows):
     for v in dict.fromkeys(r["variant"] for r in rows):
         rs = [r for r in rows if r["variant"] == v]
         peak, final = (" / ".join(f"{rule_clock(r)[k]:.3f}" for r in rs) for k in ("peak_rule_acc", "final_rule_acc"))
-        mem, tau_mem = " / ".join(f"{r['final_mem_ratio']:.3f}" for r in rs), " / ".join(_fmt(r["tau_mem"]) for r in rs)
+        mem = " / ".join(f"{r['final_mem_ratio']:.3f}" for r in rs)
+        tau_mem = " / ".join(_fmt(r["tau_mem"], None, r["curve"]["step"][-1]) for r in rs)
         lines.append(f"| {v} | {len(rs)} | {peak} | {final} | {mem} | {tau_mem} "
                      f"| {sum(bool(rule_clock(r)['window_open']) for r in rs)} of {len(rs)} |")
     return lines
@@ -190,10 +195,11 @@ def markdown(rows, skipped, args):
              "| peak rule_acc |", "|---|---:|---:|---:|---:|---|---|---|---:|"]
     for r in rows:
         c, mark = rule_clock(r), " †" if "beyond" in r else ""
-        rule = _fmt(c["tau_rule"], c["tau_rule_ci"]) + _extrapolated(c.get("tau_rule_extrapolated"), r)
+        budget = r["curve"]["step"][-1]
+        rule = _fmt(c["tau_rule"], c["tau_rule_ci"], budget) + _extrapolated(c.get("tau_rule_extrapolated"), r)
         width = f"{c['window_log10_width']:.2f}" if c["window_open"] else "closed"
         lines.append(f"| {r['variant']} | {r['seed']} | {r['params']:,} | {r['curve']['step'][-1]} | {r['views']} "
-                     f"| {rule}{mark} | {_fmt(r['tau_mem'], r['tau_mem_ci'])} | {width}{mark} "
+                     f"| {rule}{mark} | {_fmt(r['tau_mem'], r['tau_mem_ci'], budget)} | {width}{mark} "
                      f"| {c['peak_rule_acc']:.3f}{mark} |")
     if any("beyond" in r for r in rows):
         lines += ["", "views: passes over each image of the run's own training set (a curriculum's first phase "
@@ -204,6 +210,8 @@ def markdown(rows, skipped, args):
     lines += [f"\n{v}: left out — {why}" for v, why in skipped.items()]
     lines += ["", "## By variant (seeds in the order of the table above)", ""] + by_variant(rows)
     lines += beyond_lines(rows)
+    cmp = comparisons(rows)
+    lines += comparison_lines(cmp, sum(1 for c in cmp if np.isfinite(c["p"])))
     return "\n".join(lines) + "\n"
 
 
@@ -222,7 +230,8 @@ def beyond_lines(rows):
     for r in rs:
         b = r["beyond"]
         width = f"{b['window_log10_width']:.2f}" if b["window_open"] else "closed"
-        lines.append(f"| {r['run']} | {_fmt(b['tau_rule'], b['tau_rule_ci'])}{_extrapolated(b.get('tau_rule_extrapolated'), r)} "
+        lines.append(f"| {r['run']} | {_fmt(b['tau_rule'], b['tau_rule_ci'], r['curve']['step'][-1])}"
+                     f"{_extrapolated(b.get('tau_rule_extrapolated'), r)} "
                      f"| {width} | {b['peak_rule_acc']:.3f} | {b['final_rule_acc']:.3f} "
                      f"| {max(b['piece_share']):.3f} / {b['piece_share'][-1]:.3f} |")
     return lines
@@ -251,7 +260,33 @@ def figure(rows, path):
     fig.savefig(path, dpi=110)
 
 
+def rereport(paths):
+    """Re-report shipped remedies exports (no training): the md of the first one's settings over the runs of
+    all of them (e.g. a later seed's export), with the comparisons across seeds; the first json gains
+    `comparisons` and `extra_runs_from`. Returns the md."""
+    exports = [json.loads(Path(p).read_text()) for p in paths]
+    first = exports[0]
+    args = argparse.Namespace(**first["args"])
+    rows = [r for e in exports for r in e["runs"]]
+    rows.sort(key=lambda r: (list(VARIANTS).index(r["variant"]), r["seed"]))
+    md = markdown(rows, first.get("skipped", {}), args)
+    if len(paths) > 1:
+        md = md.replace("\n\n", f"\n\nRe-reported (issue 35) by `python analyses/remedies --rereport "
+                        f"{','.join(map(str, paths))}`: the runs of every export together.\n\n", 1)
+    first["comparisons"] = comparisons(rows)
+    first["extra_runs_from"] = [str(p) for p in paths[1:]]
+    Path(paths[0]).write_text(json.dumps(normalize_config(first), indent=1))
+    Path(paths[0]).with_suffix(".md").write_text(md)
+    return md
+
+
 def main(argv=None):
+    if argv is None:
+        import sys
+        argv = sys.argv[1:]
+    if argv[:1] == ["--rereport"]:
+        print(rereport(argv[1].split(",")))
+        return
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     variants = args.variants.split(",")
@@ -265,7 +300,7 @@ def main(argv=None):
     rows = in_parallel(functools.partial(run_one, args), runs, 1 if args.ensemble else args.jobs)
     stem = Path(args.results) / f"remedies_{args.preset}"
     stem.with_suffix(".md").write_text(markdown(rows, skipped, args))
-    report = {"args": vars(args), "runs": rows, "skipped": skipped}
+    report = {"args": vars(args), "runs": rows, "skipped": skipped, "comparisons": comparisons(rows)}
     stem.with_suffix(".json").write_text(json.dumps(normalize_config(report), indent=1))
     figure(rows, stem.with_suffix(".png"))
     print(stem.with_suffix(".md").read_text())

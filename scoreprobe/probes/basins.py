@@ -290,7 +290,8 @@ def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, s
     Returns
     -------
     dict name -> (S, M) float64, the outcomes of RETENTION_VARS (probes.capture.restart_outcomes): retained,
-    captured, valid, other_valid, violating, closer_nontrain, captured_closer. Non-finite endpoints count as
+    captured, valid, other_valid, violating, closer_nontrain, captured_closer, captured_nearer_own,
+    capture_distance_ratio (a mean over the item's captured restarts only). Non-finite endpoints count as
     none of them (except closer_nontrain, a property of the start); one NonFiniteWarning gives their number.
     """
     from scoreprobe.models.stack import chunk_rows, counted, replicate, split, stack_size
@@ -306,18 +307,28 @@ def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, s
     res = [{name: np.empty((len(sigmas), m)) for name in RETENTION_VARS} for _ in range(k)]
     n_bad = 0
     for i, s in enumerate(sigmas):
-        closer = closer_to_nontrain((x + float(s) * eps).double().cpu().numpy(), dataset, rule)   # (M*R,)
+        starts = (x + float(s) * eps).double().cpu().numpy()                                   # (M*R, D)
+        closer = closer_to_nontrain(starts, dataset, rule)                                     # (M*R,)
         with warnings.catch_warnings():   # counted here and reported once below
             warnings.simplefilter("ignore", NonFiniteWarning)
             ends = _endpoints(D, replicate(x + float(s) * eps, k), s, n_steps, solver, chunk_rows(chunk_size, k)).x
         for j, xe in enumerate(split(ends, k)):                                             # (M*R, D) per model
-            hits = restart_outcomes(classify(xe, dataset, rule), own, own_train, closer)
+            hits = restart_outcomes(classify(xe, dataset, rule), own, own_train, closer, starts, dataset.train)
             n_bad += hits.pop("invalid")
             for name, hit in hits.items():
-                res[j][name][i] = hit.reshape(m, n_noise).mean(axis=1)
+                res[j][name][i] = _per_item(hit, m, n_noise)
     warn_nonfinite(n_bad, len(sigmas) * m * n_noise * k, "retention restarts' endpoints "
                    + counted("sigmas x points x restarts", k), "they count as neither retained, captured nor valid")
     return res if k > 1 else res[0]
+
+
+def _per_item(hit, m, n_noise):
+    """(M,) mean over each item's restarts of (M·R,) flags or values; NaN values (a ratio of an uncaptured
+    restart) are left out, NaN when all of an item's are."""
+    v = np.asarray(hit, dtype=np.float64).reshape(m, n_noise)
+    ok = np.isfinite(v)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(ok, v, 0.0).sum(axis=1) / ok.sum(axis=1)
 
 
 RETENTION_VARS = RETENTION_OUTCOMES   # name -> long_name of every retention outcome (probes.capture)
@@ -335,7 +346,9 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
     item, `violating` on a rule-violating vertex (with the non-finite ones these four and `retained` add up
     to 1); `captured_closer`: the start is nearer to a valid non-training vertex than to every training
     item (`closer_nontrain`) and the endpoint is a training item (docs/definitions.md, "Per-item
-    basins"; NaN for rules without an exact nearest-valid search). The noise bank depends only on
+    basins"; NaN for rules without an exact nearest-valid search); `captured_nearer_own`: captured although
+    the start is nearer its own item than the capturing training item, `capture_distance_ratio` the mean
+    of d(start, own) / d(start, capturer) over the item's captured restarts (NaN: none captured). The noise bank depends only on
     (seed, m, k), so it is the same at every σ and every checkpoint.
 
     Parameters

@@ -1,5 +1,6 @@
 """Where a noisy restart starts and where it ends: the outcomes of `retention` (docs/definitions.md,
-"Per-item basins") and the "captured although closer to a valid non-training vertex" test.
+"Per-item basins"), the "captured although closer to a valid non-training vertex" test and the
+capture geometry (for a captured restart, its start's distance to its own item vs to the capturer).
 
 The Euclidean distance of a point x to a vertex v ∈ {±1}^D is ‖x‖² + D − 2 x·v, so the nearest vertex
 of a set maximizes x·v. For parity the valid set factorizes over the groups, and the nearest valid
@@ -60,12 +61,40 @@ def closer_to_nontrain(x, dataset, rule):
     return (dataset.train_index.lookup(v) < 0) & (best_valid > best_train)
 
 
-def restart_outcomes(c, own, own_train, closer):
+def capture_distances(starts, own, capturer):
+    """Euclidean distances of each start to its own item and to the training item that captured it.
+
+    starts (N, D) float signed; own (N, D) bits of each restart's own item; capturer (N, D) bits of the
+    capturing training item (any row where nothing captured: its distances are ignored by the caller).
+    Returns (d_own, d_capturer), two (N,) float64 arrays."""
+    x = np.asarray(starts, dtype=np.float64)
+    d_own = np.linalg.norm(x - (2.0 * np.asarray(own, np.float64) - 1), axis=1)
+    d_cap = np.linalg.norm(x - (2.0 * np.asarray(capturer, np.float64) - 1), axis=1)
+    return d_own, d_cap
+
+
+def _capture_geometry(captured, starts, own, train_index, train_bits):
+    """(nearer_own (N,) bool, ratio (N,) float): for a captured restart, whether its start is strictly
+    nearer its own item than the capturing training item, and d(start, own) / d(start, capturer); NaN
+    ratio (and False) where the restart was not captured or no starts were given."""
+    n = len(captured)
+    if starts is None or train_bits is None:
+        return np.zeros(n, bool), np.full(n, np.nan)
+    idx = np.where(captured, np.asarray(train_index), 0)
+    d_own, d_cap = capture_distances(starts, own, np.asarray(train_bits)[idx])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(captured, d_own / d_cap, np.nan)
+    return captured & (d_own < d_cap), ratio
+
+
+def restart_outcomes(c, own, own_train, closer, starts=None, train_bits=None):
     """Outcome flags of M·R noisy restarts from `slices.classify` of their endpoints.
 
     c : classify() dict; own : (M·R, D) bits of each restart's own item; own_train : (M·R,) its
     training index (-1: not a training item); closer : (M·R,) bool from `closer_to_nontrain` of the
-    starts, or None (then closer_nontrain and captured_closer are NaN). Returns {name: (M·R,) bool or
+    starts, or None (then closer_nontrain and captured_closer are NaN); starts : (M·R, D) signed start
+    points and train_bits : (T, D) the training items, for the capture geometry (`captured_nearer_own`,
+    `capture_distance_ratio`; without them those two are False / NaN). Returns {name: (M·R,) bool or
     float} for the names of RETENTION_OUTCOMES and the count of non-finite endpoints under "invalid";
     retained + captured + other_valid + violating + invalid = 1.
     """
@@ -74,7 +103,10 @@ def restart_outcomes(c, own, own_train, closer):
     retained = finite & (c["bits"] == own).all(axis=1)
     on_train = c["state"] == STATE_CODES["valid_memorized"]
     valid = np.isin(c["state"], [STATE_CODES[k] for k in ("valid_novel", "valid_heldout", "valid_memorized")])
-    return {"retained": retained, "captured": on_train & (c["train_index"] != own_train), "valid": valid,
+    captured = on_train & (c["train_index"] != own_train)
+    nearer_own, ratio = _capture_geometry(captured, starts, own, c["train_index"], train_bits)
+    return {"retained": retained, "captured": captured, "valid": valid,
+            "captured_nearer_own": nearer_own, "capture_distance_ratio": ratio,
             "other_valid": valid & ~retained & ~on_train,
             "violating": c["state"] == STATE_CODES["rule_violating"],
             "closer_nontrain": np.full(len(retained), np.nan) if closer is None else np.asarray(closer, bool),
@@ -92,4 +124,8 @@ RETENTION_OUTCOMES = {
                         "vertex than to every training item"),
     "captured_closer": ("fraction of noisy restarts whose start is nearer to a valid non-training vertex than to "
                         "every training item and whose endpoint is a training item (captured although closer)"),
+    "captured_nearer_own": ("fraction of noisy restarts captured by another training item although the start is "
+                            "nearer (Euclidean) to the restart's own item than to the capturing training item"),
+    "capture_distance_ratio": ("mean over the captured restarts of d(start, own item) / d(start, capturing training "
+                               "item); NaN when none of the item's restarts was captured"),
 }

@@ -176,3 +176,25 @@ def paired_gap_stats(loss, split, position, sigmas, method="holm", alpha=ALPHA):
     return {"n_pairs": n, "paired_gap": mean, "paired_gap_se": se, "paired_gap_z": z, "p_value": p,
             "p_adjusted": adj, "first_significant_sigma": np.where(np.isfinite(first), first, np.nan),
             "method": method, "alpha": alpha}
+
+
+def adjust_family(p, method="holm"):
+    """Adjusted p-values with every finite entry of p (any shape, e.g. (step, σ)) in ONE family: a claim
+    across steps and σ ("first significant at step s", "significant at k of n checkpoints") is then
+    controlled as a whole (Holm: family-wise error; BH: false-discovery rate). Same shape as p."""
+    p = np.asarray(p, dtype=np.float64)
+    return adjust_pvalues(p.reshape(1, -1), method).reshape(p.shape)
+
+
+def significant_sets(p_adjusted, sigmas, alpha=ALPHA):
+    """[[σ, ...] per row]: the σ whose adjusted p-value is below alpha, as a set (a sorted list; gaps
+    stay gaps, unlike a [min, max] band). p_adjusted (n_rows, n_sigma)."""
+    sig = np.asarray(sigmas, dtype=np.float64)
+    return [[float(v) for v in sig[np.asarray(row) < alpha]] for row in np.atleast_2d(p_adjusted)]
+
+
+def first_significant_step(p_adjusted, steps, alpha=ALPHA):
+    """The first of `steps` (n_rows,) whose row of p_adjusted (n_rows, n_sigma) has a σ below alpha;
+    NaN when none."""
+    hit = (np.atleast_2d(p_adjusted) < alpha).any(axis=1)
+    return float(np.asarray(steps, dtype=np.float64)[hit][0]) if hit.any() else float("nan")

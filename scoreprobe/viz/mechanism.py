@@ -71,14 +71,16 @@ def basins_figure(summary, path):
             tau_bands(ax, r["taus"])
             _step_axis(ax, "share of the plane's grid")
             ax.set_ylim(-0.02, 1.02)
-            ax.set_title(f"{name}: {key} planes (n = {r['n_planes'].get(key, 0)}), σ_start {sigma}", fontsize=9)
+            n = (r.get("units", {}).get(key) or {}).get("distinct_planes", 0)
+            ax.set_title(f"{name}: {key} planes ({n} distinct), σ_start {sigma}", fontsize=9)
             ax.legend(fontsize=6, loc="best")
     fig.savefig(path, dpi=110)
     return path
 
 
 def retention_figure(summary, path, sigma="1.0"):
-    """Per series: retention of training / held-out items, capture and capture-although-closer at σ, vs step."""
+    """Per series: retention of training / held-out items, capture and capture although the start is nearer
+    its own item, at σ, vs step."""
     names = list(summary)
     fig = new_figure((5.2, 3.4 * len(names)))
     axes = fig.subplots(len(names), 1, squeeze=False)[:, 0]
@@ -91,7 +93,9 @@ def retention_figure(summary, path, sigma="1.0"):
         ho = r["retention"].get("heldout", {}).get(sigma)
         if ho:
             ribbon(ax, r["steps"], ho["captured"], "#8c564b", "held-out: captured by a training item", "--")
-            ribbon(ax, r["steps"], ho["captured_closer"], "#e377c2", "held-out: captured although closer", ":")
+            if "captured_nearer_own" in ho:
+                ribbon(ax, r["steps"], ho["captured_nearer_own"], "#e377c2",
+                       "held-out: captured although nearer its own item", ":")
         tau_bands(ax, r["taus"])
         _step_axis(ax, f"share of restarts (σ = {sigma})")
         ax.set_ylim(-0.02, 1.02)
@@ -102,7 +106,8 @@ def retention_figure(summary, path, sigma="1.0"):
 
 
 def dsm_figure(summary, path):
-    """Per series: paired held-out − train z over (step, σ), Holm-significant cells marked with a dot."""
+    """Per series: paired held-out − train z over (step, σ), cells significant under Holm over the whole
+    step × σ family marked with a dot."""
     names = [n for n in summary if summary[n]["dsm"]]
     fig = new_figure((5.6, 3.6 * max(1, len(names))))
     axes = fig.subplots(max(1, len(names)), 1, squeeze=False)[:, 0]
@@ -113,7 +118,7 @@ def dsm_figure(summary, path):
         im = ax.pcolormesh(np.arange(len(steps) + 1), _edges(d["sigma"]), z, cmap="RdBu_r", vmin=-lim, vmax=lim)
         sig = np.asarray(d["p_adjusted"], dtype=float).T < d["alpha"]
         yy, xx = np.nonzero(sig)
-        ax.plot(xx + 0.5, np.asarray(d["sigma"])[yy], "k.", ms=3, label=f"Holm-adjusted p < {d['alpha']}")
+        ax.plot(xx + 0.5, np.asarray(d["sigma"])[yy], "k.", ms=3, label=f"Holm over steps × σ: p < {d['alpha']}")
         ax.set_yscale("log")
         ax.set_xticks(np.arange(len(steps)) + 0.5, [str(s) for s in steps], rotation=60, fontsize=6)
         ax.set(xlabel="training step (checkpoints)", ylabel="σ", title=f"{name}: DSM held-out − train, paired z")
