@@ -192,7 +192,7 @@ def test_beyond_pieces_tells_the_curriculum_set_from_the_rule():
     from scoreprobe.data.datasets import make_dataset
     from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
     from scoreprobe.probes.clocks import clocks
-    from scoreprobe.probes.taus import taus
+    from scoreprobe.probes.taus import tau_summary
     from scoreprobe.data.rules import Parity
     rule = Parity(3, shape=(3, 4), layout="offset")                  # 4 groups of 3: 256 valid, 16 on the pieces
     data = make_dataset(rule, 16, 16, seed=0)
@@ -203,6 +203,6 @@ def test_beyond_pieces_tells_the_curriculum_set_from_the_rule():
     assert float(ds.rule_acc[1]) > 0.99 and float(out.piece_share[1]) > 0.99
     assert float(out.rule_acc[1]) == float(ds.mem_ratio[1]) < 0.5              # only copies remain valid
     assert float(out.piece_share[0]) < 0.2 and float(out.rule_acc[0]) > float(ds.rule_acc[0]) - 0.2
-    assert taus(out, n_boot=50, warn=False)["tau_rule_ci"] is not None
+    assert tau_summary(out, n_boot=50, warn=False)["tau_rule_ci"] is not None
     with pytest.raises(ConfigError, match="keep_bits=True"):
         beyond_pieces(ds.drop_vars("bits"), rule, 2)

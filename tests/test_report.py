@@ -61,7 +61,7 @@ def test_wilson_interval_matches_the_formula_at_known_points():
 def test_window_is_worded_as_window_status(case):
     """The clocks payload carries probes.taus.window_status's words, and the τ table shows them."""
     import html
-    from scoreprobe.probes.taus import taus, window_status
+    from scoreprobe.probes.taus import tau_summary, window_status
     from scoreprobe.reports.payload import clocks_payload
     from scoreprobe.reports.render import _clock_table
     from tests.test_taus import STEPS, curves
@@ -70,7 +70,7 @@ def test_window_is_worded_as_window_status(case):
     # 1000 samples: with 40, the "mem first" rule curve (0.974 at its last checkpoint only) is not confidently
     # above 0.9 (Wilson lower bound 0.87), so τ_rule would not be reliably reached (definitions version 6)
     ds = curves(STEPS, rule, mem).assign(novel_valid=("step", rule), sample=np.arange(1000))
-    ds.attrs.update(taus(ds, n_boot=0, warn=False))
+    ds.attrs.update(tau_summary(ds, n_boot=0, warn=False))
     payload = clocks_payload(ds)
     assert payload["window"]["status"] == expected == window_status(ds) == ds.attrs["window_status"]
     if expected != "open":

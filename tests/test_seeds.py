@@ -8,7 +8,7 @@ import pytest
 
 from scoreprobe.errors import ConfigError
 from scoreprobe.probes.seeds import hierarchical_replicates, pool_seeds, seed_fit, tau_draws
-from scoreprobe.probes.taus import tau_summary as taus
+from scoreprobe.probes.taus import tau_summary
 from tests.test_taus import STEPS24, sampled
 
 
@@ -20,7 +20,7 @@ def runs():
 @pytest.mark.parametrize("key", ["tau_rule", "tau_mem", "tau_novel"])
 def test_draws_percentiles_are_the_ci_of_taus(runs, key):
     ds = runs[0]
-    t = taus(ds, n_boot=300, seed=7, warn=False)
+    t = tau_summary(ds, n_boot=300, seed=7, warn=False)
     point, draws = tau_draws(ds, key, n_boot=300, seed=7)
     assert point == pytest.approx(t[key], rel=1e-12)
     lo, hi = np.percentile(draws, [2.5, 97.5], method="lower")[0], np.percentile(draws, 97.5, method="higher")
@@ -30,7 +30,7 @@ def test_draws_percentiles_are_the_ci_of_taus(runs, key):
 
 def test_window_width_draws_are_zero_when_closed(runs):
     ds = runs[0]
-    t = taus(ds, n_boot=200, seed=1, warn=False)
+    t = tau_summary(ds, n_boot=200, seed=1, warn=False)
     point, draws = tau_draws(ds, "window_log10_width", n_boot=200, seed=1)
     assert point == pytest.approx(t["window_log10_width"])
     assert np.all(np.isfinite(draws)) and np.all(draws >= 0)
@@ -41,7 +41,7 @@ def test_window_width_draws_are_zero_when_closed(runs):
 
 
 def test_one_seed_gives_the_sample_level_ci(runs):
-    t = taus(runs[0], n_boot=500, seed=3, warn=False)
+    t = tau_summary(runs[0], n_boot=500, seed=3, warn=False)
     point, draws = tau_draws(runs[0], "tau_mem", n_boot=500, seed=3)
     pooled = pool_seeds([point], [draws], n_boot=500, seed=11)
     assert pooled["pooled"] == pytest.approx(t["tau_mem"], rel=1e-12)

@@ -8,7 +8,7 @@ import xarray as xr
 
 from scoreprobe.data.datasets import STATE_CODES
 from scoreprobe.errors import ResolutionWarning
-from scoreprobe.probes.taus import taus
+from scoreprobe.probes.taus import tau_summary
 
 STEPS = np.array([0, 10, 30, 100, 300, 1000, 3000, 10000])
 
@@ -40,7 +40,7 @@ def dense(steps, rule_acc, mem_ratio, rt=0.9, mt=0.1, points=200001):
 
 def test_crossings_of_logistic_curves_are_exact():
     rule_acc, mem = logistic(STEPS, 50, 1.5), logistic(STEPS, 4000, 2.0)
-    t = taus(curves(STEPS, rule_acc, mem))
+    t = tau_summary(curves(STEPS, rule_acc, mem))
     expect_rule = np.expm1(np.log1p(50) + logit(0.9) / 1.5)
     expect_mem = np.expm1(np.log1p(4000) + logit(0.1) / 2.0)
     assert t["tau_rule"] == pytest.approx(expect_rule, rel=1e-9)
@@ -50,15 +50,15 @@ def test_crossings_of_logistic_curves_are_exact():
     assert t["log10_ratio"] == pytest.approx(np.log10(expect_mem / expect_rule))
     # the order of the checkpoints does not matter, and a subset of them gives the same τ (exact interpolant)
     order = np.random.default_rng(0).permutation(len(STEPS))
-    assert taus(curves(STEPS[order], rule_acc[order], mem[order]))["tau_rule"] == pytest.approx(expect_rule)
-    assert taus(curves(STEPS[::2], rule_acc[::2], mem[::2]), warn=False)["tau_mem"] == pytest.approx(expect_mem)
+    assert tau_summary(curves(STEPS[order], rule_acc[order], mem[order]))["tau_rule"] == pytest.approx(expect_rule)
+    assert tau_summary(curves(STEPS[::2], rule_acc[::2], mem[::2]), warn=False)["tau_mem"] == pytest.approx(expect_mem)
 
 
 def test_a_dip_below_threshold_splits_the_window():
     steps = np.array([0, 100, 300, 1000, 2000, 4000, 8000, 16000, 30000])
     rule_acc = [0.1, 0.85, 0.95, 0.95, 0.8, 0.95, 0.95, 0.9, 0.9]   # dips around 2000
     mem = [0.0, 0.0, 0.0, 0.01, 0.02, 0.04, 0.08, 0.2, 0.5]          # crosses 0.1 between 8000 and 16000
-    t = taus(curves(steps, rule_acc, mem), warn=False)
+    t = tau_summary(curves(steps, rule_acc, mem), warn=False)
     grid, ok, first_rule, first_mem = dense(steps, rule_acc, mem)
     assert t["tau_rule"] == pytest.approx(first_rule, rel=1e-3) and t["tau_mem"] == pytest.approx(first_mem, rel=1e-3)
     assert len(t["window_intervals"]) == 2  # the dip is visible
@@ -71,34 +71,34 @@ def test_a_dip_below_threshold_splits_the_window():
 
 
 def test_never_reached_closed_and_first_checkpoint():
-    t = taus(curves(STEPS, np.full(8, 0.5), np.zeros(8)))
+    t = tau_summary(curves(STEPS, np.full(8, 0.5), np.zeros(8)))
     assert np.isnan(t["tau_rule"]) and np.isnan(t["tau_mem"]) and np.isnan(t["log10_ratio"])
     assert t["window_open"] is False and t["window_intervals"] == [] and t["window_log10_width"] == 0
-    first = taus(curves(STEPS, np.ones(8), np.zeros(8)))
+    first = tau_summary(curves(STEPS, np.ones(8), np.zeros(8)))
     assert first["tau_rule"] == 0 and first["window_open"] and first["window_hi_censored"]
     rule_acc, mem = [0, 0, 0, 0, 0.5, 0.95, 0.97, 0.99], [0, 0.05, 0.2, 0.5, 0.8, 0.9, 0.9, 0.9]
-    late_mem = taus(curves(STEPS, rule_acc, mem), warn=False)
+    late_mem = tau_summary(curves(STEPS, rule_acc, mem), warn=False)
     assert late_mem["tau_mem"] < late_mem["tau_rule"] and late_mem["window_open"] is False
 
 
 def test_tau_novel_uses_the_oracle_threshold():
     rule_acc, mem = logistic(STEPS, 50, 1.5), logistic(STEPS, 300, 2.0)
-    t = taus(curves(STEPS, rule_acc, mem, novel_oracle=0.5), warn=False, definition="first_crossing")
+    t = tau_summary(curves(STEPS, rule_acc, mem, novel_oracle=0.5), warn=False, definition="first_crossing")
     assert t["novel_threshold"] == pytest.approx(0.45)
     _, _, expect, _ = dense(STEPS, rule_acc - mem, np.zeros(8), rt=0.45)
     assert t["tau_novel"] == pytest.approx(expect, rel=1e-3)
     # novel_valid is above 0.45 at one checkpoint only (step 100): not reliably exceeded
-    assert np.isnan(taus(curves(STEPS, rule_acc, mem, novel_oracle=0.5), warn=False)["tau_novel"])
+    assert np.isnan(tau_summary(curves(STEPS, rule_acc, mem, novel_oracle=0.5), warn=False)["tau_novel"])
 
 
 def test_sparse_checkpoints_warn():
     steps = np.array([0, 100, 1000, 10000])
     with pytest.warns(ResolutionWarning, match=r"tau_rule = \d+ \(between checkpoints 100 and 1000\)"):
-        taus(curves(steps, logistic(steps, 200, 3.0), np.zeros(4)))
+        tau_summary(curves(steps, logistic(steps, 200, 3.0), np.zeros(4)))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         dense_steps = np.unique(np.round(np.geomspace(1, 10000, 40)))
-        taus(curves(dense_steps, logistic(dense_steps, 200, 3.0), np.zeros(dense_steps.size)))
+        tau_summary(curves(dense_steps, logistic(dense_steps, 200, 3.0), np.zeros(dense_steps.size)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,7 +131,7 @@ def test_bootstrap_intervals_cover_the_truth():
     rng = np.random.default_rng(0)
     trials, hits = 60, {"tau_rule": 0, "tau_mem": 0}
     for i in range(trials):
-        t = taus(sampled(rng, STEPS24), n_boot=400, seed=i, warn=False)
+        t = tau_summary(sampled(rng, STEPS24), n_boot=400, seed=i, warn=False)
         for key, truth in (("tau_rule", TRUE_RULE), ("tau_mem", TRUE_MEM)):
             hits[key] += t[key + "_ci"][0] <= truth <= t[key + "_ci"][1]
     # nominal 95%: with 60 trials, fewer than 50 hits would be a badly miscalibrated interval
@@ -140,8 +140,8 @@ def test_bootstrap_intervals_cover_the_truth():
 
 def test_every_third_checkpoint_gives_the_same_taus_within_ci():
     ds = sampled(np.random.default_rng(1), STEPS24)
-    full = taus(ds, warn=False)
-    sub = taus(ds.isel(step=slice(None, None, 3)), warn=False)
+    full = tau_summary(ds, warn=False)
+    sub = tau_summary(ds.isel(step=slice(None, None, 3)), warn=False)
     for key in ("tau_rule", "tau_mem", "window_lo", "window_hi"):
         assert full[key + "_ci"][0] <= sub[key] <= full[key + "_ci"][1], (key, full[key + "_ci"], sub[key])
         assert sub[key + "_ci"][0] <= full[key] <= sub[key + "_ci"][1], (key, sub[key + "_ci"], full[key])
@@ -156,5 +156,5 @@ def test_bootstrap_is_a_multinomial_resample_of_each_checkpoint():
     ds = xr.Dataset({"state": (("step", "sample"), state.astype(np.int8))}, coords={"step": steps})
     ds["rule_acc"] = ("step", [0.0, 1.0])
     ds["mem_ratio"] = ("step", [0.0, 0.0])
-    t = taus(ds, n_boot=200, warn=False)
+    t = tau_summary(ds, n_boot=200, warn=False)
     assert t["tau_rule_ci"][0] == t["tau_rule_ci"][1] == pytest.approx(t["tau_rule"])

@@ -1,8 +1,8 @@
-"""probes/taus.window_status and taus()["window_status"]: why a window is closed, on hand-built curves."""
+"""probes/taus.window_status and tau_summary()["window_status"]: why a window is closed, on hand-built curves."""
 import numpy as np
 import pytest
 
-from scoreprobe.probes.taus import taus, window_status
+from scoreprobe.probes.taus import tau_summary, window_status
 from tests.test_taus import STEPS, curves, logistic
 
 CASES = {   # name: (rule_acc, mem_ratio, expected status)
@@ -20,7 +20,7 @@ CASES = {   # name: (rule_acc, mem_ratio, expected status)
 def test_window_status_names_the_reason(name):
     rule, mem, expected = CASES[name]
     ds = curves(STEPS, rule, mem)
-    t = taus(ds, n_boot=0, warn=False)
+    t = tau_summary(ds, n_boot=0, warn=False)
     assert t["window_status"] == expected == window_status(ds) == window_status(ds, tau=t)
     assert (expected == "open") == t["window_open"]
     if name == "mem never reached":
@@ -30,4 +30,4 @@ def test_window_status_names_the_reason(name):
 def test_threshold_is_in_the_text():
     ds = curves(STEPS, 0.7 * logistic(STEPS, 100, 3), logistic(STEPS, 300, 3))
     assert window_status(ds, rule_threshold=0.75) == "closed: rule accuracy never reaches 0.75 (peak 0.7)"
-    assert taus(ds, rule_threshold=0.6, n_boot=0, warn=False)["window_status"] == "closed: tau_rule >= tau_mem"
+    assert tau_summary(ds, rule_threshold=0.6, n_boot=0, warn=False)["window_status"] == "closed: tau_rule >= tau_mem"

@@ -34,7 +34,7 @@ from analyses.grid import extrapolate_tau, finished, in_parallel, measured_clock
 from analyses.remedies.compare import comparison_lines, comparisons
 from scoreprobe.loading.series import load_series
 from scoreprobe.data.curriculum import beyond_pieces
-from scoreprobe.probes.taus import taus
+from scoreprobe.probes.taus import tau_summary
 from scoreprobe.data.rules import rule_from_spec
 from scoreprobe.store import normalize_config
 from scoreprobe.training.train import TrainConfig, train_run
@@ -134,7 +134,7 @@ def run_one(args, variant, seed):
 def beyond_row(ds, cfg, g_start):
     """The rule clock counting only samples that break the curriculum's pieces (`beyond_pieces`)."""
     out = beyond_pieces(ds, rule_from_spec(cfg.rule), g_start)
-    t = taus(out, warn=False)
+    t = tau_summary(out, warn=False)
     row = {k: t[k] for k in ("tau_rule", "tau_rule_ci", "window_open", "window_log10_width")}
     row.update(peak_rule_acc=float(out.rule_acc.max()), final_rule_acc=float(out.rule_acc[-1]),
                rule_acc=out.rule_acc.values.tolist(), piece_share=out.piece_share.values.tolist())

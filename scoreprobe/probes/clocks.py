@@ -27,7 +27,7 @@ from scoreprobe.errors import ConfigError, NonFiniteWarning
 from scoreprobe.limits import check_rows, check_seed, warn_nonfinite
 from scoreprobe.precision import with_autocast
 from scoreprobe.models.stack import StackedDenoiser, chunk_rows, replicate, split
-from scoreprobe.probes.taus import fit_power_law, taus  # noqa: F401  (re-exported: sp.taus)
+from scoreprobe.probes.taus import fit_power_law, tau_summary  # noqa: F401  (re-exported)
 from scoreprobe.probes.tidy import with_taus
 from scoreprobe.sweep import dataset_and_rule, is_multi, source_identity, sweep
 
@@ -258,7 +258,7 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     autocast : None (float32), "bf16" or "fp16": the network's matrix products in that dtype, the ODE
         in float32 (see `scoreprobe.precision`); recorded in the store's config.
     model_id : names a weightless source (a function, an oracle) for resuming `out` (see `sweep`).
-    rule_threshold, mem_threshold, n_boot : see `scoreprobe.probes.taus.taus` (τ_novel's threshold
+    rule_threshold, mem_threshold, n_boot : see `scoreprobe.probes.taus.tau_summary` (τ_novel's threshold
         is rule_threshold × `novel_oracle`).
 
     Returns
@@ -300,7 +300,7 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     _warn_nonfinite(ds)
     ds.attrs["novel_oracle"] = novel_oracle(dataset, rule)
     attrs = {"novel_oracle": ds.attrs["novel_oracle"],
-             **taus(ds, rule_threshold=rule_threshold, mem_threshold=mem_threshold, n_boot=n_boot)}
+             **tau_summary(ds, rule_threshold=rule_threshold, mem_threshold=mem_threshold, n_boot=n_boot)}
     if out is not None:
         store.update_attrs(out, attrs)
     ds.attrs.update(attrs)

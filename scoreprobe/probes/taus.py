@@ -166,7 +166,6 @@ def tau_summary(ds, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM_THRESHOLD, 
     return out
 
 
-taus = tau_summary   # the name older callers import (analyses/remedies, analyses/mechanism); sp.taus is the curves
 
 
 def definition_text(definition):

@@ -50,7 +50,7 @@ def _num(value):
 
 
 def tau_variables(attrs):
-    """{name: xarray.Variable} of the τ and window values found in `attrs` (a taus() result or a
+    """{name: xarray.Variable} of the τ and window values found in `attrs` (a tau_summary() result or a
     clocks Dataset's attrs); names absent from attrs are left out."""
     out = {}
     for name, (long_name, units) in TAU_VARIABLES.items():
@@ -95,8 +95,8 @@ def ensure_taus(ds, **taus_kw):
     Dataset: `state`, `rule_acc`, `mem_ratio` per step)."""
     if "tau_rule" in ds.variables or "tau_rule" in ds.attrs:
         return with_taus(ds)
-    from scoreprobe.probes.taus import taus
-    attrs = taus(ds, **{"warn": False, **taus_kw})
+    from scoreprobe.probes.taus import tau_summary
+    attrs = tau_summary(ds, **{"warn": False, **taus_kw})
     ds = ds.copy()
     ds.attrs.update(attrs)
     return with_taus(ds)

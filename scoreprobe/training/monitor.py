@@ -29,7 +29,7 @@ from scoreprobe.errors import ConfigError, StoreError
 from scoreprobe.limits import check_rows, check_seed
 from scoreprobe.ode import integrator as ode, samplers
 from scoreprobe.probes.clocks import _dataset_identity, clock_step, novel_oracle
-from scoreprobe.probes.taus import taus
+from scoreprobe.probes.taus import tau_summary
 from scoreprobe.probes.tidy import with_taus
 from scoreprobe.sweep import concat_steps
 from scoreprobe.sweep.executor import with_step
@@ -136,7 +136,7 @@ class Monitor:
     def _update(self, step):
         """Re-read τ from every step so far; log the step's values and the τ known now."""
         ds = self._concat()
-        self.tau = taus(ds, warn=False, **self.taus_kw)
+        self.tau = tau_summary(ds, warn=False, **self.taus_kw)
         row = self.parts[step]
         logger.info("monitor: step %d: rule_acc %.3f, novel_valid %.3f, mem_ratio %.3f; %s", step,
                     float(row["rule_acc"].values[0]), float(row["novel_valid"].values[0]),
@@ -161,7 +161,7 @@ class Monitor:
         if not self.parts:
             raise ConfigError("Monitor: no step measured yet")
         ds = self._concat()
-        ds.attrs.update(self.tau if self.tau is not None else taus(ds, warn=False, **self.taus_kw))
+        ds.attrs.update(self.tau if self.tau is not None else tau_summary(ds, warn=False, **self.taus_kw))
         return with_taus(ds)
 
     def __repr__(self):
@@ -181,7 +181,7 @@ def _step_set(steps):
 
 
 def describe_taus(t):
-    """'τ_rule 1712, τ_novel 1718, τ_mem not yet, window open' from a taus() dict."""
+    """'τ_rule 1712, τ_novel 1718, τ_mem not yet, window open' from a tau_summary() dict."""
     def one(v):
         return "not yet" if v is None or not math.isfinite(v) else f"{v:.0f}"
     window = "open" if t.get("window_open") else "closed"

@@ -28,8 +28,8 @@ def _clock_taus(ds):
     """τ values from the attrs written by clocks(), else computed from the curves."""
     if "tau_rule" in ds.attrs and "window_intervals" in ds.attrs:
         return ds.attrs
-    from scoreprobe.probes.taus import taus
-    return taus(ds, n_boot=0, warn=False)
+    from scoreprobe.probes.taus import tau_summary
+    return tau_summary(ds, n_boot=0, warn=False)
 
 
 TAU_MARKS = (("tau_rule", "τ_rule", "#2ca02c", "rule_threshold"), ("tau_mem", "τ_mem", "#ff9f1c", "mem_threshold"))
