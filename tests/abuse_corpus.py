@@ -375,6 +375,23 @@ def run_attempt(build, d, cwd):
     return bad[0] if bad else outcomes[0]
 
 
+def _run_all(attempts, run, tmp, counts, per_item):
+    """Run each (name, item, build) of `attempts` in a fresh copy of the good run with `run`
+    (run_attempt or abuse_report.run_report_attempt), counting outcomes in `counts` and `per_item`."""
+    for name, item, build in attempts:
+        work = tmp / name
+        shutil.copytree(tmp / "good", work / "run")
+        (work / "existing.zarr").mkdir()
+        t0 = time.perf_counter()
+        outcome, detail = run(build, work / "run", work)
+        if "-v" in sys.argv:
+            print(f"{time.perf_counter() - t0:6.2f} s  {name}: {outcome}")
+        counts[outcome] += 1
+        per_item[item, outcome] += 1
+        if outcome != "clean":
+            print(f"{name}: {outcome}: {detail.strip()[:300]}")
+
+
 def main():
     """Build every attempt in a fresh copy of a tiny run and print the counts per item (closing note)."""
     import shutil
@@ -387,33 +404,11 @@ def main():
     import warnings
     warnings.simplefilter("ignore")
     from abuse_inputs import ITEMS, cases
-    for name, item, build in cases():
-        work = tmp / name
-        shutil.copytree(tmp / "good", work / "run")
-        (work / "existing.zarr").mkdir()
-        t0 = time.perf_counter()
-        outcome, detail = run_attempt(build, work / "run", work)
-        if "-v" in sys.argv:
-            print(f"{time.perf_counter() - t0:6.2f} s  {name}: {outcome}")
-        counts[outcome] += 1
-        per_item[item, outcome] += 1
-        if outcome != "clean":
-            print(f"{name}: {outcome}: {detail.strip()[:300]}")
+    _run_all(cases(), run_attempt, tmp, counts, per_item)
     from abuse_report import SURFACES
     from abuse_report import cases as report_cases
     from abuse_report import run_report_attempt
-    for name, surface, build in report_cases():    # issue 33: the report page and plot-log
-        work = tmp / name
-        shutil.copytree(tmp / "good", work / "run")
-        (work / "existing.zarr").mkdir()
-        t0 = time.perf_counter()
-        outcome, detail = run_report_attempt(build, work / "run", work)
-        if "-v" in sys.argv:
-            print(f"{time.perf_counter() - t0:6.2f} s  {name}: {outcome}")
-        counts[outcome] += 1
-        per_item[surface, outcome] += 1
-        if outcome != "clean":
-            print(f"{name}: {outcome}: {detail.strip()[:300]}")
+    _run_all(report_cases(), run_report_attempt, tmp, counts, per_item)   # issue 33: the report page and plot-log
     for item, what in {**ITEMS, **SURFACES}.items():
         n = {o: per_item[item, o] for o in ("clean", "code execution", "injection ran", "traceback", "late refusal")}
         print(f"surface {item} ({what}): {sum(v for (i, _), v in per_item.items() if i == item)} attempts, "

@@ -1,16 +1,10 @@
 """python analyses/circuits --smoke (issue #37): the study end to end at toy size, and --from-results."""
 import json
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
+from tests.test_analyses import _analysis
 
 def _study():
-    import importlib
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    return importlib.import_module("analyses.circuits.run")
+    return _analysis("circuits")
 
 
 def test_circuits_smoke_and_from_results(tmp_path, capsys):

@@ -4,19 +4,7 @@ from click.testing import CliRunner
 
 from scoreprobe.data.datasets import make_dataset
 from scoreprobe.data.rules import Parity
-from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-
-
-class _OracleSeries:
-    kind = "dit"
-
-    def __init__(self, path, rule, dataset):
-        self.path, self.rule, self.dataset = str(path), rule, dataset
-        self.models = {0: RuleDenoiser(rule), 100: EmpiricalDenoiser(dataset.train)}
-        self.steps = sorted(self.models)
-
-    def denoiser(self, step, device="cpu", ema=True):
-        return self.models[step]
+from tests.test_basins_cli import _OracleSeries
 
 
 @pytest.fixture

@@ -1,16 +1,10 @@
 """python analyses/decompose --smoke, --plan and --from-results end to end at toy size."""
 import json
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
+from tests.test_analyses import _analysis
 
 def _study():
-    import importlib
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    return importlib.import_module("analyses.decompose.run")
+    return _analysis("decompose")
 
 
 def test_decompose_study_smoke_plan_and_from_results(tmp_path, capsys):

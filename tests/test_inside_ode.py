@@ -1,7 +1,6 @@
 """Patching along the PF-ODE (issue #37): nothing patched, or patched only below every evaluated σ,
 flips no basin; the corrupt rows of the paired integration are the corrupt trajectory itself."""
 import numpy as np
-import pytest
 import torch
 
 import scoreprobe as sp
@@ -9,12 +8,6 @@ from scoreprobe.inside.hooks import hook_points
 from scoreprobe.inside.ode import PairedPatch
 from scoreprobe.inside.patch import pair_inputs
 from scoreprobe.inside.sites import parse_site
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    series = sp.load_series()
-    return series.denoiser(36000), series.dataset
 
 
 def test_no_patch_no_flip_and_paired_rows_are_the_plain_trajectory(shipped):

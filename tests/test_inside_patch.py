@@ -78,12 +78,6 @@ def test_planted_circuit_moved_to_head_1_is_found_there():
     assert e[1] > 3 * abs(e[0]) and a[1] > 3 * abs(a[0]), (e, a)
 
 
-@pytest.fixture(scope="module")
-def shipped():
-    series = sp.load_series()
-    return series.denoiser(36000), series.dataset
-
-
 def test_everything_is_one_nothing_is_zero(shipped):
     D, data = shipped
     clean, corrupt = data.train[:6], data.heldout[:6]
