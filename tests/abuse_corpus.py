@@ -398,6 +398,8 @@ def main():
     import tempfile
     from abuse_corpus import CFG
     from scoreprobe.training.train import TrainConfig, train_run
+    import torch
+    torch.set_num_threads(1)   # as the tests (conftest): the good run and every attempt on it use one thread
     tmp = Path(tempfile.mkdtemp(prefix="abuse-inputs-"))
     train_run(TrainConfig(**CFG), tmp / "good", progress=False)
     counts, per_item = Counter(), Counter()
