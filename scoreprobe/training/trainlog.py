@@ -8,7 +8,8 @@ One JSON record per line, written every `log_every` optimizer steps:
 weighted DSM loss λ(σ)·mean_i (D(x, σ)_i − y_i)², and `loss_by_sigma` is its mean over the samples
 of the interval whose training σ fell in each bucket (null for a bucket no sample fell in; bucket
 edges `SIGMA_EDGES`). A GPT's lines have no buckets. Logs written before the buckets existed
-have `step` and `loss` only; `read_log` reads both.
+have `step` and `loss` only; `read_log` reads both, with checks, so that no log makes a traceback
+(plot-log and export-tb read it).
 
 A DiT's lines also carry `heldout`: the same loss of the model at that step on a fixed bank of
 held-out items (`heldout_bank`: the first 64 held-out items, 4 draws of σ and noise each, drawn once),
@@ -16,11 +17,13 @@ held-out items (`heldout_bank`: the first 64 held-out items, 4 draws of σ and n
 """
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from scoreprobe.errors import DataError
+from scoreprobe.errors import DataError, ScoreprobeWarning
+from scoreprobe.limits import MAX_LOG_BYTES, MAX_LOG_LINE_BYTES, MAX_STEP
 
 SIGMA_EDGES = (0.1, 1.0)   # bucket edges in σ: σ < 0.1 (fine detail), 0.1 ≤ σ < 1, σ ≥ 1 (coarse structure)
 LOG_NAME = "train_log.jsonl"
@@ -71,24 +74,104 @@ def postfix(rec):
 
 
 def read_log(run_dir):
-    """The records of RUN_DIR/train_log.jsonl, a list of dicts sorted by step (a last line cut short
-    by a kill is skipped). DataError when the directory has no log or the log has no record."""
+    """The records of RUN_DIR/train_log.jsonl checked (see the module text), a list of dicts sorted by
+    step (stable). Lines that are no record (cut short by a kill, not UTF-8, longer than
+    MAX_LOG_LINE_BYTES, nested deeper than MAX_JSON_DEPTH) are skipped and counted in one warning.
+    DataError for no log, a log past MAX_LOG_BYTES (before it is read), a record with a wrong value
+    (`step` an integer in [0, MAX_STEP], `loss` a number >= 0 that is not a bool, `loss_by_sigma` an
+    object of such numbers or nulls, `heldout` likewise), or no record."""
     path = Path(run_dir) / LOG_NAME
     if not path.is_file():
         what = "is not a directory" if not Path(run_dir).is_dir() else f"has no {LOG_NAME}"
         raise DataError(f"{run_dir} {what}; plot-log reads the training log of a run directory "
                         "written by `scoreprobe train`")
-    recs = []
-    for line in path.read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict) and isinstance(rec.get("step"), int) and isinstance(rec.get("loss"), (int, float)):
+    size = path.stat().st_size
+    if size > MAX_LOG_BYTES:
+        raise DataError(f"{path} holds {size / 2**20:.0f} MiB, more than the {MAX_LOG_BYTES >> 20} MiB plot-log "
+                        "reads (scoreprobe.limits.MAX_LOG_BYTES)")
+    recs, n_lines, skipped = [], 0, 0
+    with open(path, "rb") as f:
+        for i, raw in enumerate(_lines(f), 1):
+            n_lines = i
+            if not raw.strip():
+                continue
+            rec = _parse(raw)
+            if rec is None or "loss" not in rec:   # no record: cut short, garbage, or a line of another kind
+                skipped += 1
+                continue
+            _check_record(rec, f"{path}, line {i}")
             recs.append(rec)
     if not recs:
         raise DataError(f"{path} holds no training-log records (the run has not logged a step yet)")
+    if skipped:
+        warnings.warn(f"{path}: {skipped} of {n_lines} lines are not training-log records (cut short by a kill, "
+                      "not JSON, too long or too deeply nested) and were skipped", ScoreprobeWarning, stacklevel=3)
     return sorted(recs, key=lambda r: r["step"])
+
+
+def _parse(raw):
+    """The JSON object of one log line (bytes), or None when it is not one within the limits."""
+    if len(raw) > MAX_LOG_LINE_BYTES:
+        return None
+    try:
+        rec = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):   # not JSON, not UTF-8, nested past the interpreter's limit
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def _loss(v):
+    """A loss value: a JSON number (not a bool) that is a float (NaN and inf included: a diverged run)
+    and not negative."""
+    if type(v) is float:    # JSON gives float, int, bool, str, None, list or dict: exact types are enough
+        return not v < 0
+    if type(v) is int:
+        try:
+            return float(v) >= 0
+        except OverflowError:   # an integer of hundreds of digits
+            return False
+    return False
+
+
+def _check_record(rec, where):
+    """DataError unless rec's step, loss and loss_by_sigma have the types and ranges of a log record."""
+    step, loss, parts = rec.get("step"), rec.get("loss"), rec.get("loss_by_sigma")
+    if type(step) is not int or not 0 <= step <= MAX_STEP:
+        raise DataError(f"{where}: step must be an integer in [0, {MAX_STEP}], got {_short(step)}")
+    if not _loss(loss):
+        raise DataError(f"{where}: loss must be a number >= 0 (a mean squared or cross-entropy loss), "
+                        f"got {_short(loss)}")
+    if parts is not None and not (isinstance(parts, dict) and all(v is None or _loss(v) for v in parts.values())):
+        raise DataError(f"{where}: loss_by_sigma must be an object of losses >= 0 or nulls, got {_short(parts)}")
+    held = rec.get("heldout")
+    if held is not None and not (isinstance(held, dict) and _loss(held.get("loss"))):
+        raise DataError(f"{where}: heldout must be an object with a loss >= 0 (trainlog.heldout_record), "
+                        f"got {_short(held)}")
+    if held is not None:
+        _check_record({"step": step, "loss": held["loss"], "loss_by_sigma": held.get("loss_by_sigma")},
+                      f"{where}, heldout")
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _lines(f):
+    """The lines of a binary file, each cut at MAX_LOG_LINE_BYTES + 1 bytes (the rest of a longer line
+    is read and dropped, never held), at most MAX_LOG_BYTES in all."""
+    total = 0
+    while total <= MAX_LOG_BYTES:
+        line = f.readline(MAX_LOG_LINE_BYTES + 1)
+        if not line:
+            return
+        total += len(line)
+        while len(line) > MAX_LOG_LINE_BYTES and not line.endswith(b"\n"):
+            rest = f.readline(MAX_LOG_LINE_BYTES + 1)
+            total += len(rest)
+            if not rest or rest.endswith(b"\n"):
+                break
+        yield line
 
 
 def check_log(path):

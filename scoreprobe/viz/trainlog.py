@@ -1,12 +1,10 @@
 """The training curve of a run directory: logged loss vs step, its σ buckets, checkpoint steps marked.
 
-`load_log` reads train_log.jsonl for the figure with checks, so that no log makes a traceback:
+`load_log` reads train_log.jsonl for the figure through `training.trainlog.read_log`, whose checks
+make no log a traceback (a log past limits.MAX_LOG_BYTES refused before it is read; lines that are no
+record skipped and counted in one warning; a record with a wrong value a DataError naming the line);
+here:
 
-- the file is refused past limits.MAX_LOG_BYTES (DataError, before it is read);
-- a line that is no JSON object (cut short by a kill, not UTF-8, longer than MAX_LOG_LINE_BYTES,
-  nested deeper than MAX_JSON_DEPTH) is skipped, and the skipped lines are counted in one warning;
-- a record with a wrong value is a DataError naming the line: `step` an integer in [0, MAX_STEP],
-  `loss` a number (not a bool) that is not negative, `loss_by_sigma` an object of numbers or nulls;
 - a non-finite loss (NaN, Infinity: a diverged run) is kept as a gap in the curve and counted in a warning;
 - a log of more than MAX_POINTS records is drawn as the means over MAX_POINTS log-spaced step bins (`thin`).
 
@@ -20,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from scoreprobe.errors import DataError, ScoreprobeWarning
-from scoreprobe.limits import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_LOG_BYTES, MAX_LOG_LINE_BYTES, MAX_STEP, json_depth
-from scoreprobe.training.trainlog import LOG_NAME
+from scoreprobe.errors import ScoreprobeWarning
+from scoreprobe.limits import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_STEP, json_depth
+from scoreprobe.training.trainlog import LOG_NAME, read_log
 from scoreprobe.viz.common import _new_axes
 
 BUCKET_COLORS = ("#1f77b4", "#9467bd", "#d62728", "#8c564b", "#e377c2")
@@ -39,127 +37,31 @@ def _nice(label):
     return plain_text(label.replace("sigma", "σ").replace("<=", "≤").replace(">=", "≥"))
 
 
-def _parse(raw):
-    """The JSON object of one log line (bytes), or None when it is not one within the limits."""
-    if len(raw) > MAX_LOG_LINE_BYTES:
-        return None
-    try:
-        rec = json.loads(raw.decode("utf-8"))
-    except (ValueError, RecursionError):   # not JSON, not UTF-8, nested past the interpreter's limit
-        return None
-    return rec if isinstance(rec, dict) else None
-
-
-def _loss(v):
-    """A loss value: a JSON number (not a bool) that is a float (NaN and inf included: a diverged run)
-    and not negative."""
-    if type(v) is float:    # JSON gives float, int, bool, str, None, list or dict: exact types are enough
-        return not v < 0
-    if type(v) is int:
-        try:
-            return float(v) >= 0
-        except OverflowError:   # an integer of hundreds of digits
-            return False
-    return False
-
-
-def _check_record(rec, where):
-    """DataError unless rec's step, loss and loss_by_sigma have the types and ranges of a log record."""
-    step, loss, parts = rec.get("step"), rec.get("loss"), rec.get("loss_by_sigma")
-    if type(step) is not int or not 0 <= step <= MAX_STEP:
-        raise DataError(f"{where}: step must be an integer in [0, {MAX_STEP}], got {_short(step)}")
-    if not _loss(loss):
-        raise DataError(f"{where}: loss must be a number >= 0 (a mean squared or cross-entropy loss), "
-                        f"got {_short(loss)}")
-    if parts is not None and not (isinstance(parts, dict) and all(v is None or _loss(v) for v in parts.values())):
-        raise DataError(f"{where}: loss_by_sigma must be an object of losses >= 0 or nulls, got {_short(parts)}")
-    held = rec.get("heldout")
-    if held is not None and not (isinstance(held, dict) and _loss(held.get("loss"))):
-        raise DataError(f"{where}: heldout must be an object with a loss >= 0 (trainlog.heldout_record), "
-                        f"got {_short(held)}")
-    if held is not None:
-        _check_record({"step": step, "loss": held["loss"], "loss_by_sigma": held.get("loss_by_sigma")},
-                      f"{where}, heldout")
-
-
-def _short(value):
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def load_log(run_dir):
-    """The training curve of RUN_DIR/train_log.jsonl checked for the figure (see the module text):
-    {"step": (L,) int64, "loss": (L,) float64, "buckets": {label: (L,) float64}, "heldout": (L,) float64,
-    "heldout_buckets": {label: (L,) float64}} sorted by step, the bucket labels those of the first
-    record that has any (NaN where a record has none; "heldout" NaN where a line has no held-out
-    loss, trainlog.heldout_record). DataError for
-    no log, a log past MAX_LOG_BYTES, a record with a wrong value, or no record."""
-    path = Path(run_dir) / LOG_NAME
-    if not path.is_file():
-        what = "is not a directory" if not Path(run_dir).is_dir() else f"has no {LOG_NAME}"
-        raise DataError(f"{run_dir} {what}; plot-log reads the training log of a run directory "
-                        "written by `scoreprobe train`")
-    size = path.stat().st_size
-    if size > MAX_LOG_BYTES:
-        raise DataError(f"{path} holds {size / 2**20:.0f} MiB, more than the {MAX_LOG_BYTES >> 20} MiB plot-log "
-                        "reads (scoreprobe.limits.MAX_LOG_BYTES)")
-    steps, losses, labels, parts, held, held_parts = [], [], None, [], [], []
-    n_lines = skipped = 0
-    with open(path, "rb") as f:
-        for i, raw in enumerate(_lines(f), 1):
-            n_lines = i
-            if not raw.strip():
-                continue
-            rec = _parse(raw)
-            if rec is None or "loss" not in rec:   # no record: cut short, garbage, or a line of another kind
-                skipped += 1
-                continue
-            _check_record(rec, f"{path}, line {i}")
-            by = rec.get("loss_by_sigma") or {}
-            if labels is None and by:
-                labels = list(by)
-            steps.append(rec["step"])
-            losses.append(float(rec["loss"]))
-            parts.append([math.nan if by.get(k) is None else float(by[k]) for k in labels or ()])
-            h = rec.get("heldout") or {}
-            hby = h.get("loss_by_sigma") or {}
-            held.append(float(h["loss"]) if h else math.nan)
-            held_parts.append([math.nan if hby.get(k) is None else float(hby[k]) for k in labels or ()])
-    if not steps:
-        raise DataError(f"{path} holds no training-log records (the run has not logged a step yet)")
-    loss = np.array(losses, dtype=np.float64)                                      # (L,)
+    """The training curve of RUN_DIR/train_log.jsonl, its records read and checked by
+    `training.trainlog.read_log`: {"step": (L,) int64, "loss": (L,) float64, "buckets": {label: (L,)
+    float64}, "heldout": (L,) float64, "heldout_buckets": {label: (L,) float64}} sorted by step, the
+    bucket labels those of the first record that has any (NaN where a record has none; "heldout" NaN
+    where a line has no held-out loss, trainlog.heldout_record). DataError as read_log; a warning
+    counts the non-finite losses."""
+    recs = read_log(run_dir)
+    labels = next((list(r["loss_by_sigma"]) for r in recs if r.get("loss_by_sigma")), [])
+    held = [r.get("heldout") or {} for r in recs]
+    loss = np.array([float(r["loss"]) for r in recs], dtype=np.float64)              # (L,)
     nonfinite = int((~np.isfinite(loss)).sum())
-    if skipped:
-        warnings.warn(f"{path}: {skipped} of {n_lines} lines are not training-log records (cut short by a kill, "
-                      "not JSON, too long or too deeply nested) and were skipped", ScoreprobeWarning, stacklevel=2)
     if nonfinite:
-        warnings.warn(f"{path}: {nonfinite} of {len(loss)} records have a non-finite loss (NaN/inf, a diverged "
-                      "run): they are gaps in the curve", ScoreprobeWarning, stacklevel=2)
-    k = len(labels or ())
-    table, held_table = (np.array([row + [math.nan] * (k - len(row)) for row in rows], dtype=np.float64)
-                         .reshape(len(rows), k) for rows in (parts, held_parts))
-    order = np.argsort(np.array(steps, dtype=np.int64), kind="stable")
-    return {"step": np.array(steps, dtype=np.int64)[order], "loss": loss[order],
-            "buckets": {lab: table[order, j] for j, lab in enumerate(labels or ())},
-            "heldout": np.array(held, dtype=np.float64)[order],
-            "heldout_buckets": {lab: held_table[order, j] for j, lab in enumerate(labels or ())}}
+        warnings.warn(f"{Path(run_dir) / LOG_NAME}: {nonfinite} of {len(loss)} records have a non-finite loss "
+                      "(NaN/inf, a diverged run): they are gaps in the curve", ScoreprobeWarning, stacklevel=2)
+    return {"step": np.array([r["step"] for r in recs], dtype=np.int64), "loss": loss,
+            "buckets": {k: _column([r.get("loss_by_sigma") for r in recs], k) for k in labels},
+            "heldout": np.array([float(h["loss"]) if h else math.nan for h in held], dtype=np.float64),
+            "heldout_buckets": {k: _column([h.get("loss_by_sigma") for h in held], k) for k in labels}}
 
 
-def _lines(f):
-    """The lines of a binary file, each cut at MAX_LOG_LINE_BYTES + 1 bytes (the rest of a longer line
-    is read and dropped, never held), at most MAX_LOG_BYTES in all."""
-    total = 0
-    while total <= MAX_LOG_BYTES:
-        line = f.readline(MAX_LOG_LINE_BYTES + 1)
-        if not line:
-            return
-        total += len(line)
-        while len(line) > MAX_LOG_LINE_BYTES and not line.endswith(b"\n"):
-            rest = f.readline(MAX_LOG_LINE_BYTES + 1)
-            total += len(rest)
-            if not rest or rest.endswith(b"\n"):
-                break
-        yield line
+def _column(parts, label):
+    """(L,) float64: parts[i][label] (a loss_by_sigma object or None), NaN where absent or null."""
+    return np.array([math.nan if (p or {}).get(label) is None else float(p[label]) for p in parts],
+                    dtype=np.float64)
 
 
 def thin(steps, *values, n=MAX_POINTS):
