@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 
 from scoreprobe.errors import ConfigError
+from scoreprobe.probes.intervals import t_interval
 from scoreprobe.probes.taus import crossing
 
 N_BOOT = 1000
@@ -302,8 +303,8 @@ def seed_t_interval(values, ci=0.95):
     mean = float(np.mean(v)) if n else math.nan
     if n < 2 or not np.isfinite(v).all():
         return {"n": n, "mean": mean, "sd": math.nan, "lo": math.nan, "hi": math.nan, "p": math.nan}
+    _, lo, hi = t_interval(v, ci)
     sd = float(np.std(v, ddof=1))
     se = sd / math.sqrt(n)
-    half = float(scipy.stats.t.ppf((1 + ci) / 2, n - 1)) * se
     p = 1.0 if se == 0 and mean == 0 else (0.0 if se == 0 else float(2 * scipy.stats.t.sf(abs(mean) / se, n - 1)))
-    return {"n": n, "mean": mean, "sd": sd, "lo": mean - half, "hi": mean + half, "p": p}
+    return {"n": n, "mean": mean, "sd": sd, "lo": float(lo), "hi": float(hi), "p": p}
