@@ -1,0 +1,69 @@
+"""Statistics of analyses/data_draws from the per-run rows of analyses.scaling.stats.run_stats: the data seed ×
+training seed grid of a configuration, its two-level split at every threshold, and the G factor with runs or
+data seeds as the units."""
+import itertools
+import math
+
+import numpy as np
+
+from analyses.scaling import curves as C
+from scoreprobe.probes.seeds import pool_ratio, pool_seeds
+
+
+def grid_of(rows):
+    """(data seeds, training seeds, {(d, s): row}) of one configuration's rows."""
+    cells = {(r["meta"]["data_seed"], r["seed"]): r for r in rows}
+    return sorted({d for d, _ in cells}), sorted({s for _, s in cells}), cells
+
+
+def complete_grid(rows):
+    """The largest complete block of (data seeds × training seeds) among the rows, at least 2 × 2:
+    (data seeds, training seeds, [[row]] (D, I)); None when there is none."""
+    ds, ss, cells = grid_of(rows)
+    best = None
+    for k in range(len(ss), 1, -1):
+        for cols in itertools.combinations(ss, k):
+            full = [d for d in ds if all((d, s) in cells for s in cols)]
+            if len(full) >= 2 and (best is None or len(full) * k > len(best[0]) * len(best[1])):
+                best = (full, list(cols))
+    if best is None:
+        return None
+    return best[0], best[1], [[cells[(d, s)] for s in best[1]] for d in best[0]]
+
+
+def two_level_curve(block, curves, key):
+    """pool_seeds of (D, I) points at each threshold of `key`: pooled τ with the two-level t interval and the
+    variance components of ln τ (var_data, var_init, var_residual); a lower bound where a run is censored."""
+    flat = [r for row in block for r in row]
+    D, I = len(block), len(block[0])
+    P = C._points(flat, curves, key)                                             # (D·I, T)
+    last = [float(r["steps"]) for r in flat]
+    return [C._row(t, pool_seeds(P[:, j].reshape(D, I), last_steps=last)) for j, t in enumerate(C.thresholds_of(key))]
+
+
+def data_share(row):
+    """var_data / (var_data + var_init + var_residual) of a two-level row (NaN: censored or no variance)."""
+    if row.get("lower_bound") or "var_data" not in row:
+        return math.nan
+    total = row["var_data"] + row["var_init"] + row["var_residual"]
+    return row["var_data"] / total if total > 0 else math.nan
+
+
+def data_means(rows, curves, key):
+    """(D, T) ln τ averaged over the training seeds of each data seed (inf where a run is censored)."""
+    ds, _, cells = grid_of(rows)
+    P = np.array([[np.log(curves[r["run"]][key]) for (d2, _), r in cells.items() if d2 == d] for d in ds])
+    return np.array([p.mean(axis=0) for p in P])
+
+
+def factor_curves(rows_a, rows_b, curves, key="tau_rule"):
+    """b / a at each threshold of `key`, two ways: every run a unit (Welch t over runs; runs that share a
+    data seed are not independent when var_data > 0, so this interval is too narrow then) and every data
+    seed a unit (the mean of ln τ over its training seeds; Welch t over data seeds, the conservative one)."""
+    by_run = C.ratio_curve(rows_a, rows_b, curves, key)
+    A, B = np.exp(data_means(rows_a, curves, key)), np.exp(data_means(rows_b, curves, key))
+    if min(len(A), len(B)) < 2:   # one data seed on a side: no interval with data seeds as units
+        one = {"value": math.nan, "ci": [math.nan, math.nan], "censored": False, "note": "one data seed (no interval)"}
+        return by_run, [C._row(t, dict(one)) for t in C.thresholds_of(key)]
+    by_data = [C._row(t, pool_ratio(A[:, j], B[:, j])) for j, t in enumerate(C.thresholds_of(key))]
+    return by_run, by_data

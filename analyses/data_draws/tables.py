@@ -1,0 +1,146 @@
+"""The tables of analyses/data_draws (markdown and JSON) and its figure, from the exports only."""
+import json
+import math
+
+from analyses.data_draws import grid as grid_mod
+from analyses.data_draws import stats as S
+from analyses.scaling import curves as C
+from analyses.scaling.export import load_exports
+from analyses.scaling.format import ci_text, curve_table, fmt, pooled_cell
+from analyses.scaling.stats import run_stats
+from analyses.scaling.tables import _keys_to_str, curves_of
+from scoreprobe.store import normalize_config
+
+PAPER_FACTOR = 10.0   # the paper's ≈ 10× in τ_rule per unit of G
+
+
+def collect(args, runs):
+    """rows (per run), missing {run: why} of the planned runs, each read from its own export folder."""
+    rows, missing = [], {}
+    for run in runs:
+        done, why = load_exports([run], grid_mod.export_folder(args.results, args.preset, run))
+        if run.name in done:
+            rows.append(run_stats(run.name, run, done[run.name])[0])
+        missing.update(why)
+    return rows, missing
+
+
+def grid_lines(G, N, rows):
+    """Data seed (rows) × training seed (columns) of one configuration: 'τ_rule / τ_mem' per run."""
+    ds, ss, cells = S.grid_of(rows)
+    lines = ["| data seed \\ training seed | " + " | ".join(f"s{s}" for s in ss) + " |", "|---|" + "---|" * len(ss)]
+    for d in ds:
+        cell = [f"{_tau(cells[(d, s)], 'tau_rule')} / {_tau(cells[(d, s)], 'tau_mem')}" if (d, s) in cells else "not run"
+                for s in ss]
+        lines.append(f"| d{d} | " + " | ".join(cell) + " |")
+    return lines
+
+
+def _tau(row, key):
+    v = row[key]
+    return fmt(v) if math.isfinite(v) else f"> {row['steps']}"
+
+
+def split_cell(row):
+    if row.get("lower_bound") or "var_data" not in row:
+        return "— (a run censored)" if row.get("lower_bound") else "—"
+    return (f"{row['var_data']:.3f} / {row['var_init']:.3f} / {row['var_residual']:.3f} "
+            f"(data {100 * S.data_share(row):.0f}%)")
+
+
+def section_config(G, N, rows, curves):
+    """One configuration: its grid, and τ_rule, τ_mem over thresholds with the two-level split."""
+    lines = [f"## Parity G = {G}, N = {N}", "", "τ_rule / τ_mem at the paper's thresholds (0.9, 0.1) per run "
+             "('> T': not reached by the last checkpoint T):", ""] + grid_lines(G, N, rows) + [""]
+    out = {"runs": [r["run"] for r in rows]}
+    block = S.complete_grid(rows)
+    if block is None:
+        return lines + ["No complete 2 × 2 block of data seeds × training seeds yet: no split.", ""], out
+    ds, ss, grid = block
+    out.update(data_seeds=ds, training_seeds=ss)
+    lines += [f"Two-level split over data seeds {ds} × training seeds {ss} (ln τ = μ + a_data + b_init + e; ANOVA "
+              "estimates clipped at 0; t interval with Satterthwaite df). Cells: pooled τ [95% CI] and "
+              "var_data / var_init / var_residual of ln τ (the data seed's share of the total).", ""]
+    for key, label in (("tau_rule", "rule threshold"), ("tau_mem", "memorization threshold")):
+        curve = S.two_level_curve(grid, curves, key)
+        out[key] = curve
+        lines += [f"| {label} | pooled τ [95% CI] | var_data / var_init / var_residual |", "|---:|---|---|"]
+        for row in curve:
+            lines.append(f"| {_threshold(row['threshold'], C.PAPER[key])} | {pooled_cell(row).split(' (')[0]} | "
+                         f"{split_cell(row)} |")
+        lines.append("")
+    return lines, out
+
+
+def _threshold(t, paper):
+    return f"**{t:g}**" if abs(t - paper) < 1e-9 else f"{t:g}"
+
+
+def section_factor(rows_by, p):
+    """τ_rule(G = 3) / τ_rule(G = 2) at the largest common N, over thresholds, runs or data seeds as units."""
+    Ns = sorted({N for G, N in rows_by if (2, N) in rows_by and (3, N) in rows_by})
+    if not Ns:
+        return ["## The G factor", "", "Needs G = 2 and G = 3 at one N: not run yet.", ""], {}
+    N = Ns[-1]
+    a, b = rows_by[(2, N)], rows_by[(3, N)]
+    curves = curves_of(a + b)
+    by_run, by_data = S.factor_curves(a, b, curves)
+    words = {"below": f"below the paper's ≈ {PAPER_FACTOR:g}× (CI below)", "includes": f"consistent with "
+             f"≈ {PAPER_FACTOR:g}×", "above": f"above {PAPER_FACTOR:g}×"}
+    lines = [f"## The G factor: τ_rule(G = 3) / τ_rule(G = 2) at N = {N}", "",
+             f"{len(a)} runs at G = 2 and {len(b)} at G = 3 (data seeds × training seeds). Two units: every run "
+             "(Welch t on ln τ over runs; too narrow when runs of one data seed are alike) and every data seed (the "
+             "mean ln τ over its training seeds; Welch t over data seeds, the conservative interval). A threshold "
+             "some run does not reach is censored (no ratio).", ""]
+    lines += curve_table("rule threshold", [("runs as units", by_run), ("data seeds as units", by_data)], 0.9)
+    lines += ["", f"- runs as units: {C.robust(by_run, PAPER_FACTOR, words)}; factor {C.range_text(by_run)}.",
+              f"- data seeds as units: {C.robust(by_data, PAPER_FACTOR, words)}; factor {C.range_text(by_data)}.",
+              f"- against 1 (no G effect), data seeds as units: "
+              f"{C.robust(by_data, 1.0, {'below': 'G = 3 faster', 'includes': 'CI includes 1', 'above': 'G = 3 slower'})}.", ""]
+    return lines, {"N": N, "by_run": by_run, "by_data": by_data}
+
+
+def section_runs(rows, missing):
+    lines = ["## Runs", "", "| run | data seed | training seed | steps | τ_rule [95% CI] | τ_mem [95% CI] | window | "
+             "peak rule_acc | final mem | train s |", "|---|---:|---:|---:|---|---|---|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['run']} | {r['meta']['data_seed']} | {r['seed']} | {r['steps']} | {fmt(r['tau_rule'])} "
+                     f"{ci_text(r['tau_rule_ci'])} | {fmt(r['tau_mem'])} {ci_text(r['tau_mem_ci'])} | "
+                     f"{r['window_status']} | {r['peak_rule_acc']:.3f} | {r['final_mem_ratio']:.3f} | {fmt(r['train_s'])} |")
+    return lines + ["", "Not done: " + (", ".join(f"{k} ({v})" for k, v in missing.items()) or "none") + "."]
+
+
+def report(args, runs):
+    """(markdown, JSON-able report) of every table."""
+    p = grid_mod.PRESETS[args.preset]
+    rows, missing = collect(args, runs)
+    rows_by = {(G, N): [r for r in rows if (r["meta"]["G"], r["meta"]["N"]) == (G, N)] for G, N in p["configs"]}
+    rows_by = {k: v for k, v in rows_by.items() if v}
+    cmd = "python analyses/data_draws" + ("" if args.preset == "cpu" else f" --preset {args.preset}") + " --from-results"
+    lines = [f"# Data draws × training seeds (preset {args.preset})", "",
+             f"Regenerate: `{cmd}` (from the .npz exports only). {len(rows)} of {len(runs)} planned runs done. "
+             "Each run is the scaling study's parity run (two_clocks' recipe) with its data seed (which draws the N "
+             "training images and the held-out set) and its training seed (weights, minibatches, noise) named "
+             "apart; data seed 0 is the scaling run itself. τ in training steps, reliably exceeds (definitions "
+             "version 6, docs/definitions.md), over rule thresholds 0.3–0.95 and memorization thresholds "
+             "0.01–0.2 (the paper's 0.9 and 0.1 in bold).", ""]
+    rep = {"preset": args.preset, "n_planned": len(runs), "missing": missing, "configs": {}}
+    for (G, N), rs in rows_by.items():
+        text, rep["configs"][f"g{G}-n{N}"] = section_config(G, N, rs, curves_of(rs))
+        lines += text
+    text, rep["factor"] = section_factor(rows_by, p)
+    lines += text + section_runs(rows, missing)
+    rep["runs"] = [{k: v for k, v in r.items() if k not in ("curve", "curves")} for r in rows]
+    return "\n".join(lines) + "\n", rep, rows_by
+
+
+def write_all(args, runs):
+    """Write <results>/data_draws_<preset>.md, .json and .png; returns the .md path."""
+    from analyses.data_draws.figures import figure
+    text, rep, rows_by = report(args, runs)
+    stem = args.results / f"data_draws_{args.preset}"
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    stem.with_suffix(".md").write_text(text)
+    stem.with_suffix(".json").write_text(json.dumps(normalize_config(_keys_to_str(rep)), indent=1))
+    figure(rows_by, stem.with_suffix(".png"))
+    return stem.with_suffix(".md")
