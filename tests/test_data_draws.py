@@ -24,12 +24,15 @@ def _rows(values, steps=30000):
 def test_data_seed_zero_is_the_scaling_run_itself():
     plan = _analysis("data_draws.grid").plan("cpu")
     scaling = {r.name: r for r in _analysis("scaling.grid").plan("cpu", ("N", "G"))}
-    zero = [r for r in plan if r.meta["data_seed"] == 0]
-    assert len(plan) == 27 and len(zero) == 9
+    zero = [r for r in plan if r.meta["data_seed"] == 0 and r.meta["scaling_run"]]
+    large = [r for r in plan if r.meta["data_seed"] == 0 and not r.meta["scaling_run"]]   # G = 3, N = 480 and 960
+    assert len(plan) == 33 and len(zero) == 9 and plan[-6:] == large
+    assert {(r.meta["G"], r.meta["N"], r.seed) for r in large} == {(3, N, s) for N in (480, 960) for s in range(3)}
+    assert all(r.name not in scaling for r in large)
     for r in zero:
         assert r.cfg == scaling[r.name].cfg and r.folder == "two_clocks"
     others = [r for r in plan if r.meta["data_seed"]]
-    assert {r.cfg.data_seed for r in others} == {1, 2} and len({r.name for r in plan}) == 27
+    assert {r.cfg.data_seed for r in others} == {1, 2} and len({r.name for r in plan}) == 33
     assert all(r.cfg.seed == r.seed for r in plan)
 
 
@@ -79,10 +82,10 @@ def test_smoke_then_from_results(tmp_path):
     md, js = (tmp_path / "data_draws_smoke.md").read_text(), (tmp_path / "data_draws_smoke.json").read_text()
     plan = _analysis("data_draws.grid").plan("smoke")
     assert sorted(p.stem for p in (tmp_path / "data_draws_smoke").glob("*.npz")) == \
-        sorted(r.name for r in plan if r.meta["data_seed"])
+        sorted(r.name for r in plan if not r.meta["scaling_run"])
     assert sorted(p.stem for p in (tmp_path / "scaling_smoke").glob("*.npz")) == \
-        sorted(r.name for r in plan if not r.meta["data_seed"])
-    assert f"{len(plan)} of {len(plan)} planned runs done" in md and "| d1 |" in md
+        sorted(r.name for r in plan if r.meta["scaling_run"])
+    assert f"{len(plan)} of {len(plan)} planned runs done" in md and "| d1 |" in md and "| 16 | 2 |" in md
     assert json.loads(js)["configs"]["g2-n8"]["data_seeds"] == [0, 1]
     run.main(["--smoke", "--out", str(tmp_path), "--from-results"])
     assert (tmp_path / "data_draws_smoke.md").read_text() == md and (tmp_path / "data_draws_smoke.json").read_text() == js

@@ -7,22 +7,28 @@ run of the same training seed (same TrainConfig, same run directory <out>/two_cl
 export in <results>/scaling_<preset>/), so it is reused, never trained twice; the other data seeds
 train to <out>/data_draws/<name> and export to <results>/data_draws_<preset>/<name>.npz.
 
+The preset's `large_N` runs (data seed 0, every training seed) ask item 5's other question: does a larger N
+let G = 3 reach the rule reliably? (G = 3 at N = 480 and 960: 60 000 and 120 000 steps, the recipe's 12 000
+views per image; ≈ 45 and 90 min each on one idle thread.) They train after the grid and export to
+data_draws_<preset>/ (they are not scaling runs).
+
 Order: by training seed, then configuration (N = 240 before N = 120: the G factor at N = 240 needs the
 most runs), then data seed, so an interrupted preset has the widest data × seed grid it can. The CPU
 preset: G = 2 and 3 at N = 240 (30 000 steps, ≈ 23 min on one idle thread) and G = 2 at N = 120
 (15 000 steps, ≈ 14 min), 3 data seeds × 3 training seeds: 27 runs, 9 of them the scaling runs,
-18 new ≈ 3.2 h on 2 idle cores.
+18 new ≈ 3.2 h on 2 idle cores; then the 6 large-N runs, ≈ 4.1 h more.
 """
 import dataclasses
-from types import SimpleNamespace
 
 from analyses.scaling import grid as scaling_grid
 
 PRESETS = {
-    "smoke": dict(scaling="smoke", configs=[(2, 8), (3, 8)], data_seeds=[0, 1], seeds=[0, 1], jobs=1),
-    "cpu": dict(scaling="cpu", configs=[(2, 240), (3, 240), (2, 120)], data_seeds=[0, 1, 2], seeds=[0, 1, 2], jobs=2),
+    "smoke": dict(scaling="smoke", configs=[(2, 8), (3, 8)], data_seeds=[0, 1], seeds=[0, 1], jobs=1,
+                  large_N=[(3, 16)]),
+    "cpu": dict(scaling="cpu", configs=[(2, 240), (3, 240), (2, 120)], data_seeds=[0, 1, 2], seeds=[0, 1, 2], jobs=2,
+                large_N=[(3, 480), (3, 960)]),
     "gpu": dict(scaling="gpu", configs=[(2, 256), (3, 256), (2, 128)], data_seeds=[0, 1, 2, 3, 4],
-                seeds=[0, 1, 2, 3, 4], jobs=1),
+                seeds=[0, 1, 2, 3, 4], jobs=1, large_N=[(3, 512), (3, 1024)]),
 }
 
 
@@ -30,10 +36,11 @@ def group_name(G, N):
     return f"g{G}-n{N}"
 
 
-def draw_run(args, G, N, data_seed, seed):
-    """The scaling parity run at `data_seed` (data seed 0: the scaling run itself, its name and folder)."""
+def draw_run(args, G, N, data_seed, seed, scaling_run=True):
+    """The scaling parity run at `data_seed` (data seed 0: the scaling run itself, its name and folder;
+    `scaling_run` False: a run of the same recipe that the scaling study does not plan)."""
     run = scaling_grid.parity_run(args, G, N, seed)
-    run.meta = {**run.meta, "data_seed": data_seed}
+    run.meta = {**run.meta, "data_seed": data_seed, "scaling_run": data_seed == 0 and scaling_run}
     if data_seed == 0:
         return run
     cfg = dataclasses.replace(run.cfg, data_seed=data_seed)
@@ -49,17 +56,13 @@ def plan(preset):
     for s in p["seeds"]:
         for G, N in sorted(p["configs"], key=lambda c: (-c[1], c[0])):
             runs += [draw_run(args, G, N, d, s) for d in p["data_seeds"]]
+    runs += [draw_run(args, G, N, 0, s, scaling_run=False) for G, N in p["large_N"] for s in p["seeds"]]
     for r in runs:
         r.axes = ("data",)
     return runs
 
 
 def export_folder(results, preset, run):
-    """Where `run`'s export lives: the scaling study's folder for data seed 0 (the same run), else ours."""
+    """Where `run`'s export lives: the scaling study's folder for its own runs (data seed 0), else ours."""
     name = PRESETS[preset]["scaling"]
-    return results / (f"scaling_{name}" if run.meta["data_seed"] == 0 else f"data_draws_{name}")
-
-
-def budget_lines(runs, jobs, n_samples):
-    secs = [scaling_grid.run_seconds(r, n_samples) for r in runs]
-    return SimpleNamespace(thread_s=sum(secs), per_run=secs)
+    return results / (f"scaling_{name}" if run.meta["scaling_run"] else f"data_draws_{name}")

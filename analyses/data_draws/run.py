@@ -11,8 +11,10 @@ after every finished run the tables are rewritten from the exports:
   <results>/data_draws_<preset>.png         τ per (data seed, training seed), pooled, per configuration
 
 Usage:
-  python analyses/data_draws --jobs 2         # the CPU preset: 27 runs (9 reused), ≈ 3.2 h on 2 idle cores
-  python analyses/data_draws --smoke          # 8 toy runs: ≈ 1 min
+  python analyses/data_draws --jobs 2         # the CPU preset: 33 runs (9 reused): the grid ≈ 3.2 h on 2 idle
+                                              # cores, then G = 3 at N = 480, 960 ≈ 4.1 h more
+  python analyses/data_draws --jobs 2 --hours 2.5   # start no run that would end after 2.5 h (a session's end)
+  python analyses/data_draws --smoke          # 11 toy runs: ≈ 1 min
   python analyses/data_draws --from-results   # every table and figure from the .npz files, seconds
   python analyses/data_draws --plan           # the run list, order and estimated time, nothing run
 
@@ -22,9 +24,12 @@ points: a two-level random-effects split of ln τ (var_data, var_init) and a t i
 import argparse
 import copy
 import logging
+import multiprocessing
 import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from analyses.data_draws import grid as grid_mod
+from analyses.grid import worker_init
 from analyses.scaling import grid as scaling_grid
 from analyses.scaling import run as scaling_run
 from scoreprobe.probes.clocks import resolve_device
@@ -73,21 +78,28 @@ def exported(args, runs):
 
 
 def run_all(args, runs, on_done):
-    """run_one over the runs not yet exported, `args.jobs` at a time (neighbours in the plan have equal
-    lengths); on_done(name) after each (a failure is logged, the rest go on)."""
-    from analyses.grid import in_parallel
+    """run_one over the runs not yet exported, in plan order, `args.jobs` at a time (a run starts when a worker
+    is free); on_done(name) after each (a failure is logged, the rest go on). With --hours, a run whose
+    estimate (× 1.5, for load) would end past the deadline is not started."""
     done = exported(args, runs)
-    runs = [r for r in runs if r.name not in done]
+    todo = [r for r in runs if r.name not in done]
     deadline = None if args.hours is None else time.time() + args.hours * 3600
-    for chunk_start in range(0, len(runs), max(args.jobs, 1)):
-        chunk = runs[chunk_start:chunk_start + max(args.jobs, 1)]
-        need = 1.5 * max(scaling_grid.run_seconds(r, args.n_samples) for r in chunk)
-        if deadline is not None and time.time() + need > deadline:
-            logger.info("stopping: %s would not be done within --hours %s", ", ".join(r.name for r in chunk), args.hours)
-            return
-        for name in in_parallel(_guarded_one, [(args, r) for r in chunk], args.jobs):
-            if name:
-                scaling_run._guarded(on_done, name)
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max(args.jobs, 1), mp_context=ctx, initializer=worker_init) as pool:
+        running = set()
+        while todo or running:
+            while todo and len(running) < max(args.jobs, 1):
+                run = todo.pop(0)
+                if deadline is not None and time.time() + 1.5 * scaling_grid.run_seconds(run, args.n_samples) > deadline:
+                    logger.info("not started: %s would not be done within --hours %s", run.name, args.hours)
+                    continue
+                running.add(pool.submit(_guarded_one, args, run))
+            if not running:
+                break
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            for f in finished:
+                if f.result():
+                    scaling_run._guarded(lambda: on_done(f.result()), f.result())
 
 
 def _guarded_one(args, run):

@@ -9,6 +9,7 @@ from analyses.scaling.export import load_exports
 from analyses.scaling.format import ci_text, curve_table, fmt, pooled_cell
 from analyses.scaling.stats import run_stats
 from analyses.scaling.tables import _keys_to_str, curves_of
+from scoreprobe.probes.seeds import pool_seeds
 from scoreprobe.store import normalize_config
 
 PAPER_FACTOR = 10.0   # the paper's ≈ 10× in τ_rule per unit of G
@@ -100,6 +101,30 @@ def section_factor(rows_by, p):
     return lines, {"N": N, "by_run": by_run, "by_data": by_data}
 
 
+def section_large_N(rows, p):
+    """G = 3 across N at data seed 0: does a larger N let it reach the rule reliably?"""
+    Ns = sorted({N for G, N in p["large_N"]} | {N for G, N in p["configs"] if G == 3})
+    groups = {N: sorted([r for r in rows if r["meta"]["G"] == 3 and r["meta"]["N"] == N and r["meta"]["data_seed"] == 0],
+                        key=lambda r: r["seed"]) for N in Ns}
+    groups = {N: rs for N, rs in groups.items() if rs}
+    lines = ["## G = 3 at larger N (data seed 0)", "", "Does a larger N let G = 3 reach the rule reliably? (the paper "
+             "reports it for large G at large N.) Budgets: the recipe's 12 000 views per image.", "",
+             "| N | seeds | steps | τ_rule pooled [95% CI] (per seed) | peak rule_acc (per seed) | τ_mem pooled (per seed) "
+             "| window |", "|---:|---:|---:|---|---|---|---|"]
+    out = {}
+    for N, rs in groups.items():
+        pr, pm = (pool_seeds([r[k] for r in rs], last_steps=[float(r["steps"]) for r in rs]) for k in ("tau_rule", "tau_mem"))
+        out[N] = {"tau_rule": pr, "tau_mem": pm, "rule_curve": C.pooled_curve(rs, curves_of(rs), "tau_rule")}
+        peaks = " / ".join(f"{r['peak_rule_acc']:.3f}" for r in rs)
+        status = "; ".join(f"s{r['seed']}: {r['window_status']}" for r in rs)
+        lines.append(f"| {N} | {len(rs)} | {rs[0]['steps']} | {pooled_cell(pr)} | {peaks} | {pooled_cell(pm)} | {status} |")
+    if len(groups) >= 2:
+        lines += ["", "τ_rule over rule thresholds, pooled over seeds per N (a bound where a seed does not reach it):", ""]
+        lines += curve_table("rule threshold", [(f"N = {N}", out[N]["rule_curve"]) for N in groups], 0.9)
+    missing = [N for N in Ns if N not in groups]
+    return lines + ([""] + [f"Not run yet: N = {', '.join(map(str, missing))}."] if missing else []) + [""], out
+
+
 def section_runs(rows, missing):
     lines = ["## Runs", "", "| run | data seed | training seed | steps | τ_rule [95% CI] | τ_mem [95% CI] | window | "
              "peak rule_acc | final mem | train s |", "|---|---:|---:|---:|---|---|---|---:|---:|---:|"]
@@ -129,6 +154,8 @@ def report(args, runs):
         text, rep["configs"][f"g{G}-n{N}"] = section_config(G, N, rs, curves_of(rs))
         lines += text
     text, rep["factor"] = section_factor(rows_by, p)
+    lines += text
+    text, rep["large_N"] = section_large_N(rows, p)
     lines += text + section_runs(rows, missing)
     rep["runs"] = [{k: v for k, v in r.items() if k not in ("curve", "curves")} for r in rows]
     return "\n".join(lines) + "\n", rep, rows_by
