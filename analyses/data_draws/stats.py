@@ -5,6 +5,7 @@ import itertools
 import math
 
 import numpy as np
+import scipy.stats
 
 from analyses.scaling import curves as C
 from scoreprobe.probes.seeds import pool_ratio, pool_seeds
@@ -67,3 +68,39 @@ def factor_curves(rows_a, rows_b, curves, key="tau_rule"):
         return by_run, [C._row(t, dict(one)) for t in C.thresholds_of(key)]
     by_data = [C._row(t, pool_ratio(A[:, j], B[:, j])) for j, t in enumerate(C.thresholds_of(key))]
     return by_run, by_data
+
+
+def one_factor_spreads(rows, curves, key):
+    """Where no complete block exists (or beside it): the spread of ln τ across data seeds at a fixed training
+    seed and across training seeds at a fixed data seed, at every threshold of `key`.
+
+    Each is a pooled within-group variance (ddof 1, groups with ≥ 2 runs none of which is censored at that
+    threshold): across data seeds it estimates var_data + var_residual, across training seeds var_init +
+    var_residual. Returns one row per threshold: data_var, data_df, init_var, init_df, ratio (data / init)
+    and its 95% CI from the F distribution (NaN where either side has no degree of freedom)."""
+    _, _, cells = grid_of(rows)
+    by_seed, by_data = {}, {}
+    for (d, s), r in cells.items():
+        by_seed.setdefault(s, []).append(r)
+        by_data.setdefault(d, []).append(r)
+    out = []
+    for j, t in enumerate(C.thresholds_of(key)):
+        (vd, dfd), (vi, dfi) = (_pooled_var(groups, curves, key, j) for groups in (by_seed, by_data))
+        ratio, ci = math.nan, [math.nan, math.nan]
+        if dfd and dfi and vi > 0:
+            ratio = vd / vi
+            ci = [ratio / scipy.stats.f.ppf(0.975, dfd, dfi), ratio / scipy.stats.f.ppf(0.025, dfd, dfi)]
+        out.append(C._row(t, {"data_var": vd, "data_df": dfd, "init_var": vi, "init_df": dfi, "ratio": ratio,
+                              "ratio_ci": [float(c) for c in ci]}))
+    return out
+
+
+def _pooled_var(groups, curves, key, j):
+    """(pooled variance of ln τ within groups, its df) over the groups of ≥ 2 runs all reached at threshold j."""
+    ss, df = 0.0, 0
+    for rs in groups.values():
+        v = np.log([curves[r["run"]][key][j] for r in rs])
+        if len(v) >= 2 and np.isfinite(v).all():
+            ss += float(((v - v.mean()) ** 2).sum())
+            df += len(v) - 1
+    return (ss / df if df else math.nan), df

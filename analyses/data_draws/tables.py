@@ -54,9 +54,10 @@ def section_config(G, N, rows, curves):
     lines = [f"## Parity G = {G}, N = {N}", "", "τ_rule / τ_mem at the paper's thresholds (0.9, 0.1) per run "
              "('> T': not reached by the last checkpoint T):", ""] + grid_lines(G, N, rows) + [""]
     out = {"runs": [r["run"] for r in rows]}
+    lines += spread_lines(rows, curves, out)
     block = S.complete_grid(rows)
     if block is None:
-        return lines + ["No complete 2 × 2 block of data seeds × training seeds yet: no split.", ""], out
+        return lines + ["No complete 2 × 2 block of data seeds × training seeds yet: no two-level split.", ""], out
     ds, ss, grid = block
     out.update(data_seeds=ds, training_seeds=ss)
     lines += [f"Two-level split over data seeds {ds} × training seeds {ss} (ln τ = μ + a_data + b_init + e; ANOVA "
@@ -71,6 +72,28 @@ def section_config(G, N, rows, curves):
                          f"{split_cell(row)} |")
         lines.append("")
     return lines, out
+
+
+def spread_lines(rows, curves, out):
+    """The one-factor spreads of ln τ (data seeds at a fixed training seed vs training seeds at a fixed data seed)."""
+    lines = ["Spread of ln τ across data seeds (same training seed) and across training seeds (same data seed): "
+             "pooled variances with their degrees of freedom, and their ratio with its 95% F interval (> 1: the "
+             "data draw moves τ more than the initialisation; a run censored at a threshold leaves its group out "
+             "there).", ""]
+    for key, label in (("tau_rule", "rule threshold"), ("tau_mem", "memorization threshold")):
+        rows_k = out[f"spread_{key}"] = S.one_factor_spreads(rows, curves, key)
+        lines += [f"| {label} | across data seeds: var (df) | across training seeds: var (df) | ratio [95% CI] |",
+                  "|---:|---|---|---|"]
+        for r in rows_k:
+            ratio = "—" if not math.isfinite(r["ratio"]) else f"{r['ratio']:.2f} {ci_text(r['ratio_ci'], 2, 'unbounded')}"
+            lines.append(f"| {_threshold(r['threshold'], C.PAPER[key])} | {_var(r['data_var'], r['data_df'])} | "
+                         f"{_var(r['init_var'], r['init_df'])} | {ratio} |")
+        lines.append("")
+    return lines
+
+
+def _var(v, df):
+    return "—" if not df else f"{v:.4f} ({df})"
 
 
 def _threshold(t, paper):
