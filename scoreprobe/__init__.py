@@ -51,6 +51,7 @@ _API = {
     "scoreprobe.training.ensemble": "train_ensemble",
     "scoreprobe.training.monitor": "Monitor",
     "scoreprobe.reports": "report",
+    "scoreprobe.reports.compare_page": "compare_report",
     "scoreprobe.inside": "patch patch_ode run_with_cache",
     "scoreprobe.probes.circuits": "circuits",
     "scoreprobe.viz.circuits": "plot_circuits",

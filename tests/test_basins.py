@@ -270,3 +270,29 @@ def test_check_convergence_store_is_distinct_and_resumable(setup, tmp_path):
     for out, flag in (("b.zarr", False), ("plain.zarr", True)):
         with pytest.raises(StoreError, match="check_convergence"):
             basins(m, plane, out=tmp_path / out, check_convergence=flag, **kw)
+
+
+def test_keep_bits_stores_each_endpoint_and_is_part_of_the_store_identity(setup, tmp_path):
+    """endpoint_bits classify back to the stored state and items; a stack of checkpoints keeps the same bits."""
+    import json
+
+    from scoreprobe.endpoints import classify
+    rule, ds, plane = setup
+    models = {0: RuleDenoiser(rule), 5: EmpiricalDenoiser(ds.train)}
+    kw = {"sigma_start": (0.5, 2.0), "res": 5, "n_steps": 6, "dataset": ds, "rule": rule, "progress": False,
+          "keep_bits": True}
+    b = basins(models, plane, out=str(tmp_path / "b.zarr"), **kw)
+    assert b.endpoint_bits.dims == ("step", "sigma_start", "v", "u", "bit") and b.endpoint_bits.dtype == np.uint8
+    bits = b.endpoint_bits.values.reshape(-1, rule.n_bits)
+    c = classify(to_signed(bits), ds, rule, anchors=plane.anchors)
+    np.testing.assert_array_equal(c["state"], b.endpoint_state.values.ravel())
+    np.testing.assert_array_equal(c["train_index"], b.endpoint_train_index.values.ravel())
+    mem = b.endpoint_state.values.ravel() == STATE_CODES["valid_memorized"]
+    assert mem.any() and (ds.train[c["train_index"][mem]] == bits[mem]).all()
+    stacked = basins(models, plane, models_per_pass=2, **kw)
+    np.testing.assert_array_equal(stacked.endpoint_bits.values, b.endpoint_bits.values)
+    assert json.loads(b.attrs["scoreprobe_config"])["keep_bits"] is True
+    plain = basins(models, plane, **{**kw, "keep_bits": False})
+    assert "endpoint_bits" not in plain and "keep_bits" not in json.loads(plain.attrs["scoreprobe_config"])
+    with pytest.raises(StoreError):
+        basins(models, plane, out=str(tmp_path / "b.zarr"), **{**kw, "keep_bits": False})

@@ -87,7 +87,7 @@ def test_bad_bits_are_config_errors():
 
 
 def test_samples_command_draws_the_first_samples_of_clocks(tmp_path, capsys):
-    from scoreprobe.cli.samples import gallery_samples
+    from scoreprobe.probes.clocks import gallery_samples
     from scoreprobe.training.train import TrainConfig, train_run
     cfg = TrainConfig(rule={"name": "parity", "G": 2, "shape": [4, 4], "layout": "random", "seed": 0}, n_train=16,
                       n_heldout=16, hidden_size=32, depth=1, num_heads=2, batch_size=16, total_steps=8,

@@ -96,12 +96,17 @@ def test_no_module_of_the_report_formats_values_into_html():
 
 
 def test_the_page_script_uses_no_string_to_html_sink():
-    """page.js builds elements and sets text only: the policy's Trusted Types would refuse an innerHTML
-    (and its style-src an inline style attribute), so the page would break where it used one."""
-    js = (ROOT / "scoreprobe" / "reports" / "page.js").read_text()
-    code = "\n".join(line.split("//")[0] for line in js.splitlines())
-    assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function", code)
-    assert "JSON.parse(document.getElementById(\"report-data\").textContent)" in js
+    """The page's script (page.js, page_gallery.js, page_compare.js) builds elements and sets text only: the
+    policy's Trusted Types would refuse an innerHTML (and its style-src an inline style attribute), so the page
+    would break where it used one."""
+    from scoreprobe.reports.render import SCRIPT_PARTS, script_text
+    assert len(SCRIPT_PARTS) == 3
+    for name in SCRIPT_PARTS:
+        js = (ROOT / "scoreprobe" / "reports" / name).read_text()
+        code = "\n".join(line.split("//")[0] for line in js.splitlines())
+        assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function", code), name
+        assert js in script_text()
+    assert "JSON.parse(document.getElementById(\"report-data\").textContent)" in script_text()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,11 +34,14 @@ def _announce(plan):
             yield f"  {section:<10s} compute {len(item.todo)} checkpoints into {item.path}{kept}"
         else:
             yield f"  {section:<10s} reuse {item.path} (all {len(plan.steps)} checkpoints there)"
+    n = min(plan.sizes["gallery"], plan.sizes["n_samples"]) if plan.gallery else 0
+    if n:
+        yield f"  {'gallery':<10s} draw the first {n} samples of the clocks at each of {len(plan.steps)} checkpoints"
     if plan.todo:
         yield (f"about {_duration(plan.seconds)} to compute (this machine does {plan.rate:,.0f} network rows/s "
                "now; progress below)")
     else:
-        yield "nothing to compute"
+        yield "nothing to compute" + (" but the gallery's samples" if n else "")
 
 
 @cli.command()
@@ -56,25 +59,25 @@ def _announce(plan):
               help="Change a default size (repeatable, or 'A=1 B=2'): n_samples, n_steps, sigma_start, res, field_res, "
                    "retention_sigmas, retention_items, retention_noise, dsm_sigmas, dsm_noise, dsm_heldout, seed "
                    "(docs/definitions.md, 'The report page').")
-@click.option("--sections", default="all", help="all, or some of clocks,basins,field,retention,dsm.")
+@click.option("--sections", default="all", help="all, or some of clocks,basins,field,retention,dsm,gallery.")
 @click.option("--plane", "plane_spec", default="auto", help=PLANE_HELP)
 @device_option()
 @source_options
 def report(source, out, stores, cache, steps, sizes, sections, plane_spec, device):
     """One self-contained HTML page about the checkpoints of SOURCES (default: the shipped series):
-    the series, the clocks, basin evolution with a step slider, the score field, retention, the DSM
-    loss by σ and the provenance. Opens offline (no server, nothing fetched). Stores already
+    the series, the clocks, a gallery of samples, anchors and endpoints (click the basin map), basin
+    evolution with a step slider, the score field, retention, the DSM loss by σ and the provenance. Opens offline (no server, nothing fetched). Stores already
     computed are reused; what is missing is computed first, with the time it will take said up front."""
     from scoreprobe.cli.common import parse_steps
-    from scoreprobe.reports import SECTIONS, build, estimate, make_plan
+    from scoreprobe.reports import PAGE_SECTIONS, build, estimate, make_plan
     chosen = parse_steps(steps, words=("all", "auto"))
     chosen = "all" if chosen is None else chosen
-    wanted = SECTIONS if sections == "all" else tuple(s.strip() for s in sections.split(",") if s.strip())
+    wanted = PAGE_SECTIONS if sections == "all" else tuple(s.strip() for s in sections.split(",") if s.strip())
     s = source()
     out = default_output(s, "report.html", out)
     check_writable(out, "--out")
     if getattr(s, "kind", "dit") == "gpt":
-        wanted = tuple(w for w in wanted if w == "clocks")
+        wanted = tuple(w for w in wanted if w in ("clocks", "gallery"))
     plan = make_plan(s, out, stores=stores, cache=cache, steps=chosen, sizes=sizes, plane=plane_spec, sections=wanted)
     estimate(plan, device)
     click.echo(f"report of {s.path} ({getattr(s, 'kind_label', s.kind)}): {len(plan.steps)} of {len(s.steps)} "

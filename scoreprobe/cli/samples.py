@@ -9,24 +9,6 @@ from scoreprobe.defaults import DEFAULT_N_STEPS
 MAX_GALLERY = 256
 
 
-def gallery_samples(series, step, n_samples, seed=0, n_steps=DEFAULT_N_STEPS, device=None):
-    """The first n_samples of `clocks` at `step` (same seed, same per-sample noise): dict of bits (n, D)
-    uint8, state (n,) int8, train_index and heldout_index (n,) int64 (-1: none)."""
-    import numpy as np
-
-    from scoreprobe.data.datasets import STATE_CODES
-    from scoreprobe.probes.clocks import AncestralSampler, clock_step
-    model = AncestralSampler(series.sampler(step, device=device or "cpu")) if series.kind == "gpt" else \
-        series.denoiser(step, device=device or "cpu")
-    ds = clock_step(model, series.dataset, series.rule, n_samples=n_samples, seed=seed, n_steps=n_steps,
-                    device=device, keep_bits=True)
-    bits, state = ds["bits"].values, ds["state"].values
-    finite = state != STATE_CODES["invalid"]
-    return {"bits": bits, "state": state,
-            "train_index": np.where(finite, series.dataset.train_index.lookup(bits), -1),
-            "heldout_index": np.where(finite, series.dataset.heldout_index.lookup(bits), -1)}
-
-
 @cli.command()
 @click.option("--step", type=click.IntRange(0), default=None, help="Checkpoint step [default: the last].")
 @click.option("--n-samples", type=click.IntRange(1, MAX_GALLERY), default=32, help="Samples drawn.")
@@ -46,6 +28,7 @@ def samples(source, step, n_samples, seed, n_steps, ncols, out, device):
 
     from scoreprobe.data.datasets import STATES
     from scoreprobe.errors import ConfigError
+    from scoreprobe.probes.clocks import gallery_samples
     check_figure(out, "--out")
     s = source()
     step = s.steps[-1] if step is None else step

@@ -43,7 +43,7 @@ def _endpoints(D, x0, sigma, n_steps, solver, chunk_size):
 # ---------------------------------------------------------------------------------------------
 
 def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, solver=DEFAULT_SOLVER,
-              chunk_size="auto", dtype=torch.float32, device="cpu"):
+              chunk_size="auto", dtype=torch.float32, device="cpu", keep_bits=False):
     """Endpoints of the PF-ODE from every grid point of `plane`, for one denoiser.
 
     A `models.stack.StackedDenoiser` of K checkpoints integrates all K maps in one batched pass
@@ -54,7 +54,8 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
     dict name -> numpy array (S, res, res) over (sigma_start, v, u): state (int8), index,
     train_index, heldout_index, nearest_train_hamming (int64), anchor (int8), off_vertex (bool),
     decided_sigma (float64: σ where the engine decided the point, 0 when integrated to the end),
-    nfe (int64: denoiser evaluations of the point), status (int8: codes of `ode.engine.STATUS`).
+    nfe (int64: denoiser evaluations of the point), status (int8: codes of `ode.engine.STATUS`);
+    with keep_bits, bits (S, res, res, D) uint8: the thresholded endpoint (meaningless where invalid).
     """
     from scoreprobe.models.stack import chunk_rows, counted, replicate, split, stack_size
     from scoreprobe.slices import classify
@@ -62,7 +63,8 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
     k = stack_size(D)                          # K models of a stack
     points, _, _ = plane.grid(res, margin)
     x0 = replicate(torch.as_tensor(points, dtype=dtype, device=device), k)   # (P*K, D)
-    keys = ("state", "index", "train_index", "heldout_index", "nearest_train_hamming", "anchor", "off_vertex")
+    keys = ("state", "index", "train_index", "heldout_index", "nearest_train_hamming", "anchor", "off_vertex") + \
+        (("bits",) if keep_bits else ())
     out, n_bad = [{key: [] for key in keys + ("decided_sigma", "nfe", "status")} for _ in range(k)], 0
     for s in sigma_starts:
         with warnings.catch_warnings():   # non-finite endpoints: counted over all σ_start, warned once below
@@ -74,7 +76,7 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
         for i, xe in enumerate(split(r.x, k)):                                # (P, D) per model
             c = classify(xe, dataset, rule, anchors=plane.anchors)
             for key in keys:
-                out[i][key].append(c[key].reshape(res, res))
+                out[i][key].append(c[key].reshape(res, res, -1) if key == "bits" else c[key].reshape(res, res))
             for key, v in per_row.items():
                 out[i][key].append(v[:, i].reshape(res, res))
     warn_nonfinite(n_bad, len(sigma_starts) * len(x0), "PF-ODE endpoints "
@@ -164,14 +166,19 @@ def _basin_dataset(m, plane, sigma_starts, u, v):
         "fraction": (("sigma_start", "state"), frac, {
             **one, "long_name": "fraction of the plane ending in each state"}),
     }
+    if "bits" in m:   # basins(keep_bits=True)
+        data["endpoint_bits"] = (dims + ("bit",), m["bits"].astype(np.uint8), {
+            **one, "long_name": "thresholded bits of the PF-ODE endpoint (meaningless where endpoint_state is invalid)"})
     coords = plane_coords(plane, u, v)
+    if "bits" in m:
+        coords["bit"] = ("bit", np.arange(m["bits"].shape[-1], dtype=np.int64), {**one, "long_name": "bit index"})
     coords["sigma_start"] = ("sigma_start", sigma_starts, {"units": "1", "long_name": "noise level the ODE starts at"})
     coords["state"] = ("state", np.array(STATES, dtype=object), {"long_name": "endpoint state"})
     return xr.Dataset(data, coords=coords)
 
 
-def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule, check_convergence):
-    """The store identity of a basins run (`check_convergence` is recorded only when True)."""
+def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule, check_convergence, keep_bits=False):
+    """The store identity of a basins run (`check_convergence` and `keep_bits` are recorded only when True)."""
     from scoreprobe.ode import solver_config
     # "endpoint_status": 1 marks stores with the per-point status variable (older ones are refused as another config)
     config = {"probe": "basins", "definitions": DEFINITIONS_VERSION, "endpoint_status": 1, "plane": plane.spec(),
@@ -179,13 +186,15 @@ def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule
               "margin": float(margin), "dtype": str(dtype).replace("torch.", ""), "rule": rule.spec()}
     if check_convergence:
         config["check_convergence"] = True
+    if keep_bits:
+        config["keep_bits"] = True
     return config
 
 
 def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFAULT_N_STEPS, *, dataset=None,
            rule=None, margin=0.5, solver=DEFAULT_SOLVER, chunk_size="auto", dtype=torch.float32, device="cpu", steps=None,
            out=None, progress=None, check_convergence=False, overwrite=False, models_per_pass=1, autocast=None,
-           model_id=None):
+           model_id=None, keep_bits=False):
     """Basin map of the PF-ODE on a plane, for a denoiser or every checkpoint of a series.
 
     Every grid point x is taken as a noisy sample at level sigma_start: the ODE runs from
@@ -209,6 +218,8 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
         fixed steps; the engine's tolerances tightened) (about twice the cost of the map itself) and store the share of grid points whose label changes; a ScoreprobeWarning
         is issued when it exceeds LABEL_CHANGE_TOL. Recorded in the store's config when True.
     model_id : names a weightless source (a function, an oracle) for resuming `out` (see `sweep`).
+    keep_bits : also store each endpoint's thresholded bits, `endpoint_bits` ([step,] sigma_start, v, u,
+        bit) uint8 (the report's gallery shows them); recorded in the store's config when True.
 
     Returns
     -------
@@ -223,13 +234,15 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
     if int(n_steps) < 1:
         raise ConfigError(f"n_steps must be >= 1, got {n_steps}")
     _, u, v = plane.grid(res, margin)
-    config = _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule, check_convergence)
+    config = _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule, check_convergence,
+                           keep_bits)
 
     def probe(D):   # a StackedDenoiser of K checkpoints gives K Datasets
         from scoreprobe.ode import finer
 
         def grid_map(solver_, n):
-            m = basin_map(D, plane, sigma_starts, res, n, dataset, rule, margin, solver_, chunk_size, dtype, device)
+            m = basin_map(D, plane, sigma_starts, res, n, dataset, rule, margin, solver_, chunk_size, dtype, device,
+                          keep_bits)
             return m if isinstance(m, list) else [m]
         maps = grid_map(solver, int(n_steps))
         out = [_basin_dataset(m, plane, sigma_starts, u, v) for m in maps]

@@ -312,3 +312,22 @@ def _warn_nonfinite(ds):
     bad = int((ds["state"] == data.STATE_CODES["invalid"]).sum())
     warn_nonfinite(bad, ds["state"].size, "sampled endpoints",
                    "they are counted as `invalid` and excluded from group_acc, group_mem and off_vertex", stacklevel=4)
+
+
+def gallery_samples(series, step, n_samples, seed=0, n_steps=DEFAULT_N_STEPS, device=None):
+    """The first n_samples of `clocks` at `step` of a series (same seed, same per-sample noise, the
+    default sampler), with what a gallery shows of them.
+
+    Returns
+    -------
+    dict: bits (n, D) uint8, state (n,) int8, train_index and heldout_index (n,) int64 (-1: none).
+    """
+    model = AncestralSampler(series.sampler(step, device=device or "cpu")) if series.kind == "gpt" else \
+        series.denoiser(step, device=device or "cpu")
+    ds = clock_step(model, series.dataset, series.rule, n_samples=n_samples, seed=seed, n_steps=n_steps,
+                    device=device, keep_bits=True)
+    bits, state = ds["bits"].values, ds["state"].values
+    finite = state != data.STATE_CODES["invalid"]
+    return {"bits": bits, "state": state,
+            "train_index": np.where(finite, series.dataset.train_index.lookup(bits), -1),
+            "heldout_index": np.where(finite, series.dataset.heldout_index.lookup(bits), -1)}

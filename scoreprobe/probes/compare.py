@@ -307,3 +307,66 @@ def _differences(runs, names, n_boot, ci, rule_threshold, mem_threshold, base_se
 
 def _dname(key):
     return "log10_" + key if key.startswith("tau_") else key
+
+
+# ---------------------------------------------------------------------------------------------
+# The τ table as text (`scoreprobe compare` prints it, its --report page shows it)
+# ---------------------------------------------------------------------------------------------
+
+
+def _tau_text(v):
+    return "—" if v is None or not math.isfinite(v) else f"{v:.0f}"
+
+
+def _tau_ci_text(ds, i, key):
+    if key not in ds:
+        return ""
+    text = _tau_text(float(ds[key].values[i]))
+    if key + "_ci" in ds:
+        lo, hi = (float(v) for v in ds[key + "_ci"].values[i])
+        text += f" [{_tau_text(lo)}, {'not reached' if math.isinf(hi) else _tau_text(hi)}]"
+    return text
+
+
+def _window_text(ds, i):
+    if "window_open" not in ds:
+        return ""
+    if not bool(ds["window_open"].values[i]):
+        return "closed"
+    return f"open, log10 width {float(ds['window_log10_width'].values[i]):.2f}"
+
+
+def table_rows(ds):
+    """(head, rows) of the τ table of a compare Dataset, as text: run, checkpoints, τ_rule, τ_novel,
+    τ_mem with their CIs (rounded to steps; "—" not reached) and the window, one row per run."""
+    level = round(100 * ds.attrs.get("ci", 0.95))
+    head = ("run", "checkpoints", f"τ_rule [{level}% CI]", f"τ_novel [{level}% CI]", f"τ_mem [{level}% CI]",
+            "window")
+    rows = []
+    for i, name in enumerate(ds["run"].values):
+        n = int(ds["measured"].values[i].sum()) if "measured" in ds else ds.sizes["step"]
+        rows.append((str(name), str(n), _tau_ci_text(ds, i, "tau_rule"), _tau_ci_text(ds, i, "tau_novel"),
+                     _tau_ci_text(ds, i, "tau_mem"), _window_text(ds, i)))
+    return head, rows
+
+
+DIFFERENCES = (("d_log10_tau_rule", "τ_rule"), ("d_log10_tau_mem", "τ_mem"), ("d_window_log10_width", "window width"))
+
+
+def difference_rows(ds):
+    """[(run, reference, how, data, [(label, text)])] of each run after the first: its differences to
+    the first (d_log10_tau_rule, d_log10_tau_mem, d_window_log10_width) with their CIs, as text;
+    how: "paired" / "independent" bootstrap; data: "same data" / "other or unknown data"."""
+    ref = ds.attrs.get("reference", str(ds["run"].values[0]))
+    out = []
+    for i, name in enumerate(ds["run"].values[1:], start=1):
+        parts = []
+        for key, label in DIFFERENCES:
+            if key not in ds:
+                continue
+            d, (lo, hi) = float(ds[key].values[i]), (float(v) for v in ds[key + "_ci"].values[i])
+            point = "—" if not math.isfinite(d) else f"{d:+.3f}"
+            parts.append((label, f"{point} [{lo:+.3f}, {hi:+.3f}]"))
+        out.append((str(name), ref, "paired" if bool(ds["paired"].values[i]) else "independent",
+                    "same data" if bool(ds["same_data"].values[i]) else "other or unknown data", parts))
+    return out

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from scoreprobe.errors import ConfigError
 from scoreprobe.limits import MAX_PAGE_BYTES
-from scoreprobe.reports.plan import (REPORT_SIZES, SECTIONS, Plan, estimate, make_plan)  # noqa: F401
+from scoreprobe.reports.plan import (PAGE_SECTIONS, REPORT_SIZES, SECTIONS, Plan, estimate,  # noqa: F401
+                                     make_plan)
 
 
 @dataclasses.dataclass
@@ -87,8 +88,9 @@ def command_line(plan, sources=None):
     for k, v in plan.sizes.items():
         if v != REPORT_SIZES[k]:
             args += ["--size", f"{k}={','.join(f'{x:g}' for x in v) if isinstance(v, tuple) else v}"]
-    if tuple(plan.items) != SECTIONS:
-        args += ["--sections", ",".join(plan.items)]
+    shown = tuple(plan.items) + (("gallery",) if plan.gallery else ())
+    if shown != PAGE_SECTIONS:
+        args += ["--sections", ",".join(shown)]
     origin = getattr(plan.series, "origin", None)    # denoisers (scoreprobe.loading.usercode)
     if origin == "--denoiser":
         args[2:2] = ["--denoiser", plan.series.config["denoiser"], "--trust"]
@@ -150,7 +152,11 @@ def build(plan, device="cpu", progress=None, sources=None):
     reused = {s: [st for st in it.have if it.given or st in plan.steps] for s, it in plan.items.items()}
     datasets = gather(plan, device=device, progress=progress)
     notes = list(plan.notes) + _plane_notes(datasets)
-    payloads = section_payloads(datasets, {s: it.path for s, it in plan.items.items()})
+    paths = {s: it.path for s, it in plan.items.items()}
+    payloads = section_payloads(datasets, paths)
+    if plan.gallery:
+        from scoreprobe.reports.gallery import gallery_payload
+        payloads["gallery"] = gallery_payload(plan.series, datasets, plan, device, paths)
     title = f"scoreprobe report — {Path(plan.series.path).name}"
     text = page_html(title, _series_rows(plan.series, plan), payloads, notes, _provenance(plan, sources))
     if len(text.encode("utf-8")) > MAX_PAGE_BYTES:
@@ -162,7 +168,7 @@ def build(plan, device="cpu", progress=None, sources=None):
 
 
 def report(source=None, out="report.html", *, dataset=None, stores=(), cache=None, steps=None, sizes=None,
-           plane="auto", sections=SECTIONS, device="cpu", progress=None):
+           plane="auto", sections=PAGE_SECTIONS, device="cpu", progress=None):
     """Write one self-contained HTML page about a checkpoint series.
 
     Parameters
@@ -182,7 +188,9 @@ def report(source=None, out="report.html", *, dataset=None, stores=(), cache=Non
     steps : "auto" / None (about 8 log-spread checkpoints), "all", or a list of steps.
     sizes : overrides of REPORT_SIZES (e.g. {"res": 32, "n_samples": 400}).
     plane : plane spec of the basin maps and field ("auto" or "train:I,heldout:J,violating:K").
-    sections : which of SECTIONS to show. device : where the probes run.
+    sections : which of PAGE_SECTIONS to show (SECTIONS, from stores, and "gallery": the first
+        `gallery` samples of the clocks at each checkpoint, the plane's anchors and, on a click in
+        the basin map, its endpoint, as pixel grids with their states). device : where the probes run.
     progress : as for the probes (None: a bar on a terminal, else one line per step).
 
     Returns
@@ -193,7 +201,7 @@ def report(source=None, out="report.html", *, dataset=None, stores=(), cache=Non
     import logging
     series = _as_series(source, dataset)
     if getattr(series, "kind", "dit") == "gpt":
-        sections = tuple(s for s in sections if s == "clocks")
+        sections = tuple(s for s in sections if s in ("clocks", "gallery"))
     plan = make_plan(series, out, stores=stores, cache=cache, steps=steps, sizes=sizes, plane=plane,
                      sections=sections)
     estimate(plan, device)

@@ -24,7 +24,8 @@ def _compute(section, plan, plane, device, progress):
     if section == "clocks":
         return clocks(s, n_samples=z["n_samples"], seed=z["seed"], n_steps=z["n_steps"], device=device, **kw)
     if section == "basins":
-        return basins(s, plane, sigma_start=z["sigma_start"], res=z["res"], n_steps=z["n_steps"], device=device, **kw)
+        return basins(s, plane, sigma_start=z["sigma_start"], res=z["res"], n_steps=z["n_steps"], device=device,
+                      keep_bits=_keep_bits(item.path), **kw)
     if section == "field":
         return score_field(s, plane, list(z["sigma_start"]), res=z["field_res"], oracles=True, device=device, **kw)
     if section == "retention":
@@ -34,6 +35,16 @@ def _compute(section, plan, plane, device, progress):
                          device=device, **kw)
     return dsm_by_sigma(s, sigmas=z["dsm_sigmas"], n_noise=z["dsm_noise"], seed=z["seed"],
                         n_heldout=min(z["dsm_heldout"], len(s.dataset.heldout)), device=device, **kw)
+
+
+def _keep_bits(path):
+    """Whether the basins cache keeps the endpoints' bits (the gallery's endpoint images): a new cache
+    does; one made before the gallery is resumed as it is (the page then shows only the endpoints
+    that are items or anchors as images)."""
+    from scoreprobe.store import inspect, stored_config
+    if inspect(path)[0] in ("absent", "empty"):
+        return True
+    return bool((stored_config(path) or {}).get("keep_bits", False))
 
 
 def _read(section, path):

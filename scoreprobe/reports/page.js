@@ -1,7 +1,7 @@
 // scoreprobe report page: draws the charts, basin maps and score fields from the JSON embedded in
 // the page (#report-data) and links them to one step slider. Plain JavaScript, no library, no network.
-"use strict";
-(function () {
+// The page's script is this file, page_gallery.js and page_compare.js in one function scope, in
+// "use strict", then start() (reports/render.py, SCRIPT_PARTS).
   const DATA = JSON.parse(document.getElementById("report-data").textContent);
   const NS = "http://www.w3.org/2000/svg";
   const S = { step: 0, sigma: 0, timer: null };
@@ -27,10 +27,11 @@
 
   // ------------------------------------------------------------------ SVG line chart
   // opt: {w, h, xs (data x per point), xt (x -> axis units), xticks [[x, label]], xlabel, ylabel,
-  //       series [{label, color, y, lo, hi, dash}], vlines [{x, lo, hi, color, label}], bands [[x0, x1]], hlines [{y, color}]}
+  //       series [{label, color, y, lo, hi, dash, marks (dots only where true)}], vlines [{x, lo, hi, color, label}],
+  //       bands [[x0, x1]], hlines [{y, color}], legend (its width, default 170)}
   function chart(host, opt) {
     host.textContent = "";
-    const W = opt.w || 760, H = opt.h || 300, m = { l: 52, r: 170, t: (opt.vlines || []).length > 1 ? 34 : 22, b: 40 };
+    const W = opt.w || 760, H = opt.h || 300, m = { l: 52, r: opt.legend || 170, t: (opt.vlines || []).length > 1 ? 34 : 22, b: 40 };
     const root = el("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img" }, host);
     const ux = opt.xs.map(opt.xt), x0 = Math.min(...ux), x1 = Math.max(...ux);
     const X = (x) => m.l + (opt.xt(x) - x0) / ((x1 - x0) || 1) * (W - m.l - m.r);
@@ -65,13 +66,13 @@
     el("svg:text", { x: 14, y: (m.t + H - m.b) / 2, "text-anchor": "middle", "font-size": 12, transform: `rotate(-90 14 ${(m.t + H - m.b) / 2})` }, root, opt.ylabel);
     el("svg:rect", { x: m.l, y: m.t, width: W - m.l - m.r, height: H - m.t - m.b, fill: "none", stroke: "#9aa1ad" }, root);
     opt.series.forEach((s, k) => {
-      const pts = opt.xs.map((x, i) => [X(x), s.y[i]]).filter((p) => p[1] !== null);
+      const pts = opt.xs.map((x, i) => [X(x), s.y[i], i]).filter((p) => p[1] !== null);
       if (s.lo) {
         const up = opt.xs.map((x, i) => `${X(x)},${Y(s.hi[i])}`), dn = opt.xs.map((x, i) => `${X(x)},${Y(s.lo[i])}`).reverse();
         el("svg:polygon", { points: up.concat(dn).join(" "), fill: s.color, "fill-opacity": 0.18, stroke: "none" }, root);
       }
       el("svg:polyline", { points: pts.map((p) => `${p[0]},${Y(p[1])}`).join(" "), fill: "none", stroke: s.color, "stroke-width": 2, "stroke-dasharray": s.dash || "" }, root);
-      for (const p of pts) el("svg:circle", { cx: p[0], cy: Y(p[1]), r: 2.6, fill: s.color }, root);
+      for (const p of pts) if (!s.marks || s.marks[p[2]]) el("svg:circle", { cx: p[0], cy: Y(p[1]), r: 2.6, fill: s.color }, root);
       const ly = m.t + 8 + 18 * k;
       el("svg:line", { x1: W - m.r + 12, x2: W - m.r + 34, y1: ly, y2: ly, stroke: s.color, "stroke-width": 2, "stroke-dasharray": s.dash || "" }, root);
       el("svg:text", { x: W - m.r + 40, y: ly + 4, "font-size": 12 }, root, s.label);
@@ -332,17 +333,21 @@
     return update;
   }
 
-  let update = () => {};
-  if (DATA.clocks) clocks(DATA.clocks);
-  if (DATA.basins) {
-    basins(DATA.basins);
-    if (DATA.field) field(DATA.field, DATA.basins.sigma_start);
-    if (DATA.retention) retention(DATA.retention);
-    update = controls(DATA.basins, DATA.clocks);
-  } else if (DATA.retention) {
-    retention(DATA.retention);
-    update = () => redraw.forEach((f) => f(DATA.retention.steps[DATA.retention.steps.length - 1], 0, 0));
+  function start() {
+    let update = () => {};
+    if (DATA.compare) compareRuns(DATA.compare);
+    if (DATA.clocks) clocks(DATA.clocks);
+    if (DATA.gallery) gallery(DATA.gallery);
+    if (DATA.basins) {
+      basins(DATA.basins);
+      if (DATA.gallery && DATA.gallery.endpoints) picker(DATA.gallery, DATA.basins);   // draws on the map: after it
+      if (DATA.field) field(DATA.field, DATA.basins.sigma_start);
+      if (DATA.retention) retention(DATA.retention);
+      update = controls(DATA.basins, DATA.clocks);
+    } else if (DATA.retention) {
+      retention(DATA.retention);
+      update = () => redraw.forEach((f) => f(DATA.retention.steps[DATA.retention.steps.length - 1], 0, 0));
+    }
+    update();
+    window.__report = { ready: performance.now(), state: S, update: () => update() };
   }
-  update();
-  window.__report = { ready: performance.now(), state: S, update: () => update() };
-})();

@@ -19,7 +19,8 @@ from scoreprobe.reports.sizes import REPORT_SIZES, check_page_size, check_sizes,
 from scoreprobe.store.versions import equivalent
 
 N_AUTO_STEPS = 8                  # --steps auto: about this many checkpoints, log-spread
-SECTIONS = ("clocks", "basins", "field", "retention", "dsm")
+SECTIONS = ("clocks", "basins", "field", "retention", "dsm")   # sections read from stores
+PAGE_SECTIONS = SECTIONS + ("gallery",)   # and the gallery, drawn from the series and the basins store
 PROBE_OF = {"clocks": "clocks", "basins": "basins", "field": "score_field", "retention": "retention",
             "dsm": "dsm_by_sigma"}
 SECTION_OF = {probe: section for section, probe in PROBE_OF.items()}
@@ -50,6 +51,7 @@ class Plan:
     notes: list          # (section, text): what the page must say about its inputs
     rate: float = float("nan")   # network rows per second measured here
     seconds: float = 0.0         # estimated compute time
+    gallery: bool = False        # the page shows the gallery (samples drawn when the page is made)
 
     @property
     def todo(self):
@@ -219,14 +221,16 @@ def default_cache(out, series, sizes, plane="auto"):
     import hashlib
     import json
     from scoreprobe.sweep import source_identity
-    key = json.dumps({"source": source_identity(series), "sizes": check_sizes(sizes), "plane": str(plane)},
+    from scoreprobe.reports.sizes import PAGE_ONLY_SIZES
+    stored = {k: v for k, v in check_sizes(sizes).items() if k not in PAGE_ONLY_SIZES}
+    key = json.dumps({"source": source_identity(series), "sizes": stored, "plane": str(plane)},
                      sort_keys=True, default=str)
     name = "".join(c if c.isalnum() or c in "._+-" else "-" for c in Path(str(series.path)).name).strip("-.")[:60]
     return Path(out).parent / "report.cache" / f"{name or 'series'}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 def make_plan(series, out="report.html", stores=(), cache=None, steps=None, sizes=None, plane="auto",
-              sections=SECTIONS):
+              sections=PAGE_SECTIONS):
     """Decide, before computing anything, where each section of the page comes from.
 
     Parameters
@@ -239,7 +243,7 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
         next to `out`, one per series, sizes and plane: `default_cache`); existing ones are resumed,
         and must hold the same sizes (else StoreError).
     steps : checkpoints of the computed sections (default: about 8, log-spread).
-    sizes : overrides of REPORT_SIZES. sections : which sections to show.
+    sizes : overrides of REPORT_SIZES. sections : which of PAGE_SECTIONS to show.
 
     Returns
     -------
@@ -248,9 +252,9 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
     from scoreprobe.store import inspect, stored_config, written_steps
     from scoreprobe.sweep import select_steps
     sizes = check_sizes(sizes, series)
-    unknown = [s for s in sections if s not in SECTIONS]
+    unknown = [s for s in sections if s not in PAGE_SECTIONS]
     if unknown:
-        raise ConfigError(f"unknown report sections {unknown}; known: {', '.join(SECTIONS)}")
+        raise ConfigError(f"unknown report sections {unknown}; known: {', '.join(PAGE_SECTIONS)}")
     chosen = auto_steps(series) if steps in (None, "auto") else list(series.steps) if steps == "all" else \
         [s for s, _ in select_steps([(s, None) for s in series.steps], steps)]
     cache = default_cache(out, series, sizes, plane) if cache is None else Path(cache)
@@ -259,7 +263,7 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
                           "--cache")
     items, notes = _given(stores, series, chosen)
     for section in sections:
-        if section in items:
+        if section in items or section not in SECTIONS:
             continue
         path = cache / f"{section}.zarr"
         have = []
@@ -272,7 +276,8 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
             have = written_steps(path)
         todo = [s for s in chosen if s not in set(have)]
         items[section] = Item(section, path, False, have, todo, len(todo) * section_rows(section, sizes, series))
-    plan = Plan(series, chosen, sizes, plane, Path(out), cache, {s: items[s] for s in sections if s in items}, notes)
+    plan = Plan(series, chosen, sizes, plane, Path(out), cache, {s: items[s] for s in sections if s in items}, notes,
+                gallery="gallery" in sections)
     check_page_size(plan)
     return plan
 
@@ -328,9 +333,18 @@ def measure_rate(series, device="cpu", rows=1024, repeats=3):
     return rows * repeats / max(dt, 1e-9)
 
 
+def gallery_rows(plan):
+    """Network rows of the gallery's samples (drawn each time the page is made)."""
+    if not plan.gallery or getattr(plan.series, "kind", "dit") == "gpt":
+        return 0
+    n = min(plan.sizes["gallery"], plan.sizes["n_samples"])
+    return len(plan.steps) * n * (2 * plan.sizes["n_steps"] - 1)
+
+
 def estimate(plan, device="cpu"):
-    """Fill plan.rate (measured here) and plan.seconds (the missing sections' rows at that rate)."""
-    rows = sum(it.rows for it in plan.items.values())
+    """Fill plan.rate (measured here) and plan.seconds (the missing sections' rows and the gallery's
+    samples at that rate)."""
+    rows = sum(it.rows for it in plan.items.values()) + gallery_rows(plan)
     if rows == 0:
         plan.rate, plan.seconds = float("nan"), 0.0
         return plan

@@ -14,6 +14,9 @@ from scoreprobe.reports.safe import Markup, csp, escape, fill, html, join, json_
 
 HERE = Path(__file__).parent
 MAX_SHOWN_CHARS = 20000   # a store's history or settings are shown up to this many characters
+# The page's one script: these files, in this order, in one function scope (they share its helpers),
+# ending with start() (page.js), which draws what the page's data hold.
+SCRIPT_PARTS = ("page.js", "page_gallery.js", "page_compare.js")
 
 # section: (title, one-line explanation, headings of docs/definitions.md it rests on)
 SECTIONS = {
@@ -27,6 +30,11 @@ SECTIONS = {
     "basins": ("Basin evolution", "Every point of a plane through a training item, a held-out item and a "
                "rule-violating vertex is taken as a noisy sample at σ_start and followed down the PF-ODE; "
                "its colour is the state of the vertex it ends on.", ("Basin maps", "Endpoint states", "Sampler")),
+    "gallery": ("Gallery", "The images themselves: the first samples of the clocks at each checkpoint, the plane's "
+                "three anchors and endpoints picked on the basin map (click a cell there), each as its pixel "
+                "grid (puzzles as symbols) titled with its state and, for a copy, the training item it equals; "
+                "the rule's groups are outlined and the cells of a violated group tinted red.",
+                ("Endpoint states", "The report page")),
     "field": ("Score field", "The model's score (D(x, σ) − x)/σ² on the same plane, at the same step and at "
               "σ = the basin map's σ_start, next to the perfect memorizer's and the perfect generalizer's.",
               ("Score field", "Data and models")),
@@ -64,8 +72,10 @@ def _notes(notes, section):
     return join(html('<p class="note">⚠ {n}</p>', n=n) for s, n in notes if s == section)
 
 
-def _section(name, body, defs, notes):
-    title, line, heads = SECTIONS[name]
+def _section(name, body, defs, notes, sections=None):
+    """One <section> of the page: its title, one-line explanation, notes, body and definitions
+    (`sections`: the page's {name: (title, line, definition headings)}, default SECTIONS)."""
+    title, line, heads = (sections or SECTIONS)[name]
     return html('<section id="{name}"><h2>{title}</h2><p class="lede">{line}</p>{notes}{body}{defs}</section>',
                 name=name, title=title, line=line, notes=_notes(notes, name), body=body,
                 defs=_definition_blocks(heads, defs))
@@ -136,6 +146,7 @@ BODIES = {
     "basins": lambda p: Markup('<div class="plane-row"><div id="basin-panel"></div><div id="shares-panel"></div></div>'),
     "field": lambda p: Markup('<div id="field-panel" class="plane-row"></div>'),
     "retention": lambda p: Markup('<div id="retention-chart" class="chart"></div>'),
+    "gallery": lambda p: Markup('<div id="gallery-panel"></div>'),
     "dsm": lambda p: html('<div class="figs"><img alt="DSM gap heat map" src="data:image/png;base64,{heat}">'
                           '<img alt="DSM loss by sigma" src="data:image/png;base64,{losses}"></div>',
                           heat=p["heatmap"], losses=p["losses"]),
@@ -144,7 +155,7 @@ BODIES = {
 
 def _sections(payloads, defs, notes, series_rows):
     parts = [_section("series", _table(series_rows), defs, notes)]
-    for name in ("clocks", "basins", "field", "retention", "dsm"):
+    for name in ("clocks", "basins", "gallery", "field", "retention", "dsm"):
         if name == "basins" and "basins" in payloads:   # the slider stays in view over the linked sections
             parts.append(Markup('<div class="linked"><div id="plane-controls"></div>'))
         if name in payloads:
@@ -157,6 +168,26 @@ def _sections(payloads, defs, notes, series_rows):
     return parts
 
 
+def script_text():
+    """The page's one script: SCRIPT_PARTS in one function scope, then start()."""
+    parts = [(HERE / name).read_text(encoding="utf-8") for name in SCRIPT_PARTS]
+    return '"use strict";\n(function () {\n' + "\n".join(parts) + "\nstart();\n})();\n"
+
+
+def assemble(title, nav, parts, data, banner=None):
+    """A whole page from its sections: the template with the CSP of its script and style, `nav`
+    ((anchor, title) pairs), the sections (Markup), the data as JSON text, and the definitions."""
+    links = join(html('<a href="#{k}">{t}</a>', k=k, t=t) for k, t in nav) + \
+        Markup('<a href="#definitions">Definitions</a>')
+    style = (HERE / "page.css").read_text(encoding="utf-8")
+    script = script_text()
+    template = (HERE / "page.html").read_text(encoding="utf-8")
+    text = fill(template, CSP=csp(script, style), TITLE=escape(title), STYLE=Markup(style), NAV=links,
+                BANNER=Markup() if banner is None else banner, SECTIONS=join(parts, "\n"), DEFINITIONS=markdown.to_html(markdown.definitions_text()),
+                DATA=json_text(data), SCRIPT=Markup(script))
+    return str(text)
+
+
 def page_html(title, series_rows, payloads, notes, prov):
     """The whole page as a string. series_rows: (label, text or Markup) rows; every value from a store,
     a run directory or the user is escaped by `safe` as it is put in (payloads go in as JSON text)."""
@@ -164,12 +195,4 @@ def page_html(title, series_rows, payloads, notes, prov):
     parts = _sections(payloads, defs, notes, series_rows)
     parts.append(_section("provenance", _provenance(prov), defs, notes))
     data = {k: v for k, v in payloads.items() if k != "dsm"}
-    nav = join(html('<a href="#{k}">{t}</a>', k=k, t=v[0]) for k, v in SECTIONS.items()) + \
-        Markup('<a href="#definitions">Definitions</a>')
-    style = (HERE / "page.css").read_text(encoding="utf-8")
-    script = (HERE / "page.js").read_text(encoding="utf-8")
-    template = (HERE / "page.html").read_text(encoding="utf-8")
-    text = fill(template, CSP=csp(script, style), TITLE=escape(title), STYLE=Markup(style), NAV=nav,
-                BANNER=_notes(notes, "page"), SECTIONS=join(parts, "\n"),
-                DEFINITIONS=markdown.to_html(markdown.definitions_text()), DATA=json_text(data), SCRIPT=Markup(script))
-    return str(text)
+    return assemble(title, [(k, v[0]) for k, v in SECTIONS.items()], parts, data, _notes(notes, "page"))

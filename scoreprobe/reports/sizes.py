@@ -23,7 +23,12 @@ REPORT_SIZES = {
     "dsm_noise": 2,               # DSM: noise draws per item
     "dsm_heldout": 120,           # DSM: held-out items (all training items are used)
     "seed": 0,
+    "gallery": 12,                # gallery: samples per checkpoint shown (0: none; at most MAX_GALLERY)
 }
+PAGE_ONLY_SIZES = ("gallery",)    # sizes of what the page draws, not of a store (not in the cache's digest)
+MAX_GALLERY = 64                  # gallery samples per checkpoint at most
+MAX_ENDPOINT_RECORDS = 4096       # distinct basin endpoints (image, state, item) on one page at most
+MAX_ENDPOINT_CELL_BYTES = 4 << 20  # ... and at most this many bytes of their cells (H·W bytes each)
 
 
 def _as_int(name, value):
@@ -66,6 +71,8 @@ def _checked(name, value, n_bits):
           "dsm_heldout": MAX_ITEMS, "retention_noise": MAX_SAMPLES, "dsm_noise": MAX_SAMPLES}.get(name)
     if name == "seed":
         return check_seed(value, what)
+    if name == "gallery":
+        return check_int(value, what, 0, MAX_GALLERY)
     if name == "n_samples":
         return check_rows(value, n_bits, what)
     return check_int(value, what, 1, hi)
@@ -100,6 +107,16 @@ def page_bytes(section, n_steps, n_sigma=0, res=0):
                 "field": b64 * 4 * 3 * n_sigma * res ** 2 * (n_steps + 2)}[section])
 
 
+def gallery_bytes(n_steps, n_gallery, n_bits, n_cells, max_records):
+    """About how many bytes the gallery adds: n_gallery sample records per checkpoint and, on a basin
+    grid of n_cells (steps x sigma_start x res²), an int16 record index per cell and at most
+    max_records distinct endpoint records (each its cells, at most n_bits bytes, and ~100 bytes of
+    state, label and items)."""
+    b64 = 4 / 3
+    record = b64 * n_bits + 100
+    return int(n_steps * n_gallery * record + b64 * 2 * n_cells + min(n_cells, max_records) * record)
+
+
 def section_dims(section, sizes):
     """(n_sigma, res) of a section computed at `sizes` (see page_bytes)."""
     return {"basins": (len(sizes["sigma_start"]), sizes["res"]), "field": (len(sizes["sigma_start"]), sizes["field_res"]),
@@ -116,6 +133,12 @@ def check_page_size(plan):
     """ConfigError, before computing, when the page the plan makes would pass limits.MAX_PAGE_BYTES."""
     total = 400_000 + sum(page_bytes(s, len(it.have) if it.given else len(plan.steps),
                                      *(it.dims or section_dims(s, plan.sizes))) for s, it in plan.items.items())
+    if plan.gallery:
+        basins = plan.items.get("basins")
+        n_sigma, res = (basins.dims or section_dims("basins", plan.sizes)) if basins else (0, 0)
+        n_basin_steps = (len(basins.have) if basins.given else len(plan.steps)) if basins else 0
+        total += gallery_bytes(len(plan.steps), min(plan.sizes["gallery"], plan.sizes["n_samples"]),
+                               plan.series.rule.n_bits, n_basin_steps * n_sigma * res ** 2, MAX_ENDPOINT_RECORDS)
     if total > MAX_PAGE_BYTES:
         raise ConfigError(f"the page would take about {total / 2**20:.0f} MiB, more than the limit "
                           f"{MAX_PAGE_BYTES >> 20} MiB (scoreprobe.limits.MAX_PAGE_BYTES): use smaller --size res / "

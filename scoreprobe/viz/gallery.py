@@ -61,37 +61,64 @@ def outline_ids(rule):
     return ids
 
 
-def _borders(ax, ids):
-    """Thick lines on the cell edges between cells of different ids, and the frame."""
+def border_segments(ids):
+    """[((x0, y0), (x1, y1))] the cell edges between cells of different ids of an (H, W) partition, in
+    cell-edge units (cell (r, c) spans x in [c, c + 1], y in [r, r + 1]); the frame is not included."""
     H, W = ids.shape
-    kw = {"color": "#ff7f0e", "lw": 2.0, "solid_capstyle": "butt"}
+    out = []
     for r in range(H):
         for c in range(W):
             if c + 1 < W and ids[r, c] != ids[r, c + 1]:
-                ax.plot([c + 0.5, c + 0.5], [r - 0.5, r + 0.5], **kw)
+                out.append(((c + 1, r), (c + 1, r + 1)))
             if r + 1 < H and ids[r, c] != ids[r + 1, c]:
-                ax.plot([c - 0.5, c + 0.5], [r + 0.5, r + 0.5], **kw)
+                out.append(((c, r + 1), (c + 1, r + 1)))
+    return out
+
+
+def _borders(ax, ids):
+    """Thick lines on the cell edges between cells of different ids (border_segments)."""
+    kw = {"color": "#ff7f0e", "lw": 2.0, "solid_capstyle": "butt"}
+    for (x0, y0), (x1, y1) in border_segments(ids):
+        ax.plot([x0 - 0.5, x1 - 0.5], [y0 - 0.5, y1 - 0.5], **kw)
+
+
+def cell_codes(bits, shape):
+    """(n, H, W) int8 what each cell of n images shows: for C = 1 its pixel (0 / 1); for one-hot
+    puzzles (C > 1) its symbol 1..C, 0 for a cell with no symbol, -1 for a cell with several."""
+    C, H, W = shape
+    img = np.asarray(bits).reshape(-1, C, H, W)
+    if C == 1:
+        return img[:, 0].astype(np.int8)
+    active = img.sum(axis=1)                                              # (n, H, W) symbols on in each cell
+    return np.where(active == 1, img.argmax(axis=1) + 1, np.where(active == 0, 0, -1)).astype(np.int8)
+
+
+def violated_groups(bits, rule):
+    """(n, n_groups) bool: the groups of `rule` (group_cells order) each image violates."""
+    bits = np.asarray(bits, dtype=np.uint8)
+    return ~rule.group_valid(bits) if group_cells(rule) else np.zeros((len(bits), 0), bool)
 
 
 def _draw_cells(ax, bits, shape):
-    """One sample: pixels (C = 1) or symbols (C > 1, one-hot channels)."""
+    """One sample: pixels (C = 1) or symbols (C > 1, one-hot channels; cell_codes)."""
     C, H, W = shape
-    img = np.asarray(bits).reshape(C, H, W)
+    codes = cell_codes(bits, shape)[0]
     if C == 1:
-        ax.imshow(img[0], cmap="gray_r", vmin=0, vmax=1, interpolation="nearest")
+        ax.imshow(codes, cmap="gray_r", vmin=0, vmax=1, interpolation="nearest")
         return
     ax.imshow(np.ones((H, W)), cmap="gray", vmin=0, vmax=1)
-    active = img.sum(axis=0)                                    # (H, W) symbols on in each cell
     for r in range(H):
         for c in range(W):
-            text, color = (str(int(img[:, r, c].argmax()) + 1), "black") if active[r, c] == 1 else \
-                ("·" if active[r, c] == 0 else "?", "#d62728")
+            k = int(codes[r, c])
+            text, color = (str(k), "black") if k > 0 else ("·" if k == 0 else "?", "#d62728")
             ax.text(c, r, text, ha="center", va="center", fontsize=9, color=color)
     ax.set_xlim(-0.5, W - 0.5)
     ax.set_ylim(H - 0.5, -0.5)
 
 
-def _title(state, train_index, heldout_index):
+def state_title(state, train_index=None, heldout_index=None):
+    """(text, colour) of a sample's state: "copy of #i" (the training item), "held-out #j", "novel",
+    "violating", "invalid"; the colour of the state (viz.common.STATE_COLORS)."""
     name = STATES[int(state)]
     text = STATE_TEXT[name]
     if name == "valid_memorized" and train_index is not None and train_index >= 0:
@@ -124,7 +151,7 @@ def plot_gallery(bits, rule, state=None, train_index=None, heldout_index=None, n
     fig = new_figure((1.45 * ncols, 1.6 * nrows + (0.4 if title else 0.0)))
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
     cells, ids = group_cells(rule), outline_ids(rule)
-    violated = ~rule.group_valid(bits) if cells else np.zeros((n, 0), bool)     # (n, n_groups)
+    violated = violated_groups(bits, rule)                                   # (n, n_groups)
     for i, ax in enumerate(axes):
         ax.set_xticks([])
         ax.set_yticks([])
@@ -138,7 +165,7 @@ def plot_gallery(bits, rule, state=None, train_index=None, heldout_index=None, n
                 ax.add_patch(_cell_patch(r, c))
         if ids is not None:
             _borders(ax, ids)
-        text, color = ("", "black") if state is None else _title(
+        text, color = ("", "black") if state is None else state_title(
             state[i], None if train_index is None else train_index[i],
             None if heldout_index is None else heldout_index[i])
         if labels is not None:
