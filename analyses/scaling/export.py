@@ -7,6 +7,12 @@ per-sample constraint-family validity (S, n, F) packed along the sample axis whe
 families, novel_oracle, and the training and clock seconds (training: of the process that trained it, or
 of an earlier export of the same run; NaN when it was trained elsewhere, e.g. by two_clocks.py). A few
 tens of KB compressed.
+
+Versions (`version`; a file without it is version 1): 2 adds the optional `bit_sum` (S, n) int16, each
+sample's number of ones (-1 for a non-finite endpoint; `scoreprobe.probes.counts.bit_sums`), written when
+the clocks kept the bits (`clocks(..., keep_bits=True)`): what the count error of an exact-K rule is read
+from (analyses/exactk_ladder). The keys of version 1 are unchanged, so readers of version 1 read version 2
+files (the `format` string stays); a version newer than VERSION is refused.
 """
 import json
 import os
@@ -16,9 +22,11 @@ import numpy as np
 import xarray as xr
 
 from scoreprobe.data.datasets import STATE_CODES
+from scoreprobe.probes.counts import bit_sums
 from scoreprobe.store import normalize_config
 
 FORMAT = "scoreprobe-scaling-run/1"
+VERSION = 2
 
 
 def clocks_config_text(ds):
@@ -32,7 +40,8 @@ def clocks_config_text(ds):
 
 def export_run(ds, cfg, params, path, train_s=None, clocks_s=None, meta=None):
     """Write the compact result of one run's clocks Dataset `ds` (atomically) to `path`."""
-    arrays = {"format": FORMAT, "config": json.dumps(normalize_config(cfg.to_dict()), sort_keys=True),
+    arrays = {"format": FORMAT, "version": np.int64(VERSION),
+              "config": json.dumps(normalize_config(cfg.to_dict()), sort_keys=True),
               "meta": json.dumps(normalize_config(meta or {}), sort_keys=True),
               "clocks_config": clocks_config_text(ds), "params": np.int64(params),
               "step": ds["step"].values.astype(np.int64), "state": ds["state"].values.astype(np.int8),
@@ -42,6 +51,8 @@ def export_run(ds, cfg, params, path, train_s=None, clocks_s=None, meta=None):
     if "family_valid" in ds:
         fv = ds["family_valid"].transpose("step", "sample", "family").values.astype(bool)   # (S, n, F)
         arrays.update(family_valid=np.packbits(fv, axis=1), family=np.array([str(f) for f in ds["family"].values]))
+    if "bits" in ds:   # the clocks kept the bits: each sample's number of ones (S, n)
+        arrays["bit_sum"] = bit_sums(ds["bits"].transpose("step", "sample", "bit").values, ds["state"].values)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.npz")
@@ -50,17 +61,23 @@ def export_run(ds, cfg, params, path, train_s=None, clocks_s=None, meta=None):
 
 
 def read_export(path):
-    """{"config", "meta", "clocks_config" (dicts), "params", "train_s", "clocks_s", "ds"} of an export."""
+    """{"config", "meta", "clocks_config" (dicts), "params", "train_s", "clocks_s", "version", "ds"} of an
+    export; ds holds `bit_sum` (step, sample) when the export has it (version 2)."""
     with np.load(path, allow_pickle=False) as z:
         if str(z["format"]) != FORMAT:
             raise ValueError(f"{path}: not a {FORMAT} file")
+        version = int(z["version"]) if "version" in z.files else 1
+        if not 1 <= version <= VERSION:
+            raise ValueError(f"{path}: export version {version}; this code reads versions 1 to {VERSION}")
         info = {k: json.loads(str(z[k])) for k in ("config", "meta", "clocks_config")}
-        info.update(params=int(z["params"]), train_s=_num(z["train_s"]), clocks_s=_num(z["clocks_s"]))
+        info.update(params=int(z["params"]), train_s=_num(z["train_s"]), clocks_s=_num(z["clocks_s"]),
+                    version=version)
         fv = None
         if "family_valid" in z:
             n = z["state"].shape[1]
             fv = (np.unpackbits(z["family_valid"], axis=1, count=n).astype(np.uint8), [str(f) for f in z["family"]])
-        info["ds"] = clocks_dataset(z["step"], z["state"], float(z["novel_oracle"]), fv)
+        info["ds"] = clocks_dataset(z["step"], z["state"], float(z["novel_oracle"]), fv,
+                                    z["bit_sum"] if "bit_sum" in z.files else None)
     return info
 
 
@@ -69,10 +86,11 @@ def _num(v):
     return None if np.isnan(v) else v
 
 
-def clocks_dataset(step, state, novel_oracle, family=None):
+def clocks_dataset(step, state, novel_oracle, family=None, bit_sum=None):
     """The minimal clocks Dataset of taus / tau_draws / abruptness / family_taus: `state` (step, sample),
     rule_acc and mem_ratio (step,) counted from it, `family_valid` (step, sample, family) and `family_acc`
-    (step, family) when given as (array (S, n, F), names); attrs novel_oracle, n_samples."""
+    (step, family) when given as (array (S, n, F), names), `bit_sum` (step, sample) when given; attrs
+    novel_oracle, n_samples."""
     state = np.asarray(state, dtype=np.int8)                                   # (S, n)
     share = {name: (state == code).mean(axis=1) for name, code in STATE_CODES.items()}
     rule_acc = share["valid_novel"] + share["valid_heldout"] + share["valid_memorized"]
@@ -86,6 +104,8 @@ def clocks_dataset(step, state, novel_oracle, family=None):
         ds["family_valid"] = (("step", "sample", "family"), valid)
         ds["family_acc"] = (("step", "family"), valid.mean(axis=1))
         ds = ds.assign_coords(family=np.array([str(f) for f in names]))
+    if bit_sum is not None:
+        ds["bit_sum"] = (("step", "sample"), np.asarray(bit_sum, dtype=np.int16))
     return ds
 
 

@@ -102,6 +102,8 @@ def run_one(args, run):
         return run.name
     t1 = time.time()
     kw = {} if args.n_steps is None else {"n_steps": args.n_steps}
+    if getattr(args, "keep_bits", False):   # the bits too: the export then holds each sample's Σ bits
+        kw["keep_bits"] = True
     ds = measured_clocks(load_series(path), path / "clocks.zarr", n_samples=args.n_samples, device=args.device, **kw)
     clocks_s = time.time() - t1
     export = args.exports / f"{run.name}.npz"

@@ -1,0 +1,201 @@
+"""An exact-K ladder against parity (issue 36 item 4): exact-K k = 3, 9, 18 of the 36 pixels of 6×6 images and
+parity G = 2, 3, 4 at the same N (240 on CPU) with the same model (the scaling study's 80×4 DiT recipe), with
+the **count error** |Σ bits − k| of every sample at every checkpoint beside exact accuracy, and the chance
+levels of every rule (uniformly random bits, exact) beside the measured accuracy at step 0.
+
+Trains every run not yet exported (grid.py: the parity runs are the scaling study's own and are reused as
+exported; the exact-K runs are new), `--jobs` at a time in one-thread worker processes (or as stacked
+ensembles with --ensemble, the GPU default), measures the clocks of every checkpoint with the bits kept, and
+exports each run (one .npz, tens of KB, with each sample's Σ bits: export version 2,
+analyses/scaling/export.py); after every finished run the tables are rewritten from the exports:
+
+  <results>/exactk_ladder_<preset>/<run>.npz   exact-K runs (parity: scaling_<preset>/, the scaling study's)
+  <results>/exactk_ladder_<preset>.md/.json    every table (runs not yet done are listed as such)
+  <results>/exactk_ladder_<preset>.png         accuracy per rule, count error per k, chance levels dashed
+
+Usage:
+  python analyses/exactk_ladder --jobs 2       # the CPU preset: 18 runs, 9 reused; 9 new ≈ 2.1 h on 2 idle cores
+  python analyses/exactk_ladder --smoke        # 12 toy runs (N = 8, 2 seeds): ≈ 1 min
+  python analyses/exactk_ladder --from-results # every table and figure from the .npz files, seconds
+  python analyses/exactk_ladder --plan         # the run list, order and estimated time, nothing run
+  python analyses/exactk_ladder --device cuda  # GPU preset: N = 256, 5 seeds, exact-K as stacked ensembles
+
+The choice of N, the budget and what the other N would cost: grid.py's docstring. Statistics: τ over
+thresholds (analyses/scaling/curves.py: pooled t intervals over training seeds, Welch ratios, verdicts that
+hold at every readable threshold), the count error (`scoreprobe.probes.counts`, docs/definitions.md "Count
+error and chance levels"), Clopper–Pearson intervals for the step-0 accuracy.
+"""
+import argparse
+import contextlib
+import copy
+import logging
+import time
+from pathlib import Path
+
+from analyses.exactk_ladder import grid as grid_mod
+from analyses.scaling import grid as scaling_grid
+from analyses.scaling import run as scaling_run
+from scoreprobe.probes.clocks import resolve_device
+
+logger = logging.getLogger("exactk_ladder")
+WRITE_EVERY_S = 300   # rewrite the tables after a finished run at most this often (and always at the end)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--preset", choices=sorted(grid_mod.PRESETS), default=None, help="default: gpu on CUDA, else cpu")
+    p.add_argument("--smoke", action="store_true", help="same as --preset smoke")
+    p.add_argument("--jobs", type=int, default=None, help="runs at a time, one thread each (default: the preset's)")
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto")
+    p.add_argument("--ensemble", action=argparse.BooleanOptionalAction, default=None,
+                   help="train the runs as stacked ensembles (default: on CUDA)")
+    p.add_argument("--train-only", action="store_true", help="train (or resume) the runs, measure nothing")
+    p.add_argument("--from-results", action="store_true", help="tables and figures from the .npz exports only")
+    p.add_argument("--plan", action="store_true", help="print the runs in order with their estimated time, run nothing")
+    p.add_argument("--hours", type=float, default=None,
+                   help="start no run that would not be done within this many hours (estimated rate × 1.5, for load)")
+    p.add_argument("--out", default="runs", help="folder of the run directories (two_clocks/, scaling/)")
+    p.add_argument("--results", default=None, help="folder of the tables, figures and exports (default: "
+                   "analyses/results, or --out for --smoke)")
+    args = p.parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        p.error(f"--jobs must be at least 1, got {args.jobs}")
+    if args.hours is not None and not args.hours > 0:
+        p.error(f"--hours must be positive, got {args.hours}")
+    args.device = resolve_device(args.device)
+    args.preset = "smoke" if args.smoke else args.preset or ("gpu" if args.device.startswith("cuda") else "cpu")
+    preset = grid_mod.PRESETS[args.preset]
+    scaling = scaling_grid.PRESETS[preset["scaling"]]
+    args.jobs = preset["jobs"] if args.jobs is None else args.jobs
+    args.ensemble = args.device.startswith("cuda") if args.ensemble is None else args.ensemble
+    args.results = Path(args.results or (args.out if args.preset == "smoke" else "analyses/results"))
+    args.n_samples, args.n_steps = scaling["n_samples"], scaling["n_steps"]
+    return args
+
+
+def run_one(args, run):
+    """scaling's run_one (train or resume, clocks, export) into the run's own export folder; exact-K runs
+    keep the bits, so that their export holds each sample's Σ bits."""
+    a = copy.copy(args)
+    a.exports = grid_mod.export_folders(args.results, args.preset, run)[0]
+    a.keep_bits = grid_mod.has_counts(run)
+    return scaling_run.run_one(a, run)
+
+
+def exported(args, runs):
+    """Names of the runs done: exported to their own folder with the same TrainConfig (an exact-K export of the
+    scaling study, without Σ bits, is not: the run is measured again, its training skipped when its run
+    directory is there)."""
+    from analyses.scaling.export import load_exports
+    return {r.name for r in runs
+            if r.name in load_exports([r], grid_mod.export_folders(args.results, args.preset, r)[0])[0]}
+
+
+def run_all(args, runs, on_done):
+    """run_one over the runs not yet exported, `args.jobs` at a time (neighbours in the plan have equal
+    lengths), or trained first as stacked ensembles with --ensemble; on_done(name) after each (a failure is
+    logged, the rest go on)."""
+    done = exported(args, runs)
+    runs = [r for r in runs if r.name not in done]
+    with _one_thread(args):
+        _run_chunks(args, runs, on_done)
+
+
+@contextlib.contextmanager
+def _one_thread(args):
+    """One torch thread for runs trained in this process on a CPU (`--jobs 1`), as the worker processes of
+    `--jobs 2` have: the measured rates are one-thread rates, and on 2 shared, loaded cores two threads made a
+    smoke run 9× slower (77 s against 8 s at load 9)."""
+    import torch
+    before = torch.get_num_threads()
+    if args.device == "cpu" and args.jobs <= 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run_chunks(args, runs, on_done):
+    from analyses.grid import in_parallel, train_ensembles
+    if args.ensemble and runs:
+        train_ensembles([r.cfg for r in runs], [scaling_run.run_dir(args, r) for r in runs], args.device)
+    deadline = None if args.hours is None else time.time() + args.hours * 3600
+    for start in range(0, len(runs), args.jobs):
+        chunk = runs[start:start + args.jobs]
+        need = 1.5 * max(grid_mod.run_seconds(r, args.n_samples) for r in chunk)
+        if deadline is not None and time.time() + need > deadline:
+            logger.info("stopping: %s would not be done within --hours %s", ", ".join(r.name for r in chunk), args.hours)
+            return
+        for name in in_parallel(_guarded_one, [(args, r) for r in chunk], args.jobs):
+            if name:
+                scaling_run._guarded(lambda: on_done(name), name)
+
+
+def _guarded_one(args, run):
+    try:
+        return run_one(args, run)
+    except Exception as e:   # an unattended preset must not stop on one run
+        logging.getLogger("exactk_ladder").error("%s failed: %s: %s", run.name, type(e).__name__, e)
+        return None
+
+
+def plan_lines(runs, args):
+    """The plan as text: the first line the total (wall time as run_all runs them: chunks of --jobs runs, each
+    chunk as long as its longest run), then one line per run with the time by which its chunk is done."""
+    done = exported(args, runs)
+    todo = [r for r in runs if r.name not in done]
+    secs = {r.name: grid_mod.run_seconds(r, args.n_samples) for r in runs}
+    finish, t = {}, 0.0
+    for start in range(0, len(todo), args.jobs):
+        chunk = todo[start:start + args.jobs]
+        t += max(secs[r.name] for r in chunk)
+        finish.update({r.name: t for r in chunk})
+    rates = " at one CPU thread's rates (GPU throughput is not measured here)" if args.preset == "gpu" else ""
+    lines = [f"{len(runs)} runs, preset {args.preset}, N = {grid_mod.PRESETS[args.preset]['N']} ({len(done)} exported "
+             f"already), {args.jobs} at a time: estimated{rates} {t / 3600:.2f} h for the rest "
+             f"({sum(secs[r.name] for r in todo) / 3600:.1f} thread-hours)"]
+    for i, r in enumerate(runs):
+        state = "exported" if r.name in done else \
+            f"~{secs[r.name] / 60:5.1f} min, done by ~{finish[r.name] / 3600:4.2f} h"
+        lines.append(f"  {i + 1:3d} {r.name:18s} {grid_mod.label(r):16s} training seed {r.seed} data seed "
+                     f"{r.cfg.data_seed}  {r.steps:6d} steps  {state}")
+    return lines
+
+
+def _writer(args, runs, every_s=WRITE_EVERY_S):
+    """on_done of run_all: the tables rewritten after a finished run when the last writing is `every_s` old
+    (a CPU-preset run takes ≈ 25 min, so after every run there; a smoke run seconds: once, at the end)."""
+    last = [time.time()]
+
+    def on_done(name):
+        if not args.train_only and time.time() - last[0] >= every_s:
+            _write(args, runs)
+            last[0] = time.time()
+    return on_done
+
+
+def _write(args, runs):
+    from analyses.exactk_ladder.tables import write_all   # imported when first needed
+    return write_all(args, runs)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    runs = grid_mod.plan(args.preset)
+    if args.plan:
+        print("\n".join(plan_lines(runs, args)))
+        return
+    if not args.from_results:
+        logger.info(plan_lines(runs, args)[0])
+        run_all(args, runs, on_done=_writer(args, runs))
+        if args.train_only:
+            return
+    md = _write(args, runs)
+    print(md.read_text())
+    print(f"wrote {md}, {md.with_suffix('.json')}, {md.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()
