@@ -24,12 +24,9 @@ points: a two-level random-effects split of ln τ (var_data, var_init) and a t i
 import argparse
 import copy
 import logging
-import multiprocessing
-import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from analyses.data_draws import grid as grid_mod
-from analyses.grid import worker_init
+from analyses.queue import finish_times, run_queue
 from analyses.scaling import grid as scaling_grid
 from analyses.scaling import run as scaling_run
 from scoreprobe.probes.clocks import resolve_device
@@ -78,49 +75,25 @@ def exported(args, runs):
 
 
 def run_all(args, runs, on_done):
-    """run_one over the runs not yet exported, in plan order, `args.jobs` at a time (a run starts when a worker
-    is free); on_done(name) after each (a failure is logged, the rest go on). With --hours, a run whose
-    estimate (× 1.5, for load) would end past the deadline is not started."""
+    """run_one over the runs not yet exported, in plan order, `args.jobs` at a time (analyses.queue.run_queue:
+    a run starts when a worker is free; with --hours none that would end past the deadline)."""
     done = exported(args, runs)
-    todo = [r for r in runs if r.name not in done]
-    deadline = None if args.hours is None else time.time() + args.hours * 3600
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max(args.jobs, 1), mp_context=ctx, initializer=worker_init) as pool:
-        running = set()
-        while todo or running:
-            while todo and len(running) < max(args.jobs, 1):
-                run = todo.pop(0)
-                if deadline is not None and time.time() + 1.5 * scaling_grid.run_seconds(run, args.n_samples) > deadline:
-                    logger.info("not started: %s would not be done within --hours %s", run.name, args.hours)
-                    continue
-                running.add(pool.submit(_guarded_one, args, run))
-            if not running:
-                break
-            finished, running = wait(running, return_when=FIRST_COMPLETED)
-            for f in finished:
-                if f.result():
-                    scaling_run._guarded(lambda: on_done(f.result()), f.result())
-
-
-def _guarded_one(args, run):
-    try:
-        return run_one(args, run)
-    except Exception as e:   # an unattended preset must not stop on one run
-        logging.getLogger("data_draws").error("%s failed: %s: %s", run.name, type(e).__name__, e)
-        return None
+    return run_queue(run_one, args, [r for r in runs if r.name not in done], on_done,
+                     lambda r: scaling_grid.run_seconds(r, args.n_samples), args.hours, args.jobs, "data_draws")
 
 
 def plan_lines(runs, args):
-    secs = [scaling_grid.run_seconds(r, args.n_samples) for r in runs]
+    """The plan as text: the total for the runs not yet exported, then one line per run with the time by which it
+    is done (analyses.queue.finish_times at the measured one-thread rates)."""
+    secs = {r.name: scaling_grid.run_seconds(r, args.n_samples) for r in runs}
     done = exported(args, runs)
-    todo = sum(s for r, s in zip(runs, secs) if r.name not in done)
+    todo = [r for r in runs if r.name not in done]
+    ends, total = finish_times([secs[r.name] for r in todo], args.jobs)
+    finish = {r.name: e for r, e in zip(todo, ends)}
     lines = [f"{len(runs)} runs, preset {args.preset} ({len(done)} exported already), {args.jobs} at a time: "
-             f"estimated {todo / 3600 / max(args.jobs, 1):.2f} h for the rest ({todo / 3600:.1f} thread-hours)"]
-    t = 0.0
-    for i, (r, s) in enumerate(zip(runs, secs)):
-        if r.name not in done:
-            t += s / max(args.jobs, 1)
-        state = "exported" if r.name in done else f"~{s / 60:5.1f} min, all done by ~{t / 3600:4.2f} h"
+             f"estimated {total / 3600:.2f} h for the rest ({sum(secs[r.name] for r in todo) / 3600:.1f} thread-hours)"]
+    for i, r in enumerate(runs):
+        state = "exported" if r.name in done else f"~{secs[r.name] / 60:5.1f} min, done by ~{finish[r.name] / 3600:4.2f} h"
         lines.append(f"  {i + 1:3d} {r.name:16s} data seed {r.meta['data_seed']} training seed {r.seed}  "
                      f"{r.steps:6d} steps  {state}")
     return lines

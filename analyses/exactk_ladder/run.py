@@ -26,13 +26,13 @@ hold at every readable threshold), the count error (`scoreprobe.probes.counts`, 
 error and chance levels"), Clopper–Pearson intervals for the step-0 accuracy.
 """
 import argparse
-import contextlib
 import copy
 import logging
 import time
 from pathlib import Path
 
 from analyses.exactk_ladder import grid as grid_mod
+from analyses.queue import finish_times, run_queue
 from analyses.scaling import grid as scaling_grid
 from analyses.scaling import run as scaling_run
 from scoreprobe.probes.clocks import resolve_device
@@ -92,65 +92,26 @@ def exported(args, runs):
 
 
 def run_all(args, runs, on_done):
-    """run_one over the runs not yet exported, `args.jobs` at a time (neighbours in the plan have equal
-    lengths), or trained first as stacked ensembles with --ensemble; on_done(name) after each (a failure is
-    logged, the rest go on)."""
+    """run_one over the runs not yet exported (analyses.queue.run_queue: `args.jobs` at a time, a run starting
+    when a worker is free, none past --hours), or trained first as stacked ensembles with --ensemble;
+    on_done(name) after each (a failure is logged, the rest go on)."""
+    from analyses.grid import train_ensembles
     done = exported(args, runs)
     runs = [r for r in runs if r.name not in done]
-    with _one_thread(args):
-        _run_chunks(args, runs, on_done)
-
-
-@contextlib.contextmanager
-def _one_thread(args):
-    """One torch thread for runs trained in this process on a CPU (`--jobs 1`), as the worker processes of
-    `--jobs 2` have: the measured rates are one-thread rates, and on 2 shared, loaded cores two threads made a
-    smoke run 9× slower (77 s against 8 s at load 9)."""
-    import torch
-    before = torch.get_num_threads()
-    if args.device == "cpu" and args.jobs <= 1:
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def _run_chunks(args, runs, on_done):
-    from analyses.grid import in_parallel, train_ensembles
     if args.ensemble and runs:
         train_ensembles([r.cfg for r in runs], [scaling_run.run_dir(args, r) for r in runs], args.device)
-    deadline = None if args.hours is None else time.time() + args.hours * 3600
-    for start in range(0, len(runs), args.jobs):
-        chunk = runs[start:start + args.jobs]
-        need = 1.5 * max(grid_mod.run_seconds(r, args.n_samples) for r in chunk)
-        if deadline is not None and time.time() + need > deadline:
-            logger.info("stopping: %s would not be done within --hours %s", ", ".join(r.name for r in chunk), args.hours)
-            return
-        for name in in_parallel(_guarded_one, [(args, r) for r in chunk], args.jobs):
-            if name:
-                scaling_run._guarded(lambda: on_done(name), name)
-
-
-def _guarded_one(args, run):
-    try:
-        return run_one(args, run)
-    except Exception as e:   # an unattended preset must not stop on one run
-        logging.getLogger("exactk_ladder").error("%s failed: %s: %s", run.name, type(e).__name__, e)
-        return None
+    return run_queue(run_one, args, runs, on_done, lambda r: grid_mod.run_seconds(r, args.n_samples), args.hours,
+                     1 if args.ensemble else args.jobs, "exactk_ladder")
 
 
 def plan_lines(runs, args):
-    """The plan as text: the first line the total (wall time as run_all runs them: chunks of --jobs runs, each
-    chunk as long as its longest run), then one line per run with the time by which its chunk is done."""
+    """The plan as text: the first line the total (wall time as run_all runs them, analyses.queue.finish_times),
+    then one line per run with the time by which it is done."""
     done = exported(args, runs)
     todo = [r for r in runs if r.name not in done]
     secs = {r.name: grid_mod.run_seconds(r, args.n_samples) for r in runs}
-    finish, t = {}, 0.0
-    for start in range(0, len(todo), args.jobs):
-        chunk = todo[start:start + args.jobs]
-        t += max(secs[r.name] for r in chunk)
-        finish.update({r.name: t for r in chunk})
+    ends, t = finish_times([secs[r.name] for r in todo], args.jobs)
+    finish = {r.name: e for r, e in zip(todo, ends)}
     rates = " at one CPU thread's rates (GPU throughput is not measured here)" if args.preset == "gpu" else ""
     lines = [f"{len(runs)} runs, preset {args.preset}, N = {grid_mod.PRESETS[args.preset]['N']} ({len(done)} exported "
              f"already), {args.jobs} at a time: estimated{rates} {t / 3600:.2f} h for the rest "

@@ -1,0 +1,152 @@
+"""Does τ_mem's exponent in N depend on the sampler? (issue 36, "Also"): the scaling study's G = 2 N-axis runs
+(N = 30, 60, 120, 240, 3 training seeds) re-measured with EDM's stochastic sampler (S_churn 40, S_noise 1: the
+setting that moved the shipped series' memorization most, analyses/results/sampler_clocks.md).
+
+The scaling runs' checkpoints are not shipped (20 MB per run); what is shipped is each run's TrainConfig and
+its per-sample clock states (analyses/results/scaling_cpu/<run>.npz). Training is deterministic on one CPU
+thread, so a run is regenerated from its TrainConfig; before it is measured with the other sampler, its last
+checkpoint is re-measured with the default Heun PF-ODE and its 1000 sample states compared with the shipped
+export's: identical states name the same model (the check is recorded per run; a run whose states differ is
+measured with both samplers, so its comparison is still paired on the same checkpoints, and it is marked).
+
+  <results>/sampler_scaling_<preset>/<run>.npz   per run: the stochastic sampler's clocks (scaling's format),
+                                                 meta: the identity check; heun/<run>.npz only when it failed
+  <results>/sampler_scaling_<preset>.md/.json    τ_mem and τ_rule per N under both samplers, b per sampler over
+                                                 thresholds, and b_stochastic − b_heun from the paired ratios
+
+Usage:
+  python analyses/sampler_scaling --jobs 2         # 12 runs: ≈ 2.7 h on 2 idle cores (training ≈ 2 h of it)
+  python analyses/sampler_scaling --smoke          # the scaling smoke runs at G = 2: ≈ 1 min
+  python analyses/sampler_scaling --from-results   # the tables from the exports, seconds
+  python analyses/sampler_scaling --plan           # the runs, order and estimated time
+"""
+import argparse
+import logging
+import time
+from pathlib import Path
+
+
+from analyses.grid import finished, measured_clocks
+from analyses.queue import finish_times, run_queue
+from analyses.scaling import grid as scaling_grid
+from analyses.scaling import run as scaling_run
+from analyses.scaling.export import export_run, load_exports
+from scoreprobe.loading.series import load_series
+from scoreprobe.models.build import param_count
+from scoreprobe.ode.samplers import Sampler
+from scoreprobe.probes.clocks import resolve_device
+from scoreprobe.training.train import train_run
+
+logger = logging.getLogger("sampler_scaling")
+SAMPLER = {"name": "edm-stochastic", "s_churn": 40.0, "s_noise": 1.0}
+LABEL = "edm-stochastic"
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--preset", choices=("smoke", "cpu", "gpu"), default=None, help="default: gpu on CUDA, else cpu")
+    p.add_argument("--smoke", action="store_true", help="same as --preset smoke")
+    p.add_argument("--jobs", type=int, default=None, help="runs at a time, one thread each (default: the preset's)")
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto")
+    p.add_argument("--hours", type=float, default=None, help="start no run that would not be done within this many hours")
+    p.add_argument("--from-results", action="store_true", help="tables from the .npz exports only")
+    p.add_argument("--plan", action="store_true", help="print the runs in order with their estimated time, run nothing")
+    p.add_argument("--out", default="runs", help="folder of the run directories (two_clocks/ as the scaling study's)")
+    p.add_argument("--results", default=None, help="folder of the tables and exports (default: analyses/results, or "
+                   "--out for --smoke)")
+    args = p.parse_args(argv)
+    args.device = resolve_device(args.device)
+    args.preset = "smoke" if args.smoke else args.preset or ("gpu" if args.device.startswith("cuda") else "cpu")
+    preset = scaling_grid.PRESETS[args.preset]
+    args.jobs = preset["jobs"] if args.jobs is None else args.jobs
+    args.results = Path(args.results or (args.out if args.preset == "smoke" else "analyses/results"))
+    args.scaling_exports = args.results / f"scaling_{args.preset}"
+    args.exports = args.results / f"sampler_scaling_{args.preset}"
+    args.n_samples, args.n_steps = preset["n_samples"], preset["n_steps"]
+    return args
+
+
+def plan(preset):
+    """The scaling study's parity runs at G = 2 on its N axis, in its order."""
+    G = scaling_grid.PRESETS[preset]["N_axis"]["G"]
+    return [r for r in scaling_grid.plan(preset, ("N",)) if r.meta["G"] == G]
+
+
+def run_seconds(run, n_samples):
+    """Training plus the stochastic clocks (as many network evaluations as Heun's) plus one checkpoint's check."""
+    return scaling_grid.run_seconds(run, n_samples) + scaling_grid.CLOCK_S_PER_CKPT["dit"] * n_samples / 1000
+
+
+def identity_check(series, path, reference, args):
+    """The last checkpoint's Heun states of the regenerated run against the shipped export's: (share equal, n)."""
+    last = int(series.steps[-1])
+    kw = {} if args.n_steps is None else {"n_steps": args.n_steps}
+    ds = measured_clocks(series, path / "clocks_check.zarr", n_samples=args.n_samples, device=args.device,
+                         steps=[last], **kw)
+    ref = reference["ds"]
+    if int(ref.step.values[-1]) != last or ref.sizes["sample"] != ds.sizes["sample"]:
+        return 0.0, 0
+    same = ds.state.values[-1] == ref.state.values[-1]
+    return float(same.mean()), int(same.size)
+
+
+def run_one(args, run):
+    """Regenerate (or find) one run, check it is the shipped one, measure it with the stochastic sampler, export."""
+    reference = load_exports([run], args.scaling_exports)[0].get(run.name)
+    if reference is None:
+        raise RuntimeError(f"no scaling export of {run.name} with this TrainConfig in {args.scaling_exports}")
+    path, t0 = scaling_run.run_dir(args, run), time.time()
+    if not finished(path, run.cfg):
+        train_run(run.cfg, path, device=args.device, progress=False)
+    train_s, series = time.time() - t0, load_series(path)
+    share, n = identity_check(series, path, reference, args)
+    meta = {**run.meta, "identity_share": share, "identity_n": n, "identical": bool(n and share == 1.0)}
+    kw = {} if args.n_steps is None else {"n_steps": args.n_steps}
+    if not meta["identical"]:   # another model: Heun on it too, so that the comparison stays paired
+        logger.warning("%s: the regenerated run's states differ from the shipped export (%.3f equal)", run.name, share)
+        heun = measured_clocks(series, path / "clocks.zarr", n_samples=args.n_samples, device=args.device, **kw)
+        export_run(heun, run.cfg, param_count(run.cfg), args.exports / "heun" / f"{run.name}.npz", meta=meta)
+    t1 = time.time()
+    ds = measured_clocks(series, path / f"clocks_{LABEL}.zarr", n_samples=args.n_samples, device=args.device,
+                         sampler=Sampler(**SAMPLER), **kw)
+    export_run(ds, run.cfg, param_count(run.cfg), args.exports / f"{run.name}.npz", meta=meta,
+               train_s=train_s if train_s > 5 else None, clocks_s=time.time() - t1)
+    logger.info("%s: identical to the shipped run: %s; stochastic clocks exported", run.name, meta["identical"])
+    return run.name
+
+
+def plan_lines(runs, args):
+    done = set(load_exports(runs, args.exports)[0])
+    todo = [r for r in runs if r.name not in done]
+    secs = {r.name: run_seconds(r, args.n_samples) for r in runs}
+    ends, total = finish_times([secs[r.name] for r in todo], args.jobs)
+    finish = {r.name: e for r, e in zip(todo, ends)}
+    lines = [f"{len(runs)} runs, preset {args.preset} ({len(done)} exported already), {args.jobs} at a time: estimated "
+             f"{total / 3600:.2f} h for the rest ({sum(secs[r.name] for r in todo) / 3600:.1f} thread-hours)"]
+    for i, r in enumerate(runs):
+        state = "exported" if r.name in done else f"~{secs[r.name] / 60:5.1f} min, done by ~{finish[r.name] / 3600:4.2f} h"
+        lines.append(f"  {i + 1:3d} {r.name:12s} N = {r.meta['N']:4d} training seed {r.seed} data seed "
+                     f"{r.cfg.data_seed}  {r.steps:6d} steps  {state}")
+    return lines
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    runs = plan(args.preset)
+    if args.plan:
+        print("\n".join(plan_lines(runs, args)))
+        return
+    from analyses.sampler_scaling.tables import write_all
+    if not args.from_results:
+        logger.info(plan_lines(runs, args)[0])
+        done = set(load_exports(runs, args.exports)[0])
+        run_queue(run_one, args, [r for r in runs if r.name not in done], lambda name: write_all(args, runs),
+                  lambda r: run_seconds(r, args.n_samples), args.hours, args.jobs, "sampler_scaling")
+    md = write_all(args, runs)
+    print(md.read_text())
+    print(f"wrote {md}, {md.with_suffix('.json')}")
+
+
+if __name__ == "__main__":
+    main()
