@@ -20,13 +20,12 @@ Statistics: docs/definitions.md and scoreprobe.probes.seeds.pool_seeds with (dat
 points: a two-level random-effects split of ln τ (var_data, var_init) and a t interval over data seeds.
 """
 import argparse
-import copy
+import functools
 import logging
-import time
 
 from analyses.data_draws import grid as grid_mod
+from analyses.scaling import batch
 from analyses.scaling import grid as scaling_grid
-from analyses.scaling import run as scaling_run
 from scoreprobe.probes.clocks import resolve_device
 
 logger = logging.getLogger("data_draws")
@@ -59,43 +58,19 @@ def parse_args(argv=None):
     return args
 
 
-def run_one(args, run):
-    """scaling's run_one (train or resume, clocks, export) with the run's own export folder."""
-    a = copy.copy(args)
-    a.exports = grid_mod.export_folder(args.results, args.preset, run)
-    return scaling_run.run_one(a, run)
+def folder_of(args):
+    """run -> the folder of its export (grid.export_folder); picklable, for the worker processes."""
+    return functools.partial(grid_mod.export_folder, args.results, args.preset)
 
 
 def exported(args, runs):
     """Names of the runs whose export exists with the same TrainConfig (those are not run again)."""
-    from analyses.scaling.export import load_exports
-    return {r.name for r in runs if r.name in load_exports([r], grid_mod.export_folder(args.results, args.preset, r))[0]}
+    return batch.exported(runs, folder_of(args))
 
 
 def run_all(args, runs, on_done):
-    """run_one over the runs not yet exported, `args.jobs` at a time (neighbours in the plan have equal
-    lengths); on_done(name) after each (a failure is logged, the rest go on)."""
-    from analyses.grid import in_parallel
-    done = exported(args, runs)
-    runs = [r for r in runs if r.name not in done]
-    deadline = None if args.hours is None else time.time() + args.hours * 3600
-    for chunk_start in range(0, len(runs), max(args.jobs, 1)):
-        chunk = runs[chunk_start:chunk_start + max(args.jobs, 1)]
-        need = 1.5 * max(scaling_grid.run_seconds(r, args.n_samples) for r in chunk)
-        if deadline is not None and time.time() + need > deadline:
-            logger.info("stopping: %s would not be done within --hours %s", ", ".join(r.name for r in chunk), args.hours)
-            return
-        for name in in_parallel(_guarded_one, [(args, r) for r in chunk], args.jobs):
-            if name:
-                scaling_run._guarded(on_done, name)
-
-
-def _guarded_one(args, run):
-    try:
-        return run_one(args, run)
-    except Exception as e:   # an unattended preset must not stop on one run
-        logging.getLogger("data_draws").error("%s failed: %s: %s", run.name, type(e).__name__, e)
-        return None
+    """Train, measure and export the runs not yet exported, `args.jobs` at a time (analyses.scaling.batch.run_exports)."""
+    batch.run_exports(args, runs, folder_of(args), on_done)
 
 
 def plan_lines(runs, args):
