@@ -22,7 +22,7 @@ _API = {
                          "NonFiniteWarning ResolutionWarning SettingWarning StoreDamageWarning StoreRepairWarning "
                          "TrustWarning",
     "scoreprobe.data.rules": "ExactK LatinSquare Parity RowK Sudoku rule_from_spec",
-    "scoreprobe.data.datasets": "Dataset load_dataset make_dataset to_bits to_signed",
+    "scoreprobe.data.datasets": "Dataset load_dataset make_dataset to_bits to_signed transposed_dataset",
     "scoreprobe.data.bitindex": "BitIndex",
     "scoreprobe.oracles": "EmpiricalDenoiser LocalDenoiser RuleDenoiser",
     "scoreprobe.ode": "edm_sigmas integrate randn_per_sample",

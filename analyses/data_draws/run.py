@@ -11,10 +11,8 @@ after every finished run the tables are rewritten from the exports:
   <results>/data_draws_<preset>.png         τ per (data seed, training seed), pooled, per configuration
 
 Usage:
-  python analyses/data_draws --jobs 2         # the CPU preset: 33 runs (9 reused): the grid ≈ 3.2 h on 2 idle
-                                              # cores, then G = 3 at N = 480, 960 ≈ 4.1 h more
-  python analyses/data_draws --jobs 2 --hours 2.5   # start no run that would end after 2.5 h (a session's end)
-  python analyses/data_draws --smoke          # 11 toy runs: ≈ 1 min
+  python analyses/data_draws --jobs 2         # the CPU preset: 27 runs (9 reused), ≈ 3.2 h on 2 idle cores
+  python analyses/data_draws --smoke          # 8 toy runs: ≈ 1 min
   python analyses/data_draws --from-results   # every table and figure from the .npz files, seconds
   python analyses/data_draws --plan           # the run list, order and estimated time, nothing run
 
@@ -22,13 +20,13 @@ Statistics: docs/definitions.md and scoreprobe.probes.seeds.pool_seeds with (dat
 points: a two-level random-effects split of ln τ (var_data, var_init) and a t interval over data seeds.
 """
 import argparse
-import copy
+import functools
 import logging
 
 from analyses.data_draws import grid as grid_mod
-from analyses.queue import finish_times, run_queue
+from analyses.queue import finish_times
+from analyses.scaling import batch
 from analyses.scaling import grid as scaling_grid
-from analyses.scaling import run as scaling_run
 from scoreprobe.probes.clocks import resolve_device
 
 logger = logging.getLogger("data_draws")
@@ -61,25 +59,19 @@ def parse_args(argv=None):
     return args
 
 
-def run_one(args, run):
-    """scaling's run_one (train or resume, clocks, export) with the run's own export folder."""
-    a = copy.copy(args)
-    a.exports = grid_mod.export_folder(args.results, args.preset, run)
-    return scaling_run.run_one(a, run)
+def folder_of(args):
+    """run -> the folder of its export (grid.export_folder); picklable, for the worker processes."""
+    return functools.partial(grid_mod.export_folder, args.results, args.preset)
 
 
 def exported(args, runs):
     """Names of the runs whose export exists with the same TrainConfig (those are not run again)."""
-    from analyses.scaling.export import load_exports
-    return {r.name for r in runs if r.name in load_exports([r], grid_mod.export_folder(args.results, args.preset, r))[0]}
+    return batch.exported(runs, folder_of(args))
 
 
 def run_all(args, runs, on_done):
-    """run_one over the runs not yet exported, in plan order, `args.jobs` at a time (analyses.queue.run_queue:
-    a run starts when a worker is free; with --hours none that would end past the deadline)."""
-    done = exported(args, runs)
-    return run_queue(run_one, args, [r for r in runs if r.name not in done], on_done,
-                     lambda r: scaling_grid.run_seconds(r, args.n_samples), args.hours, args.jobs, "data_draws")
+    """Train, measure and export the runs not yet exported, `args.jobs` at a time (analyses.scaling.batch.run_exports)."""
+    return batch.run_exports(args, runs, folder_of(args), on_done)
 
 
 def plan_lines(runs, args):

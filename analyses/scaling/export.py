@@ -110,8 +110,10 @@ def clocks_dataset(step, state, novel_oracle, family=None, bit_sum=None):
 
 
 def load_exports(runs, folder):
-    """{run name: read_export(...)} for the planned `runs` whose export exists with the same TrainConfig;
+    """{run name: read_export(...)} for the planned `runs` whose export exists with the same TrainConfig (a
+    setting added to TrainConfig after the export was written reads as its default, as in run.json);
     {run name: why} for the others (not run yet, or run with other settings)."""
+    from scoreprobe.training.config import stored_config
     done, missing = {}, {}
     for run in runs:
         path = Path(folder) / f"{run.name}.npz"
@@ -119,7 +121,7 @@ def load_exports(runs, folder):
             missing[run.name] = "not run yet"
             continue
         info = read_export(path)
-        if info["config"] != json.loads(json.dumps(normalize_config(run.cfg.to_dict()), sort_keys=True)):
+        if normalize_config(stored_config(info["config"])) != normalize_config(run.cfg.to_dict()):
             missing[run.name] = "its export is from other settings"
             continue
         done[run.name] = info

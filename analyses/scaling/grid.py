@@ -148,14 +148,19 @@ def matched_gpt():
     return dict(MATCHED_GPT)
 
 
-def gpt_run(args, G, N, seed, order, overrides):
-    run = parity_run(args, G, N, seed)
+def as_gpt(run, args, order, overrides):
+    """(TrainConfig, meta) of `run` with the matched GPT reading pixels in `order` (lr: the grid's, then
+    `overrides`) instead of the DiT."""
     fields = {**matched_gpt(), "lr": args.lr, **overrides, "model": "gpt", "token_order": order}
-    run.cfg = dataclasses.replace(run.cfg, **fields)
-    group = f"gpt-{order}-g{G}-n{N}"
     meta = {**run.meta, "model": "gpt", "token_order": order, "width": fields.get("hidden_size"),
             "depth": fields.get("depth")}
-    return Run(f"{group}-s{seed}", "scaling", group, seed, run.cfg, meta)
+    return dataclasses.replace(run.cfg, **fields), meta
+
+
+def gpt_run(args, G, N, seed, order, overrides):
+    cfg, meta = as_gpt(parity_run(args, G, N, seed), args, order, overrides)
+    group = f"gpt-{order}-g{G}-n{N}"
+    return Run(f"{group}-s{seed}", "scaling", group, seed, cfg, meta)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -184,6 +184,15 @@ def make_dataset(rule, n_train, n_heldout, seed=0):
     return Dataset(bits[:n_train].copy(), bits[n_train:].copy(), rule, seed)
 
 
+def transposed_dataset(ds):
+    """The Dataset with every training and held-out grid transposed (`rule.transposed`; Latin squares and
+    Sudoku, whose valid sets it maps onto themselves), same rule and seed. The family named "rows" then
+    reads the rows of the new images: the columns of the grids as drawn."""
+    if not hasattr(ds.rule, "transposed"):
+        raise DataError(f"{ds.rule!r} has no transpose (Latin squares and Sudoku have)")
+    return Dataset(ds.rule.transposed(ds.train), ds.rule.transposed(ds.heldout), ds.rule, ds.seed)
+
+
 def _draw_distinct(rule, total, rng, max_rounds=50):
     """(total, D) distinct samples of rule, in order of first appearance."""
     drawn = np.zeros((0, rule.n_bits), np.uint8)

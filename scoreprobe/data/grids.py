@@ -86,6 +86,16 @@ class LatinSquare(Rule):
             fam["boxes"] = (b.reshape(-1, n, n // s, s, n // s, s).sum(axis=(3, 5)) == 1).all(axis=(1, 2, 3))
         return np.stack([fam[f] for f in self.family_names], axis=1)                # (N, F)
 
+    def transposed(self, bits):
+        """bits: (N, n^3) -> (N, n^3) uint8, every grid transposed: cell (row, col) takes the symbol of
+        cell (col, row). The valid set is closed under it (a Latin square's transpose is one; a Sudoku's
+        too, its square boxes map to boxes) and it is its own inverse. Families map rows <-> columns
+        (boxes and cells to themselves): family_valid(transposed(b)) is family_valid(b) with the rows
+        and columns entries swapped."""
+        n = self.n
+        b = check_bits(bits, self.n_bits).reshape(-1, n, n, n)                   # (N, symbol, row, col)
+        return np.ascontiguousarray(b.transpose(0, 1, 3, 2)).reshape(-1, n ** 3)
+
     def _grids(self):
         """(n_valid, n, n) int8 symbol grids of the whole valid set (small n only)."""
         return _latin_grids(self.n)

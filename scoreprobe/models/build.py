@@ -2,7 +2,7 @@
 from scoreprobe.errors import CheckpointError, ConfigError
 from scoreprobe.limits import (MAX_BITS, MAX_DEPTH, MAX_HIDDEN, MAX_LABEL_ROWS, MAX_MLP_RATIO, MAX_PARAMS,
                                MAX_TRAIN_BYTES, check_int, check_positive)
-from scoreprobe.models.dit import DIT_SIZES, dit_from_config
+from scoreprobe.models.dit import DIT_SIZES, dit_from_config, patch_hw
 from scoreprobe.models.edm import EDMDenoiser
 from scoreprobe.models.order import check_token_order
 
@@ -18,7 +18,7 @@ def model_arch(cfg, rule):
                             if getattr(cfg, k) is not None}}
         remedies = {k: v for k, v in (("mlp", "glu" if getattr(cfg, "multiplicative", False) else "gelu"),
                                       ("global_token", getattr(cfg, "global_token", False))) if v not in ("gelu", False)}
-        return {"net": {**net, "input_size": [H, W], "patch_size": cfg.patch_size, "in_channels": C,
+        return {"net": {**net, "input_size": [H, W], "patch_size": cfg.patch(), "in_channels": C,
                         "mlp_ratio": 4.0, "learn_sigma": False, "num_label_rows": 1, **remedies},
                 "image_shape": [C, H, W], "sigma_data": cfg.sigma_data, "time_scale": cfg.time_scale}
     from scoreprobe.models.gpt import gpt_arch
@@ -124,8 +124,13 @@ def _check_dit(arch):
     h = check_int(net.get("hidden_size"), "hidden_size", 1, MAX_HIDDEN)
     depth = check_int(net.get("depth"), "depth", 1, MAX_DEPTH)
     heads = check_int(net.get("num_heads"), "num_heads", 1, h)
-    p = check_int(net.get("patch_size", 2), "patch_size", 1, max(H, W))
-    _check_geometry(h, heads, H, W, p)
+    p = net.get("patch_size", 2)
+    if isinstance(p, (list, tuple)):   # a non-square patch [ph, pw]
+        ph, pw = _check_patch_pair(p, H, W)
+        _check_geometry(h, heads, H, W, 1)
+    else:
+        ph = pw = check_int(p, "patch_size", 1, max(H, W))
+        _check_geometry(h, heads, H, W, ph)
     if check_int(net.get("in_channels", 1), "in_channels", 1, MAX_BITS) != C or list(net.get("input_size", [])) != [H, W]:
         raise ConfigError(f"in_channels / input_size {net.get('in_channels')} / {str(net.get('input_size'))[:30]} "
                           f"do not match image_shape [{C}, {H}, {W}]")
@@ -138,10 +143,21 @@ def _check_dit(arch):
             raise ConfigError(f"{flag} must be true or false")
     if net.get("mlp", "gelu") not in ("gelu", "glu"):
         raise ConfigError(f"mlp must be 'gelu' or 'glu', got {str(net.get('mlp'))[:40]!r}")
-    tokens, out = (H // p) * (W // p), p * p * C * (2 if net.get("learn_sigma") else 1)
+    tokens, out = (H // ph) * (W // pw), ph * pw * C * (2 if net.get("learn_sigma") else 1)
     extra = h * h + h if net.get("global_token") else 0                     # the broadcast map per block
-    n = depth * (10 * h * h + 2 * h * m + extra) + h * (C * p * p + tokens + 256 + h + rows + 2 * h + out + 1)
+    n = depth * (10 * h * h + 2 * h * m + extra) + h * (C * ph * pw + tokens + 256 + h + rows + 2 * h + out + 1)
     return _check_count(n)
+
+
+def _check_patch_pair(p, H, W):
+    """(ph, pw) of a non-square patch [ph, pw] that tiles the H x W image; ConfigError otherwise."""
+    if len(p) != 2:
+        raise ConfigError(f"patch_size must be an integer or [rows, columns], got {str(p)[:40]}")
+    ph, pw = check_int(p[0], "patch_size rows", 1, H), check_int(p[1], "patch_size columns", 1, W)
+    if H % ph or W % pw:
+        raise ConfigError(f"patch {ph}x{pw} does not tile the {H}x{W} image: its rows must divide {H} and its "
+                          f"columns {W}")
+    return ph, pw
 
 
 def _check_gpt(arch):
@@ -170,7 +186,8 @@ def check_training_size(kind, arch, batch_size, members=1):
     if kind == "dit":
         net = {**DIT_SIZES.get(arch["net"].get("size"), {}), **arch["net"]}
         width, depth, heads = net["hidden_size"], net["depth"], net["num_heads"]
-        tokens = (H // net["patch_size"]) * (W // net["patch_size"])
+        ph, pw = patch_hw(net["patch_size"])
+        tokens = (H // ph) * (W // pw)
     else:
         width, depth, heads = arch["n_embd"], arch["n_layer"], arch["n_head"]
         tokens = C * H * W if arch["tokens"] == "bits" else H * W

@@ -75,8 +75,16 @@ class LabelEmbedder(nn.Module):
         return self.embedding_table(rows)                                   # (B, D)
 
 
+def patch_hw(patch_size):
+    """(ph, pw) of a patch size: an int p (a square p x p patch) or a pair (ph, pw) (ph rows, pw columns)."""
+    if isinstance(patch_size, (list, tuple)):
+        ph, pw = patch_size
+        return int(ph), int(pw)
+    return int(patch_size), int(patch_size)
+
+
 class PatchEmbed(nn.Module):
-    """(B, C, H, W) -> (B, T, D) by a conv with kernel = stride = patch size."""
+    """(B, C, H, W) -> (B, T, D) by a conv with kernel = stride = patch size (int p, or (ph, pw))."""
 
     def __init__(self, patch_size, in_channels, hidden_size):
         super().__init__()
@@ -204,12 +212,13 @@ class DiTBlock(nn.Module):
 
 
 class FinalLayer(nn.Module):
-    """adaLN-modulated LayerNorm then a linear map to p*p*C_out values per token."""
+    """adaLN-modulated LayerNorm then a linear map to ph*pw*C_out values per token."""
 
     def __init__(self, hidden_size, patch_size, out_channels):
         super().__init__()
+        ph, pw = patch_hw(patch_size)
         self.norm_final = nn.LayerNorm(hidden_size, elementwise_affine=False, eps=1e-6)
-        self.linear = nn.Linear(hidden_size, patch_size * patch_size * out_channels, bias=True)
+        self.linear = nn.Linear(hidden_size, ph * pw * out_channels, bias=True)
         self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(hidden_size, 2 * hidden_size, bias=True))
         self.hook_shift, self.hook_scale = HookPoint("d_model"), HookPoint("d_model")
         self.hook_out = HookPoint("token", "d_out")
@@ -225,6 +234,14 @@ class DiT(nn.Module):
 
     forward(x (B, C, H, W), t (B,), y=None) -> (B, C_out, H, W) with C_out = 2C when learn_sigma else C;
     y: (B,) label-table rows (None: row 0).
+
+    patch_size: an int p (square p x p patches, DiT's own; every model before non-square patches existed)
+    or a pair (ph, pw): patches of ph rows and pw columns, tokens in raster order over the
+    (H / ph, W / pw) grid (e.g. (1, 4) on a 4x4 grid: one token per image row). A square patch is
+    symmetric under transposing the image (with its patch kernels transposed, the halves of its hidden
+    channels swapped and its output patch positions swapped, a network processes the transposed image
+    exactly as the first processes the image; tests/test_dit_patch_shape.py); a non-square one is not
+    (a token holds part of a row, never of a column).
     """
 
     def __init__(self, input_size=(6, 6), patch_size=2, in_channels=1, hidden_size=64, depth=4,
@@ -232,14 +249,17 @@ class DiT(nn.Module):
                  mlp_norm_eps=1e-6, mlp="gelu", global_token=False):
         super().__init__()
         H, W = (input_size, input_size) if isinstance(input_size, int) else tuple(input_size)
-        if H % patch_size or W % patch_size:
+        ph, pw = patch_hw(patch_size)
+        if H % ph or W % pw:
             raise ValueError(f"image {H}x{W} is not divisible by patch size {patch_size}")
         if hidden_size % num_heads:
             raise ValueError(f"hidden_size {hidden_size} is not divisible by num_heads {num_heads}")
+        patch_size = patch_size if not isinstance(patch_size, (list, tuple)) else (ph, pw)
         self.input_size, self.patch_size, self.in_channels = (H, W), patch_size, in_channels
+        self.patch_shape = (ph, pw)
         self.out_channels = in_channels * 2 if learn_sigma else in_channels
         self.learn_sigma, self.num_heads = learn_sigma, num_heads
-        self.grid = (H // patch_size, W // patch_size)
+        self.grid = (H // ph, W // pw)
         self.x_embedder = PatchEmbed(patch_size, in_channels, hidden_size)
         self.t_embedder = TimestepEmbedder(hidden_size, freq_shift=time_freq_shift)
         self.y_embedder = LabelEmbedder(num_label_rows, hidden_size)
@@ -282,15 +302,16 @@ class DiT(nn.Module):
             nn.init.zeros_(layer.bias)
 
     def unpatchify(self, x):
-        """(B, T, p*p*C_out) -> (B, C_out, H, W); per-token values are ordered (p, q, c)."""
-        B, p, c = x.shape[0], self.patch_size, self.out_channels
+        """(B, T, ph*pw*C_out) -> (B, C_out, H, W); per-token values are ordered (p, q, c): patch row p,
+        patch column q, channel c."""
+        B, (ph, pw), c = x.shape[0], self.patch_shape, self.out_channels
         h, w = self.grid
-        x = x.reshape(B, h, w, p, p, c)
+        x = x.reshape(B, h, w, ph, pw, c)
         x = torch.einsum("nhwpqc->nchpwq", x)
-        return x.reshape(B, c, h * p, w * p)
+        return x.reshape(B, c, h * ph, w * pw)
 
     def forward(self, x, t, y=None):
-        x = self.hook_embed(self.x_embedder(x)) + self.pos_embed   # (B, T, D), T = H*W / p**2
+        x = self.hook_embed(self.x_embedder(x)) + self.pos_embed   # (B, T, D), T = H*W / (ph*pw)
         c = self.hook_cond(self.t_embedder(t) + self.y_embedder(x.shape[0], y))   # (B, D)
         if self.register is not None:
             x = torch.cat([x, self.register.expand(x.shape[0], -1, -1)], dim=1)   # (B, T+1, D)

@@ -63,10 +63,10 @@ def rule_pairs(dataset, rule, n, seed):
 
 def token_groups(net, rule):
     """(T, T) bool: tokens i ≠ j hold pixels of one parity group (DiT patches; a register shares none)."""
-    p, (gh, gw) = net.patch_size, net.grid
+    (ph, pw), (gh, gw) = net.patch_shape, net.grid
     W = net.input_size[1]
     pix = np.arange(rule.n_bits) % (net.input_size[0] * W)                      # channel-free pixel index
-    token = (pix // W // p) * gw + (pix % W) // p                               # (D,)
+    token = (pix // W // ph) * gw + (pix % W) // pw                             # (D,)
     T = gh * gw + (net.register is not None)
     share = np.zeros((T, T), bool)
     for grp in rule.groups:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from scoreprobe.errors import ConfigError
 from scoreprobe.models.order import TOKEN_ORDERS
-from scoreprobe.limits import (MAX_BATCH, MAX_DEPTH, MAX_HIDDEN, MAX_ITEMS, MAX_SIGMA, MAX_STEP, check_int, check_positive,
-                               check_real, check_seed)
+from scoreprobe.limits import (MAX_BATCH, MAX_DEPTH, MAX_HIDDEN, MAX_ITEMS, MAX_SIGMA, MAX_STEP, check_bool, check_int,
+                               check_positive, check_real, check_seed)
 
 RUN_FORMAT = "scoreprobe-run/1"
 CKPT_FORMAT = "scoreprobe-ckpt/1"
@@ -68,6 +68,9 @@ def checkpoint_steps(total_steps, n, first=1):
 
 
 LR_SCHEDULES = ("constant", "cosine", "step")
+# rules whose valid set is closed under transposition, so `transpose` keeps the data valid
+# (scoreprobe.data.grids.LatinSquare.transposed)
+TRANSPOSABLE_RULES = ("latin", "sudoku")
 # the TrainConfig fields in which the members of an ensemble (scoreprobe.training.ensemble) may differ; the
 # others fix the architecture and the shape of the training loop, which the members share
 ENSEMBLE_VARIES = ("rule", "n_train", "n_heldout", "data_seed", "seed", "p_mean", "p_std", "save_dtype",
@@ -108,10 +111,12 @@ class TrainConfig:
     n_train: int = 256           # training set size N
     n_heldout: int = 1024        # held-out valid images (never trained on)
     data_seed: int = 0           # draws the train / held-out split
+    transpose: bool = False      # every training and held-out grid transposed (latin, sudoku): image rows hold the drawn grids' columns
     seed: int = 0                # weights init, minibatches, σ and noise draws
     model: str = "dit"           # "dit" or "gpt"
     size: str = "tiny"           # size preset (models.dit.DIT_SIZES / models.gpt.GPT_SIZES)
     patch_size: int = 2          # DiT patch size p (tokens = H*W / p²)
+    patch_shape: str = ""        # DiT patch HxW instead, e.g. 1x4 (a token per row of a 4x4 grid); "" = patch_size x patch_size
     hidden_size: int = None      # override the preset's width
     depth: int = None            # override the preset's depth
     num_heads: int = None        # override the preset's heads
@@ -155,6 +160,17 @@ class TrainConfig:
         if unknown:
             raise ConfigError(f"unknown training settings: {sorted(unknown)}")
         return cls(**d)
+
+    def patch(self):
+        """The DiT's patch: `patch_size` (an int, p x p), or [PH, PW] from `patch_shape`. ConfigError when
+        patch_shape is not HxW with both sides in [1, 128]."""
+        if not self.patch_shape:
+            return self.patch_size
+        try:
+            ph, pw = (int(v) for v in str(self.patch_shape).lower().split("x"))
+        except ValueError:
+            raise ConfigError(f"patch_shape must be HxW such as 1x4, got {str(self.patch_shape)[:40]!r}") from None
+        return [check_int(ph, "patch_shape height", 1, 128), check_int(pw, "patch_shape width", 1, 128)]
 
     def curriculum_plan(self):
         """(G_start, switch_step) of `curriculum`, or None when it is off. ConfigError unless the rule is
@@ -200,6 +216,14 @@ class TrainConfig:
             raise ConfigError(f"token_order must be one of {', '.join(TOKEN_ORDERS)}, got {str(self.token_order)[:40]!r}")
         if self.model != "gpt" and self.token_order != "raster":
             raise ConfigError(f"token_order {self.token_order!r} is a GPT setting; use model='gpt'")
+        if self.patch_shape:
+            self.patch()   # HxW, both sides in range
+            if self.model != "dit":
+                raise ConfigError("patch_shape is a DiT setting; use model='dit' (a GPT's patch order reads patch_size)")
+        rule_name = self.rule.get("name") if isinstance(self.rule, dict) else None
+        if check_bool(self.transpose, "transpose") and rule_name not in TRANSPOSABLE_RULES:
+            raise ConfigError(f"transpose applies to the rules {', '.join(TRANSPOSABLE_RULES)}, whose grids stay valid "
+                              f"when transposed, not to {str(rule_name)[:40]!r}")
         self._check_numbers()
         self.curriculum_plan()
         if self.save_dtype not in ("float32", "float16", "bfloat16"):

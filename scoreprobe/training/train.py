@@ -27,7 +27,7 @@ from scoreprobe.training.config import (CKPT_FORMAT, FINAL_STATE, LR_SCHEDULES, 
                                        atomic_write_text, checkpoint_steps, ckpt_path, fsync_dir,
                                        stored_config)   # (re-exported)
 from scoreprobe.data.curriculum import curriculum_bits
-from scoreprobe.data.datasets import load_dataset, make_dataset, to_signed
+from scoreprobe.data.datasets import load_dataset, make_dataset, to_signed, transposed_dataset
 from scoreprobe.errors import ConfigError
 from scoreprobe.models.build import build_model, check_training_size, model_arch
 from scoreprobe.models.edm import dsm_loss, sample_sigmas
@@ -123,6 +123,8 @@ def init_run_dir(cfg, run_dir, device=None):
         return load_dataset(run_dir / "dataset.npz", rule)
     (run_dir / "ckpt").mkdir(parents=True, exist_ok=True)
     ds = make_dataset(rule, cfg.n_train, cfg.n_heldout, cfg.data_seed)
+    if cfg.transpose:   # the same draw, every grid transposed (train and held-out alike)
+        ds = transposed_dataset(ds)
     ds.save(run_dir / "dataset.npz")
     meta = {"format": RUN_FORMAT, "config": {**cfg.to_dict(), "first_checkpoint": cfg.first_step()}, "kind": cfg.model,
             "arch": model_arch(cfg, rule),

@@ -1,0 +1,120 @@
+"""Sudoku rows vs columns, decided (issue 36 item 2): is "rows before columns" a preference of the data or of
+the architecture? The same 4×4 Sudoku runs with every training grid transposed, × data seeds × training seeds,
+through a DiT that is symmetric under transposition (2×2 patches) and two models that are not (1×4 row patches;
+the raster-order GPT).
+
+Trains every run of a preset (grid.py) `--jobs` at a time in one-thread worker processes, measures the clocks of
+every checkpoint with their constraint families and exports each run as analyses/scaling does (one .npz per run,
+tens of KB); after every finished run the tables are rewritten from the exports:
+
+  <results>/sudoku_transpose_<preset>/<run>.npz  every run but the scaling study's own (scaling_<preset>/)
+  <results>/sudoku_transpose_<preset>.md/.json   the decision table, per-family τ curves, ratios, the runs
+  <results>/sudoku_transpose_<preset>.png        τ_rows / τ_columns over thresholds, original and transposed
+
+Families are named in image coordinates: "rows" are the rows of the images a model is trained on and
+generates; on transposed data those are the columns of the grids as drawn.
+
+Usage:
+  python analyses/sudoku_transpose --jobs 2        # the CPU preset: 54 runs (3 reused), see --plan (≈ 3.4 h
+                                                    # on 2 idle cores from the measured one-thread rates)
+  python analyses/sudoku_transpose --smoke         # 6 toy runs (one of each model × orientation): < 1 min
+  python analyses/sudoku_transpose --from-results  # every table and the figure from the .npz files
+  python analyses/sudoku_transpose --plan          # the run list, order and estimated time, nothing run
+  python analyses/sudoku_transpose --hours 3       # start no run that would not end within 3 h (resumable)
+
+Statistics (stats.py): per run the ratio τ_rows / τ_columns at each family threshold (0.3 … 0.95); pooled over
+data seeds × training seeds with the two-level t interval of scoreprobe.probes.seeds.pool_seeds where the grid
+is complete; the architecture's part sqrt(R_orig · R_transposed) and the data's part sqrt(R_orig /
+R_transposed) (Welch t on ln, runs as units; per data seed for the data's part); verdicts over thresholds
+(analyses.scaling.curves.robust).
+"""
+import argparse
+import functools
+import logging
+from pathlib import Path
+
+from analyses.scaling import batch
+from analyses.scaling import grid as scaling_grid
+from analyses.sudoku_transpose import grid as grid_mod
+from scoreprobe.probes.clocks import resolve_device
+
+logger = logging.getLogger("sudoku_transpose")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--preset", choices=sorted(grid_mod.PRESETS), default=None, help="default: gpu on CUDA, else cpu")
+    p.add_argument("--smoke", action="store_true", help="same as --preset smoke")
+    p.add_argument("--jobs", type=int, default=None, help="runs at a time, one thread each (default: the preset's)")
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto")
+    p.add_argument("--train-only", action="store_true", help="train (or resume) the runs, measure nothing")
+    p.add_argument("--from-results", action="store_true", help="tables and figure from the .npz exports only")
+    p.add_argument("--plan", action="store_true", help="print the runs in order with their estimated time, run nothing")
+    p.add_argument("--hours", type=float, default=None,
+                   help="start no run that would not be done within this many hours (estimated rate × 1.5, for load)")
+    p.add_argument("--out", default="runs", help="folder of the run directories (scaling/, sudoku_transpose/)")
+    p.add_argument("--results", default=None, help="folder of the tables, figure and exports (default: "
+                   "analyses/results, or --out for --smoke)")
+    args = p.parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        p.error(f"--jobs must be at least 1, got {args.jobs}")
+    if args.hours is not None and not args.hours > 0:
+        p.error(f"--hours must be positive, got {args.hours}")
+    args.device = resolve_device(args.device)
+    args.preset = "smoke" if args.smoke else args.preset or ("gpu" if args.device.startswith("cuda") else "cpu")
+    preset = grid_mod.PRESETS[args.preset]
+    scaling = scaling_grid.PRESETS[preset["scaling"]]
+    args.jobs = preset["jobs"] if args.jobs is None else args.jobs
+    args.ensemble = False
+    args.results = Path(args.results or (args.out if args.preset == "smoke" else "analyses/results"))
+    args.n_samples, args.n_steps = scaling["n_samples"], scaling["n_steps"]
+    return args
+
+
+def folder_of(args):
+    """run -> the folder of its export (grid.export_folder); picklable, for the worker processes."""
+    return functools.partial(grid_mod.export_folder, args.results, args.preset)
+
+
+def plan_lines(runs, args):
+    secs = [scaling_grid.run_seconds(r, args.n_samples) for r in runs]
+    done = batch.exported(runs, folder_of(args))
+    todo = sum(s for r, s in zip(runs, secs) if r.name not in done)
+    rates = "" if args.preset != "gpu" else " at one CPU thread's rates (GPU throughput is not measured here)"
+    lines = [f"{len(runs)} runs, preset {args.preset} ({len(done)} exported already), {args.jobs} at a time: "
+             f"estimated{rates} {todo / 3600 / max(args.jobs, 1):.2f} h for the rest ({todo / 3600:.1f} thread-hours)"]
+    t = 0.0
+    for i, (r, s) in enumerate(zip(runs, secs)):
+        if r.name not in done:
+            t += s / max(args.jobs, 1)
+        state = "exported" if r.name in done else f"~{s / 60:5.1f} min, all done by ~{t / 3600:4.2f} h"
+        lines.append(f"  {i + 1:3d} {r.name:30s} {r.meta['arch']:10s} {'transposed' if r.meta['transposed'] else 'original  '} "
+                     f"data seed {r.meta['data_seed']} training seed {r.seed}  {r.steps:6d} steps  {state}")
+    return lines
+
+
+def _write(args, runs):
+    from analyses.sudoku_transpose.tables import write_all   # imported when first needed
+    return write_all(args, runs)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    runs = grid_mod.plan(args.preset)
+    if args.plan:
+        print("\n".join(plan_lines(runs, args)))
+        return
+    if not args.from_results:
+        logger.info(plan_lines(runs, args)[0])
+        batch.run_exports(args, runs, folder_of(args),
+                                  on_done=lambda name: None if args.train_only else _write(args, runs))
+        if args.train_only:
+            return
+    md = _write(args, runs)
+    print(md.read_text())
+    print(f"wrote {md}, {md.with_suffix('.json')}, {md.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()

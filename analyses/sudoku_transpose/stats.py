@@ -1,0 +1,126 @@
+"""Statistics of analyses/sudoku_transpose from the per-run rows of analyses.scaling.stats.run_stats: the ratio
+τ_rows / τ_columns (image coordinates) per run at every family threshold, pooled over data seeds × training
+seeds, and its split into the architecture's part and the data's part.
+
+With R_o (original data) and R_t (the same grids transposed), both in image coordinates, and a model whose
+ln R = a + δ on the original data and a − δ on the transposed data (a: the architecture's preference for
+image rows; δ: the drawn data's preference for the rows of the grids as drawn, which transposition turns
+into image columns):
+
+    architecture part  sqrt(R_o · R_t) = e^a   (kept by transposition)
+    data part          sqrt(R_o / R_t) = e^δ   (reversed by transposition)
+
+Both read from runs at the same (data seed, training seed) in both orientations, so δ cancels exactly from the
+architecture part; its Welch interval over runs still counts the spread of δ across data seeds, so it is
+conservative there. A uniform draw of Sudoku grids is as likely as its transpose, so δ averages to 0 over data
+seeds; a data preference is a property of one draw and is read per data seed (training seeds as units).
+"""
+import math
+
+import numpy as np
+
+from analyses.data_draws import stats as draws_stats
+from analyses.scaling import curves as C
+from scoreprobe.probes.seeds import pool_ratio, pool_seeds
+
+FIRST, SECOND = "rows", "columns"
+
+
+def family_key(family):
+    return f"tau_family:{family}"
+
+
+def ratio_points(rows, curves, first=FIRST, second=SECOND):
+    """(R, T) τ_first / τ_second of each run at each family threshold; NaN where either is not reached."""
+    A, B = C._points(rows, curves, family_key(first)), C._points(rows, curves, family_key(second))
+    ok = np.isfinite(A) & np.isfinite(B)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(ok, A / B, np.nan)
+
+
+def _censored(t, per_run, units):
+    return C._row(t, {"value": math.nan, "ci": [math.nan, math.nan], "censored": True, "per_run": per_run,
+                      "units": units})
+
+
+def units_of(rows):
+    """(runs in pooling order, shape, words): the largest complete data seed × training seed block (at least
+    2 × 2: two-level pooling) or, without one, every run (t over the runs)."""
+    block = draws_stats.complete_grid(rows)
+    if block is None:
+        return list(rows), (len(rows),), f"{len(rows)} runs (t over runs; no complete 2 × 2 data × training seed grid)"
+    ds, ss, grid = block
+    return ([r for row in grid for r in row], (len(ds), len(ss)),
+            f"data seeds {ds} × training seeds {ss} (two-level t interval)")
+
+
+def ratio_curve(rows, curves):
+    """τ_rows / τ_columns pooled at each threshold (units_of: two-level where the grid is complete): the
+    geometric mean with its t interval, var_data / var_init / var_residual of ln R in the two-level case;
+    censored where some run of the units does not reach both families."""
+    runs, shape, words = units_of(rows)
+    R = ratio_points(runs, curves)                                                  # (runs, T)
+    out = []
+    for j, t in enumerate(C.thresholds_of("tau_family")):
+        per = [float(v) for v in R[:, j]]
+        if not runs or not np.isfinite(R[:, j]).all():
+            out.append(_censored(t, per, words))
+            continue
+        p = pool_seeds(R[:, j].reshape(shape))
+        extra = {k: p[k] for k in ("var_data", "var_init", "var_residual") if k in p}
+        out.append(C._row(t, {"value": p["pooled"], "ci": p["ci"], "censored": False, "per_run": per,
+                              "units": words, "method": p["method"], **extra}))
+    return out
+
+
+def matched(rows_o, rows_t):
+    """The runs of both orientations at the (data seed, training seed) pairs present in both, in one order."""
+    key = lambda r: (r["meta"]["data_seed"], r["seed"])   # noqa: E731
+    t = {key(r): r for r in rows_t}
+    pairs = sorted(k for k in (key(r) for r in rows_o) if k in t)
+    o = {key(r): r for r in rows_o}
+    return [o[k] for k in pairs], [t[k] for k in pairs]
+
+
+def _part(rows_o, rows_t, curves, sign):
+    """sqrt(R_o · R_t) (sign +1) or sqrt(R_o / R_t) (sign −1) at each threshold, Welch t on ln over runs."""
+    o, t = matched(rows_o, rows_t)
+    Ro, Rt = ratio_points(o, curves), ratio_points(t, curves)
+    out = []
+    for j, thr in enumerate(C.thresholds_of("tau_family")):
+        a = 1.0 / Rt[:, j] if sign > 0 else Rt[:, j]
+        r = pool_ratio(a, Ro[:, j])
+        root = [math.sqrt(v) if math.isfinite(v) else math.nan for v in (r["value"], *r["ci"])]
+        out.append(C._row(thr, {"value": root[0], "ci": root[1:], "censored": r["censored"], "n_pairs": len(o),
+                                "df": r["df"], "method": "sqrt of " + r["method"]}))
+    return out
+
+
+def architecture_part(rows_o, rows_t, curves):
+    """e^a = sqrt(R_o · R_t) at each threshold: image rows vs image columns with the data's orientation balanced
+    (< 1: the model learns image rows first whatever the data)."""
+    return _part(rows_o, rows_t, curves, +1)
+
+
+def data_part(rows_o, rows_t, curves):
+    """e^δ = sqrt(R_o / R_t) at each threshold: the drawn grids' rows vs their columns with the image orientation
+    balanced (< 1: the data's rows are learned first in either orientation)."""
+    return _part(rows_o, rows_t, curves, -1)
+
+
+def data_part_by_seed(rows_o, rows_t, curves):
+    """{data seed: data_part over that data seed's training seeds} (each draw's own preference)."""
+    seeds = sorted({r["meta"]["data_seed"] for r in rows_o} & {r["meta"]["data_seed"] for r in rows_t})
+    pick = lambda rows, d: [r for r in rows if r["meta"]["data_seed"] == d]   # noqa: E731
+    return {d: data_part(pick(rows_o, d), pick(rows_t, d), curves) for d in seeds}
+
+
+def family_curves(rows, curves, families):
+    """{family: pooled τ at each family threshold} over units_of(rows) (two-level where complete; a lower bound
+    at the budget where some run does not reach it)."""
+    runs, shape, _ = units_of(rows)
+    if len(shape) == 2:
+        D, I = shape
+        grid = [runs[i * I:(i + 1) * I] for i in range(D)]
+        return {f: draws_stats.two_level_curve(grid, curves, family_key(f)) for f in families}
+    return {f: C.pooled_curve(runs, curves, family_key(f)) for f in families}
