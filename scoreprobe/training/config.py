@@ -142,7 +142,7 @@ class TrainConfig:
     ema_decay: float = 0.999     # with warm-up min(decay, (1+t)/(10+t))
     n_checkpoints: int = 24      # log-spaced, step 0 included
     first_checkpoint: int = None  # first step of the log-spaced range (after 0); None: auto_first_checkpoint
-    extra_checkpoints: list = field(default_factory=list)  # more checkpoint steps beside the log grid, increasing, in [1, total_steps] (e.g. 50,100,200,350: early ones)
+    extra_checkpoints: list = field(default_factory=list)  # steps beside the log grid, increasing (e.g. 50,100,200,350)
     save_dtype: str = "float32"  # dtype of weights in step files ("float16" halves shipped size)
     save_model: bool = False     # also keep raw (non-EMA) weights in step files
     log_every: int = 100         # steps between lines of train_log.jsonl
