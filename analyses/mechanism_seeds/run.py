@@ -13,8 +13,8 @@ exports:
 
 Usage:
   python analyses/mechanism_seeds --jobs 2         # the CPU preset: 6 models, ≈ 2.2 h on 2 idle cores (--plan)
-  python analyses/mechanism_seeds --smoke          # 6 toy models: ≈ 2 min on 2 loaded cores
-  python analyses/mechanism_seeds --from-results   # every table and the figure from the .npz files, ≈ 1 min
+  python analyses/mechanism_seeds --smoke          # 6 toy models: 68 CPU-s (2.4 min on 2 cores at load 7.5)
+  python analyses/mechanism_seeds --from-results   # every table and the figure from the .npz files (15 s at smoke size)
   python analyses/mechanism_seeds --plan           # the models, their order and estimated time, nothing run
 
 Statistics: stats.py, claims.py; docs/definitions.md "Trained models and units".

@@ -82,13 +82,20 @@ def models_table(report):
     return lines + [""]
 
 
+CENSORED = {"before": "before the first step fitted", "after": "after the last step fitted",
+            "too few": "too few steps up to its extreme"}
+
+
 def _claim_statistic(c):
     if "at_paper" in c:
         clock = "τ_rule" if c["test"][1] == "tau_rule" else "τ_mem"
         a = c.get("at_paper")
         head = f"half-change {_s(c['half_change'])} / {clock}"
+        if c["censored_models"]:
+            return f"half-change / {clock}", f"censored in {len(c['censored_models'])} model(s): " + \
+                ", ".join(CENSORED[x] for x in c["censored_models"])
         if a is None or a["censored"]:
-            return head + f": censored ({', '.join(c['censored_models']) or 'τ not reached'})", "—"
+            return f"{head} at {a['threshold'] if a else '—'}", f"{clock} not reached in some model"
         rng = f"{_f(c['range'][0], 2)}–{_f(c['range'][1], 2)} over {len(c['readable'])} thresholds"
         return f"{head} at {a['threshold']:g}", f"{_f(a['value'], 2)} [{_f(a['ci'][0], 2)}, {_f(a['ci'][1], 2)}]; {rng}"
     if "value" not in c:
