@@ -84,6 +84,13 @@ def plane_units(col, kinds, extent, sigma):
 def item_units(col, split, sigma):
     """({outcome: (items, steps)}, n_draws (items,)): each distinct item of `split` once, its value the
     mean over the seeds that drew it (each seed restarts it with its own noise bank); NaN-aware."""
+    _, out, n = item_table(col, split, sigma)
+    return out, n
+
+
+def item_table(col, split, sigma):
+    """item_units with the items' indices in their split first: (keys [int], {outcome: (items, steps)},
+    n_draws (items,)); (None, None, None) when nothing was measured."""
     rows = {}
     for seed, ds in col["retention"].items():
         d = ds.sel(sigma=sigma).isel(sample=np.flatnonzero(_strs(ds.split.values) == split))
@@ -91,11 +98,11 @@ def item_units(col, split, sigma):
             rows.setdefault(int(item), []).append({k: d[k].values[:, j] for k in d.data_vars
                                                    if d[k].dims == ("step", "sample")})
     if not rows:
-        return None, None
-    keys = list(rows[next(iter(rows))][0])
+        return None, None, None
+    names = list(rows[next(iter(rows))][0])
     with _quiet():
-        out = {k: np.stack([np.nanmean([r[k] for r in rs], axis=0) for rs in rows.values()]) for k in keys}
-    return out, np.array([len(rs) for rs in rows.values()])
+        out = {k: np.stack([np.nanmean([r[k] for r in rs], axis=0) for rs in rows.values()]) for k in names}
+    return list(rows), out, np.array([len(rs) for rs in rows.values()])
 
 
 def dsm_pair_losses(col):

@@ -26,6 +26,9 @@ Usage:
   python analyses/mechanism --smoke         # < 1 min: the pipeline end to end at toy size
   python analyses/mechanism --rereport analyses/results/mechanism.json   # re-report the shipped json (issue 35)
   python analyses/mechanism --series open --seeds 0 --n-planes 4   # any preset value can be overridden
+
+Trained seeds: `python analyses/mechanism_seeds` measures this study's probes on 3 training seeds of each
+series with early checkpoints (issue 36 item 3), trained models and units crossed.
 """
 import argparse
 import logging

@@ -59,6 +59,11 @@ def _train_options(fn):
     for f in reversed(dataclasses.fields(TrainConfig)):
         if f.name == "rule":
             continue
+        if f.name == "extra_checkpoints":
+            fn = click.option("--extra-checkpoints", type=str, default="", show_default=False, callback=_step_list,
+                              metavar="S1,S2,...",
+                              help=helps.get(f.name) + " [default: none]")(fn)
+            continue
         default = f.default
         flag = "--" + f.name.replace("_", "-")
         if isinstance(default, bool):
@@ -72,6 +77,14 @@ def _train_options(fn):
             help_text = FIRST_CHECKPOINT_HELP if f.name == "first_checkpoint" else helps.get(f.name)
             fn = click.option(flag, type=typ, default=default, show_default=default is not None, help=help_text)(fn)
     return fn
+
+
+def _step_list(ctx, param, text):
+    """'50,100,200' -> [50, 100, 200] (TrainConfig checks the range and the order); '' -> []."""
+    try:
+        return [int(v) for v in text.split(",") if v.strip()] if text.strip() else []
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated steps such as 50,100,200, got {text[:40]!r}") from None
 
 
 @cli.command()

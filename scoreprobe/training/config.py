@@ -67,10 +67,18 @@ def checkpoint_steps(total_steps, n, first=1):
     return [0] + [int(s) for s in steps[keep]]
 
 
+def run_checkpoint_steps(total_steps, n, first=1, extra=()):
+    """The checkpoint steps of a run: `checkpoint_steps(total_steps, n, first)` with the `extra` steps
+    (TrainConfig.extra_checkpoints, each in [1, total_steps]) added, sorted, each once. (k,) int list."""
+    grid = checkpoint_steps(total_steps, n, first)
+    return sorted(set(grid) | {int(s) for s in extra}) if extra else grid
+
+
 LR_SCHEDULES = ("constant", "cosine", "step")
 # rules whose valid set is closed under transposition, so `transpose` keeps the data valid
 # (scoreprobe.data.grids.LatinSquare.transposed)
 TRANSPOSABLE_RULES = ("latin", "sudoku")
+MAX_EXTRA_CHECKPOINTS = 1000
 # the TrainConfig fields in which the members of an ensemble (scoreprobe.training.ensemble) may differ; the
 # others fix the architecture and the shape of the training loop, which the members share
 ENSEMBLE_VARIES = ("rule", "n_train", "n_heldout", "data_seed", "seed", "p_mean", "p_std", "save_dtype",
@@ -139,13 +147,23 @@ class TrainConfig:
     ema_decay: float = 0.999     # with warm-up min(decay, (1+t)/(10+t))
     n_checkpoints: int = 24      # log-spaced, step 0 included
     first_checkpoint: int = None  # first step of the log-spaced range (after 0); None: auto_first_checkpoint
+    extra_checkpoints: list = field(default_factory=list)  # steps beside the log grid, increasing (e.g. 50,100,200,350)
     save_dtype: str = "float32"  # dtype of weights in step files ("float16" halves shipped size)
     save_model: bool = False     # also keep raw (non-EMA) weights in step files
     log_every: int = 100         # steps between lines of train_log.jsonl
     resume_every: int = 500      # write resume.pt this often (and at every checkpoint)
 
+    def __post_init__(self):
+        if isinstance(self.extra_checkpoints, tuple):   # stored and compared as a JSON list
+            self.extra_checkpoints = list(self.extra_checkpoints)
+
     def to_dict(self):
         return dataclasses.asdict(self)
+
+    def checkpoint_schedule(self):
+        """Every checkpoint step of the run (first total_steps; an extension adds its own): the log grid
+        from first_step() with step 0, and extra_checkpoints. (k,) int list."""
+        return run_checkpoint_steps(self.total_steps, self.n_checkpoints, self.first_step(), self.extra_checkpoints)
 
     def first_step(self):
         """The first nonzero checkpoint step: `first_checkpoint`, or when None `auto_first_checkpoint`."""
@@ -197,6 +215,7 @@ class TrainConfig:
             check_int(getattr(self, name), name, lo, hi)
         if self.first_checkpoint is not None:
             check_int(self.first_checkpoint, "first_checkpoint", 1, MAX_STEP)
+        self._check_extra_checkpoints()
         for name in ("seed", "data_seed"):
             check_seed(getattr(self, name), name)
         for name in ("hidden_size", "depth", "num_heads"):
@@ -206,6 +225,16 @@ class TrainConfig:
             check_positive(getattr(self, name), name, hi)
         for name, (lo, hi) in _REAL_RANGES.items():   # ln σ ~ N(p_mean, p_std) must stay far from overflow
             check_real(getattr(self, name), name, lo, hi)
+
+    def _check_extra_checkpoints(self):
+        extra = self.extra_checkpoints
+        if not isinstance(extra, list) or len(extra) > MAX_EXTRA_CHECKPOINTS:
+            raise ConfigError(f"extra_checkpoints must be a list of at most {MAX_EXTRA_CHECKPOINTS} steps, got "
+                              f"{type(extra).__name__}" + (f" of {len(extra)}" if isinstance(extra, list) else ""))
+        for s in extra:
+            check_int(s, "a step of extra_checkpoints (1 to total_steps)", 1, self.total_steps)
+        if any(b <= a for a, b in zip(extra, extra[1:])):
+            raise ConfigError(f"extra_checkpoints must increase, got {str(extra)[:80]}")
 
     def validate(self):
         if self.model not in ("dit", "gpt"):

@@ -12,7 +12,8 @@ What an extension keeps and adds (docs/definitions.md, "Extending a run"):
   √r) of the new total gives way to it, and the new total is the last checkpoint. Extending again
   continues the same grid from the previous total. `n_checkpoints` keeps describing the first
   schedule; run.json's `checkpoint_steps` lists them all and `extended_from` the old totals the run
-  reached (raising the target of an extension still under way replaces that target).
+  reached (raising the target of an extension still under way replaces that target). A run's
+  `extra_checkpoints` (steps off the grid, below its first total) are kept and take no part in r.
 - The learning rate: constant and step schedules (and the warm-up) do not depend on total_steps,
   so the extended run follows the same trajectory as a run trained to the larger total from the
   start (equal weights at every step, an equal training log; bitwise on CPU for the same thread
@@ -25,7 +26,7 @@ import math
 from pathlib import Path
 
 from scoreprobe.errors import CheckpointError, ConfigError
-from scoreprobe.training.config import FINAL_STATE, RESUME_STATE, ckpt_path
+from scoreprobe.training.config import FINAL_STATE, RESUME_STATE, checkpoint_steps, ckpt_path, stored_config
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +50,11 @@ def schedule_ratio(meta):
     """The ratio r between consecutive steps of the run's first checkpoint schedule (None when it
     has a single nonzero step)."""
     first_total = (meta.get("extended_from") or [meta["config"]["total_steps"]])[0]
-    steps = [s for s in meta["checkpoint_steps"] if 0 < s <= first_total]
+    cfg = stored_config(meta["config"])
+    if cfg["extra_checkpoints"]:   # the log grid alone (extra checkpoints are off the grid)
+        steps = [s for s in checkpoint_steps(first_total, cfg["n_checkpoints"], cfg["first_checkpoint"]) if s > 0]
+    else:
+        steps = [s for s in meta["checkpoint_steps"] if 0 < s <= first_total]
     if len(steps) < 2:
         return None
     return (steps[-1] / steps[0]) ** (1 / (len(steps) - 1))

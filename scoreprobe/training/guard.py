@@ -26,6 +26,9 @@ from scoreprobe.training.config import (CKPT_FORMAT, FINAL_STATE, atomic_write_t
                                         ckpt_path, fsync_dir, stored_config)
 
 LOCK_NAME = ".scoreprobe-train-lock"
+# settings added after run digests were introduced: left out of the digest at their default, so a state
+# written before them keeps its digest
+DIGEST_LATER = {"extra_checkpoints": [], "transpose": False, "patch_shape": ""}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -69,7 +72,8 @@ def planned_steps(meta):
     ratio = (nonzero[-1] / nonzero[0]) ** (1 / (len(nonzero) - 1)) if len(nonzero) > 1 else None
     for a, b in zip(totals[:-1], totals[1:]):
         steps = steps + extension_steps(a, b, ratio)
-    return steps
+    extra = cfg.get("extra_checkpoints") or []     # below the first total: the grid's ratio ignores them
+    return sorted(set(steps) | set(extra)) if extra else steps
 
 
 def _short(steps):
@@ -80,7 +84,8 @@ def _short(steps):
 def run_digest(config):
     """16 hex digits of SHA-256 over a run's settings (a TrainConfig dict; total_steps aside, which an
     extension raises): what binds a training state to its run."""
-    cfg = {k: v for k, v in stored_config(config).items() if k != "total_steps"}
+    cfg = {k: v for k, v in stored_config(config).items()
+           if k != "total_steps" and not (k in DIGEST_LATER and v == DIGEST_LATER[k])}
     return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

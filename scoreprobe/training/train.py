@@ -128,7 +128,7 @@ def init_run_dir(cfg, run_dir, device=None):
     ds.save(run_dir / "dataset.npz")
     meta = {"format": RUN_FORMAT, "config": {**cfg.to_dict(), "first_checkpoint": cfg.first_step()}, "kind": cfg.model,
             "arch": model_arch(cfg, rule),
-            "checkpoint_steps": checkpoint_steps(cfg.total_steps, cfg.n_checkpoints, cfg.first_step()),
+            "checkpoint_steps": cfg.checkpoint_schedule(),
             "versions": _versions(), "git_commit": _git_commit(),
             "torch_threads": torch.get_num_threads()}   # CPU results are bitwise reproducible per thread count
     atomic_write_text(meta_path, json.dumps(meta, indent=2))

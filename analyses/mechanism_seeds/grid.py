@@ -1,0 +1,147 @@
+"""The models of analyses/mechanism_seeds: two series × training seeds, their checkpoints, the steps
+measured and the estimated time.
+
+A series is one TrainConfig up to its training seed: `open` is the shipped series' own config
+(checkpoints/parity-default/run.json: parity G = 2, N = 120, 36 000 steps, its window opens), `closed`
+the mechanism study's closed-window run (G = 2, N = 30, 3750 steps; analyses.mechanism.measure.
+closed_config). Every model adds the early checkpoints `extra` (TrainConfig.extra_checkpoints: 50, 100,
+200, 350) to the series' log grid, so the shipped checkpoints (grid from 500, trained before the trainer
+changed: this trainer's step 500 of the shipped config differs from the shipped one in 504 356 of
+507 124 weights, step 0 is equal) cannot be reused: every model, seed 0 too, is trained here. All models
+of a series share data seed 0 (one training set) and the probe seeds (the same planes, items and DSM
+pairs): trained models and units are crossed.
+
+Measured steps: step 0, the extra steps and `n_grid` log-spaced picks of the grid (`measured_steps`).
+
+Time (`model_seconds`): training at analyses.scaling.grid.STEPS_PER_S, clocks at its CLOCK_S_PER_CKPT per
+checkpoint (every checkpoint of the schedule), and the probes at the mechanism CPU preset's measured
+rates (analyses/mechanism/measure.py PRESETS["cpu"]: 81 CPU-s per checkpoint and probe seed on the loaded
+2 cores, 32 Heun steps; retention 65% of it over 64 items × 8 restarts × 8 σ, basins 33% over 11 planes ×
+8² points × 5 plane sets, the DSM the rest), scaled by the solves each model needs (planes counted as
+drawn, an upper bound: distinct planes are measured once).
+"""
+import dataclasses
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from analyses.mechanism import measure as mechanism
+from analyses.scaling.grid import CLOCK_S_PER_CKPT, STEPS_PER_S
+from scoreprobe.training.config import TrainConfig, stored_config
+
+SHIPPED_RUN = Path(__file__).resolve().parents[2] / "checkpoints" / "parity-default" / "run.json"
+SERIES = ("closed", "open")      # the order they train: the short series first
+KINDS = ["symmetric", "train_heldout", "random_valid", "reach"]
+
+MECHANISM_CPU_S = 81.0                                     # per checkpoint and probe seed, all probes
+RET_S_PER_SOLVE = 0.65 * MECHANISM_CPU_S / (64 * 8 * 8)     # ≈ 12.9 ms per restart and σ
+BASIN_S_PER_POINT = 0.33 * MECHANISM_CPU_S / (11 * 64 * 5)  # ≈ 7.6 ms per grid point
+DSM_S_PER_SEED = 0.02 * MECHANISM_CPU_S                     # per checkpoint and noise bank
+
+PRESETS = {
+    "smoke": dict(seeds=[0, 1, 2], probe_seeds=[0], extra=[2, 5], n_grid=3, clock_samples=32, n_boot=100, jobs=1,
+                  open=dict(n_train=16, n_heldout=32, total_steps=60, hidden_size=32, batch_size=16,
+                            n_checkpoints=5, first_checkpoint=10),
+                  closed=dict(N=8, n_heldout=32, total_steps=40, hidden_size=32, batch_size=16, n_checkpoints=4,
+                              first_checkpoint=10),
+                  probes=dict(n_planes=2, res=4, sigma_starts=[1.0], reach_sigmas=[1.0], ret_items=3, ret_noise=2,
+                              ret_sigmas=[1.0, 2.0], dsm_sigmas=5, dsm_noise=2, dsm_heldout=6, n_steps=4,
+                              max_hamming=36)),   # N = 8, 16: no training/held-out pair is within 6 bits
+    # 6 models; the mechanism CPU preset's probes with 2 probe seeds (not 3: the trained models are now the
+    # top level), retention at σ 0.5, 1, 2 (not 8 σ: 65% of its cost) and the reach planes at σ 1.
+    "cpu": dict(seeds=[0, 1, 2], probe_seeds=[0, 1], extra=[50, 100, 200, 350], n_grid=10, clock_samples=1000,
+                n_boot=1000, jobs=2, open=dict(), closed=dict(N=30, n_heldout=1024, total_steps=3750, hidden_size=80,
+                                                              batch_size=96, n_checkpoints=20, first_checkpoint=200),
+                probes=dict(n_planes=11, res=8, sigma_starts=[1.0], reach_sigmas=[1.0], ret_items=32, ret_noise=8,
+                            ret_sigmas=[0.5, 1.0, 2.0], dsm_sigmas=24, dsm_noise=4, dsm_heldout=128, n_steps=None,
+                            max_hamming=6)),
+}
+
+
+@dataclasses.dataclass
+class Model:
+    name: str        # run directory and export name, e.g. "open-s1"
+    series: str      # "open" or "closed"
+    seed: int        # training seed (weights, minibatches, noise); the data seed is cfg.data_seed
+    cfg: object      # TrainConfig
+
+    @property
+    def data_seed(self):
+        return self.cfg.data_seed
+
+
+def series_config(preset, series, seed):
+    """The TrainConfig of `series` at training `seed`, with the preset's early checkpoints."""
+    p = PRESETS[preset]
+    if series == "open":
+        base = TrainConfig.from_dict(stored_config(json.loads(SHIPPED_RUN.read_text())["config"]))
+        base = dataclasses.replace(base, **p["open"])
+    else:
+        base = mechanism.closed_config(SimpleNamespace(closed=p["closed"]))
+    extra = [s for s in p["extra"] if s < base.total_steps]
+    return dataclasses.replace(base, seed=seed, extra_checkpoints=extra)
+
+
+def plan(preset):
+    """The models of `preset` in the order they train (the closed series first: it is short)."""
+    return [Model(f"{s}-s{seed}", s, seed, series_config(preset, s, seed))
+            for s in SERIES for seed in PRESETS[preset]["seeds"]]
+
+
+def measured_steps(cfg, n_grid):
+    """Step 0, the extra checkpoints and `n_grid` picks of the log grid nearest to log-spaced targets from
+    its first step to the last (sorted ints)."""
+    grid = np.array([s for s in cfg.checkpoint_schedule() if s >= cfg.first_step()])
+    targets = np.geomspace(grid[0], grid[-1], min(n_grid, grid.size))
+    picks = {int(grid[np.argmin(np.abs(np.log(grid) - np.log(t)))]) for t in targets}
+    return sorted({0, *cfg.extra_checkpoints} | picks)
+
+
+def probe_args(preset, out, device="cpu"):
+    """The namespace analyses.mechanism.measure's probe functions read (stores under <out>/<model name>/)."""
+    p = PRESETS[preset]
+    return SimpleNamespace(out=str(out), device=device, seeds=list(p["probe_seeds"]), kinds=list(KINDS),
+                           **p["probes"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Time
+# ---------------------------------------------------------------------------------------------
+
+def _rate(cfg):
+    """Training steps per second of a DiT of cfg's width (depth 4) on one idle thread."""
+    width = cfg.hidden_size or 80
+    return STEPS_PER_S.get(("dit", width, 4)) or STEPS_PER_S[("dit", 80, 4)] * (80 / width) ** 2
+
+
+def model_seconds(preset, model):
+    """{"train", "clocks", "probes"}: estimated one-thread seconds of one model."""
+    p, cfg = PRESETS[preset], model.cfg
+    pr, seeds = p["probes"], len(p["probe_seeds"])
+    rate = _rate(cfg)
+    clocks = len(cfg.checkpoint_schedule()) * CLOCK_S_PER_CKPT["dit"] * p["clock_samples"] / 1000 \
+        * STEPS_PER_S[("dit", 80, 4)] / rate
+    n_sets = 3 + len(pr["reach_sigmas"])                       # three local plane kinds + reach per σ
+    points = n_sets * pr["n_planes"] * seeds * pr["res"] ** 2
+    restarts = seeds * (min(pr["ret_items"], cfg.n_train) + pr["ret_items"]) * pr["ret_noise"] * len(pr["ret_sigmas"])
+    per_step = points * BASIN_S_PER_POINT + restarts * RET_S_PER_SOLVE + seeds * DSM_S_PER_SEED
+    scale = STEPS_PER_S[("dit", 80, 4)] / rate                  # a smaller DiT solves faster
+    return {"train": cfg.total_steps / rate, "clocks": clocks,
+            "probes": per_step * scale * len(measured_steps(cfg, p["n_grid"]))}
+
+
+def finish_times(seconds, jobs):
+    """When each of the one-thread tasks of `seconds` (in plan order) ends on `jobs` workers, each task going to
+    the first free worker (as run.py hands them out)."""
+    free, out = [0.0] * max(jobs, 1), []
+    for s in seconds:
+        i = int(np.argmin(free))
+        free[i] += s
+        out.append(free[i])
+    return out
+
+
+def wall_seconds(seconds, jobs):
+    return max(finish_times(seconds, jobs), default=0.0)

@@ -1,0 +1,43 @@
+"""The report of analyses/mechanism_seeds: from the exports alone, the per-series statistics (series.py), the
+claims (claims.py), the markdown (tables.py), the json and the figure (figures.py)."""
+import json
+
+from analyses.mechanism_seeds import grid as G
+from analyses.mechanism_seeds.claims import evaluate
+from analyses.mechanism_seeds.export import load_exports
+from analyses.mechanism_seeds.measure import settings
+from analyses.mechanism_seeds.series import model_rows, series_report
+from analyses.mechanism_seeds.tables import markdown
+from scoreprobe.store import normalize_config
+
+
+def build(args, models):
+    """The JSON-able report of the planned `models` (those exported with the preset's settings)."""
+    st = settings(args.preset)
+    done, missing = load_exports(models, args.exports, st)
+    p = G.PRESETS[args.preset]
+    series = {}
+    for name in G.SERIES:
+        ms = [done[m.name] for m in models if m.series == name and m.name in done]
+        if len(ms) >= 2:
+            series[name] = series_report(ms, st, p["n_boot"])
+        elif ms:
+            series[name] = {"models": model_rows(ms), "n_models": len(ms)}
+    return {"preset": args.preset, "settings": {**st, "seeds": p["seeds"]}, "exports": args.exports.name,
+            "n_planned": len(models), "n_done": len(done), "missing": missing, "series": series,
+            "claims": evaluate(series)}
+
+
+def write_all(args, models, figures=True):
+    """Write <stem>.md, .json and .png from the exports; returns the .md path."""
+    report = build(args, models)
+    stem = args.stem
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    fig = None
+    if figures and any(r.get("n_models", 0) >= 2 for r in report["series"].values()):
+        from analyses.mechanism_seeds.figures import figure
+        figure(report, stem.with_suffix(".png"))
+        fig = stem.with_suffix(".png").name
+    stem.with_suffix(".md").write_text(markdown(report, fig))
+    stem.with_suffix(".json").write_text(json.dumps(normalize_config(report), indent=1))
+    return stem.with_suffix(".md")

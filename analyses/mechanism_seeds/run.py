@@ -1,0 +1,133 @@
+"""The mechanism on trained seeds (issue 36 item 3): analyses/mechanism's basins, retention and DSM split
+on 3 training seeds of an open-window series (the shipped series' config) and a closed-window one, with
+early checkpoints (0, 50, 100, 200, 350, then the log grid), trained models and units as the units of
+every interval, the study's claims read over thresholds and corrected by Holm.
+
+Trains every model of a preset (grid.py) `--jobs` at a time in one-thread worker processes (or resumes it),
+measures its clocks and the probes (stores under <out>/mechanism_seeds/<model>/, resumed step by step) and
+exports it (export.py: one .npz per model); after every finished model the tables are rewritten from the
+exports:
+
+  <results>/mechanism_seeds[_<preset>]/<model>.npz   per model: clocks, per-plane / item / pair values
+  <results>/mechanism_seeds[_<preset>].md/.json/.png  every table (models not yet done are listed as such)
+
+Usage:
+  python analyses/mechanism_seeds --jobs 2         # the CPU preset: 6 models, ≈ 2.2 h on 2 idle cores (--plan)
+  python analyses/mechanism_seeds --smoke          # 6 toy models: 68 CPU-s (2.4 min on 2 cores at load 7.5)
+  python analyses/mechanism_seeds --from-results   # every table and the figure from the .npz files (15 s at smoke size)
+  python analyses/mechanism_seeds --plan           # the models, their order and estimated time, nothing run
+
+Statistics: stats.py, claims.py; docs/definitions.md "Trained models and units".
+"""
+import argparse
+import logging
+from pathlib import Path
+
+from analyses.mechanism_seeds import grid as G
+from analyses.mechanism_seeds.export import load_exports
+from analyses.mechanism_seeds.measure import settings
+
+logger = logging.getLogger("mechanism_seeds")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--preset", choices=sorted(G.PRESETS), default="cpu", help="default: cpu")
+    p.add_argument("--smoke", action="store_true", help="same as --preset smoke")
+    p.add_argument("--jobs", type=int, default=None, help="models at a time, one thread each (default: the preset's)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where models train and are probed")
+    p.add_argument("--from-results", action="store_true", help="tables and figure from the .npz exports only")
+    p.add_argument("--plan", action="store_true", help="print the models in order with their estimated time, run nothing")
+    p.add_argument("--out", default="runs", help="folder of the run directories and stores (mechanism_seeds/)")
+    p.add_argument("--results", default=None, help="folder of the tables, figure and exports (default: "
+                   "analyses/results, or --out for --smoke)")
+    args = p.parse_args(argv)
+    args.preset = "smoke" if args.smoke else args.preset
+    args.jobs = G.PRESETS[args.preset]["jobs"] if args.jobs is None else args.jobs
+    if args.jobs < 1:
+        p.error(f"--jobs must be at least 1, got {args.jobs}")
+    args.results = Path(args.results or (args.out if args.preset == "smoke" else "analyses/results"))
+    suffix = "" if args.preset == "cpu" else f"_{args.preset}"
+    args.exports = args.results / f"mechanism_seeds{suffix}"
+    args.stem = args.results / f"mechanism_seeds{suffix}"
+    return args
+
+
+def exported(args, models):
+    return set(load_exports(models, args.exports, settings(args.preset))[0])
+
+
+def plan_lines(args, models):
+    secs = [G.model_seconds(args.preset, m) for m in models]
+    done = exported(args, models)
+    todo = [sum(s.values()) for m, s in zip(models, secs) if m.name not in done]
+    part = {k: sum(s[k] for m, s in zip(models, secs) if m.name not in done) / 3600 for k in ("train", "clocks", "probes")}
+    p = G.PRESETS[args.preset]
+    lines = [f"{len(models)} models (2 series × training seeds {p['seeds']}, data seed 0), preset {args.preset} "
+             f"({len(done)} exported already), {args.jobs} at a time: estimated "
+             f"{G.wall_seconds(todo, args.jobs) / 3600:.2f} h for the rest ({sum(todo) / 3600:.1f} thread-hours: "
+             f"training {part['train']:.1f}, clocks {part['clocks']:.1f}, probes {part['probes']:.1f})"]
+    ends = iter(G.finish_times(todo, args.jobs))
+    for i, (m, s) in enumerate(zip(models, secs)):
+        state = "exported" if m.name in done else f"~{sum(s.values()) / 60:5.1f} min, done by ~{next(ends) / 3600:4.2f} h"
+        lines.append(f"  {i + 1:2d} {m.name:10s} training seed {m.seed} data seed {m.data_seed}  {m.cfg.total_steps:6d} "
+                     f"steps, {len(m.cfg.checkpoint_schedule())} checkpoints, "
+                     f"{len(G.measured_steps(m.cfg, p['n_grid']))} measured  {state}")
+    return lines
+
+
+def run_all(args, models, on_done):
+    """measure_model for every model not yet exported, `args.jobs` at a time, each handed to the first free
+    one-thread worker; on_done() after each (a failure is logged, the others go on)."""
+    from analyses.mechanism_seeds.measure import measure_model
+    done = exported(args, models)
+    todo = [m for m in models if m.name not in done]
+    if args.jobs <= 1:
+        import torch
+        torch.set_num_threads(1)
+        for m in todo:
+            _finish(on_done, _guarded(measure_model, args, m))
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from analyses.grid import worker_init
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(args.jobs, mp_context=ctx, initializer=worker_init) as pool:
+        for f in as_completed([pool.submit(_guarded, measure_model, args, m) for m in todo]):
+            _finish(on_done, f.result())
+
+
+def _guarded(fn, args, model):
+    try:
+        return fn(args, model)
+    except Exception as e:   # an unattended preset must not stop on one model
+        logging.getLogger("mechanism_seeds").error("%s failed: %s: %s", model.name, type(e).__name__, e)
+        return None
+
+
+def _finish(on_done, name):
+    if name:
+        try:
+            on_done()
+        except Exception as e:
+            logger.error("tables after %s failed: %s: %s", name, type(e).__name__, e)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    models = G.plan(args.preset)
+    if args.plan:
+        print("\n".join(plan_lines(args, models)))
+        return
+    from analyses.mechanism_seeds.report import write_all
+    if not args.from_results:
+        logger.info(plan_lines(args, models)[0])
+        run_all(args, models, on_done=lambda: write_all(args, models))
+    md = write_all(args, models)
+    print(md.read_text())
+    print(f"wrote {md}, {md.with_suffix('.json')}, {md.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()
