@@ -108,6 +108,9 @@ def test_digest_of_older_runs_is_unchanged_and_bad_extras_are_refused(tmp_path):
     cfg = tiny_cfg().to_dict()
     older = {k: v for k, v in cfg.items() if k != "extra_checkpoints"}   # run.json before the setting
     assert run_digest(older) == run_digest(cfg) != run_digest({**cfg, "extra_checkpoints": EXTRA})
+    oldest = {k: v for k, v in cfg.items() if k not in ("extra_checkpoints", "transpose", "patch_shape")}
+    assert run_digest(oldest) == run_digest(cfg)    # nor do the data transpose and the DiT patch shape
+    assert run_digest({**cfg, "transpose": True}) != run_digest(cfg) != run_digest({**cfg, "patch_shape": "1x4"})
     assert tiny_cfg(extra_checkpoints=(2, 5)).to_dict()["extra_checkpoints"] == [2, 5]
     for bad in ([5, 2], [0], [41], [2, 2], [True], ["5"], 5, list(range(1, 1002))):
         kw = dict(total_steps=2000) if isinstance(bad, list) and len(bad) > 100 else {}
