@@ -20,13 +20,11 @@ Statistics: docs/definitions.md and scoreprobe.probes.seeds.pool_seeds with (dat
 points: a two-level random-effects split of ln τ (var_data, var_init) and a t interval over data seeds.
 """
 import argparse
-import copy
 import logging
-import time
 
 from analyses.data_draws import grid as grid_mod
 from analyses.scaling import grid as scaling_grid
-from analyses.scaling import run as scaling_run
+from analyses.scaling import presets
 from scoreprobe.probes.clocks import resolve_device
 
 logger = logging.getLogger("data_draws")
@@ -59,59 +57,13 @@ def parse_args(argv=None):
     return args
 
 
-def run_one(args, run):
-    """scaling's run_one (train or resume, clocks, export) with the run's own export folder."""
-    a = copy.copy(args)
-    a.exports = grid_mod.export_folder(args.results, args.preset, run)
-    return scaling_run.run_one(a, run)
+def folder_of(args):
+    """run -> its export folder (grid.export_folder: scaling's for data seed 0)."""
+    return lambda run: grid_mod.export_folder(args.results, args.preset, run)
 
 
-def exported(args, runs):
-    """Names of the runs whose export exists with the same TrainConfig (those are not run again)."""
-    from analyses.scaling.export import load_exports
-    return {r.name for r in runs if r.name in load_exports([r], grid_mod.export_folder(args.results, args.preset, r))[0]}
-
-
-def run_all(args, runs, on_done):
-    """run_one over the runs not yet exported, `args.jobs` at a time (neighbours in the plan have equal
-    lengths); on_done(name) after each (a failure is logged, the rest go on)."""
-    from analyses.grid import in_parallel
-    done = exported(args, runs)
-    runs = [r for r in runs if r.name not in done]
-    deadline = None if args.hours is None else time.time() + args.hours * 3600
-    for chunk_start in range(0, len(runs), max(args.jobs, 1)):
-        chunk = runs[chunk_start:chunk_start + max(args.jobs, 1)]
-        need = 1.5 * max(scaling_grid.run_seconds(r, args.n_samples) for r in chunk)
-        if deadline is not None and time.time() + need > deadline:
-            logger.info("stopping: %s would not be done within --hours %s", ", ".join(r.name for r in chunk), args.hours)
-            return
-        for name in in_parallel(_guarded_one, [(args, r) for r in chunk], args.jobs):
-            if name:
-                scaling_run._guarded(on_done, name)
-
-
-def _guarded_one(args, run):
-    try:
-        return run_one(args, run)
-    except Exception as e:   # an unattended preset must not stop on one run
-        logging.getLogger("data_draws").error("%s failed: %s: %s", run.name, type(e).__name__, e)
-        return None
-
-
-def plan_lines(runs, args):
-    secs = [scaling_grid.run_seconds(r, args.n_samples) for r in runs]
-    done = exported(args, runs)
-    todo = sum(s for r, s in zip(runs, secs) if r.name not in done)
-    lines = [f"{len(runs)} runs, preset {args.preset} ({len(done)} exported already), {args.jobs} at a time: "
-             f"estimated {todo / 3600 / max(args.jobs, 1):.2f} h for the rest ({todo / 3600:.1f} thread-hours)"]
-    t = 0.0
-    for i, (r, s) in enumerate(zip(runs, secs)):
-        if r.name not in done:
-            t += s / max(args.jobs, 1)
-        state = "exported" if r.name in done else f"~{s / 60:5.1f} min, all done by ~{t / 3600:4.2f} h"
-        lines.append(f"  {i + 1:3d} {r.name:16s} data seed {r.meta['data_seed']} training seed {r.seed}  "
-                     f"{r.steps:6d} steps  {state}")
-    return lines
+def describe(run):
+    return f"data seed {run.meta['data_seed']} training seed {run.seed}"
 
 
 def _write(args, runs):
@@ -124,11 +76,11 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     runs = grid_mod.plan(args.preset)
     if args.plan:
-        print("\n".join(plan_lines(runs, args)))
+        print("\n".join(presets.plan_lines(runs, args, folder_of(args), describe)))
         return
     if not args.from_results:
-        logger.info(plan_lines(runs, args)[0])
-        run_all(args, runs, on_done=lambda name: None if args.train_only else _write(args, runs))
+        logger.info(presets.plan_lines(runs, args, folder_of(args), describe)[0])
+        presets.run_all(args, runs, folder_of(args), on_done=lambda name: None if args.train_only else _write(args, runs))
         if args.train_only:
             return
     md = _write(args, runs)

@@ -4,7 +4,10 @@ clocks Dataset rebuilt from it: what every table and figure is computed from (no
 One file holds: the run's TrainConfig (JSON) and its parameter count, the clocks' settings (JSON), the
 checkpoint steps (S,), the per-sample endpoint state (S, n) int8 (codes of scoreprobe.data.STATES), the
 per-sample constraint-family validity (S, n, F) packed along the sample axis when the rule has
-families, novel_oracle, and the training and clock seconds (training: of the process that trained it, or
+families, for a curriculum run (TrainConfig.curriculum, ordered or mixed) which samples satisfy every
+piece of the curriculum (S, n) packed (`piece_valid`: the rule clock beyond the pieces is read from it,
+scoreprobe.data.curriculum.beyond_state), novel_oracle, and the training and clock seconds (training: of
+the process that trained it, or
 of an earlier export of the same run; NaN when it was trained elsewhere, e.g. by two_clocks.py). A few
 tens of KB compressed.
 """
@@ -30,8 +33,9 @@ def clocks_config_text(ds):
     return json.dumps(config, sort_keys=True)
 
 
-def export_run(ds, cfg, params, path, train_s=None, clocks_s=None, meta=None):
-    """Write the compact result of one run's clocks Dataset `ds` (atomically) to `path`."""
+def export_run(ds, cfg, params, path, train_s=None, clocks_s=None, meta=None, piece_valid=None):
+    """Write the compact result of one run's clocks Dataset `ds` (atomically) to `path`; piece_valid: None,
+    or (S, n) bool (a curriculum run's samples that satisfy every piece)."""
     arrays = {"format": FORMAT, "config": json.dumps(normalize_config(cfg.to_dict()), sort_keys=True),
               "meta": json.dumps(normalize_config(meta or {}), sort_keys=True),
               "clocks_config": clocks_config_text(ds), "params": np.int64(params),
@@ -42,6 +46,8 @@ def export_run(ds, cfg, params, path, train_s=None, clocks_s=None, meta=None):
     if "family_valid" in ds:
         fv = ds["family_valid"].transpose("step", "sample", "family").values.astype(bool)   # (S, n, F)
         arrays.update(family_valid=np.packbits(fv, axis=1), family=np.array([str(f) for f in ds["family"].values]))
+    if piece_valid is not None:
+        arrays["piece_valid"] = np.packbits(np.asarray(piece_valid, dtype=bool), axis=1)   # (S, ceil(n / 8))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.npz")
@@ -50,7 +56,8 @@ def export_run(ds, cfg, params, path, train_s=None, clocks_s=None, meta=None):
 
 
 def read_export(path):
-    """{"config", "meta", "clocks_config" (dicts), "params", "train_s", "clocks_s", "ds"} of an export."""
+    """{"config", "meta", "clocks_config" (dicts), "params", "train_s", "clocks_s", "ds", "piece_valid"
+    ((S, n) bool, or None)} of an export."""
     with np.load(path, allow_pickle=False) as z:
         if str(z["format"]) != FORMAT:
             raise ValueError(f"{path}: not a {FORMAT} file")
@@ -61,6 +68,8 @@ def read_export(path):
             n = z["state"].shape[1]
             fv = (np.unpackbits(z["family_valid"], axis=1, count=n).astype(np.uint8), [str(f) for f in z["family"]])
         info["ds"] = clocks_dataset(z["step"], z["state"], float(z["novel_oracle"]), fv)
+        info["piece_valid"] = (np.unpackbits(z["piece_valid"], axis=1, count=z["state"].shape[1]).astype(bool)
+                               if "piece_valid" in z else None)
     return info
 
 
