@@ -16,10 +16,17 @@ logger = logging.getLogger("presets")
 
 
 def run_one(args, run, folder):
-    """scaling's run_one (train or resume, clocks, export) with the export folder `folder`."""
+    """scaling's run_one (train or resume, clocks, export) with the export folder `folder`, on one torch thread
+    (as in the worker processes of --jobs > 1, whose rates grid.py measured; restored after)."""
+    import torch
     a = copy.copy(args)
     a.exports = folder
-    return scaling_run.run_one(a, run)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return scaling_run.run_one(a, run)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def exported(runs, folder_of):
