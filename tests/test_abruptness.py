@@ -85,3 +85,25 @@ def test_bad_input():
         abruptness(curve([0.1], 100, steps=np.array([5])))
     with pytest.raises(ConfigError, match="no variable"):
         abruptness(curve([0.1, 0.2], 100, steps=np.array([5, 6])), var="rule_acc")
+
+
+def test_a_common_band_reads_the_same_share_range_of_every_curve():
+    """A curve with slope 3 per decade below 20% and slope 1 above: over the band (0.02, 0.2) the
+    abruptness is 3 whether the curve rises on to 0.95 or stops at 0.3; the per-run band (20 samples
+    on each side) mixes both slopes for the first and differs between them."""
+    n = 10 ** 9
+    steps = np.round(np.geomspace(10, 10 ** 5, 40)).astype(np.int64)
+    v = np.log10(steps + 1)
+    logit_020 = math.log(0.2 / 0.8)
+    c = 3.0                                                   # log10 step at which y = 0.2
+    z = np.where(v <= c, logit_020 + 3 * (v - c), logit_020 + 1 * (v - c))
+    high = 1 / (1 + np.exp(-z))
+    low = np.minimum(high, 0.3)
+    band = (0.02, 0.2)
+    a, b = (abruptness(curve(y, n, steps), n_boot=0, band=band) for y in (high, low))
+    inside = (high >= 0.02) & (high <= 0.2)
+    assert a["n_band"] == b["n_band"] == inside.sum() >= 2
+    assert a["abruptness"] == pytest.approx(3.0, rel=1e-6) and b["abruptness"] == pytest.approx(3.0, rel=1e-6)
+    assert abruptness(curve(high, n, steps), n_boot=0)["abruptness"] < 2.9   # the per-run band mixes the slopes
+    with pytest.raises(ConfigError, match="band"):
+        abruptness(curve(high, n, steps), band=(0.3, 0.2))

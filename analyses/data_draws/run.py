@@ -20,13 +20,11 @@ Statistics: docs/definitions.md and scoreprobe.probes.seeds.pool_seeds with (dat
 points: a two-level random-effects split of ln τ (var_data, var_init) and a t interval over data seeds.
 """
 import argparse
-import functools
 import logging
 
 from analyses.data_draws import grid as grid_mod
-from analyses.queue import finish_times
-from analyses.scaling import batch
 from analyses.scaling import grid as scaling_grid
+from analyses.scaling import presets
 from scoreprobe.probes.clocks import resolve_device
 
 logger = logging.getLogger("data_draws")
@@ -60,35 +58,12 @@ def parse_args(argv=None):
 
 
 def folder_of(args):
-    """run -> the folder of its export (grid.export_folder); picklable, for the worker processes."""
-    return functools.partial(grid_mod.export_folder, args.results, args.preset)
+    """run -> its export folder (grid.export_folder: scaling's for data seed 0)."""
+    return lambda run: grid_mod.export_folder(args.results, args.preset, run)
 
 
-def exported(args, runs):
-    """Names of the runs whose export exists with the same TrainConfig (those are not run again)."""
-    return batch.exported(runs, folder_of(args))
-
-
-def run_all(args, runs, on_done):
-    """Train, measure and export the runs not yet exported, `args.jobs` at a time (analyses.scaling.batch.run_exports)."""
-    return batch.run_exports(args, runs, folder_of(args), on_done)
-
-
-def plan_lines(runs, args):
-    """The plan as text: the total for the runs not yet exported, then one line per run with the time by which it
-    is done (analyses.queue.finish_times at the measured one-thread rates)."""
-    secs = {r.name: scaling_grid.run_seconds(r, args.n_samples) for r in runs}
-    done = exported(args, runs)
-    todo = [r for r in runs if r.name not in done]
-    ends, total = finish_times([secs[r.name] for r in todo], args.jobs)
-    finish = {r.name: e for r, e in zip(todo, ends)}
-    lines = [f"{len(runs)} runs, preset {args.preset} ({len(done)} exported already), {args.jobs} at a time: "
-             f"estimated {total / 3600:.2f} h for the rest ({sum(secs[r.name] for r in todo) / 3600:.1f} thread-hours)"]
-    for i, r in enumerate(runs):
-        state = "exported" if r.name in done else f"~{secs[r.name] / 60:5.1f} min, done by ~{finish[r.name] / 3600:4.2f} h"
-        lines.append(f"  {i + 1:3d} {r.name:16s} data seed {r.meta['data_seed']} training seed {r.seed}  "
-                     f"{r.steps:6d} steps  {state}")
-    return lines
+def describe(run):
+    return f"data seed {run.meta['data_seed']} training seed {run.seed}"
 
 
 def _write(args, runs):
@@ -101,11 +76,11 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     runs = grid_mod.plan(args.preset)
     if args.plan:
-        print("\n".join(plan_lines(runs, args)))
+        print("\n".join(presets.plan_lines(runs, args, folder_of(args), describe)))
         return
     if not args.from_results:
-        logger.info(plan_lines(runs, args)[0])
-        run_all(args, runs, on_done=lambda name: None if args.train_only else _write(args, runs))
+        logger.info(presets.plan_lines(runs, args, folder_of(args), describe)[0])
+        presets.run_all(args, runs, folder_of(args), on_done=lambda name: None if args.train_only else _write(args, runs))
         if args.train_only:
             return
     md = _write(args, runs)

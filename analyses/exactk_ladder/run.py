@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from analyses.exactk_ladder import grid as grid_mod
-from analyses.queue import finish_times, run_queue
+from analyses.grid import finish_times, run_queue
 from analyses.scaling import grid as scaling_grid
 from analyses.scaling import run as scaling_run
 from scoreprobe.probes.clocks import resolve_device
@@ -92,7 +92,7 @@ def exported(args, runs):
 
 
 def run_all(args, runs, on_done):
-    """run_one over the runs not yet exported (analyses.queue.run_queue: `args.jobs` at a time, a run starting
+    """run_one over the runs not yet exported (analyses.grid.run_queue: `args.jobs` at a time, a run starting
     when a worker is free, none past --hours), or trained first as stacked ensembles with --ensemble;
     on_done(name) after each (a failure is logged, the rest go on)."""
     from analyses.grid import train_ensembles
@@ -105,7 +105,7 @@ def run_all(args, runs, on_done):
 
 
 def plan_lines(runs, args):
-    """The plan as text: the first line the total (wall time as run_all runs them, analyses.queue.finish_times),
+    """The plan as text: the first line the total (wall time as run_all runs them, analyses.grid.finish_times),
     then one line per run with the time by which it is done."""
     done = exported(args, runs)
     todo = [r for r in runs if r.name not in done]

@@ -20,6 +20,8 @@ Usage:
   python analyses/remedies --rereport A.json,B.json   # re-report shipped exports together, no training
   python analyses/remedies --device cuda   # GPU preset (G = 4, N = 256, 3 seeds; a variant's seeds
                                               # train as one stacked ensemble, --ensemble on CPU)
+  python analyses/remedies --preset g3     # the remedies where the baseline learns (G = 3, N = 240,
+                                              # 30 000 steps, 3 seeds, the curriculum's control): g3_run.py
 """
 import argparse
 import functools
@@ -280,6 +282,13 @@ def rereport(paths):
     return md
 
 
+def _g3(argv):
+    """Whether the command names one of g3_grid's presets (--preset g3, g3-smoke, g3-gpu)."""
+    names = [a.split("=", 1)[1] for a in argv if a.startswith("--preset=")]
+    names += [b for a, b in zip(argv, argv[1:]) if a == "--preset"]
+    return any(n.startswith("g3") for n in names)
+
+
 def main(argv=None):
     if argv is None:
         import sys
@@ -287,6 +296,9 @@ def main(argv=None):
     if argv[:1] == ["--rereport"]:
         print(rereport(argv[1].split(",")))
         return
+    if _g3(argv):   # the remedies where the baseline learns: their own presets and tables (g3_run.py)
+        from analyses.remedies.g3_run import main as g3_main
+        return g3_main(argv)
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     variants = args.variants.split(",")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 
 from analyses.grid import finished, measured_clocks
-from analyses.queue import finish_times, run_queue
+from analyses.grid import finish_times, run_queue
 from analyses.scaling import grid as scaling_grid
 from analyses.scaling import run as scaling_run
 from analyses.scaling.export import export_run, load_exports

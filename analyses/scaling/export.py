@@ -4,7 +4,10 @@ clocks Dataset rebuilt from it: what every table and figure is computed from (no
 One file holds: the run's TrainConfig (JSON) and its parameter count, the clocks' settings (JSON), the
 checkpoint steps (S,), the per-sample endpoint state (S, n) int8 (codes of scoreprobe.data.STATES), the
 per-sample constraint-family validity (S, n, F) packed along the sample axis when the rule has
-families, novel_oracle, and the training and clock seconds (training: of the process that trained it, or
+families, for a curriculum run (TrainConfig.curriculum, ordered or mixed) which samples satisfy every
+piece of the curriculum (S, n) packed (`piece_valid`: the rule clock beyond the pieces is read from it,
+scoreprobe.data.curriculum.beyond_state), novel_oracle, and the training and clock seconds (training: of
+the process that trained it, or
 of an earlier export of the same run; NaN when it was trained elsewhere, e.g. by two_clocks.py). A few
 tens of KB compressed.
 
@@ -38,8 +41,9 @@ def clocks_config_text(ds):
     return json.dumps(config, sort_keys=True)
 
 
-def export_run(ds, cfg, params, path, train_s=None, clocks_s=None, meta=None):
-    """Write the compact result of one run's clocks Dataset `ds` (atomically) to `path`."""
+def export_run(ds, cfg, params, path, train_s=None, clocks_s=None, meta=None, piece_valid=None):
+    """Write the compact result of one run's clocks Dataset `ds` (atomically) to `path`; piece_valid: None,
+    or (S, n) bool (a curriculum run's samples that satisfy every piece)."""
     arrays = {"format": FORMAT, "version": np.int64(VERSION),
               "config": json.dumps(normalize_config(cfg.to_dict()), sort_keys=True),
               "meta": json.dumps(normalize_config(meta or {}), sort_keys=True),
@@ -53,6 +57,8 @@ def export_run(ds, cfg, params, path, train_s=None, clocks_s=None, meta=None):
         arrays.update(family_valid=np.packbits(fv, axis=1), family=np.array([str(f) for f in ds["family"].values]))
     if "bits" in ds:   # the clocks kept the bits: each sample's number of ones (S, n)
         arrays["bit_sum"] = bit_sums(ds["bits"].transpose("step", "sample", "bit").values, ds["state"].values)
+    if piece_valid is not None:
+        arrays["piece_valid"] = np.packbits(np.asarray(piece_valid, dtype=bool), axis=1)   # (S, ceil(n / 8))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.npz")
@@ -61,8 +67,8 @@ def export_run(ds, cfg, params, path, train_s=None, clocks_s=None, meta=None):
 
 
 def read_export(path):
-    """{"config", "meta", "clocks_config" (dicts), "params", "train_s", "clocks_s", "version", "ds"} of an
-    export; ds holds `bit_sum` (step, sample) when the export has it (version 2)."""
+    """{"config", "meta", "clocks_config" (dicts), "params", "train_s", "clocks_s", "version", "ds", "piece_valid"
+    ((S, n) bool, or None)} of an export; ds holds `bit_sum` (step, sample) when the export has it (version 2)."""
     with np.load(path, allow_pickle=False) as z:
         if str(z["format"]) != FORMAT:
             raise ValueError(f"{path}: not a {FORMAT} file")
@@ -78,6 +84,8 @@ def read_export(path):
             fv = (np.unpackbits(z["family_valid"], axis=1, count=n).astype(np.uint8), [str(f) for f in z["family"]])
         info["ds"] = clocks_dataset(z["step"], z["state"], float(z["novel_oracle"]), fv,
                                     z["bit_sum"] if "bit_sum" in z.files else None)
+        info["piece_valid"] = (np.unpackbits(z["piece_valid"], axis=1, count=z["state"].shape[1]).astype(bool)
+                               if "piece_valid" in z.files else None)
     return info
 
 

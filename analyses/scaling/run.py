@@ -47,6 +47,8 @@ from analyses.scaling import grid as grid_mod
 from analyses.grid import finished, measured_clocks, train_ensembles, worker_init
 from analyses.scaling.export import export_run, load_exports
 from analyses.scaling.tables import write_all as write_tables
+from scoreprobe.data.curriculum import piece_valid
+from scoreprobe.data.rules import rule_from_spec
 from scoreprobe.loading.series import load_series
 from scoreprobe.models.build import param_count
 from scoreprobe.probes.clocks import resolve_device
@@ -102,15 +104,17 @@ def run_one(args, run):
         return run.name
     t1 = time.time()
     kw = {} if args.n_steps is None else {"n_steps": args.n_steps}
-    if getattr(args, "keep_bits", False):   # the bits too: the export then holds each sample's Σ bits
-        kw["keep_bits"] = True
-    ds = measured_clocks(load_series(path), path / "clocks.zarr", n_samples=args.n_samples, device=args.device, **kw)
+    plan = run.cfg.curriculum_plan()   # a curriculum run keeps its samples: the rule clock beyond the pieces
+    keep = plan is not None or getattr(args, "keep_bits", False)   # with the bits, the export holds each Σ bits
+    ds = measured_clocks(load_series(path), path / "clocks.zarr", n_samples=args.n_samples, device=args.device,
+                         keep_bits=keep, **kw)
+    piece = None if plan is None else piece_valid(ds, rule_from_spec(run.cfg.rule), plan[0])
     clocks_s = time.time() - t1
     export = args.exports / f"{run.name}.npz"
     earlier = _previous(export, run) if min(train_s, clocks_s) <= 5 else {}   # a skipped stage keeps its time
     export_run(ds, run.cfg, param_count(run.cfg), export, meta=run.meta,
                train_s=train_s if train_s > 5 else earlier.get("train_s"),
-               clocks_s=clocks_s if clocks_s > 5 else earlier.get("clocks_s"))
+               clocks_s=clocks_s if clocks_s > 5 else earlier.get("clocks_s"), piece_valid=piece)
     logger.info("%s: clocks (%.0f s), exported to %s", run.name, clocks_s, export)
     return run.name
 

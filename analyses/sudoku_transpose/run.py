@@ -33,7 +33,7 @@ import functools
 import logging
 from pathlib import Path
 
-from analyses.scaling import batch
+from analyses.scaling import presets
 from analyses.scaling import grid as scaling_grid
 from analyses.sudoku_transpose import grid as grid_mod
 from scoreprobe.probes.clocks import resolve_device
@@ -76,21 +76,13 @@ def folder_of(args):
     return functools.partial(grid_mod.export_folder, args.results, args.preset)
 
 
+def describe(run):
+    return (f"{run.meta['arch']:10s} {'transposed' if run.meta['transposed'] else 'original  '} data seed "
+            f"{run.meta['data_seed']} training seed {run.seed}")
+
+
 def plan_lines(runs, args):
-    secs = [scaling_grid.run_seconds(r, args.n_samples) for r in runs]
-    done = batch.exported(runs, folder_of(args))
-    todo = sum(s for r, s in zip(runs, secs) if r.name not in done)
-    rates = "" if args.preset != "gpu" else " at one CPU thread's rates (GPU throughput is not measured here)"
-    lines = [f"{len(runs)} runs, preset {args.preset} ({len(done)} exported already), {args.jobs} at a time: "
-             f"estimated{rates} {todo / 3600 / max(args.jobs, 1):.2f} h for the rest ({todo / 3600:.1f} thread-hours)"]
-    t = 0.0
-    for i, (r, s) in enumerate(zip(runs, secs)):
-        if r.name not in done:
-            t += s / max(args.jobs, 1)
-        state = "exported" if r.name in done else f"~{s / 60:5.1f} min, all done by ~{t / 3600:4.2f} h"
-        lines.append(f"  {i + 1:3d} {r.name:30s} {r.meta['arch']:10s} {'transposed' if r.meta['transposed'] else 'original  '} "
-                     f"data seed {r.meta['data_seed']} training seed {r.seed}  {r.steps:6d} steps  {state}")
-    return lines
+    return presets.plan_lines(runs, args, folder_of(args), describe)
 
 
 def _write(args, runs):
@@ -107,8 +99,7 @@ def main(argv=None):
         return
     if not args.from_results:
         logger.info(plan_lines(runs, args)[0])
-        batch.run_exports(args, runs, folder_of(args),
-                                  on_done=lambda name: None if args.train_only else _write(args, runs))
+        presets.run_all(args, runs, folder_of(args), on_done=lambda name: None if args.train_only else _write(args, runs))
         if args.train_only:
             return
     md = _write(args, runs)

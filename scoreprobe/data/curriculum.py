@@ -60,6 +60,26 @@ def curriculum_bits(rule, g_start, n, exclude, seed):
     raise ConfigError(f"curriculum: drew only {len(keep)} distinct images of {n} in {MAX_ROUNDS} rounds")
 
 
+def piece_valid(ds, rule, g_start):
+    """(S, n) bool: which samples of a clocks Dataset with `bits` (clocks(..., keep_bits=True)) satisfy
+    every piece of fine_groups(rule, g_start) (ConfigError without `bits`)."""
+    if "bits" not in ds:
+        raise ConfigError("beyond_pieces needs the samples: measure with clocks(..., keep_bits=True)")
+    bits = np.asarray(ds["bits"].values, dtype=np.uint8)                           # (S, n, D)
+    return fine_valid(fine_groups(rule, g_start), bits.reshape(-1, bits.shape[-1])).reshape(bits.shape[:2])
+
+
+def beyond_state(state, piece):
+    """state (S, n) codes of scoreprobe.data.STATES with the valid, non-copied samples that satisfy every
+    piece (`piece` (S, n) bool) recoded as rule-violating; copies stay valid. Returns (state, valid):
+    the new codes (S, n) and the samples valid beyond the pieces (S, n) bool."""
+    from scoreprobe.data.datasets import STATE_CODES
+    state = np.asarray(state)
+    new = np.isin(state, [STATE_CODES["valid_novel"], STATE_CODES["valid_heldout"]])
+    valid = (new & ~piece) | (state == STATE_CODES["valid_memorized"])
+    return np.where(new & piece, STATE_CODES["rule_violating"], state).astype(state.dtype), valid
+
+
 def beyond_pieces(ds, rule, g_start):
     """A clocks Dataset (with `bits`: clocks(..., keep_bits=True)) in which valid, non-copied samples
     that also satisfy the curriculum's pieces count as rule-violating, so `taus` of it reads the rule
@@ -70,15 +90,8 @@ def beyond_pieces(ds, rule, g_start):
     g_start: the curriculum's piece size. Returns a copy with `state`, `rule_acc` replaced and
     `piece_share` (step,): the share of samples that satisfy every piece.
     """
-    from scoreprobe.data.datasets import STATE_CODES
-    if "bits" not in ds:
-        raise ConfigError("beyond_pieces needs the samples: measure with clocks(..., keep_bits=True)")
-    bits = np.asarray(ds["bits"].values, dtype=np.uint8)                           # (S, n, D)
-    piece = fine_valid(fine_groups(rule, g_start), bits.reshape(-1, bits.shape[-1])).reshape(bits.shape[:2])
-    state = np.asarray(ds["state"].values)                                         # (S, n)
-    new = np.isin(state, [STATE_CODES["valid_novel"], STATE_CODES["valid_heldout"]])
-    valid = (new & ~piece) | (state == STATE_CODES["valid_memorized"])             # copies stay valid
-    state = np.where(new & piece, STATE_CODES["rule_violating"], state).astype(state.dtype)
+    piece = piece_valid(ds, rule, g_start)                                         # (S, n)
+    state, valid = beyond_state(ds["state"].values, piece)
     dims = ds["state"].dims
     return ds.assign(state=(dims, state, ds["state"].attrs),
                      rule_acc=(dims[:1], valid.mean(axis=1), {"long_name": "rule accuracy beyond the pieces"}),

@@ -45,9 +45,14 @@ def logit_counts(k, n):
     return np.log(p) - np.log1p(-p)
 
 
-def in_band(k, n, min_count=20):
-    """(S,) bool: checkpoints inside the transition, at least `min_count` samples on each side."""
+def in_band(k, n, min_count=20, band=None):
+    """(S,) bool: checkpoints inside the transition, at least `min_count` samples on each side; with
+    `band` (lo, hi) fractions instead, the checkpoints whose share k / n lies in [lo, hi] (a band fixed in
+    the curve's own units, the same for every run it is applied to)."""
     k = np.asarray(k)
+    if band is not None:
+        lo, hi = band
+        return (k >= lo * n) & (k <= hi * n)
     return (k >= min_count) & (n - k >= min_count)
 
 
@@ -59,7 +64,7 @@ def least_squares(X, Y):
         return slope, np.mean(Y, axis=-1) - slope * X.mean()
 
 
-def abruptness(ds, var="mem_ratio", n_boot=1000, seed=0, ci=0.95, min_count=20):
+def abruptness(ds, var="mem_ratio", n_boot=1000, seed=0, ci=0.95, min_count=20, band=None):
     """How steeply logit(`var`) rises per decade of steps through the transition, with a bootstrap CI.
 
     Parameters
@@ -69,6 +74,8 @@ def abruptness(ds, var="mem_ratio", n_boot=1000, seed=0, ci=0.95, min_count=20):
     n_boot, seed, ci : resamples (0: no CI), their seed, the interval level.
     min_count : a checkpoint is in the transition band when at least this many samples are on each
         side (k >= min_count and n - k >= min_count).
+    band : None, or (lo, hi) with 0 <= lo < hi <= 1: the band is instead the checkpoints whose share lies in
+        [lo, hi] (`in_band`), so runs that rise to different heights are measured over one common band.
 
     Returns
     -------
@@ -82,8 +89,10 @@ def abruptness(ds, var="mem_ratio", n_boot=1000, seed=0, ci=0.95, min_count=20):
     steps = ds["step"].values.astype(np.float64)
     if steps.size < 2 or np.any(steps < 0) or np.any(np.diff(steps) <= 0):
         raise ConfigError("abruptness needs at least two distinct checkpoints with steps >= 0")
+    if band is not None and not (len(band) == 2 and 0 <= band[0] < band[1] <= 1):
+        raise ConfigError(f"abruptness: band must be (lo, hi) with 0 <= lo < hi <= 1, got {band!r}")
     k, n = _counts(ds, var)
-    band = in_band(k, n, min_count)                                   # (S,) fixed by the measured counts
+    band = in_band(k, n, min_count, band)                             # (S,) fixed by the measured counts
     out = {"var": var, "n_boot": int(n_boot), "n_band": int(band.sum()), "draws": np.full(int(n_boot), np.nan)}
     if band.sum() < 2:
         return {**out, "abruptness": float("nan"), "ci": [np.nan] * 2, "at_step": float("nan"),

@@ -131,7 +131,7 @@ class TrainConfig:
     token_order: str = "raster"  # GPT pixel order: raster, patch (patch_size patches, raster within), random (fixed)
     global_token: bool = False   # DiT: a learned register token whose state every block broadcasts to all tokens
     multiplicative: bool = False  # DiT: GLU MLPs (products of two projections) at the plain MLP's parameter count
-    curriculum: str = ""         # G_START:G_END:STEPS: parity on pieces of G_START of the rule's groups until STEPS; "" off
+    curriculum: str = ""         # G0:G:STEPS: parity on G0-pixel pieces until STEPS (G0:G:STEPS:mixed: at every step); "" off
     sigma_data: float = 1.0      # EDM σ_data (±1 bits have unit variance)
     time_scale: float = 250.0    # c_noise = time_scale · ln σ / 4 feeds the timestep embedder
     p_mean: float = -1.2         # training ln σ ~ N(p_mean, p_std)
@@ -192,13 +192,18 @@ class TrainConfig:
 
     def curriculum_plan(self):
         """(G_start, switch_step) of `curriculum`, or None when it is off. ConfigError unless the rule is
-        parity with G = G_END, 1 < G_START < G_END and 0 < STEPS < total_steps."""
+        parity with G = G_END, 1 < G_START < G_END and 0 < STEPS < total_steps (and a fourth part, when
+        there is one, is "mixed": see `curriculum_mix`)."""
         if not self.curriculum:
             return None
+        parts = str(self.curriculum).split(":")
         try:
-            g0, g1, steps = (int(v) for v in str(self.curriculum).split(":"))
+            if len(parts) not in (3, 4) or parts[3:] not in ([], ["mixed"]):
+                raise ValueError
+            g0, g1, steps = (int(v) for v in parts[:3])
         except ValueError:
-            raise ConfigError(f"curriculum must be G_START:G_END:STEPS such as 2:4:5000, got {self.curriculum!r}") from None
+            raise ConfigError(f"curriculum must be G_START:G_END:STEPS such as 2:4:5000 (or G_START:G_END:STEPS:mixed), "
+                              f"got {self.curriculum!r}") from None
         rule = self.rule if isinstance(self.rule, dict) else {}
         if rule.get("name") != "parity" or rule.get("G") != g1:
             raise ConfigError(f"curriculum {self.curriculum} needs the parity rule with G={g1}, got {rule}")
@@ -208,6 +213,17 @@ class TrainConfig:
         if not 0 < steps < self.total_steps:
             raise ConfigError(f"curriculum: STEPS={steps} must be in (0, total_steps={self.total_steps})")
         return g0, steps
+
+    def curriculum_mix(self):
+        """The curriculum's control without its order: with `curriculum` G_START:G_END:STEPS:mixed, every
+        minibatch item of every step is drawn from the curriculum's images with probability
+        STEPS / total_steps and from the run's own training set otherwise (the same images, and in
+        expectation the same number of draws of each, as the curriculum; no first phase). Returns that
+        probability, or 0.0 for an ordered curriculum or none."""
+        plan = self.curriculum_plan()
+        if plan is None or not str(self.curriculum).endswith(":mixed"):
+            return 0.0
+        return plan[1] / self.total_steps
 
     def _check_numbers(self):
         """Type and range of every numeric field (limits in scoreprobe.limits), before anything is built."""

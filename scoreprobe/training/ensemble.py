@@ -32,7 +32,7 @@ from scoreprobe.limits import MAX_ENSEMBLE
 from scoreprobe.models.edm import dsm_loss
 from scoreprobe.progress import CountProgress
 from scoreprobe.training.trainlog import bucket_sums
-from scoreprobe.training.train import check_run_dir, draw_bits, draw_inputs, ema_update, loss_error, open_run, set_lr
+from scoreprobe.training.train import check_run_dir, draw_inputs, ema_update, loss_error, open_run, set_lr
 
 logger = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ def _ensemble_step(runs, stack, device):
     Returns the members' losses (list of M floats) and their σ-bucket sums (M lists, trainlog.bucket_sums).
     """
     cfg = runs[0].cfg
-    draws = [draw_inputs(r.cfg, draw_bits(r.cfg, r.bits_at(r.st.step), r.st.gen), r.st.gen, "cpu") for r in runs]
+    draws = [draw_inputs(r.cfg, r.draw_batch(), r.st.gen, "cpu") for r in runs]
     y, sigma, noise = (torch.stack(t).to(device) for t in zip(*draws))   # (M, B, D), (M, B), (M, B, D)
     set_lr(cfg, stack.opt, stack.step)
     with warnings.catch_warnings():   # CPU attention has no vmap rule: torch loops over the members (same kernel)

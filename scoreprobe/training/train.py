@@ -176,6 +176,16 @@ def draw_bits(cfg, train_bits, gen):
     return train_bits[idx]
 
 
+def draw_mixed(cfg, train_bits, extra_bits, share, gen):
+    """A minibatch (B, D) uint8 whose every item comes from extra_bits (M, D) with probability `share`, else
+    from train_bits (N, D), each picked with replacement; draws from `gen`: the N indices, the M indices,
+    then the B coin flips."""
+    idx = torch.randint(len(train_bits), (cfg.batch_size,), generator=gen).numpy()
+    extra = torch.randint(len(extra_bits), (cfg.batch_size,), generator=gen).numpy()
+    pick = (torch.rand(cfg.batch_size, generator=gen) < share).numpy()
+    return np.where(pick[:, None], extra_bits[extra], train_bits[idx])
+
+
 def draw_inputs(cfg, batch_bits, gen, device):
     """A DiT step's next draws from `gen`: y (B, D) signed images of batch_bits (B, D), then σ (B,),
     then noise (B, D), each moved to `device` (drawn on the CPU generator, so equal on every device)."""
@@ -238,14 +248,23 @@ class Run:
         self.resume, self.final = self.dir / RESUME_STATE, self.dir / FINAL_STATE
         self.keep_state = True    # finish() keeps the last state in final_state.pt (to extend the run)
         self.lock = None          # the directory's RunLock (training.guard), released by close()
-        plan = cfg.curriculum_plan()
+        plan, self.mix = cfg.curriculum_plan(), cfg.curriculum_mix()
         self.switch, self.first_bits = (plan[1], curriculum_bits(rule_from_spec(cfg.rule), plan[0], cfg.n_train,
                                                                  data.heldout, cfg.data_seed)) if plan else (0, None)
+        if self.mix:
+            self.switch = 0          # the curriculum's control: its images mixed in at every step, no first phase
         self.bank = heldout_bank(data.heldout, cfg.p_mean, cfg.p_std) if cfg.model == "dit" else None
 
     def bits_at(self, step):
         """The training items a step draws from: the curriculum's before its switch, else the run's."""
         return self.first_bits if step < self.switch else self.train_bits
+
+    def draw_batch(self):
+        """The minibatch (B, D) uint8 of the next step, the step's first draws from the run's generator:
+        `draw_bits` from `bits_at`, or for a mixed curriculum (TrainConfig.curriculum_mix) `draw_mixed`."""
+        if self.mix:
+            return draw_mixed(self.cfg, self.train_bits, self.first_bits, self.mix, self.st.gen)
+        return draw_bits(self.cfg, self.bits_at(self.st.step), self.st.gen)
 
     def writes_state(self, step):
         """Whether `record` at `step` writes the state (a checkpoint or resume.pt)."""
@@ -358,7 +377,7 @@ def _train_loop(cfg, run, device, progress):
     try:
         with open(run.dir / LOG_NAME, "a") as log:
             while run.st.step < cfg.total_steps:
-                loss, parts = _train_step(cfg, run.st, run.bits_at(run.st.step), device)
+                loss, parts = _train_step(cfg, run.st, run.draw_batch(), device)
                 rec = run.record(loss, log, parts)
                 if rec is not None:
                     bar.set_postfix_str(postfix(rec))
@@ -369,10 +388,9 @@ def _train_loop(cfg, run, device, progress):
         bar.close()
 
 
-def _train_step(cfg, st, train_bits, device):
-    """One optimizer step on a minibatch drawn with replacement; updates EMA. Returns the loss and
-    its σ-bucket sums and counts (a list, trainlog.bucket_sums; None for a GPT)."""
-    batch = draw_bits(cfg, train_bits, st.gen)
+def _train_step(cfg, st, batch, device):
+    """One optimizer step on the minibatch `batch` (B, D) uint8 (Run.draw_batch); updates EMA. Returns the
+    loss and its σ-bucket sums and counts (a list, trainlog.bucket_sums; None for a GPT)."""
     set_lr(cfg, st.opt, st.step)
     per_sample, sigma = _loss(cfg, st.model, batch, st.gen, device)      # (B,), (B,) or None
     loss = per_sample.mean()

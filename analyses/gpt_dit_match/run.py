@@ -1,0 +1,107 @@
+"""A fair GPT–DiT match (issue 36 item 7): each model's learning rate chosen on a tuning split (another data
+seed), then training seeds at that rate on the evaluation split; the GPT in patch, raster and random token
+order; τ_rule and τ_mem over thresholds per step and per training FLOP; abruptness of memorization over one
+common band.
+
+Phase 1 trains the sweep (grid.tuning_runs: 3 rates per model on data seed 1); choice.py chooses each model's
+rate from those exports alone (the earliest τ_rule at 0.8); phase 2 trains the chosen rates' seeds on the
+evaluation split (data seed 0). Runs train `--jobs` at a time in one-thread worker processes and export as
+analyses/scaling does; the tables are rewritten after every finished run:
+
+  <results>/gpt_dit_match_<preset>/<run>.npz   runs of this study (reused runs: scaling_<p>/, data_draws_<p>/)
+  <results>/gpt_dit_match_<preset>.md/.json    the FLOP count, the sweep and its choice, every table
+  <results>/gpt_dit_match_<preset>.png         rule accuracy and memorized share per step and per FLOP
+
+Usage:
+  python analyses/gpt_dit_match --jobs 2        # the CPU preset: 24 runs, ≈ 1.3 h on 2 idle cores when the
+                                                # chosen rates are those used so far (9 evaluation runs are then
+                                                # the scaling runs), 2.1 h otherwise (--plan)
+  python analyses/gpt_dit_match --smoke         # 12 toy runs (2 rates, 2 GPT orders): < 1 min (36 s at load 7)
+  python analyses/gpt_dit_match --from-results  # every table and the figure from the .npz files, seconds
+  python analyses/gpt_dit_match --plan          # the runs in order with their estimated time, nothing run
+  python analyses/gpt_dit_match --device cuda   # the GPU preset: N = 256, 8000 GPT steps, 5 seeds
+
+Training FLOPs: scoreprobe.models.flops (matmuls of one forward from the architecture, × 3 for forward and
+backward, × batch), checked against torch's FlopCounterMode in tests/test_flops.py.
+"""
+import argparse
+import logging
+from pathlib import Path
+
+from analyses.gpt_dit_match import grid as grid_mod
+from analyses.gpt_dit_match import choice
+from analyses.scaling import grid as scaling_grid
+from analyses.scaling import presets
+from scoreprobe.probes.clocks import resolve_device
+
+logger = logging.getLogger("gpt_dit_match")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--preset", choices=sorted(grid_mod.PRESETS), default=None, help="default: gpu on CUDA, else cpu")
+    p.add_argument("--smoke", action="store_true", help="same as --preset smoke")
+    p.add_argument("--jobs", type=int, default=None, help="runs at a time, one thread each (default: the preset's)")
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto")
+    p.add_argument("--train-only", action="store_true", help="train (or resume) the runs, measure nothing "
+                   "(the sweep only: the choice needs its clocks)")
+    p.add_argument("--from-results", action="store_true", help="tables and figure from the .npz exports only")
+    p.add_argument("--plan", action="store_true", help="print the runs in order with their estimated time, run nothing")
+    p.add_argument("--hours", type=float, default=None,
+                   help="start no run that would not be done within this many hours (estimated rate × 1.5, for load)")
+    p.add_argument("--out", default="runs", help="folder of the run directories")
+    p.add_argument("--results", default=None, help="folder of the tables, figure and exports (default: "
+                   "analyses/results, or --out for --smoke)")
+    args = p.parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        p.error("--jobs must be at least 1")
+    args.device = resolve_device(args.device)
+    args.preset = "smoke" if args.smoke else args.preset or ("gpu" if args.device.startswith("cuda") else "cpu")
+    preset = grid_mod.PRESETS[args.preset]
+    scaling = scaling_grid.PRESETS[preset["scaling"]]
+    args.jobs = preset["jobs"] if args.jobs is None else args.jobs
+    args.ensemble = False
+    args.results = Path(args.results or (args.out if args.preset == "smoke" else "analyses/results"))
+    args.n_samples, args.n_steps = scaling["n_samples"], scaling["n_steps"]
+    return args
+
+
+def folder_of(args):
+    return lambda run: grid_mod.export_folder(args.results, args.preset, run)
+
+
+def describe(run):
+    m = run.meta
+    return f"{m['split']:10s} {m['match_model']:10s} lr {m['lr']:<7g} data seed {m['data_seed']} training seed {run.seed}"
+
+
+def plan_lines(args):
+    tuning = grid_mod.tuning_runs(args.preset)
+    ready, pending = grid_mod.chosen_eval_runs(args.preset, choice.choices(args.results, args.preset))
+    lines = presets.plan_lines(tuning + ready, args, folder_of(args), describe, pending)
+    return lines + (["  pending: the evaluation runs of " + ", ".join(sorted({r.meta["match_model"] for r in pending}))
+                     + ", listed at the middle rate of their sweep: their rate is chosen once the sweep is exported"]
+                    if pending else [])
+
+
+def _write(args):
+    from analyses.gpt_dit_match.tables import write_all   # imported when first needed
+    return write_all(args)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.plan:
+        print("\n".join(plan_lines(args)))
+        return
+    if not args.from_results:
+        logger.info(plan_lines(args)[0])
+        on_done = (lambda name: None) if args.train_only else (lambda name: _write(args))
+        if not presets.run_all(args, grid_mod.tuning_runs(args.preset), folder_of(args), on_done) or args.train_only:
+            return
+        ready, _ = grid_mod.chosen_eval_runs(args.preset, choice.choices(args.results, args.preset))
+        presets.run_all(args, ready, folder_of(args), on_done)
+    md = _write(args)
+    print(md.read_text())
+    print(f"wrote {md}, {md.with_suffix('.json')}, {md.with_suffix('.png')}")

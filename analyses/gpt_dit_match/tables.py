@@ -1,0 +1,198 @@
+"""The tables (markdown and JSON) and the figure of the GPT–DiT match, from the exports only."""
+import json
+import math
+
+from analyses.gpt_dit_match import grid as grid_mod
+from analyses.gpt_dit_match import choice
+from analyses.gpt_dit_match import stats as S
+from analyses.scaling import curves as C
+from analyses.scaling.export import load_exports
+from analyses.scaling.format import ci_text, curve_table, fmt, pooled_cell
+from analyses.scaling.tables import _keys_to_str, curves_of
+from scoreprobe.models.build import param_count
+from scoreprobe.models.flops import counted_flops, forward_flops, n_tokens, step_flops
+from scoreprobe.store import normalize_config
+
+LABELS = grid_mod.LABELS
+
+
+def _g(v):
+    return "—" if v is None or not math.isfinite(v) else f"{v:.3g}"
+
+
+def collect(args, runs):
+    rows, missing = [], {}
+    for run in runs:
+        done, why = load_exports([run], grid_mod.export_folder(args.results, args.preset, run))
+        if run.name in done:
+            rows.append(S.run_row(run, done[run.name]))
+        missing.update(why)
+    return rows, missing
+
+
+def section_flops(args):
+    """Per model: parameters, forward FLOPs per item (formula and FlopCounterMode), per step, budget."""
+    p = grid_mod.PRESETS[args.preset]
+    runs = {r.meta["match_model"]: r for r in grid_mod.eval_runs(args.preset, {})}
+    lines = ["## Training compute", "", "Matmul FLOPs (2 per multiply-add) of one forward pass on one training item from "
+             "the architecture (scoreprobe.models.flops; attention as full T × T products), the same count by torch's "
+             "FlopCounterMode on the built model, and a training step = 3 × forward × batch.", "",
+             "| model | parameters | tokens | forward FLOPs per item (formula) | FlopCounterMode | per step | "
+             "steps | budget (FLOPs) |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    out = {}
+    for m in p["models"]:
+        r = runs[m]
+        f, counted, per_step, tokens = forward_flops(r.cfg), counted_flops(r.cfg), step_flops(r.cfg), n_tokens(r.cfg)
+        out[m] = {"params": param_count(r.cfg), "forward_flops": f, "counted": counted, "step_flops": per_step,
+                  "steps": r.steps, "budget_flops": per_step * r.steps}
+        lines.append(f"| {LABELS[m]} | {out[m]['params']:,} | {tokens} | {f:,} | {counted:,.0f} | {_g(per_step)} | "
+                     f"{r.steps} | {_g(per_step * r.steps)} |")
+    return lines + [""], out
+
+
+def section_sweep(chosen, p):
+    lines = ["## The learning-rate sweep (tuning split)", "",
+             f"Data seed {p['tune_data_seed']} (its own training and held-out images), training seed {p['tune_seed']}. "
+             f"Criterion, fixed before the runs (choice.py): the earliest τ_rule at rule accuracy "
+             f"{choice.TUNE_THRESHOLD:g}; a rate that never reaches it ranks after those that do, by peak rule accuracy. "
+             "The evaluation split enters no part of it.", "",
+             "| model | lr | τ_rule at the criterion | peak rule_acc | chosen |", "|---|---:|---:|---:|---|"]
+    for m, (_, rows) in chosen.items():
+        for r in rows:
+            tau = fmt(r["tau"]) if math.isfinite(r["tau"]) else "not reached"
+            lines.append(f"| {LABELS[m]} | {r['lr']:g} | {tau} | {r['peak']:.3f} | {'**chosen**' if r['chosen'] else ''} |")
+    return lines + [""]
+
+
+def section_models(rows_by, curves):
+    lines = ["## Each model at its chosen rate (evaluation split)", "",
+             "Pooled over training seeds (t interval on ln τ; '> x at a budget': a seed does not reach it). FLOPs: τ in "
+             "steps × the model's FLOPs per step. Abruptness: slope of logit(memorized share) per decade of steps over "
+             f"the checkpoints whose memorized share lies in {S.COMMON_BAND[0]:g}–{S.COMMON_BAND[1]:g}, the same band for "
+             "every model (per decade of FLOPs it is the same number: FLOPs ∝ steps).", "",
+             "| model | lr | seeds | τ_rule at 0.9 [steps] | τ_mem at 0.1 [steps] | τ_rule at 0.9 [FLOPs] | "
+             "τ_mem at 0.1 [FLOPs] | abruptness, common band |", "|---|---:|---:|---|---|---|---|---|"]
+    out = {}
+    for m, rs in rows_by.items():
+        f = rs[0]["step_flops"]
+        rule, mem = S.pooled_at(rs, curves, "tau_rule", 0.9), S.pooled_at(rs, curves, "tau_mem", 0.1)
+        ab = S.abrupt_pooled(rs)
+        out[m] = {"lr": rs[0]["lr"], "tau_rule": rule, "tau_mem": mem, "abruptness": ab, "step_flops": f}
+        ab_cell = (f"{fmt(ab['pooled'], 2)} {ci_text(ab['ci'], 2)}" if math.isfinite(ab["pooled"]) else "—") + \
+            " (checkpoints in the band: " + " / ".join(str(r["abrupt_common"]["n_band"]) for r in rs) + \
+            (f"; {ab['n_unmeasured']} seed(s) with < 2 left out" if ab["n_unmeasured"] else "") + ")"
+        lines.append(f"| {LABELS[m]} | {rs[0]['lr']:g} | {len(rs)} | {pooled_cell(rule).split(' (')[0]} | "
+                     f"{pooled_cell(mem).split(' (')[0]} | {_flop_cell(rule, f)} | {_flop_cell(mem, f)} | {ab_cell} |")
+    return lines + [""], out
+
+
+def _flop_cell(p, f):
+    if p["lower_bound"]:
+        return f"> {_g(p['pooled'] * f)}"
+    return f"{_g(p['pooled'] * f)} [{_g(p['ci'][0] * f)}, {_g(p['ci'][1] * f)}]"
+
+
+def section_versus(vs):
+    lines = ["## Every GPT order against the DiT, over thresholds", "",
+             "GPT / DiT of the geometric-mean τ over training seeds (Welch t interval on ln τ, 95%), per training step and "
+             "per training FLOP (the step ratio × the GPT's FLOPs per step / the DiT's); censored where a seed does not "
+             "reach the threshold.", ""]
+    words = {"below": "the GPT earlier", "includes": "CI includes 1", "above": "the GPT later"}
+    for key, head, paper in (("tau_rule", "rule threshold", 0.9), ("tau_mem", "memorization threshold", 0.1)):
+        cols = [(f"{LABELS[m]} / DiT per {'step' if unit == 'step' else 'FLOP'}", v[key][unit]) for m, v in vs.items()
+                for unit in ("step", "flop")]
+        if not cols:
+            continue
+        lines += curve_table(head, cols, paper) + [""]
+        lines += [f"- {label}: {C.robust(c, 1.0, words)}; ratio {C.range_text(c)}." for label, c in cols] + [""]
+    for m, v in vs.items():
+        d = v["abruptness"]
+        if d.get("censored"):
+            text = "not measured (a seed of either has fewer than 2 checkpoints in the band)"
+        else:
+            verdict = "more abrupt" if d["ci"][0] > 0 else "less abrupt" if d["ci"][1] < 0 else "not distinguishable"
+            text = f"{fmt(d['value'], 2)} {ci_text(d['ci'], 2)} logit per decade (Welch t): {verdict}"
+        lines.append(f"- abruptness {LABELS[m]} − DiT over the common band: {text}; the GPT's FLOPs per step are "
+                     f"{fmt(v['flop_factor'], 2)}× the DiT's.")
+    return lines + [""]
+
+
+def section_runs(rows, missing):
+    lines = ["## Runs", "", "| run | split | model | lr | data seed | training seed | steps | budget FLOPs | τ_rule [95% CI] | "
+             "τ_mem [95% CI] | abruptness (band steps) | peak rule_acc | final mem |",
+             "|---|---|---|---:|---:|---:|---:|---:|---|---|---|---:|---:|"]
+    for r in rows:
+        a = r["abrupt_common"]
+        band = f"{fmt(a['abruptness'], 2)} ({fmt(a['band'][0])}–{fmt(a['band'][1])})" if math.isfinite(a["abruptness"]) else "—"
+        lines.append(f"| {r['run']} | {r['split']} | {LABELS[r['match_model']]} | {r['lr']:g} | {r['meta']['data_seed']} | "
+                     f"{r['seed']} | {r['steps']} | {_g(r['budget_flops'])} | {fmt(r['tau_rule'])} {ci_text(r['tau_rule_ci'])} | "
+                     f"{fmt(r['tau_mem'])} {ci_text(r['tau_mem_ci'])} | {band} | {r['peak_rule_acc']:.3f} | "
+                     f"{r['final_mem_ratio']:.3f} |")
+    return lines + ["", "Not done: " + (", ".join(f"{k} ({v})" for k, v in missing.items()) or "none") + "."]
+
+
+def report(args):
+    """(markdown, JSON-able report, evaluation rows by model)."""
+    p = grid_mod.PRESETS[args.preset]
+    chosen = choice.choices(args.results, args.preset)
+    tuning = grid_mod.tuning_runs(args.preset)
+    ready, pending = grid_mod.chosen_eval_runs(args.preset, chosen)
+    rows, missing = collect(args, tuning + ready)
+    evals = [r for r in rows if r["split"] == "evaluation"]
+    rows_by = {m: sorted([r for r in evals if r["match_model"] == m], key=lambda r: r["seed"]) for m in p["models"]}
+    rows_by = {m: rs for m, rs in rows_by.items() if rs}
+    curves = curves_of(evals)
+    cmd = "python analyses/gpt_dit_match" + ("" if args.preset == "cpu" else f" --preset {args.preset}") + " --from-results"
+    lines = [f"# A fair GPT–DiT match: parity G = {p['G']}, N = {p['N']} (preset {args.preset})", "",
+             f"Regenerate: `{cmd}` (from the .npz exports only). {len(rows)} of {len(tuning) + len(ready) + len(pending)} "
+             f"planned runs done. Tuning split: data seed {p['tune_data_seed']}; evaluation split: data seed "
+             f"{p['eval_data_seed']} (the scaling study's); training seeds named per run. τ in training steps (reliably "
+             "exceeds, definitions version 6), over rule thresholds 0.3–0.95 and memorization thresholds 0.01–0.2. "
+             "GPT: ancestral sampling; DiT: PF-ODE (the default sampler).", ""]
+    text_f, flops = section_flops(args)
+    text_m, models = section_models(rows_by, curves)
+    vs = S.versus_dit(rows_by, curves)
+    lines += text_f + section_sweep(chosen, p) + text_m + section_versus(vs) + section_runs(rows, missing)
+    if pending:
+        lines.append("Waiting for their sweep: " + ", ".join(sorted({LABELS[r.meta['match_model']] for r in pending})) + ".")
+    rep = {"preset": args.preset, "flops": flops, "sweep": {m: {"lr": lr, "rows": rs} for m, (lr, rs) in chosen.items()},
+           "models": models, "versus_dit": vs, "missing": missing,
+           "runs": [{k: v for k, v in r.items() if k not in ("curve", "curves")} for r in rows]}
+    return "\n".join(lines) + "\n", rep, rows_by
+
+
+def figure(rows_by, path):
+    """Rule accuracy and memorized share per step (top) and per training FLOP (bottom), a colour per model."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    for i, (m, rs) in enumerate(rows_by.items()):
+        for r in rs:
+            s = np.asarray(r["curve"]["step"], dtype=float) + 1
+            for row, x in enumerate((s, s * r["step_flops"])):
+                axes[row, 0].plot(x, r["curve"]["rule_acc"], color=f"C{i}", label=LABELS[m] if r is rs[0] and row == 0 else None)
+                axes[row, 1].plot(x, r["curve"]["mem_ratio"], color=f"C{i}")
+    for row, unit in enumerate(("training step + 1", "training FLOPs (step + 1 steps)")):
+        for col, name in enumerate(("rule accuracy", "memorized share")):
+            axes[row, col].set(xscale="log", xlabel=unit, ylabel=name)
+    for lo in S.COMMON_BAND:
+        for row in range(2):
+            axes[row, 1].axhline(lo, color="0.6", lw=0.6, ls=":")
+    if rows_by:
+        axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_all(args):
+    """Write <results>/gpt_dit_match_<preset>.md, .json and .png; returns the .md path."""
+    text, rep, rows_by = report(args)
+    stem = args.results / f"gpt_dit_match_{args.preset}"
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    stem.with_suffix(".md").write_text(text)
+    stem.with_suffix(".json").write_text(json.dumps(normalize_config(_keys_to_str(rep)), indent=1))
+    figure(rows_by, stem.with_suffix(".png"))
+    return stem.with_suffix(".md")

@@ -1,0 +1,106 @@
+"""Statistics of the remedies where the baseline learns (g3_grid): per run the scaling study's numbers (the rule
+clock of a curriculum run and of its control read beyond the curriculum's pieces), per comparison the ratio of
+τ over the training seeds at every threshold (Welch t on ln τ, `probes.seeds.pool_ratio`) with Welch's p and
+Holm over the family of comparisons at that threshold; a side with a seed that does not reach a threshold
+gives no ratio, only a bound with that seed at its budget."""
+import math
+
+import numpy as np
+import scipy.stats
+
+from analyses.scaling import curves as C
+from analyses.scaling.export import clocks_dataset
+from analyses.scaling.stats import run_stats
+from scoreprobe.data.curriculum import beyond_state
+from scoreprobe.probes.dsm_stats import adjust_pvalues
+from scoreprobe.probes.seeds import pool_ratio
+
+# (variant, reference): the family of comparisons, Holm-adjusted together at each threshold
+COMPARISONS = (("global_token", "baseline"), ("multiplicative", "baseline"), ("curriculum", "baseline"),
+               ("curriculum_mixed", "baseline"), ("curriculum", "curriculum_mixed"))
+KEYS = ("tau_rule", "tau_mem")
+ALPHA = 0.05
+
+
+def beyond_info(info):
+    """An export (read_export) with its clocks read beyond the curriculum's pieces when it has `piece_valid`
+    (a curriculum run or its control), else unchanged; `piece_share` (S,) added (None without pieces)."""
+    piece = info.get("piece_valid")
+    if piece is None:
+        return {**info, "piece_share": None}
+    ds = info["ds"]
+    state, _ = beyond_state(ds["state"].values, piece)
+    beyond = clocks_dataset(ds["step"].values, state, ds.attrs["novel_oracle"])
+    return {**info, "ds": beyond, "piece_share": piece.mean(axis=1).tolist()}
+
+
+def run_row(run, info):
+    """run_stats of one run (beyond the pieces where it has them), with `rule_acc_all` (the rule accuracy
+    counting every valid sample) and `piece_share` per checkpoint for a curriculum run or its control."""
+    b = beyond_info(info)
+    row = run_stats(run.name, run, b)[0]
+    row["beyond_pieces"] = b["piece_share"] is not None
+    if row["beyond_pieces"]:
+        row["piece_share"] = b["piece_share"]
+        row["curve"]["rule_acc_all"] = info["ds"].rule_acc.values.tolist()
+        row["tau_rule_all"] = C.run_curves(info["ds"])["tau_rule"].tolist()
+    return row
+
+
+def welch_p(a, b):
+    """Two-sided Welch t-test p of ln b against ln a (NaN with fewer than 2 seeds on a side)."""
+    if min(len(a), len(b)) < 2:
+        return math.nan
+    return float(scipy.stats.ttest_ind(np.log(b), np.log(a), equal_var=False).pvalue)
+
+
+def censored_bound(a, b, last_a, last_b):
+    """The ratio b / a of geometric means with every unreached seed at its run's last step: a lower bound
+    ('>') when only b has unreached seeds, an upper bound ('<') when only a has; None when both or none do."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    ca, cb = ~np.isfinite(a), ~np.isfinite(b)
+    if ca.any() == cb.any():
+        return None
+    fa, fb = np.where(ca, last_a, a), np.where(cb, last_b, b)
+    return {"kind": ">" if cb.any() else "<", "value": float(np.exp(np.log(fb).mean() - np.log(fa).mean())),
+            "budget": float(max(np.max(last_b[cb]) if cb.any() else 0, np.max(last_a[ca]) if ca.any() else 0)),
+            "n_censored": int(ca.sum() + cb.sum())}
+
+
+def comparison_curve(rows_a, rows_b, curves, key):
+    """b / a at each threshold of `key`: pool_ratio (value, ci, censored), p (Welch), bound (censored_bound)."""
+    A, B = C._points(rows_a, curves, key), C._points(rows_b, curves, key)            # (S_a, T), (S_b, T)
+    last_a, last_b = (np.array([float(r["steps"]) for r in rs]) for rs in (rows_a, rows_b))
+    out = []
+    for j, t in enumerate(C.thresholds_of(key)):
+        r = pool_ratio(A[:, j], B[:, j])
+        r["p"] = math.nan if r["censored"] else welch_p(A[:, j], B[:, j])
+        r["bound"] = censored_bound(A[:, j], B[:, j], last_a, last_b) if r["censored"] else None
+        out.append(C._row(t, r))
+    return out
+
+
+def family(rows_by, curves):
+    """{key: {(variant, reference): curve}} over COMPARISONS with both sides run, Holm-adjusted p
+    (`p_holm`, `significant`) over the comparisons at each threshold of each key."""
+    out = {}
+    for key in KEYS:
+        curves_k = {(v, ref): comparison_curve(rows_by[ref], rows_by[v], curves, key) for v, ref in COMPARISONS
+                    if rows_by.get(v) and rows_by.get(ref)}
+        for j in range(len(C.thresholds_of(key))):
+            p = np.array([c[j]["p"] for c in curves_k.values()], dtype=np.float64)
+            adj = adjust_pvalues(p[None], "holm")[0] if p.size else p
+            for c, a in zip(curves_k.values(), adj):
+                c[j]["p_holm"] = float(a)
+                c[j]["significant"] = bool(np.isfinite(a) and a < ALPHA)
+        out[key] = curves_k
+    return out
+
+
+def verdict(curve):
+    """Where the ratio's CI lies against 1 over the readable thresholds (curves.robust), and the thresholds at
+    which it differs from 1 after Holm."""
+    words = {"below": "earlier than the reference (CI below 1)", "includes": "CI includes 1",
+             "above": "later than the reference (CI above 1)"}
+    sig = [r["threshold"] for r in curve if r.get("significant")]
+    return f"{C.robust(curve, 1.0, words)}; Holm-significant at {C.span(sig)}"

@@ -1,0 +1,170 @@
+"""The tables (markdown and JSON) and the figure of the remedies where the baseline learns, from the exports only."""
+import json
+import math
+
+import numpy as np
+
+from analyses.remedies import g3_grid as grid_mod
+from analyses.remedies import g3_stats as S
+from analyses.scaling import curves as C
+from analyses.scaling.export import load_exports
+from analyses.scaling.format import ci_text, fmt, pooled_cell, threshold_label
+from analyses.scaling.tables import _keys_to_str, curves_of
+from scoreprobe.store import normalize_config
+
+LABELS = {"baseline": "baseline", "global_token": "global token", "multiplicative": "multiplicative (GLU)",
+          "curriculum": "curriculum", "curriculum_mixed": "curriculum's control (mixed, no order)"}
+
+
+def collect(args, runs):
+    """rows (per run, g3_stats.run_row), missing {run: why} of the planned runs, each from its own folder."""
+    rows, missing = [], {}
+    for run in runs:
+        done, why = load_exports([run], grid_mod.export_folder(args.results, args.preset, run))
+        if run.name in done:
+            rows.append(S.run_row(run, done[run.name]))
+        missing.update(why)
+    return rows, missing
+
+
+def _tau(row, key):
+    v = row[key]
+    return f"{fmt(v)} {ci_text(row[key + '_ci'])}" if math.isfinite(v) else f"> {row['steps']} (not reached)"
+
+
+def section_runs(rows, missing):
+    lines = ["## Runs", "", "τ at the paper's thresholds (rule accuracy 0.9, copies 0.1) with the sample-level 95% CI; "
+             "† the rule clock beyond the curriculum's pieces (a valid sample counts only when it breaks a piece).", "",
+             "| run | variant | data seed | training seed | parameters | steps | τ_rule [95% CI] | τ_mem [95% CI] | "
+             "peak rule_acc | final mem | final piece share | train s |",
+             "|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        mark = " †" if r["beyond_pieces"] else ""
+        piece = f"{r['piece_share'][-1]:.3f}" if r["beyond_pieces"] else "—"
+        lines.append(f"| {r['run']} | {r['meta']['variant']} | {r['meta']['data_seed']} | {r['seed']} | {r['params']:,} | "
+                     f"{r['steps']} | {_tau(r, 'tau_rule')}{mark} | {_tau(r, 'tau_mem')} | {r['peak_rule_acc']:.3f}{mark} | "
+                     f"{r['final_mem_ratio']:.3f} | {piece} | {fmt(r['train_s'])} |")
+    return lines + ["", "Not done: " + (", ".join(f"{k} ({v})" for k, v in missing.items()) or "none") + "."]
+
+
+def section_pooled(rows_by, curves):
+    """Per variant, τ pooled over the training seeds at the paper's thresholds (a bound where a seed is censored)."""
+    lines = ["## Per variant, pooled over training seeds", "", "t interval on ln τ over the seeds (`pool_seeds`); "
+             "'> x at a budget of T steps': a seed does not reach the threshold, x is the geometric mean with it at T.",
+             "", "| variant | seeds | τ_rule at 0.9 | τ_rule at 0.8 | τ_mem at 0.1 | τ_mem at 0.02 |",
+             "|---|---:|---|---|---|---|"]
+    out = {}
+    for v, rs in rows_by.items():
+        cells, out[v] = [], {}
+        for key, t in (("tau_rule", 0.9), ("tau_rule", 0.8), ("tau_mem", 0.1), ("tau_mem", 0.02)):
+            row = C.at(C.pooled_curve(rs, curves, key), t)
+            out[v][f"{key}@{t:g}"] = row
+            cells.append(pooled_cell(row))
+        lines.append(f"| {LABELS[v]} | {len(rs)} | " + " | ".join(cells) + " |")
+    return lines + [""], out
+
+
+def ratio_cell(row):
+    """'0.62 [0.41, 0.93] p_H 0.03 *', a bound with its budget where a seed is censored, or why nothing is read."""
+    if row.get("censored"):
+        b = row.get("bound")
+        if b is None:
+            return "— (censored on both sides)"
+        return f"{b['kind']} {fmt(b['value'], 2)} (bound: {b['n_censored']} seed(s) at their budget, {fmt(b['budget'])} steps)"
+    if not math.isfinite(row["value"]):
+        return "—"
+    p = f"p_Holm {row['p_holm']:.2g}" if math.isfinite(row.get("p_holm", math.nan)) else "p —"
+    return f"{fmt(row['value'], 2)} {ci_text(row['ci'], 2)} {p}{' *' if row.get('significant') else ''}"
+
+
+def section_ratios(fam):
+    """Per clock, every comparison's ratio over thresholds, and the verdicts."""
+    lines = ["## Each variant against its reference, over thresholds", "",
+             "variant / reference of the geometric mean τ over training seeds (Welch t interval on ln τ, 95%); p: Welch's "
+             "t-test on ln τ, Holm-adjusted over the comparisons of the family at the same clock and threshold (`*`: "
+             "below 0.05). Curriculum and control: the rule clock beyond the pieces; the others: rule accuracy itself.", ""]
+    for key, head, paper in (("tau_rule", "rule threshold", 0.9), ("tau_mem", "memorization threshold", 0.1)):
+        comps = fam.get(key, {})
+        if not comps:
+            continue
+        names = [f"{LABELS[v]} / {LABELS[ref]}" for v, ref in comps]
+        curves = list(comps.values())
+        lines += [f"### {'τ_rule' if key == 'tau_rule' else 'τ_mem'}", "", f"| {head} | " + " | ".join(names) + " |",
+                  "|---:|" + "---|" * len(names)]
+        for j, row in enumerate(curves[0]):
+            lines.append(f"| {threshold_label(row['threshold'], paper)} | "
+                         + " | ".join(ratio_cell(c[j]) for c in curves) + " |")
+        lines += [""] + [f"- {n}: {S.verdict(c)}; ratio {C.range_text(c)}." for n, c in zip(names, curves)] + [""]
+    return lines
+
+
+def header(args, rows, runs):
+    from scoreprobe.data.curriculum import fine_groups
+    from scoreprobe.data.rules import rule_from_spec
+    p = grid_mod.PRESETS[args.preset]
+    cmd = f"python analyses/remedies --preset {args.preset} --from-results"
+    steps, share = (runs[0].steps if runs else 0), grid_mod.CURRICULUM_SHARE
+    rule = rule_from_spec(runs[0].cfg.rule) if runs else None
+    free = len(fine_groups(rule, grid_mod.CURRICULUM_G)) - len(rule.groups) if rule else 0
+    return [f"# Remedies where the baseline learns: parity G = {p['G']}, N = {p['N']} (preset {args.preset})", "",
+            f"Regenerate: `{cmd}` (from the .npz exports only). {len(rows)} of {len(runs)} planned runs done. Every run "
+            f"is the scaling study's parity run (two_clocks' recipe, {steps} steps) with one switch; the baseline is the "
+            "scaling run itself. Data seed 0 for every run (the training set and the held-out set); training seeds "
+            "as listed. τ in training steps (reliably exceeds, definitions version 6), over rule thresholds 0.3–0.95 "
+            "and memorization thresholds 0.01–0.2 (the paper's 0.9 and 0.1 in bold).", "",
+            f"What the curriculum adds: N = {p['N']} *other* training images (every piece of {grid_mod.CURRICULUM_G} "
+            f"pixels of each group even, a group's remaining pixel 0), drawn by the first {int(steps * share)} steps (a "
+            f"share {share:g} of the steps); the loss is the baseline's. So it also sees each of the run's own training "
+            f"images {1 - share:g}× as often as the baseline. The control (`curriculum_mixed`) draws each minibatch item "
+            f"from the same extra images with probability {share:g} at every step: the same images and, in expectation, "
+            "the same number of draws of each, without the order. Its rule clock, like the curriculum's, counts a valid "
+            "sample only when it breaks a piece (the baseline's and the switches' cannot be read so: their exports keep no "
+            f"samples; a uniform sampler of the rule's images satisfies every piece with probability 2^-{free}).", ""]
+
+
+def report(args, runs):
+    """(markdown, JSON-able report, rows by variant) of every table."""
+    rows, missing = collect(args, runs)
+    rows_by = {v: sorted([r for r in rows if r["meta"]["variant"] == v], key=lambda r: r["seed"]) for v in grid_mod.VARIANTS}
+    rows_by = {v: rs for v, rs in rows_by.items() if rs}
+    curves = curves_of(rows)
+    lines = header(args, rows, runs)
+    text, pooled = section_pooled(rows_by, curves)
+    fam = S.family(rows_by, curves)
+    lines += text + section_ratios(fam) + section_runs(rows, missing)
+    rep = {"preset": args.preset, "n_planned": len(runs), "missing": missing, "pooled": pooled,
+           "comparisons": {k: {f"{v}/{ref}": c for (v, ref), c in comps.items()} for k, comps in fam.items()},
+           "runs": [{k: v for k, v in r.items() if k not in ("curve", "curves")} for r in rows]}
+    return "\n".join(lines) + "\n", rep, rows_by
+
+
+def figure(rows_by, path):
+    """Rule accuracy (beyond the pieces for the curriculum and its control) and memorized share per variant."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for i, (v, rs) in enumerate(rows_by.items()):
+        for r in rs:
+            x = np.asarray(r["curve"]["step"]) + 1
+            ls = ("-", "--", ":", "-.", (0, (1, 3)))[r["seed"] % 5]
+            ax1.plot(x, r["curve"]["rule_acc"], ls, color=f"C{i}", label=f"{LABELS[v]} s{r['seed']}")
+            ax2.plot(x, r["curve"]["mem_ratio"], ls, color=f"C{i}")
+    for ax, name in ((ax1, "rule accuracy (curriculum, control: beyond the pieces)"), (ax2, "memorized share")):
+        ax.set(xscale="log", xlabel="training step + 1", ylabel=name)
+    if rows_by:
+        ax1.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_all(args, runs):
+    """Write <results>/remedies_<preset>.md, .json and .png; returns the .md path."""
+    text, rep, rows_by = report(args, runs)
+    stem = args.results / f"remedies_{args.preset}"
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    stem.with_suffix(".md").write_text(text)
+    stem.with_suffix(".json").write_text(json.dumps(normalize_config(_keys_to_str(rep)), indent=1))
+    figure(rows_by, stem.with_suffix(".png"))
+    return stem.with_suffix(".md")

@@ -1,0 +1,156 @@
+"""The remedies where the baseline learns (analyses/remedies --preset g3, issue 36 item 6): the baseline is the
+scaling run itself (its shipped exports load), each variant differs from it in its one switch, the curriculum's
+control draws the curriculum's images in the curriculum's proportion with no order, the ratios over thresholds
+and their Holm adjustment are checked on planted values, and the smoke preset regenerates from its exports."""
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from scoreprobe.errors import ConfigError
+from scoreprobe.probes.dsm_stats import adjust_pvalues
+from scoreprobe.training.config import TrainConfig
+from tests.test_analyses import _analysis
+
+RESULTS = Path(__file__).resolve().parents[1] / "analyses" / "results"
+G3 = {"name": "parity", "G": 3, "shape": [6, 6], "layout": "offset", "seed": 0}
+
+
+def test_the_baseline_is_the_shipped_scaling_run_and_each_variant_one_switch():
+    grid = _analysis("remedies.g3_grid")
+    plan = grid.plan("g3")
+    scaling = {r.name: r for r in _analysis("scaling.grid").plan("cpu", ("G",))}
+    base = {r.seed: r for r in plan if r.meta["variant"] == "baseline"}
+    assert sorted(base) == [0, 1, 2] and all(r.cfg == scaling[r.name].cfg for r in base.values())
+    done, _ = _analysis("scaling.export").load_exports(list(base.values()), RESULTS / "scaling_cpu")
+    assert sorted(done) == ["g3-n240", "g3-n240-s1", "g3-n240-s2"]        # reused, never trained again
+    expected = {"global_token": {"global_token": True}, "multiplicative": {"multiplicative": True},
+                "curriculum": {"curriculum": "2:3:7500"}, "curriculum_mixed": {"curriculum": "2:3:7500:mixed"}}
+    for r in plan:
+        if r.meta["variant"] != "baseline":
+            b = base[r.seed].cfg
+            diff = {f.name: getattr(r.cfg, f.name) for f in dataclasses.fields(b) if getattr(r.cfg, f.name) != getattr(b, f.name)}
+            assert diff == expected[r.meta["variant"]] and r.steps == 30000
+    assert len(plan) == 15 and len({r.name for r in plan}) == 15
+
+
+@pytest.mark.parametrize("spec, ok", [("2:3:5:mixed", True), ("2:3:5", True), ("2:3:5:ordered", False), ("2:3:5:mixed:x", False)])
+def test_the_mixed_curriculum_spelling(spec, ok):
+    cfg = TrainConfig(rule=G3, n_train=8, n_heldout=16, total_steps=20, curriculum=spec)
+    if not ok:
+        with pytest.raises(ConfigError, match="G_START:G_END:STEPS"):
+            cfg.validate()
+        return
+    cfg.validate()
+    assert cfg.curriculum_plan() == (2, 5) and cfg.curriculum_mix() == (0.25 if spec.endswith("mixed") else 0.0)
+
+
+def test_the_control_draws_the_curriculum_images_in_its_proportion_without_order(tmp_path):
+    from scoreprobe.training.train import draw_bits, open_run
+    kw = dict(rule=G3, n_train=16, n_heldout=32, total_steps=40, batch_size=64, hidden_size=16, depth=1, num_heads=4)
+    ordered = open_run(TrainConfig(curriculum="2:3:10", **kw), tmp_path / "ordered", "cpu")
+    mixed = open_run(TrainConfig(curriculum="2:3:10:mixed", **kw), tmp_path / "mixed", "cpu")
+    try:
+        assert np.array_equal(ordered.first_bits, mixed.first_bits)        # the same extra images
+        extra, own = ({r.tobytes() for r in b} for b in (mixed.first_bits, mixed.train_bits))
+        assert not extra & own
+        shares = []
+        for step in (0, 5, 20, 39):                                         # no phase: the same mixture early and late
+            mixed.st.step = step
+            rows = np.concatenate([mixed.draw_batch() for _ in range(40)])
+            kinds = np.array([r.tobytes() in extra for r in rows])
+            assert all(r.tobytes() in extra | own for r in rows)
+            shares.append(kinds.mean())
+        assert all(abs(s - 0.25) < 0.05 for s in shares)                   # 2560 items each: sd 0.009
+        ordered.st.step = 0
+        gen_state = ordered.st.gen.get_state()
+        batch = ordered.draw_batch()                                        # an ordered run draws as before
+        ordered.st.gen.set_state(gen_state)
+        assert np.array_equal(batch, draw_bits(ordered.cfg, ordered.first_bits, ordered.st.gen))
+    finally:
+        ordered.close()
+        mixed.close()
+
+
+def _rows(values, steps=30000):
+    """Rows and curves of planted τ: {variant: [τ per seed]} (the same τ at every threshold; inf: not reached)."""
+    rows_by, curves = {}, {}
+    for v, taus in values.items():
+        for s, t in enumerate(taus):
+            name = f"{v}-s{s}"
+            rows_by.setdefault(v, []).append({"run": name, "seed": s, "steps": steps, "meta": {"variant": v}})
+            curves[name] = {"tau_rule": np.full(10, float(t)), "tau_mem": np.full(6, float(t) * 3)}
+    return rows_by, curves
+
+
+def test_ratios_welch_p_and_holm_on_planted_values():
+    S = _analysis("remedies.g3_stats")
+    base = [1000.0, 1300.0, 900.0]
+    planted = {"baseline": base, "global_token": [b * 0.5 * f for b, f in zip(base, (1.1, 0.9, 1.0))],
+               "multiplicative": [1100.0, 1000.0, 1200.0], "curriculum": [400.0, 500.0, 450.0],
+               "curriculum_mixed": [800.0, 1000.0, 900.0]}
+    rows_by, curves = _rows(planted)
+    fam = S.family(rows_by, curves)
+    gt = fam["tau_rule"][("global_token", "baseline")][0]
+    truth = math.exp(np.mean(np.log(planted["global_token"])) - np.mean(np.log(base)))
+    assert math.isclose(gt["value"], truth, rel_tol=1e-12)
+    assert math.isclose(gt["p"], scipy.stats.ttest_ind(np.log(planted["global_token"]), np.log(base), equal_var=False).pvalue)
+    ps = np.array([c[3]["p"] for c in fam["tau_rule"].values()])
+    holm = adjust_pvalues(ps[None], "holm")[0]
+    assert [c[3]["p_holm"] for c in fam["tau_rule"].values()] == pytest.approx(holm.tolist())
+    assert len(fam["tau_rule"]) == 5 and all(c[0]["ci"][0] < c[0]["value"] < c[0]["ci"][1] for c in fam["tau_rule"].values())
+    cc = fam["tau_rule"][("curriculum", "curriculum_mixed")][0]
+    assert cc["value"] < 1 and cc["ci"][1] < 1                               # the order helps, planted
+    assert "earlier than the reference" in S.verdict(fam["tau_rule"][("curriculum", "curriculum_mixed")])
+
+
+def test_a_censored_side_gives_a_bound_with_its_budget_not_a_ratio():
+    S = _analysis("remedies.g3_stats")
+    rows_by, curves = _rows({"baseline": [1000.0, 1200.0, 1100.0], "global_token": [math.inf, 20000.0, 25000.0],
+                             "curriculum": [500.0, 600.0, 550.0], "curriculum_mixed": [math.inf, math.inf, 900.0]})
+    fam = S.family(rows_by, curves)
+    row = fam["tau_rule"][("global_token", "baseline")][0]
+    assert row["censored"] and math.isnan(row["value"]) and math.isnan(row["p"])
+    b = row["bound"]
+    assert b["kind"] == ">" and b["budget"] == 30000 and b["n_censored"] == 1
+    assert math.isclose(b["value"], math.exp(np.mean(np.log([30000, 20000, 25000])) - np.mean(np.log([1000, 1200, 1100]))))
+    up = fam["tau_rule"][("curriculum", "curriculum_mixed")][0]["bound"]    # the reference censored: an upper bound
+    assert up["kind"] == "<" and up["n_censored"] == 2
+    assert math.isfinite(fam["tau_rule"][("curriculum", "baseline")][0]["p_holm"])
+
+
+def test_beyond_the_pieces_recodes_valid_samples_on_the_pieces():
+    S = _analysis("remedies.g3_stats")
+    export = _analysis("scaling.export")
+    from scoreprobe.data.datasets import STATE_CODES
+    c = STATE_CODES
+    state = np.array([[c["valid_novel"], c["valid_memorized"], c["valid_heldout"], c["rule_violating"]]] * 2, np.int8)
+    piece = np.array([[True, True, False, False], [False, False, False, True]])
+    info = {"ds": export.clocks_dataset([0, 10], state, 0.5), "piece_valid": piece}
+    out = S.beyond_info(info)
+    assert out["ds"].rule_acc.values.tolist() == [0.5, 0.75] and out["piece_share"] == [0.5, 0.25]
+    assert S.beyond_info({**info, "piece_valid": None})["ds"] is info["ds"]
+
+
+def test_smoke_then_from_results(tmp_path):
+    run = _analysis("remedies")
+    run.main(["--preset", "g3-smoke", "--out", str(tmp_path)])
+    md, js = (tmp_path / "remedies_g3-smoke.md").read_text(), (tmp_path / "remedies_g3-smoke.json").read_text()
+    plan = _analysis("remedies.g3_grid").plan("g3-smoke")
+    ours = sorted(p.stem for p in (tmp_path / "remedies_g3-smoke").glob("*.npz"))
+    assert ours == sorted(r.name for r in plan if r.meta["variant"] != "baseline")
+    assert sorted(p.stem for p in (tmp_path / "scaling_smoke").glob("*.npz")) == ["g3-n8", "g3-n8-s1"]
+    with np.load(tmp_path / "remedies_g3-smoke" / "g3-n8-curriculum-mixed-s0.npz") as z:
+        assert z["piece_valid"].shape[0] == z["state"].shape[0]              # the control keeps its piece mask
+    with np.load(tmp_path / "remedies_g3-smoke" / "g3-n8-global-token-s0.npz") as z:
+        assert "piece_valid" not in z
+    rep = json.loads(js)
+    assert f"{len(plan)} of {len(plan)} planned runs done" in md and set(rep["comparisons"]["tau_rule"]) == {
+        "global_token/baseline", "multiplicative/baseline", "curriculum/baseline", "curriculum_mixed/baseline",
+        "curriculum/curriculum_mixed"}
+    run.main(["--preset", "g3", "--smoke", "--out", str(tmp_path), "--from-results"])
+    assert (tmp_path / "remedies_g3-smoke.md").read_text() == md and (tmp_path / "remedies_g3-smoke.json").read_text() == js
