@@ -72,6 +72,9 @@ def test_factor_with_data_seeds_as_units_is_wider_and_needs_two_data_seeds():
     assert math.isclose(by_run[0]["value"], truth, rel_tol=1e-9) and math.isclose(by_data[0]["value"], truth, rel_tol=1e-9)
     w = lambda row: math.log(row["ci"][1] / row["ci"][0])   # noqa: E731
     assert w(by_data[0]) > w(by_run[0])
+    ragged = [r for r in g2 if r["meta"]["data_seed"] == 0 or r["seed"] == 0]   # d0 × 3 seeds, d1 and d2 × seed 0
+    means = S.data_means(ragged, curves, "tau_rule")[:, 0]
+    assert np.allclose(means, [7 + a2[0] + 0.02, 7 + a2[1], 7 + a2[2]])
     one = S.factor_curves(g2[:1], g3[:1], curves)[1][0]
     assert math.isnan(one["value"]) and "one data seed" in one["note"]
 

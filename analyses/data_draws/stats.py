@@ -53,8 +53,8 @@ def data_share(row):
 def data_means(rows, curves, key):
     """(D, T) ln τ averaged over the training seeds of each data seed (inf where a run is censored)."""
     ds, _, cells = grid_of(rows)
-    P = np.array([[np.log(curves[r["run"]][key]) for (d2, _), r in cells.items() if d2 == d] for d in ds])
-    return np.array([p.mean(axis=0) for p in P])
+    return np.array([np.mean([np.log(curves[r["run"]][key]) for (d2, _), r in cells.items() if d2 == d], axis=0)
+                     for d in ds])
 
 
 def factor_curves(rows_a, rows_b, curves, key="tau_rule"):

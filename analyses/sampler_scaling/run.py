@@ -27,6 +27,7 @@ from pathlib import Path
 
 
 from analyses.grid import finished, measured_clocks
+from analyses.sampler_scaling.grid import LABEL, SAMPLER, plan, run_seconds
 from analyses.grid import finish_times, run_queue
 from analyses.scaling import grid as scaling_grid
 from analyses.scaling import run as scaling_run
@@ -38,8 +39,6 @@ from scoreprobe.probes.clocks import resolve_device
 from scoreprobe.training.train import train_run
 
 logger = logging.getLogger("sampler_scaling")
-SAMPLER = {"name": "edm-stochastic", "s_churn": 40.0, "s_noise": 1.0}
-LABEL = "edm-stochastic"
 
 
 def parse_args(argv=None):
@@ -64,17 +63,6 @@ def parse_args(argv=None):
     args.exports = args.results / f"sampler_scaling_{args.preset}"
     args.n_samples, args.n_steps = preset["n_samples"], preset["n_steps"]
     return args
-
-
-def plan(preset):
-    """The scaling study's parity runs at G = 2 on its N axis, in its order."""
-    G = scaling_grid.PRESETS[preset]["N_axis"]["G"]
-    return [r for r in scaling_grid.plan(preset, ("N",)) if r.meta["G"] == G]
-
-
-def run_seconds(run, n_samples):
-    """Training plus the stochastic clocks (as many network evaluations as Heun's) plus one checkpoint's check."""
-    return scaling_grid.run_seconds(run, n_samples) + scaling_grid.CLOCK_S_PER_CKPT["dit"] * n_samples / 1000
 
 
 def identity_check(series, path, reference, args):

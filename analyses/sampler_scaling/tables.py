@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 
+from analyses.sampler_scaling.grid import SAMPLER
 from analyses.scaling import curves as C
 from analyses.scaling.export import load_exports, read_export
 from analyses.scaling.format import curve_table, fmt, pooled_cell
@@ -52,7 +53,8 @@ def ratio_curves(heun, stoch):
         out[r["run"]] = {}
         for k in ("tau_mem", "tau_rule"):
             a, b = ch[r["run"]][k], cs[r["run"]][k]
-            out[r["run"]][k] = np.where(np.isfinite(a) & np.isfinite(b), b / a, np.inf)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[r["run"]][k] = np.where(np.isfinite(a) & np.isfinite(b), b / a, np.inf)
     return out
 
 
@@ -116,7 +118,6 @@ def write_all(args, runs):
     rows, identity, missing = collect(args, runs)
     cmd = "python analyses/sampler_scaling" + ("" if args.preset == "cpu" else f" --preset {args.preset}") + \
         " --from-results"
-    from analyses.sampler_scaling.run import SAMPLER
     lines = ["# τ_mem's exponent in N under the stochastic sampler", "",
              f"Regenerate: `{cmd}`. {len(rows['heun'])} of {len(runs)} runs done. Sampler: EDM stochastic "
              f"(S_churn {SAMPLER['s_churn']:g}, S_noise {SAMPLER['s_noise']:g}, S_tmin 0, S_tmax ∞) against the "
