@@ -29,48 +29,21 @@ import argparse
 import copy
 import logging
 import time
-from pathlib import Path
 
 from analyses.exactk_ladder import grid as grid_mod
 from analyses.grid import finish_times, run_queue
-from analyses.scaling import grid as scaling_grid
+from analyses.scaling import presets
 from analyses.scaling import run as scaling_run
-from scoreprobe.probes.clocks import resolve_device
 
 logger = logging.getLogger("exactk_ladder")
 WRITE_EVERY_S = 300   # rewrite the tables after a finished run at most this often (and always at the end)
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--preset", choices=sorted(grid_mod.PRESETS), default=None, help="default: gpu on CUDA, else cpu")
-    p.add_argument("--smoke", action="store_true", help="same as --preset smoke")
-    p.add_argument("--jobs", type=int, default=None, help="runs at a time, one thread each (default: the preset's)")
-    p.add_argument("--device", default="auto", help="cpu, cuda or auto")
+    p = presets.parser(__doc__, grid_mod.PRESETS)
     p.add_argument("--ensemble", action=argparse.BooleanOptionalAction, default=None,
                    help="train the runs as stacked ensembles (default: on CUDA)")
-    p.add_argument("--train-only", action="store_true", help="train (or resume) the runs, measure nothing")
-    p.add_argument("--from-results", action="store_true", help="tables and figures from the .npz exports only")
-    p.add_argument("--plan", action="store_true", help="print the runs in order with their estimated time, run nothing")
-    p.add_argument("--hours", type=float, default=None,
-                   help="start no run that would not be done within this many hours (estimated rate × 1.5, for load)")
-    p.add_argument("--out", default="runs", help="folder of the run directories (two_clocks/, scaling/)")
-    p.add_argument("--results", default=None, help="folder of the tables, figures and exports (default: "
-                   "analyses/results, or --out for --smoke)")
-    args = p.parse_args(argv)
-    if args.jobs is not None and args.jobs < 1:
-        p.error(f"--jobs must be at least 1, got {args.jobs}")
-    if args.hours is not None and not args.hours > 0:
-        p.error(f"--hours must be positive, got {args.hours}")
-    args.device = resolve_device(args.device)
-    args.preset = "smoke" if args.smoke else args.preset or ("gpu" if args.device.startswith("cuda") else "cpu")
-    preset = grid_mod.PRESETS[args.preset]
-    scaling = scaling_grid.PRESETS[preset["scaling"]]
-    args.jobs = preset["jobs"] if args.jobs is None else args.jobs
-    args.ensemble = args.device.startswith("cuda") if args.ensemble is None else args.ensemble
-    args.results = Path(args.results or (args.out if args.preset == "smoke" else "analyses/results"))
-    args.n_samples, args.n_steps = scaling["n_samples"], scaling["n_steps"]
-    return args
+    return presets.parse(p, argv, grid_mod.PRESETS)
 
 
 def run_one(args, run):

@@ -24,46 +24,17 @@ Usage:
 Training FLOPs: scoreprobe.models.flops (matmuls of one forward from the architecture, × 3 for forward and
 backward, × batch), checked against torch's FlopCounterMode in tests/test_flops.py.
 """
-import argparse
 import logging
-from pathlib import Path
 
 from analyses.gpt_dit_match import grid as grid_mod
 from analyses.gpt_dit_match import choice
-from analyses.scaling import grid as scaling_grid
 from analyses.scaling import presets
-from scoreprobe.probes.clocks import resolve_device
 
 logger = logging.getLogger("gpt_dit_match")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--preset", choices=sorted(grid_mod.PRESETS), default=None, help="default: gpu on CUDA, else cpu")
-    p.add_argument("--smoke", action="store_true", help="same as --preset smoke")
-    p.add_argument("--jobs", type=int, default=None, help="runs at a time, one thread each (default: the preset's)")
-    p.add_argument("--device", default="auto", help="cpu, cuda or auto")
-    p.add_argument("--train-only", action="store_true", help="train (or resume) the runs, measure nothing "
-                   "(the sweep only: the choice needs its clocks)")
-    p.add_argument("--from-results", action="store_true", help="tables and figure from the .npz exports only")
-    p.add_argument("--plan", action="store_true", help="print the runs in order with their estimated time, run nothing")
-    p.add_argument("--hours", type=float, default=None,
-                   help="start no run that would not be done within this many hours (estimated rate × 1.5, for load)")
-    p.add_argument("--out", default="runs", help="folder of the run directories")
-    p.add_argument("--results", default=None, help="folder of the tables, figure and exports (default: "
-                   "analyses/results, or --out for --smoke)")
-    args = p.parse_args(argv)
-    if args.jobs is not None and args.jobs < 1:
-        p.error("--jobs must be at least 1")
-    args.device = resolve_device(args.device)
-    args.preset = "smoke" if args.smoke else args.preset or ("gpu" if args.device.startswith("cuda") else "cpu")
-    preset = grid_mod.PRESETS[args.preset]
-    scaling = scaling_grid.PRESETS[preset["scaling"]]
-    args.jobs = preset["jobs"] if args.jobs is None else args.jobs
-    args.ensemble = False
-    args.results = Path(args.results or (args.out if args.preset == "smoke" else "analyses/results"))
-    args.n_samples, args.n_steps = scaling["n_samples"], scaling["n_steps"]
-    return args
+    return presets.parse(presets.parser(__doc__, grid_mod.PRESETS, "smoke"), argv, grid_mod.PRESETS, "smoke")
 
 
 def folder_of(args):

@@ -4,6 +4,7 @@ from analyses.scaling import grid as scaling_grid
 
 SAMPLER = {"name": "edm-stochastic", "s_churn": 40.0, "s_noise": 1.0}   # the largest shift of sampler_clocks.md
 LABEL = "edm-stochastic"
+PRESETS = {name: {"scaling": name, "jobs": scaling_grid.PRESETS[name]["jobs"]} for name in ("smoke", "cpu", "gpu")}
 
 
 def plan(preset):

@@ -20,48 +20,31 @@ Usage:
   python analyses/sampler_scaling --from-results   # the tables from the exports, seconds
   python analyses/sampler_scaling --plan           # the runs, order and estimated time
 """
-import argparse
 import logging
 import time
-from pathlib import Path
 
 
 from analyses.grid import finished, measured_clocks
-from analyses.sampler_scaling.grid import LABEL, SAMPLER, plan, run_seconds
+from analyses.sampler_scaling.grid import LABEL, PRESETS, SAMPLER, plan, run_seconds
+from analyses.scaling import presets
 from analyses.grid import finish_times, run_queue
-from analyses.scaling import grid as scaling_grid
 from analyses.scaling import run as scaling_run
 from analyses.scaling.export import export_run, load_exports
 from scoreprobe.loading.series import load_series
 from scoreprobe.models.build import param_count
 from scoreprobe.ode.samplers import Sampler
-from scoreprobe.probes.clocks import resolve_device
 from scoreprobe.training.train import train_run
 
 logger = logging.getLogger("sampler_scaling")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--preset", choices=("smoke", "cpu", "gpu"), default=None, help="default: gpu on CUDA, else cpu")
-    p.add_argument("--smoke", action="store_true", help="same as --preset smoke")
-    p.add_argument("--jobs", type=int, default=None, help="runs at a time, one thread each (default: the preset's)")
-    p.add_argument("--device", default="auto", help="cpu, cuda or auto")
-    p.add_argument("--hours", type=float, default=None, help="start no run that would not be done within this many hours")
-    p.add_argument("--from-results", action="store_true", help="tables from the .npz exports only")
-    p.add_argument("--plan", action="store_true", help="print the runs in order with their estimated time, run nothing")
-    p.add_argument("--out", default="runs", help="folder of the run directories (two_clocks/ as the scaling study's)")
-    p.add_argument("--results", default=None, help="folder of the tables and exports (default: analyses/results, or "
-                   "--out for --smoke)")
-    args = p.parse_args(argv)
-    args.device = resolve_device(args.device)
-    args.preset = "smoke" if args.smoke else args.preset or ("gpu" if args.device.startswith("cuda") else "cpu")
-    preset = scaling_grid.PRESETS[args.preset]
-    args.jobs = preset["jobs"] if args.jobs is None else args.jobs
-    args.results = Path(args.results or (args.out if args.preset == "smoke" else "analyses/results"))
+    p = presets.parser(__doc__, PRESETS)
+    args = presets.parse(p, argv, PRESETS)
+    if args.train_only:   # its runs are the scaling study's: train them there
+        p.error("--train-only: this study measures the scaling runs; train them with analyses/scaling --train-only")
     args.scaling_exports = args.results / f"scaling_{args.preset}"
     args.exports = args.results / f"sampler_scaling_{args.preset}"
-    args.n_samples, args.n_steps = preset["n_samples"], preset["n_steps"]
     return args
 
 

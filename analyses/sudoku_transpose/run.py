@@ -28,47 +28,17 @@ is complete; the architecture's part sqrt(R_orig · R_transposed) and the data's
 R_transposed) (Welch t on ln, runs as units; per data seed for the data's part); verdicts over thresholds
 (analyses.scaling.curves.robust).
 """
-import argparse
 import functools
 import logging
-from pathlib import Path
 
 from analyses.scaling import presets
-from analyses.scaling import grid as scaling_grid
 from analyses.sudoku_transpose import grid as grid_mod
-from scoreprobe.probes.clocks import resolve_device
 
 logger = logging.getLogger("sudoku_transpose")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--preset", choices=sorted(grid_mod.PRESETS), default=None, help="default: gpu on CUDA, else cpu")
-    p.add_argument("--smoke", action="store_true", help="same as --preset smoke")
-    p.add_argument("--jobs", type=int, default=None, help="runs at a time, one thread each (default: the preset's)")
-    p.add_argument("--device", default="auto", help="cpu, cuda or auto")
-    p.add_argument("--train-only", action="store_true", help="train (or resume) the runs, measure nothing")
-    p.add_argument("--from-results", action="store_true", help="tables and figure from the .npz exports only")
-    p.add_argument("--plan", action="store_true", help="print the runs in order with their estimated time, run nothing")
-    p.add_argument("--hours", type=float, default=None,
-                   help="start no run that would not be done within this many hours (estimated rate × 1.5, for load)")
-    p.add_argument("--out", default="runs", help="folder of the run directories (scaling/, sudoku_transpose/)")
-    p.add_argument("--results", default=None, help="folder of the tables, figure and exports (default: "
-                   "analyses/results, or --out for --smoke)")
-    args = p.parse_args(argv)
-    if args.jobs is not None and args.jobs < 1:
-        p.error(f"--jobs must be at least 1, got {args.jobs}")
-    if args.hours is not None and not args.hours > 0:
-        p.error(f"--hours must be positive, got {args.hours}")
-    args.device = resolve_device(args.device)
-    args.preset = "smoke" if args.smoke else args.preset or ("gpu" if args.device.startswith("cuda") else "cpu")
-    preset = grid_mod.PRESETS[args.preset]
-    scaling = scaling_grid.PRESETS[preset["scaling"]]
-    args.jobs = preset["jobs"] if args.jobs is None else args.jobs
-    args.ensemble = False
-    args.results = Path(args.results or (args.out if args.preset == "smoke" else "analyses/results"))
-    args.n_samples, args.n_steps = scaling["n_samples"], scaling["n_steps"]
-    return args
+    return presets.parse(presets.parser(__doc__, grid_mod.PRESETS, "smoke"), argv, grid_mod.PRESETS, "smoke")
 
 
 def folder_of(args):
@@ -93,18 +63,7 @@ def _write(args, runs):
 def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    runs = grid_mod.plan(args.preset)
-    if args.plan:
-        print("\n".join(plan_lines(runs, args)))
-        return
-    if not args.from_results:
-        logger.info(plan_lines(runs, args)[0])
-        presets.run_all(args, runs, folder_of(args), on_done=lambda name: None if args.train_only else _write(args, runs))
-        if args.train_only:
-            return
-    md = _write(args, runs)
-    print(md.read_text())
-    print(f"wrote {md}, {md.with_suffix('.json')}, {md.with_suffix('.png')}")
+    presets.main(args, grid_mod.plan(args.preset), folder_of(args), describe, _write, logger)
 
 
 if __name__ == "__main__":
