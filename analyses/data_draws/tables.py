@@ -1,29 +1,22 @@
 """The tables of analyses/data_draws (markdown and JSON) and its figure, from the exports only."""
-import json
 import math
 
+from analyses.scaling import presets
 from analyses.data_draws import grid as grid_mod
 from analyses.data_draws import stats as S
 from analyses.scaling import curves as C
-from analyses.scaling.export import load_exports
 from analyses.scaling.format import ci_text, curve_table, fmt, pooled_cell
 from analyses.scaling.stats import run_stats
-from analyses.scaling.tables import _keys_to_str, curves_of
+from analyses.scaling.tables import curves_of
 from scoreprobe.probes.seeds import pool_seeds
-from scoreprobe.store import normalize_config
 
 PAPER_FACTOR = 10.0   # the paper's ≈ 10× in τ_rule per unit of G
 
 
 def collect(args, runs):
-    """rows (per run), missing {run: why} of the planned runs, each read from its own export folder."""
-    rows, missing = [], {}
-    for run in runs:
-        done, why = load_exports([run], grid_mod.export_folder(args.results, args.preset, run))
-        if run.name in done:
-            rows.append(run_stats(run.name, run, done[run.name])[0])
-        missing.update(why)
-    return rows, missing
+    """rows (per run, scaling's run_stats), missing {run: why} of the planned runs, each from its own folder."""
+    return presets.collect(runs, lambda run: grid_mod.export_folder(args.results, args.preset, run),
+                           lambda run, info: run_stats(run.name, run, info)[0])
 
 
 def grid_lines(G, N, rows):
@@ -188,9 +181,6 @@ def write_all(args, runs):
     """Write <results>/data_draws_<preset>.md, .json and .png; returns the .md path."""
     from analyses.data_draws.figures import figure
     text, rep, rows_by = report(args, runs)
-    stem = args.results / f"data_draws_{args.preset}"
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    stem.with_suffix(".md").write_text(text)
-    stem.with_suffix(".json").write_text(json.dumps(normalize_config(_keys_to_str(rep)), indent=1))
+    stem = presets.write_report(args.results, f"data_draws_{args.preset}", text, rep)
     figure(rows_by, stem.with_suffix(".png"))
     return stem.with_suffix(".md")

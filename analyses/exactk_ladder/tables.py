@@ -1,15 +1,14 @@
 """The tables of analyses/exactk_ladder (markdown and JSON) and its figure, from the exports only."""
-import json
 
+from analyses.scaling import presets
 from analyses.exactk_ladder import grid as grid_mod
 from analyses.exactk_ladder import stats as S
 from analyses.scaling import curves as C
 from analyses.scaling.export import load_exports
 from analyses.scaling.format import ci_text, curve_cell, curve_table, fmt, threshold_label
 from analyses.scaling.stats import run_stats
-from analyses.scaling.tables import _keys_to_str, curves_of
+from analyses.scaling.tables import curves_of
 from scoreprobe.probes.counts import TOP
-from scoreprobe.store import normalize_config
 
 def collect(args, runs):
     """rows (per run, with its label, count error and the export it was read from), missing {run: why}."""
@@ -109,6 +108,8 @@ def section_taus(by, curves):
     lines = ["## τ per rule over thresholds", "", "Pooled over training seeds (geometric mean, t 95% interval on "
              "ln τ); '> x at a budget of T steps': some seed does not reach the threshold (a lower bound).", ""]
     out = {}
+    if not by:
+        return lines + ["No run exported yet.", ""], out
     for key, head in (("tau_rule", "rule threshold"), ("tau_mem", "memorization threshold")):
         cols = [(label, C.pooled_curve(rs, curves, key)) for label, rs in by.items()]
         out[key] = dict(cols)
@@ -233,9 +234,6 @@ def write_all(args, runs):
     """Write <results>/exactk_ladder_<preset>.md, .json and .png; returns the .md path."""
     from analyses.exactk_ladder.figures import figure
     text, rep, by = report(args, runs)
-    stem = args.results / f"exactk_ladder_{args.preset}"
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    stem.with_suffix(".md").write_text(text)
-    stem.with_suffix(".json").write_text(json.dumps(normalize_config(_keys_to_str(rep)), indent=1))
+    stem = presets.write_report(args.results, f"exactk_ladder_{args.preset}", text, rep)
     figure(by, rep, stem.with_suffix(".png"))
     return stem.with_suffix(".md")

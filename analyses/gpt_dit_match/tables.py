@@ -1,17 +1,15 @@
 """The tables (markdown and JSON) and the figure of the GPT–DiT match, from the exports only."""
-import json
 import math
 
+from analyses.scaling import presets
 from analyses.gpt_dit_match import grid as grid_mod
 from analyses.gpt_dit_match import choice
 from analyses.gpt_dit_match import stats as S
 from analyses.scaling import curves as C
-from analyses.scaling.export import load_exports
 from analyses.scaling.format import ci_text, curve_table, fmt, pooled_cell
-from analyses.scaling.tables import _keys_to_str, curves_of
+from analyses.scaling.tables import curves_of
 from scoreprobe.models.build import param_count
 from scoreprobe.models.flops import counted_flops, forward_flops, n_tokens, step_flops
-from scoreprobe.store import normalize_config
 
 LABELS = grid_mod.LABELS
 
@@ -21,13 +19,7 @@ def _g(v):
 
 
 def collect(args, runs):
-    rows, missing = [], {}
-    for run in runs:
-        done, why = load_exports([run], grid_mod.export_folder(args.results, args.preset, run))
-        if run.name in done:
-            rows.append(S.run_row(run, done[run.name]))
-        missing.update(why)
-    return rows, missing
+    return presets.collect(runs, lambda run: grid_mod.export_folder(args.results, args.preset, run), S.run_row)
 
 
 def section_flops(args):
@@ -190,9 +182,6 @@ def figure(rows_by, path):
 def write_all(args):
     """Write <results>/gpt_dit_match_<preset>.md, .json and .png; returns the .md path."""
     text, rep, rows_by = report(args)
-    stem = args.results / f"gpt_dit_match_{args.preset}"
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    stem.with_suffix(".md").write_text(text)
-    stem.with_suffix(".json").write_text(json.dumps(normalize_config(_keys_to_str(rep)), indent=1))
+    stem = presets.write_report(args.results, f"gpt_dit_match_{args.preset}", text, rep)
     figure(rows_by, stem.with_suffix(".png"))
     return stem.with_suffix(".md")

@@ -1,16 +1,14 @@
 """The tables (markdown and JSON) and the figure of the remedies where the baseline learns, from the exports only."""
-import json
 import math
 
 import numpy as np
 
+from analyses.scaling import presets
 from analyses.remedies import g3_grid as grid_mod
 from analyses.remedies import g3_stats as S
 from analyses.scaling import curves as C
-from analyses.scaling.export import load_exports
 from analyses.scaling.format import ci_text, fmt, pooled_cell, threshold_label
-from analyses.scaling.tables import _keys_to_str, curves_of
-from scoreprobe.store import normalize_config
+from analyses.scaling.tables import curves_of
 
 LABELS = {"baseline": "baseline", "global_token": "global token", "multiplicative": "multiplicative (GLU)",
           "curriculum": "curriculum", "curriculum_mixed": "curriculum's control (mixed, no order)"}
@@ -18,13 +16,7 @@ LABELS = {"baseline": "baseline", "global_token": "global token", "multiplicativ
 
 def collect(args, runs):
     """rows (per run, g3_stats.run_row), missing {run: why} of the planned runs, each from its own folder."""
-    rows, missing = [], {}
-    for run in runs:
-        done, why = load_exports([run], grid_mod.export_folder(args.results, args.preset, run))
-        if run.name in done:
-            rows.append(S.run_row(run, done[run.name]))
-        missing.update(why)
-    return rows, missing
+    return presets.collect(runs, lambda run: grid_mod.export_folder(args.results, args.preset, run), S.run_row)
 
 
 def _tau(row, key):
@@ -162,9 +154,6 @@ def figure(rows_by, path):
 def write_all(args, runs):
     """Write <results>/remedies_<preset>.md, .json and .png; returns the .md path."""
     text, rep, rows_by = report(args, runs)
-    stem = args.results / f"remedies_{args.preset}"
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    stem.with_suffix(".md").write_text(text)
-    stem.with_suffix(".json").write_text(json.dumps(normalize_config(_keys_to_str(rep)), indent=1))
+    stem = presets.write_report(args.results, f"remedies_{args.preset}", text, rep)
     figure(rows_by, stem.with_suffix(".png"))
     return stem.with_suffix(".md")

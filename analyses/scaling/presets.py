@@ -135,3 +135,32 @@ def main(args, runs, folder_of, describe, write, log):
     md = write(args, runs)
     print(md.read_text())
     print(f"wrote {md}, {md.with_suffix('.json')}, {md.with_suffix('.png')}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the exports back and writing the tables
+# ---------------------------------------------------------------------------------------------
+
+def collect(runs, folder_of, row_of):
+    """rows [row_of(run, export)] of the planned `runs` exported in folder_of(run) with their TrainConfig, in plan
+    order, and missing {run: why} for the others."""
+    rows, missing = [], {}
+    for run in runs:
+        done, why = load_exports([run], folder_of(run))
+        if run.name in done:
+            rows.append(row_of(run, done[run.name]))
+        missing.update(why)
+    return rows, missing
+
+
+def write_report(results, stem, text, rep):
+    """Write <results>/<stem>.md (text) and .json (rep, JSON-able once keys are strings); returns the stem path
+    (the study draws its .png beside them)."""
+    import json
+    from analyses.scaling.tables import _keys_to_str
+    from scoreprobe.store import normalize_config
+    path = results / stem
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.with_suffix(".md").write_text(text)
+    path.with_suffix(".json").write_text(json.dumps(normalize_config(_keys_to_str(rep)), indent=1))
+    return path

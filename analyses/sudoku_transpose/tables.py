@@ -1,14 +1,12 @@
 """The tables of analyses/sudoku_transpose (markdown and JSON) and its figure, from the exports only."""
-import json
 
+from analyses.scaling import presets
 from analyses.scaling import curves as C
-from analyses.scaling.export import load_exports
 from analyses.scaling.format import curve_table, fmt
 from analyses.scaling.stats import run_stats
-from analyses.scaling.tables import _keys_to_str, curves_of
+from analyses.scaling.tables import curves_of
 from analyses.sudoku_transpose import grid as grid_mod
 from analyses.sudoku_transpose import stats as S
-from scoreprobe.store import normalize_config
 
 FAMILIES = ("rows", "columns", "boxes", "cells")
 ORDER_WORDS = {"below": "image rows first", "above": "image columns first", "includes": "no order resolved"}
@@ -23,13 +21,8 @@ COORDINATES = ("Families are named in **image coordinates**: 'rows' are the rows
 
 def collect(args, runs):
     """rows (per run), missing {run: why} of the planned runs, each read from its own export folder."""
-    rows, missing = [], {}
-    for run in runs:
-        done, why = load_exports([run], grid_mod.export_folder(args.results, args.preset, run))
-        if run.name in done:
-            rows.append(run_stats(run.name, run, done[run.name])[0])
-        missing.update(why)
-    return rows, missing
+    return presets.collect(runs, lambda run: grid_mod.export_folder(args.results, args.preset, run),
+                           lambda run, info: run_stats(run.name, run, info)[0])
 
 
 def direction(curve):
@@ -186,9 +179,6 @@ def write_all(args, runs):
     """Write <results>/sudoku_transpose_<preset>.md, .json and .png; returns the .md path."""
     from analyses.sudoku_transpose.figures import figure
     text, rep = report(args, runs)
-    stem = args.results / f"{grid_mod.STUDY}_{args.preset}"
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    stem.with_suffix(".md").write_text(text)
-    stem.with_suffix(".json").write_text(json.dumps(normalize_config(_keys_to_str(rep)), indent=1))
+    stem = presets.write_report(args.results, f"{grid_mod.STUDY}_{args.preset}", text, rep)
     figure(rep, stem.with_suffix(".png"))
     return stem.with_suffix(".md")
