@@ -27,15 +27,6 @@ from analyses.scaling import presets
 logger = logging.getLogger("data_draws")
 
 
-def parse_args(argv=None):
-    return presets.parse(presets.parser(__doc__, grid_mod.PRESETS, "smoke"), argv, grid_mod.PRESETS, "smoke")
-
-
-def folder_of(args):
-    """run -> its export folder (grid.export_folder: scaling's for data seed 0)."""
-    return lambda run: grid_mod.export_folder(args.results, args.preset, run)
-
-
 def describe(run):
     return f"data seed {run.meta['data_seed']} training seed {run.seed}"
 
@@ -46,9 +37,7 @@ def _write(args, runs):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    presets.main(args, grid_mod.plan(args.preset), folder_of(args), describe, _write, logger)
+    presets.run_study(argv, __doc__, grid_mod, describe, _write, logger)
 
 
 if __name__ == "__main__":

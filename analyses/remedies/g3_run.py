@@ -29,15 +29,6 @@ from analyses.scaling import presets
 logger = logging.getLogger("remedies")
 
 
-def parse_args(argv=None):
-    return presets.parse(presets.parser(__doc__, grid_mod.PRESETS, "g3-smoke"), argv, grid_mod.PRESETS, "g3-smoke",
-                         default=lambda device: "g3-gpu" if device.startswith("cuda") else "g3")
-
-
-def folder_of(args):
-    return lambda run: grid_mod.export_folder(args.results, args.preset, run)
-
-
 def describe(run):
     return f"{run.meta['variant']:16s} data seed {run.meta['data_seed']} training seed {run.seed}"
 
@@ -48,6 +39,5 @@ def _write(args, runs):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    presets.main(args, grid_mod.plan(args.preset), folder_of(args), describe, _write, logger)
+    presets.run_study(argv, __doc__, grid_mod, describe, _write, logger, smoke="g3-smoke",
+                      default=lambda device: "g3-gpu" if device.startswith("cuda") else "g3")

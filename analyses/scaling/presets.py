@@ -121,6 +121,20 @@ def parse(p, argv, presets, smoke="smoke", default=None):
     return args
 
 
+def folder(grid_mod, args):
+    """run -> its export folder, grid_mod.export_folder(args.results, args.preset, run) (picklable)."""
+    return functools.partial(grid_mod.export_folder, args.results, args.preset)
+
+
+def run_study(argv, doc, grid_mod, describe, write, log, smoke="smoke", default=None):
+    """A study's whole command: parse (parser, parse), then `main` over grid_mod.plan(preset) with its runs'
+    export folders from grid_mod.export_folder; write(args, runs) writes the tables, returning the .md path."""
+    import logging
+    args = parse(parser(doc, grid_mod.PRESETS, smoke), argv, grid_mod.PRESETS, smoke, default)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    main(args, grid_mod.plan(args.preset), folder(grid_mod, args), describe, write, log)
+
+
 def main(args, runs, folder_of, describe, write, log):
     """--plan prints the plan; otherwise train, measure and export what is not exported yet (tables rewritten
     by write(args, runs) after each run), then the tables from the exports, printed."""

@@ -28,7 +28,6 @@ is complete; the architecture's part sqrt(R_orig · R_transposed) and the data's
 R_transposed) (Welch t on ln, runs as units; per data seed for the data's part); verdicts over thresholds
 (analyses.scaling.curves.robust).
 """
-import functools
 import logging
 
 from analyses.scaling import presets
@@ -37,22 +36,9 @@ from analyses.sudoku_transpose import grid as grid_mod
 logger = logging.getLogger("sudoku_transpose")
 
 
-def parse_args(argv=None):
-    return presets.parse(presets.parser(__doc__, grid_mod.PRESETS, "smoke"), argv, grid_mod.PRESETS, "smoke")
-
-
-def folder_of(args):
-    """run -> the folder of its export (grid.export_folder); picklable, for the worker processes."""
-    return functools.partial(grid_mod.export_folder, args.results, args.preset)
-
-
 def describe(run):
     return (f"{run.meta['arch']:10s} {'transposed' if run.meta['transposed'] else 'original  '} data seed "
             f"{run.meta['data_seed']} training seed {run.seed}")
-
-
-def plan_lines(runs, args):
-    return presets.plan_lines(runs, args, folder_of(args), describe)
 
 
 def _write(args, runs):
@@ -61,9 +47,7 @@ def _write(args, runs):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    presets.main(args, grid_mod.plan(args.preset), folder_of(args), describe, _write, logger)
+    presets.run_study(argv, __doc__, grid_mod, describe, _write, logger)
 
 
 if __name__ == "__main__":
