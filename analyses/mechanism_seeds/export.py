@@ -14,12 +14,11 @@ every τ and threshold curve is recomputed from them), and per unit:
 The seconds spent (training, clocks, probes) are recorded as measured. About 0.1–0.3 MB per model.
 """
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
-from analyses.scaling.export import clocks_dataset
+from analyses.scaling.export import clocks_dataset, save_npz
 from scoreprobe.store import normalize_config
 
 FORMAT = "scoreprobe-mechanism-seeds-model/1"
@@ -53,11 +52,7 @@ def export_model(path, cfg, meta, steps, clocks, basins, retention, dsm):
                       dsm_train_loss=np.asarray(dsm["train_loss"], np.float32))
         manifest["dsm"] = {"keys": [int(k) for k in dsm["keys"]]}
     arrays["meta"] = _json({**meta, "manifest": manifest})
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, **arrays)
-    os.replace(tmp, path)
+    save_npz(path, arrays)
 
 
 def read_export(path):

@@ -59,6 +59,12 @@ def export_run(ds, cfg, params, path, train_s=None, clocks_s=None, meta=None, pi
         arrays["bit_sum"] = bit_sums(ds["bits"].transpose("step", "sample", "bit").values, ds["state"].values)
     if piece_valid is not None:
         arrays["piece_valid"] = np.packbits(np.asarray(piece_valid, dtype=bool), axis=1)   # (S, ceil(n / 8))
+    save_npz(path, arrays)
+
+
+def save_npz(path, arrays):
+    """np.savez_compressed(path, **arrays) atomically (a temporary file, then os.replace): a kill leaves the
+    earlier file or none, never half of one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.npz")
