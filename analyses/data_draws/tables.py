@@ -5,7 +5,7 @@ from analyses.scaling import presets
 from analyses.data_draws import grid as grid_mod
 from analyses.data_draws import stats as S
 from analyses.scaling import curves as C
-from analyses.scaling.format import ci_text, curve_table, fmt, pooled_cell
+from analyses.scaling.format import ci_text, curve_table, fmt, not_done, pooled_cell
 from analyses.scaling.stats import run_stats
 from analyses.scaling.tables import curves_of
 from scoreprobe.probes.seeds import pool_seeds
@@ -148,7 +148,7 @@ def section_runs(rows, missing):
         lines.append(f"| {r['run']} | {r['meta']['data_seed']} | {r['seed']} | {r['steps']} | {fmt(r['tau_rule'])} "
                      f"{ci_text(r['tau_rule_ci'])} | {fmt(r['tau_mem'])} {ci_text(r['tau_mem_ci'])} | "
                      f"{r['window_status']} | {r['peak_rule_acc']:.3f} | {r['final_mem_ratio']:.3f} | {fmt(r['train_s'])} |")
-    return lines + ["", "Not done: " + (", ".join(f"{k} ({v})" for k, v in missing.items()) or "none") + "."]
+    return lines + ["", not_done(missing)]
 
 
 def report(args, runs):

@@ -5,7 +5,7 @@ from analyses.exactk_ladder import grid as grid_mod
 from analyses.exactk_ladder import stats as S
 from analyses.scaling import curves as C
 from analyses.scaling.export import load_exports
-from analyses.scaling.format import ci_text, curve_cell, curve_table, fmt, threshold_label
+from analyses.scaling.format import ci_text, curve_cell, curve_table, fmt, not_done, threshold_label
 from analyses.scaling.stats import run_stats
 from analyses.scaling.tables import curves_of
 from scoreprobe.probes.counts import TOP
@@ -203,7 +203,7 @@ def section_runs(rows, missing):
                      f"{fmt(r['tau_rule'])} {ci_text(r['tau_rule_ci'])} | {fmt(r['tau_mem'])} {ci_text(r['tau_mem_ci'])} | "
                      f"{r['peak_rule_acc']:.3f} | {r['final_mem_ratio']:.3f} | {bits} | {r['source']} | "
                      f"{fmt(r['train_s'])} |")
-    return lines + ["", "Not done: " + (", ".join(f"{k} ({v})" for k, v in missing.items()) or "none") + "."]
+    return lines + ["", not_done(missing)]
 
 
 def report(args, runs):

@@ -6,7 +6,7 @@ from analyses.gpt_dit_match import grid as grid_mod
 from analyses.gpt_dit_match import choice
 from analyses.gpt_dit_match import stats as S
 from analyses.scaling import curves as C
-from analyses.scaling.format import ci_text, curve_table, fmt, pooled_cell
+from analyses.scaling.format import ci_text, curve_table, fmt, not_done, pooled_cell
 from analyses.scaling.tables import curves_of
 from scoreprobe.models.build import param_count
 from scoreprobe.models.flops import counted_flops, forward_flops, n_tokens, step_flops
@@ -120,7 +120,7 @@ def section_runs(rows, missing):
                      f"{r['seed']} | {r['steps']} | {_g(r['budget_flops'])} | {fmt(r['tau_rule'])} {ci_text(r['tau_rule_ci'])} | "
                      f"{fmt(r['tau_mem'])} {ci_text(r['tau_mem_ci'])} | {band} | {r['peak_rule_acc']:.3f} | "
                      f"{r['final_mem_ratio']:.3f} |")
-    return lines + ["", "Not done: " + (", ".join(f"{k} ({v})" for k, v in missing.items()) or "none") + "."]
+    return lines + ["", not_done(missing)]
 
 
 def report(args):

@@ -7,7 +7,7 @@ from analyses.scaling import presets
 from analyses.remedies import g3_grid as grid_mod
 from analyses.remedies import g3_stats as S
 from analyses.scaling import curves as C
-from analyses.scaling.format import ci_text, fmt, pooled_cell, threshold_label
+from analyses.scaling.format import ci_text, fmt, not_done, pooled_cell, threshold_label
 from analyses.scaling.tables import curves_of
 
 LABELS = {"baseline": "baseline", "global_token": "global token", "multiplicative": "multiplicative (GLU)",
@@ -36,7 +36,7 @@ def section_runs(rows, missing):
         lines.append(f"| {r['run']} | {r['meta']['variant']} | {r['meta']['data_seed']} | {r['seed']} | {r['params']:,} | "
                      f"{r['steps']} | {_tau(r, 'tau_rule')}{mark} | {_tau(r, 'tau_mem')} | {r['peak_rule_acc']:.3f}{mark} | "
                      f"{r['final_mem_ratio']:.3f} | {piece} | {fmt(r['train_s'])} |")
-    return lines + ["", "Not done: " + (", ".join(f"{k} ({v})" for k, v in missing.items()) or "none") + "."]
+    return lines + ["", not_done(missing)]
 
 
 def section_pooled(rows_by, curves):

@@ -9,7 +9,7 @@ import numpy as np
 from analyses.sampler_scaling.grid import SAMPLER
 from analyses.scaling import curves as C
 from analyses.scaling.export import load_exports, read_export
-from analyses.scaling.format import curve_table, fmt, pooled_cell
+from analyses.scaling.format import curve_table, fmt, not_done, pooled_cell
 from analyses.scaling.stats import run_stats
 from analyses.scaling.tables import _keys_to_str, curves_of
 from scoreprobe.store import normalize_config
@@ -128,7 +128,7 @@ def write_all(args, runs):
     lines += text
     text, rep_b = section_b(rows)
     lines += text
-    lines += ["Not done: " + (", ".join(f"{k} ({v})" for k, v in missing.items()) or "none") + "."]
+    lines += [not_done(missing)]
     rep = {"preset": args.preset, "identity": identity, "per_N": rep_n, "b": rep_b, "missing": missing,
            "runs": {s: [{k: v for k, v in r.items() if k not in ("curve", "curves")} for r in rs] for s, rs in rows.items()}}
     stem = args.results / f"sampler_scaling_{args.preset}"

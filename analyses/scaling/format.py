@@ -84,3 +84,8 @@ def curve_table(head, columns, paper):
         lines.append(f"| {threshold_label(row['threshold'], paper)} | "
                      + " | ".join(curve_cell(c[j]) for _, c in columns) + " |")
     return lines
+
+
+def not_done(missing):
+    """'Not done: run (why), …' (or 'none') of the planned runs without an export: every study's last line."""
+    return "Not done: " + (", ".join(f"{k} ({v})" for k, v in missing.items()) or "none") + "."

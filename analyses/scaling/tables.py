@@ -10,7 +10,7 @@ from analyses.scaling import sections as sec
 from analyses.scaling.export import load_exports
 from analyses.scaling.figures import figures
 from analyses.scaling import curves as C
-from analyses.scaling.format import cells as _cells, ci_text, fmt, select, statuses as _statuses
+from analyses.scaling.format import cells as _cells, ci_text, fmt, not_done, select, statuses as _statuses
 from analyses.scaling.stats import axis_fit, run_stats
 from scoreprobe.store import normalize_config
 
@@ -41,7 +41,7 @@ def section_runs(rows, missing):
         lines.append(f"| {r['run']} | {r['params']:,} | {r['steps']} | {fmt(r['tau_rule'])} {ci_text(r['tau_rule_ci'])}"
                      f"{_first(r, 'tau_rule')} | {fmt(r['tau_mem'])} {ci_text(r['tau_mem_ci'])}{_first(r, 'tau_mem')} "
                      f"| {r['window_status']} | {r['peak_rule_acc']:.3f} | {r['final_mem_ratio']:.3f} | {fmt(r['train_s'])} |")
-    lines += ["", "Not done: " + (", ".join(f"{k} ({v})" for k, v in missing.items()) or "none") + "."]
+    lines += ["", not_done(missing)]
     return lines
 
 

@@ -2,7 +2,7 @@
 
 from analyses.scaling import presets
 from analyses.scaling import curves as C
-from analyses.scaling.format import curve_table, fmt
+from analyses.scaling.format import curve_table, fmt, not_done
 from analyses.scaling.stats import run_stats
 from analyses.scaling.tables import curves_of
 from analyses.sudoku_transpose import grid as grid_mod
@@ -145,7 +145,7 @@ def section_runs(rows, missing):
         lines.append(f"| {r['run']} | {r['meta']['arch']} | {'transposed' if r['meta']['transposed'] else 'original'} | "
                      f"{r['meta']['data_seed']} | {r['seed']} | {r['steps']} | {taus} | {fmt(r['tau_rule'])} | "
                      f"{fmt(r['tau_mem'])} | {fmt(r['train_s'])} |")
-    return lines + ["", "Not done: " + (", ".join(f"{k} ({v})" for k, v in missing.items()) or "none") + "."]
+    return lines + ["", not_done(missing)]
 
 
 def report(args, runs):
