@@ -130,18 +130,3 @@ def model_seconds(preset, model):
     scale = STEPS_PER_S[("dit", 80, 4)] / rate                  # a smaller DiT solves faster
     return {"train": cfg.total_steps / rate, "clocks": clocks,
             "probes": per_step * scale * len(measured_steps(cfg, p["n_grid"]))}
-
-
-def finish_times(seconds, jobs):
-    """When each of the one-thread tasks of `seconds` (in plan order) ends on `jobs` workers, each task going to
-    the first free worker (as run.py hands them out)."""
-    free, out = [0.0] * max(jobs, 1), []
-    for s in seconds:
-        i = int(np.argmin(free))
-        free[i] += s
-        out.append(free[i])
-    return out
-
-
-def wall_seconds(seconds, jobs):
-    return max(finish_times(seconds, jobs), default=0.0)

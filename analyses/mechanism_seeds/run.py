@@ -23,6 +23,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from analyses.grid import finish_times, run_queue
 from analyses.mechanism_seeds import grid as G
 from analyses.mechanism_seeds.export import load_exports
 from analyses.mechanism_seeds.measure import settings
@@ -65,9 +66,9 @@ def plan_lines(args, models):
     p = G.PRESETS[args.preset]
     lines = [f"{len(models)} models (2 series × training seeds {p['seeds']}, data seed 0), preset {args.preset} "
              f"({len(done)} exported already), {args.jobs} at a time: estimated "
-             f"{G.wall_seconds(todo, args.jobs) / 3600:.2f} h for the rest ({sum(todo) / 3600:.1f} thread-hours: "
+             f"{finish_times(todo, args.jobs)[1] / 3600:.2f} h for the rest ({sum(todo) / 3600:.1f} thread-hours: "
              f"training {part['train']:.1f}, clocks {part['clocks']:.1f}, probes {part['probes']:.1f})"]
-    ends = iter(G.finish_times(todo, args.jobs))
+    ends = iter(finish_times(todo, args.jobs)[0])
     for i, (m, s) in enumerate(zip(models, secs)):
         state = "exported" if m.name in done else f"~{sum(s.values()) / 60:5.1f} min, done by ~{next(ends) / 3600:4.2f} h"
         lines.append(f"  {i + 1:2d} {m.name:10s} training seed {m.seed} data seed {m.data_seed}  {m.cfg.total_steps:6d} "
@@ -78,39 +79,11 @@ def plan_lines(args, models):
 
 def run_all(args, models, on_done):
     """measure_model for every model not yet exported, `args.jobs` at a time, each handed to the first free
-    one-thread worker; on_done() after each (a failure is logged, the others go on)."""
+    one-thread worker (analyses.grid.run_queue); on_done() after each (a failure is logged, the others go on)."""
     from analyses.mechanism_seeds.measure import measure_model
     done = exported(args, models)
-    todo = [m for m in models if m.name not in done]
-    if args.jobs <= 1:
-        import torch
-        torch.set_num_threads(1)
-        for m in todo:
-            _finish(on_done, _guarded(measure_model, args, m))
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from analyses.grid import worker_init
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(args.jobs, mp_context=ctx, initializer=worker_init) as pool:
-        for f in as_completed([pool.submit(_guarded, measure_model, args, m) for m in todo]):
-            _finish(on_done, f.result())
-
-
-def _guarded(fn, args, model):
-    try:
-        return fn(args, model)
-    except Exception as e:   # an unattended preset must not stop on one model
-        logging.getLogger("mechanism_seeds").error("%s failed: %s: %s", model.name, type(e).__name__, e)
-        return None
-
-
-def _finish(on_done, name):
-    if name:
-        try:
-            on_done()
-        except Exception as e:
-            logger.error("tables after %s failed: %s: %s", name, type(e).__name__, e)
+    run_queue(measure_model, args, [m for m in models if m.name not in done], lambda name: on_done(),
+              lambda m: sum(G.model_seconds(args.preset, m).values()), None, args.jobs, "mechanism_seeds")
 
 
 def main(argv=None):
