@@ -27,7 +27,7 @@ import time
 from analyses.grid import finished, measured_clocks
 from analyses.sampler_scaling.grid import LABEL, PRESETS, SAMPLER, plan, run_seconds
 from analyses.scaling import presets
-from analyses.grid import finish_times, run_queue
+from analyses.grid import run_queue
 from analyses.scaling import run as scaling_run
 from analyses.scaling.export import export_run, load_exports
 from scoreprobe.loading.series import load_series
@@ -87,18 +87,9 @@ def run_one(args, run):
 
 
 def plan_lines(runs, args):
-    done = set(load_exports(runs, args.exports)[0])
-    todo = [r for r in runs if r.name not in done]
-    secs = {r.name: run_seconds(r, args.n_samples) for r in runs}
-    ends, total = finish_times([secs[r.name] for r in todo], args.jobs)
-    finish = {r.name: e for r, e in zip(todo, ends)}
-    lines = [f"{len(runs)} runs, preset {args.preset} ({len(done)} exported already), {args.jobs} at a time: estimated "
-             f"{total / 3600:.2f} h for the rest ({sum(secs[r.name] for r in todo) / 3600:.1f} thread-hours)"]
-    for i, r in enumerate(runs):
-        state = "exported" if r.name in done else f"~{secs[r.name] / 60:5.1f} min, done by ~{finish[r.name] / 3600:4.2f} h"
-        lines.append(f"  {i + 1:3d} {r.name:12s} N = {r.meta['N']:4d} training seed {r.seed} data seed "
-                     f"{r.cfg.data_seed}  {r.steps:6d} steps  {state}")
-    return lines
+    return presets.plan_lines(runs, args, lambda r: args.exports,
+                              lambda r: f"N = {r.meta['N']:4d} training seed {r.seed} data seed {r.cfg.data_seed}",
+                              seconds=lambda r: run_seconds(r, args.n_samples))
 
 
 def main(argv=None):

@@ -14,17 +14,11 @@ from analyses.scaling.export import load_exports
 
 
 def run_one(args, run, folder):
-    """scaling's run_one (train or resume, clocks, export) with the export folder `folder`, on one torch thread
-    (as in the worker processes of --jobs > 1, whose rates grid.py measured; restored after)."""
-    import torch
+    """scaling's run_one (train or resume, clocks, export) with the export folder `folder` (on one torch thread:
+    run_queue gives one to the worker processes and to a run in this process)."""
     a = copy.copy(args)
     a.exports = folder
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return scaling_run.run_one(a, run)
-    finally:
-        torch.set_num_threads(threads)
+    return scaling_run.run_one(a, run)
 
 
 def _run_in(args, run, folders):
@@ -49,14 +43,16 @@ def run_all(args, runs, folder_of, on_done):
     return not skipped
 
 
-def plan_lines(runs, args, folder_of, describe, pending=()):
+def plan_lines(runs, args, folder_of, describe, pending=(), seconds=None):
     """The first line (runs, exported, estimated hours as run_all runs them, analyses.grid.finish_times) and one
     line per run: its name, describe(run), steps, estimated minutes and the time by which it is done. `pending`:
     runs whose settings wait on other runs' results, listed after at provisional settings; one already exported
-    at them is counted as done, and the first line gives the time should none of them be."""
+    at them is counted as done, and the first line gives the time should none of them be. seconds(run): the
+    estimate (default analyses.scaling.grid.run_seconds at args.n_samples)."""
     every = list(runs) + list(pending)
     done = exported(every, folder_of)
-    secs = {r.name: scaling_grid.run_seconds(r, args.n_samples) for r in every}
+    seconds = seconds or (lambda r: scaling_grid.run_seconds(r, args.n_samples))
+    secs = {r.name: seconds(r) for r in every}
     todo = [r for r in every if r.name not in done]
     ends, total = finish_times([secs[r.name] for r in todo], args.jobs)
     worst = finish_times([secs[r.name] for r in every if r.name not in done or r in pending], args.jobs)[1]
