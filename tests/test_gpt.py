@@ -169,3 +169,27 @@ def test_train_run_gpt_memorizes_a_tiny_set(tmp_path):
     assert idx.contains(last).mean() > 0.7           # trained: copies its training set
     with pytest.raises(CheckpointError, match="sampler"):
         series.denoiser(150)
+
+
+def test_report_of_a_gpt_series_shows_its_clocks(tmp_path):
+    """sp.report on a GPT run: the time estimate counts ancestral samples (a GPT has no denoiser), the
+    page holds the clocks and the gallery and no section a GPT cannot measure."""
+    import scoreprobe as sp
+    from scoreprobe.reports.plan import estimate, make_plan
+    rule = {"name": "parity", "G": 2, "shape": [2, 4], "layout": "contiguous", "seed": 0}
+    cfg = TrainConfig(rule=rule, n_train=8, n_heldout=8, model="gpt", size="tiny", hidden_size=32, depth=2,
+                      num_heads=2, lr=3e-3, batch_size=32, total_steps=20, n_checkpoints=3, log_every=10)
+    train_run(cfg, tmp_path / "run", progress=False)
+    series = load_series(tmp_path / "run")
+    sizes = {"n_samples": 40, "gallery": 5}
+    plan = estimate(make_plan(series, tmp_path / "p.html", sizes=sizes, sections=("clocks", "gallery")))
+    assert plan.items["clocks"].rows == len(plan.steps) * 40      # samples, one per draw
+    assert 0 < plan.rate < float("inf") and 0 < plan.seconds < 60
+    with pytest.warns(Warning):
+        got = sp.report(series, tmp_path / "page.html", sizes=sizes)
+    assert set(got.computed) == {"clocks"} and got.computed["clocks"] == list(series.steps)
+    html = (tmp_path / "page.html").read_text()
+    assert 'id="gallery"' in html and "a GPT series has no denoiser" in html
+    assert got.notes and {section for section, _ in got.notes} == {"basins", "field", "retention", "dsm"}
+    with pytest.raises(ConfigError, match="GPT series has no denoiser, so it has no basins"):
+        make_plan(series, tmp_path / "q.html", sections=("clocks", "basins"))

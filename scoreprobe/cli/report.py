@@ -76,8 +76,6 @@ def report(source, out, stores, cache, steps, sizes, sections, plane_spec, devic
     s = source()
     out = default_output(s, "report.html", out)
     check_writable(out, "--out")
-    if getattr(s, "kind", "dit") == "gpt":
-        wanted = tuple(w for w in wanted if w in ("clocks", "gallery"))
     plan = make_plan(s, out, stores=stores, cache=cache, steps=chosen, sizes=sizes, plane=plane_spec, sections=wanted)
     estimate(plan, device)
     click.echo(f"report of {s.path} ({getattr(s, 'kind_label', s.kind)}): {len(plan.steps)} of {len(s.steps)} "

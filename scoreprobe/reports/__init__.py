@@ -200,8 +200,6 @@ def report(source=None, out="report.html", *, dataset=None, stores=(), cache=Non
     """
     import logging
     series = _as_series(source, dataset)
-    if getattr(series, "kind", "dit") == "gpt":
-        sections = tuple(s for s in sections if s in ("clocks", "gallery"))
     plan = make_plan(series, out, stores=stores, cache=cache, steps=steps, sizes=sizes, plane=plane,
                      sections=sections)
     estimate(plan, device)

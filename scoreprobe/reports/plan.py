@@ -21,6 +21,7 @@ from scoreprobe.store.versions import equivalent
 N_AUTO_STEPS = 8                  # --steps auto: about this many checkpoints, log-spread
 SECTIONS = ("clocks", "basins", "field", "retention", "dsm")   # sections read from stores
 PAGE_SECTIONS = SECTIONS + ("gallery",)   # and the gallery, drawn from the series and the basins store
+GPT_SECTIONS = ("clocks", "gallery")   # what a GPT series (no denoiser, no score) can show
 PROBE_OF = {"clocks": "clocks", "basins": "basins", "field": "score_field", "retention": "retention",
             "dsm": "dsm_by_sigma"}
 SECTION_OF = {probe: section for section, probe in PROBE_OF.items()}
@@ -66,7 +67,10 @@ def auto_steps(series, n=N_AUTO_STEPS):
 
 
 def section_rows(section, sizes, series):
-    """Network rows (inputs to one forward) one checkpoint of `section` costs at `sizes`."""
+    """Network rows (inputs to one forward) one checkpoint of `section` costs at `sizes`; for a GPT
+    series, samples (each a whole ancestral draw; a GPT page shows the clocks only)."""
+    if _is_gpt(series):
+        return sizes["n_samples"] if section == "clocks" else 0
     calls = 2 * sizes["n_steps"] - 1      # Heun: two evaluations per step, Euler for the last
     n_train = len(series.dataset.train)
     return {
@@ -195,7 +199,7 @@ def check_models(path, series):
     if "models" not in record:
         return (f"store {path} does not record which model each step measured (written before scoreprobe "
                 "did); only its series' identity is checked")
-    if getattr(series, "kind", "dit") == "gpt":
+    if _is_gpt(series):
         return None
     for step, old in zip(record.get("steps") or [], record["models"]):
         if int(step) not in set(series.steps):
@@ -255,6 +259,7 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
     unknown = [s for s in sections if s not in PAGE_SECTIONS]
     if unknown:
         raise ConfigError(f"unknown report sections {unknown}; known: {', '.join(PAGE_SECTIONS)}")
+    sections, gpt_notes = _gpt_sections(series, tuple(sections))
     chosen = auto_steps(series) if steps in (None, "auto") else list(series.steps) if steps == "all" else \
         [s for s, _ in select_steps([(s, None) for s in series.steps], steps)]
     cache = default_cache(out, series, sizes, plane) if cache is None else Path(cache)
@@ -262,6 +267,7 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
         raise ConfigError(f"the report cache {cache} is a file, not a folder: move it away or choose another "
                           "--cache")
     items, notes = _given(stores, series, chosen)
+    notes = gpt_notes + notes
     for section in sections:
         if section in items or section not in SECTIONS:
             continue
@@ -280,6 +286,19 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
                 gallery="gallery" in sections)
     check_page_size(plan)
     return plan
+
+
+def _gpt_sections(series, sections):
+    """(sections, notes): for a GPT series the default sections become GPT_SECTIONS, each left out
+    with a note on the page; ConfigError when sections a GPT cannot show were asked for by name."""
+    if not _is_gpt(series):
+        return sections, []
+    other = [s for s in sections if s not in GPT_SECTIONS]
+    if other and sections != PAGE_SECTIONS:
+        raise ConfigError(f"a GPT series has no denoiser, so it has no {', '.join(other)}: a GPT page shows "
+                          f"{', '.join(GPT_SECTIONS)}")
+    note = "not measured: a GPT series has no denoiser (no score field, no probability-flow ODE, no DSM loss)"
+    return tuple(s for s in sections if s in GPT_SECTIONS), [(s, note) for s in other]
 
 
 def _plane_spec(series, spec, seed):
@@ -318,9 +337,16 @@ def _fmt(steps, n=6):
 OVERHEAD = 1.0
 
 
+def _is_gpt(series):
+    return getattr(series, "kind", "dit") == "gpt"
+
+
 def measure_rate(series, device="cpu", rows=1024, repeats=3):
-    """Network rows per second of the series' last checkpoint on `device`, measured now (~0.5 s idle)."""
+    """Network rows per second of the series' last checkpoint on `device`, measured now (~0.5 s idle);
+    for a GPT series, ancestral samples per second (`section_rows` counts samples there)."""
     import torch
+    if _is_gpt(series):
+        return _sample_rate(series.sampler(series.steps[-1], device=device), max(rows // 4, 1))
     D = series.denoiser(series.steps[-1], device=device)
     x = torch.randn(rows, series.rule.n_bits, device=device)
     sigma = torch.ones(rows, device=device)
@@ -333,12 +359,20 @@ def measure_rate(series, device="cpu", rows=1024, repeats=3):
     return rows * repeats / max(dt, 1e-9)
 
 
+def _sample_rate(gpt, n):
+    """Samples per second of a GPT's `.sample`, after a warm-up draw."""
+    gpt.sample(min(n, 8), seed=0)
+    t0 = time.perf_counter()
+    gpt.sample(n, seed=1)
+    return n / max(time.perf_counter() - t0, 1e-9)
+
+
 def gallery_rows(plan):
-    """Network rows of the gallery's samples (drawn each time the page is made)."""
-    if not plan.gallery or getattr(plan.series, "kind", "dit") == "gpt":
+    """Network rows of the gallery's samples (drawn each time the page is made; samples for a GPT)."""
+    if not plan.gallery:
         return 0
     n = min(plan.sizes["gallery"], plan.sizes["n_samples"])
-    return len(plan.steps) * n * (2 * plan.sizes["n_steps"] - 1)
+    return len(plan.steps) * n * (1 if _is_gpt(plan.series) else 2 * plan.sizes["n_steps"] - 1)
 
 
 def estimate(plan, device="cpu"):
