@@ -7,7 +7,6 @@ from hypothesis import strategies as st
 from scipy import stats
 
 import scoreprobe.data.bitindex as bitindex
-import scoreprobe.data.datasets as data
 from scoreprobe.data.datasets import (STATE_CODES, STATES, Dataset, load_dataset, make_dataset, state_flag_attrs, to_bits, to_signed)
 from scoreprobe.data.bitindex import BitIndex
 from scoreprobe.errors import ConfigError, DataError

@@ -9,7 +9,6 @@ import functools
 import shutil
 import sys
 import threading
-import warnings
 
 import numpy as np
 import pytest

@@ -54,7 +54,8 @@ def section_config(G, N, rows, curves):
     ds, ss, grid = block
     out.update(data_seeds=ds, training_seeds=ss)
     lines += [f"Two-level split over data seeds {ds} × training seeds {ss} (ln τ = μ + a_data + b_init + e; ANOVA "
-              "estimates clipped at 0; t interval with Satterthwaite df). Cells: pooled τ [95% CI] and "
+              "estimates clipped at 0; variance of the mean (MS_data + MS_init)/(D·I), conservative, t with "
+              "Satterthwaite df: 0.92–0.99 coverage at 3 × 2 and 3 × 3 in simulation). Cells: pooled τ [95% CI] and "
               "var_data / var_init / var_residual of ln τ (the data seed's share of the total).", ""]
     for key, label in (("tau_rule", "rule threshold"), ("tau_mem", "memorization threshold")):
         curve = S.two_level_curve(grid, curves, key)

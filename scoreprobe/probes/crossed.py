@@ -58,7 +58,7 @@ def crossed_mean(values, ci=0.95):
 
     The variance of the mean is estimated by (MS_models + MS_units) / (M·U), whose expectation is
     σ²_a/M + σ²_b/U + 2σ²_e/(MU): the residual counted twice (conservative; the unbiased
-    (MS_m + MS_u − MS_e) / (MU) of intervals.two_level covers only 0.87–0.90 at 3 models when the residual
+    (MS_m + MS_u − MS_e) / (MU) covers only 0.87–0.90 at 3 models when the residual
     dominates, tests/test_mechanism_seeds.py), t with the Satterthwaite df of that sum. Returns a dict
     of (...) arrays: mean, lo, hi, se, df, p_above / p_below (one-sided p of mean > 0 / < 0),
     var_models, var_units, var_residual (ANOVA estimates of σ²_a, σ²_b, σ²_e, clipped at 0),
