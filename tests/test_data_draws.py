@@ -47,6 +47,14 @@ def test_two_level_split_recovers_planted_data_and_init_effects():
     assert math.isclose(row["var_init"], np.var(b, ddof=1), rel_tol=1e-9) and row["var_residual"] < 1e-20
     assert math.isclose(row["pooled"], math.exp(8 + a.mean() + b.mean()), rel_tol=1e-9)
     assert S.data_share(row) > 0.95
+    assert row["p_data"] == 0.0 or row["p_data"] < 1e-12                        # no residual: F is infinite
+    noisy = {(d, s): math.exp(8 + a[d] + b[s] + 0.01 * (-1) ** (d + s) * (d + 1)) for d in range(3) for s in range(3)}
+    rows, curves = _rows(noisy)
+    curve = S.two_level_curve(S.complete_grid(rows)[2], curves, "tau_rule")
+    verdicts = S.component_verdicts(curve)
+    assert curve[0]["p_data"] < 0.001 < 0.05 < curve[0]["p_init"]
+    assert verdicts[0].endswith("at 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95; smallest unadjusted p "
+                                f"{curve[0]['p_data']:.3f}") and " at none;" in verdicts[1]
 
 
 def test_complete_grid_takes_the_largest_full_block():

@@ -91,6 +91,21 @@ def test_two_levels_cover_at_the_seed_counts_analyses_use(D, I, sd):
     assert np.all(r["hi"] > r["lo"])
 
 
+def test_two_level_f_tests_hold_their_size_and_find_a_planted_component():
+    """p_data / p_init: exact F tests of each component = 0; under the null 5% of 3 × 3 draws reject at
+    0.05, and a data effect twice the residual SD is found in most draws."""
+    rng = np.random.default_rng(9)
+    R, D, I = 20000, 3, 3
+    null = rng.normal(0, 1, (R, D, I))
+    r = two_level(null)
+    assert np.mean(r["p_data"] < 0.05) == pytest.approx(0.05, abs=0.006)
+    assert np.mean(r["p_init"] < 0.05) == pytest.approx(0.05, abs=0.006)
+    planted = null + rng.normal(0, 2, (R, D, 1))
+    r = two_level(planted)
+    assert np.mean(r["p_data"] < 0.05) > 0.6 and np.mean(r["p_init"] < 0.05) == pytest.approx(0.05, abs=0.006)
+    assert np.isnan(two_level(np.ones((3, 3)))["p_data"])
+
+
 # ---------------------------------------------------------------------------------------------
 # Censoring: a value not reached is a bound at its budget, never a number in a mean, ratio or fit
 # ---------------------------------------------------------------------------------------------

@@ -50,6 +50,26 @@ def data_share(row):
     return row["var_data"] / total if total > 0 else math.nan
 
 
+def component_verdicts(curve, alpha=0.05):
+    """Lines saying at which readable thresholds each variance component is > 0 at family-wise level
+    alpha (the F tests of `intervals.two_level`, Holm-adjusted over the thresholds every run crosses)."""
+    from scoreprobe.probes.dsm_stats import adjust_pvalues
+    rows = [r for r in curve if not r.get("lower_bound") and math.isfinite(r.get("p_data", math.nan))]
+    if not rows:
+        return ["no threshold every run crosses: no test of the components"]
+    out = []
+    for name, key in (("the data draw (var_data > 0)", "p_data"), ("the initialisation (var_init > 0)", "p_init")):
+        adj = adjust_pvalues(np.array([r[key] for r in rows]), "holm")
+        hit = [fmt_threshold(r["threshold"]) for r, a in zip(rows, adj) if a < alpha]
+        out.append(f"{name}: significant at family-wise {alpha:g} (Holm over {len(rows)} readable thresholds) at "
+                   + (", ".join(hit) if hit else "none") + f"; smallest unadjusted p {min(r[key] for r in rows):.3f}")
+    return out
+
+
+def fmt_threshold(t):
+    return f"{t:g}"
+
+
 def data_means(rows, curves, key):
     """(D, T) ln τ averaged over the training seeds of each data seed (inf where a run is censored)."""
     ds, _, cells = grid_of(rows)

@@ -51,21 +51,33 @@ def section_config(G, N, rows, curves):
     block = S.complete_grid(rows)
     if block is None:
         return lines + ["No complete 2 × 2 block of data seeds × training seeds yet: no two-level split.", ""], out
-    ds, ss, grid = block
+    return lines + two_level_lines(*block, curves, out), out
+
+
+def two_level_lines(ds, ss, grid, curves, out):
+    """The two-level split of one complete block: pooled τ, the variance components, the F tests of
+    each component = 0 per threshold and, Holm-adjusted over the readable thresholds, where they reject."""
     out.update(data_seeds=ds, training_seeds=ss)
-    lines += [f"Two-level split over data seeds {ds} × training seeds {ss} (ln τ = μ + a_data + b_init + e; ANOVA "
-              "estimates clipped at 0; variance of the mean (MS_data + MS_init)/(D·I), conservative, t with "
-              "Satterthwaite df: 0.92–0.99 coverage at 3 × 2 and 3 × 3 in simulation). Cells: pooled τ [95% CI] and "
-              "var_data / var_init / var_residual of ln τ (the data seed's share of the total).", ""]
+    lines = [f"Two-level split over data seeds {ds} × training seeds {ss} (ln τ = μ + a_data + b_init + e; ANOVA "
+             "estimates clipped at 0; variance of the mean (MS_data + MS_init)/(D·I), conservative, t with "
+             "Satterthwaite df: 0.92–0.99 coverage at 3 × 2 and 3 × 3 in simulation). Cells: pooled τ [95% CI], "
+             "var_data / var_init / var_residual of ln τ (the data seed's share of the total), and the exact F "
+             "tests of var_data = 0 (MS_data / MS_residual) and var_init = 0 (MS_init / MS_residual).", ""]
     for key, label in (("tau_rule", "rule threshold"), ("tau_mem", "memorization threshold")):
-        curve = S.two_level_curve(grid, curves, key)
-        out[key] = curve
-        lines += [f"| {label} | pooled τ [95% CI] | var_data / var_init / var_residual |", "|---:|---|---|"]
+        curve = out[key] = S.two_level_curve(grid, curves, key)
+        lines += [f"| {label} | pooled τ [95% CI] | var_data / var_init / var_residual | F test p: data / init |",
+                  "|---:|---|---|---|"]
         for row in curve:
             lines.append(f"| {_threshold(row['threshold'], C.PAPER[key])} | {pooled_cell(row).split(' (')[0]} | "
-                         f"{split_cell(row)} |")
-        lines.append("")
-    return lines, out
+                         f"{split_cell(row)} | {p_cell(row)} |")
+        lines += [""] + [f"- {w}" for w in S.component_verdicts(curve)] + [""]
+    return lines
+
+
+def p_cell(row):
+    if row.get("lower_bound") or "p_data" not in row:
+        return "—"
+    return f"{row['p_data']:.3f} / {row['p_init']:.3f}"
 
 
 def spread_lines(rows, curves, out):

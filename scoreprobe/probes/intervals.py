@@ -70,9 +70,18 @@ def two_level(values, ci=0.95):
     (MS_D + MS_I − MS_E) / (D·I) covers 0.71–0.77 at 3 × 2 and 3 × 3 where the residual dominates and
     is clipped to a zero-width interval in a quarter of such draws (tests/test_intervals.py). Returns a
     dict of (...) arrays: mean, lo, hi (t interval, Satterthwaite df of that sum), var_data (σ²_a),
-    var_init (σ²_b), var_residual (σ²_e) (ANOVA estimates, negative ones clipped to 0), df.
+    var_init (σ²_b), var_residual (σ²_e) (ANOVA estimates, negative ones clipped to 0), df, and
+    p_data / p_init: the exact F tests of σ²_a = 0 (MS_D / MS_E on D − 1 and (D − 1)(I − 1) df) and of
+    σ²_b = 0 (MS_I / MS_E), for normal e (NaN where MS_E is 0).
     """
-    from scoreprobe.probes.crossed import crossed_mean
+    from scoreprobe.probes.crossed import crossed_mean, mean_squares
     r = crossed_mean(values, ci)
+    D, I = np.shape(values)[-2:]
+    _, ms_d, ms_i, ms_e = mean_squares(values)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_data = scipy.stats.f.sf(ms_d / ms_e, D - 1, (D - 1) * (I - 1))
+        p_init = scipy.stats.f.sf(ms_i / ms_e, I - 1, (D - 1) * (I - 1))
+    nan = ~(ms_e > 0)
     return {"mean": r["mean"], "lo": r["lo"], "hi": r["hi"], "df": r["df"], "var_data": r["var_models"],
-            "var_init": r["var_units"], "var_residual": r["var_residual"]}
+            "var_init": r["var_units"], "var_residual": r["var_residual"],
+            "p_data": np.where(nan, np.nan, p_data), "p_init": np.where(nan, np.nan, p_init)}

@@ -150,7 +150,7 @@ def pool_seeds(points, draws=None, n_boot=2000, seed=0, ci=0.95, log=True, last_
     lower_bound (some seed censored), budget (the largest last step of a censored seed, or None),
     within_seed_var, seed_var (of ln τ when log: the mean sample-level variance, and the spread of the
     seed values beyond it), n_boot, ci_level, log; with (D, I) points also var_data, var_init,
-    var_residual, df.
+    var_residual, df, p_data, p_init (F tests of each component = 0: `intervals.two_level`).
     """
     if method not in METHODS:
         raise ConfigError(f"pool_seeds: method must be one of {', '.join(METHODS)}, got {method!r}")
@@ -179,7 +179,7 @@ def pool_seeds(points, draws=None, n_boot=2000, seed=0, ci=0.95, log=True, last_
     back = np.exp if log else (lambda x: x)
     if len(shape) == 2 and min(shape) >= 2:
         r = two_level(v.reshape(shape), ci)
-        extra = {k: float(r[k]) for k in ("var_data", "var_init", "var_residual", "df")}
+        extra = {k: float(r[k]) for k in ("var_data", "var_init", "var_residual", "df", "p_data", "p_init")}
         return {**out, **extra, "ci": [float(back(r["lo"])), float(back(r["hi"]))], "method": TWO_LEVEL_METHOD}
     _, lo, hi = t_interval(v, ci)
     return {**out, "ci": [float(back(lo)), float(back(hi))], "method": T_METHOD + (" on ln τ" if log else "")}
