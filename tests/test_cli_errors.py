@@ -208,6 +208,31 @@ def test_interrupt_in_process_is_one_line(raised, monkeypatch, capsys):
     assert signal.getsignal(signal.SIGINT) is handler   # restored
 
 
+def test_an_interrupt_swallowed_by_a_finalizer_is_delivered_again(monkeypatch, capsys):
+    """A SIGINT that lands while a finalizer runs raises there, where Python can only print 'Exception
+    ignored' and go on (the run then finished and exited 0, seen under load): it must still stop the
+    command with the one line and 130."""
+    import scoreprobe.loading.series
+
+    class Finalized:
+        def __del__(self):
+            signal.raise_signal(signal.SIGINT)   # the handler runs here, inside __del__
+
+    def slow(*a, **k):
+        x = Finalized()
+        del x
+        time.sleep(5)                            # the work that must not go on
+        raise AssertionError("the interrupt was lost")
+    monkeypatch.setattr(scoreprobe.loading.series, "load_series", slow)
+    hook = sys.unraisablehook
+    t0 = time.perf_counter()
+    with pytest.raises(SystemExit) as e:
+        main(["clocks"])
+    assert e.value.code == 130 and time.perf_counter() - t0 < 4
+    assert capsys.readouterr().err == INTERRUPTED + "\n"
+    assert sys.unraisablehook is hook           # restored
+
+
 SCRIPT = ("import sys\nfrom scoreprobe.cli import main\nsys.argv = ['scoreprobe', *sys.argv[1:]]\n"
           "print('ready', flush=True)\nmain()\n")
 

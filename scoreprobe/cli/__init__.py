@@ -67,7 +67,7 @@ class _Interrupts:
     fed print tracebacks ("cannot schedule new futures after shutdown")."""
 
     def __init__(self, hard):
-        self.hard, self.seen, self.old = hard, False, None
+        self.hard, self.seen, self.old, self.old_hook = hard, False, None, None
 
     def install(self):
         """Take over SIGINT, unless it is ignored (a background job) or this is not the main thread."""
@@ -76,11 +76,25 @@ class _Interrupts:
                 self.old = signal.signal(signal.SIGINT, self._handler)
         except ValueError:  # not the main thread (embedded use): keep Python's default
             self.old = None
+        if self.old is not None:
+            self.old_hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
 
     def restore(self):
-        """Put back the SIGINT handler found by `install`."""
+        """Put back the SIGINT handler and the unraisable hook found by `install`."""
         if self.old is not None:
             signal.signal(signal.SIGINT, self.old)
+        if self.old_hook is not None and sys.unraisablehook == self._unraisable:
+            sys.unraisablehook = self.old_hook
+
+    def _unraisable(self, unraisable):
+        """A KeyboardInterrupt Python could not raise (the SIGINT came while a finalizer or a callback
+        ran: 'Exception ignored in ...', and the work went on): sent again, as a real SIGINT (it also
+        wakes a blocking call) from a thread, a moment later, once the finalizer has returned."""
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            self.seen = False
+            threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT)).start()
+            return
+        self.old_hook(unraisable)
 
     def _handler(self, signum, frame):
         if self.seen:
