@@ -60,14 +60,10 @@ def component_verdicts(curve, alpha=0.05):
     out = []
     for name, key in (("the data draw (var_data > 0)", "p_data"), ("the initialisation (var_init > 0)", "p_init")):
         adj = adjust_pvalues(np.array([r[key] for r in rows]), "holm")
-        hit = [fmt_threshold(r["threshold"]) for r, a in zip(rows, adj) if a < alpha]
+        hit = [f"{r['threshold']:g}" for r, a in zip(rows, adj) if a < alpha]
         out.append(f"{name}: significant at family-wise {alpha:g} (Holm over {len(rows)} readable thresholds) at "
                    + (", ".join(hit) if hit else "none") + f"; smallest unadjusted p {min(r[key] for r in rows):.3f}")
     return out
-
-
-def fmt_threshold(t):
-    return f"{t:g}"
 
 
 def data_means(rows, curves, key):

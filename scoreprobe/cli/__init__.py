@@ -92,7 +92,9 @@ class _Interrupts:
         wakes a blocking call) from a thread, a moment later, once the finalizer has returned."""
         if isinstance(unraisable.exc_value, KeyboardInterrupt):
             self.seen = False
-            threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT)).start()
+            resend = threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT))
+            resend.daemon = True   # a command that ends first is not interrupted at exit
+            resend.start()
             return
         self.old_hook(unraisable)
 

@@ -42,8 +42,11 @@ def _p_values(mean, se, df):
 
 
 def mean_squares(values):
-    """The two-way ANOVA of values (..., M, U): (grand mean, MS_models, MS_units, MS_residual), each (...)."""
+    """The two-way ANOVA of values (..., M, U): (grand mean, MS_models, MS_units, MS_residual), each (...);
+    ConfigError with fewer than 2 models or units."""
     v = np.asarray(values, dtype=np.float64)
+    if v.ndim < 2 or min(v.shape[-2:]) < 2:
+        raise ConfigError(f"a crossed design needs (..., models, units) with at least 2 of each, got {v.shape}")
     M, U = v.shape[-2:]
     mean = v.mean(axis=(-2, -1))
     rows, cols = v.mean(axis=-1), v.mean(axis=-2)                          # (..., M), (..., U)
@@ -67,10 +70,11 @@ def crossed_mean(values, ci=0.95):
     is for the next trained model's mean.
     """
     v = np.asarray(values, dtype=np.float64)
-    if v.ndim < 2 or min(v.shape[-2:]) < 2:
-        raise ConfigError(f"crossed_mean needs (..., models, units) with at least 2 of each, got {v.shape}")
-    M, U = v.shape[-2:]
-    mean, ms_m, ms_u, ms_e = mean_squares(v)
+    return crossed_from_squares(*mean_squares(v), *v.shape[-2:], ci)
+
+
+def crossed_from_squares(mean, ms_m, ms_u, ms_e, M, U, ci=0.95):
+    """`crossed_mean` from the design's `mean_squares` (each (...)) and its sizes M, U."""
     se = np.sqrt((ms_m + ms_u) / (M * U))
     with np.errstate(invalid="ignore", divide="ignore"):
         df = (ms_m + ms_u) ** 2 / (ms_m ** 2 / (M - 1) + ms_u ** 2 / (U - 1))

@@ -74,10 +74,10 @@ def two_level(values, ci=0.95):
     p_data / p_init: the exact F tests of σ²_a = 0 (MS_D / MS_E on D − 1 and (D − 1)(I − 1) df) and of
     σ²_b = 0 (MS_I / MS_E), for normal e (NaN where MS_E is 0).
     """
-    from scoreprobe.probes.crossed import crossed_mean, mean_squares
-    r = crossed_mean(values, ci)
+    from scoreprobe.probes.crossed import crossed_from_squares, mean_squares
     D, I = np.shape(values)[-2:]
-    _, ms_d, ms_i, ms_e = mean_squares(values)
+    mean, ms_d, ms_i, ms_e = mean_squares(values)
+    r = crossed_from_squares(mean, ms_d, ms_i, ms_e, D, I, ci)
     with np.errstate(invalid="ignore", divide="ignore"):
         p_data = scipy.stats.f.sf(ms_d / ms_e, D - 1, (D - 1) * (I - 1))
         p_init = scipy.stats.f.sf(ms_i / ms_e, I - 1, (D - 1) * (I - 1))
