@@ -45,6 +45,16 @@ def test_a_verdict_is_robust_only_where_it_holds_at_every_readable_threshold():
     assert C.range_text(same) == "0.90–1.10 (95% CI ends from 0.70 to 1.30)"
 
 
+def test_interleaved_thresholds_are_never_written_as_one_range():
+    """0.3 and 0.7 below, 0.5 and 0.9 inside: neither side may read '0.3–0.7', which would claim 0.5."""
+    zigzag = _curve([(0.5, 0.3, 0.8), (1.0, 0.8, 1.2), (0.6, 0.4, 0.9), (1.0, 0.9, 1.1)])
+    text = C.robust(zigzag, 1.0, WORDS)
+    assert "earlier at 0.3, 0.7 (2 thresholds)" in text and "same at 0.5, 0.9 (2 thresholds)" in text
+    assert C.span([0.5, 0.7, 0.9], grid=[0.3, 0.5, 0.7, 0.9]) == "0.5–0.9 (3 thresholds)"
+    assert C.span([0.3, 0.9], grid=[0.3, 0.5, 0.7, 0.9]) == "0.3, 0.9 (2 thresholds)"
+    assert C.span([]) == "none" and C.span([0.7]) == "0.7"
+
+
 def test_censored_thresholds_are_never_read():
     rows = [{"run": f"r{i}", "steps": 1000} for i in range(3)]
     curves = {"r0": {"tau_rule": np.array([10.0, 20, 40, 80, 100, 120, 150, 200, 300, np.inf])},

@@ -188,9 +188,10 @@ def _bound_text(curve, a, b):
     for row in curve:
         if row.get("bound"):
             sides[row["bound"]["side"]].append(row["threshold"])
+    grid = [row["threshold"] for row in curve]
     words = {"<": f"{b} learned earlier (bound: every {b} seed reaches it, no {a} seed does)",
              ">": f"{b} learned later (bound: every {a} seed reaches it, no {b} seed does)"}
-    return "".join(f"; {words[s]} at {C.span(ts)}" for s, ts in sides.items() if ts)
+    return "".join(f"; {words[s]} at {C.span(ts, grid)}" for s, ts in sides.items() if ts)
 
 
 def section_runs(rows, missing):

@@ -103,4 +103,4 @@ def verdict(curve):
     words = {"below": "earlier than the reference (CI below 1)", "includes": "CI includes 1",
              "above": "later than the reference (CI above 1)"}
     sig = [r["threshold"] for r in curve if r.get("significant")]
-    return f"{C.robust(curve, 1.0, words)}; Holm-significant at {C.span(sig)}"
+    return f"{C.robust(curve, 1.0, words)}; Holm-significant at {C.span(sig, [r['threshold'] for r in curve])}"

@@ -127,26 +127,37 @@ def relation(curve, ref):
     return out
 
 
-def span(ts):
-    """'0.3–0.85' of a list of thresholds (contiguous or not: first–last, with the count)."""
+def span(ts, grid=None):
+    """The thresholds `ts` as text: runs contiguous in `grid` (the curve's full threshold list; default
+    `ts` itself) as 'first–last', separate runs joined by ', ', with the count when more than one:
+    span([0.3, 0.6, 0.7], grid=[0.3, 0.4, 0.5, 0.6, 0.7]) == '0.3, 0.6–0.7 (3 thresholds)'."""
     if not ts:
         return "none"
-    return f"{ts[0]:g}" if len(ts) == 1 else f"{ts[0]:g}–{ts[-1]:g} ({len(ts)} thresholds)"
+    grid = sorted(set(grid if grid is not None else ts) | set(ts))
+    pos = sorted(grid.index(t) for t in set(ts))
+    runs, start = [], pos[0]
+    for a, b in zip(pos, pos[1:] + [None]):
+        if b != a + 1:
+            runs.append(f"{grid[start]:g}" if start == a else f"{grid[start]:g}–{grid[a]:g}")
+            start = b
+    text = ", ".join(runs)
+    return text if len(pos) == 1 else f"{text} ({len(pos)} thresholds)"
 
 
 def robust(curve, ref, words):
     """A verdict against `ref` over the readable thresholds: words = {"above", "below", "includes"} texts;
     robust when one holds at every readable threshold, else each named with its thresholds."""
     rel = relation(curve, ref)
+    grid = [r["threshold"] for r in curve]
     held = [k for k in ("above", "below", "includes") if rel[k]]
     if not held:
         return "not readable at any threshold (censored everywhere)"
     if len(held) == 1:
         k = held[0]
-        return f"{words[k]} at every readable threshold ({span(rel[k])}; robust)" + \
-            (f"; censored at {span(rel['censored'])}" if rel["censored"] else "")
-    return "; ".join(f"{words[k]} at {span(rel[k])}" for k in held) + " (not robust across thresholds)" + \
-        (f"; censored at {span(rel['censored'])}" if rel["censored"] else "")
+        return f"{words[k]} at every readable threshold ({span(rel[k], grid)}; robust)" + \
+            (f"; censored at {span(rel['censored'], grid)}" if rel["censored"] else "")
+    return "; ".join(f"{words[k]} at {span(rel[k], grid)}" for k in held) + " (not robust across thresholds)" + \
+        (f"; censored at {span(rel['censored'], grid)}" if rel["censored"] else "")
 
 
 def range_text(curve, digits=2):
