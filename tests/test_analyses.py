@@ -167,6 +167,28 @@ def test_scaling_cpu_preset_plan(tmp_path):
     assert {r.group for r in second} == others and {r.seed for r in second} == {0}
 
 
+@pytest.mark.parametrize("study", ["scaling", "sudoku_transpose"])
+def test_run_estimates_match_the_times_the_shipped_exports_recorded(study):
+    """run_seconds against train_s + clocks_s of every shipped export of the CPU preset (each one-thread run
+    beside a second): the median ratio per kind (DiT / GPT × puzzle / bits) lies within 0.7–1.4, so `--hours`
+    and `--plan` neither skip runs that fit nor promise ones that do not (the 16-token GPT once read 3×)."""
+    grid, run_seconds = _analysis(f"{study}.grid"), _analysis("scaling.grid").run_seconds
+    read_export = _analysis("scaling.export").read_export
+    runs = {r.name: r for r in grid.plan("cpu")}
+    folder = ANALYSES / "results" / f"{study}_cpu"
+    ratios = {}
+    for f in sorted(folder.glob("*.npz")):
+        info = read_export(f)
+        if f.stem not in runs or not all(math.isfinite(info[k] or math.nan) for k in ("train_s", "clocks_s")):
+            continue
+        r = runs[f.stem]
+        kind = (r.meta["model"], r.meta["rule"] in ("sudoku", "latin"))
+        ratios.setdefault(kind, []).append((info["train_s"] + info["clocks_s"]) / run_seconds(r))
+    assert len(ratios) >= 2, ratios
+    for kind, rs in ratios.items():
+        assert 0.7 <= float(np.median(rs)) <= 1.4, (kind, rs)
+
+
 def test_family_order_counts_an_unreached_family_at_the_last_step_as_a_bound():
     """A seed whose columns never reach 0.9 has rows first: its τ_rows / τ_columns is an upper bound at
     the last step (not 0), the pooled ratio is a bound in that direction, seeds censored both ways are

@@ -41,6 +41,7 @@ from types import SimpleNamespace
 
 from analyses.two_clocks import run as two_clocks
 from scoreprobe.data.rules import rule_from_spec
+from scoreprobe.models.gpt import PUZZLE_RULES
 
 AXES = ("N", "G", "rules", "puzzles", "gpt", "capacity")
 PARITY = "parity"
@@ -48,11 +49,16 @@ PARITY = "parity"
 # Throughput on one idle thread of these 2 cores (steps/s at batch 96), measured 2026-12-01 on a
 # loaded machine as ratios to the width-80 DiT in the same run (80/4: 17.7 and 13.9; 48/2: 58.4;
 # 128/4: 9.6; Sudoku 4x4 80/4: 18.1; GPT tiny 0.20M: 6.95) and scaled to its idle 23 steps/s
-# (checkpoints/README.md). Keyed by (model, width, depth); puzzles (4 tokens) run as fast as 6x6.
+# (checkpoints/README.md). Keyed by (model, width, depth). DiTs on 4x4 puzzles (4 tokens, not 9) train
+# PUZZLE_STEP_FACTOR faster: the shipped Latin / Sudoku exports ran 7500 steps in 126-234 s, 6x6 g2-n120 15 000 in
+# 505-695 s, all beside a second run (≈ 1.8x).
+GPT_RATE_TOKENS = 36   # the GPT rate below is for 6x6 bit images; sudoku_transpose's 16-token GPT ran 3000 steps in
+# 178 s beside a DiT run (16.9 steps/s loaded) where 36 tokens would predict 5.7 idle
 STEPS_PER_S = {("dit", 80, 4): 23.0, ("dit", 48, 2): 85.0, ("dit", 128, 4): 13.9, ("gpt", 100, 4): 5.7}
 # clocks of one checkpoint, 1000 samples, one thread: DiT 80/4 22.5 s and matched GPT 3.6 s on the loaded
 # machine (same run, 2.2x slower than idle): ≈ 10 s and 1.6 s idle; other DiT sizes scaled by their step rate
 CLOCK_S_PER_CKPT = {"dit": 10.0, "gpt": 1.6}
+PUZZLE_STEP_FACTOR = 1.8
 PUZZLE_CLOCK_FACTOR = 0.55   # 4x4 puzzles (4 tokens): Sudoku 9.6 s vs ≈ 17 s for the 80/4 DiT on 6x6, same run
 # the CPU preset on 2 cores. Issue 25 item 9 asks ≈ 5 h; item 1 asks ≥ 3 seeds for every configuration. Two
 # seeds for G = 4, the 1.27M DiT, exact-K, row-K and Latin would fit 5.0 h; their third seeds cost 0.9 h more.
@@ -212,16 +218,27 @@ def plan(preset, only=AXES, args=None):
     return sorted(out, key=lambda r: r.rank)
 
 
+def _gpt_tokens(spec):
+    """Tokens a GPT reads per image of rule `spec`: a token per cell of a one-hot puzzle, else per bit."""
+    C, H, W = rule_from_spec(spec).image_shape
+    return H * W if spec["name"] in PUZZLE_RULES else C * H * W
+
+
 def run_seconds(run, n_samples=1000):
-    """Estimated one-thread seconds of a run: training at STEPS_PER_S, clocks at CLOCK_S_PER_CKPT per checkpoint
-    (scaled by n_samples / 1000 and, for DiT sizes, by their step rate)."""
+    """Estimated one-thread seconds of a run: training at STEPS_PER_S (per token count: GPT_RATE_TOKENS,
+    PUZZLE_STEP_FACTOR), clocks at CLOCK_S_PER_CKPT per checkpoint (scaled by n_samples / 1000 and, for DiT
+    sizes, by their step rate; PUZZLE_CLOCK_FACTOR on 4x4 puzzles)."""
     m = run.meta
     rate = STEPS_PER_S.get((m["model"], m["width"], m["depth"]))
     if rate is None:   # a size not measured: cost ∝ width² · depth from the width-80 DiT
         rate = STEPS_PER_S[("dit", 80, 4)] * (80 / m["width"]) ** 2 * 4 / m["depth"]
     ref = STEPS_PER_S[("dit", 80, 4)] if m["model"] == "dit" else rate
     clock = CLOCK_S_PER_CKPT[m["model"]] * n_samples / 1000 * ref / rate
-    clock *= PUZZLE_CLOCK_FACTOR if m["rule"] in ("sudoku", "latin") else 1.0
+    clock *= PUZZLE_CLOCK_FACTOR if m["rule"] in PUZZLE_RULES else 1.0
+    if m["model"] == "gpt":   # measured on 36 tokens; a step costs ∝ tokens (16 cell tokens of a 4x4 puzzle)
+        rate *= GPT_RATE_TOKENS / _gpt_tokens(run.cfg.rule)
+    elif m["rule"] in PUZZLE_RULES:
+        rate *= PUZZLE_STEP_FACTOR
     return run.steps / rate + run.cfg.n_checkpoints * clock
 
 
