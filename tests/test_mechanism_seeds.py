@@ -227,6 +227,22 @@ def test_cpu_models_are_the_series_configs_with_seeds_and_early_checkpoints(caps
     assert e.value.code == 2
 
 
+def test_gpu_preset_extends_the_cpu_models_with_seeds_and_states_its_rates_are_cpu(capsys):
+    """The GPU preset trains the CPU preset's models (same configs at seeds 0–2, so their runs resume) plus two
+    seeds per series, with the same probe settings' names (measure.py reads them all) at larger sizes."""
+    G = _analysis("mechanism_seeds.grid")
+    cpu, gpu = {m.name: m for m in G.plan("cpu")}, {m.name: m for m in G.plan("gpu")}
+    assert len(gpu) == 10 and set(cpu) < set(gpu) and all(gpu[n].cfg == m.cfg for n, m in cpu.items())
+    pc, pg = G.PRESETS["cpu"], G.PRESETS["gpu"]
+    assert set(pg) == set(pc) and set(pg["probes"]) == set(pc["probes"])
+    assert all(pg["probes"][k] >= pc["probes"][k] for k in ("n_planes", "res", "ret_items", "ret_noise", "dsm_heldout"))
+    assert len(pg["probe_seeds"]) > len(pc["probe_seeds"]) and pg["n_grid"] > pc["n_grid"]
+    assert vars(G.probe_args("gpu", "/tmp", "cuda")).keys() == vars(G.probe_args("cpu", "/tmp")).keys()
+    _analysis("mechanism_seeds").main(["--preset", "gpu", "--plan", "--results", "/nonexistent"])
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("10 models") and "GPU throughput is not measured here" in first
+
+
 @pytest.mark.slow
 def test_smoke_end_to_end_then_from_results_byte_identical(tmp_path, capsys):
     run = _analysis("mechanism_seeds")

@@ -57,6 +57,16 @@ PRESETS = {
                 probes=dict(n_planes=11, res=8, sigma_starts=[1.0], reach_sigmas=[1.0], ret_items=32, ret_noise=8,
                             ret_sigmas=[0.5, 1.0, 2.0], dsm_sigmas=24, dsm_noise=4, dsm_heldout=128, n_steps=None,
                             max_hamming=6)),
+    # Where 3 seeds per series stay undecided: 5 training seeds, 3 probe seeds, the mechanism GPU preset's
+    # plane and retention sizes (32 planes per kind, 16² grids, 128 + 128 items × 16 restarts × 9 σ), 16 grid
+    # checkpoints; one model at a time on the device (--device cuda). Estimated at CPU rates (--plan).
+    "gpu": dict(seeds=[0, 1, 2, 3, 4], probe_seeds=[0, 1, 2], extra=[50, 100, 200, 350], n_grid=16,
+                clock_samples=1000, n_boot=2000, jobs=1, open=dict(),
+                closed=dict(N=30, n_heldout=1024, total_steps=3750, hidden_size=80, batch_size=96, n_checkpoints=20,
+                            first_checkpoint=200),
+                probes=dict(n_planes=32, res=16, sigma_starts=[0.5, 1.0, 2.0], reach_sigmas=[1.0, 2.0], ret_items=128,
+                            ret_noise=16, ret_sigmas=mechanism.RET_SIGMAS + [3.0], dsm_sigmas=40, dsm_noise=16,
+                            dsm_heldout=512, n_steps=None, max_hamming=6)),
 }
 
 

@@ -13,6 +13,7 @@ exports:
 
 Usage:
   python analyses/mechanism_seeds --jobs 2         # the CPU preset: 6 models, ≈ 2.2 h on 2 idle cores (--plan)
+  python analyses/mechanism_seeds --preset gpu --device cuda   # 5 training seeds, 3 probe seeds, larger probes
   python analyses/mechanism_seeds --smoke          # 6 toy models: 68 CPU-s (2.4 min on 2 cores at load 7.5)
   python analyses/mechanism_seeds --from-results   # every table and the figure from the .npz files (15 s at smoke size)
   python analyses/mechanism_seeds --plan           # the models, their order and estimated time, nothing run
@@ -66,6 +67,7 @@ def plan_lines(args, models):
     p = G.PRESETS[args.preset]
     lines = [f"{len(models)} models (2 series × training seeds {p['seeds']}, data seed 0), preset {args.preset} "
              f"({len(done)} exported already), {args.jobs} at a time: estimated "
+             f"{'at one CPU thread’s rates (GPU throughput is not measured here) ' if args.preset == 'gpu' else ''}"
              f"{finish_times(todo, args.jobs)[1] / 3600:.2f} h for the rest ({sum(todo) / 3600:.1f} thread-hours: "
              f"training {part['train']:.1f}, clocks {part['clocks']:.1f}, probes {part['probes']:.1f})"]
     ends = iter(finish_times(todo, args.jobs)[0])
