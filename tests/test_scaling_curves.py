@@ -9,6 +9,7 @@ import pytest
 
 from analyses.scaling import curves as C
 from analyses.scaling.export import clocks_config_text, read_export
+from analyses.scaling.format import curve_cell
 from scoreprobe.probes.taus import tau_summary
 from tests.test_taus import STEPS24, sampled
 
@@ -65,6 +66,35 @@ def test_censored_thresholds_are_never_read():
     assert all(math.isnan(v) for v in C.value_of(pooled[8]))
     ratio = C.ratio_curve(rows, rows[:1] + rows[2:], curves, "tau_rule")
     assert ratio[8]["censored"] and not ratio[7]["censored"]
+
+
+def test_a_crossing_before_the_first_checkpoint_after_zero_is_never_read():
+    """Run r0 crosses 0.3 and 0.5 before its first checkpoint after 0 (50): only τ ≤ 50 is known there, so the
+    pooled τ, the ratio and the fit at those thresholds are 'not resolved' (never a value, a CI or a bound), the
+    verdict names them, and the thresholds every run resolves are read as before."""
+    T = len(C.thresholds_of("tau_rule"))
+    base = np.geomspace(100, 3000, T)
+    curves = {f"r{i}": {"tau_rule": base * (1 + 0.1 * i), "resolved_from": np.array([50.0])} for i in range(4)}
+    curves["r0"]["tau_rule"] = np.concatenate([[20.0, 45.0], base[2:]])
+    rows = [{"run": f"r{i}", "steps": 5000} for i in range(4)]
+    pooled = C.pooled_curve(rows[:2], curves, "tau_rule")
+    assert [r.get("under_resolved") for r in pooled[:3]] == [50.0, 50.0, None] and pooled[0]["n_under"] == 1
+    assert all(math.isnan(v) for v in C.value_of(pooled[0])) and math.isfinite(C.value_of(pooled[2])[0])
+    assert curve_cell(pooled[0]).startswith("not resolved (crossed before step 50 in 1 run(s))")
+    ratio = C.ratio_curve(rows[:2], rows[2:], curves, "tau_rule")
+    assert C.relation(ratio, 1.0)["under_resolved"] == list(C.thresholds_of("tau_rule")[:2])
+    assert "not resolved (crossed before the first checkpoint after step 0) at 0.3–0.4 (2 thresholds)" in \
+        C.robust(ratio, 1.0, WORDS)
+    fit = C.fit_curve([rows[:2], rows[2:]], [1, 2], curves, "tau_rule", "power")
+    assert fit[0]["under_resolved"] and not fit[2].get("under_resolved")
+    clean = C.pooled_curve(rows[1:], curves, "tau_rule")
+    assert not any(r.get("under_resolved") for r in clean)
+
+
+def test_run_curves_record_the_first_checkpoint_after_zero():
+    for steps in (STEPS24, np.concatenate([[0, 7], STEPS24])):
+        ds = sampled(np.random.default_rng(0), steps)
+        assert C.run_curves(ds)["resolved_from"].tolist() == [float(min(s for s in steps if s > 0))]
 
 
 def test_gpt_exports_name_their_sampler():

@@ -39,12 +39,13 @@ def two_level_curve(block, curves, key):
     D, I = len(block), len(block[0])
     P = C._points(flat, curves, key)                                             # (D·I, T)
     last = [float(r["steps"]) for r in flat]
-    return [C._row(t, pool_seeds(P[:, j].reshape(D, I), last_steps=last)) for j, t in enumerate(C.thresholds_of(key))]
+    curve = [C._row(t, pool_seeds(P[:, j].reshape(D, I), last_steps=last)) for j, t in enumerate(C.thresholds_of(key))]
+    return C.mark_under_resolved(curve, flat, curves, key)
 
 
 def data_share(row):
     """var_data / (var_data + var_init + var_residual) of a two-level row (NaN: censored or no variance)."""
-    if row.get("lower_bound") or "var_data" not in row:
+    if row.get("lower_bound") or row.get("under_resolved") or "var_data" not in row:
         return math.nan
     total = row["var_data"] + row["var_init"] + row["var_residual"]
     return row["var_data"] / total if total > 0 else math.nan
@@ -54,7 +55,8 @@ def component_verdicts(curve, alpha=0.05):
     """Lines saying at which readable thresholds each variance component is > 0 at family-wise level
     alpha (the F tests of `intervals.two_level`, Holm-adjusted over the thresholds every run crosses)."""
     from scoreprobe.probes.dsm_stats import adjust_pvalues
-    rows = [r for r in curve if not r.get("lower_bound") and math.isfinite(r.get("p_data", math.nan))]
+    rows = [r for r in curve if not r.get("lower_bound") and not r.get("under_resolved")
+            and math.isfinite(r.get("p_data", math.nan))]
     if not rows:
         return ["no threshold every run crosses: no test of the components"]
     out = []
@@ -83,7 +85,7 @@ def factor_curves(rows_a, rows_b, curves, key="tau_rule"):
         one = {"value": math.nan, "ci": [math.nan, math.nan], "censored": False, "note": "one data seed (no interval)"}
         return by_run, [C._row(t, dict(one)) for t in C.thresholds_of(key)]
     by_data = [C._row(t, pool_ratio(A[:, j], B[:, j])) for j, t in enumerate(C.thresholds_of(key))]
-    return by_run, by_data
+    return by_run, C.mark_under_resolved(C.mark_under_resolved(by_data, rows_a, curves, key), rows_b, curves, key)
 
 
 def one_factor_spreads(rows, curves, key):

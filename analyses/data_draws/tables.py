@@ -5,7 +5,7 @@ from analyses.scaling import presets
 from analyses.data_draws import grid as grid_mod
 from analyses.data_draws import stats as S
 from analyses.scaling import curves as C
-from analyses.scaling.format import ci_text, curve_table, fmt, not_done, pooled_cell
+from analyses.scaling.format import ci_text, curve_table, fmt, not_done, pooled_cell, under_text
 from analyses.scaling.stats import run_stats
 from analyses.scaling.tables import curves_of
 from scoreprobe.probes.seeds import pool_seeds
@@ -36,8 +36,8 @@ def _tau(row, key):
 
 
 def split_cell(row):
-    if row.get("lower_bound") or "var_data" not in row:
-        return "— (a run censored)" if row.get("lower_bound") else "—"
+    if row.get("lower_bound") or row.get("under_resolved") or "var_data" not in row:
+        return "— (a run censored)" if row.get("lower_bound") else under_text(row) if row.get("under_resolved") else "—"
     return (f"{row['var_data']:.3f} / {row['var_init']:.3f} / {row['var_residual']:.3f} "
             f"(data {100 * S.data_share(row):.0f}%)")
 
@@ -75,7 +75,7 @@ def two_level_lines(ds, ss, grid, curves, out):
 
 
 def p_cell(row):
-    if row.get("lower_bound") or "p_data" not in row:
+    if row.get("lower_bound") or row.get("under_resolved") or "p_data" not in row:
         return "—"
     return f"{row['p_data']:.3f} / {row['p_init']:.3f}"
 

@@ -170,8 +170,10 @@ def half_change(Y, steps, n_boot, seed=0):
 
 
 def tau_curves(models, key):
-    """(M, T) τ of every model at each threshold of `key` (tau_rule or tau_mem; inf: not reached)."""
-    return np.stack([run_curves(m["clocks"])[key] for m in models])
+    """(M, T) τ of every model at each threshold of `key` (tau_rule or tau_mem; inf: not reached; NaN: crossed
+    before the first checkpoint after step 0, not resolved)."""
+    curves = [run_curves(m["clocks"]) for m in models]
+    return np.stack([np.where(c[key] < c["resolved_from"][0], np.nan, c[key]) for c in curves])
 
 
 def tau_ratio(hc, taus, key):

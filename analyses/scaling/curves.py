@@ -13,15 +13,20 @@ from scoreprobe.probes.seeds import pool_ratio, pool_seeds, pool_windows, seed_f
 from scoreprobe.probes.thresholds import MEM_THRESHOLDS, RULE_THRESHOLDS, threshold_crossings
 from scoreprobe.probes.taus import setup, tau_summary
 
+VALUE_KEYS = (("factor", "factor_ci"), ("b", "b_ci"), ("value", "ci"), ("pooled", "ci"))   # (value, its CI) by kind
 THRESHOLDS = {"tau_rule": RULE_THRESHOLDS, "tau_mem": MEM_THRESHOLDS, "tau_family": RULE_THRESHOLDS}
 PAPER = {"tau_rule": 0.9, "tau_mem": 0.1, "tau_family": 0.9}
 
 
 def run_curves(ds):
-    """{key: (T,) τ in steps (inf: not reached)} at THRESHOLDS, and per constraint family."""
+    """{key: (T,) τ in steps (inf: not reached)} at THRESHOLDS, and per constraint family; "resolved_from": (1,)
+    the first checkpoint after step 0 (a τ below it crossed between step 0 and it: only τ ≤ it is known,
+    `mark_under_resolved`)."""
     ds, _, u, n, _ = setup(ds)
     rule, mem = (ds[k].values.astype(np.float64)[None] for k in ("rule_acc", "mem_ratio"))
-    out = {"tau_rule": u_to_steps(threshold_crossings(u, rule, n, RULE_THRESHOLDS)[0]),
+    steps = ds["step"].values
+    out = {"resolved_from": np.array([float(steps[steps > 0].min())]),   # a crossing below it is not resolved
+           "tau_rule": u_to_steps(threshold_crossings(u, rule, n, RULE_THRESHOLDS)[0]),
            "tau_mem": u_to_steps(threshold_crossings(u, mem, n, MEM_THRESHOLDS)[0])}
     wins = [tau_summary(ds, rule_threshold=t, n_boot=0, warn=False) for t in RULE_THRESHOLDS]   # memorization 0.1
     out.update(window_open=np.array([w["window_open"] for w in wins], dtype=np.float64),
@@ -55,7 +60,8 @@ def _row(t, d):
 def pooled_curve(rows, curves, key):
     """pool_seeds at each threshold (t interval on ln τ; a bound at the budget where some seed is censored)."""
     P, last = _points(rows, curves, key), [float(r["steps"]) for r in rows]
-    return [_row(t, pool_seeds(P[:, j], last_steps=last)) for j, t in enumerate(thresholds_of(key))]
+    return mark_under_resolved([_row(t, pool_seeds(P[:, j], last_steps=last)) for j, t in enumerate(thresholds_of(key))],
+                               rows, curves, key)
 
 
 def window_curve(rows, curves):
@@ -68,7 +74,8 @@ def window_curve(rows, curves):
 def ratio_curve(rows_a, rows_b, curves, key):
     """b / a at each threshold (Welch t on ln τ), censored where any seed of either is not reached."""
     A, B = _points(rows_a, curves, key), _points(rows_b, curves, key)
-    return [_row(t, pool_ratio(A[:, j], B[:, j])) for j, t in enumerate(thresholds_of(key))]
+    curve = [_row(t, pool_ratio(A[:, j], B[:, j])) for j, t in enumerate(thresholds_of(key))]
+    return mark_under_resolved(mark_under_resolved(curve, rows_a, curves, key), rows_b, curves, key)
 
 
 def paired_curve(rows, curves, key_a, key_b):
@@ -84,7 +91,7 @@ def paired_curve(rows, curves, key_a, key_b):
                             "ci": [float(np.exp(lo)), float(np.exp(hi))], "censored": not ok.all(),
                             "per_seed": [float(a / b) if np.isfinite(a) and np.isfinite(b) else math.nan
                                          for a, b in zip(A[:, j], B[:, j])]}))
-    return out
+    return mark_under_resolved(out, rows, curves, key_a, key_b)
 
 
 def fit_curve(groups, xs, curves, key, kind):
@@ -94,7 +101,31 @@ def fit_curve(groups, xs, curves, key, kind):
         pts = [[curves[r["run"]][key][j] for r in rs] for rs in groups]
         last = [[float(r["steps"]) for r in rs] for rs in groups]
         out.append(_row(t, seed_fit(list(xs), pts, kind=kind, last_steps=last)))
-    return out
+    return mark_under_resolved(out, [r for rs in groups for r in rs], curves, key)
+
+
+def _early(rows, curves, keys):
+    """(S, T) True where a run crossed a threshold of any of `keys` before its first checkpoint after step 0, and
+    (S,) those checkpoints (0 for curves stored before the field: nothing is early)."""
+    first = np.array([float(np.asarray(curves[r["run"]].get("resolved_from", [0.0]))[0]) for r in rows])
+    early = np.zeros((len(rows), len(thresholds_of(keys[0]))), dtype=bool)
+    for key in keys:
+        early |= _points(rows, curves, key) < first[:, None]
+    return early, first
+
+
+def mark_under_resolved(curve, rows, curves, *keys):
+    """`curve` (rows of any kind built from `rows`' τ of `keys`) with every threshold some run crossed before its
+    first checkpoint after step 0 made unreadable: value and CI NaN, "under_resolved" the largest such checkpoint
+    (τ ≤ it is all that is known: neither a value nor a bound of a ratio), "n_under" the runs."""
+    early, first = _early(rows, curves, keys)
+    for j, row in enumerate(curve):
+        if early[:, j].any():
+            for v, c in VALUE_KEYS:
+                if v in row:
+                    row.update({v: math.nan, c: [math.nan, math.nan]})
+            row.update(under_resolved=float(first[early[:, j]].max()), n_under=int(early[:, j].sum()))
+    return curve
 
 
 # ---------------------------------------------------------------------------------------------
@@ -102,10 +133,11 @@ def fit_curve(groups, xs, curves, key, kind):
 # ---------------------------------------------------------------------------------------------
 
 def value_of(row):
-    """(value, lo, hi) of a curve row of any kind; NaN where censored / not fitted."""
-    for v, c in (("factor", "factor_ci"), ("b", "b_ci"), ("value", "ci"), ("pooled", "ci")):
+    """(value, lo, hi) of a curve row of any kind; NaN where censored / under-resolved / not fitted."""
+    for v, c in VALUE_KEYS:
         if v in row:
-            if row.get("censored") or row.get("lower_bound") or (v in ("factor", "b") and math.isnan(row[v])):
+            if row.get("censored") or row.get("lower_bound") or row.get("under_resolved") or \
+                    (v in ("factor", "b") and math.isnan(row[v])):
                 return math.nan, math.nan, math.nan
             return row[v], row[c][0], row[c][1]
     raise KeyError(row)
@@ -118,11 +150,12 @@ def readable(curve):
 
 def relation(curve, ref):
     """Where the curve's CIs lie against `ref`: {"above": [...], "below": [...], "includes": [...],
-    "censored": [...]} (lists of thresholds)."""
-    out = {"above": [], "below": [], "includes": [], "censored": []}
+    "censored": [...], "under_resolved": [...]} (lists of thresholds)."""
+    out = {"above": [], "below": [], "includes": [], "censored": [], "under_resolved": []}
     for r in curve:
         v, lo, hi = value_of(r)
-        key = "censored" if not math.isfinite(v) else "above" if lo > ref else "below" if hi < ref else "includes"
+        key = "under_resolved" if r.get("under_resolved") else "censored" if not math.isfinite(v) else \
+            "above" if lo > ref else "below" if hi < ref else "includes"
         out[key].append(r["threshold"])
     return out
 
@@ -146,18 +179,20 @@ def span(ts, grid=None):
 
 def robust(curve, ref, words):
     """A verdict against `ref` over the readable thresholds: words = {"above", "below", "includes"} texts;
-    robust when one holds at every readable threshold, else each named with its thresholds."""
+    robust when one holds at every readable threshold, else each named with its thresholds; the thresholds not
+    read (censored, crossed before the first checkpoint after 0) named after it."""
     rel = relation(curve, ref)
     grid = [r["threshold"] for r in curve]
     held = [k for k in ("above", "below", "includes") if rel[k]]
+    unread = (f"; censored at {span(rel['censored'], grid)}" if rel["censored"] else "") + \
+        (f"; not resolved (crossed before the first checkpoint after step 0) at {span(rel['under_resolved'], grid)}"
+         if rel["under_resolved"] else "")
     if not held:
-        return "not readable at any threshold (censored everywhere)"
+        return "not readable at any threshold" + (" (censored everywhere)" if not rel["under_resolved"] else unread)
     if len(held) == 1:
         k = held[0]
-        return f"{words[k]} at every readable threshold ({span(rel[k], grid)}; robust)" + \
-            (f"; censored at {span(rel['censored'], grid)}" if rel["censored"] else "")
-    return "; ".join(f"{words[k]} at {span(rel[k], grid)}" for k in held) + " (not robust across thresholds)" + \
-        (f"; censored at {span(rel['censored'], grid)}" if rel["censored"] else "")
+        return f"{words[k]} at every readable threshold ({span(rel[k], grid)}; robust)" + unread
+    return "; ".join(f"{words[k]} at {span(rel[k], grid)}" for k in held) + " (not robust across thresholds)" + unread
 
 
 def range_text(curve, digits=2):

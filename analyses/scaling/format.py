@@ -20,12 +20,19 @@ def ci_text(ci, digits=0, open_end="not reached"):
     return f"[{lo}, {fmt(ci[1], digits) if math.isfinite(ci[1]) else open_end}]"
 
 
+def under_text(row):
+    """The cell of a threshold some run crossed before its first checkpoint after step 0 (curves.mark_under_resolved)."""
+    return f"not resolved (crossed before step {fmt(row['under_resolved'])} in {row['n_under']} run(s))"
+
+
 def pooled_cell(p, digits=0):
     """'pooled [lo, hi] (s0 / s1 / s2)'; '> bound at a budget of T steps (…)' where some seed is censored (the
     bound: unreached seeds at their last step; it grows with the budget); window widths: `window_cell`."""
     if "n_open" in p:
         return window_cell(p, digits or 2)
     per = " / ".join("—" if not math.isfinite(v) else fmt(v, digits) for v in p["per_seed"])
+    if p.get("under_resolved"):
+        return f"{under_text(p)} ({per})"
     if p["lower_bound"]:
         budget = f" at a budget of {fmt(p['budget'])} steps" if p.get("budget") is not None else ""
         return f"> {fmt(p['pooled'], digits)}{budget} ({per})"
@@ -59,6 +66,8 @@ def curve_cell(row, digits=2):
     """One threshold of a claim's curve: 'value [lo, hi]', a bound with its budget, or why it is not read."""
     if "n_open" in row:
         return window_cell(row)
+    if row.get("under_resolved"):
+        return under_text(row)
     if "pooled" in row and "per_seed" in row:
         return pooled_cell(row, 0).split(" (")[0]
     if row.get("censored"):

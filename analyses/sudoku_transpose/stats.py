@@ -70,7 +70,7 @@ def ratio_curve(rows, curves):
         extra = {k: p[k] for k in ("var_data", "var_init", "var_residual") if k in p}
         out.append(C._row(t, {"value": p["pooled"], "ci": p["ci"], "censored": False, "per_run": per,
                               "units": words, "method": p["method"], **extra}))
-    return out
+    return C.mark_under_resolved(out, runs, curves, family_key(FIRST), family_key(SECOND))
 
 
 def matched(rows_o, rows_t):
@@ -93,7 +93,7 @@ def _part(rows_o, rows_t, curves, sign):
         root = [math.sqrt(v) if math.isfinite(v) else math.nan for v in (r["value"], *r["ci"])]
         out.append(C._row(thr, {"value": root[0], "ci": root[1:], "censored": r["censored"], "n_pairs": len(o),
                                 "df": r["df"], "method": "sqrt of " + r["method"]}))
-    return out
+    return C.mark_under_resolved(out, o + t, curves, family_key(FIRST), family_key(SECOND))
 
 
 def architecture_part(rows_o, rows_t, curves):
