@@ -80,10 +80,10 @@ def test_a_crossing_before_the_first_checkpoint_after_zero_is_never_read():
     pooled = C.pooled_curve(rows[:2], curves, "tau_rule")
     assert [r.get("under_resolved") for r in pooled[:3]] == [50.0, 50.0, None] and pooled[0]["n_under"] == 1
     assert all(math.isnan(v) for v in C.value_of(pooled[0])) and math.isfinite(C.value_of(pooled[2])[0])
-    assert curve_cell(pooled[0]).startswith("not resolved (crossed before step 50 in 1 run(s))")
+    assert curve_cell(pooled[0]).startswith("under-resolved (crossed before step 50 in 1 run(s))")
     ratio = C.ratio_curve(rows[:2], rows[2:], curves, "tau_rule")
     assert C.relation(ratio, 1.0)["under_resolved"] == list(C.thresholds_of("tau_rule")[:2])
-    assert "not resolved (crossed before the first checkpoint after step 0) at 0.3–0.4 (2 thresholds)" in \
+    assert "under-resolved (crossed before the first checkpoint after step 0) at 0.3–0.4 (2 thresholds)" in \
         C.robust(ratio, 1.0, WORDS)
     fit = C.fit_curve([rows[:2], rows[2:]], [1, 2], curves, "tau_rule", "power")
     assert fit[0]["under_resolved"] and not fit[2].get("under_resolved")

@@ -185,7 +185,7 @@ def robust(curve, ref, words):
     grid = [r["threshold"] for r in curve]
     held = [k for k in ("above", "below", "includes") if rel[k]]
     unread = (f"; censored at {span(rel['censored'], grid)}" if rel["censored"] else "") + \
-        (f"; not resolved (crossed before the first checkpoint after step 0) at {span(rel['under_resolved'], grid)}"
+        (f"; under-resolved (crossed before the first checkpoint after step 0) at {span(rel['under_resolved'], grid)}"
          if rel["under_resolved"] else "")
     if not held:
         return "not readable at any threshold" + (" (censored everywhere)" if not rel["under_resolved"] else unread)

@@ -22,7 +22,7 @@ def ci_text(ci, digits=0, open_end="not reached"):
 
 def under_text(row):
     """The cell of a threshold some run crossed before its first checkpoint after step 0 (curves.mark_under_resolved)."""
-    return f"not resolved (crossed before step {fmt(row['under_resolved'])} in {row['n_under']} run(s))"
+    return f"under-resolved (crossed before step {fmt(row['under_resolved'])} in {row['n_under']} run(s))"
 
 
 def pooled_cell(p, digits=0):
