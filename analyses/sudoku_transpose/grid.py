@@ -13,7 +13,8 @@ training and the held-out set) and one of three architectures:
               row is seen inside one token and a column only across tokens. Same parameters (508 656),
               same token count, same position code: only which cells share a token differs.
   gpt-raster  scaling's matched GPT (0.49M) reading the 16 cells in raster order (row by row), with the
-              scaling GPT's schedule (lr 1e-3, checkpoints from step 50, its own step budget).
+              scaling GPT's schedule (lr 1e-3, checkpoints from step 50, its own step budget) and four
+              early checkpoints (GPT_EARLY: 10, 20, 30, 40), where it crosses the low family thresholds.
 
 The DiT at data seed 0, untransposed, *is* the scaling run `sudoku4-n<N>-s<seed>` (same TrainConfig, run
 directory <out>/scaling/<name>, export <results>/scaling_<preset>/<name>.npz): reused, never trained twice.
@@ -22,11 +23,10 @@ The others train to <out>/sudoku_transpose/<name> and export to <results>/sudoku
 Order: by data seed, then architecture, then training seed, the untransposed and the transposed run of a
 (data seed, training seed) side by side (equal lengths: they train together with --jobs 2), so an
 interrupted preset has the whole decision at data seed 0 first. CPU preset: 54 runs, 3 of them the scaling
-runs, 51 new ≈ 6.7 thread-hours, ≈ 3.4 h on 2 idle cores (`--plan`: analyses/scaling/grid.py's measured
-one-thread rates). The GPT is costed at the 6×6 parity GPT's rate (36 bit tokens); on Sudoku it reads 16 cell
-tokens and ran 2.2× as many steps per second (150-step runs, one thread, 2026-12-02, load ≈ 9: 5.5–7.1 vs
-2.5–3.2), so its 2.7 of the 6.7 thread-hours are an upper bound; the row-patch DiT ran as fast as the square
-one (12–13 vs 10–17 steps/s in the same test).
+runs, 51 new ≈ 4.3 thread-hours, ≈ 2.2 h on 2 idle cores (`--plan`: analyses/scaling/grid.py's measured
+one-thread rates per token count: the GPT reads 16 cell tokens, not the parity GPT's 36 bits, and the 4-token
+DiTs train 1.8× faster than on 6×6; the row-patch DiT ran as fast as the square one, 12–13 vs 10–17 steps/s in
+one test of 2026-12-02).
 
 Command for the CPU preset (resumable: a rerun skips every exported run; `--hours H` starts no run that
 would not end within H hours): `nice -n 10 python analyses/sudoku_transpose --jobs 2`.
@@ -45,6 +45,10 @@ TAGS = {"dit": "sudoku4", "dit-rows": "sudoku4-rowpatch", "gpt-raster": "sudoku4
 # cell holds exactly one symbol from step 0 and its cells clock is 0 at every threshold
 BY_CONSTRUCTION = {"gpt-raster": ("cells",)}
 ROW_PATCH = "1x4"
+# the GPT's checkpoints before its log grid (from 50): it reads 16 cell tokens and is at family accuracy ≈ 0.5 by
+# step 50 (3 runs of 2026-12-02), so without these every family threshold up to 0.5 is crossed between step 0
+# and 50 and is under-resolved (analyses/scaling/curves.mark_under_resolved); 4 more clock checkpoints, ≈ 1 s each
+GPT_EARLY = [10, 20, 30, 40]
 STUDY = "sudoku_transpose"
 
 PRESETS = {
@@ -80,6 +84,7 @@ def sudoku_run(args, arch, N, data_seed, seed, transposed, gpt_overrides):
         cfg = dataclasses.replace(cfg, patch_shape=ROW_PATCH)
     elif arch == "gpt-raster":
         cfg, meta = scaling_grid.as_gpt(base, args, "raster", gpt_overrides)
+        cfg = dataclasses.replace(cfg, extra_checkpoints=[s for s in GPT_EARLY if s < cfg.first_step()])
     group = group_name(arch, N, transposed)
     return scaling_grid.Run(f"{group}-d{data_seed}-s{seed}", STUDY, group, seed, cfg, meta)
 
