@@ -88,11 +88,12 @@ class _Interrupts:
 
     def _unraisable(self, unraisable):
         """A KeyboardInterrupt Python could not raise (the SIGINT came while a finalizer or a callback
-        ran: 'Exception ignored in ...', and the work went on): sent again, as a real SIGINT (it also
-        wakes a blocking call) from a thread, a moment later, once the finalizer has returned."""
+        ran: 'Exception ignored in ...', and the work went on): sent again, as a real SIGINT to the main
+        thread (so it also wakes a blocking call there; a process-wide kill may land on the sending thread
+        and leave a sleep running), from a thread, a moment later, once the finalizer has returned."""
         if isinstance(unraisable.exc_value, KeyboardInterrupt):
             self.seen = False
-            resend = threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT))
+            resend = threading.Timer(0.01, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
             resend.daemon = True   # a command that ends first is not interrupted at exit
             resend.start()
             return
