@@ -1,6 +1,8 @@
 """Hook points and run_with_cache (issue #37): the checkpoints still load and give the outputs of the
-modules before hooks existed, bit for bit (tests/data/hooks_golden.npz, written at the parent commit),
-with hooks idle or reading; the cache holds what the network computed."""
+modules before hooks existed (tests/data/hooks_golden.npz, written at the parent commit: bit for bit on a
+CPU whose float32 kernels round as that machine's did, to float32 rounding on others, e.g. AMD EPYC with
+AVX-512, where 83% of the outputs differ in their last digits), and bit for bit the same with hooks idle or
+reading as without them on any one machine; the cache holds what the network computed."""
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +43,12 @@ def gpt():
     return g.eval()
 
 
+def _golden(out, key):
+    """`out` (numpy) is the pre-hooks module's output `key` up to float32 rounding (|Δ| ≤ 1.5e-6 seen)."""
+    np.testing.assert_allclose(out, GOLDEN[key], rtol=1e-5, atol=1e-5, err_msg=key)
+    return out
+
+
 def _read_everything(net):
     return {n: (lambda a: a) for n in hook_points(net)}
 
@@ -49,9 +57,8 @@ def _read_everything(net):
 def test_shipped_checkpoints_bit_identical_to_before_hooks(series, step):
     D = series.denoiser(step)
     x, sigma = torch.from_numpy(GOLDEN["dit_x"]), torch.from_numpy(GOLDEN["dit_sigma"])
-    want = GOLDEN[f"dit_out_{step}"]
     with torch.no_grad():
-        assert np.array_equal(D(x, sigma).numpy(), want)
+        want = _golden(D(x, sigma).numpy(), f"dit_out_{step}")
         with installed(D.net, _read_everything(D.net)):      # every hook reading, pattern included
             assert np.array_equal(D(x, sigma).numpy(), want)
     out, cache = sp.run_with_cache(D, x, sigma)
@@ -70,11 +77,10 @@ def test_glu_register_dit_and_gpt_bit_identical(glu_net, gpt):
     img, t = torch.from_numpy(GOLDEN["glu_img"]), torch.from_numpy(GOLDEN["glu_t"])
     bits = torch.from_numpy(GOLDEN["gpt_bits"])
     with torch.no_grad():
-        assert np.array_equal(glu_net(img, t).numpy(), GOLDEN["glu_out"])
-        assert np.array_equal(gpt.log_prob(bits).numpy(), GOLDEN["gpt_logp"])
+        glu, logp = _golden(glu_net(img, t).numpy(), "glu_out"), _golden(gpt.log_prob(bits).numpy(), "gpt_logp")
         with installed(glu_net, _read_everything(glu_net)), installed(gpt, _read_everything(gpt)):
-            assert np.array_equal(glu_net(img, t).numpy(), GOLDEN["glu_out"])
-            assert np.array_equal(gpt.log_prob(bits).numpy(), GOLDEN["gpt_logp"])
+            assert np.array_equal(glu_net(img, t).numpy(), glu)
+            assert np.array_equal(gpt.log_prob(bits).numpy(), logp)
     assert np.array_equal(gpt.sample(3, seed=0), GOLDEN["gpt_sample"])
 
 
@@ -119,7 +125,7 @@ def test_names_select_and_gpt_cache(series, gpt):
     bits = torch.from_numpy(GOLDEN["gpt_bits"])
     logits, g = sp.run_with_cache(gpt, bits)
     lp = torch.log_softmax(logits, -1).gather(2, gpt.bits_to_tokens(bits)[:, :, None])[:, :, 0].sum(1)
-    assert np.array_equal(lp.numpy(), GOLDEN["gpt_logp"])
+    _golden(lp.numpy(), "gpt_logp")
     pat = g.attn_pattern.values                                                # causal: no weight on the future
     assert np.all(np.triu(np.ones(pat.shape[-2:]), 1)[None, None, None] * pat == 0)
     np.testing.assert_allclose(pat.sum(-1), 1, atol=1e-6)
@@ -178,7 +184,9 @@ def test_fast_lookup_keeps_the_module_tree(glu_net):
     assert twin.blocks[0].__dict__["hook_resid_pre"] is twin.blocks[0]._modules["hook_resid_pre"]
     assert twin.blocks[0].hook_resid_pre is not blk.hook_resid_pre
     img, t = torch.from_numpy(GOLDEN["glu_img"]), torch.from_numpy(GOLDEN["glu_t"])
+    with torch.no_grad():
+        plain = glu_net(img, t).numpy()
     with installed(twin, {"blocks.0.hook_resid_pre": torch.zeros_like}):
         with torch.no_grad():
-            assert not np.array_equal(twin(img, t).numpy(), GOLDEN["glu_out"])
-            assert np.array_equal(glu_net(img, t).numpy(), GOLDEN["glu_out"])
+            assert not np.allclose(twin(img, t).numpy(), plain, rtol=1e-3, atol=1e-3)
+            assert np.array_equal(glu_net(img, t).numpy(), plain)
