@@ -208,7 +208,21 @@ def test_interrupt_in_process_is_one_line(raised, monkeypatch, capsys):
     assert signal.getsignal(signal.SIGINT) is handler   # restored
 
 
-def test_an_interrupt_swallowed_by_a_finalizer_is_delivered_again(monkeypatch, capsys):
+@pytest.fixture
+def sigint_default():
+    """SIGINT handled as in a terminal, also when pytest itself runs as a background job (`cmd &` in a
+    non-interactive shell starts it with SIGINT ignored, and main() rightly leaves an ignored SIGINT alone)."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def _foreground():
+    """preexec_fn of the console subprocesses: SIGINT as in a terminal (see sigint_default)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_an_interrupt_swallowed_by_a_finalizer_is_delivered_again(monkeypatch, capsys, sigint_default):
     """A SIGINT that lands while a finalizer runs raises there, where Python can only print 'Exception
     ignored' and go on (the run then finished and exited 0, seen under load): it must still stop the
     command with the one line and 130."""
@@ -242,7 +256,7 @@ def _interrupt(args, wait_for, delay, tmp_path):
     starting with `wait_for`; return (exit code, stdout, stderr)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore::DeprecationWarning"}
     p = subprocess.Popen([sys.executable, "-c", SCRIPT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, cwd=tmp_path, env=env)
+                         text=True, cwd=tmp_path, env=env, preexec_fn=_foreground)
     seen = []
     for line in p.stdout:
         seen.append(line)
@@ -275,7 +289,7 @@ def test_ctrl_c_while_the_store_is_written(series, tmp_path):
     args = ["-q", "clocks", str(series.path), "--n-samples", "2000", "--n-steps", "50", "--device", "cpu",
             "--out", "c.zarr"]
     p = subprocess.Popen([sys.executable, "-c", SCRIPT, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         text=True, cwd=tmp_path, env=env)
+                         text=True, cwd=tmp_path, env=env, preexec_fn=_foreground)
     deadline = time.monotonic() + 120
     while not (tmp_path / "c.zarr").exists() and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
