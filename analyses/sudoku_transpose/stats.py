@@ -21,7 +21,7 @@ import numpy as np
 
 from analyses.data_draws import stats as draws_stats
 from analyses.scaling import curves as C
-from scoreprobe.probes.seeds import pool_ratio, pool_seeds
+from scoreprobe.probes.seeds import pool_seeds
 
 FIRST, SECOND = "rows", "columns"
 
@@ -83,16 +83,25 @@ def matched(rows_o, rows_t):
 
 
 def _part(rows_o, rows_t, curves, sign):
-    """sqrt(R_o · R_t) (sign +1) or sqrt(R_o / R_t) (sign −1) at each threshold, Welch t on ln over runs."""
+    """sqrt(R_o · R_t) (sign +1) or sqrt(R_o / R_t) (sign −1) of each matched (data seed, training seed) pair,
+    pooled at each threshold over units_of the pairs: two-level where they form a complete data × training
+    seed grid (a training seed's init is shared by every data seed, so the pairs are not independent units:
+    an init-driven asymmetry repeats), else a t interval over the pairs; censored where a pair is."""
     o, t = matched(rows_o, rows_t)
     Ro, Rt = ratio_points(o, curves), ratio_points(t, curves)
+    with np.errstate(invalid="ignore"):
+        V = np.sqrt(Ro * Rt) if sign > 0 else np.sqrt(Ro / Rt)                      # (pairs, T)
+    units, shape, words = units_of(o)
+    V = V[[o.index(r) for r in units]] if units else V
     out = []
     for j, thr in enumerate(C.thresholds_of("tau_family")):
-        a = 1.0 / Rt[:, j] if sign > 0 else Rt[:, j]
-        r = pool_ratio(a, Ro[:, j])
-        root = [math.sqrt(v) if math.isfinite(v) else math.nan for v in (r["value"], *r["ci"])]
-        out.append(C._row(thr, {"value": root[0], "ci": root[1:], "censored": r["censored"], "n_pairs": len(o),
-                                "df": r["df"], "method": "sqrt of " + r["method"]}))
+        if not units or not np.isfinite(V[:, j]).all():
+            out.append(_censored(thr, [float(v) for v in V[:, j]], words))
+            continue
+        p = pool_seeds(V[:, j].reshape(shape))
+        extra = {k: p[k] for k in ("var_data", "var_init", "var_residual", "p_data", "p_init") if k in p}
+        out.append(C._row(thr, {"value": p["pooled"], "ci": p["ci"], "censored": False, "n_pairs": len(o),
+                                "units": words, "method": p["method"], **extra}))
     return C.mark_under_resolved(out, o + t, curves, family_key(FIRST), family_key(SECOND))
 
 
