@@ -85,7 +85,7 @@ def factor_curves(rows_a, rows_b, curves, key="tau_rule"):
         one = {"value": math.nan, "ci": [math.nan, math.nan], "censored": False, "note": "one data seed (no interval)"}
         return by_run, [C._row(t, dict(one)) for t in C.thresholds_of(key)]
     by_data = [C._row(t, pool_ratio(A[:, j], B[:, j])) for j, t in enumerate(C.thresholds_of(key))]
-    return by_run, C.mark_under_resolved(C.mark_under_resolved(by_data, rows_a, curves, key), rows_b, curves, key)
+    return by_run, C.mark_under_resolved(by_data, rows_a + rows_b, curves, key)
 
 
 def one_factor_spreads(rows, curves, key):

@@ -77,7 +77,7 @@ def comparison_curve(rows_a, rows_b, curves, key):
         r["p"] = math.nan if r["censored"] else welch_p(A[:, j], B[:, j])
         r["bound"] = censored_bound(A[:, j], B[:, j], last_a, last_b) if r["censored"] else None
         out.append(C._row(t, r))
-    out = C.mark_under_resolved(C.mark_under_resolved(out, rows_a, curves, key), rows_b, curves, key)
+    out = C.mark_under_resolved(out, rows_a + rows_b, curves, key)
     for r in out:   # a threshold crossed before the first checkpoint after 0 is neither tested nor bounded
         if r.get("under_resolved"):
             r.update(p=math.nan, bound=None)

@@ -75,7 +75,7 @@ def ratio_curve(rows_a, rows_b, curves, key):
     """b / a at each threshold (Welch t on ln τ), censored where any seed of either is not reached."""
     A, B = _points(rows_a, curves, key), _points(rows_b, curves, key)
     curve = [_row(t, pool_ratio(A[:, j], B[:, j])) for j, t in enumerate(thresholds_of(key))]
-    return mark_under_resolved(mark_under_resolved(curve, rows_a, curves, key), rows_b, curves, key)
+    return mark_under_resolved(curve, rows_a + rows_b, curves, key)
 
 
 def paired_curve(rows, curves, key_a, key_b):
