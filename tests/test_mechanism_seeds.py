@@ -222,9 +222,25 @@ def test_cpu_models_are_the_series_configs_with_seeds_and_early_checkpoints(caps
     _analysis("mechanism_seeds").main(["--plan", "--results", "/nonexistent"])
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("6 models (2 series × training seeds [0, 1, 2], data seed 0), preset cpu (0 exported")
-    with pytest.raises(SystemExit) as e:
-        _analysis("mechanism_seeds").main(["--jobs", "0"])
-    assert e.value.code == 2
+    for argv in (["--jobs", "0"], ["--hours", "0"], ["--hours", "-1"]):
+        with pytest.raises(SystemExit) as e:
+            _analysis("mechanism_seeds").main(argv)
+        assert e.value.code == 2
+
+
+def test_hours_reaches_the_queue_with_each_models_estimate(monkeypatch, tmp_path):
+    """--hours is handed to run_queue with the models not yet exported and their per-model estimates, so a
+    model that would end past the budget is not started."""
+    run, G = _analysis("mechanism_seeds.run"), _analysis("mechanism_seeds.grid")
+    seen = {}
+    monkeypatch.setattr(run, "run_queue", lambda fn, args, todo, on_done, est, hours, jobs, name: seen.update(
+        todo=[m.name for m in todo], est=[est(m) for m in todo], hours=hours, jobs=jobs))
+    args = run.parse_args(["--hours", "1.5", "--jobs", "2", "--results", str(tmp_path)])
+    models = G.plan("cpu")
+    run.run_all(args, models, on_done=lambda: None)
+    assert seen["hours"] == 1.5 and seen["jobs"] == 2 and seen["todo"] == [m.name for m in models]
+    assert seen["est"] == [sum(G.model_seconds("cpu", m).values()) for m in models]
+    assert run.parse_args([]).hours is None
 
 
 def test_gpu_preset_extends_the_cpu_models_with_seeds_and_states_its_rates_are_cpu(capsys):

@@ -17,6 +17,7 @@ Usage:
   python analyses/mechanism_seeds --smoke          # 6 toy models: 68 CPU-s (2.4 min on 2 cores at load 7.5)
   python analyses/mechanism_seeds --from-results   # every table and the figure from the .npz files (15 s at smoke size)
   python analyses/mechanism_seeds --plan           # the models, their order and estimated time, nothing run
+  python analyses/mechanism_seeds --jobs 2 --hours 1.5   # start only the models that fit in 1.5 h
 
 Statistics: stats.py, claims.py; docs/definitions.md "Trained models and units".
 """
@@ -40,6 +41,8 @@ def parse_args(argv=None):
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where models train and are probed")
     p.add_argument("--from-results", action="store_true", help="tables and figure from the .npz exports only")
     p.add_argument("--plan", action="store_true", help="print the models in order with their estimated time, run nothing")
+    p.add_argument("--hours", type=float, default=None, help="start no model whose estimate would end past this "
+                   "many hours from now (default: no limit; a killed model resumes step by step)")
     p.add_argument("--out", default="runs", help="folder of the run directories and stores (mechanism_seeds/)")
     p.add_argument("--results", default=None, help="folder of the tables, figure and exports (default: "
                    "analyses/results, or --out for --smoke)")
@@ -48,6 +51,8 @@ def parse_args(argv=None):
     args.jobs = G.PRESETS[args.preset]["jobs"] if args.jobs is None else args.jobs
     if args.jobs < 1:
         p.error(f"--jobs must be at least 1, got {args.jobs}")
+    if args.hours is not None and not args.hours > 0:
+        p.error(f"--hours must be positive, got {args.hours}")
     args.results = Path(args.results or (args.out if args.preset == "smoke" else "analyses/results"))
     suffix = "" if args.preset == "cpu" else f"_{args.preset}"
     args.exports = args.results / f"mechanism_seeds{suffix}"
@@ -85,7 +90,7 @@ def run_all(args, models, on_done):
     from analyses.mechanism_seeds.measure import measure_model
     done = exported(args, models)
     run_queue(measure_model, args, [m for m in models if m.name not in done], lambda name: on_done(),
-              lambda m: sum(G.model_seconds(args.preset, m).values()), None, args.jobs, "mechanism_seeds")
+              lambda m: sum(G.model_seconds(args.preset, m).values()), args.hours, args.jobs, "mechanism_seeds")
 
 
 def main(argv=None):
