@@ -261,8 +261,14 @@ def markdown(res, s, prefix):
          f"{len(p['cross_sigmas'])} σ in [{min(p['cross_sigmas']):.2g}, {max(p['cross_sigmas']):.2g}]; pairs: DiT width "
          f"{p['pair_width']}, depth {p['pair_depth']}, batch {p['pair_batch']}, {p['pair_steps']} steps. "
          f"Wall times (s, 1 torch thread, shared machine): {json.dumps(res.get('timings_s', {}))}.", "",
-         *findings(res, s), "",
-         "## 1. Which oracle explains the network (r² of each oracle alone, no fit)", "",
+         *findings(res, s), ""]
+    L += _oracles(s, t, prefix) + _crossover(res, s, t, prefix) + _disjoint(s, prefix)
+    return "\n".join(L)
+
+
+def _oracles(s, t, prefix):
+    """Section 1: which oracle is best per (step, σ) cell, per split, and from when each stays best."""
+    L = ["## 1. Which oracle explains the network (r² of each oracle alone, no fit)", "",
          f"\"Best\" = highest r²; a lead under {TIE_MARGIN} is a tie (the oracles agree there: small σ). "
          "Per split, the (step × σ) cells where each oracle is best:", ""]
     for split, reg in s["regions"].items():
@@ -282,8 +288,12 @@ def markdown(res, s, prefix):
     L += ["", f"First step from which the rule oracle stays best, per σ (compare τ_rule = {t['tau_rule']:.0f}):", ""]
     for split, d in s["rule_from"].items():
         L.append(f"- {split}: " + ", ".join(f"σ {k}: {_f(v)}" for k, v in d.items()))
-    L += ["", f"![heat maps]({prefix}decompose_heatmap.png)", "",
-          "## 2. The loss crossover", "",
+    return L + ["", f"![heat maps]({prefix}decompose_heatmap.png)", ""]
+
+
+def _crossover(res, s, t, prefix):
+    """Section 2: τ_cross, the share of the generalizer's excess closed, the excess by N."""
+    L = ["## 2. The loss crossover", "",
           f"τ_cross (the network's σ-averaged weighted training loss stays below the rule oracle's from this step): "
           f"**{_f(s['tau_cross'])}** vs τ_mem = {t['tau_mem']:.0f}. Per σ: "
           + ", ".join(f"σ {k}: {_f(v)}" for k, v in s["tau_cross_sigma"].items()) + ".", "",
@@ -297,8 +307,13 @@ def markdown(res, s, prefix):
     L += [f"| {n} | {r:.4f} | {m:.4f} | {e:.4f} | {_f(meas[str(n)]) if str(n) in meas else 'not measured'} |"
           for n, r, m, e in zip(ex["N"], ex["rule"], ex["memorizer"], ex["excess"])]
     L += ["", f"log-log slope of the excess in N: {_f(s['excess_slope_N'], '{:.2f}')}; of the measured τ_mem in N: "
-          f"{_f(s.get('tau_mem_slope_N'), '{:.2f}')}.", "", f"![crossover]({prefix}decompose_crossover.png)", "",
-          "## 3. Disjoint training sets", ""]
+          f"{_f(s.get('tau_mem_slope_N'), '{:.2f}')}.", "", f"![crossover]({prefix}decompose_crossover.png)", ""]
+    return L
+
+
+def _disjoint(s, prefix):
+    """Section 3: two models on disjoint training sets, before and after τ_mem."""
+    L = ["## 3. Disjoint training sets", ""]
     L += ["| N | shared train items | τ_rule a, b | τ_mem a, b | before τ_mem: same sample / same basin / cosine | "
           "after τ_mem: same sample / same basin / cosine |", "|---|---|---|---|---|---|"]
     for n, ps in s["pairs"].items():
@@ -310,7 +325,7 @@ def markdown(res, s, prefix):
     L += ["", "Step 0 is left out of both means: the DiT's output layer starts at zero, so D = c_skip·x for every "
           "initialization and the two members agree exactly there.", "",
           f"![pairs]({prefix}decompose_disjoint.png)", ""]
-    return "\n".join(L)
+    return L
 
 
 def write_all(res, out, prefix=""):
