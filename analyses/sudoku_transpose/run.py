@@ -25,7 +25,8 @@ Usage:
 Statistics (stats.py): per run the ratio τ_rows / τ_columns at each family threshold (0.3 … 0.95); pooled over
 data seeds × training seeds with the two-level t interval of scoreprobe.probes.seeds.pool_seeds where the grid
 is complete; the architecture's part sqrt(R_orig · R_transposed) and the data's part sqrt(R_orig /
-R_transposed) (Welch t on ln, runs as units; per data seed for the data's part); verdicts over thresholds
+R_transposed) per matched (data seed, training seed) pair, pooled two-level over the pairs; per data seed
+for the data's part, its training seeds as units; verdicts over thresholds
 (analyses.scaling.curves.robust).
 """
 import logging

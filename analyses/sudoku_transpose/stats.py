@@ -10,9 +10,10 @@ into image columns):
     architecture part  sqrt(R_o · R_t) = e^a   (kept by transposition)
     data part          sqrt(R_o / R_t) = e^δ   (reversed by transposition)
 
-Both read from runs at the same (data seed, training seed) in both orientations, so δ cancels exactly from the
-architecture part; its Welch interval over runs still counts the spread of δ across data seeds, so it is
-conservative there. A uniform draw of Sudoku grids is as likely as its transpose, so δ averages to 0 over data
+Both are formed per matched (data seed, training seed) pair, the runs of both orientations at that pair, so δ
+cancels exactly from the architecture part; the pairs' values are pooled with the two-level t interval over the
+data seed × training seed grid (a training seed's init is shared by every data seed: the pairs are not
+independent units, and an init-driven asymmetry repeats across them). A uniform draw of Sudoku grids is as likely as its transpose, so δ averages to 0 over data
 seeds; a data preference is a property of one draw and is read per data seed (training seeds as units).
 """
 import math

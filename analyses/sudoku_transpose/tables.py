@@ -97,9 +97,9 @@ def arch_report(arch, rows, curves):
             ("kept: sqrt(R_o·R_t)", kept), ("reversed: sqrt(R_o/R_t)", rev)]
     cols += [(f"reversed, data seed {d}", c) for d, c in by_seed.items()]
     lines += ["τ_rows / τ_columns (image coordinates) and its two parts over family thresholds (R_o, R_t: pooled "
-              "over the units above; the parts: Welch t on ln over the runs of both orientations at the same "
-              "(data seed, training seed); per data seed: its training seeds as units; censored where a run "
-              "does not reach both families):", ""]
+              "over the units above; the parts: formed per matched (data seed, training seed) pair from the runs "
+              "of both orientations there and pooled over the pairs with the two-level t interval; per data "
+              "seed: its training seeds as units; censored where a run does not reach both families):", ""]
     lines += curve_table("family threshold", cols, 0.9) + [""]
     verdicts = {"original": C.robust(ratio_o, 1.0, ORDER_WORDS), "transposed": C.robust(ratio_t, 1.0, ORDER_WORDS),
                 "kept": C.robust(kept, 1.0, KEPT_WORDS), "reversed": C.robust(rev, 1.0, REVERSED_WORDS),
