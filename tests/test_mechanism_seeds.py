@@ -283,3 +283,10 @@ def test_smoke_end_to_end_then_from_results_byte_identical(tmp_path, capsys):
     for s, c in copies.items():
         assert filecmp.cmp(c, stem.with_suffix(s), shallow=False), s
     assert "## closed: half-change steps" in capsys.readouterr().out
+    assert not any(m["resumed"] for r in report["series"].values() for m in r["models"])
+    (tmp_path / "moved").rename(tmp_path / "mechanism_seeds")       # a lost export: its model is measured again
+    (tmp_path / "mechanism_seeds_smoke" / "closed-s0.npz").unlink()  # from its stores, which this run reuses
+    run.main(["--smoke", "--out", str(tmp_path)])
+    report = json.loads(stem.with_suffix(".json").read_text())
+    assert [m["name"] for r in report["series"].values() for m in r["models"] if m["resumed"]] == ["closed-s0"]
+    assert stem.with_suffix(".md").read_text().count("(resumed: the last invocation's only)") == 1

@@ -11,7 +11,8 @@ every τ and threshold curve is recomputed from them), and per unit:
   over the probe seeds that drew it), with the item's index in its split;
 - DSM: the paired gap held-out − training loss (pairs, S, σ) float32 (each pair's loss averaged over the
   noise banks), the σ grid, the pairs' mean training loss (S, σ) and the pair indices.
-The seconds spent (training, clocks, probes) are recorded as measured. About 0.1–0.3 MB per model.
+The seconds spent (training, clocks, probes) are recorded as measured by the invocation that exported it;
+meta["resumed"] says an earlier, interrupted invocation did part of the work (its time is not known). About 0.1–0.3 MB per model.
 """
 import json
 from pathlib import Path

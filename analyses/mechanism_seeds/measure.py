@@ -31,6 +31,7 @@ def measure_model(args, model):
     from scoreprobe.loading.series import load_series
     from scoreprobe.training.train import train_run
     p, d, sec = G.PRESETS[args.preset], run_dir(args, model), {}
+    resumed = d.exists()   # an earlier invocation did part of the work: the seconds below are this one's only
     t0 = time.time()
     if not finished(d, model.cfg):
         train_run(model.cfg, d, device=args.device, progress=False)
@@ -52,7 +53,7 @@ def measure_model(args, model):
     col = collect(pa, model.name, series, steps)
     meta = {"name": model.name, "series": model.series, "training_seed": model.seed, "data_seed": model.data_seed,
             "settings": settings(args.preset), "seconds": {k: round(v, 1) for k, v in sec.items()},
-            "checkpoint_schedule": model.cfg.checkpoint_schedule()}
+            "resumed": resumed, "checkpoint_schedule": model.cfg.checkpoint_schedule()}
     export_model(Path(args.exports) / f"{model.name}.npz", model.cfg, meta, steps, clocks, basin_arrays(pa, col),
                  retention_arrays(pa, col), dsm_arrays(col))
     logger.info("%s: exported (%s)", model.name, ", ".join(f"{k} {v:.0f} s" for k, v in sec.items()))

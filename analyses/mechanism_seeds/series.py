@@ -37,6 +37,7 @@ def model_rows(models):
                     "checkpoints": len(m["meta"]["checkpoint_schedule"]), "measured": m["steps"].tolist(),
                     "window_status": window_status(ds, t), "peak_rule_acc": float(ds.rule_acc.max()),
                     "final_mem_ratio": float(ds.mem_ratio[-1]), "seconds": m["meta"]["seconds"],
+                    "resumed": bool(m["meta"].get("resumed", False)),
                     **{k: t[k] for k in ("tau_rule", "tau_rule_ci", "tau_mem", "tau_mem_ci", "window_open",
                                          "window_intervals")}})
     return out

@@ -75,6 +75,7 @@ def models_table(report):
     for name, rep in report["series"].items():
         for r in rep["models"]:
             sec = " / ".join(_f(r["seconds"].get(k), 0) for k in ("train", "clocks", "probes"))
+            sec += " (resumed: the last invocation's only)" if r.get("resumed") else ""
             lines.append(f"| {name} | {r['name']} | {r['training_seed']} | {r['data_seed']} | {r['steps']} | "
                          f"{r['checkpoints']} | {len(r['measured'])} ({r['measured'][0]}–{r['measured'][-1]}) | "
                          f"{_tau(r, 'tau_rule')} | {_tau(r, 'tau_mem')} | {_window(r)} | {_f(r['peak_rule_acc'])} | "
