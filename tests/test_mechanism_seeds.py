@@ -192,6 +192,9 @@ def test_claims_on_a_planted_series_come_out_as_planted():
                                                        "claims": list(rows.values())})
     assert "| open | t − h basin (symmetric planes) above" not in md and "**contrary**" in md
     assert "Null and contrary results, plainly:" in md and "## open: DSM split" in md
+    assert "**Interim:** 8 of the study's 13 claims are testable now" in md     # the closed series is missing
+    full = _analysis("mechanism_seeds.tables").claims_table({"claims": list(rows.values()) * 2})[:6]
+    assert not any("Interim" in line for line in full)
 
 
 # ---------------------------------------------------------------------------------------------
