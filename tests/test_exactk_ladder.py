@@ -99,10 +99,14 @@ def test_cpu_plan_reuses_the_scaling_parity_runs_and_fits_its_budget():
     assert {r.steps for r in plan} == {30000} and all(r.cfg.n_heldout == 1024 for r in exact)
     each = {grid.run_seconds(r, args.n_samples) for r in exact}
     assert len(each) == 1                                   # equal runs: 9 of them two at a time take 5 rounds
-    hours = math.ceil(len(exact) / args.jobs) * each.pop() / 3600
-    assert hours <= 1.05 * grid.CPU_BUDGET_H
+    each = each.pop()
+    assert math.ceil(len(exact) / args.jobs) * each / 3600 <= 1.05 * grid.CPU_BUDGET_H
+    left = [r for r in exact if r.name not in run.exported(args, plan)]   # the exact-K runs shipped so far count
+    hours = math.ceil(len(left) / args.jobs) * each / 3600
     first = run.plan_lines(plan, args)[0]
-    assert first.startswith("18 runs, preset cpu, N = 240 (9 exported already), 2 at a time") and f"{hours:.2f} h" in first
+    assert first.startswith(f"18 runs, preset cpu, N = 240 ({18 - len(left)} exported already), 2 at a time")
+    assert f"{hours:.2f} h" in first
+    assert len(left) == 9 - len(list((args.results / "exactk_ladder_cpu").glob("exactk*.npz")))
 
 
 def test_bad_cli_input_is_one_line_and_exit_2(capsys):
