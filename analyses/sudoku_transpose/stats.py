@@ -61,17 +61,23 @@ def ratio_curve(rows, curves):
     censored where some run of the units does not reach both families."""
     runs, shape, words = units_of(rows)
     R = ratio_points(runs, curves)                                                  # (runs, T)
+    out = _pooled(R, shape, words, lambda per: {"per_run": per}, ("var_data", "var_init", "var_residual"))
+    return C.mark_under_resolved(out, runs, curves, family_key(FIRST), family_key(SECOND))
+
+
+def _pooled(V, shape, words, fields, extra):
+    """One row per family threshold: pool_seeds of V's column (V (units, T) in units_of order, reshaped to
+    `shape`) with fields(per-unit values) and the `extra` keys of pool_seeds; censored where a unit is NaN."""
     out = []
     for j, t in enumerate(C.thresholds_of("tau_family")):
-        per = [float(v) for v in R[:, j]]
-        if not runs or not np.isfinite(R[:, j]).all():
+        per = [float(v) for v in V[:, j]]
+        if not len(V) or not np.isfinite(V[:, j]).all():
             out.append(_censored(t, per, words))
             continue
-        p = pool_seeds(R[:, j].reshape(shape))
-        extra = {k: p[k] for k in ("var_data", "var_init", "var_residual") if k in p}
-        out.append(C._row(t, {"value": p["pooled"], "ci": p["ci"], "censored": False, "per_run": per,
-                              "units": words, "method": p["method"], **extra}))
-    return C.mark_under_resolved(out, runs, curves, family_key(FIRST), family_key(SECOND))
+        p = pool_seeds(V[:, j].reshape(shape))
+        out.append(C._row(t, {"value": p["pooled"], "ci": p["ci"], "censored": False, **fields(per), "units": words,
+                              "method": p["method"], **{k: p[k] for k in extra if k in p}}))
+    return out
 
 
 def matched(rows_o, rows_t):
@@ -93,16 +99,10 @@ def _part(rows_o, rows_t, curves, sign):
     with np.errstate(invalid="ignore"):
         V = np.sqrt(Ro * Rt) if sign > 0 else np.sqrt(Ro / Rt)                      # (pairs, T)
     units, shape, words = units_of(o)
-    V = V[[o.index(r) for r in units]] if units else V
-    out = []
-    for j, thr in enumerate(C.thresholds_of("tau_family")):
-        if not units or not np.isfinite(V[:, j]).all():
-            out.append(_censored(thr, [float(v) for v in V[:, j]], words))
-            continue
-        p = pool_seeds(V[:, j].reshape(shape))
-        extra = {k: p[k] for k in ("var_data", "var_init", "var_residual", "p_data", "p_init") if k in p}
-        out.append(C._row(thr, {"value": p["pooled"], "ci": p["ci"], "censored": False, "n_pairs": len(o),
-                                "units": words, "method": p["method"], **extra}))
+    at = {id(r): i for i, r in enumerate(o)}
+    V = V[[at[id(r)] for r in units]]                                                # units_of order
+    out = _pooled(V, shape, words, lambda per: {"n_pairs": len(o)},
+                  ("var_data", "var_init", "var_residual", "p_data", "p_init"))
     return C.mark_under_resolved(out, o + t, curves, family_key(FIRST), family_key(SECOND))
 
 
