@@ -196,3 +196,21 @@ def finish_times(seconds, jobs=1):
         free[i] += s
         done.append(free[i])
     return done, max(free)
+
+
+def drive(args, plan, train, write, log):
+    """The command every study shares: --plan prints plan() (its lines) and runs nothing; otherwise, unless
+    --from-results, logs the plan's first line and calls train(on_done) (on_done(name) rewrites the tables
+    with write(), none with --train-only, which then stops; a train that returns False stops too: what its
+    tables need is not done); then write() (the .md path) and the tables printed with the files written."""
+    if args.plan:
+        print("\n".join(plan()))
+        return
+    train_only = getattr(args, "train_only", False)
+    if not args.from_results:
+        log.info(plan()[0])
+        if train(lambda name: None if train_only else write()) is False or train_only:
+            return
+    md = write()
+    print(md.read_text())
+    print("wrote " + ", ".join(str(p) for p in (md, md.with_suffix(".json"), md.with_suffix(".png")) if p.exists()))

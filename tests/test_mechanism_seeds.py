@@ -240,7 +240,7 @@ def test_hours_reaches_the_queue_with_each_models_estimate(monkeypatch, tmp_path
         todo=[m.name for m in todo], est=[est(m) for m in todo], hours=hours, jobs=jobs))
     args = run.parse_args(["--hours", "1.5", "--jobs", "2", "--results", str(tmp_path)])
     models = G.plan("cpu")
-    run.run_all(args, models, on_done=lambda: None)
+    run.run_all(args, models, on_done=lambda name: None)
     assert seen["hours"] == 1.5 and seen["jobs"] == 2 and seen["todo"] == [m.name for m in models]
     assert seen["est"] == [sum(G.model_seconds("cpu", m).values()) for m in models]
     assert run.parse_args([]).hours is None

@@ -31,7 +31,7 @@ import logging
 import time
 
 from analyses.exactk_ladder import grid as grid_mod
-from analyses.grid import finish_times, run_queue
+from analyses.grid import drive, finish_times, run_queue
 from analyses.scaling import presets
 from analyses.scaling import run as scaling_run
 
@@ -97,16 +97,16 @@ def plan_lines(runs, args):
     return lines
 
 
-def _writer(args, runs, every_s=WRITE_EVERY_S):
-    """on_done of run_all: the tables rewritten after a finished run when the last writing is `every_s` old
-    (a CPU-preset run takes ≈ 25 min, so after every run there; a smoke run seconds: once, at the end)."""
+def _throttled(on_done, every_s=WRITE_EVERY_S):
+    """on_done (the tables rewritten) after a finished run only when the last call is `every_s` old (a
+    CPU-preset run takes ≈ 25 min, so after every run there; a smoke run seconds: once, at the end)."""
     last = [time.time()]
 
-    def on_done(name):
-        if not args.train_only and time.time() - last[0] >= every_s:
-            _write(args, runs)
+    def throttled(name):
+        if time.time() - last[0] >= every_s:
+            on_done(name)
             last[0] = time.time()
-    return on_done
+    return throttled
 
 
 def _write(args, runs):
@@ -118,17 +118,10 @@ def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     runs = grid_mod.plan(args.preset)
-    if args.plan:
-        print("\n".join(plan_lines(runs, args)))
-        return
-    if not args.from_results:
-        logger.info(plan_lines(runs, args)[0])
-        run_all(args, runs, on_done=_writer(args, runs))
-        if args.train_only:
-            return
-    md = _write(args, runs)
-    print(md.read_text())
-    print(f"wrote {md}, {md.with_suffix('.json')}, {md.with_suffix('.png')}")
+
+    def train(on_done):
+        run_all(args, runs, _throttled(on_done))
+    drive(args, lambda: plan_lines(runs, args), train, lambda: _write(args, runs), logger)
 
 
 if __name__ == "__main__":

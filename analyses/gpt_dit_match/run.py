@@ -28,6 +28,7 @@ import logging
 
 from analyses.gpt_dit_match import grid as grid_mod
 from analyses.gpt_dit_match import choice
+from analyses.grid import drive
 from analyses.scaling import presets
 
 logger = logging.getLogger("gpt_dit_match")
@@ -63,16 +64,11 @@ def _write(args):
 def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if args.plan:
-        print("\n".join(plan_lines(args)))
-        return
-    if not args.from_results:
-        logger.info(plan_lines(args)[0])
-        on_done = (lambda name: None) if args.train_only else (lambda name: _write(args))
-        if not presets.run_all(args, grid_mod.tuning_runs(args.preset), folder_of(args), on_done) or args.train_only:
-            return
-        ready, _ = grid_mod.chosen_eval_runs(args.preset, choice.choices(args.results, args.preset))
-        presets.run_all(args, ready, folder_of(args), on_done)
-    md = _write(args)
-    print(md.read_text())
-    print(f"wrote {md}, {md.with_suffix('.json')}, {md.with_suffix('.png')}")
+
+    def train(on_done):   # False (no tables) when --hours left part of the sweep undone
+        if not presets.run_all(args, grid_mod.tuning_runs(args.preset), folder_of(args), on_done):
+            return False
+        if not args.train_only:   # the chosen rates are read from the sweep's exports
+            ready, _ = grid_mod.chosen_eval_runs(args.preset, choice.choices(args.results, args.preset))
+            presets.run_all(args, ready, folder_of(args), on_done)
+    drive(args, lambda: plan_lines(args), train, lambda: _write(args), logger)

@@ -25,7 +25,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from analyses.grid import finish_times, run_queue
+from analyses.grid import drive, finish_times, run_queue
 from analyses.mechanism_seeds import grid as G
 from analyses.mechanism_seeds.export import load_exports
 from analyses.mechanism_seeds.measure import settings
@@ -86,10 +86,10 @@ def plan_lines(args, models):
 
 def run_all(args, models, on_done):
     """measure_model for every model not yet exported, `args.jobs` at a time, each handed to the first free
-    one-thread worker (analyses.grid.run_queue); on_done() after each (a failure is logged, the others go on)."""
+    one-thread worker (analyses.grid.run_queue); on_done(name) after each (a failure is logged, the others go on)."""
     from analyses.mechanism_seeds.measure import measure_model
     done = exported(args, models)
-    run_queue(measure_model, args, [m for m in models if m.name not in done], lambda name: on_done(),
+    run_queue(measure_model, args, [m for m in models if m.name not in done], on_done,
               lambda m: sum(G.model_seconds(args.preset, m).values()), args.hours, args.jobs, "mechanism_seeds")
 
 
@@ -97,16 +97,9 @@ def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     models = G.plan(args.preset)
-    if args.plan:
-        print("\n".join(plan_lines(args, models)))
-        return
     from analyses.mechanism_seeds.report import write_all
-    if not args.from_results:
-        logger.info(plan_lines(args, models)[0])
-        run_all(args, models, on_done=lambda: write_all(args, models))
-    md = write_all(args, models)
-    print(md.read_text())
-    print(f"wrote {md}, {md.with_suffix('.json')}, {md.with_suffix('.png')}")
+    drive(args, lambda: plan_lines(args, models), lambda on_done: run_all(args, models, on_done),
+          lambda: write_all(args, models), logger)
 
 
 if __name__ == "__main__":

@@ -24,10 +24,9 @@ import logging
 import time
 
 
-from analyses.grid import finished, measured_clocks
+from analyses.grid import drive, finished, measured_clocks, run_queue
 from analyses.sampler_scaling.grid import LABEL, PRESETS, SAMPLER, plan, run_seconds
 from analyses.scaling import presets
-from analyses.grid import run_queue
 from analyses.scaling import run as scaling_run
 from analyses.scaling.export import export_run, load_exports
 from scoreprobe.loading.series import load_series
@@ -96,18 +95,13 @@ def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     runs = plan(args.preset)
-    if args.plan:
-        print("\n".join(plan_lines(runs, args)))
-        return
     from analyses.sampler_scaling.tables import write_all
-    if not args.from_results:
-        logger.info(plan_lines(runs, args)[0])
+
+    def train(on_done):
         done = set(load_exports(runs, args.exports)[0])
-        run_queue(run_one, args, [r for r in runs if r.name not in done], lambda name: write_all(args, runs),
+        run_queue(run_one, args, [r for r in runs if r.name not in done], on_done,
                   lambda r: run_seconds(r, args.n_samples), args.hours, args.jobs, "sampler_scaling")
-    md = write_all(args, runs)
-    print(md.read_text())
-    print(f"wrote {md}, {md.with_suffix('.json')}")
+    drive(args, lambda: plan_lines(runs, args), train, lambda: write_all(args, runs), logger)
 
 
 if __name__ == "__main__":

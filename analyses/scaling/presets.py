@@ -7,7 +7,7 @@ time (analyses.grid.run_queue: a run starts when a worker is free, none that wou
 import copy
 import functools
 
-from analyses.grid import finish_times, run_queue
+from analyses.grid import drive, finish_times, run_queue
 from analyses.scaling import grid as scaling_grid
 from analyses.scaling import run as scaling_run
 from analyses.scaling.export import load_exports
@@ -134,17 +134,9 @@ def run_study(argv, doc, grid_mod, describe, write, log, smoke="smoke", default=
 def main(args, runs, folder_of, describe, write, log):
     """--plan prints the plan; otherwise train, measure and export what is not exported yet (tables rewritten
     by write(args, runs) after each run), then the tables from the exports, printed."""
-    if args.plan:
-        print("\n".join(plan_lines(runs, args, folder_of, describe)))
-        return
-    if not args.from_results:
-        log.info(plan_lines(runs, args, folder_of, describe)[0])
-        run_all(args, runs, folder_of, on_done=lambda name: None if args.train_only else write(args, runs))
-        if args.train_only:
-            return
-    md = write(args, runs)
-    print(md.read_text())
-    print(f"wrote {md}, {md.with_suffix('.json')}, {md.with_suffix('.png')}")
+    def train(on_done):   # the tables are written at the end even when --hours left runs out
+        run_all(args, runs, folder_of, on_done)
+    drive(args, lambda: plan_lines(runs, args, folder_of, describe), train, lambda: write(args, runs), log)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ import multiprocessing
 from pathlib import Path
 
 from analyses.scaling import grid as grid_mod
-from analyses.grid import finished, measured_clocks, train_ensembles, worker_init
+from analyses.grid import drive, finished, measured_clocks, train_ensembles, worker_init
 from analyses.scaling.export import export_run, load_exports
 from analyses.scaling.tables import write_all as write_tables
 from scoreprobe.data.curriculum import piece_valid
@@ -168,18 +168,11 @@ def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     runs = grid_mod.plan(args.preset, args.only)
-    if args.plan:
-        print("\n".join(plan_lines(runs, args)))
-        return
-    if not args.from_results:
-        logger.info("\n".join(plan_lines(runs, args)[:1]))
+
+    def train(on_done):
         args.exports.mkdir(parents=True, exist_ok=True)
-        run_all(args, runs, on_done=lambda name: None if args.train_only else write_tables(args, runs))
-        if args.train_only:
-            return
-    md = write_tables(args, runs)
-    print(md.read_text())
-    print(f"wrote {md}, {md.with_suffix('.json')}, {md.with_suffix('.png')}")
+        run_all(args, runs, on_done=on_done)
+    drive(args, lambda: plan_lines(runs, args), train, lambda: write_tables(args, runs), logger)
 
 
 if __name__ == "__main__":
