@@ -31,13 +31,8 @@ def describe(run):
     return f"data seed {run.meta['data_seed']} training seed {run.seed}"
 
 
-def _write(args, runs):
-    from analyses.data_draws.tables import write_all   # imported when first needed
-    return write_all(args, runs)
-
-
 def main(argv=None):
-    presets.run_study(argv, __doc__, grid_mod, describe, _write, logger)
+    presets.run_study(argv, __doc__, grid_mod, describe, "analyses.data_draws.tables", logger)
 
 
 if __name__ == "__main__":

@@ -33,11 +33,6 @@ def describe(run):
     return f"{run.meta['variant']:16s} data seed {run.meta['data_seed']} training seed {run.seed}"
 
 
-def _write(args, runs):
-    from analyses.remedies.g3_tables import write_all   # imported when first needed
-    return write_all(args, runs)
-
-
 def main(argv=None):
-    presets.run_study(argv, __doc__, grid_mod, describe, _write, logger, smoke="g3-smoke",
+    presets.run_study(argv, __doc__, grid_mod, describe, "analyses.remedies.g3_tables", logger, smoke="g3-smoke",
                       default=lambda device: "g3-gpu" if device.startswith("cuda") else "g3")

@@ -122,12 +122,17 @@ def folder(grid_mod, args):
     return functools.partial(grid_mod.export_folder, args.results, args.preset)
 
 
-def run_study(argv, doc, grid_mod, describe, write, log, smoke="smoke", default=None):
+def run_study(argv, doc, grid_mod, describe, tables, log, smoke="smoke", default=None):
     """A study's whole command: parse (parser, parse), then `main` over grid_mod.plan(preset) with its runs'
-    export folders from grid_mod.export_folder; write(args, runs) writes the tables, returning the .md path."""
+    export folders from grid_mod.export_folder; `tables` names the module whose write_all(args, runs) writes
+    the tables, returning the .md path (imported when first needed: --plan does not load it)."""
+    import importlib
     import logging
     args = parse(parser(doc, grid_mod.PRESETS, smoke), argv, grid_mod.PRESETS, smoke, default)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+    def write(args, runs):
+        return importlib.import_module(tables).write_all(args, runs)
     main(args, grid_mod.plan(args.preset), folder(grid_mod, args), describe, write, log)
 
 

@@ -42,13 +42,8 @@ def describe(run):
             f"{run.meta['data_seed']} training seed {run.seed}")
 
 
-def _write(args, runs):
-    from analyses.sudoku_transpose.tables import write_all   # imported when first needed
-    return write_all(args, runs)
-
-
 def main(argv=None):
-    presets.run_study(argv, __doc__, grid_mod, describe, _write, logger)
+    presets.run_study(argv, __doc__, grid_mod, describe, "analyses.sudoku_transpose.tables", logger)
 
 
 if __name__ == "__main__":
