@@ -108,7 +108,12 @@ def test_retention_of_a_stack_equals_the_single_retention():
     loop = retention(dict(enumerate(models)), **kw)
     stacked = retention(dict(enumerate(models)), models_per_pass=3, **kw)
     assert stacked.sizes["step"] == 3
-    xr_equal(stacked, loop)
+    exact = _same_kernels(models)
+    if exact:
+        xr_equal(stacked, loop)
+    else:
+        for key in stacked.data_vars:
+            _restarts_agree(loop[key].values, stacked[key].values, 3, key)
     points = np.sign(np.random.default_rng(0).standard_normal((5, data.train.shape[1]))).astype(np.float32)
     args = (points, [0.3, 1.0], 3, 0, 4, data, rule)
     one = [retention_counts(D, *args, chunk_size=7) for D in models]
@@ -116,7 +121,21 @@ def test_retention_of_a_stack_equals_the_single_retention():
     assert len(many) == 3
     for a, b in zip(one, many):
         for key in a:
-            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+            if exact:
+                np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+            else:
+                _restarts_agree(a[key], b[key], 3, key)
+
+
+def _restarts_agree(a, b, n_noise, key):
+    """Where this CPU rounds the stack differently (see _same_kernels), a restart that ends on a basin
+    boundary may follow the rounding: at least 90% of the (σ, item) outcomes equal, and a fraction of the
+    restarts (every outcome but the distance ratio) off by at most one restart of n_noise."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    assert same.mean() >= 0.9, key
+    if key != "capture_distance_ratio":
+        assert np.nanmax(np.abs(a - b), initial=0) <= 1 / n_noise + 1e-12, key
 
 
 def test_dsm_of_a_stack_equals_the_single_dsm():
