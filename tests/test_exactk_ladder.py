@@ -84,6 +84,19 @@ def test_chance_levels_of_the_ladder():
     assert chance_accuracy(Parity(3, layout="offset")) == Fraction(1, 2 ** 12)
 
 
+def test_chance_copies_are_the_perfect_generalizers_memorized_share():
+    """N / n_valid: exact, and 1 − it is the library's novel_oracle for the same training set and rule;
+    k = 3 of 36 at N = 240 copies 3.4% by chance, so memorization thresholds 0.01 and 0.02 are below it."""
+    from types import SimpleNamespace
+    from scoreprobe.probes.clocks import novel_oracle
+    S = _analysis("exactk_ladder.stats")
+    for rule in (ExactK(3), ExactK(18), Parity(2, layout="offset")):
+        c = S.chance(rule.spec(), 240)["copies"]
+        assert Fraction(*c["fraction"]) == Fraction(240, int(rule.n_valid))
+        assert abs(1 - c["value"] - novel_oracle(SimpleNamespace(train=range(240)), rule)) < 1e-15
+    assert S.chance(ExactK(3).spec(), 240)["copies"]["fraction"] == [4, 119]   # 240 / 7140
+
+
 def test_cpu_plan_reuses_the_scaling_parity_runs_and_fits_its_budget():
     grid, run = _analysis("exactk_ladder.grid"), _analysis("exactk_ladder.run")
     from analyses.scaling.export import load_exports
@@ -165,6 +178,9 @@ def test_smoke_tables_then_from_results_byte_identical(smoke):
     k18 = rep["chance"]["exact-K k = 18"]
     assert Fraction(*k18["chance"]["accuracy"]) == Fraction(math.comb(36, 18), 2 ** 36)
     assert k18["step0"]["identical"] and k18["step0"]["n"] == 32
+    n_train = _analysis("exactk_ladder.grid").plan("smoke")[0].cfg.n_train
+    k3 = rep["chance"]["exact-K k = 3"]["chance"]["copies"]
+    assert Fraction(*k3["fraction"]) == Fraction(n_train, 7140) and f"| {k3['value']:.3g} |" in md
     counts = rep["count_error"]["exact-K k = 9"]["pooled"]
     assert counts["share0_is_rule_acc"] and counts["rows"][0]["step"] == 0
     for row in counts["rows"]:

@@ -1,6 +1,7 @@
 """Statistics of analyses/exactk_ladder from the exports: the count error per run and step, pooled over
 training seeds at selected checkpoints, the chance levels of every rule with the measured accuracy at step 0."""
 import math
+from fractions import Fraction
 
 import numpy as np
 import scipy.stats
@@ -55,18 +56,22 @@ def pooled_counts(rows):
             "share0_is_rule_acc": all(r["counts"]["share0_is_rule_acc"] for r in have)}
 
 
-def chance(rule_spec, top=TOP):
+def chance(rule_spec, n_train, top=TOP):
     """Chance levels of a rule (uniformly random bits), exact: {"accuracy": [numerator, denominator],
-    "value", "formula"} and, for exact-K, "count_error" (mean_abs, share, share_top as floats; exact
-    fractions in "count_error_exact")."""
+    "value", "formula", "copies"} and, for exact-K, "count_error" (mean_abs, share, share_top as floats;
+    exact fractions in "count_error_exact"). "copies" = N / n_valid (numerator, denominator, value): the
+    mem_ratio of the perfect generalizer (uniform over the valid images, docs/definitions.md), which
+    copies a training item by chance; a memorization threshold at or below it is no evidence of copying."""
     rule = rule_from_spec(rule_spec)
     acc = chance_accuracy(rule)
+    copies = Fraction(int(n_train), int(rule.n_valid))
     D = rule.n_bits
     if rule.name == "exactk":
         formula = f"C({D}, {rule.k}) / 2^{D} = {math.comb(D, rule.k)} / {2 ** D}"
     else:
         formula = f"2^({D} − {D // rule.G}) / 2^{D} = 2^-{D // rule.G}"
-    out = {"accuracy": [acc.numerator, acc.denominator], "value": float(acc), "formula": formula}
+    out = {"accuracy": [acc.numerator, acc.denominator], "value": float(acc), "formula": formula,
+           "copies": {"fraction": [copies.numerator, copies.denominator], "value": float(copies)}}
     if rule.name == "exactk":
         c = chance_count_error(D, rule.k, top)
         out["count_error"] = {"mean_abs": float(c["mean_abs"]), "share": [float(s) for s in c["share"]],

@@ -24,7 +24,7 @@ def collect(args, runs):
             row = run_stats(run.name, run, info)[0]
             row.update(label=grid_mod.label(run), source=folder.name, n_samples=int(info["ds"].sizes["sample"]),
                        step0_states=S.states_key(info["ds"]["state"].values[0]),
-                       data_seed=int(run.cfg.data_seed), rule_spec=run.cfg.rule,
+                       data_seed=int(run.cfg.data_seed), n_train=int(run.cfg.n_train), rule_spec=run.cfg.rule,
                        counts=S.run_counts(info["ds"], run.cfg.rule["k"]) if grid_mod.has_counts(run) else None)
             rows.append(row)
             break
@@ -48,12 +48,16 @@ def section_chance(by):
              "`scoreprobe.probes.counts.chance_accuracy`). Measured = rule_acc at step 0 with the Clopper–Pearson "
              "95% interval, per training seed in brackets. The untrained DiT's output is zero (adaLN-Zero), so its "
              "PF-ODE samples keep the signs of their starting noise: uniformly random bits, the same in every "
-             "training seed (then the interval is that of one seed's n samples, not of the seeds pooled).", "",
-             "| rule | chance (exact) | chance ≈ | measured at step 0 [95% CI] (per seed) | measured vs chance |",
-             "|---|---|---:|---|---|"]
+             "training seed (then the interval is that of one seed's n samples, not of the seeds pooled). "
+             "Copies by chance = N / n_valid: the mem_ratio of a perfect generalizer (uniform over the valid "
+             "images), which hits a training image by chance; a memorization threshold at or below it is no "
+             "evidence of copying.", "",
+             "| rule | chance (exact) | chance ≈ | measured at step 0 [95% CI] (per seed) | measured vs chance "
+             "| copies by chance (N / n_valid) |",
+             "|---|---|---:|---|---|---:|"]
     out = {}
     for label, rs in by.items():
-        ch = S.chance(rs[0]["rule_spec"])
+        ch = S.chance(rs[0]["rule_spec"], rs[0]["n_train"])
         m = S.step0(rs, ch["value"])
         out[label] = {"chance": ch, "step0": m}
         meas = "no step-0 checkpoint" if m is None else (
@@ -61,7 +65,7 @@ def section_chance(by):
             + " / ".join(f"{v:.3f}" for v in m["per_seed"]) + f"; n = {m['n']}"
             + (", the same samples in every seed" if m["identical"] and len(rs) > 1 else "") + ")")
         lines.append(f"| {label} | {ch['formula']} | {ch['value']:.4g} | {meas} | "
-                     f"{'—' if m is None else m['relation']} |")
+                     f"{'—' if m is None else m['relation']} | {ch['copies']['value']:.3g} |")
     return lines + [""], out
 
 
@@ -82,7 +86,7 @@ def section_counts(by):
         if rs[0]["meta"]["rule"] != "exactk":
             continue
         pooled = S.pooled_counts(rs)
-        ch = S.chance(rs[0]["rule_spec"])["count_error"]
+        ch = S.chance(rs[0]["rule_spec"], rs[0]["n_train"])["count_error"]
         out[label] = {"chance": ch, "pooled": pooled}
         lines += [f"### {label}", ""]
         if pooled is None:
@@ -151,7 +155,21 @@ def section_ratios(by, curves):
         out["tau_mem"] = dict(cols)
         lines += [f"### τ_mem of every rule / {ref} (the paper: τ_mem barely depends on the rule)", ""]
         lines += bounded_table("memorization threshold", cols, C.PAPER["tau_mem"]) + [""]
+        lines += _chance_copy_notes(by, C.THRESHOLDS["tau_mem"])
     return lines, out
+
+
+def _chance_copy_notes(by, thresholds):
+    """One line per rule whose chance copy share N / n_valid reaches a memorization threshold."""
+    lines = []
+    for label, rs in by.items():
+        c = S.chance(rs[0]["rule_spec"], rs[0]["n_train"])["copies"]["value"]
+        low = ", ".join(f"{t:g}" for t in thresholds if t <= c)
+        if low:
+            lines.append(f"- {label}: a perfect generalizer copies {c:.3f} of its samples by chance "
+                         f"(N / n_valid), so its τ_mem at {low} "
+                         "is no evidence of copying; only the thresholds above it are.")
+    return lines + ([""] if lines else [])
 
 
 def _verdict(b, a, curve):
