@@ -142,6 +142,22 @@ def test_scaling_smoke_then_from_results(tmp_path):
     assert (tmp_path / "scaling_smoke.png").stat().st_size > 0
 
 
+def test_load_exports_reads_matching_exports_and_names_why_the_others_are_not(tmp_path):
+    """A shipped export under its run's name loads; the same file under a run with another TrainConfig is
+    'its export is from other settings'; a run without a file is 'not run yet'."""
+    import dataclasses
+    from types import SimpleNamespace
+    grid, export = _analysis("scaling.grid"), _analysis("scaling.export")
+    run = next(r for r in grid.plan("cpu") if r.name == "g2-n30")
+    shutil.copy(ANALYSES / "results" / "scaling_cpu" / "g2-n30.npz", tmp_path / "g2-n30.npz")
+    shutil.copy(tmp_path / "g2-n30.npz", tmp_path / "other.npz")
+    other = SimpleNamespace(name="other", cfg=dataclasses.replace(run.cfg, lr=run.cfg.lr * 2))
+    absent = SimpleNamespace(name="absent", cfg=run.cfg)
+    done, missing = export.load_exports([run, other, absent], tmp_path)
+    assert set(done) == {"g2-n30"} and int(done["g2-n30"]["ds"].sizes["sample"]) > 0
+    assert missing == {"other": "its export is from other settings", "absent": "not run yet"}
+
+
 def test_scaling_cpu_preset_plan(tmp_path):
     """The CPU preset fits its stated budget at the measured one-thread rates, reuses two_clocks' runs (same
     names, same TrainConfig as `two_clocks.py --seeds 0,1,2`), and trains the N and G axes' first two seeds

@@ -5,7 +5,8 @@ from analyses.scaling import presets
 from analyses.data_draws import grid as grid_mod
 from analyses.data_draws import stats as S
 from analyses.scaling import curves as C
-from analyses.scaling.format import ci_text, curve_table, fmt, not_done, pooled_cell, under_text
+from analyses.scaling import format as F
+from analyses.scaling.format import ci_text, curve_table, fmt, pooled_cell, under_text
 from analyses.scaling.stats import run_stats
 from analyses.scaling.tables import curves_of
 from scoreprobe.probes.seeds import pool_seeds
@@ -155,13 +156,8 @@ def section_large_N(rows, p):
 
 
 def section_runs(rows, missing):
-    lines = ["## Runs", "", "| run | data seed | training seed | steps | τ_rule [95% CI] | τ_mem [95% CI] | window | "
-             "peak rule_acc | final mem | train s |", "|---|---:|---:|---:|---|---|---|---:|---:|---:|"]
-    for r in rows:
-        lines.append(f"| {r['run']} | {r['meta']['data_seed']} | {r['seed']} | {r['steps']} | {fmt(r['tau_rule'])} "
-                     f"{ci_text(r['tau_rule_ci'])} | {fmt(r['tau_mem'])} {ci_text(r['tau_mem_ci'])} | "
-                     f"{r['window_status']} | {r['peak_rule_acc']:.3f} | {r['final_mem_ratio']:.3f} | {fmt(r['train_s'])} |")
-    return lines + ["", not_done(missing)]
+    return F.runs_section(rows, missing, [F.RUN, F.DATA_SEED, F.TRAINING_SEED, F.STEPS, F.tau_col("tau_rule"),
+                                          F.tau_col("tau_mem"), F.WINDOW, F.PEAK, F.FINAL_MEM, F.TRAIN_S])
 
 
 def report(args, runs):

@@ -5,7 +5,8 @@ from analyses.exactk_ladder import grid as grid_mod
 from analyses.exactk_ladder import stats as S
 from analyses.scaling import curves as C
 from analyses.scaling.export import load_exports
-from analyses.scaling.format import ci_text, curve_cell, curve_table, fmt, not_done, threshold_label
+from analyses.scaling import format as F
+from analyses.scaling.format import ci_text, curve_cell, curve_table, fmt, threshold_label
 from analyses.scaling.stats import run_stats
 from analyses.scaling.tables import curves_of
 from scoreprobe.probes.counts import TOP
@@ -213,16 +214,13 @@ def _bound_text(curve, a, b):
 
 
 def section_runs(rows, missing):
-    lines = ["## Runs", "", "| run | rule | training seed | data seed | steps | τ_rule [95% CI] | τ_mem [95% CI] | "
-             "peak rule_acc | final mem | Σ bits | export | train s |",
-             "|---|---|---:|---:|---:|---|---|---:|---:|---|---|---:|"]
-    for r in rows:
-        bits = "yes" if r.get("counts") else ("no (version 1)" if r["meta"]["rule"] == "exactk" else "—")
-        lines.append(f"| {r['run']} | {r['label']} | {r['seed']} | {r['data_seed']} | {r['steps']} | "
-                     f"{fmt(r['tau_rule'])} {ci_text(r['tau_rule_ci'])} | {fmt(r['tau_mem'])} {ci_text(r['tau_mem_ci'])} | "
-                     f"{r['peak_rule_acc']:.3f} | {r['final_mem_ratio']:.3f} | {bits} | {r['source']} | "
-                     f"{fmt(r['train_s'])} |")
-    return lines + ["", not_done(missing)]
+    def bits(r):
+        return "yes" if r.get("counts") else ("no (version 1)" if r["meta"]["rule"] == "exactk" else "—")
+    return F.runs_section(rows, missing, [
+        F.RUN, F.col("rule", lambda r: r["label"], False), F.TRAINING_SEED,
+        F.col("data seed", lambda r: str(r["data_seed"])), F.STEPS, F.tau_col("tau_rule"), F.tau_col("tau_mem"),
+        F.PEAK, F.FINAL_MEM, F.col("Σ bits", bits, False), F.col("export", lambda r: r["source"], False),
+        F.TRAIN_S])
 
 
 def report(args, runs):

@@ -6,7 +6,8 @@ from analyses.gpt_dit_match import grid as grid_mod
 from analyses.gpt_dit_match import choice
 from analyses.gpt_dit_match import stats as S
 from analyses.scaling import curves as C
-from analyses.scaling.format import ci_text, curve_table, fmt, not_done, pooled_cell
+from analyses.scaling import format as F
+from analyses.scaling.format import ci_text, curve_table, fmt, pooled_cell
 from analyses.scaling.tables import curves_of
 from scoreprobe.models.build import param_count
 from scoreprobe.models.flops import counted_flops, forward_flops, n_tokens, step_flops
@@ -110,17 +111,15 @@ def section_versus(vs):
 
 
 def section_runs(rows, missing):
-    lines = ["## Runs", "", "| run | split | model | lr | data seed | training seed | steps | budget FLOPs | τ_rule [95% CI] | "
-             "τ_mem [95% CI] | abruptness (band steps) | peak rule_acc | final mem |",
-             "|---|---|---|---:|---:|---:|---:|---:|---|---|---|---:|---:|"]
-    for r in rows:
+    def band(r):
         a = r["abrupt_common"]
-        band = f"{fmt(a['abruptness'], 2)} ({fmt(a['band'][0])}–{fmt(a['band'][1])})" if math.isfinite(a["abruptness"]) else "—"
-        lines.append(f"| {r['run']} | {r['split']} | {LABELS[r['match_model']]} | {r['lr']:g} | {r['meta']['data_seed']} | "
-                     f"{r['seed']} | {r['steps']} | {_g(r['budget_flops'])} | {fmt(r['tau_rule'])} {ci_text(r['tau_rule_ci'])} | "
-                     f"{fmt(r['tau_mem'])} {ci_text(r['tau_mem_ci'])} | {band} | {r['peak_rule_acc']:.3f} | "
-                     f"{r['final_mem_ratio']:.3f} |")
-    return lines + ["", not_done(missing)]
+        return (f"{fmt(a['abruptness'], 2)} ({fmt(a['band'][0])}–{fmt(a['band'][1])})"
+                if math.isfinite(a["abruptness"]) else "—")
+    return F.runs_section(rows, missing, [
+        F.RUN, F.col("split", lambda r: r["split"], False), F.col("model", lambda r: LABELS[r["match_model"]], False),
+        F.col("lr", lambda r: f"{r['lr']:g}"), F.DATA_SEED, F.TRAINING_SEED, F.STEPS,
+        F.col("budget FLOPs", lambda r: _g(r["budget_flops"])), F.tau_col("tau_rule"), F.tau_col("tau_mem"),
+        F.col("abruptness (band steps)", band, False), F.PEAK, F.FINAL_MEM])
 
 
 def report(args):

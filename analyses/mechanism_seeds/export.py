@@ -15,11 +15,10 @@ The seconds spent (training, clocks, probes) are recorded as measured by the inv
 meta["resumed"] says an earlier, interrupted invocation did part of the work (its time is not known). About 0.1–0.3 MB per model.
 """
 import json
-from pathlib import Path
 
 import numpy as np
 
-from analyses.scaling.export import clocks_dataset, save_npz
+from analyses.scaling.export import clocks_dataset, load_matching, save_npz
 from scoreprobe.store import normalize_config
 
 FORMAT = "scoreprobe-mechanism-seeds-model/1"
@@ -83,15 +82,6 @@ def read_export(path):
 def load_exports(models, folder, settings):
     """{name: read_export(...)} of the planned `models` whose export exists with the same TrainConfig and
     study `settings`; {name: why} for the others."""
-    done, missing = {}, {}
-    for m in models:
-        path = Path(folder) / f"{m.name}.npz"
-        if not path.is_file():
-            missing[m.name] = "not run yet"
-            continue
-        info = read_export(path)
-        if info["config"] != json.loads(_json(m.cfg.to_dict())) or info["meta"]["settings"] != json.loads(_json(settings)):
-            missing[m.name] = "its export is from other settings"
-            continue
-        done[m.name] = info
-    return done, missing
+    return load_matching(models, folder, read_export, lambda m, info: (
+        info["config"] == json.loads(_json(m.cfg.to_dict()))
+        and info["meta"]["settings"] == json.loads(_json(settings))))

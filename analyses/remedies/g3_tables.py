@@ -7,7 +7,8 @@ from analyses.scaling import presets
 from analyses.remedies import g3_grid as grid_mod
 from analyses.remedies import g3_stats as S
 from analyses.scaling import curves as C
-from analyses.scaling.format import ci_text, fmt, not_done, pooled_cell, threshold_label
+from analyses.scaling import format as F
+from analyses.scaling.format import ci_text, fmt, pooled_cell, threshold_label
 from analyses.scaling.tables import curves_of
 
 LABELS = {"baseline": "baseline", "global_token": "global token", "multiplicative": "multiplicative (GLU)",
@@ -25,18 +26,18 @@ def _tau(row, key):
 
 
 def section_runs(rows, missing):
-    lines = ["## Runs", "", "τ at the paper's thresholds (rule accuracy 0.9, copies 0.1) with the sample-level 95% CI; "
-             "† the rule clock beyond the curriculum's pieces (a valid sample counts only when it breaks a piece).", "",
-             "| run | variant | data seed | training seed | parameters | steps | τ_rule [95% CI] | τ_mem [95% CI] | "
-             "peak rule_acc | final mem | final piece share | train s |",
-             "|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|"]
-    for r in rows:
-        mark = " †" if r["beyond_pieces"] else ""
-        piece = f"{r['piece_share'][-1]:.3f}" if r["beyond_pieces"] else "—"
-        lines.append(f"| {r['run']} | {r['meta']['variant']} | {r['meta']['data_seed']} | {r['seed']} | {r['params']:,} | "
-                     f"{r['steps']} | {_tau(r, 'tau_rule')}{mark} | {_tau(r, 'tau_mem')} | {r['peak_rule_acc']:.3f}{mark} | "
-                     f"{r['final_mem_ratio']:.3f} | {piece} | {fmt(r['train_s'])} |")
-    return lines + ["", not_done(missing)]
+    def mark(r):
+        return " †" if r["beyond_pieces"] else ""
+    intro = ("τ at the paper's thresholds (rule accuracy 0.9, copies 0.1) with the sample-level 95% CI; † the rule "
+             "clock beyond the curriculum's pieces (a valid sample counts only when it breaks a piece).")
+    return F.runs_section(rows, missing, [
+        F.RUN, F.col("variant", lambda r: r["meta"]["variant"], False), F.DATA_SEED, F.TRAINING_SEED,
+        F.col("parameters", lambda r: f"{r['params']:,}"), F.STEPS,
+        F.col("τ_rule [95% CI]", lambda r: _tau(r, "tau_rule") + mark(r), False),
+        F.col("τ_mem [95% CI]", lambda r: _tau(r, "tau_mem"), False),
+        F.col("peak rule_acc", lambda r: f"{r['peak_rule_acc']:.3f}{mark(r)}"), F.FINAL_MEM,
+        F.col("final piece share", lambda r: f"{r['piece_share'][-1]:.3f}" if r["beyond_pieces"] else "—"),
+        F.TRAIN_S], intro)
 
 
 def section_pooled(rows_by, curves):

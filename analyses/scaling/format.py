@@ -98,3 +98,38 @@ def curve_table(head, columns, paper):
 def not_done(missing):
     """'Not done: run (why), …' (or 'none') of the planned runs without an export: every study's last line."""
     return "Not done: " + (", ".join(f"{k} ({v})" for k, v in missing.items()) or "none") + "."
+
+
+# ---------------------------------------------------------------------------------------------
+# The "## Runs" table every study ends with
+# ---------------------------------------------------------------------------------------------
+
+def col(header, cell, numeric=True):
+    """One column of a runs table: (header, cell(row) -> str, right-aligned)."""
+    return header, cell, numeric
+
+
+def tau_col(key, extra=lambda r: ""):
+    """'τ_rule [95% CI]' / 'τ_mem [95% CI]': the run's τ with its sample-level CI, then `extra(row)`."""
+    return col(f"{key.replace('tau_', 'τ_')} [95% CI]",
+               lambda r: f"{fmt(r[key])} {ci_text(r[key + '_ci'])}{extra(r)}", numeric=False)
+
+
+RUN = col("run", lambda r: str(r["run"]), numeric=False)
+DATA_SEED = col("data seed", lambda r: str(r["meta"]["data_seed"]))
+TRAINING_SEED = col("training seed", lambda r: str(r["seed"]))
+STEPS = col("steps", lambda r: str(r["steps"]))
+PEAK = col("peak rule_acc", lambda r: f"{r['peak_rule_acc']:.3f}")
+FINAL_MEM = col("final mem", lambda r: f"{r['final_mem_ratio']:.3f}")
+TRAIN_S = col("train s", lambda r: fmt(r["train_s"]))
+WINDOW = col("window", lambda r: str(r["window_status"]), numeric=False)
+
+
+def runs_section(rows, missing, columns, intro=None):
+    """'## Runs': `intro` (a paragraph, optional), one row per run over `columns` ([col(...)]), then the
+    runs not done."""
+    lines = ["## Runs", ""] + ([intro, ""] if intro else [])
+    lines += ["| " + " | ".join(h for h, _, _ in columns) + " |",
+              "|" + "|".join("---:" if num else "---" for _, _, num in columns) + "|"]
+    lines += ["| " + " | ".join(cell(r) for _, cell, _ in columns) + " |" for r in rows]
+    return lines + ["", not_done(missing)]

@@ -10,7 +10,8 @@ from analyses.scaling import sections as sec
 from analyses.scaling.export import load_exports
 from analyses.scaling.figures import figures
 from analyses.scaling import curves as C
-from analyses.scaling.format import cells as _cells, ci_text, fmt, not_done, select, statuses as _statuses
+from analyses.scaling import format as F
+from analyses.scaling.format import cells as _cells, ci_text, fmt, select, statuses as _statuses
 from analyses.scaling.stats import axis_fit, run_stats
 from scoreprobe.store import normalize_config
 
@@ -33,16 +34,12 @@ def curves_of(rows):
 
 
 def section_runs(rows, missing):
-    lines = ["## Runs", "", "τ as the paper defines it (reliably exceeds, definitions version 6) with the sample-level "
-             "95% CI; in brackets after it, the first crossing where it differs.", "",
-             "| run | params | steps | τ_rule [95% CI] | τ_mem [95% CI] | window | peak rule_acc "
-             "| final mem | train s |", "|---|---:|---:|---|---|---|---:|---:|---:|"]
-    for r in rows:
-        lines.append(f"| {r['run']} | {r['params']:,} | {r['steps']} | {fmt(r['tau_rule'])} {ci_text(r['tau_rule_ci'])}"
-                     f"{_first(r, 'tau_rule')} | {fmt(r['tau_mem'])} {ci_text(r['tau_mem_ci'])}{_first(r, 'tau_mem')} "
-                     f"| {r['window_status']} | {r['peak_rule_acc']:.3f} | {r['final_mem_ratio']:.3f} | {fmt(r['train_s'])} |")
-    lines += ["", not_done(missing)]
-    return lines
+    intro = ("τ as the paper defines it (reliably exceeds, definitions version 6) with the sample-level 95% CI; in "
+             "brackets after it, the first crossing where it differs.")
+    return F.runs_section(rows, missing, [
+        F.RUN, F.col("params", lambda r: f"{r['params']:,}"), F.STEPS,
+        F.tau_col("tau_rule", lambda r: _first(r, "tau_rule")), F.tau_col("tau_mem", lambda r: _first(r, "tau_mem")),
+        F.WINDOW, F.PEAK, F.FINAL_MEM, F.TRAIN_S], intro)
 
 
 def _first(r, key):

@@ -2,7 +2,8 @@
 
 from analyses.scaling import presets
 from analyses.scaling import curves as C
-from analyses.scaling.format import curve_table, fmt, not_done
+from analyses.scaling import format as F
+from analyses.scaling.format import curve_table, fmt
 from analyses.scaling.stats import run_stats
 from analyses.scaling.tables import curves_of
 from analyses.sudoku_transpose import grid as grid_mod
@@ -135,17 +136,15 @@ def decision_table(reps):
 
 
 def section_runs(rows, missing):
-    lines = ["## Runs", "", "τ at family accuracy 0.9 (image coordinates; '—': not reached by the last checkpoint) and "
-             "the clocks at the paper's thresholds (0.9, 0.1).", "",
-             "| run | model | data | data seed | training seed | steps | rows | columns | boxes | cells | τ_rule | "
-             "τ_mem | train s |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        fam = r.get("families", {})
-        taus = " | ".join(fmt(fam[f]["tau"]) if f in fam else "—" for f in FAMILIES)
-        lines.append(f"| {r['run']} | {r['meta']['arch']} | {'transposed' if r['meta']['transposed'] else 'original'} | "
-                     f"{r['meta']['data_seed']} | {r['seed']} | {r['steps']} | {taus} | {fmt(r['tau_rule'])} | "
-                     f"{fmt(r['tau_mem'])} | {fmt(r['train_s'])} |")
-    return lines + ["", not_done(missing)]
+    def family(f):
+        return F.col(f, lambda r: fmt(r["families"][f]["tau"]) if f in r.get("families", {}) else "—")
+    intro = ("τ at family accuracy 0.9 (image coordinates; '—': not reached by the last checkpoint) and the clocks "
+             "at the paper's thresholds (0.9, 0.1).")
+    return F.runs_section(rows, missing, [
+        F.RUN, F.col("model", lambda r: r["meta"]["arch"], False),
+        F.col("data", lambda r: "transposed" if r["meta"]["transposed"] else "original", False), F.DATA_SEED,
+        F.TRAINING_SEED, F.STEPS, *[family(f) for f in FAMILIES], F.col("τ_rule", lambda r: fmt(r["tau_rule"])),
+        F.col("τ_mem", lambda r: fmt(r["tau_mem"])), F.TRAIN_S], intro)
 
 
 def report(args, runs):
