@@ -6,10 +6,12 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from abuse_stores import SPECIAL_OUTS
+import scoreprobe
 from scoreprobe.cli import INTERRUPTED, main
 
 SMALL_RULE = {"name": "parity", "G": 2, "shape": [3, 4], "layout": "contiguous", "seed": 0}
@@ -251,12 +253,19 @@ SCRIPT = ("import sys\nfrom scoreprobe.cli import main\nsys.argv = ['scoreprobe'
           "print('ready', flush=True)\nmain()\n")
 
 
+def _env():
+    """One thread, and the package under test first on the path (not whatever `pip install -e` last pointed at:
+    the subprocess runs in tmp_path, where only the installed copy would be found)."""
+    root = str(Path(scoreprobe.__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore::DeprecationWarning", "PYTHONPATH": path}
+
+
 def _interrupt(args, wait_for, delay, tmp_path):
     """Run the console entry point in a subprocess, send SIGINT `delay` s after a stdout line
     starting with `wait_for`; return (exit code, stdout, stderr)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore::DeprecationWarning"}
     p = subprocess.Popen([sys.executable, "-c", SCRIPT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, cwd=tmp_path, env=env, preexec_fn=_foreground)
+                         text=True, cwd=tmp_path, env=_env(), preexec_fn=_foreground)
     seen = []
     for line in p.stdout:
         seen.append(line)
@@ -285,11 +294,10 @@ def test_ctrl_c_while_the_store_is_written(series, tmp_path):
     """SIGINT as soon as the store appears (first step being written or just committed): one line,
     exit 130, and the store is still readable with only whole steps in it."""
     from scoreprobe.store import written_steps
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore::DeprecationWarning"}
     args = ["-q", "clocks", str(series.path), "--n-samples", "2000", "--n-steps", "50", "--device", "cpu",
             "--out", "c.zarr"]
     p = subprocess.Popen([sys.executable, "-c", SCRIPT, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         text=True, cwd=tmp_path, env=env, preexec_fn=_foreground)
+                         text=True, cwd=tmp_path, env=_env(), preexec_fn=_foreground)
     deadline = time.monotonic() + 120
     while not (tmp_path / "c.zarr").exists() and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
