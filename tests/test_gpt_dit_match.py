@@ -2,6 +2,7 @@
 split, reusing the scaling and data_draws runs whose TrainConfig they equal; the rate is chosen from the tuning
 split alone (the evaluation exports are never read, and a planted tuning export moves the choice); the per-FLOP
 ratios are the per-step ones times the models' FLOPs per step; the smoke preset regenerates from its exports."""
+import dataclasses
 import json
 import math
 
@@ -26,6 +27,14 @@ def test_the_sweep_and_the_seeds_use_their_own_splits_and_reuse_equal_runs():
     draws = {r.name: r for r in _analysis("data_draws.grid").plan("cpu")}
     dit_tune = [r for r in tuning if r.folder == "data_draws"]
     assert [r.name for r in dit_tune] == ["g2-n120-d1-s0"] and dit_tune[0].cfg == draws["g2-n120-d1-s0"].cfg
+    chosen = {m: 1e-3 for m in grid.MODELS}
+    dense, by_name = grid.dense_runs("cpu", chosen), {(r.meta["match_model"], r.seed): r for r in grid.eval_runs("cpu", chosen)}
+    assert len(dense) == 9 and {r.meta["split"] for r in dense} == {"dense"} and all("-c48-" in r.name for r in dense)
+    assert not {r.name for r in dense} & {r.name for r in tuning + evals}
+    for r in dense:   # the evaluation run's TrainConfig but for the checkpoints
+        e = by_name[(r.meta["match_model"], r.seed)]
+        assert r.cfg.n_checkpoints == 48 != e.cfg.n_checkpoints and r.cfg == dataclasses.replace(e.cfg, n_checkpoints=48)
+    assert grid.dense_runs("gpu", chosen) == [] and {r.meta["match_model"] for r in grid.dense_runs("cpu", {"gpt-raster": 1e-3})} == {"gpt-raster"}
     other = grid.eval_runs("cpu", {"dit": 4e-3})
     assert {r.cfg.lr for r in other if r.cfg.model == "dit"} == {4e-3} and all(r.folder == "gpt_dit_match" for r in other
                                                                                if r.cfg.model == "dit")
@@ -57,6 +66,20 @@ def test_the_choice_takes_the_earliest_rate_to_the_criterion_and_refuses_other_s
         choice.choose({5e-4: slow, 1e-3: _info([0, 0.9, 1, 1, 1, 1, 1, 1], data_seed=0)}, 1)
 
 
+def test_the_abruptness_comes_from_the_dense_runs_once_every_seed_is_done(monkeypatch):
+    S = _analysis("gpt_dit_match.stats")
+
+    def rows(values, flops=1.0):
+        return [{"abrupt_common": {"abruptness": v}, "step_flops": flops, "seed": i} for i, v in enumerate(values)]
+    dit, sparse, dense = rows([10.0, 11.0, 12.0]), rows([15.0, math.nan, 20.0], 6.0), rows([30.0, 32.0, 34.0], 6.0)
+    curves = {}
+    monkeypatch.setattr(S.C, "ratio_curve", lambda *a: [])            # the τ curves are not under test here
+    full = S.versus_dit({"dit": dit, "gpt-patch": sparse}, curves, {"gpt-patch": dense})["gpt-patch"]
+    assert full["abruptness_from"] == "dense" and full["abruptness"]["value"] == pytest.approx(21.0)
+    part = S.versus_dit({"dit": dit, "gpt-patch": sparse}, curves, {"gpt-patch": dense[:2]})["gpt-patch"]
+    assert part["abruptness_from"] == "evaluation" and part["abruptness"]["censored"]
+
+
 def test_per_flop_is_per_step_times_the_flops_per_step():
     S = _analysis("gpt_dit_match.stats")
     curve = [{"threshold": 0.5, "value": 0.1, "ci": [0.05, 0.2], "censored": False},
@@ -74,7 +97,8 @@ def test_smoke_then_from_results_and_the_choice_reads_the_tuning_split_only(tmp_
     rep = json.loads(js)
     assert set(rep["sweep"]) == {"dit", "gpt-patch", "gpt-random"} and "Not done: none." in md
     assert all(math.isclose(f["forward_flops"], f["counted"]) for f in rep["flops"].values())
-    assert {r["split"] for r in rep["runs"]} == {"tuning", "evaluation"} and len(rep["runs"]) == 12
+    assert {r["split"] for r in rep["runs"]} == {"tuning", "evaluation", "dense"} and len(rep["runs"]) == 16
+    assert set(rep["dense"]) == {"gpt-patch", "gpt-random"} and "## Abruptness with dense GPT checkpoints" in md
     run.main(["--smoke", "--out", str(tmp_path), "--from-results"])
     assert (tmp_path / "gpt_dit_match_smoke.md").read_text() == md and (tmp_path / "gpt_dit_match_smoke.json").read_text() == js
 

@@ -5,7 +5,8 @@ common band.
 
 Phase 1 trains the sweep (grid.tuning_runs: 3 rates per model on data seed 1); choice.py chooses each model's
 rate from those exports alone (the earliest τ_rule at 0.8); phase 2 trains the chosen rates' seeds on the
-evaluation split (data seed 0). Runs train `--jobs` at a time in one-thread worker processes and export as
+evaluation split (data seed 0); phase 3 trains the GPT's evaluation runs again with denser checkpoints
+(grid.dense_runs), read for the abruptness over the common band alone. Runs train `--jobs` at a time in one-thread worker processes and export as
 analyses/scaling does; the tables are rewritten after every finished run:
 
   <results>/gpt_dit_match_<preset>/<run>.npz   runs of this study (reused runs: scaling_<p>/, data_draws_<p>/)
@@ -13,9 +14,10 @@ analyses/scaling does; the tables are rewritten after every finished run:
   <results>/gpt_dit_match_<preset>.png         rule accuracy and memorized share per step and per FLOP
 
 Usage:
-  python analyses/gpt_dit_match --jobs 2        # the CPU preset: 24 runs, ≈ 1.3 h on 2 idle cores when the
+  python analyses/gpt_dit_match --jobs 2        # the CPU preset: 33 runs, ≈ 2.1 h on 2 idle cores when the
                                                 # chosen rates are those used so far (9 evaluation runs are then
-                                                # the scaling runs), 2.1 h otherwise (--plan)
+                                                # the scaling runs), 3 h otherwise (--plan); of them the 9 dense
+                                                # GPT runs ≈ 0.85 h
   python analyses/gpt_dit_match --smoke         # 12 toy runs (2 rates, 2 GPT orders): < 1 min (36 s at load 7)
   python analyses/gpt_dit_match --from-results  # every table and the figure from the .npz files, seconds
   python analyses/gpt_dit_match --plan          # the runs in order with their estimated time, nothing run
@@ -49,8 +51,10 @@ def describe(run):
 
 def plan_lines(args):
     tuning = grid_mod.tuning_runs(args.preset)
-    ready, pending = grid_mod.chosen_eval_runs(args.preset, choice.choices(args.results, args.preset))
-    lines = presets.plan_lines(tuning + ready, args, folder_of(args), describe, pending)
+    chosen = choice.choices(args.results, args.preset)
+    ready, pending = grid_mod.chosen_eval_runs(args.preset, chosen)
+    dense = grid_mod.dense_runs(args.preset, {m: lr for m, (lr, _) in chosen.items()})
+    lines = presets.plan_lines(tuning + ready + dense, args, folder_of(args), describe, pending)
     return lines + (["  pending: the evaluation runs of " + ", ".join(sorted({r.meta["match_model"] for r in pending}))
                      + ", listed at the middle rate of their sweep: their rate is chosen once the sweep is exported"]
                     if pending else [])
@@ -69,6 +73,8 @@ def main(argv=None):
         if not presets.run_all(args, grid_mod.tuning_runs(args.preset), folder_of(args), on_done):
             return False
         if not args.train_only:   # the chosen rates are read from the sweep's exports
-            ready, _ = grid_mod.chosen_eval_runs(args.preset, choice.choices(args.results, args.preset))
-            presets.run_all(args, ready, folder_of(args), on_done)
+            chosen = choice.choices(args.results, args.preset)
+            ready, _ = grid_mod.chosen_eval_runs(args.preset, chosen)
+            dense = grid_mod.dense_runs(args.preset, {m: lr for m, (lr, _) in chosen.items()})
+            presets.run_all(args, ready + dense, folder_of(args), on_done)
     drive(args, lambda: plan_lines(args), train, lambda: _write(args), logger)

@@ -85,6 +85,30 @@ def _flop_cell(p, f):
     return f"{_g(p['pooled'] * f)} [{_g(p['ci'][0] * f)}, {_g(p['ci'][1] * f)}]"
 
 
+def section_dense(dense_by, rows_by, curves, n, n_eval):
+    """The GPT orders' dense-checkpoint runs: their common-band abruptness per seed and pooled, and their τ beside
+    the evaluation runs' (the same configurations trained again: a replication of the clocks)."""
+    if not dense_by:
+        return [], {}
+    lines = ["## Abruptness with dense GPT checkpoints", "",
+             f"The GPT evaluation runs trained again with {n} checkpoints instead of {n_eval}, read for the common-band "
+             "abruptness (the comparison with the DiT below uses these once every seed of an order is done). Their τ "
+             "beside the evaluation runs' is a replication of the clocks with the same TrainConfig but for the checkpoints.",
+             "", "| model | seeds | abruptness, common band (checkpoints in it) | τ_rule at 0.9, dense / evaluation runs "
+             "| τ_mem at 0.1, dense / evaluation runs |", "|---|---:|---|---|---|"]
+    out = {}
+    for m, rs in dense_by.items():
+        ab = S.abrupt_pooled(rs)
+        taus = {k: (S.pooled_at(rs, curves, k, t), S.pooled_at(rows_by.get(m, []), curves, k, t) if rows_by.get(m) else None)
+                for k, t in (("tau_rule", 0.9), ("tau_mem", 0.1))}
+        out[m] = {"abruptness": ab, **{k: {"dense": d, "evaluation": e} for k, (d, e) in taus.items()}}
+        ab_cell = (f"{fmt(ab['pooled'], 2)} {ci_text(ab['ci'], 2)}" if math.isfinite(ab["pooled"]) else "—") + \
+            " (" + " / ".join(str(r["abrupt_common"]["n_band"]) for r in rs) + ")"
+        cells = [" / ".join(pooled_cell(x).split(" (")[0] if x else "—" for x in pair) for pair in taus.values()]
+        lines.append(f"| {LABELS[m]} | {len(rs)} | {ab_cell} | {cells[0]} | {cells[1]} |")
+    return lines + [""], out
+
+
 def section_versus(vs):
     lines = ["## Every GPT order against the DiT, over thresholds", "",
              "GPT / DiT of the geometric-mean τ over training seeds (Welch t interval on ln τ, 95%), per training step and "
@@ -105,7 +129,8 @@ def section_versus(vs):
         else:
             verdict = "more abrupt" if d["ci"][0] > 0 else "less abrupt" if d["ci"][1] < 0 else "not distinguishable"
             text = f"{fmt(d['value'], 2)} {ci_text(d['ci'], 2)} logit per decade (Welch t): {verdict}"
-        lines.append(f"- abruptness {LABELS[m]} − DiT over the common band: {text}; the GPT's FLOPs per step are "
+        runs = "its dense-checkpoint runs" if v.get("abruptness_from") == "dense" else "its evaluation runs"
+        lines.append(f"- abruptness {LABELS[m]} − DiT over the common band ({runs}): {text}; the GPT's FLOPs per step are "
                      f"{fmt(v['flop_factor'], 2)}× the DiT's.")
     return lines + [""]
 
@@ -128,28 +153,36 @@ def report(args):
     chosen = choice.choices(args.results, args.preset)
     tuning = grid_mod.tuning_runs(args.preset)
     ready, pending = grid_mod.chosen_eval_runs(args.preset, chosen)
-    rows, missing = collect(args, tuning + ready)
-    evals = [r for r in rows if r["split"] == "evaluation"]
-    rows_by = {m: sorted([r for r in evals if r["match_model"] == m], key=lambda r: r["seed"]) for m in p["models"]}
-    rows_by = {m: rs for m, rs in rows_by.items() if rs}
-    curves = curves_of(evals)
+    dense = grid_mod.dense_runs(args.preset, {m: lr for m, (lr, _) in chosen.items()})
+    rows, missing = collect(args, tuning + ready + dense)
+    rows_by, dense_by = (_by_model(rows, split, p["models"]) for split in ("evaluation", "dense"))
+    curves = curves_of([r for r in rows if r["split"] != "tuning"])
     cmd = "python analyses/gpt_dit_match" + ("" if args.preset == "cpu" else f" --preset {args.preset}") + " --from-results"
     lines = [f"# A fair GPT–DiT match: parity G = {p['G']}, N = {p['N']} (preset {args.preset})", "",
-             f"Regenerate: `{cmd}` (from the .npz exports only). {len(rows)} of {len(tuning) + len(ready) + len(pending)} "
+             f"Regenerate: `{cmd}` (from the .npz exports only). {len(rows)} of {len(tuning) + len(ready) + len(pending) + len(dense)} "
              f"planned runs done. Tuning split: data seed {p['tune_data_seed']}; evaluation split: data seed "
              f"{p['eval_data_seed']} (the scaling study's); training seeds named per run. τ in training steps (reliably "
              "exceeds, definitions version 6), over rule thresholds 0.3–0.95 and memorization thresholds 0.01–0.2. "
              "GPT: ancestral sampling; DiT: PF-ODE (the default sampler).", ""]
     text_f, flops = section_flops(args)
     text_m, models = section_models(rows_by, curves)
-    vs = S.versus_dit(rows_by, curves)
-    lines += text_f + section_sweep(chosen, p) + text_m + section_versus(vs) + section_runs(rows, missing)
+    text_d, dense_rep = section_dense(dense_by, rows_by, curves, p.get("dense_checkpoints"),
+                                       next((r.cfg.n_checkpoints for r in ready if r.meta["match_model"] != "dit"), None))
+    vs = S.versus_dit(rows_by, curves, dense_by)
+    lines += text_f + section_sweep(chosen, p) + text_m + text_d + section_versus(vs) + section_runs(rows, missing)
     if pending:
         lines.append("Waiting for their sweep: " + ", ".join(sorted({LABELS[r.meta['match_model']] for r in pending})) + ".")
     rep = {"preset": args.preset, "flops": flops, "sweep": {m: {"lr": lr, "rows": rs} for m, (lr, rs) in chosen.items()},
-           "models": models, "versus_dit": vs, "missing": missing,
+           "models": models, "dense": dense_rep, "versus_dit": vs, "missing": missing,
            "runs": [{k: v for k, v in r.items() if k not in ("curve", "curves")} for r in rows]}
     return "\n".join(lines) + "\n", rep, rows_by
+
+
+def _by_model(rows, split, models):
+    """{model: its rows of `split`, by training seed} for the models that have any."""
+    by = {m: sorted([r for r in rows if r["split"] == split and r["match_model"] == m], key=lambda r: r["seed"])
+          for m in models}
+    return {m: rs for m, rs in by.items() if rs}
 
 
 def figure(rows_by, path):
