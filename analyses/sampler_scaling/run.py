@@ -3,8 +3,10 @@
 setting that moved the shipped series' memorization most, analyses/results/sampler_clocks.md).
 
 The scaling runs' checkpoints are not shipped (20 MB per run); what is shipped is each run's TrainConfig and
-its per-sample clock states (analyses/results/scaling_cpu/<run>.npz). Training is deterministic on one CPU
-thread, so a run is regenerated from its TrainConfig; before it is measured with the other sampler, its last
+its per-sample clock states (analyses/results/scaling_cpu/<run>.npz). Training on one CPU thread repeats
+itself on one machine and torch build, not necessarily across them (3 of the 12 CPU runs regenerated here
+reproduced their shipped states, 9 did not), so a run is regenerated from its TrainConfig and, before it is
+measured with the other sampler, its last
 checkpoint is re-measured with the default Heun PF-ODE and its 1000 sample states compared with the shipped
 export's: identical states name the same model (the check is recorded per run; a run whose states differ is
 measured with both samplers, so its comparison is still paired on the same checkpoints, and it is marked).
