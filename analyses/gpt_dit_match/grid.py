@@ -115,8 +115,10 @@ def chosen_eval_runs(preset, chosen):
 
 
 def dense_runs(preset, chosen):
-    """The GPT evaluation runs at a chosen rate (`chosen` {model: lr}) again, with the preset's dense_checkpoints
-    (none when it has none): their own runs (name suffix -c<n>, split "dense"), read for the abruptness only."""
+    """The GPT evaluation runs at a chosen rate (`chosen` {model: lr}, or {model: (lr, sweep rows)} as
+    choice.choices gives it) again, with the preset's dense_checkpoints (none when it has none): their own runs
+    (name suffix -c<n>, split "dense"), read for the abruptness only."""
+    chosen = {m: v[0] if isinstance(v, tuple) else v for m, v in chosen.items()}
     p = PRESETS[preset]
     n = p.get("dense_checkpoints")
     if not n:

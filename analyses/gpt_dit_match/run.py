@@ -6,8 +6,9 @@ common band.
 Phase 1 trains the sweep (grid.tuning_runs: 3 rates per model on data seed 1); choice.py chooses each model's
 rate from those exports alone (the earliest τ_rule at 0.8); phase 2 trains the chosen rates' seeds on the
 evaluation split (data seed 0); phase 3 trains the GPT's evaluation runs again with denser checkpoints
-(grid.dense_runs), read for the abruptness over the common band alone. Runs train `--jobs` at a time in one-thread worker processes and export as
-analyses/scaling does; the tables are rewritten after every finished run:
+(grid.dense_runs), read for the abruptness over the common band alone. Runs train `--jobs` at a time in
+one-thread worker processes and export as analyses/scaling does; the tables are rewritten after every
+finished run:
 
   <results>/gpt_dit_match_<preset>/<run>.npz   runs of this study (reused runs: scaling_<p>/, data_draws_<p>/)
   <results>/gpt_dit_match_<preset>.md/.json    the FLOP count, the sweep and its choice, every table
@@ -53,7 +54,7 @@ def plan_lines(args):
     tuning = grid_mod.tuning_runs(args.preset)
     chosen = choice.choices(args.results, args.preset)
     ready, pending = grid_mod.chosen_eval_runs(args.preset, chosen)
-    dense = grid_mod.dense_runs(args.preset, {m: lr for m, (lr, _) in chosen.items()})
+    dense = grid_mod.dense_runs(args.preset, chosen)
     lines = presets.plan_lines(tuning + ready + dense, args, folder_of(args), describe, pending)
     return lines + (["  pending: the evaluation runs of " + ", ".join(sorted({r.meta["match_model"] for r in pending}))
                      + ", listed at the middle rate of their sweep: their rate is chosen once the sweep is exported"]
@@ -75,6 +76,6 @@ def main(argv=None):
         if not args.train_only:   # the chosen rates are read from the sweep's exports
             chosen = choice.choices(args.results, args.preset)
             ready, _ = grid_mod.chosen_eval_runs(args.preset, chosen)
-            dense = grid_mod.dense_runs(args.preset, {m: lr for m, (lr, _) in chosen.items()})
+            dense = grid_mod.dense_runs(args.preset, chosen)
             presets.run_all(args, ready + dense, folder_of(args), on_done)
     drive(args, lambda: plan_lines(args), train, lambda: _write(args), logger)

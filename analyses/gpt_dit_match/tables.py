@@ -153,7 +153,7 @@ def report(args):
     chosen = choice.choices(args.results, args.preset)
     tuning = grid_mod.tuning_runs(args.preset)
     ready, pending = grid_mod.chosen_eval_runs(args.preset, chosen)
-    dense = grid_mod.dense_runs(args.preset, {m: lr for m, (lr, _) in chosen.items()})
+    dense = grid_mod.dense_runs(args.preset, chosen)
     rows, missing = collect(args, tuning + ready + dense)
     rows_by, dense_by = (_by_model(rows, split, p["models"]) for split in ("evaluation", "dense"))
     curves = curves_of([r for r in rows if r["split"] != "tuning"])
