@@ -136,6 +136,35 @@ def test_beyond_the_pieces_recodes_valid_samples_on_the_pieces():
     assert S.beyond_info({**info, "piece_valid": None})["ds"] is info["ds"]
 
 
+def test_the_rule_clock_among_piece_breaking_samples():
+    """At a constant count it is the standard τ (the shipped baseline run, every threshold); a control that
+    keeps drawing pieces (a quarter of its samples) and gets every other sample right reads 1.0 among the
+    piece-breaking samples and reaches 0.9, where counting its pieces as failures caps it at 0.75."""
+    S, C, export = _analysis("remedies.g3_stats"), _analysis("scaling.curves"), _analysis("scaling.export")
+    from scoreprobe.data.datasets import STATE_CODES
+    info = export.read_export(RESULTS / "scaling_cpu" / "g3-n240.npz")
+    ds = info["ds"]
+    acc, count = S.among_breaking(ds["state"].values, np.zeros(ds["state"].shape, bool))
+    assert np.array_equal(acc, ds.rule_acc.values) and set(count) == {ds["state"].shape[1]}
+    taus = S.breaking_taus(ds.step.values, acc, count, C.thresholds_of("tau_rule"))
+    assert np.allclose(taus, C.run_curves(ds)["tau_rule"]) and np.isfinite(taus[:4]).all()
+
+    steps, n = np.array([0, 100, 200, 400, 800, 1600]), 400
+    state = np.full((len(steps), n), STATE_CODES["valid_novel"], np.int8)
+    state[:2] = STATE_CODES["rule_violating"]                       # learned between steps 100 and 200
+    piece = np.zeros(state.shape, bool)
+    piece[:, : n // 4] = True                                        # a quarter of every checkpoint's samples
+    acc, count = S.among_breaking(state, piece)
+    assert acc.tolist() == [0, 0, 1, 1, 1, 1] and set(count) == {300}
+    tau = S.breaking_taus(steps, acc, count, [0.9])[0]
+    assert 100 < tau < 200
+    beyond = export.clocks_dataset(steps, S.beyond_state(state, piece)[0], 0.5)
+    assert np.allclose(beyond.rule_acc.values[2:], 0.75) and np.isinf(C.run_curves(beyond)["tau_rule"][-2])
+    few = np.ones(state.shape, bool)
+    few[:, :2] = False                                               # 2 breaking samples, both valid: not confident
+    assert np.isinf(S.breaking_taus(steps, *S.among_breaking(state, few), [0.5])[0])
+
+
 def test_smoke_then_from_results(tmp_path):
     run = _analysis("remedies")
     run.main(["--preset", "g3-smoke", "--out", str(tmp_path)])

@@ -12,6 +12,7 @@ from analyses.scaling import curves as C
 from analyses.scaling.export import clocks_dataset
 from analyses.scaling.stats import run_stats
 from scoreprobe.data.curriculum import beyond_state
+from scoreprobe.probes.crossings import logit_fraction, reliable_crossing, wilson_lower
 from scoreprobe.probes.dsm_stats import adjust_pvalues
 from scoreprobe.probes.seeds import pool_ratio
 
@@ -34,16 +35,42 @@ def beyond_info(info):
     return {**info, "ds": beyond, "piece_share": piece.mean(axis=1).tolist()}
 
 
+def among_breaking(state, piece):
+    """Rule accuracy among the samples that break a piece: (S,) share of them valid (copies count as valid,
+    as everywhere), (S,) how many there are. state, piece (S, n)."""
+    _, valid = beyond_state(state, piece)
+    count = (~piece).sum(axis=1)
+    return (valid & ~piece).sum(axis=1) / np.maximum(count, 1), count
+
+
+def breaking_taus(steps, acc, count, thresholds):
+    """τ (steps; inf: not reached) of `acc` (S,) at each threshold, read as every τ is (reliably exceeds:
+    definitions version 6) but with each checkpoint's own sample count in its Wilson bound (`count` (S,);
+    a checkpoint without a piece-breaking sample is never confident)."""
+    u, n = np.log1p(np.asarray(steps, np.float64)), np.maximum(np.asarray(count, np.float64), 1)
+    y = np.asarray(acc, np.float64)[None]                                        # (1, S)
+    z = logit_fraction(y, n)
+    out = [reliable_crossing(u, z, logit_fraction(t, n.max()), wilson_lower(y, n) >= t)[0] for t in thresholds]
+    return np.where(np.isnan(out), np.inf, np.expm1(out))
+
+
 def run_row(run, info):
-    """run_stats of one run (beyond the pieces where it has them), with `rule_acc_all` (the rule accuracy
-    counting every valid sample) and `piece_share` per checkpoint for a curriculum run or its control."""
+    """run_stats of one run (beyond the pieces where it has them). For a curriculum run or its control the rule
+    clock compared (`curves["tau_rule"]`) is rule accuracy among the samples that break a piece
+    (among_breaking, breaking_taus): the control keeps drawing piece images (a share of its data), so counting
+    its piece samples as failures would cap its rule accuracy at 1 − its piece share. Kept beside:
+    `curves["tau_rule_beyond"]` (pieces as failures), `tau_rule_all` (pieces as valid), `piece_share`."""
     b = beyond_info(info)
     row = run_stats(run.name, run, b)[0]
     row["beyond_pieces"] = b["piece_share"] is not None
     if row["beyond_pieces"]:
+        acc, count = among_breaking(info["ds"]["state"].values, info["piece_valid"])
         row["piece_share"] = b["piece_share"]
         row["curve"]["rule_acc_all"] = info["ds"].rule_acc.values.tolist()
+        row["curve"].update(rule_acc_breaking=acc.tolist(), n_breaking=count.tolist())
         row["tau_rule_all"] = C.run_curves(info["ds"])["tau_rule"].tolist()
+        row["curves"]["tau_rule_beyond"] = row["curves"]["tau_rule"]
+        row["curves"]["tau_rule"] = breaking_taus(row["curve"]["step"], acc, count, C.thresholds_of("tau_rule")).tolist()
     return row
 
 
