@@ -123,6 +123,34 @@ def test_a_censored_side_gives_a_bound_with_its_budget_not_a_ratio():
     assert math.isfinite(fam["tau_rule"][("curriculum", "baseline")][0]["p_holm"])
 
 
+def test_the_curriculum_from_its_switch_is_its_tau_less_the_first_phase():
+    """Planted: the curriculum's rule comes exactly as long after its switch as the baseline's after step 0 (ratio
+    1, CI around it, in the Holm family of six); a crossing before its first checkpoint after the switch is
+    unreadable, not a ratio; a seed that never gets there is a bound at the budget after the switch."""
+    S = _analysis("remedies.g3_stats")
+    base, switch = [1500.0, 2500.0, 2000.0], 7500
+    rows_by, curves = _rows({"baseline": base, "curriculum": [t + switch for t in base]})
+    for r in rows_by["curriculum"]:
+        r["curve"] = {"step": [0, 1000, 7000, 8000, 12000, 30000]}
+    rows_by["curriculum_since_switch"], shifted = S.since_switch(rows_by["curriculum"], curves, switch)
+    assert set(curves) < set(shifted) and curves["curriculum-s0"]["tau_rule"][0] == 9000    # the input is kept
+    assert [r["steps"] for r in rows_by["curriculum_since_switch"]] == [22500] * 3
+    assert shifted["curriculum-s1@switch"]["resolved_from"] == [500.0]
+    row = S.family(rows_by, shifted)["tau_rule"][("curriculum_since_switch", "baseline")][0]
+    assert math.isclose(row["value"], 1.0, rel_tol=1e-12) and row["ci"][0] < 1 < row["ci"][1]
+    assert math.isfinite(row["p_holm"]) and not row["significant"]
+
+    early = {**curves, "curriculum-s1": {**curves["curriculum-s1"], "tau_rule": np.full(10, 7800.0)}}
+    _, sh = S.since_switch(rows_by["curriculum"], early, switch)     # 300 steps after it, before the 8000 checkpoint
+    row = S.family(rows_by, sh)["tau_rule"][("curriculum_since_switch", "baseline")][0]
+    assert math.isnan(row["value"]) and row["under_resolved"] == 500.0 and row["bound"] is None
+
+    never = {**curves, "curriculum-s2": {**curves["curriculum-s2"], "tau_rule": np.full(10, math.inf)}}
+    _, sh = S.since_switch(rows_by["curriculum"], never, switch)
+    b = S.family(rows_by, sh)["tau_rule"][("curriculum_since_switch", "baseline")][0]["bound"]
+    assert b["kind"] == ">" and math.isclose(b["value"], math.exp(np.mean(np.log([1500, 2500, 22500])) - np.mean(np.log(base))))
+
+
 def test_beyond_the_pieces_recodes_valid_samples_on_the_pieces():
     S = _analysis("remedies.g3_stats")
     export = _analysis("scaling.export")
@@ -180,6 +208,6 @@ def test_smoke_then_from_results(tmp_path):
     rep = json.loads(js)
     assert f"{len(plan)} of {len(plan)} planned runs done" in md and set(rep["comparisons"]["tau_rule"]) == {
         "global_token/baseline", "multiplicative/baseline", "curriculum/baseline", "curriculum_mixed/baseline",
-        "curriculum/curriculum_mixed"}
+        "curriculum/curriculum_mixed", "curriculum_since_switch/baseline"}
     run.main(["--preset", "g3", "--smoke", "--out", str(tmp_path), "--from-results"])
     assert (tmp_path / "remedies_g3-smoke.md").read_text() == md and (tmp_path / "remedies_g3-smoke.json").read_text() == js

@@ -38,13 +38,18 @@ CURRICULUM_G = 2          # pieces of 2 inside groups of 3 (the only tiling a gr
 CURRICULUM_SHARE = 0.25   # the first phase: a quarter of the steps (analyses/remedies' default)
 
 
+def switch_step(total_steps):
+    """The step at which the curriculum's first phase ends (CURRICULUM_SHARE of the steps)."""
+    return max(1, int(total_steps * CURRICULUM_SHARE))
+
+
 def switches(variant, cfg, G):
     """The TrainConfig fields `variant` sets on the baseline config `cfg` (parity with G)."""
     if variant == "baseline":
         return {}
     if variant in ("global_token", "multiplicative"):
         return {variant: True}
-    switch = max(1, int(cfg.total_steps * CURRICULUM_SHARE))
+    switch = switch_step(cfg.total_steps)
     return {"curriculum": f"{CURRICULUM_G}:{G}:{switch}" + (":mixed" if variant == "curriculum_mixed" else "")}
 
 

@@ -18,7 +18,8 @@ from scoreprobe.probes.seeds import pool_ratio
 
 # (variant, reference): the family of comparisons, Holm-adjusted together at each threshold
 COMPARISONS = (("global_token", "baseline"), ("multiplicative", "baseline"), ("curriculum", "baseline"),
-               ("curriculum_mixed", "baseline"), ("curriculum", "curriculum_mixed"))
+               ("curriculum_mixed", "baseline"), ("curriculum", "curriculum_mixed"),
+               ("curriculum_since_switch", "baseline"))
 KEYS = ("tau_rule", "tau_mem")
 ALPHA = 0.05
 
@@ -72,6 +73,24 @@ def run_row(run, info):
         row["curves"]["tau_rule_beyond"] = row["curves"]["tau_rule"]
         row["curves"]["tau_rule"] = breaking_taus(row["curve"]["step"], acc, count, C.thresholds_of("tau_rule")).tolist()
     return row
+
+
+def since_switch(rows, curves, switch):
+    """The curriculum's rows with τ counted from the end of its first phase (τ − `switch`, budget steps −
+    `switch`): how soon the rule comes (and the copies) once the model trains on its own images, against a
+    baseline that starts from nothing. Rows are renamed `<run>@switch`, their curves added to a copy of `curves`.
+    As a crossing before a run's first checkpoint after step 0 is, a crossing before its first checkpoint after
+    the switch is unreadable (under-resolved: C.mark_under_resolved), never a ratio."""
+    out_rows, out_curves = [], dict(curves)
+    for r in rows:
+        steps = np.asarray(r["curve"]["step"], np.float64)
+        first = float(steps[steps > switch].min() - switch)
+        c = dict(curves[r["run"]], resolved_from=[first])
+        for key in KEYS:          # a τ inside the first phase: below `first`, kept positive for the log
+            c[key] = np.maximum(np.asarray(c[key], np.float64) - switch, first / 2).tolist()
+        out_curves[r["run"] + "@switch"] = c
+        out_rows.append({**r, "run": r["run"] + "@switch", "steps": r["steps"] - switch})
+    return out_rows, out_curves
 
 
 def welch_p(a, b):
