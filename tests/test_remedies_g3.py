@@ -151,6 +151,27 @@ def test_the_curriculum_from_its_switch_is_its_tau_less_the_first_phase():
     assert b["kind"] == ">" and math.isclose(b["value"], math.exp(np.mean(np.log([1500, 2500, 22500])) - np.mean(np.log(base))))
 
 
+def test_endpoints_differences_of_seed_means_holm_over_the_comparisons():
+    """Peak rule accuracy (among the piece-breaking samples where a run has them) and the last memorized share:
+    b − a of seed means, Welch p, Holm over the comparisons of each endpoint; the since-switch rows left out."""
+    S = _analysis("remedies.g3_stats")
+    final = {"baseline": [0.03, 0.04, 0.02], "multiplicative": [0.09, 0.11, 0.10], "curriculum": [0.02, 0.01, 0.02]}
+    rows_by = {v: [{"run": f"{v}-s{i}", "final_mem_ratio": m, "curve": {"rule_acc": [0.1, 0.8 + m, 0.5]}}
+                   for i, m in enumerate(ms)] for v, ms in final.items()}
+    for i, r in enumerate(rows_by["curriculum"]):
+        r["curve"]["rule_acc_breaking"] = [0.0, 0.2, 0.95 - i / 100]         # beats the plain reading's ≤ 0.82
+    rows_by["curriculum_since_switch"] = rows_by["curriculum"]
+    fam = S.endpoint_family(rows_by)
+    assert list(fam["final_mem"]) == [("multiplicative", "baseline"), ("curriculum", "baseline")]
+    m = fam["final_mem"][("multiplicative", "baseline")]
+    assert math.isclose(m["value"], 0.07, rel_tol=1e-9) and m["ci"][0] > 0
+    p = [scipy.stats.ttest_ind(final[v], final["baseline"], equal_var=False).pvalue for v in ("multiplicative", "curriculum")]
+    assert m["p"] == pytest.approx(p[0]) and [c["p_holm"] for c in fam["final_mem"].values()] == pytest.approx(
+        adjust_pvalues(np.array([p]), "holm")[0].tolist())
+    peak = fam["peak_rule"][("curriculum", "baseline")]
+    assert math.isclose(peak["value"], 0.94 - np.mean([0.83, 0.84, 0.82]), rel_tol=1e-9)
+
+
 def test_beyond_the_pieces_recodes_valid_samples_on_the_pieces():
     S = _analysis("remedies.g3_stats")
     export = _analysis("scaling.export")
@@ -209,5 +230,6 @@ def test_smoke_then_from_results(tmp_path):
     assert f"{len(plan)} of {len(plan)} planned runs done" in md and set(rep["comparisons"]["tau_rule"]) == {
         "global_token/baseline", "multiplicative/baseline", "curriculum/baseline", "curriculum_mixed/baseline",
         "curriculum/curriculum_mixed", "curriculum_since_switch/baseline"}
+    assert set(rep["endpoints"]["final_mem"]) == set(rep["comparisons"]["tau_rule"]) - {"curriculum_since_switch/baseline"}
     run.main(["--preset", "g3", "--smoke", "--out", str(tmp_path), "--from-results"])
     assert (tmp_path / "remedies_g3-smoke.md").read_text() == md and (tmp_path / "remedies_g3-smoke.json").read_text() == js

@@ -2,7 +2,8 @@
 clock of a curriculum run and of its control read beyond the curriculum's pieces), per comparison the ratio of
 τ over the training seeds at every threshold (Welch t on ln τ, `probes.seeds.pool_ratio`) with Welch's p and
 Holm over the family of comparisons at that threshold; a side with a seed that does not reach a threshold
-gives no ratio, only a bound with that seed at its budget."""
+gives no ratio, only a bound with that seed at its budget. Beside the τ, two endpoints (peak rule accuracy, the
+last memorized share) as differences of seed means, Holm over the same comparisons."""
 import math
 
 import numpy as np
@@ -93,11 +94,13 @@ def since_switch(rows, curves, switch):
     return out_rows, out_curves
 
 
-def welch_p(a, b):
-    """Two-sided Welch t-test p of ln b against ln a (NaN with fewer than 2 seeds on a side)."""
+def welch_p(a, b, log=True):
+    """Two-sided Welch t-test p of ln b against ln a (of b against a: log False; NaN with fewer than 2 seeds on a
+    side)."""
     if min(len(a), len(b)) < 2:
         return math.nan
-    return float(scipy.stats.ttest_ind(np.log(b), np.log(a), equal_var=False).pvalue)
+    f = np.log if log else np.asarray
+    return float(scipy.stats.ttest_ind(f(b), f(a), equal_var=False).pvalue)
 
 
 def censored_bound(a, b, last_a, last_b):
@@ -144,6 +147,40 @@ def family(rows_by, curves):
                 c[j]["p_holm"] = float(a)
                 c[j]["significant"] = bool(np.isfinite(a) and a < ALPHA)
         out[key] = curves_k
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Endpoints: where every τ_mem threshold above 0.01 is censored, the share copied at the end still reads
+# ---------------------------------------------------------------------------------------------
+
+ENDPOINTS = ("peak_rule", "final_mem")
+
+
+def endpoint(row, name):
+    """A run's peak rule accuracy (among the piece-breaking samples for a curriculum run or its control) or its
+    memorized share at the last checkpoint."""
+    if name == "final_mem":
+        return float(row["final_mem_ratio"])
+    return float(np.max(row["curve"].get("rule_acc_breaking", row["curve"]["rule_acc"])))
+
+
+def endpoint_family(rows_by):
+    """{name: {(variant, reference): row}}: b − a of the seed means of each endpoint (Welch t interval), Welch's p
+    Holm-adjusted over the comparisons (`p_holm`, `significant`). The curriculum from its switch is left out: its
+    endpoints are the curriculum's."""
+    out = {}
+    for name in ENDPOINTS:
+        comps = {}
+        for v, ref in COMPARISONS:
+            if v == "curriculum_since_switch" or not (rows_by.get(v) and rows_by.get(ref)):
+                continue
+            a, b = ([endpoint(r, name) for r in rows_by[k]] for k in (ref, v))
+            comps[(v, ref)] = {**pool_ratio(a, b, log=False), "p": welch_p(a, b, log=False), "a": a, "b": b}
+        p = np.array([c["p"] for c in comps.values()], dtype=np.float64)
+        for c, adj in zip(comps.values(), adjust_pvalues(p[None], "holm")[0] if p.size else p):
+            c.update(p_holm=float(adj), significant=bool(np.isfinite(adj) and adj < ALPHA))
+        out[name] = comps
     return out
 
 

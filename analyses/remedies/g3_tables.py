@@ -109,6 +109,28 @@ def section_ratios(fam):
     return lines
 
 
+def section_endpoints(fam):
+    """Per endpoint, every comparison's difference of seed means with its interval and Holm-adjusted p."""
+    names = {"peak_rule": "peak rule accuracy ‡", "final_mem": "memorized share at the last checkpoint"}
+    lines = ["## Endpoints: peak rule accuracy and the share copied at the end", "",
+             "variant − reference of the means over training seeds (Welch t interval, 95%; each seed's value in "
+             "the last two columns); p: Welch's t-test, Holm-adjusted over the comparisons at each endpoint (`*`: below 0.05). "
+             "Read where the τ are censored: a peak is the best of the checkpoints (biased up alike for every "
+             "variant on the same checkpoint grid).", ""]
+    for name, comps in fam.items():
+        if not comps:
+            continue
+        lines += [f"| {names[name]} | difference [95% CI] | p_Holm | reference's seeds | variant's seeds |",
+                  "|---|---|---|---|---|"]
+        for (v, ref), c in comps.items():
+            diff = "—" if not math.isfinite(c["value"]) else f"{c['value']:+.3f} {ci_text(c['ci'], 3)}"
+            p = f"{c['p_holm']:.2g}{' *' if c['significant'] else ''}" if math.isfinite(c["p_holm"]) else "—"
+            seeds = [" / ".join(f"{x:.3f}" for x in c[k]) for k in ("a", "b")]
+            lines.append(f"| {LABELS[v]} / {LABELS[ref]} | {diff} | {p} | {seeds[0]} | {seeds[1]} |")
+        lines.append("")
+    return lines
+
+
 def header(args, rows, runs):
     from scoreprobe.data.curriculum import fine_groups
     from scoreprobe.data.rules import rule_from_spec
@@ -150,10 +172,11 @@ def report(args, runs):
         rows_by["curriculum_since_switch"], curves = S.since_switch(rows_by["curriculum"], curves, switch)
     lines = header(args, rows, runs)
     text, pooled = section_pooled(rows_by, curves)
-    fam = S.family(rows_by, curves)
-    lines += text + section_ratios(fam) + section_runs(rows, missing)
+    fam, ends = S.family(rows_by, curves), S.endpoint_family(rows_by)
+    lines += text + section_ratios(fam) + section_endpoints(ends) + section_runs(rows, missing)
     rep = {"preset": args.preset, "n_planned": len(runs), "missing": missing, "pooled": pooled,
            "comparisons": {k: {f"{v}/{ref}": c for (v, ref), c in comps.items()} for k, comps in fam.items()},
+           "endpoints": {k: {f"{v}/{ref}": c for (v, ref), c in comps.items()} for k, comps in ends.items()},
            "runs": [{k: v for k, v in r.items() if k not in ("curve", "curves")} for r in rows]}
     return "\n".join(lines) + "\n", rep, rows_by
 
