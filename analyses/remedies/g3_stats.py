@@ -141,13 +141,16 @@ def family(rows_by, curves):
         curves_k = {(v, ref): comparison_curve(rows_by[ref], rows_by[v], curves, key) for v, ref in COMPARISONS
                     if rows_by.get(v) and rows_by.get(ref)}
         for j in range(len(C.thresholds_of(key))):
-            p = np.array([c[j]["p"] for c in curves_k.values()], dtype=np.float64)
-            adj = adjust_pvalues(p[None], "holm")[0] if p.size else p
-            for c, a in zip(curves_k.values(), adj):
-                c[j]["p_holm"] = float(a)
-                c[j]["significant"] = bool(np.isfinite(a) and a < ALPHA)
+            holm([c[j] for c in curves_k.values()])
         out[key] = curves_k
     return out
+
+
+def holm(cells):
+    """Set `p_holm` and `significant` on each dict of `cells` from their `p`, Holm-adjusted together."""
+    p = np.array([c["p"] for c in cells], dtype=np.float64)
+    for c, a in zip(cells, adjust_pvalues(p[None], "holm")[0] if p.size else p):
+        c.update(p_holm=float(a), significant=bool(np.isfinite(a) and a < ALPHA))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -157,12 +160,17 @@ def family(rows_by, curves):
 ENDPOINTS = ("peak_rule", "final_mem")
 
 
+def rule_curve(row):
+    """(S,) the rule accuracy compared for a run: among the piece-breaking samples for a curriculum run or its
+    control (run_row), rule accuracy itself for the others."""
+    return row["curve"].get("rule_acc_breaking", row["curve"]["rule_acc"])
+
+
 def endpoint(row, name):
-    """A run's peak rule accuracy (among the piece-breaking samples for a curriculum run or its control) or its
-    memorized share at the last checkpoint."""
+    """A run's peak rule accuracy (rule_curve) or its memorized share at the last checkpoint."""
     if name == "final_mem":
         return float(row["final_mem_ratio"])
-    return float(np.max(row["curve"].get("rule_acc_breaking", row["curve"]["rule_acc"])))
+    return float(np.max(rule_curve(row)))
 
 
 def endpoint_family(rows_by):
@@ -177,9 +185,7 @@ def endpoint_family(rows_by):
                 continue
             a, b = ([endpoint(r, name) for r in rows_by[k]] for k in (ref, v))
             comps[(v, ref)] = {**pool_ratio(a, b, log=False), "p": welch_p(a, b, log=False), "a": a, "b": b}
-        p = np.array([c["p"] for c in comps.values()], dtype=np.float64)
-        for c, adj in zip(comps.values(), adjust_pvalues(p[None], "holm")[0] if p.size else p):
-            c.update(p_holm=float(adj), significant=bool(np.isfinite(adj) and adj < ALPHA))
+        holm(list(comps.values()))
         out[name] = comps
     return out
 

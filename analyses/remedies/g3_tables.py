@@ -137,6 +137,7 @@ def header(args, rows, runs):
     p = grid_mod.PRESETS[args.preset]
     cmd = f"python analyses/remedies --preset {args.preset} --from-results"
     steps, share = (runs[0].steps if runs else 0), grid_mod.CURRICULUM_SHARE
+    switch = grid_mod.switch_step(steps)
     rule = rule_from_spec(runs[0].cfg.rule) if runs else None
     free = len(fine_groups(rule, grid_mod.CURRICULUM_G)) - len(rule.groups) if rule else 0
     return [f"# Remedies where the baseline learns: parity G = {p['G']}, N = {p['N']} (preset {args.preset})", "",
@@ -146,7 +147,7 @@ def header(args, rows, runs):
             "as listed. τ in training steps (reliably exceeds, definitions version 6), over rule thresholds 0.3–0.95 "
             "and memorization thresholds 0.01–0.2 (the paper's 0.9 and 0.1 in bold).", "",
             f"What the curriculum adds: N = {p['N']} *other* training images (every piece of {grid_mod.CURRICULUM_G} "
-            f"pixels of each group even, a group's remaining pixel 0), drawn by the first {int(steps * share)} steps (a "
+            f"pixels of each group even, a group's remaining pixel 0), drawn by the first {switch} steps (a "
             f"share {share:g} of the steps); the loss is the baseline's. So it also sees each of the run's own training "
             f"images {1 - share:g}× as often as the baseline. The control (`curriculum_mixed`) draws each minibatch item "
             f"from the same extra images with probability {share:g} at every step: the same images and, in expectation, "
@@ -156,7 +157,7 @@ def header(args, rows, runs):
             f"end, at 1 − that share (both readings are kept in the JSON). The baseline's and the switches' exports keep "
             f"no piece masks; a uniform sampler of the rule's images satisfies every piece with probability 2^-{free}, "
             "so for them the two readings agree. 'Curriculum from its switch': the curriculum's τ less its "
-            f"{int(steps * share)} first-phase steps (budget {steps - int(steps * share)}), against the baseline's from step 0 "
+            f"{switch} first-phase steps (budget {steps - switch}), against the baseline's from step 0 "
             "— whether the first phase gives a head start once the model trains on its own images; chosen after the "
             "first seed was read, so it is Holm-adjusted with the five planned comparisons, not beside them.", ""]
 
@@ -192,8 +193,7 @@ def figure(rows_by, path):
         for r in rs:
             x = np.asarray(r["curve"]["step"]) + 1
             ls = ("-", "--", ":", "-.", (0, (1, 3)))[r["seed"] % 5]
-            acc = r["curve"].get("rule_acc_breaking", r["curve"]["rule_acc"])
-            ax1.plot(x, acc, ls, color=f"C{i}", label=f"{LABELS[v]} s{r['seed']}")
+            ax1.plot(x, S.rule_curve(r), ls, color=f"C{i}", label=f"{LABELS[v]} s{r['seed']}")
             ax2.plot(x, r["curve"]["mem_ratio"], ls, color=f"C{i}")
     for ax, name in ((ax1, "rule accuracy (curriculum, control: among piece-breaking samples)"), (ax2, "memorized share")):
         ax.set(xscale="log", xlabel="training step + 1", ylabel=name)
