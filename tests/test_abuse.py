@@ -260,7 +260,7 @@ def test_score_field_counts_nonfinite_outputs():
 
 
 def test_retention_counts_nonfinite_endpoints_once():
-    from scoreprobe.probes.basins import retention
+    from scoreprobe.probes.retention import retention
     ds, rule, plane, D = _nan_plane_setup()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -1,4 +1,4 @@
-"""probes.basins: basins and retention against the two oracles, the symmetric plane, stores, check_convergence.
+"""probes.basins and probes.retention: basins and retention against the two oracles, the symmetric plane, stores, check_convergence.
 The CLI subcommands on these probes: tests/test_basins_cli.py."""
 import warnings
 
@@ -10,7 +10,8 @@ from scoreprobe.data.datasets import STATE_CODES, Dataset, make_dataset, to_sign
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.errors import ConfigError, ScoreprobeWarning, StoreError
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.probes.basins import LABEL_CHANGE_TOL, basins, retention
+from scoreprobe.probes.basins import LABEL_CHANGE_TOL, basins
+from scoreprobe.probes.retention import retention
 from scoreprobe.data.rules import Parity
 from scoreprobe.slices import Plane, auto_plane
 

@@ -20,7 +20,8 @@ from scoreprobe.loading.series import load_series
 from scoreprobe.cli import main
 from scoreprobe.sweep.dask import using
 from scoreprobe.errors import CheckpointError, ConfigError, NonFiniteWarning
-from scoreprobe.probes.basins import basins, retention
+from scoreprobe.probes.basins import basins
+from scoreprobe.probes.retention import retention
 from scoreprobe.probes.clocks import clocks
 from scoreprobe.probes.dsm import dsm_by_sigma
 from scoreprobe.probes.field import score_field

@@ -10,7 +10,7 @@ from scoreprobe.data.datasets import make_dataset, to_signed
 from scoreprobe.data.rules import Parity
 from scoreprobe.errors import ConfigError
 from scoreprobe.oracles import EmpiricalDenoiser
-from scoreprobe.probes.basins import retention
+from scoreprobe.probes.retention import retention
 from scoreprobe.probes.capture import capture_distances, restart_outcomes
 from scoreprobe.probes.dsm_stats import adjust_family, adjust_pvalues, first_significant_step, significant_sets
 from scoreprobe.probes.timing import (bootstrap_means, fit_log_sigmoid, half_change, mean_ci,

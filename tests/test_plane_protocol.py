@@ -9,7 +9,7 @@ from scoreprobe.data.datasets import Dataset, make_dataset, to_signed
 from scoreprobe.data.rules import ExactK, LatinSquare, Parity, RowK
 from scoreprobe.errors import SettingWarning
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.probes.basins import RETENTION_VARS, retention
+from scoreprobe.probes.retention import RETENTION_VARS, retention
 from scoreprobe.probes.capture import closer_to_nontrain, nearest_valid_vertex
 from scoreprobe.slices import (hamming_matrix, noise_reach_margin, random_valid_planes, symmetric_planes,
                                train_heldout_planes)

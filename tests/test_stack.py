@@ -101,7 +101,7 @@ def test_clocks_of_a_stack_equal_the_single_clocks():
 
 
 def test_retention_of_a_stack_equals_the_single_retention():
-    from scoreprobe.probes.basins import retention, retention_counts
+    from scoreprobe.probes.retention import retention, retention_counts
     rule, data, plane, models = _setup()
     kw = dict(sigmas=[0.3, 1.0], n_noise=3, n_train=4, n_heldout=4, n_steps=4, dataset=data, rule=rule,
               chunk_size=7, progress=False)

@@ -12,7 +12,7 @@ from scoreprobe.data.datasets import load_dataset, make_dataset, transposed_data
 from scoreprobe.data.rules import LatinSquare, Parity, Sudoku, grids_to_bits
 from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.training.config import TrainConfig
-from scoreprobe.training.train import init_run_dir
+from scoreprobe.training.run_dir import init_run_dir
 from tests.test_analyses import ANALYSES, _analysis
 from tests.test_families import perturbed, reference
 

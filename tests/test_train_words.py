@@ -44,7 +44,8 @@ def test_the_default_first_checkpoint_comes_from_the_length_and_batch(tmp_path):
     """Issue 34, item 10: with first_checkpoint 1 a 3000-step run put 3 of its 8 checkpoints at steps 1, 4, 14."""
     import json
     from scoreprobe.training.config import TrainConfig, auto_first_checkpoint
-    from scoreprobe.training.train import check_run_dir, checkpoint_steps, init_run_dir
+    from scoreprobe.training.config import checkpoint_steps
+    from scoreprobe.training.run_dir import check_run_dir, init_run_dir
     assert auto_first_checkpoint(36000, 96) == 500             # the shipped series' own first checkpoint
     assert auto_first_checkpoint(3000, 128) == 42 and auto_first_checkpoint(10**6, 128) == 375
     assert auto_first_checkpoint(20, 128) == 1

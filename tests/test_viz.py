@@ -8,7 +8,8 @@ from PIL import Image
 from scoreprobe.data.datasets import STATES, make_dataset
 from scoreprobe.errors import ConfigError
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.probes.basins import basins, retention
+from scoreprobe.probes.basins import basins
+from scoreprobe.probes.retention import retention
 from scoreprobe.probes.field import score_field
 from scoreprobe.data.rules import Parity
 from scoreprobe.slices import auto_plane

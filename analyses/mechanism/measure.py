@@ -11,7 +11,8 @@ import numpy as np
 from analyses.grid import apply_preset, finished, measured_clocks
 from scoreprobe.defaults import DEFINITIONS_VERSION
 from scoreprobe.loading.series import load_series
-from scoreprobe.probes.basins import basins, retention
+from scoreprobe.probes.basins import basins
+from scoreprobe.probes.retention import retention
 from scoreprobe.probes.dsm import dsm_by_sigma
 from scoreprobe.slices import noise_reach_margin, random_valid_planes, symmetric_planes, train_heldout_planes
 from scoreprobe.store import normalize_config

@@ -41,7 +41,7 @@ def series_data(args, name):
 def unit_counts(args, name):
     """How many independent units the shipped statistics had: planes drawn vs distinct (and their
     clusters), retention items drawn vs distinct, DSM pairs and noise seeds. No model is needed."""
-    from scoreprobe.probes.basins import retention_points
+    from scoreprobe.probes.retention import retention_points
     s = series_data(args, name)
     out = {"trained_models": 1, "plane_seeds": list(args.seeds)}
     for kind in M.KINDS:

@@ -5,7 +5,8 @@ Each subcommand is a thin wrapper over a library function; typed errors
 the group in `app.py`; the subcommands, one module per family, register themselves on it when
 this package imports them:
 
-    runs.py    train, info              (making and describing checkpoint series)
+    runs.py    train                    (making checkpoint series)
+    info.py    info                     (what a checkpoint, folder or run directory holds)
     curves.py  clocks, dsm              (one number per checkpoint, σ or sample)
     planes.py  basins, field, animate   (2D planes through hypercube vertices)
     report.py  report                   (one HTML page about a series)
@@ -208,5 +209,5 @@ def main(argv=None):
         interrupts.restore()
 
 
-from scoreprobe.cli import (circuits, compare, curves, decompose, planes, report, runs,  # noqa: E402,F401
+from scoreprobe.cli import (circuits, compare, curves, decompose, info, planes, report, runs,  # noqa: E402,F401
                             samples)                                     # (registers the subcommands)

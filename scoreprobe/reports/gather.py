@@ -15,7 +15,8 @@ def _plane(plan):
 
 def _compute(section, plan, plane, device, progress):
     """Run (or resume) one section into its cache store with the report's sizes; returns its Dataset."""
-    from scoreprobe.probes.basins import basins, retention
+    from scoreprobe.probes.basins import basins
+    from scoreprobe.probes.retention import retention
     from scoreprobe.probes.clocks import clocks
     from scoreprobe.probes.dsm import dsm_by_sigma
     from scoreprobe.probes.field import score_field

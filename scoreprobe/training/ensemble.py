@@ -32,7 +32,8 @@ from scoreprobe.limits import MAX_ENSEMBLE
 from scoreprobe.models.edm import dsm_loss
 from scoreprobe.progress import CountProgress
 from scoreprobe.training.trainlog import bucket_sums
-from scoreprobe.training.train import check_run_dir, draw_inputs, ema_update, loss_error, open_run, set_lr
+from scoreprobe.training.run_dir import check_run_dir
+from scoreprobe.training.train import draw_inputs, ema_update, loss_error, open_run, set_lr
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Training loop: one run directory per config, log-spaced checkpoints, resumable.
+"""Training loop: one run directory per config (`training.run_dir`), log-spaced checkpoints, resumable.
 
 A run directory holds `run.json` (every setting, versions, git commit, checkpoint steps), `dataset.npz`
 (train and held-out bits), `ckpt/step_0001234.pt` (tensors and plain values only: loadable with
@@ -15,8 +15,6 @@ import json
 import logging
 import math
 import os
-import platform
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -27,15 +25,15 @@ from scoreprobe.training.config import (CKPT_FORMAT, FINAL_STATE, LR_SCHEDULES, 
                                        atomic_write_text, checkpoint_steps, ckpt_path, fsync_dir,
                                        stored_config)   # (re-exported)
 from scoreprobe.data.curriculum import curriculum_bits
-from scoreprobe.data.datasets import load_dataset, make_dataset, to_signed, transposed_dataset
+from scoreprobe.data.datasets import to_signed
 from scoreprobe.errors import ConfigError
 from scoreprobe.models.build import build_model, check_training_size, model_arch
 from scoreprobe.models.edm import dsm_loss, sample_sigmas
 from scoreprobe.progress import CountProgress
 from scoreprobe.data.rules import rule_from_spec
-from scoreprobe.training.guard import (RunLock, check_threads, load_state, read_meta, read_state,
-                                       remove_stale_temps, run_digest, save_checkpoint, state_file)
-from scoreprobe.training.trainlog import (LOG_NAME, bucket_sums, check_log, heldout_bank, heldout_record, log_record,
+from scoreprobe.training.guard import (RunLock, load_state, read_meta, remove_stale_temps, run_digest, save_checkpoint, state_file)
+from scoreprobe.training.run_dir import atomic_save, init_run_dir
+from scoreprobe.training.trainlog import (LOG_NAME, bucket_sums, heldout_bank, heldout_record, log_record,
                                          postfix, truncate_log)
 
 logger = logging.getLogger(__name__)
@@ -52,87 +50,6 @@ def lr_at(cfg, step):
         return cfg.lr if step < cfg.lr_drop_step else cfg.lr_min
     frac = (step - cfg.warmup_steps) / max(1, cfg.total_steps - cfg.warmup_steps)   # 0 -> 1
     return cfg.lr_min + (cfg.lr - cfg.lr_min) * 0.5 * (1 + math.cos(math.pi * frac))
-
-
-# ---------------------------------------------------------------------------------------------
-# Run directory
-# ---------------------------------------------------------------------------------------------
-
-def _git_commit():
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _versions():
-    import scoreprobe
-    return {"scoreprobe": scoreprobe.__version__, "torch": torch.__version__, "numpy": np.__version__,
-            "python": platform.python_version()}
-
-
-def _atomic_save(obj, path):
-    """torch.save to a temp file, fsync, rename: a kill leaves the old file or the new one, whole."""
-    tmp = Path(str(path) + ".tmp")
-    with open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def check_run_dir(cfg, run_dir, device=None):
-    """The checked run.json (dict) when `run_dir` holds a run of `cfg` (to resume) or one that `cfg` extends
-    (the same settings but a larger total_steps, `scoreprobe.training.extend`), None when it holds none;
-    ConfigError when it holds a run with different settings or (`device` on the CPU) another thread count,
-    CheckpointError when its run.json is damaged or a finished run cannot be extended."""
-    from scoreprobe.training.extend import check_extension, describe_diff
-    if not (Path(run_dir) / "run.json").exists():
-        return None
-    old = read_meta(run_dir)
-    check_log(Path(run_dir) / LOG_NAME)
-    old_cfg = stored_config(old.get("config", {}))  # settings added later: defaults
-    new_cfg = cfg.to_dict()
-    if new_cfg["first_checkpoint"] is None:   # not named: the run's own (whatever default made it)
-        new_cfg["first_checkpoint"] = old_cfg.get("first_checkpoint")
-    diff = sorted(k for k in new_cfg if old_cfg.get(k) != new_cfg[k])
-    if diff == ["total_steps"] and new_cfg["total_steps"] > old_cfg["total_steps"]:
-        check_extension(old, cfg, run_dir)
-    elif diff:
-        raise ConfigError(f"{run_dir} already holds a run with different settings ({describe_diff(old_cfg, new_cfg, diff)}); "
-                          "use another directory or the same settings to resume")
-    if device is not None:
-        check_threads(old, device, run_dir)
-    return old
-
-
-def init_run_dir(cfg, run_dir, device=None):
-    """Create (or check) the run directory; returns the Dataset. Refuses a different config."""
-    run_dir = Path(run_dir)
-    meta_path = run_dir / "run.json"
-    rule = rule_from_spec(cfg.rule)
-    old = check_run_dir(cfg, run_dir, device)
-    if old is not None:
-        from scoreprobe.training.extend import extend_run
-        state = state_file(run_dir, old) or run_dir / FINAL_STATE
-        if cfg.total_steps > old["config"]["total_steps"] and state.exists():   # the state an extension continues:
-            read_state(state, "cpu", old["config"]["total_steps"], (run_dir, old, cfg.save_dtype))   # before run.json
-        extend_run(cfg, run_dir, old)     # a larger total_steps: the schedule continued (else nothing)
-        return load_dataset(run_dir / "dataset.npz", rule)
-    (run_dir / "ckpt").mkdir(parents=True, exist_ok=True)
-    ds = make_dataset(rule, cfg.n_train, cfg.n_heldout, cfg.data_seed)
-    if cfg.transpose:   # the same draw, every grid transposed (train and held-out alike)
-        ds = transposed_dataset(ds)
-    ds.save(run_dir / "dataset.npz")
-    meta = {"format": RUN_FORMAT, "config": {**cfg.to_dict(), "first_checkpoint": cfg.first_step()}, "kind": cfg.model,
-            "arch": model_arch(cfg, rule),
-            "checkpoint_steps": cfg.checkpoint_schedule(),
-            "versions": _versions(), "git_commit": _git_commit(),
-            "torch_threads": torch.get_num_threads()}   # CPU results are bitwise reproducible per thread count
-    atomic_write_text(meta_path, json.dumps(meta, indent=2))
-    return ds
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,7 +148,7 @@ def _save_step(cfg, run_dir, st, arch):
           "ema": cast({k: v.cpu() for k, v in st.ema.state_dict().items()})}
     if cfg.save_model:
         ck["model"] = cast({k: v.cpu() for k, v in st.model.state_dict().items()})
-    save_checkpoint(ck, ckpt_path(run_dir, st.step), _atomic_save)
+    save_checkpoint(ck, ckpt_path(run_dir, st.step), atomic_save)
 
 
 class Run:
@@ -286,7 +203,7 @@ class Run:
             log.flush()
             st.running, st.parts = [], []
         if self.writes_state(st.step):    # first: a kill between the two leaves the state, which rewrites the checkpoint
-            _atomic_save(st.state_dict(), self.resume)
+            atomic_save(st.state_dict(), self.resume)
         if st.step in self.save_at:
             _save_step(self.cfg, self.dir, st, self.arch)
         return rec
