@@ -336,3 +336,22 @@ def test_unconditional_upstream_dit_with_num_classes_0_loads_its_one_null_row(tm
     assert d["label_how"].startswith("row 0: null") and "guessed" not in d["label_how"]
     with pytest.raises(ConfigError, match="out of range"):   # there is no class to choose
         load_checkpoint(tmp_path / "uncond.pt", class_label=0)
+
+
+@pytest.mark.parametrize("name, text", [("measure.py", "import torch\nprint('hi')\n"),
+                                        ("run.json", '{"config": {"G": 2}}'), ("notes.txt", "σ ≥ 0.5\n")])
+def test_a_text_file_is_named_as_such_not_called_corrupt(tmp_path, name, text):
+    """A script, a JSON file or notes handed over as a checkpoint: one message that says what the file is and
+    what is read instead, not 'corrupt?' with pickle's opcode error."""
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(CheckpointError, match="is a text file, not a checkpoint") as e:
+        load_checkpoint(path)
+    assert "corrupt" not in str(e.value)
+
+
+def test_binary_garbage_is_still_called_unreadable(tmp_path):
+    path = tmp_path / "noise.pt"
+    path.write_bytes(bytes([0x43, 0x00, 0xff, 0x13]) * 64)
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        load_checkpoint(path)

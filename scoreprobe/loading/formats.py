@@ -110,10 +110,25 @@ def _read_torch(path, trust):
             what = f"Python objects beyond tensors ({m.group(1)})" if m else "a plain Python pickle"
             raise CheckpointError(f"{path} holds {what}; loading it needs code execution. Pass trust=True "
                                   "(CLI: --trust) only for files you trust") from None
+        if _is_text(path):
+            raise CheckpointError(f"{path} is a text file, not a checkpoint: scoreprobe reads torch files (.pt, "
+                                  ".pth, .ckpt), safetensors files, diffusers folders and run directories") from None
         raise CheckpointError(f"{path} is not a readable checkpoint (corrupt?): {first_line(e)}") from None
     except Exception as e:  # truncated zip (RuntimeError), EOFError, bad headers, ...
         raise CheckpointError(f"{path} is not a readable checkpoint (truncated or corrupt?): "
                               f"{first_line(e)}") from None
+
+
+def _is_text(path, n=4096):
+    """True when the first n bytes of `path` decode as UTF-8 without NUL bytes (a script, JSON, a README)."""
+    with open(path, "rb") as f:
+        head = f.read(n)
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:   # a multi-byte character cut at n bytes still reads as text
+        if e.start < len(head) - 3:
+            return False
+    return bool(head) and b"\x00" not in head
 
 
 def _read_trusted(path):
