@@ -29,7 +29,7 @@ def test_the_sweep_and_the_seeds_use_their_own_splits_and_reuse_equal_runs():
     assert [r.name for r in dit_tune] == ["g2-n120-d1-s0"] and dit_tune[0].cfg == draws["g2-n120-d1-s0"].cfg
     chosen = {m: 1e-3 for m in grid.MODELS}
     dense, by_name = grid.dense_runs("cpu", chosen), {(r.meta["match_model"], r.seed): r for r in grid.eval_runs("cpu", chosen)}
-    assert len(dense) == 9 and {r.meta["split"] for r in dense} == {"dense"} and all("-c48-" in r.name for r in dense)
+    assert len(dense) == 12 and {r.meta["split"] for r in dense} == {"dense"} and all("-c48-" in r.name for r in dense)
     assert not {r.name for r in dense} & {r.name for r in tuning + evals}
     for r in dense:   # the evaluation run's TrainConfig but for the checkpoints
         e = by_name[(r.meta["match_model"], r.seed)]
@@ -78,6 +78,11 @@ def test_the_abruptness_comes_from_the_dense_runs_once_every_seed_is_done(monkey
     assert full["abruptness_from"] == "dense" and full["abruptness"]["value"] == pytest.approx(21.0)
     part = S.versus_dit({"dit": dit, "gpt-patch": sparse}, curves, {"gpt-patch": dense[:2]})["gpt-patch"]
     assert part["abruptness_from"] == "evaluation" and part["abruptness"]["censored"]
+    dit_dense = rows([4.0, 5.0, 6.0])                                 # the DiT's own dense runs, once all are in
+    both = S.versus_dit({"dit": dit, "gpt-patch": sparse}, curves, {"gpt-patch": dense, "dit": dit_dense})["gpt-patch"]
+    assert both["dit_abruptness_from"] == "dense" and both["abruptness"]["value"] == pytest.approx(27.0)
+    half = S.versus_dit({"dit": dit, "gpt-patch": sparse}, curves, {"gpt-patch": dense, "dit": dit_dense[:2]})["gpt-patch"]
+    assert half["dit_abruptness_from"] == "evaluation" and half["abruptness"]["value"] == pytest.approx(21.0)
 
 
 def test_per_flop_is_per_step_times_the_flops_per_step():
@@ -97,8 +102,8 @@ def test_smoke_then_from_results_and_the_choice_reads_the_tuning_split_only(tmp_
     rep = json.loads(js)
     assert set(rep["sweep"]) == {"dit", "gpt-patch", "gpt-random"} and "Not done: none." in md
     assert all(math.isclose(f["forward_flops"], f["counted"]) for f in rep["flops"].values())
-    assert {r["split"] for r in rep["runs"]} == {"tuning", "evaluation", "dense"} and len(rep["runs"]) == 16
-    assert set(rep["dense"]) == {"gpt-patch", "gpt-random"} and "## Abruptness with dense GPT checkpoints" in md
+    assert {r["split"] for r in rep["runs"]} == {"tuning", "evaluation", "dense"} and len(rep["runs"]) == 18
+    assert set(rep["dense"]) == {"dit", "gpt-patch", "gpt-random"} and "## Abruptness with dense checkpoints" in md
     run.main(["--smoke", "--out", str(tmp_path), "--from-results"])
     assert (tmp_path / "gpt_dit_match_smoke.md").read_text() == md and (tmp_path / "gpt_dit_match_smoke.json").read_text() == js
 

@@ -39,9 +39,10 @@ PRESETS = {
 }
 # n_checkpoints (gpu): twice the scaling grid's, so that the common memorization band (stats.COMMON_BAND) holds
 # more than the 1–4 checkpoints per run that the CPU preset's 20 give; the CPU preset keeps 20 to reuse runs.
-# dense_checkpoints: the GPT evaluation runs trained again with this many checkpoints (dense_runs), for the
+# dense_checkpoints: the evaluation runs trained again with this many checkpoints (dense_runs), for the
 # abruptness over the common band alone: at 20 checkpoints (×1.26 apart from step 50) the GPT's memorized
-# share crosses 0.02–0.2 between two checkpoints in 3 of 6 patch/random-order runs; at 48 they are ×1.09 apart.
+# share crosses 0.02–0.2 between two checkpoints in 3 of 6 patch/random-order runs, and the DiT's (×1.27 apart
+# from step 200) holds 2–3 checkpoints there per seed; at 48 both are ×1.09–1.10 apart.
 
 
 def lrs_of(p, model):
@@ -115,9 +116,10 @@ def chosen_eval_runs(preset, chosen):
 
 
 def dense_runs(preset, chosen):
-    """The GPT evaluation runs at a chosen rate (`chosen` {model: lr}, or {model: (lr, sweep rows)} as
-    choice.choices gives it) again, with the preset's dense_checkpoints (none when it has none): their own runs
-    (name suffix -c<n>, split "dense"), read for the abruptness only."""
+    """The evaluation runs at a chosen rate (`chosen` {model: lr}, or {model: (lr, sweep rows)} as choice.choices
+    gives it) again, with the preset's dense_checkpoints (none when it has none): their own runs (name suffix
+    -c<n>, split "dense"), read for the abruptness only. The GPT orders' first, then the DiT's (added after the
+    GPT's were done: its 20 checkpoints left 2–3 in the band per seed)."""
     chosen = {m: v[0] if isinstance(v, tuple) else v for m, v in chosen.items()}
     p = PRESETS[preset]
     n = p.get("dense_checkpoints")
@@ -125,13 +127,13 @@ def dense_runs(preset, chosen):
         return []
     out = []
     for run in eval_runs(preset, chosen):
-        if run.meta["match_model"] == "dit" or run.meta["match_model"] not in chosen:
+        if run.meta["match_model"] not in chosen:
             continue
         cfg = dataclasses.replace(run.cfg, n_checkpoints=n)
         group = f"{run.meta['match_model']}-lr{run.meta['lr']:g}-g{p['G']}-n{p['N']}-c{n}"
         out.append(scaling_grid.Run(f"{group}-s{run.seed}", "gpt_dit_match", group, run.seed, cfg,
                                     {**run.meta, "split": "dense"}))
-    return _tag(out)
+    return _tag(sorted(out, key=lambda r: r.meta["match_model"] == "dit"))
 
 
 def _tag(runs):

@@ -5,7 +5,7 @@ common band.
 
 Phase 1 trains the sweep (grid.tuning_runs: 3 rates per model on data seed 1); choice.py chooses each model's
 rate from those exports alone (the earliest τ_rule at 0.8); phase 2 trains the chosen rates' seeds on the
-evaluation split (data seed 0); phase 3 trains the GPT's evaluation runs again with denser checkpoints
+evaluation split (data seed 0); phase 3 trains the evaluation runs again with denser checkpoints
 (grid.dense_runs), read for the abruptness over the common band alone. Runs train `--jobs` at a time in
 one-thread worker processes and export as analyses/scaling does; the tables are rewritten after every
 finished run:
@@ -15,11 +15,11 @@ finished run:
   <results>/gpt_dit_match_<preset>.png         rule accuracy and memorized share per step and per FLOP
 
 Usage:
-  python analyses/gpt_dit_match --jobs 2        # the CPU preset: 33 runs, ≈ 2.1 h on 2 idle cores when the
+  python analyses/gpt_dit_match --jobs 2        # the CPU preset: 36 runs, ≈ 2.7 h on 2 idle cores when the
                                                 # chosen rates are those used so far (9 evaluation runs are then
-                                                # the scaling runs), 3 h otherwise (--plan); of them the 9 dense
-                                                # GPT runs ≈ 0.85 h
-  python analyses/gpt_dit_match --smoke         # 12 toy runs (2 rates, 2 GPT orders): < 1 min (36 s at load 7)
+                                                # the scaling runs), 3.6 h otherwise (--plan); of them the 12
+                                                # dense runs (9 GPT, 3 DiT) ≈ 1.5 h
+  python analyses/gpt_dit_match --smoke         # 18 toy runs (2 rates, 2 GPT orders, dense runs): ≈ 1 min
   python analyses/gpt_dit_match --from-results  # every table and the figure from the .npz files, seconds
   python analyses/gpt_dit_match --plan          # the runs in order with their estimated time, nothing run
   python analyses/gpt_dit_match --device cuda   # the GPU preset: N = 256, 8000 GPT steps, 5 seeds

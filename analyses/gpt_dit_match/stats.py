@@ -67,8 +67,10 @@ def versus_dit(rows_by, curves, dense_by=None):
     """{model: {"tau_rule"|"tau_mem": {"step": curve, "flop": curve}, "flop_factor", "abruptness"}} of every
     GPT order against the DiT (GPT / DiT at each threshold, Welch t on ln τ). The abruptness is read from the
     order's dense-checkpoint runs (`dense_by`, same configurations) when every seed of them is exported
-    ("abruptness_from": "dense"), else from its evaluation runs."""
+    ("abruptness_from": "dense"), else from its evaluation runs; the DiT's likewise ("dit_abruptness_from")."""
     dit = rows_by.get("dit")
+    dit_dense = (dense_by or {}).get("dit", [])
+    dit_use_dense = bool(dit) and len(dit_dense) == len(dit)
     out = {}
     for m, rs in rows_by.items():
         if m == "dit" or not dit:
@@ -76,8 +78,10 @@ def versus_dit(rows_by, curves, dense_by=None):
         factor = rs[0]["step_flops"] / dit[0]["step_flops"]
         dense = (dense_by or {}).get(m, [])
         use_dense = len(dense) == len(rs) > 0
-        out[m] = {"flop_factor": factor, "abruptness": abrupt_difference(dit, dense if use_dense else rs),
-                  "abruptness_from": "dense" if use_dense else "evaluation"}
+        out[m] = {"flop_factor": factor, "abruptness": abrupt_difference(dit_dense if dit_use_dense else dit,
+                                                                         dense if use_dense else rs),
+                  "abruptness_from": "dense" if use_dense else "evaluation",
+                  "dit_abruptness_from": "dense" if dit_use_dense else "evaluation"}
         for key in ("tau_rule", "tau_mem"):
             step = C.ratio_curve(dit, rs, curves, key)
             out[m][key] = {"step": step, "flop": per_flop(step, factor)}

@@ -86,13 +86,13 @@ def _flop_cell(p, f):
 
 
 def section_dense(dense_by, rows_by, curves, n, n_eval):
-    """The GPT orders' dense-checkpoint runs: their common-band abruptness per seed and pooled, and their τ beside
+    """The dense-checkpoint runs of every model: their common-band abruptness per seed and pooled, and their τ beside
     the evaluation runs' (the same configurations trained again: a replication of the clocks)."""
     if not dense_by:
         return [], {}
-    lines = ["## Abruptness with dense GPT checkpoints", "",
-             f"The GPT evaluation runs trained again with {n} checkpoints instead of {n_eval}, read for the common-band "
-             "abruptness (the comparison with the DiT below uses these once every seed of an order is done). Their τ "
+    lines = ["## Abruptness with dense checkpoints", "",
+             f"The evaluation runs trained again with {n} checkpoints instead of {n_eval}, read for the common-band "
+             "abruptness (the comparison below uses a model's dense runs once every seed of them is done). Their τ "
              "beside the evaluation runs' is a replication of the clocks with the same TrainConfig but for the checkpoints.",
              "", "| model | seeds | abruptness, common band (checkpoints in it) | τ_rule at 0.9, dense / evaluation runs "
              "| τ_mem at 0.1, dense / evaluation runs |", "|---|---:|---|---|---|"]
@@ -129,7 +129,8 @@ def section_versus(vs):
         else:
             verdict = "more abrupt" if d["ci"][0] > 0 else "less abrupt" if d["ci"][1] < 0 else "not distinguishable"
             text = f"{fmt(d['value'], 2)} {ci_text(d['ci'], 2)} logit per decade (Welch t): {verdict}"
-        runs = "its dense-checkpoint runs" if v.get("abruptness_from") == "dense" else "its evaluation runs"
+        runs = "; ".join(f"{who}: {'dense-checkpoint' if v.get(key) == 'dense' else 'evaluation'} runs"
+                         for who, key in (("GPT", "abruptness_from"), ("DiT", "dit_abruptness_from")))
         lines.append(f"- abruptness {LABELS[m]} − DiT over the common band ({runs}): {text}; the GPT's FLOPs per step are "
                      f"{fmt(v['flop_factor'], 2)}× the DiT's.")
     return lines + [""]
