@@ -339,10 +339,12 @@ def test_unconditional_upstream_dit_with_num_classes_0_loads_its_one_null_row(tm
 
 
 @pytest.mark.parametrize("name, text", [("measure.py", "import torch\nprint('hi')\n"),
-                                        ("run.json", '{"config": {"G": 2}}'), ("notes.txt", "σ ≥ 0.5\n")])
+                                        ("run.json", '{"config": {"G": 2}}'), ("notes.txt", "σ ≥ 0.5\n"),
+                                        ("a.txt", "hello world\n"), ("b.txt", "(see above)\n"), ("c.txt", "K")])
 def test_a_text_file_is_named_as_such_not_called_corrupt(tmp_path, name, text):
     """A script, a JSON file or notes handed over as a checkpoint: one message that says what the file is and
-    what is read instead, not 'corrupt?' with pickle's opcode error."""
+    what is read instead, not 'corrupt?' with pickle's opcode error — also where unpickling the text fails
+    otherwise than with UnpicklingError ('hello' is a KeyError, '(' and 'K' an EOFError)."""
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     with pytest.raises(CheckpointError, match="is a text file, not a checkpoint") as e:

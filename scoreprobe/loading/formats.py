@@ -110,13 +110,18 @@ def _read_torch(path, trust):
             what = f"Python objects beyond tensors ({m.group(1)})" if m else "a plain Python pickle"
             raise CheckpointError(f"{path} holds {what}; loading it needs code execution. Pass trust=True "
                                   "(CLI: --trust) only for files you trust") from None
-        if _is_text(path):
-            raise CheckpointError(f"{path} is a text file, not a checkpoint: scoreprobe reads torch files (.pt, "
-                                  ".pth, .ckpt), safetensors files, diffusers folders and run directories") from None
-        raise CheckpointError(f"{path} is not a readable checkpoint (corrupt?): {first_line(e)}") from None
+        raise _unreadable(path, "corrupt?", e) from None
     except Exception as e:  # truncated zip (RuntimeError), EOFError, bad headers, ...
-        raise CheckpointError(f"{path} is not a readable checkpoint (truncated or corrupt?): "
-                              f"{first_line(e)}") from None
+        raise _unreadable(path, "truncated or corrupt?", e) from None
+
+
+def _unreadable(path, guess, e):
+    """The CheckpointError of a file torch.load cannot read; a text file (whichever way unpickling it failed)
+    is named as such."""
+    if _is_text(path):
+        return CheckpointError(f"{path} is a text file, not a checkpoint: scoreprobe reads torch files (.pt, .pth, "
+                               ".ckpt), safetensors files, diffusers folders and run directories")
+    return CheckpointError(f"{path} is not a readable checkpoint ({guess}): {first_line(e)}")
 
 
 def _is_text(path, n=4096):
