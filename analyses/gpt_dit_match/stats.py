@@ -42,6 +42,12 @@ def abrupt_pooled(rows):
     return {**out, "per_seed": v.tolist(), "n_unmeasured": int((~ok).sum())}
 
 
+def abrupt_rows(dense, rows):
+    """(runs, "dense" | "evaluation"): a model's abruptness is read from its dense-checkpoint runs once every seed
+    of them is exported, else from its evaluation runs `rows`."""
+    return (dense, "dense") if len(dense) == len(rows) > 0 else (rows, "evaluation")
+
+
 def abrupt_difference(rows_dit, rows_gpt):
     """GPT − DiT of the common-band abruptness (Welch t over seeds); NaN where a seed of either is unmeasured."""
     a, b = ([r["abrupt_common"]["abruptness"] for r in rs] for rs in (rows_dit, rows_gpt))
@@ -69,19 +75,15 @@ def versus_dit(rows_by, curves, dense_by=None):
     order's dense-checkpoint runs (`dense_by`, same configurations) when every seed of them is exported
     ("abruptness_from": "dense"), else from its evaluation runs; the DiT's likewise ("dit_abruptness_from")."""
     dit = rows_by.get("dit")
-    dit_dense = (dense_by or {}).get("dit", [])
-    dit_use_dense = bool(dit) and len(dit_dense) == len(dit)
+    dit_abrupt, dit_from = abrupt_rows((dense_by or {}).get("dit", []), dit or [])
     out = {}
     for m, rs in rows_by.items():
         if m == "dit" or not dit:
             continue
         factor = rs[0]["step_flops"] / dit[0]["step_flops"]
-        dense = (dense_by or {}).get(m, [])
-        use_dense = len(dense) == len(rs) > 0
-        out[m] = {"flop_factor": factor, "abruptness": abrupt_difference(dit_dense if dit_use_dense else dit,
-                                                                         dense if use_dense else rs),
-                  "abruptness_from": "dense" if use_dense else "evaluation",
-                  "dit_abruptness_from": "dense" if dit_use_dense else "evaluation"}
+        abrupt, where = abrupt_rows((dense_by or {}).get(m, []), rs)
+        out[m] = {"flop_factor": factor, "abruptness": abrupt_difference(dit_abrupt, abrupt),
+                  "abruptness_from": where, "dit_abruptness_from": dit_from}
         for key in ("tau_rule", "tau_mem"):
             step = C.ratio_curve(dit, rs, curves, key)
             out[m][key] = {"step": step, "flop": per_flop(step, factor)}

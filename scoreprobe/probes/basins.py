@@ -28,8 +28,8 @@ LABEL_CHANGE_TOL = 0.01   # check_convergence warns when more than this share of
 
 
 @torch.no_grad()
-def _endpoints(D, x0, sigma, n_steps, solver, chunk_size):
-    """engine.EngineResult of the PF-ODE from x0 (B, D) at sigma."""
+def flow_to_zero(D, x0, sigma, n_steps, solver, chunk_size):
+    """engine.EngineResult of the PF-ODE from x0 (B, D) at sigma down to 0 (basins and probes.retention)."""
     from scoreprobe.ode import integrate
     return integrate(D, x0, float(sigma), n_steps=n_steps, solver=solver, chunk_size=chunk_size, info=True)
 
@@ -65,7 +65,7 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
     for s in sigma_starts:
         with warnings.catch_warnings():   # non-finite endpoints: counted over all σ_start, warned once below
             warnings.simplefilter("ignore", NonFiniteWarning)
-            r = _endpoints(D, x0, s, n_steps, solver, chunk_rows(chunk_size, k))   # (P*K, D)
+            r = flow_to_zero(D, x0, s, n_steps, solver, chunk_rows(chunk_size, k))   # (P*K, D)
         n_bad += int((~torch.isfinite(r.x)).any(dim=1).sum())
         per_row = {"decided_sigma": r.decided_sigma.reshape(-1, k), "nfe": r.nfe.reshape(-1, k),
                    "status": np.asarray(r.status, dtype=np.int8).reshape(-1, k)}                 # (P, K)

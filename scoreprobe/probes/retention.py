@@ -15,7 +15,7 @@ from scoreprobe.limits import warn_nonfinite
 from scoreprobe.noise import NOISE
 from scoreprobe.precision import with_autocast
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFAULT_SOLVER, DEFINITIONS_VERSION
-from scoreprobe.probes.basins import _endpoints
+from scoreprobe.probes.basins import flow_to_zero
 from scoreprobe.probes.capture import RETENTION_OUTCOMES, closer_to_nontrain, restart_outcomes
 from scoreprobe.probes.field import as_sigma_list
 from scoreprobe.sweep import dataset_and_rule, run_probe
@@ -80,7 +80,7 @@ def retention_counts(D, points, sigmas, n_noise, seed, n_steps, dataset, rule, s
         closer = closer_to_nontrain(starts, dataset, rule)                                     # (M*R,)
         with warnings.catch_warnings():   # counted here and reported once below
             warnings.simplefilter("ignore", NonFiniteWarning)
-            ends = _endpoints(D, replicate(x + float(s) * eps, k), s, n_steps, solver, chunk_rows(chunk_size, k)).x
+            ends = flow_to_zero(D, replicate(x + float(s) * eps, k), s, n_steps, solver, chunk_rows(chunk_size, k)).x
         for j, xe in enumerate(split(ends, k)):                                             # (M*R, D) per model
             hits = restart_outcomes(classify(xe, dataset, rule), own, own_train, closer, starts, dataset.train)
             n_bad += hits.pop("invalid")

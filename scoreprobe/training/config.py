@@ -23,16 +23,22 @@ def ckpt_path(run_dir, step):
     return Path(run_dir) / "ckpt" / f"step_{step:07d}.pt"
 
 
-def atomic_write_text(path, text):
-    """Replace `path` by `text` so that a kill at any moment leaves the old or the new file whole."""
+def atomic_write(path, write, mode="wb"):
+    """Replace `path` by what `write(f)` writes to `<path>.tmp` (fsynced, then renamed), so that a kill at any
+    moment leaves the old or the new file whole; returns the Path."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
+    with open(tmp, mode) as f:
+        write(f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    return path
+
+
+def atomic_write_text(path, text):
+    """Replace `path` by `text` atomically (atomic_write), its folder's entry synced too."""
+    fsync_dir(atomic_write(path, lambda f: f.write(text), "w").parent)
 
 
 def fsync_dir(folder):

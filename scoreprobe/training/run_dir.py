@@ -5,7 +5,6 @@
 The layout of the whole directory: `scoreprobe.training.train`.
 """
 import json
-import os
 import platform
 import subprocess
 from pathlib import Path
@@ -13,13 +12,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from scoreprobe.training.config import FINAL_STATE, RUN_FORMAT, atomic_write_text, stored_config
+from scoreprobe.training.config import FINAL_STATE, RUN_FORMAT, atomic_write, atomic_write_text, stored_config
 from scoreprobe.data.datasets import load_dataset, make_dataset, transposed_dataset
 from scoreprobe.errors import ConfigError
 from scoreprobe.models.build import model_arch
 from scoreprobe.data.rules import rule_from_spec
 from scoreprobe.training.guard import check_threads, read_meta, read_state, state_file
 from scoreprobe.training.trainlog import LOG_NAME, check_log
+
 
 def _git_commit():
     try:
@@ -37,13 +37,8 @@ def _versions():
 
 
 def atomic_save(obj, path):
-    """torch.save to a temp file, fsync, rename: a kill leaves the old file or the new one, whole."""
-    tmp = Path(str(path) + ".tmp")
-    with open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """torch.save through config.atomic_write: a kill leaves the old file or the new one, whole."""
+    atomic_write(path, lambda f: torch.save(obj, f))
 
 
 def check_run_dir(cfg, run_dir, device=None):

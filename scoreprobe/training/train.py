@@ -31,7 +31,8 @@ from scoreprobe.models.build import build_model, check_training_size, model_arch
 from scoreprobe.models.edm import dsm_loss, sample_sigmas
 from scoreprobe.progress import CountProgress
 from scoreprobe.data.rules import rule_from_spec
-from scoreprobe.training.guard import (RunLock, load_state, read_meta, remove_stale_temps, run_digest, save_checkpoint, state_file)
+from scoreprobe.training.guard import (RunLock, load_state, read_meta, remove_stale_temps, run_digest, save_checkpoint,
+                                       state_file)
 from scoreprobe.training.run_dir import atomic_save, init_run_dir
 from scoreprobe.training.trainlog import (LOG_NAME, bucket_sums, heldout_bank, heldout_record, log_record,
                                          postfix, truncate_log)
