@@ -11,8 +11,10 @@ after every finished run the tables are rewritten from the exports:
   <results>/data_draws_<preset>.png         τ per (data seed, training seed), pooled, per configuration
 
 Usage:
-  python analyses/data_draws --jobs 2         # the CPU preset: 27 runs (9 reused), ≈ 3.2 h on 2 idle cores
-  python analyses/data_draws --smoke          # 8 toy runs: ≈ 1 min
+  python analyses/data_draws --jobs 2         # the CPU preset: 33 runs (9 reused): the 3 grids ≈ 3.2 h on 2 idle
+                                              # cores, G = 3 at N = 480 and 960 ≈ 3.4 h more (plan rates; ≈ 2×
+                                              # that observed with two runs in parallel)
+  python analyses/data_draws --smoke          # 10 toy runs: ≈ 1 min
   python analyses/data_draws --from-results   # every table and figure from the .npz files, seconds
   python analyses/data_draws --plan           # the run list, order and estimated time, nothing run
 
