@@ -144,7 +144,7 @@ def test_scaling_smoke_then_from_results(tmp_path):
 
 def test_load_exports_reads_matching_exports_and_names_why_the_others_are_not(tmp_path):
     """A shipped export under its run's name loads; the same file under a run with another TrainConfig is
-    'its export is from other settings'; a run without a file is 'not run yet'."""
+    'its export is from other settings'; a run without a file is 'no export yet'."""
     import dataclasses
     from types import SimpleNamespace
     grid, export = _analysis("scaling.grid"), _analysis("scaling.export")
@@ -155,7 +155,7 @@ def test_load_exports_reads_matching_exports_and_names_why_the_others_are_not(tm
     absent = SimpleNamespace(name="absent", cfg=run.cfg)
     done, missing = export.load_exports([run, other, absent], tmp_path)
     assert set(done) == {"g2-n30"} and int(done["g2-n30"]["ds"].sizes["sample"]) > 0
-    assert missing == {"other": "its export is from other settings", "absent": "not run yet"}
+    assert missing == {"other": "its export is from other settings", "absent": "no export yet"}
 
 
 def test_scaling_cpu_preset_plan(tmp_path):

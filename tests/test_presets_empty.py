@@ -13,5 +13,5 @@ STUDIES = [("data_draws.run", ["--smoke"]), ("sudoku_transpose.run", ["--smoke"]
 def test_from_results_with_nothing_exported(tmp_path, module, argv, capsys):
     _analysis(module).main(argv + ["--out", str(tmp_path), "--from-results"])
     md = [p for p in tmp_path.glob("*.md")]
-    assert len(md) == 1 and "not run yet" in md[0].read_text()
+    assert len(md) == 1 and "no export yet" in md[0].read_text()
     assert not (tmp_path / "two_clocks").exists() and not (tmp_path / "scaling").exists()   # nothing trained

@@ -30,7 +30,7 @@ def collect(args, runs):
             rows.append(row)
             break
         else:
-            missing[run.name] = next((w for w in whys if w != "not run yet"), "not run yet")
+            missing[run.name] = next((w for w in whys if w != "no export yet"), "no export yet")
     return rows, missing
 
 

@@ -125,13 +125,14 @@ def clocks_dataset(step, state, novel_oracle, family=None, bit_sum=None):
 
 def load_matching(items, folder, read, same):
     """{name: read(path)} of the planned `items` (each with a .name) whose export `folder`/{name}.npz exists
-    and `same(item, info)`; {name: why} for the others (not run yet, or run with other settings)."""
+    and `same(item, info)`; {name: why} for the others (no export yet: not run or still training; or run with
+    other settings)."""
     done, missing = {}, {}
     for item in items:
         path = Path(folder) / f"{item.name}.npz"
         info = read(path) if path.is_file() else None
         if info is None:
-            missing[item.name] = "not run yet"
+            missing[item.name] = "no export yet"
         elif not same(item, info):
             missing[item.name] = "its export is from other settings"
         else:
@@ -142,7 +143,7 @@ def load_matching(items, folder, read, same):
 def load_exports(runs, folder):
     """{run name: read_export(...)} for the planned `runs` whose export exists with the same TrainConfig (a
     setting added to TrainConfig after the export was written reads as its default, as in run.json);
-    {run name: why} for the others (not run yet, or run with other settings)."""
+    {run name: why} for the others (no export yet, or run with other settings)."""
     from scoreprobe.training.config import stored_config
     return load_matching(runs, folder, read_export, lambda run, info: normalize_config(
         stored_config(info["config"])) == normalize_config(run.cfg.to_dict()))
