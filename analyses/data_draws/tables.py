@@ -152,7 +152,9 @@ def section_large_N(rows, p):
         lines += ["", "τ_rule over rule thresholds, pooled over seeds per N (a bound where a seed does not reach it):", ""]
         lines += curve_table("rule threshold", [(f"N = {N}", out[N]["rule_curve"]) for N in groups], 0.9)
     missing = [N for N in Ns if N not in groups]
-    return lines + ([""] + [f"No export yet (not run, or still training): N = {', '.join(map(str, missing))}."] if missing else []) + [""], out
+    if missing:
+        lines += ["", f"No export yet (not run, or still training): N = {', '.join(map(str, missing))}."]
+    return lines + [""], out
 
 
 def section_runs(rows, missing):

@@ -4,7 +4,7 @@ from analyses.scaling import presets
 from analyses.exactk_ladder import grid as grid_mod
 from analyses.exactk_ladder import stats as S
 from analyses.scaling import curves as C
-from analyses.scaling.export import load_exports
+from analyses.scaling.export import NO_EXPORT, load_exports
 from analyses.scaling import format as F
 from analyses.scaling.format import ci_text, curve_cell, curve_table, fmt, threshold_label
 from analyses.scaling.stats import run_stats
@@ -30,7 +30,7 @@ def collect(args, runs):
             rows.append(row)
             break
         else:
-            missing[run.name] = next((w for w in whys if w != "no export yet"), "no export yet")
+            missing[run.name] = next((w for w in whys if w != NO_EXPORT), NO_EXPORT)
     return rows, missing
 
 

@@ -123,6 +123,9 @@ def clocks_dataset(step, state, novel_oracle, family=None, bit_sum=None):
     return ds
 
 
+NO_EXPORT = "no export yet"   # why a planned run is missing when no file exists (not run, or still training)
+
+
 def load_matching(items, folder, read, same):
     """{name: read(path)} of the planned `items` (each with a .name) whose export `folder`/{name}.npz exists
     and `same(item, info)`; {name: why} for the others (no export yet: not run or still training; or run with
@@ -132,7 +135,7 @@ def load_matching(items, folder, read, same):
         path = Path(folder) / f"{item.name}.npz"
         info = read(path) if path.is_file() else None
         if info is None:
-            missing[item.name] = "no export yet"
+            missing[item.name] = NO_EXPORT
         elif not same(item, info):
             missing[item.name] = "its export is from other settings"
         else:
