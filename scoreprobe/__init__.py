@@ -55,6 +55,7 @@ _API = {
     "scoreprobe.reports.compare_page": "compare_report",
     "scoreprobe.inside": "patch patch_ode run_with_cache",
     "scoreprobe.probes.circuits": "circuits",
+    "scoreprobe.stats.verdict": "verdict",
     "scoreprobe.viz.circuits": "plot_circuits",
 }
 _WHERE = {name: module for module, names in _API.items() for name in names.split()}
