@@ -112,7 +112,7 @@ def test_nothing_below_cli_prints():
 
 def test_the_top_level_holds_only_the_small_shared_pieces():
     top = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__"))
-    assert top == ["defaults", "endpoints", "errors", "limits", "noise", "precision", "progress", "slices"]
+    assert top == ["atomic", "defaults", "endpoints", "errors", "limits", "noise", "precision", "progress", "slices"]
     assert len(top) <= 10
     # endpoints (classify ODE endpoints): beside slices; the ODE family and the oracles are packages
     assert sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()) == [

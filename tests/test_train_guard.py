@@ -74,14 +74,16 @@ def test_a_kill_at_random_moments_of_the_log_rewrite_leaves_the_old_or_the_new_l
     one or the new one, never shorter, and the rerun gives the new one."""
     lines = [json.dumps({"step": s, "loss": 0.5}) + "\n" for s in range(1, 300_001)]
     full, cut = "".join(lines), "".join(lines[:150_000])
-    log, tmp = tmp_path / LOG_NAME, tmp_path / (LOG_NAME + ".tmp")
+    log = tmp_path / LOG_NAME
+    temps = lambda: list(tmp_path.glob("*.tmp"))   # noqa: E731  (scoreprobe.atomic: .<name>.<random>.tmp)
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
 
     def rewrite(kill_after=None, at="ready"):
         """Start the rewrite; SIGKILL `kill_after` s after the line `at`. Returns the seconds from
         'ready' to 'writing' and from 'writing' to 'written' (None when killed before)."""
         log.write_text(full)
-        tmp.unlink(missing_ok=True)
+        for t in temps():
+            t.unlink()
         p = subprocess.Popen([sys.executable, "-c", KILLED_REWRITE, str(log), "150000"], stdout=subprocess.PIPE,
                              text=True, env=env)
         marks = {}
@@ -95,14 +97,14 @@ def test_a_kill_at_random_moments_of_the_log_rewrite_leaves_the_old_or_the_new_l
         return marks
 
     marks = rewrite()
-    assert log.read_text() == cut and not tmp.exists()
+    assert log.read_text() == cut and not temps()
     whole, write = marks["written"] - marks["ready"], marks["written"] - marks["writing"]
     rng, outcomes = random.Random(0), []
     for i in range(10):
         rewrite(rng.uniform(0, whole) if i % 2 else rng.uniform(0, write), "ready" if i % 2 else "writing")
         text = log.read_text()
         assert text in (full, cut), f"{len(text.splitlines())} lines after the kill"
-        outcomes.append("during the write" if tmp.exists() else ("old" if text == full else "new"))
+        outcomes.append("during the write" if temps() else ("old" if text == full else "new"))
         truncate_log(log, 150_000)                           # the rerun after the kill: the new log
         assert log.read_text() == cut
     assert "during the write" in outcomes, outcomes

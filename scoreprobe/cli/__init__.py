@@ -159,6 +159,9 @@ def global_flags_first(args):
 def _invoke(argv):
     """Parse and run the group without click's own Ctrl-C and error handling (done by `main`)."""
     args = global_flags_first(sys.argv[1:] if argv is None else argv)
+    nul = next((a for a in args if isinstance(a, str) and "\0" in a), None)
+    if nul is not None:   # (only from Python: no shell passes one) click's path checks would raise ValueError
+        raise click.UsageError(f"the argument {nul[:60]!r} contains a NUL byte, which no file name can hold")
     if hasattr(cli, "_main_shell_completion"):   # what click's own main() does first (_SCOREPROBE_COMPLETE)
         cli._main_shell_completion({}, "scoreprobe", None)
     try:
@@ -186,10 +189,24 @@ def _run(argv, interrupts):
         sys.stdout = click.utils.PacifyFlushWrapper(sys.stdout)
         sys.stderr = click.utils.PacifyFlushWrapper(sys.stderr)
         sys.exit(1)
-    except Exception:
+    except Exception as e:
+        if isinstance(e, OSError):
+            _full_disk(e)
         if interrupts.seen:   # an error raised by the interruption itself (thread pool shut down...)
             interrupts.leave()
         raise
+
+
+def _full_disk(e):
+    """A full disk or quota (ENOSPC, EDQUOT) while writing, from any command: one line, exit 2 (the file
+    writers of scoreprobe.atomic have left the file being written as it was); other OSErrors return."""
+    import errno
+    from scoreprobe.atomic import FULL_DISK
+    if e.errno in FULL_DISK:
+        what = "no space left on device" if e.errno == errno.ENOSPC else "disk quota exceeded"
+        where = f" writing {e.filename}" if e.filename else ""
+        click.echo(f"error: {what}{where}", err=True)
+        sys.exit(2)
 
 
 def main(argv=None):

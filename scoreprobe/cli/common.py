@@ -104,10 +104,13 @@ def figure_path(ctx, param, value):
 
 
 def save_figure(fig, path, dpi):
+    """Write `fig` to `path` atomically (viz.common.save_figure): an OSError (a full disk) is one line, exit 2,
+    and leaves an existing file as it was."""
     import pathlib
+    from scoreprobe.viz.common import save_figure as write
     with output_file(path):
         pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=dpi)
+        write(fig, path, dpi)
 
 
 class OutputError(click.ClickException):

@@ -135,11 +135,12 @@ def _plane_notes(datasets):
 
 
 def write_atomic(path, text):
-    """Write `text` to `path` (its folder made if missing) with the store's atomic writer."""
-    from scoreprobe.store.commit import write_text_atomic
+    """Write `text` to `path` (its folder made if missing) atomically (scoreprobe.atomic: a full disk leaves
+    an existing page as it was)."""
+    from scoreprobe.atomic import atomic_write_text
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, text)
+    atomic_write_text(path, text)
 
 
 def build(plan, device="cpu", progress=None, sources=None):

@@ -145,7 +145,9 @@ def command_line(items, out, names=None, **options):
 
 def write_compare_page(ds, out, sources=None, command=None):
     """Write the page of a compare Dataset to `out` (atomically); returns (path, bytes)."""
+    from scoreprobe.atomic import check_out_path
     from scoreprobe.reports import write_atomic
+    out = check_out_path(out, "write_compare_page: out")
     text = compare_html(ds, sources, command)
     size = len(text.encode("utf-8"))
     if size > MAX_PAGE_BYTES:
@@ -169,7 +171,9 @@ def compare_report(items, out="compare.html", names=None, **kw):
     -------
     pathlib.Path of the page.
     """
+    from scoreprobe.atomic import check_out_path
     from scoreprobe.probes.compare import compare
+    out = check_out_path(out, "compare_report: out")   # a NUL byte, a folder: refused before comparing
     if isinstance(items, xr.Dataset) and "run" in items.dims:
         ds, sources = items, None
     else:

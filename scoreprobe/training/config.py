@@ -3,10 +3,10 @@
 A leaf module (no torch): the CLI builds `scoreprobe train`'s options from these fields at start-up.
 """
 import dataclasses
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scoreprobe.atomic import atomic_write, atomic_write_text, fsync_dir  # noqa: F401  (the trainer's files)
 from scoreprobe.errors import ConfigError
 from scoreprobe.models.order import TOKEN_ORDERS
 from scoreprobe.limits import (MAX_BATCH, MAX_DEPTH, MAX_HIDDEN, MAX_ITEMS, MAX_SIGMA, MAX_STEP, check_bool, check_int,
@@ -21,38 +21,6 @@ RESUME_STATE = "resume.pt"       # an unfinished run's training state
 def ckpt_path(run_dir, step):
     """RUN_DIR/ckpt/step_0001234.pt: where the trainer writes the checkpoint of `step`."""
     return Path(run_dir) / "ckpt" / f"step_{step:07d}.pt"
-
-
-def atomic_write(path, write, mode="wb"):
-    """Replace `path` by what `write(f)` writes to `<path>.tmp` (fsynced, then renamed), so that a kill at any
-    moment leaves the old or the new file whole; returns the Path."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, mode) as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    return path
-
-
-def atomic_write_text(path, text):
-    """Replace `path` by `text` atomically (atomic_write), its folder's entry synced too."""
-    fsync_dir(atomic_write(path, lambda f: f.write(text), "w").parent)
-
-
-def fsync_dir(folder):
-    """fsync a folder (a rename in it is durable); a file system that refuses is left as it is."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def checkpoint_steps(total_steps, n, first=1):

@@ -37,8 +37,13 @@ def _versions():
 
 
 def atomic_save(obj, path):
-    """torch.save through config.atomic_write: a kill leaves the old file or the new one, whole."""
-    atomic_write(path, lambda f: torch.save(obj, f))
+    """torch.save through config.atomic_write: a kill leaves the old file or the new one, whole. Serialized in
+    memory first: torch's zip writer turns a write error (a full disk) into a RuntimeError on its way out,
+    while a plain write keeps it the OSError (ENOSPC) it is."""
+    import io
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    atomic_write(path, lambda f: f.write(buf.getbuffer()))
 
 
 def check_run_dir(cfg, run_dir, device=None):

@@ -2,7 +2,7 @@
 
     export_tb(["runs/g2-n120", "clocks.zarr"], "tb/")    # then: tensorboard --logdir tb/
 
-An event file (`events.out.tfevents.<time>.<host>.scoreprobe`) is a sequence of TFRecords, each
+An event file (`events.out.tfevents.scoreprobe`, one per run folder) is a sequence of TFRecords, each
 `uint64 length | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data)` (little-endian;
 the mask of a CRC-32C c is ((c >> 15) | (c << 17)) + 0xa282ead8 mod 2³²), whose data is a serialized
 `tensorflow.Event` protocol buffer: wall_time (field 1, double), step (2, int64), file_version (3,
@@ -18,10 +18,16 @@ What is written, one subfolder of `logdir` per item (TensorBoard shows each as a
 - a clocks store (or a run directory's `clocks.zarr`, if present): `clocks/<curve>` (rule_acc,
   novel_valid, mem_ratio, ...) at each checkpoint, and `tau/tau_rule`, `tau/tau_novel`, `tau/tau_mem`,
   `tau/window_log10_width` (the τ in steps as the value, NaN when not reached) at the last checkpoint.
+
+A re-export replaces each run's event file whole (temporary file, fsync, rename: scoreprobe.atomic), so
+TensorBoard shows every point once (restart it, or reload, to see a replaced file); event files of earlier
+scoreprobe versions in the folder (`events.out.tfevents.<time>.<host>.scoreprobe`) are removed. Values are
+float32 in the file: NaN and ±inf are written as they are (TensorBoard shows them), a finite value past
+float32's range is refused (DataError, before anything is written), never written as inf.
 """
 import json
 import math
-import socket
+import os
 import struct
 import time
 from pathlib import Path
@@ -170,24 +176,49 @@ def read_events(path):
 # Export
 # ---------------------------------------------------------------------------------------------
 
-class EventWriter:
-    """Appends scalar events to a new event file in `folder`."""
+EVENT_FILE = "events.out.tfevents.scoreprobe"   # one per run folder, replaced whole by a re-export
+_INT64 = 1 << 63
 
-    def __init__(self, folder):
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        now = time.time()
-        self.path = self.folder / f"events.out.tfevents.{int(now)}.{socket.gethostname()}.scoreprobe"
-        self._f = open(self.path, "wb")
-        self._f.write(frame(event(now, 0, file_version=FILE_VERSION)))
 
-    def scalars(self, step, values):
-        """One event at `step` with {tag: float} (non-finite values are written as they are)."""
-        if values:
-            self._f.write(frame(event(time.time(), step, {k: float(v) for k, v in values.items()})))
+def _checked(where, step, values):
+    """(step, {tag: float}) with `step` an int64 and every value a float that float32 holds (NaN and ±inf are
+    kept: TensorBoard shows them); DataError naming `where`, the tag and the step otherwise."""
+    try:
+        ok = not isinstance(step, bool) and int(step) == step and -_INT64 <= int(step) < _INT64
+    except (TypeError, ValueError, OverflowError):     # NaN, inf, a string
+        ok = False
+    if not ok:
+        raise DataError(f"export-tb: {where}: step {step!r} is not an int64; nothing was written")
+    out = {}
+    for tag, v in values.items():
+        try:
+            struct.pack("<f", float(v))          # what the writer does: refuses a finite value past float32's range
+        except (OverflowError, TypeError, ValueError):
+            raise DataError(f"export-tb: {where}: {tag} at step {int(step)} is {v!r}, which a float32 scalar "
+                            f"cannot hold (|value| <= {3.4028234663852886e38:.8g}); nothing was written") from None
+        out[tag] = float(v)
+    return int(step), out
 
-    def close(self):
-        self._f.close()
+
+def _event_bytes(events):
+    """The whole event file (bytes) of [(step, {tag: float})]: the file_version record, then one event each."""
+    now = time.time()
+    parts = [frame(event(now, 0, file_version=FILE_VERSION))]
+    parts += [frame(event(now, step, values)) for step, values in events if values]
+    return b"".join(parts)
+
+
+def _write_events(folder, data):
+    """Replace folder/EVENT_FILE by `data` atomically (scoreprobe.atomic), then remove the event files of earlier
+    scoreprobe versions there (`events.out.tfevents.<time>.<host>.scoreprobe`, which TensorBoard would show
+    beside it). Returns the Path."""
+    from scoreprobe.atomic import atomic_write_bytes
+    folder.mkdir(parents=True, exist_ok=True)
+    path = atomic_write_bytes(folder / EVENT_FILE, data)
+    for old in folder.glob("events.out.tfevents.*.scoreprobe"):
+        if old.name != EVENT_FILE and old.is_file():
+            old.unlink(missing_ok=True)
+    return path
 
 
 def _log_scalars(rec):
@@ -207,13 +238,19 @@ CLOCK_CURVES = ("rule_acc", "novel_valid", "mem_ratio", "heldout_hit", "violatin
 TAU_KEYS = ("tau_rule", "tau_novel", "tau_mem", "window_log10_width")
 
 
-def _clocks_events(writer, ds):
+def _clocks_events(ds, where):
+    """[(step, {tag: float})] of a clocks Dataset: its curves at each step, then the τ at the last step."""
+    if "step" not in ds.dims or ds.sizes["step"] == 0:
+        raise DataError(f"export-tb: {where} holds no checkpoint steps; nothing was written")
     steps = [int(s) for s in ds["step"].values]
-    for i, step in enumerate(steps):
-        writer.scalars(step, {f"clocks/{c}": float(ds[c].values[i]) for c in CLOCK_CURVES if c in ds})
-    taus = {f"tau/{k}": math.nan if ds.attrs.get(k) is None else float(ds.attrs[k]) for k in TAU_KEYS
-            if k in ds.attrs}
-    writer.scalars(steps[-1], taus)
+    curves = [c for c in CLOCK_CURVES if c in ds]
+    bad = [c for c in curves if ds[c].dims != ("step",)]
+    if bad:
+        raise DataError(f"export-tb: {where}: curve(s) {bad} are not one number per step; nothing was written")
+    values = {c: ds[c].values for c in curves}
+    out = [_checked(where, step, {f"clocks/{c}": values[c][i] for c in curves}) for i, step in enumerate(steps)]
+    taus = {f"tau/{k}": math.nan if ds.attrs.get(k) is None else ds.attrs[k] for k in TAU_KEYS if k in ds.attrs}
+    return out + [_checked(where, steps[-1], taus)]
 
 
 def _kind(path):
@@ -225,32 +262,51 @@ def _kind(path):
     raise ConfigError(f"export-tb: {path} is neither a run directory nor a clocks store")
 
 
+def _check_targets(names, logdir):
+    """ConfigError, before anything is read, for a logdir or run folder that cannot take the event files."""
+    from scoreprobe.atomic import check_out_path, check_path_text
+    logdir = check_path_text(logdir, "export-tb: logdir")
+    if logdir.exists() and not logdir.is_dir():
+        raise ConfigError(f"export-tb: logdir {logdir} is a file, not a folder")
+    check_out_path(logdir / EVENT_FILE, "export-tb: logdir")     # a file above it
+    for name in names:
+        if (logdir / name).exists() and not (logdir / name).is_dir():
+            raise ConfigError(f"export-tb: {logdir / name} is a file; the run {name!r} needs a folder there")
+        check_out_path(logdir / name / EVENT_FILE, f"export-tb: the event file of {name!r}")
+    return logdir
+
+
+def _read_item(path, kind):
+    """[(step, {tag: float})] of one item (a run's log then its clocks.zarr, or a clocks store), all checked."""
+    from scoreprobe.store import open_store
+    from scoreprobe.training.trainlog import LOG_NAME, read_log
+    events = [_checked(f"{path}, {LOG_NAME}", rec["step"], _log_scalars(rec)) for rec in read_log(path)] \
+        if kind == "run" else []
+    store = Path(path) if kind == "store" else (Path(path) / "clocks.zarr")
+    if store.is_dir():
+        ds = open_store(store).load()
+        try:
+            config = json.loads(ds.attrs.get("scoreprobe_config") or "{}")
+        except (TypeError, ValueError):
+            config = None
+        if not isinstance(config, dict) or config.get("probe") != "clocks":
+            raise ConfigError(f"export-tb: {store} is not a clocks store")
+        events += _clocks_events(ds, store)
+    return events
+
+
 def export_tb(items, logdir):
     """Write TensorBoard scalars of run directories and clocks stores (see the module docstring) into
-    logdir/<item name>/; returns the event files written. Items are checked before anything is written."""
-    from scoreprobe.store import open_store
-    from scoreprobe.training.trainlog import read_log
+    logdir/<item name>/events.out.tfevents.scoreprobe, one file per item, replaced whole (atomically) by a
+    re-export; returns the event files written. Every item is read and every value checked (a step an int64,
+    a value float32 can hold: DataError naming the item, tag and step) before the first byte is written."""
+    items = [items] if isinstance(items, (str, os.PathLike)) else list(items)
+    if not items:
+        raise ConfigError("export-tb: no items to export")
     kinds = [_kind(p) for p in items]
     names = [Path(p).resolve().name for p in items]
     if len(set(names)) != len(names):
         raise ConfigError(f"export-tb: two items share a name ({names}); their runs would mix in {logdir}")
-    sources = []
-    for path, kind in zip(items, kinds):       # everything read before anything is written
-        log = read_log(path) if kind == "run" else None
-        store = Path(path) if kind == "store" else (Path(path) / "clocks.zarr")
-        ds = open_store(store).load() if store.is_dir() else None
-        if ds is not None and json.loads(ds.attrs.get("scoreprobe_config") or "{}").get("probe") != "clocks":
-            raise ConfigError(f"export-tb: {store} is not a clocks store")
-        sources.append((log, ds))
-    written = []
-    for name, (log, ds) in zip(names, sources):
-        writer = EventWriter(Path(logdir) / name)
-        try:
-            for rec in log or ():
-                writer.scalars(rec["step"], _log_scalars(rec))
-            if ds is not None:
-                _clocks_events(writer, ds)
-        finally:
-            writer.close()
-        written.append(writer.path)
-    return written
+    logdir = _check_targets(names, logdir)
+    files = [_event_bytes(_read_item(path, kind)) for path, kind in zip(items, kinds)]
+    return [_write_events(logdir / name, data) for name, data in zip(names, files)]

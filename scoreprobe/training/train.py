@@ -24,6 +24,7 @@ import torch
 from scoreprobe.training.config import (CKPT_FORMAT, FINAL_STATE, LR_SCHEDULES, RESUME_STATE, RUN_FORMAT, TrainConfig,  # noqa: F401
                                        atomic_write_text, checkpoint_steps, ckpt_path, fsync_dir,
                                        stored_config)   # (re-exported)
+from scoreprobe.atomic import full_disk_error
 from scoreprobe.data.curriculum import curriculum_bits
 from scoreprobe.data.datasets import to_signed
 from scoreprobe.errors import ConfigError
@@ -152,6 +153,19 @@ def _save_step(cfg, run_dir, st, arch):
     save_checkpoint(ck, ckpt_path(run_dir, st.step), atomic_save)
 
 
+def _append_line(log, line):
+    """Append one line to the open training log; a full disk names the log (a line it cuts short is dropped by
+    the next run: trainlog.truncate_log)."""
+    try:
+        log.write(line)
+        log.flush()
+    except OSError as e:
+        named = full_disk_error(e, getattr(log, "name", LOG_NAME))
+        if named is None:
+            raise
+        raise named from e
+
+
 class Run:
     """One run directory being trained: config, state (`_State`), training bits and checkpoint plan.
 
@@ -200,8 +214,7 @@ class Run:
             rec = log_record(st.step, st.running, st.parts if len(st.parts) == len(st.running) else None)
             if self.bank is not None:   # the held-out loss on a fixed bank (trainlog.heldout_bank)
                 rec["heldout"] = heldout_record(st.model, self.bank)
-            log.write(json.dumps(rec) + "\n")
-            log.flush()
+            _append_line(log, json.dumps(rec) + "\n")
             st.running, st.parts = [], []
         if self.writes_state(st.step):    # first: a kill between the two leaves the state, which rewrites the checkpoint
             atomic_save(st.state_dict(), self.resume)

@@ -6,6 +6,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from scoreprobe.atomic import atomic_path
 from scoreprobe.defaults import ANIMATION_DPI, ANIMATION_SIZE
 from scoreprobe.errors import ConfigError
 from scoreprobe.viz.common import _new_axes, _pick_level
@@ -93,8 +94,8 @@ def check_frame(dpi, size):
 
 def _write_gif(frames, path, fps):
     from PIL import Image
-    images = [Image.fromarray(f) for f in frames]
-    images[0].save(path, save_all=True, append_images=images[1:], duration=int(round(1000 / fps)), loop=0)
+    from scoreprobe.viz.common import save_gif
+    save_gif([Image.fromarray(f) for f in frames], path, fps)
 
 
 def _check_ffmpeg():
@@ -114,9 +115,10 @@ def _write_mp4(frames, path, fps):
     ax.set_axis_off()
     im = ax.imshow(frames[0])
     writer = animation.FFMpegWriter(fps=fps)
-    with writer.saving(fig, str(path), dpi=100):
-        for f in frames:
-            im.set_data(f)
-            writer.grab_frame()
+    with atomic_path(path, keep_suffix=True) as tmp:     # ffmpeg takes the container from the suffix
+        with writer.saving(fig, str(tmp), dpi=100):
+            for f in frames:
+                im.set_data(f)
+                writer.grab_frame()
 
 

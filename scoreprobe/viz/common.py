@@ -52,3 +52,31 @@ ANCHOR_COLORS = ("#000000", "#e6007e", "#00d5ff")
 # is a non-finite endpoint, not one that breaks the rule.
 STATE_LABELS = {"invalid": "non-finite", "rule_violating": "rule violating", "valid_novel": "valid novel",
                 "valid_heldout": "valid held-out", "valid_memorized": "valid memorized"}
+
+
+def save_figure(fig, path, dpi):
+    """Write `fig` to `path` (format from its suffix, e.g. .png, .pdf, .svg; none: matplotlib's savefig.format,
+    its suffix added, as savefig does) atomically (scoreprobe.atomic: an error or a full disk leaves an existing
+    file as it was); returns the Path written."""
+    from pathlib import Path
+    import matplotlib
+    from scoreprobe.atomic import atomic_path
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")     # the temporary file's name says nothing: the format is named
+    if not fmt:
+        fmt = matplotlib.rcParams["savefig.format"]
+        path = path.with_name(f"{path.name}.{fmt}")
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=dpi, format=fmt)
+    return path
+
+
+def save_gif(images, path, fps):
+    """Write PIL images as a looping GIF at `fps` frames per second to `path` atomically; returns the Path."""
+    from pathlib import Path
+    from scoreprobe.atomic import atomic_path
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        images[0].save(tmp, format="GIF", save_all=True, append_images=images[1:], duration=int(round(1000 / fps)),
+                       loop=0)
+    return path

@@ -9,7 +9,7 @@ import math
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
-from scoreprobe.viz.common import new_figure
+from scoreprobe.viz.common import new_figure, save_figure, save_gif
 
 COLORS = {"training": "#ff9f1c", "heldout": "#1f77b4", "novel": "#2ca02c", "violating": "#d62728",
           "off_vertex": "#7f7f7f", "train": "#ff9f1c"}
@@ -74,7 +74,7 @@ def basins_figure(summary, path):
             n = (r.get("units", {}).get(key) or {}).get("distinct_planes", 0)
             ax.set_title(f"{name}: {key} planes ({n} distinct), σ_start {sigma}", fontsize=9)
             ax.legend(fontsize=6, loc="best")
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     return path
 
 
@@ -101,7 +101,7 @@ def retention_figure(summary, path, sigma="1.0"):
         ax.set_ylim(-0.02, 1.02)
         ax.set_title(f"{name}: retention at σ = {sigma}", fontsize=9)
         ax.legend(fontsize=6)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     return path
 
 
@@ -124,7 +124,7 @@ def dsm_figure(summary, path):
         ax.set(xlabel="training step (checkpoints)", ylabel="σ", title=f"{name}: DSM held-out − train, paired z")
         fig.colorbar(im, ax=ax, label="z of the paired gap")
         ax.legend(fontsize=6, loc="upper right")
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     return path
 
 
@@ -157,7 +157,7 @@ def animate_plane(ds, taus, path, fps=3, dpi=100):
         tl.legend(fontsize=6, loc="upper left", ncol=3)
         fig.canvas.draw()
         frames.append(Image.fromarray(np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()))
-    frames[0].save(path, save_all=True, append_images=frames[1:], duration=int(1000 / fps), loop=0)
+    save_gif(frames, path, fps)
     return path
 
 
