@@ -57,8 +57,13 @@ def crossing(steps, curve, final):
 
 def decay(steps, curve):
     """First step after the curve's peak where it falls to half of the peak (log(step + 1)-interpolated);
-    NaN if it never does."""
-    k = int(np.nanargmax(curve))
+    NaN if it never does. As `half_crossing`, only the checkpoints where the curve is defined take part
+    (a NaN metric is a checkpoint that says nothing; NaN when none is defined)."""
+    ok = np.isfinite(curve)
+    if not ok.any():
+        return np.nan
+    steps, curve = np.asarray(steps, float)[ok], np.asarray(curve, float)[ok]
+    k = int(np.argmax(curve))
     below = np.flatnonzero(curve[k:] <= curve[k] / 2)
     if len(below) == 0:
         return np.nan
@@ -73,6 +78,8 @@ def pooled(eff, den, idx):
     pair), den (step, σ, pair)."""
     e, d = eff[..., idx], den[..., idx][:, :, None, :]
     with np.errstate(invalid="ignore", divide="ignore"):      # no contrast (step 0): NaN, skipped later
+        # nansum: a pair's effect is NaN where its d = 0 (no contrast), and such a pair has weight 0 in Σ e·d
+        # as in Σ d; a NaN d (undefined metric) makes Σ d, so the pooled effect, NaN
         return np.nansum(e * d, -1) / d.sum(-1)
 
 
@@ -149,7 +156,7 @@ def copy_contrast(ds, n_boot, seed):
     est = decay(steps, den.mean((1, 2)))
     rng = np.random.default_rng(seed)
     boot = np.array([decay(steps, den[..., rng.integers(0, n, n)].mean((1, 2))) for _ in range(n_boot)])
-    peak = int(np.nanargmax(den.mean((1, 2))))
+    peak = int(np.nanargmax(den.mean((1, 2))))   # the peak of the defined checkpoints (as decay)
     e = ds.copy_effect.isel(step=peak).mean("sigma")
     order = np.argsort(-np.nan_to_num(e.values, nan=-1e9), kind="stable")[:N_TOP]
     with np.errstate(all="ignore"):

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import xarray as xr
 
-from scoreprobe.probes.decompose import TIE_MARGIN, best_oracle
+from scoreprobe.probes.decompose import TIE, TIE_MARGIN, UNDEFINED, best_oracle
 from scoreprobe.viz import new_figure
 from scoreprobe.viz.decompose import plot_decompose
 
@@ -31,8 +31,9 @@ def best_runs(ds, split):
             while k + 1 < d.sizes["step"] and best[i, k + 1] == best[i, j]:
                 k += 1
             name = best[i, j]
-            r2 = (float(d.r2.sel(oracle=name).isel(sigma=i, step=slice(j, k + 1)).mean()) if name != "tie"
-                  else float(d.r2.isel(sigma=i, step=slice(j, k + 1)).max("oracle").mean()))
+            cells = d.r2.isel(sigma=i, step=slice(j, k + 1))
+            r2 = (float("nan") if name == UNDEFINED else float(cells.max("oracle").mean()) if name == TIE
+                  else float(cells.sel(oracle=name).mean()))                  # undefined: r² NaN, no oracle
             out.append({"sigma": float(s), "oracle": str(name), "from": int(d.step[j]), "to": int(d.step[k]),
                         "r2": r2})
             j = k + 1
@@ -44,16 +45,18 @@ def oracle_regions(ds, split):
     d = ds.sel(split=split)
     best = best_oracle(d).transpose("step", "sigma").values
     out = {}
-    for name in list(d.oracle.values) + ["tie"]:
+    for name in list(d.oracle.values) + [TIE, UNDEFINED]:
         mask = best == name
         if not mask.any():
             continue
         si, gi = np.nonzero(mask)
         r2 = d.r2.transpose("step", "sigma", "oracle").values
-        vals = r2[mask].max(-1) if name == "tie" else r2[..., list(d.oracle.values).index(name)][mask]
+        vals = r2[mask].max(-1) if name in (TIE, UNDEFINED) else r2[..., list(d.oracle.values).index(name)][mask]
         out[name] = {"cells": int(mask.sum()), "steps": [int(d.step[si.min()]), int(d.step[si.max()])],
                      "sigma": [float(d.sigma[gi.min()]), float(d.sigma[gi.max()])], "r2_mean": float(vals.mean()),
                      "r2_min": float(vals.min())}
+        if name == UNDEFINED:                                                  # r² NaN there: no mean to give
+            out[name].update(r2_mean=None, r2_min=None)
     return out
 
 
@@ -229,6 +232,9 @@ def findings(res, s):
                        f"(mean r² {reg[name]['r2_mean']:.2f}).")
     if "tie" in reg:
         out.append(f"- Ties (lead < {TIE_MARGIN}) in {reg['tie']['cells']} cells, σ from {reg['tie']['sigma'][0]:g}.")
+    if UNDEFINED in reg:
+        out.append(f"- Undefined (r² NaN: NaN or constant network output) in {reg[UNDEFINED]['cells']} cells, steps "
+                   f"{reg[UNDEFINED]['steps'][0]}–{reg[UNDEFINED]['steps'][1]}: no oracle is named there.")
     tc = s["tau_cross"]
     if tc:
         out.append(f"- Loss crossover: τ_cross = {tc:.0f} (τ_rule = {t['tau_rule']:.0f}, τ_mem = {t['tau_mem']:.0f}: "

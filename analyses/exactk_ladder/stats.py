@@ -46,7 +46,8 @@ def pooled_counts(rows):
     mean_abs, share, top, nf = get("mean_abs"), get("share"), get("share_top"), get("share_not_finite")
     acc = np.array([r["curve"]["rule_acc"] for r in have], dtype=np.float64)
     out = []
-    for j in selected_steps(len(steps), int(np.argmax(acc.mean(axis=0)))):
+    for j in selected_steps(len(steps), int(np.argmax(acc.mean(axis=0)))):   # rule_acc: a share, never NaN
+        # (np.argmax would pick a NaN step, shown as nan, not skip it)
         m, lo, hi = t_interval(mean_abs[:, j])   # a mean of non-negative errors: the lower end clipped at 0
         out.append({"step": int(steps[j]), "mean_abs": float(m), "mean_abs_ci": [float(max(lo, 0.0)), float(hi)],
                     "share": share[:, j].mean(axis=0).tolist(), "share_top": float(top[:, j].mean()),

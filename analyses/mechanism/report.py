@@ -100,7 +100,8 @@ def item_table(col, split, sigma):
     if not rows:
         return None, None, None
     names = list(rows[next(iter(rows))][0])
-    with _quiet():
+    with _quiet():   # NaN only in capture_distance_ratio (a seed whose restarts of the item were never captured:
+        # no ratio exists); the shares count non-finite restarts as their own outcome and are never NaN
         out = {k: np.stack([np.nanmean([r[k] for r in rs], axis=0) for rs in rows.values()]) for k in names}
     return list(rows), out, np.array([len(rs) for rs in rows.values()])
 
@@ -160,7 +161,7 @@ def capture_geometry(col, args, sigma):
     s = cap.shape[1]
     with np.errstate(invalid="ignore", divide="ignore"), _quiet():
         rate = boot[:, :s] / boot[:, s:]
-        point = np.nanmean(near, axis=0) / np.nanmean(cap, axis=0)
+        point = np.nanmean(near, axis=0) / np.nanmean(cap, axis=0)   # shares: never NaN (item_units); 0/0: NaN
         ratio = res["capture_distance_ratio"]                                              # (items, S)
         pct = np.nanpercentile(ratio, [10, 50, 90], axis=0)                                # (3, S)
         lo, hi = np.nanpercentile(rate, [2.5, 97.5], axis=0)
@@ -168,7 +169,8 @@ def capture_geometry(col, args, sigma):
             "nearer_own_given_captured": {"mean": point.tolist(), "lo": lo.tolist(), "hi": hi.tolist()},
             "distance_ratio_percentiles": {"p10": pct[0].tolist(), "p50": pct[1].tolist(), "p90": pct[2].tolist()},
             "n_items_captured": np.isfinite(ratio).sum(axis=0).tolist(),
-            "closer_nontrain_share": np.nanmean(res["closer_nontrain"], axis=0).tolist()}
+            "closer_nontrain_share": np.nanmean(res["closer_nontrain"], axis=0).tolist()}   # all NaN without an
+    # exact nearest-valid search (a rule-wide NaN, never mixed with defined items): stays NaN
 
 
 def symmetry(col, args):

@@ -61,6 +61,16 @@ def unit_counts(args, name):
     return out
 
 
+def max_abs_error(a, b):
+    """max |a − b| over the cells where both are defined; inf when a cell is NaN in one and not in the other
+    (an undefined value reproduces only an undefined one), NaN when no cell is defined in either."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if (np.isnan(a) != np.isnan(b)).any():
+        return math.inf
+    both = ~np.isnan(a)
+    return float(np.abs(a - b)[both].max()) if both.any() else math.nan
+
+
 def dsm_family(dsm, steps):
     """Holm and BH over the whole step × σ family from the stored paired z and pair counts (one-sided
     t-test, n − 1 degrees of freedom, as paired_gap_stats); checks that Holm per step reproduces the
@@ -69,7 +79,7 @@ def dsm_family(dsm, steps):
     with np.errstate(invalid="ignore"):
         p = np.where(n >= 2, scipy.stats.t.sf(z, np.maximum(n - 1, 1)), np.nan)
     stored = np.asarray(dsm["p_adjusted"], dtype=float)
-    err = float(np.nanmax(np.abs(adjust_pvalues(p, "holm") - stored)))
+    err = max_abs_error(adjust_pvalues(p, "holm"), stored)
     out = {"sigma": dsm["sigma"], "n_pairs": int(n.flat[0]), "p_value": p.tolist(), "alpha": dsm["alpha"],
            "per_step_holm_reproduced_max_abs_error": err, "family_size": int(np.isfinite(p).sum())}
     for method in ("holm", "bh"):
@@ -88,7 +98,7 @@ def fitted_midpoint(steps, curve, until="extreme"):
     fitted-sigmoid half-change of one mean curve (timing.sigmoid_half_change without a CI)."""
     curve = np.asarray(curve, dtype=float)
     steps = np.asarray(steps, dtype=float)
-    end = steps.size if until == "last" else int(np.nanargmax(np.abs(curve - curve[0]))) + 1
+    end = steps.size if until == "last" else int(np.nanargmax(np.abs(curve - curve[0]))) + 1   # NaN knot: no fit
     fit_steps = [float(steps[0]), float(steps[end - 1])]
     if end < 4 or not np.isfinite(curve[:end]).all():
         return {"step": None, "censored": "too few checkpoints", "fit_steps": fit_steps}
@@ -172,7 +182,7 @@ def dsm_half_change_with_ci(args, r, stores):
     loss, d0 = dsm_pair_losses(col)
     split = np.array([str(v) for v in d0.split.values.tolist()])
     gap = paired_gap_stats(loss, split, d0.item_index.values, d0.sigma.values)["paired_gap"]
-    h["reproduces_shipped_paired_gap_max_abs"] = float(np.nanmax(np.abs(gap - np.asarray(r["dsm"]["paired_gap"]))))
+    h["reproduces_shipped_paired_gap_max_abs"] = max_abs_error(gap, r["dsm"]["paired_gap"])
     h["n_pairs"] = int(dsm_pair_gaps(col).shape[0])
     return h
 

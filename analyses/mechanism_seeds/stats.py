@@ -145,7 +145,7 @@ def half_change(Y, steps, n_boot, seed=0):
     pos = np.asarray(steps) > 0
     st, Y = np.asarray(steps, np.float64)[pos], Y[..., pos]
     C = Y.mean(axis=1)                                                            # (M, S')
-    ends = [int(np.argmax(np.abs(c - c[0]))) + 1 for c in C]
+    ends = [int(np.argmax(np.abs(c - c[0]))) + 1 for c in C]    # a NaN knot is np.argmax's pick: its fit is NaN
     ln = np.array([_ln_midpoints(st, C[i:i + 1], e)[0] for i, e in enumerate(ends)])
 
     def stat(d):                                                                  # (b, M, U, S') -> (b, M)

@@ -53,7 +53,7 @@ def _breaking_tau(r):
 def _breaking_peak(r):
     if not r["beyond_pieces"]:
         return "—"
-    i = int(np.argmax(r["curve"]["rule_acc_breaking"]))
+    i = int(np.argmax(r["curve"]["rule_acc_breaking"]))   # a NaN knot is np.argmax's pick: the table shows nan
     return f"{r['curve']['rule_acc_breaking'][i]:.3f} ({r['curve']['n_breaking'][i]})"
 
 

@@ -83,10 +83,11 @@ def decompose(source, sigmas, n_points, n_noise, oracles, patch, split, seed, st
 
 
 def _table(ds, split, band=(0.2, 2.0)):
-    """Per step: the best oracle's letter at each σ, then each oracle's mean r² over the band."""
+    """Per step: the best oracle's letter at each σ ("=" a tie, "?" undefined: r² NaN), then each oracle's
+    mean r² over the band (NaN when r² is NaN at any σ of the band: never an average of the rest)."""
     import numpy as np
 
-    from scoreprobe.probes.decompose import TIE_MARGIN, best_oracle
+    from scoreprobe.probes.decompose import TIE, TIE_MARGIN, UNDEFINED, best_oracle
     d = ds.sel(split=split)
     names = list(d.oracle.values)
     sig = d.sigma.values
@@ -94,11 +95,16 @@ def _table(ds, split, band=(0.2, 2.0)):
     if not inband.any():
         inband[:] = True
     click.echo(f"best oracle by r² on {split} points at each σ ({', '.join(f'{LETTERS[n]} = {n}' for n in names)}); "
-               f"= a tie (lead < {TIE_MARGIN}); mean r² over σ in [{band[0]}, {band[1]}]")
+               f"= a tie (lead < {TIE_MARGIN}), ? {UNDEFINED} (r² NaN: NaN or constant output); "
+               f"mean r² over σ in [{band[0]}, {band[1]}]")
     click.echo(f"{'step':>8s}  " + "".join(f"{s:>5.2g}" for s in sig) + "  " + "".join(f"{n[:10]:>11s}" for n in names))
     for i in range(d.sizes["step"]):
         r2 = d.r2.isel(step=i).transpose("sigma", "oracle").values                 # (sigma, oracle)
         best = best_oracle(d.isel(step=i)).values                                  # (sigma,)
-        letters = "".join(f"{LETTERS.get(b, '='):>5s}" for b in best)
-        means = "".join(f"{np.nanmean(r2[inband, k]):>11.3f}" for k in range(len(names)))
+        letters = "".join(f"{({TIE: '=', UNDEFINED: '?'} | LETTERS)[b]:>5s}" for b in best)
+        means = "".join(f"{np.mean(r2[inband, k]):>11.3f}" for k in range(len(names)))
         click.echo(f"{int(d.step[i]):>8d}  {letters}  {means}")
+    n_undefined = int((best_oracle(d).values == UNDEFINED).sum())
+    if n_undefined:
+        click.echo(f"{UNDEFINED} (?): {n_undefined} of {d.sizes['step'] * d.sizes['sigma']} cells, where r² is NaN "
+                   "(the network's output is NaN or constant there); no oracle is named for them")

@@ -121,7 +121,8 @@ def _warn_unconverged(ds, n_steps, solver, tol=LABEL_CHANGE_TOL):
     bad = frac.values > tol
     if not bad.any():
         return
-    worst = np.unravel_index(int(np.argmax(frac.values)), frac.shape)
+    worst = np.unravel_index(int(np.argmax(frac.values)), frac.shape)   # fractions of grid points: never NaN
+                                                                        # (a NaN endpoint is the state `invalid`)
     at = ", ".join(f"{d} {frac[d].values[i]:g}" for d, i in zip(frac.dims, worst))
     from scoreprobe.ode import describe_solver, finer
     warnings.warn(f"basins not converged: {float(frac.values[worst]):.1%} of the grid (at {at}) ends in another "

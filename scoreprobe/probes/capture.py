@@ -12,7 +12,7 @@ rules only); beyond that there is no exact search and the test is NaN.
 """
 import numpy as np
 
-from scoreprobe.errors import ConfigError
+from scoreprobe.errors import ConfigError, DataError
 
 MAX_BRUTE_FORCE = 1 << 16   # valid images a rule without groups may have for the brute-force search
 
@@ -20,8 +20,13 @@ MAX_BRUTE_FORCE = 1 << 16   # valid images a rule without groups may have for th
 def nearest_valid_vertex(x, rule):
     """Bits (N, D) uint8 of the Euclidean-nearest rule-valid vertex of each row of x (N, D) float
     (signed coordinates). Exact: per group for parity (rule.groups), top-k for ExactK / RowK, by
-    enumeration for other rules with at most MAX_BRUTE_FORCE valid images (ConfigError beyond)."""
+    enumeration for other rules with at most MAX_BRUTE_FORCE valid images (ConfigError beyond).
+    DataError for a row with NaN/inf: such a point has no nearest vertex (a sign test would name one)."""
     x = np.asarray(x, dtype=np.float64)
+    bad = ~np.isfinite(x).all(axis=-1) if x.ndim == 2 else None
+    if bad is None or bad.any():
+        what = f"shape {x.shape}" if bad is None else f"{int(bad.sum())} of {len(x)} rows with NaN/inf"
+        raise DataError(f"nearest_valid_vertex needs finite points (N, D), got {what}")
     groups, name = getattr(rule, "groups", None), getattr(rule, "name", "")
     if name in ("exactk", "rowk"):
         rows = x.reshape(len(x), -1, rule.n_bits if name == "exactk" else rule.shape[1])   # (N, R, W)

@@ -23,7 +23,11 @@ def logit_fraction(y, n):
 
 
 def crossing(u, z, zt):
-    """First u where z, linear between knots, reaches zt. u (S,), z (B, S) -> (B,) (NaN: never)."""
+    """First u where z, linear between knots, reaches zt. u (S,), z (B, S) -> (B,) (NaN: never).
+
+    A NaN knot never counts as reaching zt (the argmax runs over the finite knots at or above zt): a
+    crossing is only read at a measured knot. The clocks' curves have none (a non-finite sample counts
+    as `invalid`, so every fraction is defined); a caller's own NaN knot is an unmeasured checkpoint."""
     ok = np.isfinite(z) & (z >= zt)                                       # (B, S)
     i = ok.argmax(axis=1)                                                 # first crossing knot
     prev = np.maximum(i - 1, 0)

@@ -18,12 +18,13 @@ The same noise bank serves every denoiser and step (`dsm_losses`, keyed by item)
 differences are paired.
 """
 import json
+import warnings
 
 import numpy as np
 import torch
 import xarray as xr
 
-from scoreprobe.errors import ConfigError
+from scoreprobe.errors import ConfigError, NonFiniteWarning, user_stacklevel
 from scoreprobe.noise import NOISE
 from scoreprobe.probes.decompose import ORACLES, oracle_denoisers
 from scoreprobe.probes.dsm import (
@@ -35,6 +36,7 @@ from scoreprobe.probes.dsm import (
 from scoreprobe.sweep import dataset_and_rule, run_probe
 
 P_MEAN, P_STD = -1.2, 1.2      # the training σ distribution (TrainConfig defaults)
+EXCESS_RTOL = 1e-9              # gap_closed is NaN when L_rule − L_mem ≤ this × L_rule (a zero denominator)
 
 
 def sigma_weights(sigmas, p_mean=P_MEAN, p_std=P_STD):
@@ -61,8 +63,14 @@ def crossing_step(steps, diff):
     checkpoint with diff ≥ 0 and the next. NaN when the last diff is ≥ 0 (not reached); the first
     step when every diff is < 0 (a bound: crossed before the first checkpoint).
 
+    Only checkpoints whose diff is defined (finite) take part: a NaN diff is a checkpoint whose loss
+    is undefined (a diverged network), which says nothing about whether it is above or below; NaN
+    when none is defined.
+
     steps (S,) ascending, diff (S,) -> float."""
     steps, diff = np.asarray(steps, np.float64), np.asarray(diff, np.float64)
+    defined = np.isfinite(diff)
+    steps, diff = steps[defined], diff[defined]
     if len(steps) == 0 or not diff[-1] < 0:
         return float("nan")
     above = np.flatnonzero(~(diff < 0))
@@ -96,6 +104,9 @@ def crossover(D_or_series, dataset=None, rule=None, sigmas=None, n_noise=8, seed
     `gap_closed` ([step]) = (L_rule − L_net)/(L_rule − L_mem) σ-averaged (when both are among the
     oracles); `sigma_weight` (sigma). Over a series, attrs `tau_cross` (first step
     from which loss_avg < the rule oracle's) and `tau_cross_sigma` (sigma) per σ; NaN when never.
+    A NaN/inf loss at any σ makes that checkpoint's `loss_avg` and `gap_closed` NaN (never an average
+    of the rest), with a NonFiniteWarning naming the step and σ; the τ's read only defined checkpoints.
+    `gap_closed` is NaN too where the oracles' σ-averaged losses are equal (no excess: a zero denominator).
     """
     dataset, rule = dataset_and_rule(D_or_series, dataset, rule, need_rule=False, who="crossover")
     sig = _resolve_sigmas(sigmas)
@@ -116,14 +127,32 @@ def crossover(D_or_series, dataset=None, rule=None, sigmas=None, n_noise=8, seed
         loss = training_loss(D, bits, sig, n_noise, seed, sd, dtype, device or "cpu")
         return xr.Dataset({
             "loss": (("sigma",), loss, {"units": "1", "long_name": "EDM-weighted DSM loss on the training set"}),
-            "loss_avg": ((), float(np.nansum(weights * loss)), {
+            "loss_avg": ((), float(np.sum(weights * loss)) if np.isfinite(loss).all() else float("nan"), {
                 "units": "1", "long_name": "weighted training loss averaged over the training σ distribution"})},
             coords={"sigma": ("sigma", sig, {"units": "1", "long_name": "noise level σ"})},
             attrs={"title": "loss crossover", "scoreprobe_config": json.dumps(config, sort_keys=True)})
     probe.n_bits = bits.shape[1]
     ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device="cpu" if device is None else str(device),
                    progress=progress, overwrite=overwrite, model_id=model_id)
+    _warn_undefined(ds)
     return _with_oracles(ds, ref, list(named), weights)
+
+
+def _warn_undefined(ds):
+    """One NonFiniteWarning naming each checkpoint (step) whose training loss is NaN/inf at some σ, and those σ:
+    its `loss_avg` and `gap_closed` are NaN and τ_cross is read from the other checkpoints."""
+    loss = ds.loss.transpose(..., "sigma").values
+    bad = ~np.isfinite(loss.reshape(-1, loss.shape[-1]))                     # ([step], sigma)
+    if not bad.any():
+        return
+    steps = ds.step.values if "step" in ds.dims else [None]
+    sig = ds.sigma.values
+    parts = [(f"step {int(st)}: " if st is not None else "") + "σ = " + ", ".join(f"{s:g}" for s in sig[row])
+             for st, row in zip(steps, bad) if row.any()]
+    warnings.warn(f"crossover: the network's training loss is NaN/inf at {'; '.join(parts[:8])}"
+                  + (f" (and {len(parts) - 8} more checkpoints)" if len(parts) > 8 else "")
+                  + "; its σ-averaged loss and gap_closed are NaN there, and τ_cross is read only from the "
+                    "checkpoints whose loss is defined", NonFiniteWarning, stacklevel=user_stacklevel())
 
 
 def _with_oracles(ds, ref, names, weights):
@@ -141,10 +170,13 @@ def _with_oracles(ds, ref, names, weights):
                                                          "(≥ 0 in expectation)"}
     if "rule" in names and "memorizer" in names:
         avg = dict(zip(names, weights @ ref))
-        ds["gap_closed"] = (float(avg["rule"]) - ds.loss_avg) / (float(avg["rule"]) - float(avg["memorizer"]))
+        gap = float(avg["rule"]) - float(avg["memorizer"])
+        defined = gap > EXCESS_RTOL * abs(float(avg["rule"]))          # no excess (e.g. every valid image trained):
+        ds["gap_closed"] = (float(avg["rule"]) - ds.loss_avg) / (gap if defined else np.nan)   # a share of nothing
         ds["gap_closed"].attrs = {"units": "1", "long_name": "share of the generalizer's excess over the memorizer "
                                                             "that the network's σ-averaged training loss has closed "
-                                                            "(0: the rule oracle's loss, 1: the memorizer's)"}
+                                                            "(0: the rule oracle's loss, 1: the memorizer's; NaN: "
+                                                            "no excess to close, or the network's loss undefined)"}
     if "step" in ds.dims and "rule" in names:
         rule_loss = ds.oracle_loss.sel(oracle="rule", drop=True)
         steps = ds.step.values

@@ -232,15 +232,30 @@ def decompose(D_or_series, dataset=None, rule=None, sigmas=None, n_points=64, n_
 
 
 TIE_MARGIN = 0.01              # best_oracle: "tie" when the best r² leads the runner-up by less
+UNDEFINED = "undefined"        # best_oracle: a cell where any oracle's value is NaN (NaN or constant network output)
+TIE = "tie"
 
 
 def best_oracle(ds, var="r2", margin=TIE_MARGIN):
-    """Name of the oracle with the highest `var` per remaining cell, "tie" where it leads the
-    runner-up by less than `margin` (the oracles agree there, e.g. small σ). DataArray of str (…)."""
-    vals = ds[var].fillna(-np.inf).transpose(..., "oracle")
-    arr = vals.values
-    top = np.sort(arr, axis=-1)
-    lead = top[..., -1] - (top[..., -2] if arr.shape[-1] > 1 else -np.inf)
-    names = np.asarray(ds.oracle.values, dtype=object)[arr.argmax(-1)]
-    names = np.where(lead < margin, "tie", names).astype(object)
-    return xr.DataArray(names, dims=vals.dims[:-1], coords={k: v for k, v in vals.coords.items() if "oracle" not in v.dims})
+    """Name of the oracle with the highest `var` per remaining cell; "tie" where it leads the
+    runner-up by less than `margin` (the oracles agree there, e.g. small σ); "undefined" where the
+    value of any oracle is NaN/inf (a NaN or constant network output makes r² 0/0).
+
+    A cell with only some oracles undefined is "undefined" too: the undefined one might be the best,
+    so naming another would be a guess. DataArray of str (…) with `flag_meanings` listing the labels.
+    """
+    vals = ds[var].transpose(..., "oracle")
+    arr = np.asarray(vals.values, np.float64)
+    undefined = ~np.isfinite(arr).all(axis=-1)
+    filled = np.where(np.isfinite(arr), arr, -np.inf)
+    top = np.sort(filled, axis=-1)
+    with np.errstate(invalid="ignore"):
+        lead = top[..., -1] - (top[..., -2] if arr.shape[-1] > 1 else -np.inf)
+    oracle_names = [str(n) for n in ds.oracle.values]
+    names = np.asarray(oracle_names, dtype=object)[filled.argmax(-1)]
+    names = np.where(lead < margin, TIE, names)
+    names = np.where(undefined, UNDEFINED, names).astype(object)
+    coords = {k: v for k, v in vals.coords.items() if "oracle" not in v.dims}
+    attrs = {"long_name": f"oracle with the highest {var} ({TIE}: lead < {margin}; {UNDEFINED}: {var} NaN for "
+                          "some oracle)", "flag_meanings": " ".join([*oracle_names, TIE, UNDEFINED])}
+    return xr.DataArray(names, dims=vals.dims[:-1], coords=coords, name="best_oracle", attrs=attrs)

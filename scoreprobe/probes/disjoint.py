@@ -14,13 +14,20 @@ are compared on inputs that belong to neither, at each common training step:
 
 Generalizing models should agree (the same valid images, the same basins); memorizing ones end on
 their own, disjoint training sets.
+
+A non-finite endpoint (NaN/inf: a diverged denoiser) is no image: it is the same as nothing. The
+shares and the Hamming distance are over the pairs whose two endpoints are finite (NaN when none is),
+and `sample_nonfinite` / `basin_nonfinite` count the pairs left out, with a NonFiniteWarning; a NaN
+denoiser output makes `cosine` and `rms_diff` NaN at that σ.
 """
+import warnings
+
 import numpy as np
 import torch
 import xarray as xr
 
 from scoreprobe.data.datasets import to_bits
-from scoreprobe.errors import ConfigError
+from scoreprobe.errors import ConfigError, NonFiniteWarning, user_stacklevel
 from scoreprobe.probes.decompose import evaluate
 from scoreprobe.sweep import as_steps, concat_steps, is_multi
 
@@ -39,10 +46,29 @@ def _cosine(ya, yb):
     return float(np.mean(num / np.where(den > 0, den, np.nan)))
 
 
-def _endpoint_bits(D, x0, sigma, n_steps):
-    """Thresholded PF-ODE endpoints from x0 (B, D) at sigma: (B, D) uint8."""
+def _endpoints(D, x0, sigma, n_steps):
+    """Signed PF-ODE endpoints from x0 (B, D) at sigma: (B, D) float numpy (NaN rows: non-finite)."""
     from scoreprobe.ode import integrate
-    return to_bits(integrate(D, x0.clone(), float(sigma), n_steps=n_steps).cpu().numpy())
+    return integrate(D, x0.clone(), float(sigma), n_steps=n_steps).cpu().numpy()
+
+
+def _agreement(xa, xb):
+    """Agreement of paired signed endpoints xa, xb (B, D) over the pairs both finite: (share the same image,
+    mean Hamming distance / D, number of pairs left out); the shares NaN when every pair has a non-finite one."""
+    ok = np.isfinite(xa).all(1) & np.isfinite(xb).all(1)                        # (B,)
+    if not ok.any():
+        return float("nan"), float("nan"), int(len(ok))
+    ba, bb = to_bits(xa[ok]), to_bits(xb[ok])
+    return float((ba == bb).all(1).mean()), float((ba != bb).mean()), int((~ok).sum())
+
+
+def _warn_left_out(n_sample, n_basin, n_samples, n_grid):
+    """One NonFiniteWarning when some endpoint pairs were left out of the agreement shares."""
+    if n_sample or sum(n_basin):
+        warnings.warn(f"disjoint_agreement: {n_sample} of {n_samples} sample pairs and {sum(n_basin)} of "
+                      f"{n_grid * len(n_basin)} plane-grid pairs have a non-finite (NaN/inf) endpoint; they are "
+                      "left out of sample_same, sample_hamming and basin_same (counted in sample_nonfinite, "
+                      "basin_nonfinite)", NonFiniteWarning, stacklevel=user_stacklevel())
 
 
 def compare_pair(Da, Db, rule, *, sigmas=DEFAULT_SIGMAS, n_points=64, n_samples=200, n_planes=2, res=16,
@@ -50,7 +76,6 @@ def compare_pair(Da, Db, rule, *, sigmas=DEFAULT_SIGMAS, n_points=64, n_samples=
     """The agreement measures of one pair of denoisers (module docstring) -> Dataset without `step`."""
     from scoreprobe.noise import randn_per_sample
     from scoreprobe.ode.samplers import sample
-    from scoreprobe.slices import Plane
     d = int(rule.n_bits)
     v = torch.as_tensor(rule.sample(n_points, seed=seed), dtype=torch.float64) * 2 - 1        # (P, D)
     eps = randn_per_sample(seed, np.arange(n_points), d, dtype=torch.float64)
@@ -59,28 +84,46 @@ def compare_pair(Da, Db, rule, *, sigmas=DEFAULT_SIGMAS, n_points=64, n_samples=
         ya, yb = evaluate(Da, v + s * eps, s, torch.float32), evaluate(Db, v + s * eps, s, torch.float32)
         cos.append(_cosine(ya, yb))
         rms.append(float(np.sqrt(((ya - yb) ** 2).mean())))
-    sa = to_bits(sample(Da, n_samples, seed, n_steps=n_steps, dim=d).cpu().numpy())
-    sb = to_bits(sample(Db, n_samples, seed, n_steps=n_steps, dim=d).cpu().numpy())
-    anchors = rule.sample(3 * n_planes, seed=seed + 1).astype(np.float64) * 2 - 1
-    grid = np.concatenate([Plane.through(*anchors[3 * i:3 * i + 3]).grid(res)[0] for i in range(n_planes)])
-    x0 = torch.as_tensor(grid, dtype=torch.float32)
-    basin = []
-    for s0 in sigma_starts:
-        ea, eb = _endpoint_bits(Da, x0, s0, n_steps), _endpoint_bits(Db, x0, s0, n_steps)
-        basin.append(float((ea == eb).all(1).mean()))
+    with warnings.catch_warnings():                 # the left-out pairs are said once, below
+        warnings.simplefilter("ignore", NonFiniteWarning)
+        same, hamming, n_bad = _agreement(sample(Da, n_samples, seed, n_steps=n_steps, dim=d).cpu().numpy(),
+                                          sample(Db, n_samples, seed, n_steps=n_steps, dim=d).cpu().numpy())
+        basin, basin_bad = _basins_same(Da, Db, rule, n_planes, res, sigma_starts, n_steps, seed)
+    _warn_left_out(n_bad, basin_bad, n_samples, n_planes * res * res)
     return xr.Dataset({
         "cosine": (("sigma",), np.array(cos), {"units": "1", "long_name": "mean cosine of D_A(x,σ) and D_B(x,σ) "
                                                                        "on noised fresh valid images"}),
         "rms_diff": (("sigma",), np.array(rms), {"units": "1", "long_name": "RMS per coordinate of D_A − D_B"}),
-        "sample_same": ((), float((sa == sb).all(1).mean()), {
-            "units": "1", "long_name": "share of samples from the same initial noise that are the same image"}),
-        "sample_hamming": ((), float((sa != sb).mean()), {
-            "units": "1", "long_name": "mean Hamming distance / D of samples from the same initial noise"}),
+        "sample_same": ((), same, {
+            "units": "1", "long_name": "share of samples from the same initial noise that are the same image "
+                                       "(pairs with both endpoints finite; NaN: none)"}),
+        "sample_hamming": ((), hamming, {
+            "units": "1", "long_name": "mean Hamming distance / D of samples from the same initial noise "
+                                       "(pairs with both endpoints finite; NaN: none)"}),
+        "sample_nonfinite": ((), np.int64(n_bad), {
+            "units": "1", "long_name": "sample pairs with a non-finite endpoint (left out of the shares)"}),
         "basin_same": (("sigma_start",), np.array(basin), {
-            "units": "1", "long_name": "share of plane grid points whose PF-ODE endpoints are the same vertex"}),
+            "units": "1", "long_name": "share of plane grid points whose PF-ODE endpoints are the same vertex "
+                                       "(points with both endpoints finite; NaN: none)"}),
+        "basin_nonfinite": (("sigma_start",), np.array(basin_bad, np.int64), {
+            "units": "1", "long_name": "plane grid points with a non-finite endpoint (left out of basin_same)"}),
     }, coords={"sigma": ("sigma", np.asarray(sigmas, np.float64), {"units": "1", "long_name": "noise level σ"}),
                "sigma_start": ("sigma_start", np.asarray(sigma_starts, np.float64),
                                {"units": "1", "long_name": "σ at which the basin integration starts"})})
+
+
+def _basins_same(Da, Db, rule, n_planes, res, sigma_starts, n_steps, seed):
+    """basin_same and the pairs left out, per sigma_start: two lists of len(sigma_starts)."""
+    from scoreprobe.slices import Plane
+    anchors = rule.sample(3 * n_planes, seed=seed + 1).astype(np.float64) * 2 - 1
+    grid = np.concatenate([Plane.through(*anchors[3 * i:3 * i + 3]).grid(res)[0] for i in range(n_planes)])
+    x0 = torch.as_tensor(grid, dtype=torch.float32)                             # (n_planes·res², D)
+    same, bad = [], []
+    for s0 in sigma_starts:
+        share, _, n_bad = _agreement(_endpoints(Da, x0, s0, n_steps), _endpoints(Db, x0, s0, n_steps))
+        same.append(share)
+        bad.append(n_bad)
+    return same, bad
 
 
 def disjoint_agreement(a, b, rule=None, *, steps=None, **kw):
@@ -95,8 +138,8 @@ def disjoint_agreement(a, b, rule=None, *, steps=None, **kw):
 
     Returns
     -------
-    xarray.Dataset ([step], sigma, sigma_start): cosine, rms_diff, basin_same; sample_same,
-    sample_hamming ([step]); attrs `shared_train` (images in both training sets) when both sources
+    xarray.Dataset ([step], sigma, sigma_start): cosine, rms_diff, basin_same, basin_nonfinite; sample_same,
+    sample_hamming, sample_nonfinite ([step]); attrs `shared_train` (images in both training sets) when both sources
     carry datasets.
     """
     rule = rule if rule is not None else getattr(a, "rule", None)

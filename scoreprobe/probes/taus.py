@@ -161,6 +161,8 @@ def tau_summary(ds, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM_THRESHOLD, 
                tau_definition=definition_text(definition))
     out["window_status"] = status_text(out["window_open"], out["tau_rule"], out["tau_mem"],
                                        float(np.nanmax(ds["rule_acc"].values)), rule_threshold, definition)
+    # the peak is "the largest measured rule_acc": a fraction over all samples (non-finite ones count as
+    # invalid), NaN only at a checkpoint not measured, which has no value to be the peak
     if warn and out["under_resolved"]:
         warnings.warn(_resolution_message(out, steps), ResolutionWarning, stacklevel=2)
     return out
@@ -290,7 +292,7 @@ def window_status(ds, tau=None, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM
     if tau is None:
         tau = tau_summary(ds, rule_threshold=rule_threshold, mem_threshold=mem_threshold, n_boot=0, warn=False,
                           definition=definition)
-    peak = float(np.nanmax(ds["rule_acc"].values)) if ds["rule_acc"].size else math.nan
+    peak = float(np.nanmax(ds["rule_acc"].values)) if ds["rule_acc"].size else math.nan   # measured ones (above)
     nan = math.nan
     return status_text(bool(tau["window_open"]), float(nan if tau["tau_rule"] is None else tau["tau_rule"]),
                        float(nan if tau["tau_mem"] is None else tau["tau_mem"]), peak,

@@ -151,7 +151,7 @@ def _landmarks(ds):
         steps = ds["step"].values[np.asarray(measured)]
         out["n_checkpoints"] = int(steps.size)
         out["last_step"] = int(steps.max()) if steps.size else None
-        out["peak_rule_acc"] = float(ds["rule_acc"].max(skipna=True))
+        out["peak_rule_acc"] = float(ds["rule_acc"].max(skipna=True))   # over the measured checkpoints (as taus)
         for name in ("rule_acc", "mem_ratio"):
             if name in ds and steps.size:
                 out[f"final_{name}"] = float(ds[name].sel(step=steps.max()))

@@ -11,6 +11,12 @@ Confidence intervals resample units with replacement within each group (a seed o
 draws: a stratified bootstrap, the CI over planes / items), or, with `resample_groups=True`, first the
 groups and then units within them (the CI over seeds and planes). The spread over seeds is reported
 apart: the statistic of each group alone.
+
+Means over units skip NaN entries (`np.nanmean`), and that is the definition, not a fill: a unit's value
+is NaN only where the quantity does not exist for it (the capture distance ratio of an item none of whose
+restarts was captured; a DSM loss of a non-finite item, which dsm_by_sigma counts in n_nonfinite_*). A
+denoiser's NaN output never arrives as a NaN share: retention and clocks count such endpoints as their own
+state. A step where no unit has a value stays NaN, and a curve with a NaN knot has no half-change step.
 """
 import contextlib
 import math

@@ -5,6 +5,7 @@ from scoreprobe.errors import ConfigError
 from scoreprobe.viz.common import new_figure
 
 ORACLE_COLORS = {"memorizer": "#ff9f1c", "rule": "#2ca02c", "local": "#1f77b4", "local_equivariant": "#9467bd"}
+TIE_COLOR, UNDEFINED_COLOR = "#d9d9d9", "#000000"      # best-oracle cells: a tie; r² NaN (never an oracle's colour)
 
 
 def _tau_marks(ax, taus, steps):
@@ -47,15 +48,18 @@ def plot_decompose(ds, split="heldout", var="r2", taus=None, fig=None):
         ax.set_title(f"{name}: {var}", fontsize=9)
         _tau_marks(ax, taus, steps)
     fig.colorbar(im, ax=axes[len(names) - 1], shrink=0.8)
-    from scoreprobe.probes.decompose import TIE_MARGIN, best_oracle
+    from scoreprobe.probes.decompose import TIE, TIE_MARGIN, UNDEFINED, best_oracle
     labels = best_oracle(d, var).transpose("sigma", "step").values
-    codes = np.vectorize(lambda b: names.index(b) if b in names else len(names))(labels)
-    cmap = ListedColormap([ORACLE_COLORS.get(n, "grey") for n in names] + ["#d9d9d9"])
-    axes[-1].imshow(codes, origin="lower", aspect="auto", cmap=cmap, vmin=-0.5, vmax=len(names) + 0.5,
+    order = [*names, TIE, UNDEFINED]
+    codes = np.vectorize(order.index, otypes=[int])(labels)
+    colors = {**ORACLE_COLORS, TIE: TIE_COLOR, UNDEFINED: UNDEFINED_COLOR}
+    cmap = ListedColormap([colors.get(n, "grey") for n in order])
+    axes[-1].imshow(codes, origin="lower", aspect="auto", cmap=cmap, vmin=-0.5, vmax=len(order) - 0.5,
                     interpolation="nearest")
-    axes[-1].set_title(f"best oracle by {var} (grey: lead < {TIE_MARGIN})", fontsize=9)
-    for n in names:
-        axes[-1].plot([], [], "s", color=ORACLE_COLORS.get(n, "grey"), label=n)
+    said = f"; black: {UNDEFINED}" if (labels == UNDEFINED).any() else ""
+    axes[-1].set_title(f"best oracle by {var} (grey: lead < {TIE_MARGIN}{said})", fontsize=9)
+    for n in names + ([UNDEFINED] if said else []):
+        axes[-1].plot([], [], "s", color=colors.get(n, "grey"), label=n)
     axes[-1].legend(fontsize=7, loc="upper left", framealpha=0.8)
     _tau_marks(axes[-1], taus, steps)
     ticks = np.unique(np.linspace(0, len(steps) - 1, min(6, len(steps))).round().astype(int))
