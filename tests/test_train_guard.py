@@ -56,7 +56,15 @@ KILLED_REWRITE = textwrap.dedent("""
     from pathlib import Path
     import scoreprobe.training.config as config
     from scoreprobe.training.trainlog import truncate_log
+    import os, time
     real = config.atomic_write_text
+    real_replace = os.replace
+
+    def renaming(*a):   # the temp file is whole and synced: hold the moment before the rename open for kills
+        print("renaming", flush=True)
+        time.sleep(0.05)
+        real_replace(*a)
+    os.replace = renaming
 
     def announced(*a):
         print("writing", flush=True)
@@ -100,8 +108,9 @@ def test_a_kill_at_random_moments_of_the_log_rewrite_leaves_the_old_or_the_new_l
     assert log.read_text() == cut and not temps()
     whole, write = marks["written"] - marks["ready"], marks["written"] - marks["writing"]
     rng, outcomes = random.Random(0), []
-    for i in range(10):
-        rewrite(rng.uniform(0, whole) if i % 2 else rng.uniform(0, write), "ready" if i % 2 else "writing")
+    for i in range(10):   # odd: anywhere in the call; even: in the write, from its start or just before its rename
+        at = "ready" if i % 2 else ("writing" if i % 4 else "renaming")
+        rewrite({"ready": rng.uniform(0, whole), "writing": rng.uniform(0, write), "renaming": rng.uniform(0, 0.03)}[at], at)
         text = log.read_text()
         assert text in (full, cut), f"{len(text.splitlines())} lines after the kill"
         outcomes.append("during the write" if temps() else ("old" if text == full else "new"))
