@@ -31,7 +31,7 @@ ITEMS = {1: "undefined is never an answer", 2: "the export reader checks the fil
          4: "export-tb", 5: "bounds before allocation", 6: "figures and pages written atomically",
          7: "remaining tracebacks and silent acceptances"}
 OUTCOMES = ("clean", "right", "silent wrong", "wrong reason", "traceback", "hang", "slow")
-MODULES = ("abuse53_undefined", "abuse53_exports", "abuse53_writes", "abuse53_bounds")
+MODULES = ("abuse53_undefined", "abuse53_exports", "abuse53_writes", "abuse53_atomic", "abuse53_bounds")
 
 
 @dataclass

@@ -3,6 +3,9 @@ from pathlib import Path
 
 import numpy as np
 
+from scoreprobe.atomic import atomic_write_text
+from scoreprobe.viz.common import save_figure
+
 
 def _f(v, fmt="{:.0f}"):
     return "not reached" if v is None else fmt.format(v)
@@ -158,7 +161,7 @@ def _ode(res):
 
 def write(res, ds, out_dir, name):
     """The .md and the heat map (.png) of one run."""
-    (Path(out_dir) / f"{name}.md").write_text(markdown(res))
+    atomic_write_text(Path(out_dir) / f"{name}.md", markdown(res))
     from scoreprobe.viz.circuits import plot_circuits
     fig = plot_circuits(ds, taus={"tau_rule": res["taus"]["tau_rule"], "tau_mem": res["taus"]["tau_mem"]})
-    fig.savefig(Path(out_dir) / f"{name}.png", dpi=110)
+    save_figure(fig, Path(out_dir) / f"{name}.png", dpi=110)

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from analyses.circuits import report as circuits_report
+from scoreprobe.atomic import atomic_write_text
 
 HERE = Path(__file__).resolve().parent
 
@@ -246,7 +247,7 @@ def run(cfg, out_dir, name, log):
               "sub_blocks": {k: sub_block_split(ds, k) for k in ("rule", "copy")},
               "totals": {k: [float(v) for v in ds[f"{k}_total"].mean("sigma").values] for k in ("rule", "copy")},
               "ode": flips, "seconds": {"probe": round(t_probe, 1), "ode": round(time.time() - t1, 1)}}
-    (out_dir / f"{name}.json").write_text(json.dumps(result, indent=1))
+    atomic_write_text(out_dir / f"{name}.json", json.dumps(result, indent=1))
     circuits_report.write(result, ds, out_dir, name)
     log(f"wrote {out_dir / name}.{{json,md,png}} (probe {t_probe:.0f} s)")
     return result
@@ -269,7 +270,7 @@ def main(argv=None):
         return 0
     if a.from_results:
         result = json.loads((out_dir / f"{name}.json").read_text())
-        (out_dir / f"{name}.md").write_text(circuits_report.markdown(result))
+        atomic_write_text(out_dir / f"{name}.md", circuits_report.markdown(result))
         print(f"wrote {out_dir / name}.md")
         return 0
     run(cfg, out_dir, name, print)

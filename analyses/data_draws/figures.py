@@ -7,6 +7,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from scoreprobe.viz.common import save_figure  # noqa: E402
+
 MARKERS = "osD^v<>px*"
 
 
@@ -29,5 +31,5 @@ def figure(rows_by, path):
             ax.set_xticks(sorted({r["meta"]["data_seed"] for r in rows}))
     fig.text(0.01, 0.005, "hollow: not reached, drawn at the run's last step (a lower bound)", fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)

@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 from analyses.decompose.pairs import measure_pairs, train_pairs
 from analyses.decompose.write import write_all
+from scoreprobe.atomic import atomic_write_text
 
 logger = logging.getLogger("decompose")
 
@@ -153,7 +154,7 @@ def run(p, name, args):
         t = time.time()
         res[key] = fn()
         timings[key] = round(time.time() - t, 1)
-        cache.write_text(json.dumps({"params": p, "result": res[key], "seconds": timings[key]}))
+        atomic_write_text(cache, json.dumps({"params": p, "result": res[key], "seconds": timings[key]}))
         logger.info("%s done in %.0f s", key, timings[key])
     if args.no_pairs:
         return None
@@ -162,7 +163,7 @@ def run(p, name, args):
     timings["pairs_train"] = round(time.time() - t, 1)
     first = runs_dir / "train_seconds.json"       # the run that trained them (a rerun finds them finished)
     if not first.is_file():
-        first.write_text(json.dumps({"seconds": timings["pairs_train"]}))
+        atomic_write_text(first, json.dumps({"seconds": timings["pairs_train"]}))
     timings["pairs_train_first"] = json.loads(first.read_text())["seconds"]
     t = time.time()
     res["pairs"] = measure_pairs(p, dirs)
@@ -191,7 +192,7 @@ def main(argv=None):
             print(f"shipped-series stages cached under {args.runs}")
             return 0
         out.mkdir(parents=True, exist_ok=True)
-        js.write_text(json.dumps(res, indent=1))
+        atomic_write_text(js, json.dumps(res, indent=1))
     write_all(res, out, prefix)
     print(f"wrote {js} and {out / (prefix + 'decompose.md')}")
     return 0

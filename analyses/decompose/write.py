@@ -6,7 +6,9 @@ import numpy as np
 import xarray as xr
 
 from scoreprobe.probes.decompose import TIE, TIE_MARGIN, UNDEFINED, best_oracle
+from scoreprobe.atomic import atomic_write_text
 from scoreprobe.viz import new_figure
+from scoreprobe.viz.common import save_figure
 from scoreprobe.viz.decompose import plot_decompose
 
 
@@ -146,7 +148,7 @@ def fig_heatmap(res, path):
     ds = decompose_dataset(res["decompose"])
     t = res["taus"]
     fig = plot_decompose(ds, split="heldout", taus={"τ_rule": t["tau_rule"], "τ_mem": t["tau_mem"]})
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
 
 
 def fig_crossover(res, path):
@@ -174,7 +176,7 @@ def fig_crossover(res, path):
         b.set_ylabel("τ_mem (steps)")
         b.legend(fontsize=7, loc="lower left")
     a2.legend(fontsize=7, loc="upper right")
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
 
 
 def fig_pairs(res, path):
@@ -195,7 +197,7 @@ def fig_pairs(res, path):
                 ax.axvline(ck["tau_mem"] + 1, color="#ff9f1c", ls=ls, lw=0.8)
         ax.set(xscale="log", ylim=(-0.03, 1.03), xlabel="training step + 1", title=f"disjoint pair, N = {n} each")
         ax.legend(fontsize=6)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -337,9 +339,9 @@ def _disjoint(s, prefix):
 def write_all(res, out, prefix=""):
     s = summaries(res)
     res_s = dict(res, summary=s)
-    (out / f"{prefix}decompose.json").write_text(json.dumps(res_s, indent=1))
+    atomic_write_text(out / f"{prefix}decompose.json", json.dumps(res_s, indent=1))
     fig_heatmap(res, out / f"{prefix}decompose_heatmap.png")
     fig_crossover(res, out / f"{prefix}decompose_crossover.png")
     fig_pairs(res, out / f"{prefix}decompose_disjoint.png")
-    (out / f"{prefix}decompose.md").write_text(markdown(res, s, prefix))
+    atomic_write_text(out / f"{prefix}decompose.md", markdown(res, s, prefix))
     return s

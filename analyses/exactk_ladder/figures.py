@@ -7,6 +7,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from scoreprobe.viz.common import save_figure  # noqa: E402
+
 
 def _mean_curve(rows, get):
     """(steps, mean over seeds, min, max) of a per-step list `get(row)`."""
@@ -45,5 +47,5 @@ def figure(by, rep, path):
             ax.legend(fontsize=7)
     fig.text(0.01, 0.005, "dashed: uniformly random bits (exact); shaded: range over training seeds", fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)

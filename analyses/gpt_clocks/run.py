@@ -23,9 +23,11 @@ import numpy as np
 import torch
 
 import scoreprobe as sp
+from scoreprobe.atomic import atomic_write_text
 from scoreprobe.store import normalize_config
 from scoreprobe.training.train import TrainConfig, ckpt_path, train_run
 from scoreprobe.viz import new_figure
+from scoreprobe.viz.common import save_figure
 
 logger = logging.getLogger("gpt_clocks")
 GPT_SETTINGS = dict(model="gpt", size="tiny", hidden_size=None, lr=1e-3, total_steps=12000, n_checkpoints=20,
@@ -115,7 +117,7 @@ def figure(sets, path):
         ax.axhline(0.9, color="grey", lw=0.5)
         ax.axhline(0.1, color="grey", lw=0.5)
         ax.legend(fontsize=7)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
 
 
 def main(argv=None):
@@ -131,8 +133,8 @@ def main(argv=None):
     rows = [row(name, s, *m) for name, s, m in sets]
     results = Path(args.results)
     results.mkdir(parents=True, exist_ok=True)
-    (results / "gpt_clocks.md").write_text(markdown(rows, args.n_samples))
-    (results / "gpt_clocks.json").write_text(json.dumps(normalize_config({"runs": rows}), indent=1))
+    atomic_write_text(results / "gpt_clocks.md", markdown(rows, args.n_samples))
+    atomic_write_text(results / "gpt_clocks.json", json.dumps(normalize_config({"runs": rows}), indent=1))
     figure(sets, results / "gpt_clocks.png")
     print((results / "gpt_clocks.md").read_text())
 

@@ -11,6 +11,7 @@ from analyses.scaling.format import ci_text, curve_table, fmt, pooled_cell
 from analyses.scaling.tables import curves_of
 from scoreprobe.models.build import param_count
 from scoreprobe.models.flops import counted_flops, forward_flops, n_tokens, step_flops
+from scoreprobe.viz.common import save_figure
 
 LABELS = grid_mod.LABELS
 
@@ -208,7 +209,7 @@ def figure(rows_by, path):
     if rows_by:
         axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from analyses.mechanism import measure as M
+from scoreprobe.atomic import atomic_write_text
 from scoreprobe.data.datasets import STATE_CODES
 from scoreprobe.probes.dsm_stats import ALPHA, adjust_family, first_significant_step, paired_gap_stats, significant_sets
 from scoreprobe.probes.timing import _quiet, bootstrap_means, difference_ci, mean_ci, sigmoid_half_change
@@ -311,9 +312,9 @@ def write_report(args, timings, measure_s):
     settings = {k: v for k, v in vars(args).items() if k not in ("results", "out", "no_figures", "rereport")}
     report = normalize_config({"settings": settings, "series": summary, "timings_s": timings,
                                "measure_s": round(measure_s, 1)})
-    stem.with_suffix(".json").write_text(json.dumps(report, indent=1))
+    atomic_write_text(stem.with_suffix(".json"), json.dumps(report, indent=1))
     figures = [] if args.no_figures else study_figures(summary, {n: c["anim"] for n, c in cols.items()}, stem)
-    stem.with_suffix(".md").write_text(markdown(report, figures, args))
+    atomic_write_text(stem.with_suffix(".md"), markdown(report, figures, args))
     print(stem.with_suffix(".md").read_text())
     print(f"wrote {stem}.md, .json and {', '.join(str(f) for f in figures)}")
     return report

@@ -4,6 +4,7 @@ import math
 from pathlib import Path
 
 from analyses.mechanism.rereport import rereport
+from scoreprobe.atomic import atomic_write_text
 
 
 def _s(v):
@@ -230,7 +231,7 @@ def _shares_md(name, r):
 def write_rereport(args, path="analyses/results/mechanism.json"):
     """Add the re_report section to the shipped json and write the md next to it; returns the md text."""
     report = rereport(args, path)
-    Path(path).write_text(json.dumps(report, indent=1))
+    atomic_write_text(path, json.dumps(report, indent=1))
     md = rereport_markdown(report, args, Path(path).with_name("mechanism_remeasured.md"))
-    Path(path).with_suffix(".md").write_text(md)
+    atomic_write_text(Path(path).with_suffix(".md"), md)
     return md

@@ -8,6 +8,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from scoreprobe.viz.common import save_figure  # noqa: E402
+
 PANELS = ("violating basin", "t − h basin (symmetric planes)", "held-out captured (σ 1)", "DSM gap, σ in [0.2, 2.0]")
 
 
@@ -37,5 +39,5 @@ def figure(report, path):
             ax.tick_params(labelsize=7)
         row[0].legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)

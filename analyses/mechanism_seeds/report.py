@@ -8,6 +8,7 @@ from analyses.mechanism_seeds.export import load_exports
 from analyses.mechanism_seeds.measure import settings
 from analyses.mechanism_seeds.series import model_rows, series_report
 from analyses.mechanism_seeds.tables import markdown
+from scoreprobe.atomic import atomic_write_text
 from scoreprobe.store import normalize_config
 
 
@@ -38,6 +39,6 @@ def write_all(args, models, figures=True):
         from analyses.mechanism_seeds.figures import figure
         figure(report, stem.with_suffix(".png"))
         fig = stem.with_suffix(".png").name
-    stem.with_suffix(".md").write_text(markdown(report, fig))
-    stem.with_suffix(".json").write_text(json.dumps(normalize_config(report), indent=1))
+    atomic_write_text(stem.with_suffix(".md"), markdown(report, fig))
+    atomic_write_text(stem.with_suffix(".json"), json.dumps(normalize_config(report), indent=1))
     return stem.with_suffix(".md")

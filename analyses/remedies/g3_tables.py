@@ -10,6 +10,7 @@ from analyses.scaling import curves as C
 from analyses.scaling import format as F
 from analyses.scaling.format import ci_text, fmt, pooled_cell, threshold_label
 from analyses.scaling.tables import curves_of
+from scoreprobe.viz.common import save_figure
 
 LABELS = {"baseline": "baseline", "global_token": "global token", "multiplicative": "multiplicative (GLU)",
           "curriculum": "curriculum", "curriculum_mixed": "curriculum's control (mixed, no order)",
@@ -200,7 +201,7 @@ def figure(rows_by, path):
     if rows_by:
         ax1.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

@@ -41,6 +41,8 @@ from scoreprobe.data.rules import rule_from_spec
 from scoreprobe.store import normalize_config
 from scoreprobe.training.train import TrainConfig, train_run
 from scoreprobe.viz import new_figure
+from scoreprobe.viz.common import save_figure
+from scoreprobe.atomic import atomic_write_text
 
 logger = logging.getLogger("remedies")
 
@@ -259,7 +261,7 @@ def figure(rows, path):
         ax.set_ylabel(name)
     if rows:
         ax1.legend(fontsize=7)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
 
 
 def rereport(paths):
@@ -277,8 +279,8 @@ def rereport(paths):
                         f"{','.join(map(str, paths))}`: the runs of every export together.\n\n", 1)
     first["comparisons"] = comparisons(rows)
     first["extra_runs_from"] = [str(p) for p in paths[1:]]
-    Path(paths[0]).write_text(json.dumps(normalize_config(first), indent=1))
-    Path(paths[0]).with_suffix(".md").write_text(md)
+    atomic_write_text(paths[0], json.dumps(normalize_config(first), indent=1))
+    atomic_write_text(Path(paths[0]).with_suffix(".md"), md)
     return md
 
 
@@ -311,9 +313,9 @@ def main(argv=None):
                         args.device)
     rows = in_parallel(functools.partial(run_one, args), runs, 1 if args.ensemble else args.jobs)
     stem = Path(args.results) / f"remedies_{args.preset}"
-    stem.with_suffix(".md").write_text(markdown(rows, skipped, args))
+    atomic_write_text(stem.with_suffix(".md"), markdown(rows, skipped, args))
     report = {"args": vars(args), "runs": rows, "skipped": skipped, "comparisons": comparisons(rows)}
-    stem.with_suffix(".json").write_text(json.dumps(normalize_config(report), indent=1))
+    atomic_write_text(stem.with_suffix(".json"), json.dumps(normalize_config(report), indent=1))
     figure(rows, stem.with_suffix(".png"))
     print(stem.with_suffix(".md").read_text())
 

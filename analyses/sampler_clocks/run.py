@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 import scoreprobe as sp
+from scoreprobe.atomic import atomic_write_text
 from scoreprobe.data.datasets import STATE_CODES
 from scoreprobe.defaults import DEFAULT_N_STEPS
 
@@ -164,8 +165,8 @@ def write(path, series, rows):
     here = Path.cwd().resolve()
     shown = Path(series.path).resolve()
     meta = {"series": str(shown.relative_to(here) if shown.is_relative_to(here) else shown), "seed": 0, "n_steps": DEFAULT_N_STEPS, "steps": ordered[0]["curves"]["step"]}
-    path.write_text(json.dumps({**meta, "rows": ordered}, indent=1, default=float) + "\n")
-    path.with_suffix(".md").write_text(table(ordered) + "\n")
+    atomic_write_text(path, json.dumps({**meta, "rows": ordered}, indent=1, default=float) + "\n")
+    atomic_write_text(path.with_suffix(".md"), table(ordered) + "\n")
     return table(ordered)
 
 

@@ -12,6 +12,7 @@ from analyses.scaling.export import load_exports, read_export
 from analyses.scaling.format import curve_table, fmt, not_done, pooled_cell
 from analyses.scaling.stats import run_stats
 from analyses.scaling.tables import _keys_to_str, curves_of
+from scoreprobe.atomic import atomic_write_text
 from scoreprobe.store import normalize_config
 
 SAMPLERS = ("heun", "stochastic")
@@ -133,8 +134,8 @@ def write_all(args, runs):
            "runs": {s: [{k: v for k, v in r.items() if k not in ("curve", "curves")} for r in rs] for s, rs in rows.items()}}
     stem = args.results / f"sampler_scaling_{args.preset}"
     stem.parent.mkdir(parents=True, exist_ok=True)
-    stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    stem.with_suffix(".json").write_text(json.dumps(normalize_config(_keys_to_str(rep)), indent=1))
+    atomic_write_text(stem.with_suffix(".md"), "\n".join(lines) + "\n")
+    atomic_write_text(stem.with_suffix(".json"), json.dumps(normalize_config(_keys_to_str(rep)), indent=1))
     return stem.with_suffix(".md")
 
 

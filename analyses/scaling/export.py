@@ -18,12 +18,12 @@ from (analyses/exactk_ladder). The keys of version 1 are unchanged, so readers o
 files (the `format` string stays); a version newer than VERSION is refused.
 """
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
+from scoreprobe.atomic import atomic_write
 from scoreprobe.data.datasets import STATE_CODES
 from scoreprobe.probes.counts import bit_sums
 from scoreprobe.store import normalize_config
@@ -63,13 +63,11 @@ def export_run(ds, cfg, params, path, train_s=None, clocks_s=None, meta=None, pi
 
 
 def save_npz(path, arrays):
-    """np.savez_compressed(path, **arrays) atomically (a temporary file, then os.replace): a kill leaves the
-    earlier file or none, never half of one."""
+    """np.savez_compressed of `arrays` at exactly `path` atomically (scoreprobe.atomic: a fresh temporary file,
+    then os.replace): a kill or a full disk leaves the earlier file or none, never half of one, and no temporary."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, **arrays)
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: np.savez_compressed(f, **arrays))
 
 
 def read_export(path):

@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from scoreprobe.viz import new_figure
+from scoreprobe.viz.common import save_figure
 
 COLORS = {"tau_rule": "#2ca02c", "tau_mem": "#ff9f1c", "window_log10_width": "#1f77b4", "abruptness": "#d62728"}
 
@@ -102,7 +103,7 @@ def figures(rep, args, stem):
             ax.text(0.5, 0.5, "no runs done yet", ha="center", transform=ax.transAxes)
     fig.suptitle(f"Scaling of the two clocks (preset {args.preset}), paper thresholds: pooled over seeds, 95% CI "
                  "ribbons (t on ln τ); open points: seeds; arrows: lower bounds at the budget")
-    fig.savefig(stem.with_suffix(".png"), dpi=100)
+    save_figure(fig, stem.with_suffix(".png"), dpi=100)
     curves_figure(rep, stem.with_name(stem.name + "_curves.png"))
     from analyses.scaling.threshold_figures import threshold_figures
     threshold_figures(rep, stem)
@@ -132,4 +133,4 @@ def curves_figure(rep, path):
     for ax in (ax1, ax2):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)

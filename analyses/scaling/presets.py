@@ -165,9 +165,10 @@ def write_report(results, stem, text, rep):
     (the study draws its .png beside them)."""
     import json
     from analyses.scaling.tables import _keys_to_str
+    from scoreprobe.atomic import atomic_write_text
     from scoreprobe.store import normalize_config
     path = results / stem
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.with_suffix(".md").write_text(text)
-    path.with_suffix(".json").write_text(json.dumps(normalize_config(_keys_to_str(rep)), indent=1))
+    atomic_write_text(path.with_suffix(".md"), text)
+    atomic_write_text(path.with_suffix(".json"), json.dumps(normalize_config(_keys_to_str(rep)), indent=1))
     return path

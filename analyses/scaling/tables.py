@@ -13,6 +13,7 @@ from analyses.scaling import curves as C
 from analyses.scaling import format as F
 from analyses.scaling.format import cells as _cells, ci_text, fmt, select, statuses as _statuses
 from analyses.scaling.stats import axis_fit, run_stats
+from scoreprobe.atomic import atomic_write_text
 from scoreprobe.store import normalize_config
 
 
@@ -215,8 +216,8 @@ def write_all(args, runs):
     """Write <results>/scaling_<preset>.md, .json and the figures; returns the .md path."""
     text, rep = report(args, runs)
     stem = args.results / f"scaling_{args.preset}"
-    stem.with_suffix(".md").write_text(text)
-    stem.with_suffix(".json").write_text(json.dumps(normalize_config(_keys_to_str(rep)), indent=1))
+    atomic_write_text(stem.with_suffix(".md"), text)
+    atomic_write_text(stem.with_suffix(".json"), json.dumps(normalize_config(_keys_to_str(rep)), indent=1))
     figures(rep, args, stem)
     return stem.with_suffix(".md")
 

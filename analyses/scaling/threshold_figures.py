@@ -6,6 +6,7 @@ import math
 
 from analyses.scaling.curves import value_of
 from scoreprobe.viz import new_figure
+from scoreprobe.viz.common import save_figure
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e")
 
@@ -96,6 +97,6 @@ def threshold_figures(rep, stem):
         fig.suptitle("seed-level 95% CIs (t on ln τ; fits: t on the slope); ×: a seed censored at that threshold",
                      fontsize=8)
         path = stem.with_name(f"{stem.name}_thresholds_{name}.png")
-        fig.savefig(path, dpi=100)
+        save_figure(fig, path, dpi=100)
         paths.append(path)
     return paths

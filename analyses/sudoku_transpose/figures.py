@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from analyses.scaling.threshold_figures import panel  # noqa: E402
 from analyses.sudoku_transpose.grid import ARCH_LABELS  # noqa: E402
+from scoreprobe.viz.common import save_figure  # noqa: E402
 
 X = "family-accuracy threshold"
 
@@ -26,5 +27,5 @@ def figure(rep, path):
     if not archs:
         axes[0, 0].text(0.5, 0.5, "no architecture run in both orientations yet", ha="center", va="center")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)

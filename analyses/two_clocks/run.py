@@ -36,11 +36,13 @@ from pathlib import Path
 import numpy as np
 
 from analyses.grid import apply_preset, extrapolate_tau, finished, in_parallel, measured_clocks, train_ensembles
+from scoreprobe.atomic import atomic_write_text
 from scoreprobe.loading.series import load_series
 from scoreprobe.probes.clocks import fit_power_law
 from scoreprobe.store import normalize_config
 from scoreprobe.training.train import TrainConfig, train_run
 from scoreprobe.viz import new_figure, plot_clocks, plot_states
+from scoreprobe.viz.common import save_figure
 
 logger = logging.getLogger("two_clocks")
 
@@ -171,7 +173,7 @@ def save_run_figure(ds, path, title):
     plot_clocks(ds, ax=ax1)
     plot_states(ds, ax=ax2)
     fig.suptitle(title)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,7 +333,7 @@ def scaling_figure(rows, fit, args, path):
             ax.legend(fontsize=8)
         else:
             ax.text(0.5, 0.5, "no clock reached in this budget", ha="center", transform=ax.transAxes)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
 
 
 def main(argv=None):
@@ -354,9 +356,9 @@ def write_results(rows, args):
     results.mkdir(parents=True, exist_ok=True)
     stem = results / f"two_clocks_{args.preset}"
     fit, ratios = mem_fit(rows, args), g_ratio(rows, args)
-    stem.with_suffix(".md").write_text(markdown(rows, fit, ratios, args))
+    atomic_write_text(stem.with_suffix(".md"), markdown(rows, fit, ratios, args))
     report = normalize_config({"args": vars(args), "runs": rows, "tau_mem_vs_N": fit, "tau_rule_vs_G": ratios})
-    stem.with_suffix(".json").write_text(json.dumps(report, indent=1))  # strict JSON: NaN, inf -> null
+    atomic_write_text(stem.with_suffix(".json"), json.dumps(report, indent=1))  # strict JSON: NaN, inf -> null
     scaling_figure(rows, fit, args, stem.with_suffix(".png"))
     print(stem.with_suffix(".md").read_text())
     print(f"wrote {stem}.md, .json, .png and {stem}_<run>.png")

@@ -63,7 +63,9 @@ def compare(items, names, n_samples, seed, n_boot, plot, report, device):
 def export_tb(items, logdir):
     """Write the training logs of run directories and the clocks curves and τ of clocks stores (a run's
     clocks.zarr too) as TensorBoard scalars, one subfolder of LOGDIR per item; `tensorboard --logdir
-    LOGDIR` shows them. No TensorBoard install needed to write them."""
+    LOGDIR` shows them. No TensorBoard install needed to write them. Each run gets one event file,
+    events.out.tfevents.scoreprobe, which a re-export replaces atomically (reload a running TensorBoard to
+    see it)."""
     from scoreprobe.cli.common import check_writable
     from scoreprobe.training.tensorboard import export_tb as run_export
     check_writable(logdir, "--logdir")

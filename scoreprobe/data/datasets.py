@@ -16,6 +16,7 @@ from dataclasses import InitVar, dataclass, field
 import numpy as np
 import torch
 
+from scoreprobe.atomic import atomic_write, check_out_path
 from scoreprobe.errors import DataError
 from scoreprobe.limits import MAX_SEED, check_dataset_size
 from scoreprobe.data.bitindex import BitIndex, pack_bits
@@ -90,10 +91,13 @@ class Dataset:
         return self._indexes["heldout"]
 
     def save(self, path):
-        """Write an .npz at exactly `path` with keys train, heldout, rule (JSON spec), seed (-1 = none)."""
-        with open(path, "wb") as f:
-            np.savez(f, train=self.train, heldout=self.heldout, rule=np.array(json.dumps(self.rule.spec())),
-                     seed=np.array(-1 if self.seed is None else self.seed, np.int64))
+        """Write an .npz at exactly `path` with keys train, heldout, rule (JSON spec), seed (-1 = none), atomically
+        (scoreprobe.atomic: a kill, an error or a full disk leaves an existing file as it was); returns the Path.
+        ConfigError, before any byte, for a path no file can have (a folder, below a file, a NUL byte)."""
+        path = check_out_path(path, "dataset path")
+        arrays = dict(train=self.train, heldout=self.heldout, rule=np.array(json.dumps(self.rule.spec())),
+                      seed=np.array(-1 if self.seed is None else self.seed, np.int64))
+        return atomic_write(path, lambda f: np.savez(f, **arrays))
 
 
 def check_validity(train, heldout, rule):

@@ -13,7 +13,6 @@ Whole stores are replaced the same way: a new store is written beside the old on
 Linux, else two renames through `<name>.scoreprobe-old`). `clean_leftovers` finishes or discards
 what a crash left of either (after an exchange, `-new` holds the old store: removing it is right).
 """
-import contextlib
 import ctypes
 import errno
 import json
@@ -21,6 +20,7 @@ import os
 import shutil
 from pathlib import Path
 
+from scoreprobe.atomic import atomic_write_text
 from scoreprobe.errors import StoreError
 
 STEP_DIM = "step"
@@ -33,19 +33,10 @@ def sibling(path, tag):
 
 
 def write_text_atomic(file, text):
-    """Write `text` (UTF-8) to `file` through a temporary file and `os.replace` (never half-written)."""
-    file = Path(file)
-    tmp = file.parent / f".{file.name}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, file)
-    except BaseException:   # a full disk, say: `file` is as it was, and no half-written temporary stays
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    """Write `text` (UTF-8) to `file` through scoreprobe.atomic (a fresh `.<name>.<random>.tmp` beside it, fsync,
+    `os.replace`): never half-written; a failure (a full disk: an OSError naming `file`) leaves `file` as it was
+    and no temporary file."""
+    atomic_write_text(file, text)
 
 
 def write_json_atomic(file, obj):
@@ -98,7 +89,8 @@ def commit(path, attrs, metas):
 
 
 def _is_stray(file):
-    """A temporary file of a killed write: ours (.<name>.<pid>.tmp) or zarr's (*.partial)."""
+    """A temporary file of a killed write: ours (scoreprobe.atomic's .<name>.<random>.tmp, or .<name>.<pid>.tmp of
+    stores written before it) or zarr's (*.partial)."""
     name = file.name
     return file.is_file() and (name.endswith(".partial") or (name.startswith(".") and name.endswith(".tmp")))
 
