@@ -9,6 +9,7 @@ import math
 import multiprocessing
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import numpy as np
@@ -147,7 +148,10 @@ def guarded(fn, args, run, log_name):
 def run_queue(fn, args, runs, on_done, estimate_s, hours=None, jobs=1, log_name="queue"):
     """fn(args, run) (top-level, picklable; returns the run's name) over `runs` in order, `jobs` at a time: a run
     starts when a worker is free; on_done(name) after each success. With `hours`, a run whose estimate_s(run) ×
-    LOAD_FACTOR would end past now + hours is not started (logged). Returns the names not started."""
+    LOAD_FACTOR would end past now + hours is not started (logged). A worker process that dies (SIGKILL, the
+    out-of-memory killer) breaks its pool: the runs in flight then are run again one at a time, each in a fresh
+    one-worker pool (a training run resumes from its last state), the one whose worker dies again is logged and
+    skipped, and the queue goes on with a new pool. Returns the names not started."""
     log = logging.getLogger(log_name)
     deadline = None if hours is None else time.time() + hours * 3600
     skipped, todo = [], list(runs)
@@ -164,19 +168,44 @@ def run_queue(fn, args, runs, on_done, estimate_s, hours=None, jobs=1, log_name=
             for run in [r for r in todo if fits(r)]:
                 _done(on_done, guarded(fn, args, run, log_name), log)
         return skipped
+    queue = (fn, args, fits, on_done, log, log_name)
+    while todo:
+        suspects = _pool_pass(queue, todo, jobs)
+        if suspects:
+            log.warning("a worker process died with %s in flight: running each again alone",
+                        ", ".join(r.name for r in suspects))
+        for run in suspects:        # which of them killed its worker: each alone
+            if _pool_pass(queue, [run], 1):
+                log.error("%s failed: its worker process died (killed: out of memory?); skipped", run.name)
+    return skipped
+
+
+def _pool_pass(queue, todo, jobs):
+    """Run the runs of `todo` (consumed in order) on a pool of `jobs` one-thread workers; returns the runs in
+    flight when a worker died and broke the pool ([] when every run ended: done or logged as failed)."""
+    fn, args, fits, on_done, log, log_name = queue
     ctx = multiprocessing.get_context("spawn")
+    running = {}
     with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=worker_init) as pool:
-        running = set()
         while todo or running:
             while todo and len(running) < jobs:
                 run = todo.pop(0)
-                if fits(run):
-                    running.add(pool.submit(guarded, fn, args, run, log_name))
-            if running:
-                finished, running = wait(running, return_when=FIRST_COMPLETED)
-                for f in finished:
+                if not fits(run):
+                    continue
+                try:
+                    running[pool.submit(guarded, fn, args, run, log_name)] = run
+                except BrokenProcessPool:     # a worker died since the last wait
+                    return [run, *running.values()]
+            if not running:
+                continue
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in finished:
+                if not isinstance(f.exception(), BrokenProcessPool):
                     _done(on_done, f.result(), log)
-    return skipped
+                    del running[f]
+            if running.keys() & finished:          # a broken future: every run still in flight is a suspect
+                return list(running.values())
+    return []
 
 
 def _done(on_done, name, log):
