@@ -37,6 +37,8 @@ eating memory or time. The limits (raise them here if a real use needs more):
     MAX_STORE_META_BYTES 32 MiB   a store's zarr.json (attributes, commit record) that a report reads
     MAX_LOG_BYTES      64 MiB     a train_log.jsonl that plot-log reads
     MAX_LOG_LINE_BYTES 64 KiB     one line of it (longer lines are skipped and counted)
+    MAX_EXPORT_BYTES   256 MiB    the arrays of one compact export (.npz), as their headers declare them
+                                  (checked before any is loaded)
     MAX_EXPANSION      8          bytes a checkpoint's weights take in memory over the file's bytes
                                   (zero-stride views declare storage the file does not hold); the
                                   environment variable SCOREPROBE_MAX_EXPANSION overrides it
@@ -79,6 +81,7 @@ MAX_SIDE_BYTES = 1 << 20
 MAX_STEPS_FILE_BYTES = 1 << 20
 MAX_EXPANSION = 8
 MAX_PAGE_BYTES = 64 << 20
+MAX_EXPORT_BYTES = 256 << 20
 MAX_STORE_META_BYTES = 32 << 20
 MAX_LOG_BYTES = 64 << 20
 MAX_LOG_LINE_BYTES = 64 << 10

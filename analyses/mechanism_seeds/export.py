@@ -19,6 +19,8 @@ import json
 import numpy as np
 
 from analyses.scaling.export import clocks_dataset, load_matching, save_npz
+from scoreprobe.errors import DataError
+from scoreprobe.loading.npz import check_clocks, field, read_npz
 from scoreprobe.store import normalize_config
 
 FORMAT = "scoreprobe-mechanism-seeds-model/1"
@@ -57,26 +59,39 @@ def export_model(path, cfg, meta, steps, clocks, basins, retention, dsm):
 
 def read_export(path):
     """{"config", "meta" (dicts), "steps" (S,), "clocks" (Dataset), "basins", "retention", "dsm"} of an export
-    (the layouts of export_model; basins get "shares" {quantity: (P, S)} as well)."""
-    with np.load(path, allow_pickle=False) as z:
-        if str(z["format"]) != FORMAT:
-            raise ValueError(f"{path}: not a {FORMAT} file")
-        meta = json.loads(str(z["meta"]))
+    (the layouts of export_model; basins get "shares" {quantity: (P, S)} as well). Every field is checked before
+    it is trusted (scoreprobe.loading.npz); a field the manifest names but the file lacks, or a manifest of
+    another shape, is one DataError naming the file."""
+    z = read_npz(path)
+    if str(field(path, z, "format", "text")) != FORMAT:
+        raise DataError(f"{path}: not a {FORMAT} file")
+    step, state, oracle = check_clocks(path, z, "clock_step", "clock_state", "clock_novel_oracle")
+    try:
+        meta = json.loads(str(field(path, z, "meta", "text")))
         man = meta.pop("manifest")
-        out = {"config": json.loads(str(z["config"])), "meta": meta, "steps": z["steps"].astype(np.int64),
-               "clocks": clocks_dataset(z["clock_step"], z["clock_state"], float(z["clock_novel_oracle"])),
-               "basins": {}, "retention": {}, "dsm": None}
-        for i, b in enumerate(man["basins"]):
-            counts = z[f"b{i}"].astype(np.float64)
-            out["basins"][b["set"]] = {**b, "shares": {q: counts[j] / b["n_pixels"] for j, q in enumerate(BASIN_Q)}}
-        for i, r in enumerate(man["retention"]):
-            vals = z[f"r{i}"].astype(np.float64)
-            out["retention"][(r["split"], r["sigma"])] = {"keys": r["keys"],
-                                                          "values": {o: vals[j] for j, o in enumerate(r["outcomes"])}}
-        if man["dsm"] is not None:
-            out["dsm"] = {"keys": man["dsm"]["keys"], "gap": z["dsm_gap"].astype(np.float64),
-                          "sigma": z["dsm_sigma"], "train_loss": z["dsm_train_loss"].astype(np.float64)}
+        out = {"config": json.loads(str(field(path, z, "config", "text"))), "meta": meta,
+               "steps": field(path, z, "steps", "int", 1).astype(np.int64),
+               "clocks": clocks_dataset(step, state, oracle), "basins": {}, "retention": {}, "dsm": None}
+        _manifest(path, z, man, out)
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+        if isinstance(e, DataError):
+            raise
+        raise DataError(f"{path}: the manifest does not match the arrays ({type(e).__name__}: {e})") from None
     return out
+
+
+def _manifest(path, z, man, out):
+    for i, b in enumerate(man["basins"]):
+        counts = field(path, z, f"b{i}", "int").astype(np.float64)
+        out["basins"][b["set"]] = {**b, "shares": {q: counts[j] / b["n_pixels"] for j, q in enumerate(BASIN_Q)}}
+    for i, r in enumerate(man["retention"]):
+        vals = field(path, z, f"r{i}", "real").astype(np.float64)
+        out["retention"][(r["split"], r["sigma"])] = {"keys": r["keys"],
+                                                      "values": {o: vals[j] for j, o in enumerate(r["outcomes"])}}
+    if man["dsm"] is not None:
+        out["dsm"] = {"keys": man["dsm"]["keys"], "gap": field(path, z, "dsm_gap", "real").astype(np.float64),
+                      "sigma": field(path, z, "dsm_sigma", "real"),
+                      "train_loss": field(path, z, "dsm_train_loss", "real").astype(np.float64)}
 
 
 def load_exports(models, folder, settings):

@@ -25,6 +25,8 @@ import xarray as xr
 
 from scoreprobe.atomic import atomic_write
 from scoreprobe.data.datasets import STATE_CODES
+from scoreprobe.errors import DataError
+from scoreprobe.loading.npz import check_clocks, field, read_npz
 from scoreprobe.probes.counts import bit_sums
 from scoreprobe.store import normalize_config
 
@@ -72,25 +74,50 @@ def save_npz(path, arrays):
 
 def read_export(path):
     """{"config", "meta", "clocks_config" (dicts), "params", "train_s", "clocks_s", "version", "ds", "piece_valid"
-    ((S, n) bool, or None)} of an export; ds holds `bit_sum` (step, sample) when the export has it (version 2)."""
-    with np.load(path, allow_pickle=False) as z:
-        if str(z["format"]) != FORMAT:
-            raise ValueError(f"{path}: not a {FORMAT} file")
-        version = int(z["version"]) if "version" in z.files else 1
-        if not 1 <= version <= VERSION:
-            raise ValueError(f"{path}: export version {version}; this code reads versions 1 to {VERSION}")
-        info = {k: json.loads(str(z[k])) for k in ("config", "meta", "clocks_config")}
-        info.update(params=int(z["params"]), train_s=_num(z["train_s"]), clocks_s=_num(z["clocks_s"]),
-                    version=version)
-        fv = None
-        if "family_valid" in z:
-            n = z["state"].shape[1]
-            fv = (np.unpackbits(z["family_valid"], axis=1, count=n).astype(np.uint8), [str(f) for f in z["family"]])
-        info["ds"] = clocks_dataset(z["step"], z["state"], float(z["novel_oracle"]), fv,
-                                    z["bit_sum"] if "bit_sum" in z.files else None)
-        info["piece_valid"] = (np.unpackbits(z["piece_valid"], axis=1, count=z["state"].shape[1]).astype(bool)
-                               if "piece_valid" in z.files else None)
+    ((S, n) bool, or None)} of an export; ds holds `bit_sum` (step, sample) when the export has it (version 2).
+    Every field is checked before it is trusted (scoreprobe.loading.npz): a DataError names the file and field."""
+    z = read_npz(path)
+    if str(field(path, z, "format", "text")) != FORMAT:
+        raise DataError(f"{path}: not a {FORMAT} file")
+    version = int(field(path, z, "version", "int", 0)) if "version" in z else 1
+    if not 1 <= version <= VERSION:
+        raise DataError(f"{path}: export version {version}; this code reads versions 1 to {VERSION}")
+    step, state, oracle = check_clocks(path, z)
+    S, n = state.shape
+    info = {k: _json_field(path, z, k) for k in ("config", "meta", "clocks_config")}
+    info.update(params=int(field(path, z, "params", "int", 0)), train_s=_num(field(path, z, "train_s", "real", 0)),
+                clocks_s=_num(field(path, z, "clocks_s", "real", 0)), version=version)
+    fv = None
+    if "family_valid" in z:
+        packed, names = _packed(path, z, "family_valid", S, n, 3), field(path, z, "family", None, 1)
+        if packed.shape[2] != names.size:
+            raise DataError(f"{path}: field 'family_valid' has {packed.shape[2]} families, 'family' names {names.size}")
+        fv = (np.unpackbits(packed, axis=1, count=n).astype(np.uint8), [str(f) for f in names])
+    bit_sum = None
+    if "bit_sum" in z:
+        bit_sum = field(path, z, "bit_sum", "int", 2)
+        if bit_sum.shape != (S, n):
+            raise DataError(f"{path}: field 'bit_sum' has shape {bit_sum.shape}, the states {(S, n)}")
+    info["ds"] = clocks_dataset(step, state, oracle, fv, bit_sum)
+    info["piece_valid"] = (np.unpackbits(_packed(path, z, "piece_valid", S, n, 2), axis=1, count=n).astype(bool)
+                           if "piece_valid" in z else None)
     return info
+
+
+def _packed(path, z, name, S, n, ndim):
+    """A bit-packed (along samples) uint8 field of (S, ceil(n / 8), ...)."""
+    a = field(path, z, name, None, ndim)
+    if a.dtype != np.uint8 or a.shape[:2] != (S, -(-n // 8)):
+        raise DataError(f"{path}: field {name!r} must be uint8 of shape ({S}, {-(-n // 8)}, ...), got {a.dtype} "
+                        f"{a.shape}")
+    return a
+
+
+def _json_field(path, z, name):
+    try:
+        return json.loads(str(field(path, z, name, "text")))
+    except ValueError as e:
+        raise DataError(f"{path}: field {name!r} is not JSON: {e}") from None
 
 
 def _num(v):

@@ -69,18 +69,14 @@ def _kind(item):
 
 def read_export(path):
     """The minimal clocks Dataset (state, rule_acc, mem_ratio, novel_valid per step; attrs novel_oracle,
-    n_samples, scoreprobe_config) of a scaling export ("scoreprobe-scaling-run/1")."""
-    import zipfile
-    if not zipfile.is_zipfile(path):
-        raise DataError(f"{path} is not an .npz file (a zip archive of arrays)")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if "format" not in z.files or str(z["format"]) != EXPORT_FORMAT:
-                raise DataError(f"{path}: not a {EXPORT_FORMAT} file")
-            step, state = z["step"].astype(np.int64), z["state"].astype(np.int8)                 # (S,), (S, n)
-            oracle, config = float(z["novel_oracle"]), str(z["clocks_config"])
-    except (OSError, ValueError, KeyError) as e:
-        raise DataError(f"cannot read the export {path}: {e}") from None
+    n_samples, scoreprobe_config) of a scaling export ("scoreprobe-scaling-run/1"), every field checked
+    (scoreprobe.loading.npz) before it is trusted: one DataError naming the file and the field otherwise."""
+    from scoreprobe.loading.npz import check_clocks, field, read_npz
+    arrays = read_npz(path)
+    if "format" not in arrays or str(arrays["format"]) != EXPORT_FORMAT:
+        raise DataError(f"{path}: not a {EXPORT_FORMAT} file")
+    step, state, oracle = check_clocks(path, arrays)                                      # (S,), (S, n)
+    config = str(field(path, arrays, "clocks_config", "text"))
     share = {name: (state == code).mean(axis=1) for name, code in STATE_CODES.items()}
     novel = share["valid_novel"] + share["valid_heldout"]
     return xr.Dataset({"state": (("step", "sample"), state), "rule_acc": ("step", novel + share["valid_memorized"]),
