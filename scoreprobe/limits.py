@@ -37,6 +37,9 @@ eating memory or time. The limits (raise them here if a real use needs more):
     MAX_STORE_META_BYTES 32 MiB   a store's zarr.json (attributes, commit record) that a report reads
     MAX_LOG_BYTES      64 MiB     a train_log.jsonl that plot-log reads
     MAX_LOG_LINE_BYTES 64 KiB     one line of it (longer lines are skipped and counted)
+    MAX_BOOT           100000     bootstrap resamples (n_boot, --n-boot) of τ and its differences
+    MAX_MONITOR_STEPS  100000     steps a Monitor is given to measure at (steps=)
+    MAX_PANELS         4096       panels of one sample gallery (plot_gallery)
     MAX_EXPORT_BYTES   256 MiB    the arrays of one compact export (.npz), as their headers declare them
                                   (checked before any is loaded)
     MAX_EXPANSION      8          bytes a checkpoint's weights take in memory over the file's bytes
@@ -82,6 +85,9 @@ MAX_STEPS_FILE_BYTES = 1 << 20
 MAX_EXPANSION = 8
 MAX_PAGE_BYTES = 64 << 20
 MAX_EXPORT_BYTES = 256 << 20
+MAX_BOOT = 100_000
+MAX_MONITOR_STEPS = 100_000
+MAX_PANELS = 4096
 MAX_STORE_META_BYTES = 32 << 20
 MAX_LOG_BYTES = 64 << 20
 MAX_LOG_LINE_BYTES = 64 << 10

@@ -27,7 +27,7 @@ def table_lines(ds):
 @click.option("--n-samples", type=click.IntRange(1, MAX_SAMPLES), default=1000,
               help="Samples per checkpoint for run directories (their clocks are measured here).")
 @click.option("--seed", type=SEED, default=0, help="Seed of the initial noise for run directories.")
-@click.option("--n-boot", type=click.IntRange(0, 100000), default=1000, help="Bootstrap resamples for the CIs.")
+@click.option("--n-boot", type=click.IntRange(1, 100000), default=1000, help="Bootstrap resamples for the CIs (≥ 1).")
 @click.option("--plot", default=None, type=click.Path(), help="Write the overlaid curves (one colour per run) here.")
 @click.option("--report", default=None, type=click.Path(dir_okay=False),
               help="Write one offline HTML page comparing the runs here (τ table, differences, curves overlaid).")

@@ -30,10 +30,12 @@ pattern. Candidate patches are deduplicated (log multiplicity added to the logit
 equivariant oracle costs O(B·H·W·U·C·p²) for U distinct patches.
 """
 import math
+import numbers
 
 import torch
 
-from scoreprobe.errors import ConfigError
+from scoreprobe.errors import ConfigError, DataError
+from scoreprobe.limits import MAX_GRID_BYTES
 from scoreprobe.oracles.common import as_bits, check_inputs
 
 _ELEMENT_BUDGET = 1 << 24      # logits held at once (rows of x per chunk = budget / (H·W·U))
@@ -72,6 +74,31 @@ def centre_slots(channels, patch):
     return [ch * patch * patch + mid for ch in range(channels)]
 
 
+def _check_size(patch, n, c, h, w):
+    """Refuse, before any allocation, a patch wider than an image needs (2·max(H, W) − 1 already covers the
+    whole image from every pixel: more is zero padding only) or candidate tables over MAX_GRID_BYTES."""
+    widest = 2 * max(h, w) - 1
+    if patch > widest:
+        raise ConfigError(f"patch={patch} is wider than a {h}×{w} image needs: {widest} already covers the whole "
+                          "image from every pixel")
+    size = n * h * w * c * patch * patch * 8                                      # (N, HW, K) float64
+    if size > MAX_GRID_BYTES:
+        raise ConfigError(f"patch={patch} over {n} training images needs {size / 2**30:.1f} GiB of candidate "
+                          f"patches, over the {MAX_GRID_BYTES >> 30} GiB limit (scoreprobe.limits)")
+
+
+def _logits(fit, s2, bias):
+    """Softmax logits of the candidates: fit/σ² + log multiplicity, fit = x_P·t − ‖t‖²/2 (b, HW, U), s2 (b, 1, 1).
+    At σ = 0 the exact limit: only the best-fitting candidates (the nearest patches; ties kept) with weights
+    ∝ their multiplicities."""
+    with torch.no_grad():
+        scaled = fit / torch.where(s2 > 0, s2, torch.ones_like(s2)) + bias
+        fit = torch.where(torch.isfinite(bias), fit, torch.full_like(fit, -math.inf))   # padding slots never fit
+        top = fit.amax(-1, keepdim=True)
+        nearest = torch.where(fit >= top - 1e-9 * (1 + top.abs()), bias, torch.full_like(bias, -math.inf))
+    return torch.where(s2 > 0, scaled, nearest)
+
+
 class LocalDenoiser:
     """Exact local (patch) oracle; see the module docstring for the definition and the boundary.
 
@@ -90,12 +117,13 @@ class LocalDenoiser:
 
     def __init__(self, train, patch=3, equivariant=False, shape=None):
         bits = as_bits(train, "train")
-        if isinstance(patch, bool) or int(patch) != patch or patch < 1 or patch % 2 == 0:
+        if isinstance(patch, bool) or not isinstance(patch, numbers.Integral) or patch < 1 or patch % 2 == 0:
             raise ConfigError(f"patch must be an odd positive integer (a window centred on its pixel), got {patch!r}")
         self.patch, self.equivariant = int(patch), bool(equivariant)
         self.dim = bits.shape[1]
         self.image_shape = _image_shape(self.dim, shape)
         c, h, w = self.image_shape
+        _check_size(self.patch, bits.shape[0], c, h, w)
         signed = torch.from_numpy(bits).to(torch.float64).reshape(-1, c, h, w) * 2 - 1
         cand = patches(signed, self.patch)                                        # (N, HW, K)
         self._centre = centre_slots(c, self.patch)
@@ -135,6 +163,8 @@ class LocalDenoiser:
     def __call__(self, x, sigma):
         """Posterior mean. x: (B, D) float, sigma: (B,) -> (B, D) same dtype/device."""
         sigma = check_inputs(x, sigma, self.dim)
+        if bool((sigma < 0).any()):
+            raise DataError("LocalDenoiser: sigma must be >= 0 (0: the exact limit, the nearest patches)")
         c, h, w = self.image_shape
         cand, bias, sq, centres = self._tables(x)
         rows = max(1, _ELEMENT_BUDGET // (h * w * cand.shape[1]))
@@ -146,8 +176,7 @@ class LocalDenoiser:
                 dot = win @ cand[0].T                                              # (b, HW, U)
             else:
                 dot = torch.einsum("bqk,quk->bqu", win, cand)                      # (b, HW, U)
-            logits = (dot - sq) / s2 + bias                                        # ‖x_P‖² drops out
-            weights = torch.softmax(logits, -1)                                    # (b, HW, U)
+            weights = torch.softmax(_logits(dot - sq, s2, bias), -1)             # (b, HW, U)
             if self.equivariant:
                 mean = weights @ centres[0]                                        # (b, HW, C)
             else:

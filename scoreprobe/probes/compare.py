@@ -147,6 +147,9 @@ def compare(items, names=None, n_samples=1000, seed=0, n_boot=1000, ci=0.95, rul
     d_log10_tau_rule / _novel / _mem and d_window_log10_width (run,) with `_ci` (run, bound),
     `paired` and `same_data` (run,); attrs `step_axis`, `reference` (the first run), `n_boot`, `ci`.
     """
+    from scoreprobe.limits import MAX_BOOT, check_int, check_real
+    check_int(n_boot, "n_boot", 1, MAX_BOOT)     # every difference and τ carries its interval: 0 would leave none
+    check_real(ci, "ci", 0.5, 0.9999)
     items = list(items)
     if not items:
         raise ConfigError("compare needs at least one run")

@@ -18,9 +18,12 @@ run: these values (a variable with further dimensions gives one column per coord
 """
 import json
 import math
+import numbers
 
 import numpy as np
 import xarray as xr
+
+from scoreprobe.errors import ConfigError, DataError, StoreError
 
 BOUND = "bound"
 _STEPS = "training steps"
@@ -44,9 +47,14 @@ CI_OF = ("tau_rule", "tau_novel", "tau_mem", "window_lo", "window_hi", "window_l
 REACHED_OF = ("tau_rule", "tau_novel", "tau_mem")
 
 
-def _num(value):
-    """A JSON attr value as float64: None (JSON null) -> NaN."""
-    return np.float64(math.nan if value is None else value)
+def _num(value, name):
+    """A JSON attr value as float64: None (JSON null) -> NaN; DataError naming the attribute for anything that is
+    not a number (a string, a bool, a list: a store edited by hand or written by something else)."""
+    if value is None:
+        return np.float64(math.nan)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise DataError(f"attribute {name!r} holds {str(value)[:40]!r} ({type(value).__name__}), not a number")
+    return np.float64(value)
 
 
 def tau_variables(attrs):
@@ -55,16 +63,20 @@ def tau_variables(attrs):
     out = {}
     for name, (long_name, units) in TAU_VARIABLES.items():
         if name in attrs:
-            out[name] = xr.Variable((), _num(attrs[name]), {"long_name": long_name, "units": units})
+            out[name] = xr.Variable((), _num(attrs[name], name), {"long_name": long_name, "units": units})
     for name, long_name in FLAGS.items():
         if name in attrs and attrs[name] is not None:
             out[name] = xr.Variable((), np.bool_(attrs[name]), {"long_name": long_name})
-    level = attrs.get("ci", 0.95)
+    level = _num(attrs.get("ci", 0.95), "ci")
+    if not 0 < level < 1:
+        raise DataError(f"attribute 'ci' is {level}: an interval level lies in (0, 1)")
     for name in CI_OF:
         ci = attrs.get(name + "_ci")
-        if ci is not None and len(ci) == 2:
+        if ci is not None:
+            if isinstance(ci, str) or not hasattr(ci, "__len__") or len(ci) != 2:
+                raise DataError(f"attribute {name + '_ci'!r} holds {str(ci)[:40]!r}: an interval is two numbers")
             units = TAU_VARIABLES[name][1]
-            lo, hi = (_num(v) for v in ci)
+            lo, hi = (_num(v, name + "_ci") for v in ci)
             if name in REACHED_OF and ci[1] is None and np.isfinite(lo):
                 hi = np.float64(np.inf)   # JSON has no inf: a stored "not reached" upper end reads back as null
             out[name + "_ci"] = xr.Variable((BOUND,), np.array([lo, hi]), {
@@ -72,7 +84,7 @@ def tau_variables(attrs):
                 "units": units})
     for name in REACHED_OF:
         if name + "_reached" in attrs:
-            out[name + "_reached"] = xr.Variable((), _num(attrs[name + "_reached"]), {
+            out[name + "_reached"] = xr.Variable((), _num(attrs[name + "_reached"], name + "_reached"), {
                 "long_name": f"share of bootstrap resamples in which {name} is reached", "units": "1"})
     return out
 
@@ -187,12 +199,33 @@ def summary(ds):
     """A pandas DataFrame of the τ, their CIs, the window and the curve landmarks of a clocks Dataset:
     one row (index: the run's name), or one per run for a Dataset with a `run` dimension
     (`scoreprobe.probes.compare.compare`). A Dataset without τ has them computed by `taus` (default
-    settings)."""
+    settings). `ds` may also be the path of a clocks store: one `scoreprobe clocks` or `sp.Monitor` wrote."""
     import pandas as pd
+    ds = _clocks_of(ds)
     if "run" in ds.dims:
         rows = [_row(_one_run(ds, i)) for i in range(ds.sizes["run"])]
         return pd.DataFrame(rows, index=pd.Index([str(r) for r in ds["run"].values], name="run"))
     return pd.DataFrame([_row(ds)], index=pd.Index([run_name(ds)], name="run"))
+
+
+def _clocks_of(item):
+    """The clocks Dataset of `item`: itself, or the store at a path (a clocks store; StoreError otherwise)."""
+    import os
+    if isinstance(item, xr.Dataset):
+        return item
+    if not isinstance(item, (str, os.PathLike)):
+        raise ConfigError(f"summary: expected a clocks Dataset or the path of a clocks store, got "
+                          f"{type(item).__name__}")
+    from scoreprobe.store import open_store
+    ds = open_store(item)
+    try:
+        probe = json.loads(ds.attrs.get("scoreprobe_config") or "{}").get("probe")
+    except (TypeError, ValueError, AttributeError):
+        probe = None
+    if probe != "clocks":
+        raise StoreError(f"summary: {item} holds a {probe!r} analysis, not clocks (a `scoreprobe clocks` or "
+                         "Monitor store)")
+    return ds.load()
 
 
 def _one_run(ds, i):

@@ -26,7 +26,7 @@ import numpy as np
 from scoreprobe import store
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION, MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import ConfigError, StoreError
-from scoreprobe.limits import check_rows, check_seed
+from scoreprobe.limits import MAX_BOOT, MAX_MONITOR_STEPS, MAX_STEP, check_int, check_rows, check_seed
 from scoreprobe.ode import integrator as ode, samplers
 from scoreprobe.probes.clocks import _dataset_identity, clock_step, novel_oracle
 from scoreprobe.probes.taus import tau_summary
@@ -64,6 +64,7 @@ class Monitor:
         if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
             raise ConfigError(f"Monitor: every must be a positive integer, got {every!r}")
         self.at = None if steps is None else _step_set(steps)
+        check_int(n_boot, "n_boot", 0, MAX_BOOT)
         check_rows(n_samples, rule.n_bits, "n_samples")
         check_seed(seed)
         ode.edm_sigmas(n_steps)
@@ -170,14 +171,18 @@ class Monitor:
 
 
 def _step_set(steps):
-    """The set of steps= as ints >= 0; ConfigError otherwise."""
-    try:
-        out = {int(s) for s in steps if not isinstance(s, bool) and int(s) == s}
-    except (TypeError, ValueError):
-        raise ConfigError("Monitor: steps= must be a list of training steps (integers >= 0)") from None
-    if not out or min(out) < 0 or len(out) != len(set(steps)):
-        raise ConfigError("Monitor: steps= must be a non-empty list of training steps (integers >= 0)")
-    return out
+    """The set of steps= as ints in [0, MAX_STEP], at most MAX_MONITOR_STEPS of them (counted before any is
+    read: a range of 10**10 is refused at once); ConfigError naming the first bad one otherwise (a bool, a float
+    even when whole, a string, inf, a repeated step)."""
+    if isinstance(steps, (str, bytes)) or not hasattr(steps, "__len__"):
+        raise ConfigError("Monitor: steps= must be a list (or range) of training steps (integers >= 0)")
+    if not 1 <= len(steps) <= MAX_MONITOR_STEPS:
+        raise ConfigError(f"Monitor: steps= holds {len(steps)} steps; between 1 and {MAX_MONITOR_STEPS} "
+                          "(scoreprobe.limits)")
+    out = [check_int(s, "Monitor: a step of steps=", 0, MAX_STEP) for s in steps]
+    if len(set(out)) != len(out):
+        raise ConfigError("Monitor: steps= repeats a step")
+    return set(out)
 
 
 def describe_taus(t):
