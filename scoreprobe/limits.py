@@ -40,6 +40,8 @@ eating memory or time. The limits (raise them here if a real use needs more):
     MAX_BOOT           100000     bootstrap resamples (n_boot, --n-boot) of τ and its differences
     MAX_MONITOR_STEPS  100000     steps a Monitor is given to measure at (steps=)
     MAX_PANELS         4096       panels of one sample gallery (plot_gallery)
+    MAX_CACHE_BYTES    2 GiB      activations one run_with_cache / patch keeps (measured on one row, times
+                                  the rows, before the batch runs)
     MAX_EXPORT_BYTES   256 MiB    the arrays of one compact export (.npz), as their headers declare them
                                   (checked before any is loaded)
     MAX_EXPANSION      8          bytes a checkpoint's weights take in memory over the file's bytes
@@ -88,6 +90,7 @@ MAX_EXPORT_BYTES = 256 << 20
 MAX_BOOT = 100_000
 MAX_MONITOR_STEPS = 100_000
 MAX_PANELS = 4096
+MAX_CACHE_BYTES = 2 << 30
 MAX_STORE_META_BYTES = 32 << 20
 MAX_LOG_BYTES = 64 << 20
 MAX_LOG_LINE_BYTES = 64 << 10

@@ -3,7 +3,7 @@ the same runs as TensorBoard scalars."""
 import click
 
 from scoreprobe.cli.app import cli
-from scoreprobe.cli.common import SEED, check_figure, device_option, save_figure
+from scoreprobe.cli.common import SEED, check_figure, device_option, figure_path, save_figure
 from scoreprobe.limits import MAX_SAMPLES
 
 
@@ -28,7 +28,7 @@ def table_lines(ds):
               help="Samples per checkpoint for run directories (their clocks are measured here).")
 @click.option("--seed", type=SEED, default=0, help="Seed of the initial noise for run directories.")
 @click.option("--n-boot", type=click.IntRange(1, 100000), default=1000, help="Bootstrap resamples for the CIs (≥ 1).")
-@click.option("--plot", default=None, type=click.Path(), help="Write the overlaid curves (one colour per run) here.")
+@click.option("--plot", default=None, type=click.Path(dir_okay=False), callback=figure_path, help="Write the overlaid curves (one colour per run) here.")
 @click.option("--report", default=None, type=click.Path(dir_okay=False),
               help="Write one offline HTML page comparing the runs here (τ table, differences, curves overlaid).")
 @device_option()

@@ -8,6 +8,7 @@ from scoreprobe.cli.common import (
     check_writable,
     choose_steps,
     device_option,
+    figure_path,
     parse_steps,
     save_figure,
     steps_in_store,
@@ -47,7 +48,7 @@ def _sigmas(ctx, param, value):
 @click.option("--steps", default="auto", help="Checkpoints: auto (about 8, log-spread), all, or S1,S2,...")
 @click.option("--out", type=click.Path(), default=None, help="Zarr store (resumable).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
-@click.option("--plot", type=click.Path(dir_okay=False), default=None,
+@click.option("--plot", type=click.Path(dir_okay=False), default=None, callback=figure_path,
               help="Write the heat maps (r² of each oracle over step × σ, and the best oracle) here.")
 @device_option()
 @source_options

@@ -16,6 +16,7 @@ import torch
 import xarray as xr
 
 from scoreprobe.errors import ConfigError, DataError
+from scoreprobe.limits import MAX_CACHE_BYTES, MAX_SAMPLES, check_int
 from scoreprobe.inside.hooks import hook_points, installed, network_of, select, split_name
 
 
@@ -71,6 +72,7 @@ def run_with_cache(D, x, sigma=None, names=None):
     x = check_input(D, kind, x)
     points = hook_points(net)
     chosen = select(points, names)
+    check_cache_size(D, net, kind, x, sigma, chosen)
     kept = {}
 
     def keep(name):
@@ -89,6 +91,29 @@ def run_with_cache(D, x, sigma=None, names=None):
         s = torch.as_tensor(sigma, dtype=torch.float64).reshape(-1).expand(len(x)).numpy()
         ds = ds.assign_coords(sigma=("sample", s, {"units": "1", "long_name": "noise level σ"}))
     return out, ds
+
+
+def check_cache_size(D, net, kind, x, sigma, chosen):
+    """Refuse, before the batch runs, a cache of `chosen` hooks over the rows of x larger than MAX_CACHE_BYTES:
+    the bytes of one row are measured on a one-row forward and multiplied by the row count."""
+    n = len(x)
+    check_int(n, "the batch (rows of x)", 1, MAX_SAMPLES)
+    if n == 1:
+        return
+    one = {}
+
+    def size(name):
+        def fn(a):
+            one[name] = a[:1].numel() * 4          # the cache keeps float32
+            return a
+        return fn
+    s1 = sigma if sigma is None or torch.as_tensor(sigma).numel() == 1 else torch.as_tensor(sigma).reshape(-1)[:1]
+    with torch.no_grad(), installed(net, {c: size(c) for c in chosen}):
+        forward(D, net, kind, x[:1], s1)
+    total = sum(one.values()) * n
+    if total > MAX_CACHE_BYTES:
+        raise ConfigError(f"caching {len(chosen)} hook points over {n} rows would take {total / 2**30:.1f} GiB, over "
+                          f"the {MAX_CACHE_BYTES >> 30} GiB limit (scoreprobe.limits): pass fewer names= or fewer rows")
 
 
 def to_dataset(kept, points, n):

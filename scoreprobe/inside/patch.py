@@ -23,7 +23,8 @@ from scoreprobe.data.datasets import to_signed
 from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.inside.hooks import hook_points, installed, network_of
 from scoreprobe.inside.sites import resolve_sites
-from scoreprobe.limits import MAX_SIGMA
+from scoreprobe.inside.cache import check_cache_size
+from scoreprobe.limits import MAX_SIGMA, check_int
 from scoreprobe.noise import randn_per_sample
 
 FINAL = "final.hook_out"
@@ -145,7 +146,10 @@ def patch(D, clean, corrupt, sigma, sites="all", seed=0, method="patch", confirm
     if kind != "dit":
         raise ConfigError("patch takes a denoiser wrapping a DiT; GPT patching is not implemented")
     site_list = resolve_sites(net, sites)
+    if confirm is not None:
+        check_int(confirm, "confirm", 1, len(site_list))
     xc, xr, s, delta = pair_inputs(D, clean, corrupt, sigma, seed)
+    check_cache_size(D, net, kind, xc, s, _needed(site_list))
     delta = delta if direction is None else _direction(direction, delta)
     with torch.no_grad():
         out_c, acts_c = capture(D, net, xc, s, _needed(site_list))

@@ -3,6 +3,7 @@
 A leaf module (no torch): the CLI builds `scoreprobe train`'s options from these fields at start-up.
 """
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,10 +159,10 @@ class TrainConfig:
         patch_shape is not HxW with both sides in [1, 128]."""
         if not self.patch_shape:
             return self.patch_size
-        try:
-            ph, pw = (int(v) for v in str(self.patch_shape).lower().split("x"))
-        except ValueError:
-            raise ConfigError(f"patch_shape must be HxW such as 1x4, got {str(self.patch_shape)[:40]!r}") from None
+        m = re.fullmatch(r"([0-9]+)[xX]([0-9]+)", str(self.patch_shape), flags=re.ASCII)
+        if m is None:   # ASCII digits only: int() takes '２' and ' 1', which run.json would keep verbatim
+            raise ConfigError(f"patch_shape must be HxW in ASCII digits such as 1x4, got {str(self.patch_shape)[:40]!r}")
+        ph, pw = int(m[1]), int(m[2])
         return [check_int(ph, "patch_shape height", 1, 128), check_int(pw, "patch_shape width", 1, 128)]
 
     def curriculum_plan(self):

@@ -13,6 +13,7 @@ import numpy as np
 
 from scoreprobe.data.datasets import STATES
 from scoreprobe.errors import ConfigError
+from scoreprobe.limits import MAX_PANELS, check_int
 from scoreprobe.viz.common import STATE_COLORS, new_figure
 
 STATE_TEXT = {"invalid": "invalid", "rule_violating": "violating", "valid_novel": "novel",
@@ -146,7 +147,10 @@ def plot_gallery(bits, rule, state=None, train_index=None, heldout_index=None, n
     if bits.ndim != 2 or bits.shape[1] != rule.n_bits or len(bits) == 0:
         raise ConfigError(f"plot_gallery needs bits of shape (n >= 1, {rule.n_bits}), got {bits.shape}")
     n = len(bits)
-    ncols = max(1, min(int(ncols), n))
+    if n > MAX_PANELS:
+        raise ConfigError(f"plot_gallery draws at most {MAX_PANELS} panels (scoreprobe.limits), got {n} samples: "
+                          "pass a subset")
+    ncols = max(1, min(check_int(ncols, "ncols", 1, MAX_PANELS), n))
     nrows = math.ceil(n / ncols)
     fig = new_figure((1.45 * ncols, 1.6 * nrows + (0.4 if title else 0.0)))
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
