@@ -31,7 +31,8 @@ ITEMS = {1: "undefined is never an answer", 2: "the export reader checks the fil
          4: "export-tb", 5: "bounds before allocation", 6: "figures and pages written atomically",
          7: "remaining tracebacks and silent acceptances"}
 OUTCOMES = ("clean", "right", "silent wrong", "wrong reason", "traceback", "hang", "slow")
-MODULES = ("abuse53_undefined", "abuse53_exports", "abuse53_writes", "abuse53_atomic", "abuse53_bounds")
+MODULES = ("abuse53_undefined", "abuse53_exports", "abuse53_queue", "abuse53_writes", "abuse53_atomic",
+           "abuse53_bounds")
 
 
 @dataclass
@@ -185,5 +186,5 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]   # tests/, analyses/
     main()
