@@ -6,11 +6,9 @@ The attacks run through `abuse_issue53.run`; tests/test_abuse53_undefined.py par
 (dsm_by_sigma's non-finite items and basins' NaN points are held by tests/test_dsm.py and
 tests/test_nonfinite_rows.py.)
 """
-import atexit
 import functools
 import math
 import shutil
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -19,7 +17,7 @@ import torch
 import xarray as xr
 
 from abuse_corpus import CFG
-from abuse_issue53 import Attack
+from abuse_issue53 import Attack, scratch
 from scoreprobe.errors import DataError
 
 SIGMAS = [0.2, 0.5, 1.0, 2.0]
@@ -76,11 +74,8 @@ def recorded(call):
     return result, [f"{w.category.__name__}: {w.message}" for w in caught]
 
 
-@functools.lru_cache(maxsize=None)
 def _cache():
-    path = Path(tempfile.mkdtemp(prefix="abuse53-undefined-"))
-    atexit.register(shutil.rmtree, path, True)
-    return path
+    return scratch("abuse53-undefined-")
 
 
 @functools.lru_cache(maxsize=None)

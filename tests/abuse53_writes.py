@@ -13,19 +13,17 @@ byte-identical, a new file or a 0-byte file appeared, or a temporary file stayed
 CLI attempts under a full disk run the CLI in-process (abuse_issue53.cli) inside `full_disk` and check its
 one error line in `answer`: the corpus's `argv` path cannot fill the disk.
 """
-import atexit
 import errno
 import functools
 import json
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
 import abuse_issue53
 from abuse_corpus import CFG
 from abuse_issue33 import TRAIN_ARGS
-from abuse_issue53 import Attack
+from abuse_issue53 import Attack, scratch
 from full_disk import cli_on_full_disk, intact, one_clean_line
 from scoreprobe.errors import ConfigError, DataError
 
@@ -34,11 +32,8 @@ from scoreprobe.errors import ConfigError, DataError
 # Tiny inputs, built once per process and copied into each work folder
 # ---------------------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=None)
 def _cache():
-    path = Path(tempfile.mkdtemp(prefix="abuse53-writes-"))
-    atexit.register(shutil.rmtree, path, True)
-    return path
+    return scratch("abuse53-writes-")
 
 
 @functools.lru_cache(maxsize=None)

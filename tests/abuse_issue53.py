@@ -15,11 +15,15 @@ the issue) as a list `ATTACKS`. `run(attack, work)` classifies one attempt in an
 
 `python tests/abuse_issue53.py` prints the counts per item and in all (the closing note's numbers).
 """
+import atexit
 import contextlib
+import functools
 import io
 import re
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import warnings
 from collections import Counter
@@ -52,6 +56,14 @@ class Attack:
     answer: Callable[[Path, Any], None] | None = None
     timeout_s: float = 60.0
     slow_s: float = 5.0
+
+
+@functools.lru_cache(maxsize=None)
+def scratch(prefix):
+    """A folder for the inputs the attacks of one module build once per process, removed at exit."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 class _Hang(BaseException):
