@@ -7,7 +7,7 @@ A kill at any moment leaves the old file or the new one, whole; a failure (a ful
 plotting library) removes the temporary file and leaves the target exactly as it was: never truncated,
 never a 0-byte file. A full disk (ENOSPC, EDQUOT) is re-raised as OSError naming the target file.
 
-A leaf module (standard library only): stores, training, viz and reports all import it.
+A leaf module (the standard library and scoreprobe.errors only): stores, training, viz and reports all import it.
 """
 import contextlib
 import errno
