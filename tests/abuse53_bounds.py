@@ -59,6 +59,17 @@ def _with_attrs(**attrs):
     return api
 
 
+def _minimal_with(**attrs):
+    """sp.taus of a minimal clocks Dataset (three steps, no sample dimension) whose attrs hold `attrs`."""
+    def api(work):
+        import xarray as xr
+        import scoreprobe as sp
+        ds = xr.Dataset({"rule_acc": ("step", np.array([0.1, 0.5, 0.95])),
+                         "mem_ratio": ("step", np.array([0.0, 0.05, 0.2]))}, coords={"step": [0, 100, 1000]})
+        return sp.taus(ds.assign_attrs(**attrs))
+    return api
+
+
 def _summary_of_store(work):
     import scoreprobe as sp
     series, _ = _shipped()
@@ -119,6 +130,10 @@ ATTACKS = [
     Attack("attr_tau_string", 7, api=_with_attrs(tau_rule="56", rule_threshold="0.9"), error=DataError,
            match="'tau_rule'|'rule_threshold'"),
     Attack("attr_ci_interval_string", 7, api=_with_attrs(tau_rule=1712.0, tau_rule_ci="ab"), error=DataError, match="tau_rule_ci"),
+    Attack("attr_novel_oracle_string", 7, api=_minimal_with(novel_oracle="0.9"), error=DataError, match="'novel_oracle'"),
+    Attack("attr_novel_oracle_bad", 7, api=_minimal_with(novel_oracle="abc"), error=DataError, match="'novel_oracle'"),
+    Attack("attr_novel_oracle_7", 7, api=_minimal_with(novel_oracle=7.0), error=DataError, match="'novel_oracle'"),
+    Attack("attr_n_samples_string", 7, api=_minimal_with(n_samples="100"), error=DataError, match="'n_samples'"),
     Attack("summary_of_a_store_path", 7, api=_summary_of_store, answer=_one_row, timeout_s=120),
     Attack("monitor_step_inf", 7, api=_monitor(steps=[float("inf")]), error=ConfigError, match="integer"),
     Attack("monitor_step_2_63", 7, api=_monitor(steps=[2**63]), error=ConfigError, match="out of range"),

@@ -30,13 +30,14 @@ no checkpoint within a factor 1.5 of it (in step + 1) is flagged under-resolved 
 """
 import functools
 import math
+import numbers
 import warnings
 
 import numpy as np
 import scipy.stats
 
 from scoreprobe.defaults import MEM_THRESHOLD, RULE_THRESHOLD
-from scoreprobe.errors import ConfigError, ResolutionWarning
+from scoreprobe.errors import ConfigError, DataError, ResolutionWarning
 from scoreprobe.probes.crossings import DEFAULT_DEFINITION, DEFINITIONS, RELIABLE_K, crossing_of, logit_fraction
 from scoreprobe.probes.crossings import crossing, window_intervals, window_segments, window_summary  # noqa: F401
 
@@ -178,15 +179,36 @@ def definition_text(definition):
             "95% Wilson lower bound is at or above the threshold")
 
 
+def attr_number(attrs, name, default, integer=False):
+    """attrs[name] (a store's attribute, maybe edited by hand) as a number, `default` when absent; DataError naming
+    the attribute for a string, a bool or anything else that is not a (finite) number, or a non-positive integer."""
+    value = attrs.get(name, default)
+    if value is None:
+        return value
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, kind) or not math.isfinite(value) \
+            or (integer and value < 1):
+        raise DataError(f"attribute {name!r} holds {str(value)[:40]!r} ({type(value).__name__}), not a "
+                        f"{'positive integer' if integer else 'finite number'}")
+    return int(value) if integer else float(value)
+
+
+def novel_oracle_of(ds):
+    """ds.attrs["novel_oracle"] (the perfect generalizer's novel_valid, 1 when absent): a number in [0, 1]."""
+    oracle = attr_number(ds.attrs, "novel_oracle", 1.0)
+    if not 0 <= oracle <= 1:
+        raise DataError(f"attribute 'novel_oracle' is {oracle}: a share lies in [0, 1]")
+    return oracle
+
+
 def setup(ds, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM_THRESHOLD, novel_threshold=None):
     """Sorted ds, steps (S,), u = log(step + 1) (S,), n samples, thresholds {"rule", "mem", "novel"}."""
     ds = ds.sortby("step")
     steps = ds["step"].values.astype(np.float64)
     if steps.size == 0 or np.any(steps < 0):
         raise ConfigError("taus needs at least one checkpoint and training steps >= 0")
-    n = ds.sizes.get("sample") or ds.attrs.get("n_samples") or 10 ** 6
-    novel_threshold = rule_threshold * float(ds.attrs.get("novel_oracle", 1.0)) if novel_threshold is None \
-        else novel_threshold
+    n = ds.sizes.get("sample") or attr_number(ds.attrs, "n_samples", None, integer=True) or 10 ** 6
+    novel_threshold = rule_threshold * novel_oracle_of(ds) if novel_threshold is None else novel_threshold
     return ds, steps, np.log1p(steps), n, {"rule": rule_threshold, "mem": mem_threshold, "novel": novel_threshold}
 
 

@@ -15,8 +15,8 @@ import xarray as xr
 from scoreprobe.defaults import MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import ConfigError
 from scoreprobe.probes.crossings import DEFAULT_DEFINITION, crossing_of, logit_fraction, window_segments, window_summary
-from scoreprobe.probes.taus import (INTERPOLATION, _ci, check_definition, definition_text, resampled_curves,
-                                    setup, tau_summary)
+from scoreprobe.probes.taus import (INTERPOLATION, _ci, check_definition, definition_text, novel_oracle_of,
+                                    resampled_curves, setup, tau_summary)
 
 RULE_THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 MEM_THRESHOLDS = (0.01, 0.02, 0.05, 0.1, 0.15, 0.2)
@@ -103,7 +103,7 @@ def taus(ds, rule_thresholds=RULE_THRESHOLDS, mem_thresholds=MEM_THRESHOLDS, def
     rts, mts = _thresholds(rule_thresholds, "rule_thresholds"), _thresholds(mem_thresholds, "mem_thresholds")
     ds, _, u, n, _ = setup(ds)
     rule, mem, boot = _curves(ds, n_boot, seed)
-    oracle = float(ds.attrs.get("novel_oracle", 1.0))
+    oracle = novel_oracle_of(ds)
     vs = {**_tau_vars("tau_rule", "rule_threshold", u, rule, None if boot is None else boot[0], n, rts, ci, definition),
           **_tau_vars("tau_novel", "rule_threshold", u, rule - mem, None if boot is None else boot[0] - boot[1], n,
                       rts * oracle, ci, definition),
@@ -133,7 +133,7 @@ def threshold_draws(ds, key, thresholds, n_boot=1000, seed=0, definition=DEFAULT
     ds, _, u, n, _ = setup(ds)
     rule, mem, (brule, bmem, _) = _curves(ds, n_boot, seed)
     if key == "tau_novel":
-        ts = ts * float(ds.attrs.get("novel_oracle", 1.0))
+        ts = ts * novel_oracle_of(ds)
     pick = {"tau_rule": (rule, brule), "tau_mem": (mem, bmem), "tau_novel": (rule - mem, brule - bmem)}[key]
     return (_steps(threshold_crossings(u, pick[0], n, ts, definition))[0],
             _steps(threshold_crossings(u, pick[1], n, ts, definition)))
