@@ -114,9 +114,7 @@ def atomic_write(path, write, mode="wb"):
     path = Path(path)
     with atomic_path(path) as tmp:
         with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
+            write(f)                  # closed (flushed) here; atomic_path fsyncs the file before the rename
     return path
 
 

@@ -30,7 +30,6 @@ no checkpoint within a factor 1.5 of it (in step + 1) is flagged under-resolved 
 """
 import functools
 import math
-import numbers
 import warnings
 
 import numpy as np
@@ -38,6 +37,7 @@ import scipy.stats
 
 from scoreprobe.defaults import MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import ConfigError, DataError, ResolutionWarning
+from scoreprobe.limits import MAX_SAMPLES, check_int, check_real
 from scoreprobe.probes.crossings import DEFAULT_DEFINITION, DEFINITIONS, RELIABLE_K, crossing_of, logit_fraction
 from scoreprobe.probes.crossings import crossing, window_intervals, window_segments, window_summary  # noqa: F401
 
@@ -180,25 +180,18 @@ def definition_text(definition):
 
 
 def attr_number(attrs, name, default, integer=False):
-    """attrs[name] (a store's attribute, maybe edited by hand) as a number, `default` when absent; DataError naming
-    the attribute for a string, a bool or anything else that is not a (finite) number, or a non-positive integer."""
+    """attrs[name] (a store's attribute, maybe edited by hand) as a finite float (or, `integer`, a positive int
+    up to MAX_SAMPLES), `default` when absent: limits.check_real / check_int, DataError naming the attribute."""
     value = attrs.get(name, default)
     if value is None:
         return value
-    kind = numbers.Integral if integer else numbers.Real
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, kind) or not math.isfinite(value) \
-            or (integer and value < 1):
-        raise DataError(f"attribute {name!r} holds {str(value)[:40]!r} ({type(value).__name__}), not a "
-                        f"{'positive integer' if integer else 'finite number'}")
-    return int(value) if integer else float(value)
+    what = f"attribute {name!r}"
+    return check_int(value, what, 1, MAX_SAMPLES, DataError) if integer else check_real(value, what, error=DataError)
 
 
 def novel_oracle_of(ds):
     """ds.attrs["novel_oracle"] (the perfect generalizer's novel_valid, 1 when absent): a number in [0, 1]."""
-    oracle = attr_number(ds.attrs, "novel_oracle", 1.0)
-    if not 0 <= oracle <= 1:
-        raise DataError(f"attribute 'novel_oracle' is {oracle}: a share lies in [0, 1]")
-    return oracle
+    return check_real(ds.attrs.get("novel_oracle", 1.0), "attribute 'novel_oracle'", 0.0, 1.0, DataError)
 
 
 def setup(ds, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM_THRESHOLD, novel_threshold=None):

@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 from scoreprobe.atomic import atomic_path
 from scoreprobe.defaults import ANIMATION_DPI, ANIMATION_SIZE
 from scoreprobe.errors import ConfigError
-from scoreprobe.viz.common import _new_axes, _pick_level
+from scoreprobe.viz.common import _new_axes, _pick_level, save_gif
 from scoreprobe.viz.plane import _draw_basins, _fraction_text
 
 logger = logging.getLogger(__name__)
@@ -94,7 +94,6 @@ def check_frame(dpi, size):
 
 def _write_gif(frames, path, fps):
     from PIL import Image
-    from scoreprobe.viz.common import save_gif
     save_gif([Image.fromarray(f) for f in frames], path, fps)
 
 
