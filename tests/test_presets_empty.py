@@ -6,7 +6,7 @@ from tests.test_analyses import _analysis
 
 STUDIES = [("data_draws.run", ["--smoke"]), ("sudoku_transpose.run", ["--smoke"]), ("gpt_dit_match.run", ["--smoke"]),
            ("exactk_ladder.run", ["--smoke"]), ("sampler_scaling.run", ["--smoke"]),
-           ("remedies.g3_run", ["--preset", "g3-smoke"])]
+           ("remedies.g3_run", ["--preset", "g3-smoke"]), ("capacity_exponent.run", ["--smoke"])]
 
 
 @pytest.mark.parametrize("module,argv", STUDIES, ids=[m.split(".")[0] for m, _ in STUDIES])

@@ -113,3 +113,24 @@ def test_shipped_exports_curves_rise_with_the_threshold(key):
     c = C.run_curves(read_export("analyses/results/scaling_cpu/g2-n240.npz")["ds"])[key]
     finite = c[np.isfinite(c)]
     assert finite.size >= 3 and np.all(np.diff(finite) > 0)
+
+
+def _rule_curve(cells):
+    """A ratio curve over the rule thresholds 0.3…0.95: cells (value, lo, hi), None for censored."""
+    return [{"threshold": t, "value": c[0] if c else math.nan, "ci": [c[1], c[2]] if c else [math.nan, math.nan],
+             "censored": c is None} for t, c in zip(C.thresholds_of("tau_rule"), cells)]
+
+
+def test_the_paper_threshold_is_read_first_and_robust_needs_it():
+    below = (0.5, 0.3, 0.8)
+    censored_at_paper = _rule_curve([below] * 8 + [None, None])            # 0.9 and 0.95 censored
+    text = C.robust(censored_at_paper, 1.0, WORDS)
+    assert text.startswith("at the paper's threshold 0.9: not read (censored: a run does not reach it); over the "
+                           "range: earlier at every readable threshold (0.3–0.85 (8 thresholds); not the paper's")
+    assert "; robust)" not in text
+    read = _rule_curve([below] * 8 + [(1.0, 0.9, 1.1), None])
+    text = C.robust(read, 1.0, WORDS)
+    assert text.startswith("at the paper's threshold 0.9: same (1 [0.9, 1.1]); over the range: ")
+    assert "not robust across thresholds" in text
+    assert C.robust(_rule_curve([below] * 10), 1.0, WORDS).endswith("(0.3–0.95 (10 thresholds); robust)")
+    assert C.paper_threshold_of(_curve([below] * 4)) is None              # a curve over other thresholds

@@ -140,3 +140,18 @@ def test_exp_fit_gives_the_per_unit_factor_and_leaves_out_unreached():
     assert fit["left_out"][0]["pooled"] == pytest.approx((40000 * 30000 * 40000) ** (1 / 3))
     few = seed_fit(xs[:1], points[:1], draws[:1], kind="exp")
     assert math.isnan(few["factor"]) and "fewer than two" in few["note"]
+
+
+def test_a_partly_censored_configuration_gets_the_censored_normal_estimate_beside_its_bound():
+    import math
+    from scoreprobe.stats.censored import censored_mean
+    p = pool_seeds([1712.0, 1976.0, 2400.0, math.inf], last_steps=[15000.0] * 4)
+    ref = censored_mean(np.log([1712.0, 1976.0, 2400.0, 15000.0]), np.array([0, 0, 0, 1], bool))
+    est = p["censored_estimate"]
+    assert p["lower_bound"] and est["n_censored"] == 1
+    assert est["value"] == pytest.approx(math.exp(ref["mean"])) and est["ci"][0] == pytest.approx(math.exp(ref["lower"]))
+    assert est["value"] > math.exp(np.log([1712.0, 1976.0, 2400.0]).mean())   # above the crossed runs' mean
+    # every seed censored, one seed crossed, or no budgets: no estimate (a bound only)
+    assert pool_seeds([math.inf, math.inf], last_steps=[1.0, 1.0])["censored_estimate"] is None
+    assert pool_seeds([5.0, math.inf], last_steps=[9.0, 9.0])["censored_estimate"] is None
+    assert "censored_estimate" in pool_seeds([5.0, math.inf]) and pool_seeds([5.0, math.inf])["censored_estimate"] is None

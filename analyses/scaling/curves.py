@@ -178,21 +178,58 @@ def span(ts, grid=None):
 
 
 def robust(curve, ref, words):
-    """A verdict against `ref` over the readable thresholds: words = {"above", "below", "includes"} texts;
-    robust when one holds at every readable threshold, else each named with its thresholds; the thresholds not
-    read (censored, crossed before the first checkpoint after 0) named after it."""
+    """A verdict against `ref`, the paper's own threshold read first (`paper_clause`), then over the readable
+    thresholds: words = {"above", "below", "includes"} texts; "robust" when one holds at every readable threshold
+    *and* the paper's threshold is among them, else each named with its thresholds; the thresholds not read
+    (censored, crossed before the first checkpoint after 0) named after it."""
     rel = relation(curve, ref)
     grid = [r["threshold"] for r in curve]
     held = [k for k in ("above", "below", "includes") if rel[k]]
     unread = (f"; censored at {span(rel['censored'], grid)}" if rel["censored"] else "") + \
         (f"; under-resolved (crossed before the first checkpoint after step 0) at {span(rel['under_resolved'], grid)}"
          if rel["under_resolved"] else "")
+    head = paper_clause(curve, ref, words)
     if not held:
-        return "not readable at any threshold" + (" (censored everywhere)" if not rel["under_resolved"] else unread)
+        return head + "not readable at any threshold" + (" (censored everywhere)" if not rel["under_resolved"] else unread)
     if len(held) == 1:
-        k = held[0]
-        return f"{words[k]} at every readable threshold ({span(rel[k], grid)}; robust)" + unread
-    return "; ".join(f"{words[k]} at {span(rel[k], grid)}" for k in held) + " (not robust across thresholds)" + unread
+        k, paper = held[0], paper_threshold_of(curve)
+        whole = paper is None or paper in rel[k]
+        return (f"{head}{words[k]} at every readable threshold ({span(rel[k], grid)}; "
+                f"{'robust' if whole else 'not the paper' + chr(39) + 's: not called robust'})" + unread)
+    return head + "; ".join(f"{words[k]} at {span(rel[k], grid)}" for k in held) + " (not robust across thresholds)" \
+        + unread
+
+
+PAPER_THRESHOLDS = ((tuple(RULE_THRESHOLDS), 0.9), (tuple(MEM_THRESHOLDS), 0.1))
+_WORD_KEY = {"supported": "above", "contradicted": "below", "undecided": "includes"}
+
+
+def paper_threshold_of(curve):
+    """The paper's threshold of a curve over the rule (0.9) or memorization (0.1) thresholds; None otherwise."""
+    grid = tuple(r["threshold"] for r in curve)
+    return next((p for ts, p in PAPER_THRESHOLDS if len(ts) == len(grid) and np.allclose(ts, grid)), None)
+
+
+def paper_clause(curve, ref, words):
+    """'at the paper's threshold 0.9: <words[key]> (v [lo, hi]); over the range: ' with the key from
+    `scoreprobe.stats.verdict` of the claim "the value exceeds ref" (supported: above, contradicted: below,
+    undecided: includes); 'not read (censored ...)' where that threshold has no interval; '' for a curve over
+    other thresholds."""
+    from scoreprobe.stats.verdict import verdict
+    paper = paper_threshold_of(curve)
+    if paper is None:
+        return ""
+    row = at(curve, paper)
+    if row.get("under_resolved"):
+        return f"at the paper's threshold {paper:g}: not read (crossed before the first checkpoint); over the range: "
+    v = [value_of(r) for r in curve]
+    if not math.isfinite(value_of(row)[0]):
+        return f"at the paper's threshold {paper:g}: not read (censored: a run does not reach it); over the range: "
+    t = [r["threshold"] for r in curve]
+    word = verdict(t, [x[0] for x in v], [x[1] for x in v], [x[2] for x in v], region=(ref, math.inf),
+                   paper_threshold=paper).paper.word
+    val, lo, hi = value_of(row)
+    return f"at the paper's threshold {paper:g}: {words[_WORD_KEY[word]]} ({val:.3g} [{lo:.3g}, {hi:.3g}]); over the range: "
 
 
 def range_text(curve, digits=2):

@@ -35,6 +35,10 @@ def pooled_cell(p, digits=0):
         return f"{under_text(p)} ({per})"
     if p["lower_bound"]:
         budget = f" at a budget of {fmt(p['budget'])} steps" if p.get("budget") is not None else ""
+        est = p.get("censored_estimate")
+        if est:   # some seeds crossed: the censored-normal estimate first, the bound beside it
+            return (f"{fmt(est['value'], digits)} {ci_text(est['ci'], digits, open_end='unbounded')} censored fit, "
+                    f"{est['n_censored']} of {p['n_seeds']} censored (> {fmt(p['pooled'], digits)}{budget}) ({per})")
         return f"> {fmt(p['pooled'], digits)}{budget} ({per})"
     return f"{fmt(p['pooled'], digits)} {ci_text(p['ci'], digits)} ({per})"
 

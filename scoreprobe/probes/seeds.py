@@ -165,7 +165,8 @@ def pool_seeds(points, draws=None, n_boot=2000, seed=0, ci=0.95, log=True, last_
     out.update(_variances(points, draws, log))
     filled = points if last is None else np.where(reached, points, last)
     out["pooled"] = float(_pool(filled, log))
-    if method != "hierarchical" and not reached.all():   # censored: a bound at the budget, no interval
+    if method != "hierarchical" and not reached.all():   # censored: a bound at the budget, no t interval
+        out["censored_estimate"] = _censored_estimate(points, last, log, len(shape))
         return {**out, "ci": [math.nan, math.nan], "method": "lower bound: censored seeds at their last step"}
     if method == "hierarchical":
         reps = hierarchical_replicates(draws, n_boot, seed, log)
@@ -183,6 +184,20 @@ def pool_seeds(points, draws=None, n_boot=2000, seed=0, ci=0.95, log=True, last_
         return {**out, **extra, "ci": [float(back(r["lo"])), float(back(r["hi"]))], "method": TWO_LEVEL_METHOD}
     _, lo, hi = t_interval(v, ci)
     return {**out, "ci": [float(back(lo)), float(back(hi))], "method": T_METHOD + (" on ln τ" if log else "")}
+
+
+def _censored_estimate(points, last, log, ndim):
+    """Where some seeds crossed and some did not: the censored-normal (Tobit) pooled τ with its profile interval
+    (`scoreprobe.stats.censored.censored_mean` on ln τ, unreached seeds censored at their last step), as dict
+    value, ci [lo, hi] (hi inf: bounded from below only), n_censored, method; None without budgets, on a linear
+    scale, for (D, I) points (runs are not independent units there) or with fewer than 2 seeds crossed."""
+    from scoreprobe.stats.censored import censored_mean
+    reached = np.isfinite(points)
+    if last is None or not log or ndim != 1 or reached.sum() < 2:
+        return None
+    r = censored_mean(np.log(np.where(reached, points, last)), ~reached)
+    return {"value": float(np.exp(r["mean"])), "ci": [float(np.exp(r["lower"])), float(np.exp(r["upper"]))],
+            "n_censored": int((~reached).sum()), "method": r["method"]}
 
 
 def _variances(points, draws, log):

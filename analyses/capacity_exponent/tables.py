@@ -1,0 +1,171 @@
+"""The tables of analyses/capacity_exponent (markdown and JSON) and its figure, from the exports only: b of
+τ_mem ∝ N^b per DiT size over memorization thresholds, with censoring handled (not dropped)."""
+import math
+
+import numpy as np
+
+from analyses.capacity_exponent import grid as grid_mod
+from analyses.scaling import curves as C
+from analyses.scaling import format as F
+from analyses.scaling import grid as scaling_grid
+from analyses.scaling import presets
+from analyses.scaling.format import fmt, pooled_cell
+from analyses.scaling.stats import run_stats
+from analyses.scaling.tables import curves_of
+from scoreprobe.probes.seeds import pool_seeds
+from scoreprobe.probes.thresholds import MEM_THRESHOLDS
+from scoreprobe.stats.censored import censored_fit
+from scoreprobe.stats.verdict import verdict
+
+PAPER_B, FIELD_B = 1.14, 1.0   # the paper's reference DiT (τ_mem ≈ 35·N^1.14); Bonnaire et al. 2025, Favero et al. 2025
+PAPER_T = C.PAPER["tau_mem"]
+# coverage of censored_fit's 95% interval at this study's design (4 N × 3 seeds, two of three N = 240 runs
+# censored, as for the 0.51M DiT): scoreprobe.stats.censored.coverage_fit(ln N, [0]*9 + [0.67]*3, 2000, seed 0)
+COVERAGE = {"design": "4 N × 3 seeds, 2 of 3 at the largest N censored", "n_rep": 2000, "coverage": None}
+
+
+def collect(args, runs):
+    """rows (per run, scaling's run_stats), missing {run: why} of the planned runs, each from its own folder."""
+    return presets.collect(runs, lambda run: grid_mod.export_folder(args.results, args.preset, run),
+                           lambda run, info: run_stats(run.name, run, info)[0])
+
+
+def b_curve(rows, curves):
+    """censored_fit of ln τ_mem on ln N over every run of one size, at each memorization threshold: a run that
+    did not reach the threshold is censored at its last step (kept, not dropped)."""
+    x = np.log([float(r["meta"]["N"]) for r in rows])
+    out = []
+    for j, t in enumerate(MEM_THRESHOLDS):
+        tau = np.array([curves[r["run"]]["tau_mem"][j] for r in rows], dtype=np.float64)
+        cens = ~np.isfinite(tau)
+        y = np.log(np.where(cens, [float(r["steps"]) for r in rows], tau))
+        f = censored_fit(x, y, cens)
+        out.append({"threshold": float(t), "b": f["slope"], "b_ci": [f["lower"], f["upper"]], "n": f["n"],
+                    "n_censored": f["n_censored"], "censored": False, "method": f["method"]})
+        # "censored" False: censored runs are in the likelihood, the slope is an estimate (not a bound)
+    return C.mark_under_resolved(out, rows, curves, "tau_mem")
+
+
+def b_cell(row):
+    if row.get("under_resolved"):
+        return F.under_text(row)
+    if math.isnan(row["b"]):
+        return f"undefined ({row['method']}; {row['n']} runs, {row['n_censored']} censored)"
+    return (f"{row['b']:.2f} {F.ci_text(row['b_ci'], 2, open_end='unbounded')} "
+            f"(n = {row['n']}, {row['n_censored']} censored)")
+
+
+def b_verdict(curve, region):
+    """sp.verdict of "b lies in `region`" over the memorization thresholds, the paper's 0.1 first."""
+    t = [r["threshold"] for r in curve]
+    return verdict(t, [r["b"] for r in curve], [r["b_ci"][0] for r in curve], [r["b_ci"][1] for r in curve],
+                   region=region, paper_threshold=PAPER_T)
+
+
+def section_size(size, rows):
+    """One DiT size: τ_mem per N pooled over seeds, b over thresholds and its verdicts."""
+    curves = curves_of(rows)
+    Ns = sorted({r["meta"]["N"] for r in rows})
+    lines = [f"## DiT {size} ({rows[0]['params']:,} parameters)", "",
+             "| N | seeds | steps | τ_mem pooled [95% CI] (per seed) |", "|---:|---:|---:|---|"]
+    for N in Ns:
+        rs = sorted([r for r in rows if r["meta"]["N"] == N], key=lambda r: r["seed"])
+        p = pool_seeds([r["tau_mem"] for r in rs], last_steps=[float(r["steps"]) for r in rs])
+        lines.append(f"| {N} | {len(rs)} | {rs[0]['steps']} | {pooled_cell(p)} |")
+    curve = b_curve(rows, curves)
+    out = {"params": rows[0]["params"], "Ns": Ns, "runs": [r["run"] for r in rows], "b_curve": curve}
+    lines += ["", "b of τ_mem ∝ N^b over memorization thresholds (every run's ln τ_mem; a run that did not reach "
+              "the threshold censored at its last step):", "", "| memorization threshold | b [95% CI] |", "|---:|---|"]
+    lines += [f"| {F.threshold_label(r['threshold'], PAPER_T)} | {b_cell(r)} |" for r in curve]
+    if len(Ns) < 2:
+        return lines + ["", f"Only N = {Ns[0]} so far: no slope.", ""], out
+    field = b_verdict(curve, (FIELD_B, math.inf))
+    out["verdict_b_above_1"] = field.word
+    lines += ["", f"- b > 1 (the field's b = 1 excluded from above): {field.sentence('{:.3g}')}", ""]
+    return lines, out
+
+
+def section_question(by):
+    """Does b fall toward 1 as the DiT grows? b at the paper's threshold per size over the N every size with a
+    slope has (a slope depends on the N range it is read over), then over each size's own N."""
+    common = sorted(set.intersection(*[{r["meta"]["N"] for r in rs} for rs in by.values()])) if by else []
+    lines = ["## Does b fall toward 1 with capacity?", "",
+             f"b at memorization 0.1, every size over the same N ({', '.join(map(str, common)) or 'none'}), then over "
+             "its own N:", "", "| DiT | parameters | b over the common N [95% CI] | N | b over its own N [95% CI] |",
+             "|---|---:|---|---|---|"]
+    pts, out = [], {"common_N": common, "sizes": {}}
+    for size, rs in by.items():
+        own = _paper_row(b_curve(rs, curves_of(rs)))
+        same = [r for r in rs if r["meta"]["N"] in common]
+        row = _paper_row(b_curve(same, curves_of(same))) if len(common) >= 2 else None
+        out["sizes"][size] = {"common": row, "own": own}
+        Ns = sorted({r["meta"]["N"] for r in rs})
+        lines.append(f"| {size} | {rs[0]['params']:,} | {b_cell(row) if row else '— (fewer than 2 common N)'} | "
+                     f"{', '.join(map(str, Ns))} | {b_cell(own)} |")
+        if row and math.isfinite(row["b"]):
+            pts.append((rs[0]["params"], row))
+    lines += [""]
+    if len(pts) < 2:
+        return lines + ["Fewer than two sizes with a slope over common N: the question is not answered yet.", ""], out
+    (p0, first), (p1, last) = pts[0], pts[-1]
+    apart = first["b_ci"][0] > last["b_ci"][1]
+    out["falls"] = bool(apart)
+    lines += [f"- over N = {', '.join(map(str, common))}, from {p0:,} to {p1:,} parameters b goes {first['b']:.2f} → "
+              f"{last['b']:.2f}; " + ("the intervals do not overlap: b falls with capacity" if apart else
+                                      "the intervals overlap: no change of b with capacity is resolved at these sizes")
+              + f" (the field: b = {FIELD_B:g}; the paper's reference DiT: {PAPER_B}).", ""]
+    return lines, out
+
+
+def _paper_row(curve):
+    return next(r for r in curve if abs(r["threshold"] - PAPER_T) < 1e-9)
+
+
+def report(args, runs):
+    """(markdown, JSON-able report, rows by size)."""
+    rows, missing = collect(args, runs)
+    sizes = [f"{w}x{d}" for w, d in grid_mod.PRESETS[args.preset]["sizes"]]
+    by = {s: [r for r in rows if r["meta"]["size"] == s] for s in sizes}
+    by = {s: rs for s, rs in by.items() if rs}
+    cmd = "python analyses/capacity_exponent" + ("" if args.preset == "cpu" else f" --preset {args.preset}")
+    lines = [f"# τ_mem ∝ N^b per model size (preset {args.preset})", "",
+             f"Regenerate: `{cmd} --from-results` (from the .npz exports only). {len(rows)} of {len(runs)} planned runs "
+             "done. Parity G = 2, the scaling study's recipe (12 000 views per training image, 20 log-spaced "
+             "checkpoints, 1000 samples each, data seed 0), DiT width × depth as named; τ_mem in training steps, "
+             "reliably exceeds (definitions version 6, docs/definitions.md), over memorization thresholds "
+             "0.01–0.2 (the paper's 0.1 in bold). b: slope of ln τ_mem on ln N over every run, a normal likelihood "
+             "with right-censoring at each run's budget (`scoreprobe.stats.censored.censored_fit`; with no run "
+             "censored it is least squares with the t interval, n − 2 df); its 95% interval's coverage "
+             f"at this design ({COVERAGE['design']}) is {_coverage_text()}.", ""]
+    todo = [r for r in runs if r.name in missing]
+    hours = sum(scaling_grid.run_seconds(r, args.n_samples) for r in todo) / 3600
+    lines += [f"Not done: {len(todo)} runs, {hours:.1f} thread-hours at the one-thread idle rates of "
+              "analyses/scaling/grid.py (`--plan`; runs took ≈ 1.7× those rates with two runs and other work on 2 "
+              "cores). A session finishes only the runs it starts (`--hours`): the 2.83M DiT at N = 120 and every "
+              "N = 240 run need several sessions on CPU; the GPU preset (`--preset gpu`: N = 32…512, four sizes up "
+              "to 5.0M, 5 seeds, the scaling GPU recipe) is the extension, not run here (no GPU).", ""]
+    rep = {"preset": args.preset, "n_planned": len(runs), "missing": missing, "coverage": COVERAGE, "sizes": {},
+           "todo_thread_hours": round(hours, 2)}
+    for s, rs in by.items():
+        text, rep["sizes"][s] = section_size(s, rs)
+        lines += text
+    text, rep["question"] = section_question(by)
+    lines += text
+    lines += F.runs_section(rows, missing, [F.RUN, F.col("params", lambda r: f"{r['params']:,}"), F.STEPS,
+                                            F.tau_col("tau_mem"), F.PEAK, F.FINAL_MEM, F.TRAIN_S])
+    rep["runs"] = [{k: v for k, v in r.items() if k not in ("curve", "curves")} for r in rows]
+    return "\n".join(lines) + "\n", rep, by
+
+
+def _coverage_text():
+    c = COVERAGE["coverage"]
+    return "not measured" if c is None else f"{c:.3f} ({COVERAGE['n_rep']} simulated designs)"
+
+
+def write_all(args, runs):
+    """Write <results>/capacity_exponent_<preset>.md, .json and .png; returns the .md path."""
+    from analyses.capacity_exponent.figures import figure
+    text, rep, by = report(args, runs)
+    stem = presets.write_report(args.results, f"capacity_exponent_{args.preset}", text, rep)
+    figure(by, rep["sizes"], stem.with_suffix(".png"))
+    return stem.with_suffix(".md")

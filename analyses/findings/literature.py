@@ -1,0 +1,57 @@
+"""The outside literature placed beside our readings (docs/findings.md), and the capacity-exponent section."""
+import math
+
+from analyses.findings import readings as R
+
+BONNAIRE = ("Bonnaire, Urfin, Biroli & Mézard 2025 (arXiv 2505.17638, NeurIPS 2025): U-Net DDPMs on downsampled "
+            "CelebA and a random-features model — τ_mem grows linearly with the training-set size n, τ_gen does not "
+            "depend on n, and above a model-dependent n* the model no longer memorizes at any training time.")
+FAVERO = ("Favero, Sclocchi & Wyart 2025 (arXiv 2505.16959): image (CIFAR-10, CelebA) and language diffusion models "
+          "and a random context-free grammar — memorization time proportional to the dataset size.")
+KADKHODAIE = ("Kadkhodaie, Guth, Simoncelli & Mallat 2024 (ICLR 2024, arXiv 2310.02557): denoisers trained on "
+              "non-overlapping subsets of face images memorize below ≈ 10³ images and converge to nearly the same "
+              "function (same samples from the same noise) above ≈ 10⁴–10⁵: generalization as a function of N.")
+KAMB = ("Kamb & Ganguli 2025 (ICML 2025, arXiv 2412.20292): locality and equivariance alone give an analytic "
+        "'equivariant local score' machine that predicts trained convolutional diffusion models' outputs (median r² "
+        "0.94–0.96 on MNIST, FashionMNIST, CIFAR-10, CelebA; ≈ 0.77 with attention): novel samples as patch mosaics.")
+
+LITERATURE = {
+    "b": f"{BONNAIRE} {FAVERO} Both report b = 1 on models of millions of parameters at n up to 10⁴–10⁵; ours is "
+         "N ≤ 240 images of 36 bits and a 0.5M DiT, where N may sit near the capacity n* — the capacity-exponent "
+         "study below asks whether b falls toward 1 as the model grows.",
+    "b_field": f"{BONNAIRE} {FAVERO}",
+    "N_rule": f"{BONNAIRE} (τ_gen independent of n) — our rule clock is the analogue of their τ_gen.",
+    "cap_mem": BONNAIRE,
+    "gpt": KADKHODAIE + " Theirs is a transition in N for one architecture; ours compares architectures at one N.",
+    "sudoku": KAMB + " With 2×2 patches a Sudoku box is one token, so boxes and cells are local and come first "
+              "(our scaling study), as a locality account expects; rows and columns are alike for the network.",
+}
+
+
+def capacity_lines(results):
+    """'## Does b fall toward 1 as the model grows?': b per DiT size at memorization 0.1 (capacity_exponent)."""
+    c = R.load("capacity_exponent_cpu", results)
+    lines = ["## Does b fall toward 1 as the model grows? (the experiment that explains b)", ""]
+    if c is None:
+        return lines + ["Not shipped: analyses/capacity_exponent has no results here.", ""]
+    q = c["question"]
+    lines += [f"b of τ_mem ∝ N^b at memorization 0.1, per DiT size (analyses/capacity_exponent; {_done(c)}); over the "
+              f"N every size has ({', '.join(map(str, q['common_N'])) or 'none'}) and over each size's own N:", "",
+              "| DiT | b over the common N [95% CI] | b over its own N [95% CI] |", "|---|---|---|"]
+    for size, s in sorted(q["sizes"].items(), key=lambda kv: c["sizes"].get(kv[0], {}).get("params", 0)):
+        lines.append(f"| {size} | {_b(s['common'])} | {_b(s['own'])} |")
+    verdict = {True: "b falls with capacity (the intervals of the smallest and largest size do not overlap)",
+               False: "no change of b with capacity is resolved (the intervals overlap)",
+               None: "not answered yet (fewer than two sizes with a slope over common N)"}[q.get("falls")]
+    return lines + ["", f"- {verdict}. {BONNAIRE}", ""]
+
+
+def _done(c):
+    return f"{c['n_planned'] - len(c['missing'])} of {c['n_planned']} planned runs done"
+
+
+def _b(row):
+    if not row or row.get("b") is None or not math.isfinite(row["b"]):
+        return "—"
+    lo, hi = row["b_ci"]
+    return f"{row['b']:.2f} [{lo:.2f}, {hi:.2f}] ({row['n']} runs, {row['n_censored']} censored)"

@@ -1,0 +1,81 @@
+"""Readings of a claim from the studies' result JSONs (analyses/results/*.json): a threshold curve of an effect
+with its intervals, as `scoreprobe.stats.verdict.verdict` reads it.
+
+A `Reading` holds, per threshold, the estimate and its 95% interval (NaN where undefined: a censored arm
+without a bound, a crossing before the first checkpoint), the censored flags, and the paper's threshold. Where
+the paper's threshold is censored but a bound is known (e.g. τ_rule(G = 3) > budget, divided by the upper CI end
+of G = 2), the bound enters as a censored interval [bound, inf] (or [0 / −inf, bound])."""
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from analyses.scaling import curves as C
+
+RESULTS = Path("analyses/results")
+
+
+@dataclass
+class Reading:
+    thresholds: list
+    estimate: list
+    lower: list
+    upper: list
+    censored: list
+    paper_threshold: float
+    notes: list = field(default_factory=list)   # sentences the page prints under the claim
+
+    def at_paper(self):
+        j = int(np.argmin(np.abs(np.asarray(self.thresholds) - self.paper_threshold)))
+        return self.estimate[j], self.lower[j], self.upper[j], self.censored[j]
+
+
+def load(name, results=RESULTS):
+    """The JSON report `name` (e.g. "scaling_cpu") of analyses/results; None when it is not there."""
+    path = Path(results) / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def from_curve(curve, paper_threshold=None):
+    """A Reading of a scaling-style curve (rows with threshold and a value/CI pair: pooled, ratio, factor, b)."""
+    curve = [_nan(r) for r in curve]
+    t = [float(r["threshold"]) for r in curve]
+    vals = [C.value_of(r) for r in curve]
+    cens = [bool(r.get("censored") or r.get("lower_bound")) for r in curve]
+    paper = C.paper_threshold_of(curve) if paper_threshold is None else paper_threshold
+    return Reading(t, [v[0] for v in vals], [v[1] for v in vals], [v[2] for v in vals], cens, paper)
+
+
+def _nan(row):
+    """A curve row from JSON with null (how the reports store NaN) read back as NaN in its values and intervals."""
+    out = dict(row)
+    for v, c in C.VALUE_KEYS:
+        if v in out:
+            out[v] = math.nan if out[v] is None else out[v]
+            out[c] = [math.nan if x is None else x for x in out.get(c) or [None, None]]
+    return out
+
+
+def with_bound(reading, lower=-math.inf, upper=math.inf):
+    """`reading` with its paper threshold's interval replaced by the censored bound [lower, upper]."""
+    j = reading.thresholds.index(min(reading.thresholds, key=lambda t: abs(t - reading.paper_threshold)))
+    reading.estimate[j], reading.lower[j], reading.upper[j], reading.censored[j] = math.nan, lower, upper, True
+    return reading
+
+
+def once(value, lo, hi, paper_threshold=0.1):
+    """A reading that is not read over thresholds (one number with its interval), placed at `paper_threshold`."""
+    return Reading([paper_threshold], [value], [lo], [hi], [False], paper_threshold)
+
+
+def readable_range(reading, digits=2):
+    """'a–b (95% CI ends from c to d) at k thresholds' over the readable thresholds (finite estimate and CI)."""
+    rows = [(e, lo, hi) for e, lo, hi, c in zip(reading.estimate, reading.lower, reading.upper, reading.censored)
+            if not c and all(math.isfinite(x) for x in (e, lo, hi))]
+    if not rows:
+        return "no threshold readable"
+    f = lambda x: f"{x:.{digits}f}"   # noqa: E731
+    return (f"{f(min(r[0] for r in rows))}–{f(max(r[0] for r in rows))} (95% CI ends {f(min(r[1] for r in rows))}"
+            f" to {f(max(r[2] for r in rows))}) at {len(rows)} of {len(reading.thresholds)} thresholds")

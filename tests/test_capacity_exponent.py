@@ -1,0 +1,70 @@
+"""analyses/capacity_exponent (issue 54 item 6): the 0.51M DiT and the 1.27M DiT at N = 120 are the scaling runs
+themselves (reused, never trained twice), b per size is the censored regression of every run's ln τ_mem on ln N
+(checked on planted runs, a censored run kept), and the tables regenerate from the exports alone."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from tests.test_analyses import _analysis
+
+
+def test_the_scaling_runs_are_reused_and_the_new_sizes_are_planned_in_order():
+    plan = _analysis("capacity_exponent.grid").plan("cpu")
+    scaling = {r.name: r for r in _analysis("scaling.grid").plan("cpu")}
+    reused = [r for r in plan if r.name in scaling]
+    assert len(plan) == 36 and len({r.name for r in plan}) == 36
+    assert {(r.meta["size"], r.meta["N"]) for r in reused} == \
+        {("80x4", N) for N in (30, 60, 120, 240)} | {("128x4", 120)}
+    assert all(r.cfg == scaling[r.name].cfg for r in reused)
+    new = [r for r in plan if r.name not in scaling]
+    assert [(r.meta["size"], r.meta["N"]) for r in new[:6]] == [("128x4", 30)] * 3 + [("128x4", 60)] * 3
+    assert all(r.cfg.hidden_size == int(r.meta["size"].split("x")[0]) and r.cfg.data_seed == 0 for r in plan)
+    folder = _analysis("capacity_exponent.grid").export_folder
+    assert folder(_path(), "cpu", reused[0]).name == "scaling_cpu" and folder(_path(), "cpu", new[0]).name == \
+        "capacity_exponent_cpu"
+
+
+def _path():
+    from pathlib import Path
+    return Path("results")
+
+
+def _rows(taus, steps):
+    """Rows and curves of planted τ_mem (the same at every memorization threshold); inf: not reached."""
+    rows, curves = [], {}
+    for i, ((N, tau), last) in enumerate(zip(taus, steps)):
+        name = f"r{i}"
+        rows.append({"run": name, "steps": last, "meta": {"N": N}})
+        curves[name] = {"tau_mem": np.full(6, tau), "resolved_from": np.array([1.0])}
+    return rows, curves
+
+
+def test_b_is_the_censored_regression_and_keeps_a_censored_run():
+    T = _analysis("capacity_exponent.tables")
+    from scoreprobe.stats.censored import censored_fit
+    Ns = [30, 30, 60, 60, 120, 120, 240, 240]
+    taus = [20 * N ** 1.3 * f for N, f in zip(Ns, [1.05, 0.95] * 4)]
+    taus[-1] = math.inf                                                  # one N = 240 run never memorizes
+    rows, curves = _rows(list(zip(Ns, taus)), [125 * N for N in Ns])
+    curve = T.b_curve(rows, curves)
+    y = np.log([t if math.isfinite(t) else 125 * 240 for t in taus])
+    ref = censored_fit(np.log(Ns), y, np.array([False] * 7 + [True]))
+    assert curve[3]["b"] == pytest.approx(ref["slope"]) and curve[3]["n_censored"] == 1
+    assert curve[3]["b_ci"] == pytest.approx([ref["lower"], ref["upper"]]) and not curve[3]["censored"]
+    assert curve[3]["b_ci"][0] < 1.3 < curve[3]["b_ci"][1]
+    one_n = T.b_curve(rows[:2], curves)                                  # one N: no slope, said so
+    assert math.isnan(one_n[0]["b"]) and "undefined" in T.b_cell(one_n[0])
+
+
+def test_smoke_then_from_results(tmp_path):
+    run = _analysis("capacity_exponent.run")
+    run.main(["--smoke", "--out", str(tmp_path)])
+    md, js = (tmp_path / "capacity_exponent_smoke.md").read_text(), (tmp_path / "capacity_exponent_smoke.json").read_text()
+    plan = _analysis("capacity_exponent.grid").plan("smoke")
+    assert f"{len(plan)} of {len(plan)} planned runs done" in md and "## Does b fall toward 1" in md
+    assert set(json.loads(js)["sizes"]) == {"32x4", "16x1"}
+    run.main(["--smoke", "--out", str(tmp_path), "--from-results"])
+    assert (tmp_path / "capacity_exponent_smoke.md").read_text() == md
+    assert (tmp_path / "capacity_exponent_smoke.json").read_text() == js
