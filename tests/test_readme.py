@@ -120,8 +120,12 @@ def test_the_tour_runs_as_written(tmp_path, monkeypatch):
         warnings.simplefilter("ignore")
         env = {}
         exec(compile(tour, "README.md (tour)", "exec"), env)   # noqa: S102 -- our own README
-    assert (tmp_path / "basins.gif").is_file() and env["clk"].sizes["step"] == 4
-    assert float(env["rule"].is_valid(env["sp"].to_bits(env["x"])).mean()) > 0.99
+    assert (tmp_path / "basins.gif").is_file() and env["clk"].sizes["step"] == 7
+    assert float(env["rule"].is_valid(env["sp"].to_bits(env["x"])).mean()) == 1.0
+    # what the tour prints is what its comment says: the window open, τ_rule and τ_mem as written
+    a = env["clk"].attrs
+    printed = re.search(r"# open (\d+) (\d+)", tour).groups()
+    assert a["window_status"] == "open" and (round(a["tau_rule"]), round(a["tau_mem"])) == tuple(map(int, printed))
     assert os.path.getsize(tmp_path / "basins.gif") > 0
 
 
