@@ -140,9 +140,29 @@ def _mem_curve(groups, curves, out):
     c = out["curve_b"] = C.fit_curve(list(groups.values()), list(groups), curves, "tau_mem", "power")
     verdict = C.robust(c, 1.14, {"above": "steeper than the paper's 1.14", "includes": "consistent with 1.14",
                                  "below": "shallower than 1.14"})
+    kept = out["curve_b_censored"] = _censored_b(groups, curves)
     return ["", "τ_mem = a·N^b over memorization thresholds (every seed's ln τ_mem, t interval on b; an N with a "
-            "censored seed left out):", ""] + fmt_curve_table("memorization threshold", [("b", c)], 0.1) + \
-        ["", f"- b over thresholds: {C.range_text(c)}; {verdict}"]
+            "censored seed left out), and with every run kept, a run that does not reach the threshold censored at "
+            "its budget (`censored_fit`, the method of analyses/capacity_exponent):", ""] + \
+        fmt_curve_table("memorization threshold", [("b (censored N left out)", c), ("b (every run kept)", kept)], 0.1) + \
+        ["", f"- b over thresholds, censored N left out: {C.range_text(c)}; {verdict}",
+         f"- b over thresholds, every run kept: {C.range_text(kept)}; " + C.robust(kept, 1.14, {
+             "above": "steeper than the paper's 1.14", "includes": "consistent with 1.14", "below": "shallower than 1.14"})]
+
+
+def _censored_b(groups, curves):
+    """b at each memorization threshold by `censored_fit` over every run of `groups` ({N: rows})."""
+    from scoreprobe.stats.censored import censored_fit
+    rows = [r for rs in groups.values() for r in rs]
+    x = np.log([float(N) for N, rs in groups.items() for _ in rs])
+    out = []
+    for j, t in enumerate(C.thresholds_of("tau_mem")):
+        tau = np.array([curves[r["run"]]["tau_mem"][j] for r in rows], dtype=np.float64)
+        cens = ~np.isfinite(tau)
+        f = censored_fit(x, np.log(np.where(cens, [float(r["steps"]) for r in rows], tau)), cens)
+        out.append({"threshold": float(t), "b": f["slope"], "b_ci": [f["lower"], f["upper"]], "n_points": f["n"],
+                    "n_censored": f["n_censored"]})
+    return C.mark_under_resolved(out, rows, curves, "tau_mem")
 
 
 def _fit_lines(fit, G):
