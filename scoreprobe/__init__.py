@@ -42,7 +42,7 @@ _API = {
     "scoreprobe.probes.field": "score_field",
     "scoreprobe.probes.basins": "basins",
     "scoreprobe.probes.retention": "retention",
-    "scoreprobe.probes.decompose": "decompose",
+    "scoreprobe.probes.decompose": "best_oracle decompose decompose_summary",
     "scoreprobe.probes.crossover": "crossover",
     "scoreprobe.probes.disjoint": "disjoint_agreement",
     "scoreprobe.viz": "animate_basins plot_basins plot_dsm plot_dsm_gap plot_field plot_field_panels "
@@ -54,6 +54,7 @@ _API = {
     "scoreprobe.reports": "report",
     "scoreprobe.reports.compare_page": "compare_report",
     "scoreprobe.inside": "patch patch_ode run_with_cache",
+    "scoreprobe.inside.intervene": "ablate hooks run_with_hooks",
     "scoreprobe.probes.circuits": "circuits",
     "scoreprobe.stats.verdict": "verdict",
     "scoreprobe.viz.circuits": "plot_circuits",

@@ -81,7 +81,7 @@ def run_with_cache(D, x, sigma=None, names=None):
             return a
         return fn
 
-    with torch.no_grad(), installed(net, {n: keep(n) for n in chosen}):
+    with torch.no_grad(), installed(net, {n: keep(n) for n in chosen}, compose=True):   # inside sp.hooks too
         out = forward(D, net, kind, x, sigma)
     ds = to_dataset(kept, points, len(x))
     if getattr(net, "register", None) is not None:
@@ -108,7 +108,7 @@ def check_cache_size(D, net, kind, x, sigma, chosen):
             return a
         return fn
     s1 = sigma if sigma is None or torch.as_tensor(sigma).numel() == 1 else torch.as_tensor(sigma).reshape(-1)[:1]
-    with torch.no_grad(), installed(net, {c: size(c) for c in chosen}):
+    with torch.no_grad(), installed(net, {c: size(c) for c in chosen}, compose=True):
         forward(D, net, kind, x[:1], s1)
     total = sum(one.values()) * n
     if total > MAX_CACHE_BYTES:

@@ -96,20 +96,27 @@ def select(points, names=None):
 
 
 @contextlib.contextmanager
-def installed(net, fns):
+def installed(net, fns, compose=False):
     """Install {hook name: fn(tensor) -> tensor} on `net` for the duration of the block; every hook is
-    cleared on exit (also on error). ConfigError for an unknown name or a hook already in use."""
+    restored on exit (also on error). ConfigError for an unknown name, or for a hook already in use unless
+    `compose`: then fn runs after the function already there (which sees the activation first), so a cache
+    installed inside an intervention reads the intervened activation."""
     points = hook_points(net)
     unknown = sorted(set(fns) - set(points))
     if unknown:
         raise ConfigError(f"unknown hook point(s) {unknown[:3]}; see docs/inside.md for the names")
     busy = [n for n in fns if points[n].fn is not None]
-    if busy:
+    if busy and not compose:
         raise ConfigError(f"hook point {busy[0]!r} already has a function installed")
+    before = {name: points[name].fn for name in fns}
     try:
         for name, fn in fns.items():
-            points[name].fn = fn
+            points[name].fn = fn if before[name] is None else _chain(before[name], fn)
         yield points
     finally:
         for name in fns:
-            points[name].fn = None
+            points[name].fn = before[name]
+
+
+def _chain(first, then):
+    return lambda a: then(first(a))
