@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_page_and_the_readme_table_regenerate_from_the_shipped_results(monkeypatch):
     monkeypatch.chdir(ROOT)
-    page = _analysis("findings.page")
+    page = _analysis("findings.run")
     text, block = page.render(ROOT / "analyses/results")
     assert text == (ROOT / "docs/findings.md").read_text()
     assert block in (ROOT / "README.md").read_text()
@@ -40,7 +40,7 @@ def _reading(est, lo, hi, censored=None):
     ([5, 5, 5, 10], [4, 4, 4, 9], [6, 6, 6, 11], None, "threshold-dependent"),
 ])
 def test_planted_readings_give_each_word_read_at_the_paper_threshold_first(est, lo, hi, censored, word):
-    page = _analysis("findings.page")
+    page = _analysis("findings.run")
     r, v = page.judged(_claim(lambda results: _reading(est, lo, hi, censored)), None)
     assert v.word == word and v.paper.threshold == 0.9
     lines = page.table([(_claim(None), r, v)])
@@ -48,7 +48,7 @@ def test_planted_readings_give_each_word_read_at_the_paper_threshold_first(est, 
 
 
 def test_a_study_not_shipped_is_said(tmp_path):
-    page = _analysis("findings.page")
+    page = _analysis("findings.run")
     text, block = page.render(tmp_path)          # an empty results folder
     assert text.count("not shipped") >= 11 and "**" not in block.split("\n", 3)[3]
     assert "Not shipped: analyses/capacity_exponent has no results here." in text

@@ -1,4 +1,4 @@
-"""`python analyses/findings [--from-results]` or `python -m analyses.findings`: writes docs/findings.md (page.py)."""
+"""`python analyses/findings [--from-results]` or `python -m analyses.findings`: writes docs/findings.md (run.py)."""
 import pathlib, sys  # noqa: E401
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))   # the repository root: analyses is a package
-__import__("analyses.findings.page", fromlist=["main"]).main()
+__import__("analyses.findings.run", fromlist=["main"]).main()
