@@ -55,6 +55,7 @@ _API = {
     "scoreprobe.reports.compare_page": "compare_report",
     "scoreprobe.inside": "patch patch_ode run_with_cache",
     "scoreprobe.inside.intervene": "ablate hooks run_with_hooks",
+    "scoreprobe.inside.attribution": "direct_attribution",
     "scoreprobe.probes.circuits": "circuits",
     "scoreprobe.stats.verdict": "verdict",
     "scoreprobe.viz.circuits": "plot_circuits",

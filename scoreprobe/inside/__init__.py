@@ -5,6 +5,7 @@
     sites.py    patching sites: parse 'blocks.1.attn.hook_z[head=2]', the default grid
     patch.py    activation patching and attribution patching (AtP) at one σ
     ode.py      patching along the PF-ODE: the basin-flip fraction
+    attribution.py  direct attribution: each component's additive share of D(x, σ) on a direction
     intervene.py  hooks as an API (hooks, run_with_hooks, backward hooks) and ablations (zero, mean, resample)
 
 Definitions and the hook names: docs/inside.md.

@@ -1,0 +1,114 @@
+"""Direct attribution: each component's additive share of a DiT denoiser's output D(x, σ), projected on a
+direction (the analogue of logit attribution).
+
+The residual stream entering the final layer is a sum: r = e + Σ_i (a_i + m_i), with e the patch and
+position embedding (`blocks.0.hook_resid_pre`) and a_i, m_i block i's gated attention and MLP outputs
+(`hook_attn_out`, `hook_mlp_out`). The final layer is y = W·[LN(r)·(1 + scale) + shift] + b, and the
+EDM preconditioning D = c_skip·x + c_out·F with F the first C channels of unpatchify(y). With the
+LayerNorm's scale s = √(var(r) + ε) **frozen at its value on this input** (as TransformerLens's
+`apply_ln_to_stack`), LN(r) = Σ_c (c − mean(c))/s is linear in the components, so
+
+    D = c_skip·x  +  c_out·U(W·shift + b)  +  Σ_c c_out·U(W·[(c − mean(c))/s · (1 + scale)])
+
+exactly, U the unpatchify. The shares sum to ⟨D(x, σ), w⟩ to float rounding (tests/test_inside_attribution.py).
+Per head: a_i splits over heads through the output projection, gate_msa · (z_h W_O,h) (+ the projection's
+bias as its own component). DiTs with a broadcasting global token (`--global-token`) add a term the
+decomposition does not follow: refused. Only EDM-parameterized denoisers (scoreprobe's own) are taken.
+"""
+import numpy as np
+import torch
+import xarray as xr
+
+from scoreprobe.errors import ConfigError
+from scoreprobe.inside.cache import check_input
+from scoreprobe.inside.hooks import installed, network_of
+from scoreprobe.models.edm import EDMDenoiser
+
+
+def _components(net, kept):
+    """[(label, layer, (B, T, D) tensor)] of the stream entering the final layer, per head where split."""
+    out = [("embed", -1, kept["blocks.0.hook_resid_pre"])]
+    for i, blk in enumerate(net.blocks):
+        z = kept[f"blocks.{i}.attn.hook_z"]                                   # (B, h, T, hd)
+        gate = kept[f"blocks.{i}.hook_gate_msa"][:, None, :]                 # (B, 1, D)
+        W = blk.attn.proj.weight.double()                                    # (D, h·hd)
+        H, hd = z.shape[1], z.shape[3]
+        for h in range(H):
+            part = z[:, h].double() @ W[:, h * hd:(h + 1) * hd].T             # (B, T, D)
+            out.append((f"blocks.{i}.attn.hook_result[head={h}]", i, gate * part))
+        out.append((f"blocks.{i}.attn.proj_bias", i, gate * blk.attn.proj.bias.double()[None, None, :]
+                    .expand_as(kept[f"blocks.{i}.hook_attn_out"])))
+        out.append((f"blocks.{i}.hook_mlp_out", i, kept[f"blocks.{i}.hook_mlp_out"]))
+    return out
+
+
+@torch.no_grad()
+def direct_attribution(D, x, sigma, direction):
+    """Each component's share of ⟨D(x, σ), direction⟩ for a DiT denoiser.
+
+    x : (B, D) noisy signed images; sigma : scalar or (B,); direction : (B, D) or (D,).
+    Returns xarray.Dataset: `share` (component, sample) — summing with `skip` (c_skip·⟨x, w⟩) and `bias`
+    (the final layer's shift and bias) to `total` = ⟨D(x, σ), w⟩ (sample); coords component, layer (-1:
+    outside the blocks); attrs: the frozen-LayerNorm statement."""
+    net, kind = network_of(D)
+    if kind != "dit" or not isinstance(D, EDMDenoiser) or getattr(D, "label", None) is not None:
+        raise ConfigError("direct_attribution takes an EDM denoiser wrapping a scoreprobe DiT (series.denoiser(step))")
+    if any(b.broadcast is not None for b in net.blocks):
+        raise ConfigError("direct_attribution: a DiT with a broadcasting global token adds a term it does not follow")
+    x = check_input(D, kind, x).double()
+    w = torch.as_tensor(np.asarray(direction), dtype=torch.float64, device=x.device)
+    w = w.expand(len(x), -1) if w.ndim == 1 else w
+    if w.shape != x.shape or not torch.isfinite(w).all():
+        raise ConfigError(f"direction must be finite, of shape {tuple(x.shape)} or ({x.shape[1]},)")
+    kept, total = _run(D, net, x.float(), sigma)
+    s = torch.as_tensor(sigma, dtype=torch.float64, device=x.device).reshape(-1).expand(len(x))[:, None]
+    c_skip = D.sigma_data ** 2 / (s ** 2 + D.sigma_data ** 2)
+    c_out = s * D.sigma_data / (s ** 2 + D.sigma_data ** 2).sqrt()
+    comps = _components(net, kept)
+    T = net.grid[0] * net.grid[1]
+    r = sum(c for _, _, c in comps).double()[:, :T]                          # (B, T, D)
+    scale_ln = (r.var(-1, unbiased=False, keepdim=True) + net.final_layer.norm_final.eps).sqrt()
+    one_plus = 1 + kept["final.hook_scale"].double()[:, None, :]             # (B, 1, D)
+    lin = net.final_layer.linear
+    project = lambda y: (c_out * _first_channels(net, D, y)).mul(w).sum(1)   # noqa: E731  (B, T, p·p·C) -> (B,)
+    shares = []
+    for _, _, c in comps:
+        c = c.double()[:, :T]
+        shares.append(project(((c - c.mean(-1, keepdim=True)) / scale_ln * one_plus) @ lin.weight.double().T))
+    bias = project(kept["final.hook_shift"].double()[:, None, :].expand(-1, T, -1) @ lin.weight.double().T
+                   + lin.bias.double())
+    skip = (c_skip * x * w).sum(1)
+    return _dataset(comps, shares, skip, bias, (total.double() * w).sum(1))
+
+
+def _first_channels(net, D, y):
+    """(B, T, p·p·C_out) -> the first C channels of its unpatchify, flattened (B, D)."""
+    return net.unpatchify(y)[:, :D.image_shape[0]].reshape(len(y), -1)
+
+
+def _run(D, net, x, sigma):
+    names = ["blocks.0.hook_resid_pre", "final.hook_shift", "final.hook_scale"] + [
+        f"blocks.{i}.{h}" for i in range(len(net.blocks))
+        for h in ("attn.hook_z", "hook_gate_msa", "hook_attn_out", "hook_mlp_out")]
+    kept = {}
+
+    def keep(name):
+        def fn(a):
+            kept[name] = a.detach()
+            return a
+        return fn
+    with torch.no_grad(), installed(net, {n: keep(n) for n in names}, compose=True):
+        out = D(x, sigma)
+    return kept, out
+
+
+def _dataset(comps, shares, skip, bias, total):
+    arr = torch.stack(shares).cpu().numpy()                                  # (C, B)
+    coords = {"component": [c[0] for c in comps], "layer": ("component", [c[1] for c in comps]),
+              "sample": np.arange(arr.shape[1])}
+    return xr.Dataset({
+        "share": (("component", "sample"), arr, {"long_name": "component's share of ⟨D(x, σ), w⟩"}),
+        "skip": ("sample", skip.cpu().numpy(), {"long_name": "c_skip·⟨x, w⟩"}),
+        "bias": ("sample", bias.cpu().numpy(), {"long_name": "final layer shift and bias"}),
+        "total": ("sample", total.cpu().numpy(), {"long_name": "⟨D(x, σ), w⟩"}),
+    }, coords=coords, attrs={"layernorm": "final LayerNorm scale frozen at its value on each input"})
