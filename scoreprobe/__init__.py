@@ -56,6 +56,7 @@ _API = {
     "scoreprobe.inside": "patch patch_ode run_with_cache",
     "scoreprobe.inside.intervene": "ablate hooks run_with_hooks",
     "scoreprobe.inside.attribution": "direct_attribution",
+    "scoreprobe.inside.paths": "path_patch",
     "scoreprobe.probes.circuits": "circuits",
     "scoreprobe.stats.verdict": "verdict",
     "scoreprobe.viz.circuits": "plot_circuits",

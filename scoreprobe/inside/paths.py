@@ -1,0 +1,149 @@
+"""Path patching (Wang et al. 2023; Goldowsky-Dill et al. 2023): how much of a sender's effect reaches the
+output *through one receiver*.
+
+For a clean / corrupt pair at one σ (the inputs and metric of `sp.patch`):
+
+1. run the corrupt input with the sender's activation taken from the clean run and every other head and MLP
+   output (`hook_z` of each head, `hook_mlp_out` of each block) frozen at its corrupt value, and record the
+   receiver's input: for a head receiver its queries, keys and values (`hook_q`/`hook_k`/`hook_v`, the head's
+   slice; `which=` picks some), for an MLP receiver its first layer's output (`mlp.hook_pre`), for "final"
+   the network's output (`final.hook_out`, i.e. the sender's direct path);
+2. run the corrupt input again with only the receiver's input replaced by the recorded one, everything after
+   it recomputed, and read the metric.
+
+effect = (m(2) − m_corrupt) / (m(clean*) − m_corrupt), as `sp.patch`'s effect: 0 = nothing passes along the
+path, 1 = the whole clean-vs-corrupt difference. Senders: 'blocks.i.attn.hook_z[head=h]' or
+'blocks.i.hook_mlp_out'; receivers: 'blocks.j.attn[head=h]', 'blocks.j.mlp' or 'final', with i < j.
+"""
+import re
+
+import numpy as np
+import torch
+import xarray as xr
+
+from scoreprobe.errors import ConfigError
+from scoreprobe.inside.hooks import installed, network_of
+from scoreprobe.inside.patch import FINAL, _direction, capture, metric, pair_inputs, patched_output
+from scoreprobe.inside.sites import resolve_sites
+
+_SENDER = re.compile(r"^blocks\.(\d+)\.(attn\.hook_z\[head=(\d+)\]|hook_mlp_out)$")
+_RECEIVER = re.compile(r"^(?:blocks\.(\d+)\.(attn\[head=(\d+)\]|mlp)|final)$")
+
+
+def _sender(label, n_heads):
+    m = _SENDER.match(label)
+    if not m or (m.group(3) is not None and int(m.group(3)) >= n_heads):
+        raise ConfigError(f"unknown sender {label!r}: 'blocks.i.attn.hook_z[head=h]' or 'blocks.i.hook_mlp_out'")
+    return int(m.group(1)), label
+
+
+def _receiver(label, n_heads, which):
+    """(layer, {hook name: head index or None}) of a receiver."""
+    m = _RECEIVER.match(label)
+    if not m or (m.group(3) is not None and int(m.group(3)) >= n_heads):
+        raise ConfigError(f"unknown receiver {label!r}: 'blocks.j.attn[head=h]', 'blocks.j.mlp' or 'final'")
+    if label == "final":
+        return 10 ** 9, {FINAL: None}
+    j = int(m.group(1))
+    if m.group(2) == "mlp":
+        return j, {f"blocks.{j}.mlp.hook_pre": None}
+    return j, {f"blocks.{j}.attn.hook_{w}": int(m.group(3)) for w in which}
+
+
+def _frozen_fns(net, acts_r, sender_layer, sender, clean_acts, head_dim_ok=True):
+    """Hook functions: every head's z and every MLP output at its corrupt value, except the sender's (clean)."""
+    fns = {}
+    for i in range(len(net.blocks)):
+        z, mlp = f"blocks.{i}.attn.hook_z", f"blocks.{i}.hook_mlp_out"
+        fns[z] = _setter(acts_r[z])
+        fns[mlp] = _setter(acts_r[mlp])
+    m = _SENDER.match(sender)
+    if m.group(3) is not None:
+        h = int(m.group(3))
+        z = f"blocks.{sender_layer}.attn.hook_z"
+        fns[z] = _setter(acts_r[z], clean_acts[z], h)
+    else:
+        fns[f"blocks.{sender_layer}.hook_mlp_out"] = _setter(clean_acts[f"blocks.{sender_layer}.hook_mlp_out"])
+    return fns
+
+
+def _setter(value, other=None, head=None):
+    """fn(a) -> value (with `other`'s head slice where given)."""
+    def fn(a):
+        out = value.clone()
+        if other is not None:
+            out[:, head] = other[:, head]
+        return out.to(a.dtype)
+    return fn
+
+
+def _recorder(store, name):
+    def fn(a):
+        store[name] = a.detach().clone()
+        return a
+    return fn
+
+
+def path_patch(D, clean, corrupt, sigma, senders, receivers, which="qkv", seed=0, direction=None):
+    """Path patching of a DiT denoiser at one noise level (see the module docstring).
+
+    clean, corrupt : (B, D) images (0/1 bits or ±1); sigma : scalar or (B,); senders, receivers : labels (or
+    lists of labels); which : for head receivers, any of "q", "k", "v"; direction : (B, D) metric direction
+    (default y_c − y_r). Returns xarray.Dataset, dims (sender, receiver, sample): `effect`, and `effect_pooled`
+    (sender, receiver) Σ(m − m_r)/Σ(m_c* − m_r); NaN where the sender is not before the receiver."""
+    net, kind = network_of(D)
+    if kind != "dit":
+        raise ConfigError("path_patch takes a denoiser wrapping a DiT")
+    if not which or set(which) - set("qkv"):
+        raise ConfigError(f"which must be letters of 'qkv', got {which!r}")
+    senders = [senders] if isinstance(senders, str) else list(senders)
+    receivers = [receivers] if isinstance(receivers, str) else list(receivers)
+    H = net.blocks[0].attn.num_heads
+    snd = [_sender(s, H) for s in senders]
+    rcv = [_receiver(r, H, sorted(set(which))) for r in receivers]
+    xc, xr, s, delta = pair_inputs(D, clean, corrupt, sigma, seed)
+    delta = delta if direction is None else _direction(direction, delta)
+    needed = sorted({f"blocks.{i}.{h}" for i in range(len(net.blocks)) for h in ("attn.hook_z", "hook_mlp_out")}
+                    | {FINAL})
+    with torch.no_grad():
+        out_c, acts_c = capture(D, net, xc, s, needed)
+        out_r, acts_r = capture(D, net, xr, s, needed)
+        m_r = metric(out_r, delta)
+        m_c = metric(patched_output(D, net, xr, s, resolve_sites(net, FINAL)[0], acts_c), delta)
+        den = m_c - m_r
+        eff = np.full((len(snd), len(rcv), len(xc)), np.nan)
+        for a, (li, label) in enumerate(snd):
+            for b, (lj, hooks_) in enumerate(rcv):
+                if li < lj:
+                    eff[a, b] = ((_one_path(D, net, xr, s, (li, label), hooks_, acts_r, acts_c, delta) - m_r)
+                                 / den).cpu().numpy()
+    return _dataset(senders, receivers, eff, den.cpu().numpy())
+
+
+def _one_path(D, net, xr, s, sender, hooks_, acts_r, acts_c, delta):
+    """The metric after the receiver's input is replaced by its value with only the sender clean (step 1)."""
+    recorded = {}
+    freeze = _frozen_fns(net, acts_r, sender[0], sender[1], acts_c)
+    with installed(net, freeze), installed(net, {h: _recorder(recorded, h) for h in hooks_}, compose=True):
+        D(xr, s)
+    fns = {}
+    for h, head in hooks_.items():
+        fns[h] = (lambda new: lambda a: new.to(a.dtype))(recorded[h]) if head is None else _head_setter(recorded[h], head)
+    with installed(net, fns):
+        return metric(D(xr, s), delta)
+
+
+def _head_setter(value, head):
+    def fn(a):
+        a = a.clone()
+        a[:, head] = value[:, head]
+        return a
+    return fn
+
+
+def _dataset(senders, receivers, eff, den):
+    pooled = np.where(np.isfinite(eff).all(2), np.nansum(eff * den, 2) / den.sum(), np.nan)
+    return xr.Dataset({
+        "effect": (("sender", "receiver", "sample"), eff, {"units": "1", "long_name": "path patching effect"}),
+        "effect_pooled": (("sender", "receiver"), pooled, {"units": "1", "long_name": "Σ(m − m_r)/Σ(m_c − m_r)"}),
+    }, coords={"sender": senders, "receiver": receivers, "sample": np.arange(eff.shape[2])})
