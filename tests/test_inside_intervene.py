@@ -130,3 +130,18 @@ def test_gpt_ablation_reads_the_log_likelihood_and_bad_input_is_refused(shipped)
         sp.run_with_hooks(D, _x(), 0.7, fwd_hooks=["final.hook_out"])
     with pytest.raises(ConfigError, match="no hook point matches"):
         sp.run_with_hooks(D, _x(), 0.7, fwd_hooks=[("blocks.9.hook_z", lambda a, n: a)])
+
+
+def test_a_transformerlens_style_dict_cache_in_a_lower_dtype(shipped):
+    D, _ = shipped
+    x = _x()
+    out, ds = sp.run_with_cache(D, x, 0.7, names="blocks.*.attn.hook_z")
+    out2, d = sp.run_with_cache(D, x, 0.7, names="blocks.*.attn.hook_z", return_type="dict", dtype=torch.float16)
+    assert torch.equal(out, out2) and sorted(d) == [f"blocks.{i}.attn.hook_z" for i in range(4)]
+    z = d["blocks.1.attn.hook_z"]
+    assert z.dtype == torch.float16 and tuple(z.shape) == (4, 4, 9, 20)
+    np.testing.assert_allclose(z.float().numpy(), ds.attn_z.sel(layer=1).values, rtol=1e-3, atol=1e-3)
+    with pytest.raises(ConfigError, match="return_type"):
+        sp.run_with_cache(D, x, 0.7, return_type="list")
+    with pytest.raises(ConfigError, match="dtype"):
+        sp.run_with_cache(D, x, 0.7, dtype=torch.bfloat16)

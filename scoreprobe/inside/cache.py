@@ -51,7 +51,7 @@ def check_input(D, kind, x):
     return x.to(device) if kind == "gpt" else x.to(device, torch.float32 if not x.is_floating_point() else x.dtype)
 
 
-def run_with_cache(D, x, sigma=None, names=None):
+def run_with_cache(D, x, sigma=None, names=None, return_type="dataset", dtype=None, device=None):
     """Run D once and keep the activations at the chosen hook points.
 
     Parameters
@@ -60,6 +60,10 @@ def run_with_cache(D, x, sigma=None, names=None):
     x : (B, D) inputs: noisy signed images for a DiT; 0/1 bits for a GPT.
     sigma : scalar or (B,) noise levels (DiT); None for a GPT.
     names : which hook points (None: all): names, fnmatch patterns or a predicate (inside.hooks.select).
+    return_type : "dataset" (below) or "dict": {hook name: tensor} in the hook's own layout (B, *dims), as
+        TransformerLens keys its cache (`cache["blocks.0.attn.hook_z"]`, (B, head, token, d_head) here), kept
+        in `dtype` (default float32) on `device` (default: where it was computed) — nothing stacked or copied
+        to numpy, so a GPU cache can stay on the GPU and a float16 one takes half the memory.
 
     Returns
     -------
@@ -73,16 +77,26 @@ def run_with_cache(D, x, sigma=None, names=None):
     points = hook_points(net)
     chosen = select(points, names)
     check_cache_size(D, net, kind, x, sigma, chosen)
+    if return_type not in ("dataset", "dict"):
+        raise ConfigError(f"return_type must be 'dataset' or 'dict', got {return_type!r}")
+    as_dict = return_type == "dict"
+    dtype = torch.float32 if dtype is None else dtype
+    if dtype not in (torch.float32, torch.float16, torch.bfloat16, torch.float64) or (
+            not as_dict and dtype == torch.bfloat16):
+        raise ConfigError(f"dtype must be a torch float type (bfloat16 only with return_type='dict'), got {dtype!r}")
     kept = {}
 
     def keep(name):
         def fn(a):
-            kept[name] = a.detach().float().cpu().numpy()
+            b = a.detach().to(dtype=dtype, device=device if device is not None else a.device, copy=True)
+            kept[name] = b if as_dict else b.cpu().numpy()
             return a
         return fn
 
     with torch.no_grad(), installed(net, {n: keep(n) for n in chosen}, compose=True):   # inside sp.hooks too
         out = forward(D, net, kind, x, sigma)
+    if as_dict:
+        return out, kept
     ds = to_dataset(kept, points, len(x))
     if getattr(net, "register", None) is not None:
         ds = ds.assign_coords(register=("token", np.arange(ds.sizes["token"]) == ds.sizes["token"] - 1))
