@@ -23,7 +23,7 @@ from scoreprobe.models.dit import DiT
 from scoreprobe.models.gpt import GPT
 from scoreprobe.models.hookpoint import HookPoint
 
-_RENAME = (("transformer.h.", "blocks."), ("final_layer.", "final."))
+_RENAME = (("transformer.h.", "blocks."), ("final_layer.", "final."), ("transformer.ln_f.", "final.ln_f."))
 _BLOCK = re.compile(r"^blocks\.(\d+)\.(.+)$")
 
 

@@ -20,7 +20,7 @@ import xarray as xr
 from scoreprobe.errors import ConfigError
 from scoreprobe.inside.cache import check_input, forward
 from scoreprobe.inside.hooks import hook_points, installed, network_of, select
-from scoreprobe.inside.sites import resolve_sites
+from scoreprobe.inside.sites import resolve_sites, with_atoms
 
 HOW = ("zero", "mean", "resample")
 
@@ -169,16 +169,7 @@ def _ablated(D, net, kind, x, sigma, site, how, ref_acts, rows):
         point = points[name]
 
         def fn(a):
-            new = _value(how, a, ref_acts.get(name), rows, point.batched)
-            if any(at.dim is None for at in atoms):
-                return new
-            a = a.clone()
-            for at in atoms:
-                axis = point.dims.index(at.dim) + point.batched
-                if at.index >= a.shape[axis]:
-                    raise ConfigError(f"site index {at.dim}={at.index} out of range (size {a.shape[axis]})")
-                a.select(axis, at.index).copy_(new.select(axis, at.index))
-            return a
+            return with_atoms(a, _value(how, a, ref_acts.get(name), rows, point.batched), point, atoms)
         return fn
     with installed(net, {h: fn_for(h, ats) for h, ats in by_hook.items()}, compose=True):
         return forward(D, net, kind, x, sigma)

@@ -22,7 +22,7 @@ import xarray as xr
 from scoreprobe.data.datasets import to_signed
 from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.inside.hooks import hook_points, installed, network_of
-from scoreprobe.inside.sites import resolve_sites
+from scoreprobe.inside.sites import atom_index, resolve_sites, with_atoms
 from scoreprobe.inside.cache import check_cache_size
 from scoreprobe.limits import MAX_SIGMA, check_int
 from scoreprobe.noise import randn_per_sample
@@ -91,17 +91,7 @@ def capture(D, net, x, s, names, grad=False):
 
 def _replace(point, atoms, clean):
     """Hook function: the activation with the atoms' entries taken from `clean` (same shape)."""
-    def fn(a):
-        if any(at.dim is None for at in atoms):
-            return clean.to(a.dtype)
-        a = a.clone()
-        for at in atoms:
-            axis = point.dims.index(at.dim) + point.batched
-            if at.index >= a.shape[axis]:
-                raise ConfigError(f"site index {at.dim}={at.index} out of range (size {a.shape[axis]})")
-            a.select(axis, at.index).copy_(clean.select(axis, at.index))
-        return a
-    return fn
+    return lambda a: with_atoms(a, clean, point, atoms)
 
 
 def patched_output(D, net, x, s, site, clean_acts):
@@ -192,8 +182,7 @@ def _atp(D, net, xr, s, delta, site_list, acts_c):
             if a.grad is None:             # does not depend on x (σ conditioning): equal in both runs
                 continue
             term = a.grad.double() * (acts_c[at.hook].double() - a.detach().double())
-            if at.dim is not None:
-                term = term.select(points[at.hook].dims.index(at.dim) + 1, at.index)
+            term = term[atom_index(points[at.hook], at, term.shape)]
             est[i] += term.reshape(len(xr), -1).sum(1).cpu().numpy()
     return est
 

@@ -4,6 +4,8 @@ A site is a label and one or more atoms patched together; an atom is a hook poin
 index of one of its named axes:
 
     "blocks.1.attn.hook_z[head=2]"         head 2 of block 1 (its per-head output z)
+    "blocks.1.attn.hook_z[head=2,token=4]" that head at token 4 only
+    "blocks.0.mlp.hook_post[d_mlp=17]"     one MLP neuron of block 0 (every token)
     "blocks.0.hook_resid_pre[token=4]"     token 4 of the residual stream entering block 0
     "blocks.2.hook_mlp_out"                the MLP sub-block's output of block 2 (all tokens)
     "blocks.2"                             block 2: its attention and MLP outputs together
@@ -12,7 +14,8 @@ index of one of its named axes:
     "none"                                 nothing (the corrupt run's output: effect 0)
 
 `site_grid(net)` is the default list: per block the block, its two sub-blocks, each head, and the
-residual stream entering it at each token.
+residual stream entering it at each token; the finer granularities "head_token" (each head at each token)
+and "neuron" (each MLP neuron) are there when asked for by name.
 """
 import re
 from dataclasses import dataclass
@@ -20,16 +23,43 @@ from dataclasses import dataclass
 from scoreprobe.errors import ConfigError
 from scoreprobe.inside.hooks import hook_points
 
-_ATOM = re.compile(r"^([A-Za-z0-9_.]+?)(?:\[(\w+)=(\d+)\])?$")
+_ATOM = re.compile(r"^([A-Za-z0-9_.]+?)(?:\[(\w+=\d+(?:,\w+=\d+)*)\])?$")
 GRANULARITIES = ("block", "sub", "head", "token")
+FINER = ("head_token", "neuron")          # only when asked for by name: many sites
 
 
 @dataclass(frozen=True)
 class Atom:
-    """hook: hook name; dim: None (all of it) or an axis name of the hook; index along that axis."""
+    """hook: hook name; sel: ((axis name, index), ...) of the hook's axes, () for all of it."""
     hook: str
-    dim: str = None
-    index: int = None
+    sel: tuple = ()
+
+    @property
+    def whole(self):
+        return not self.sel
+
+
+def atom_index(point, atom, shape):
+    """The indexing tuple of an atom into an activation of `shape` (batch axis first where the point has one);
+    ConfigError for an index out of range."""
+    ix = [slice(None)] * len(shape)
+    for dim, index in atom.sel:
+        axis = point.dims.index(dim) + point.batched
+        if index >= shape[axis]:
+            raise ConfigError(f"site index {dim}={index} out of range (size {shape[axis]})")
+        ix[axis] = index
+    return tuple(ix)
+
+
+def with_atoms(a, new, point, atoms):
+    """`a` with the atoms' entries taken from `new` (same shape): `new` itself when an atom is whole."""
+    if any(at.whole for at in atoms):
+        return new.to(a.dtype)
+    a = a.clone()
+    for at in atoms:
+        ix = atom_index(point, at, a.shape)
+        a[ix] = new[ix].to(a.dtype)
+    return a
 
 
 @dataclass(frozen=True)
@@ -56,13 +86,15 @@ def _atoms(text, points):
     if not m or m.group(1) not in points:
         raise ConfigError(f"unknown patching site {text!r}; sites look like 'blocks.1.attn.hook_z[head=2]', "
                           "'blocks.0.hook_resid_pre[token=3]', 'blocks.2' or '*' (docs/inside.md)")
-    hook, dim, index = m.group(1), m.group(2), m.group(3)
-    if dim is None:
+    hook, sel = m.group(1), m.group(2)
+    if sel is None:
         return [Atom(hook)]
     point = points[hook]
-    if dim not in point.dims:
-        raise ConfigError(f"site {text!r}: {hook} has axes {point.dims}, not {dim!r}")
-    return [Atom(hook, dim, int(index))]
+    pairs = tuple((d, int(i)) for d, i in (kv.split("=") for kv in sel.split(",")))
+    bad = [d for d, _ in pairs if d not in point.dims]
+    if bad or len({d for d, _ in pairs}) < len(pairs):
+        raise ConfigError(f"site {text!r}: {hook} has axes {point.dims}, not {bad[0] if bad else 'one twice'!r}")
+    return [Atom(hook, pairs)]
 
 
 def parse_site(text, points):
@@ -75,10 +107,10 @@ def parse_site(text, points):
 
 
 def site_grid(net, granularity=GRANULARITIES):
-    """The default sites of a DiT or GPT at the given granularities (subset of GRANULARITIES)."""
-    bad = set(granularity) - set(GRANULARITIES)
+    """The sites of a DiT or GPT at the given granularities (of GRANULARITIES + FINER)."""
+    bad = set(granularity) - set(GRANULARITIES + FINER)
     if bad:
-        raise ConfigError(f"unknown granularity {sorted(bad)}; choose from {GRANULARITIES}")
+        raise ConfigError(f"unknown granularity {sorted(bad)}; choose from {GRANULARITIES + FINER}")
     points = hook_points(net)
     layers = sorted({int(n.split(".")[1]) for n in points if n.startswith("blocks.")})
     n_heads = getattr(net, "num_heads", None) or net.config.n_head
@@ -91,12 +123,32 @@ def site_grid(net, granularity=GRANULARITIES):
         if "sub" in granularity:
             out += [Site(f"{b}.hook_{s}_out", (Atom(f"{b}.hook_{s}_out"),), "sub") for s in ("attn", "mlp")]
         if "head" in granularity:
-            out += [Site(f"{b}.attn.hook_z[head={h}]", (Atom(f"{b}.attn.hook_z", "head", h),), "head")
+            out += [Site(f"{b}.attn.hook_z[head={h}]", (Atom(f"{b}.attn.hook_z", (("head", h),)),), "head")
                     for h in range(n_heads)]
         if "token" in granularity:
-            out += [Site(f"{b}.hook_resid_pre[token={t}]", (Atom(f"{b}.hook_resid_pre", "token", t),), "token")
+            out += [Site(f"{b}.hook_resid_pre[token={t}]", (Atom(f"{b}.hook_resid_pre", (("token", t),)),), "token")
                     for t in range(n_tokens)]
+        out += _finer(b, granularity, n_heads, n_tokens, _mlp_width(net, i))
     return out
+
+
+def _finer(b, granularity, n_heads, n_tokens, d_mlp):
+    """The head × token and neuron sites of block `b` asked for."""
+    out = []
+    if "head_token" in granularity:
+        out += [Site(f"{b}.attn.hook_z[head={h},token={t}]", (Atom(f"{b}.attn.hook_z", (("head", h), ("token", t))),),
+                     "head_token") for h in range(n_heads) for t in range(n_tokens)]
+    if "neuron" in granularity:
+        post = f"{b}.mlp.hook_post"
+        out += [Site(f"{post}[d_mlp={k}]", (Atom(post, (("d_mlp", k),)),), "neuron") for k in range(d_mlp)]
+    return out
+
+
+def _mlp_width(net, i):
+    """The hidden width of block i's MLP (DiT: fc2's input; GPT: c_proj's)."""
+    blocks = net.blocks if hasattr(net, "blocks") else net.transformer.h
+    mlp = blocks[i].mlp
+    return (mlp.fc2 if hasattr(mlp, "fc2") else mlp.c_proj).in_features
 
 
 def resolve_sites(net, sites):
@@ -104,7 +156,7 @@ def resolve_sites(net, sites):
     Site, granularities expanded in place."""
     if isinstance(sites, str) and sites == "all":
         return site_grid(net)
-    if isinstance(sites, str) and sites in GRANULARITIES:
+    if isinstance(sites, str) and sites in GRANULARITIES + FINER:
         return site_grid(net, (sites,))
     sites = [sites] if isinstance(sites, (str, Site)) else list(sites)
     if not sites:
@@ -112,7 +164,7 @@ def resolve_sites(net, sites):
     points = hook_points(net)
     out = []
     for s in sites:
-        if isinstance(s, str) and s in GRANULARITIES + ("all",):
+        if isinstance(s, str) and s in GRANULARITIES + FINER + ("all",):
             out += site_grid(net, GRANULARITIES if s == "all" else (s,))
         else:
             out.append(s if isinstance(s, Site) else parse_site(s, points))

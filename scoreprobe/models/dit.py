@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from scoreprobe.models.hookpoint import HookPoint, attend, fast_lookup
+from scoreprobe.models.hookpoint import HookedLayerNorm, HookPoint, attend, fast_lookup, per_head_result
 
 
 def modulate(x, shift, scale):
@@ -124,15 +124,17 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(dim, dim * 3, bias=True)
         self.proj = nn.Linear(dim, dim)
         self.hook_q, self.hook_k, self.hook_v = (HookPoint("head", "token", "d_head") for _ in range(3))
+        self.hook_attn_scores = HookPoint("head", "query", "key")          # before the softmax
         self.hook_pattern = HookPoint("head", "query", "key")
         self.hook_z = HookPoint("head", "token", "d_head")
+        self.hook_result = HookPoint("head", "token", "d_model")           # per head, after W_O
 
     def forward(self, x):
         B, T, D = x.shape
         qkv = self.qkv(x).reshape(B, T, 3, self.num_heads, D // self.num_heads).permute(2, 0, 3, 1, 4)
         q, k, v = self.hook_q(qkv[0]), self.hook_k(qkv[1]), self.hook_v(qkv[2])   # (B, heads, T, hd)
-        out = self.hook_z(attend(q, k, v, self.hook_pattern))            # (B, heads, T, hd)
-        return self.proj(out.transpose(1, 2).reshape(B, T, D))            # (B, T, D)
+        out = self.hook_z(attend(q, k, v, self.hook_pattern, hook_scores=self.hook_attn_scores))   # (B, heads, T, hd)
+        return per_head_result(out, self.proj, self.hook_result)          # (B, T, D)
 
 
 class Mlp(nn.Module):
@@ -183,9 +185,9 @@ class DiTBlock(nn.Module):
 
     def __init__(self, hidden_size, num_heads, mlp_ratio=4.0, mlp_norm_eps=1e-6, mlp="gelu", broadcast=False):
         super().__init__()
-        self.norm1 = nn.LayerNorm(hidden_size, elementwise_affine=False, eps=1e-6)
+        self.norm1 = HookedLayerNorm(hidden_size, elementwise_affine=False, eps=1e-6)
         self.attn = Attention(hidden_size, num_heads)
-        self.norm2 = nn.LayerNorm(hidden_size, elementwise_affine=False, eps=mlp_norm_eps)
+        self.norm2 = HookedLayerNorm(hidden_size, elementwise_affine=False, eps=mlp_norm_eps)
         m = int(hidden_size * mlp_ratio)
         self.mlp = GluMlp(hidden_size, glu_hidden(hidden_size, m)) if mlp == "glu" else Mlp(hidden_size, m)
         self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(hidden_size, 6 * hidden_size, bias=True))
@@ -217,7 +219,7 @@ class FinalLayer(nn.Module):
     def __init__(self, hidden_size, patch_size, out_channels):
         super().__init__()
         ph, pw = patch_hw(patch_size)
-        self.norm_final = nn.LayerNorm(hidden_size, elementwise_affine=False, eps=1e-6)
+        self.norm_final = HookedLayerNorm(hidden_size, elementwise_affine=False, eps=1e-6)
         self.linear = nn.Linear(hidden_size, ph * pw * out_channels, bias=True)
         self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(hidden_size, 2 * hidden_size, bias=True))
         self.hook_shift, self.hook_scale = HookPoint("d_model"), HookPoint("d_model")

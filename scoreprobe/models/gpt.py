@@ -22,7 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from scoreprobe.errors import ConfigError, DataError
-from scoreprobe.models.hookpoint import HookPoint, attend, fast_lookup
+from scoreprobe.models.hookpoint import HookedLayerNorm, HookPoint, attend, fast_lookup, per_head_result
 from scoreprobe.models.order import check_pixel_order, check_token_order, pixel_order
 
 PUZZLE_RULES = ("latin", "sudoku")
@@ -118,8 +118,10 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
         self.hook_q, self.hook_k, self.hook_v = (HookPoint("head", "token", "d_head") for _ in range(3))
+        self.hook_attn_scores = HookPoint("head", "query", "key")          # before the softmax
         self.hook_pattern = HookPoint("head", "query", "key")
         self.hook_z = HookPoint("head", "token", "d_head")
+        self.hook_result = HookPoint("head", "token", "d_model")           # per head, after W_O
 
     def forward(self, x, cache=None):
         """x: (B, T, E). cache: None, or a list holding this layer's past (k, v) (updated in place)."""
@@ -134,8 +136,8 @@ class CausalSelfAttention(nn.Module):
         causal = T > 1 and k.shape[2] == T  # one new token may see every cached one
         if T > 1 and not causal:
             raise ValueError("feed cached sequences one token at a time")
-        y = self.hook_z(attend(q, k, v, self.hook_pattern, causal))        # (B, heads, T, hd)
-        return self.c_proj(y.transpose(1, 2).reshape(B, T, E))              # (B, T, E)
+        y = self.hook_z(attend(q, k, v, self.hook_pattern, causal, self.hook_attn_scores))   # (B, heads, T, hd)
+        return per_head_result(y, self.c_proj, self.hook_result)            # (B, T, E)
 
 
 class MLP(nn.Module):
@@ -154,9 +156,9 @@ class MLP(nn.Module):
 class Block(nn.Module):
     def __init__(self, cfg):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(cfg.n_embd)
+        self.ln_1 = HookedLayerNorm(cfg.n_embd)
         self.attn = CausalSelfAttention(cfg)
-        self.ln_2 = nn.LayerNorm(cfg.n_embd)
+        self.ln_2 = HookedLayerNorm(cfg.n_embd)
         self.mlp = MLP(cfg)
         for name in ("resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post"):
             setattr(self, f"hook_{name}", HookPoint("token", "d_model"))
@@ -184,7 +186,7 @@ class GPT(nn.Module):
             wte=nn.Embedding(cfg.vocab_size + 1, cfg.n_embd),
             wpe=nn.Embedding(cfg.n_tokens, cfg.n_embd),
             h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
-            ln_f=nn.LayerNorm(cfg.n_embd),
+            ln_f=HookedLayerNorm(cfg.n_embd),
         ))
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         self.hook_embed = HookPoint("token", "d_model")

@@ -49,8 +49,8 @@ def fast_lookup(model):
     return model
 
 
-def attention_pattern(q, k, causal=False):
-    """softmax(q kᵀ / √d_head) per head: q (B, h, Tq, hd), k (B, h, Tk, hd) -> (B, h, Tq, Tk).
+def attention_scores(q, k, causal=False):
+    """q kᵀ / √d_head per head, −inf where a causal mask hides a key: (B, h, Tq, hd), (B, h, Tk, hd) -> (B, h, Tq, Tk).
 
     causal: query i sees keys j <= i + (Tk − Tq) (the cached keys come first)."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])          # (B, h, Tq, Tk)
@@ -58,14 +58,59 @@ def attention_pattern(q, k, causal=False):
         Tq, Tk = scores.shape[-2:]
         mask = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril(Tk - Tq)
         scores = scores.masked_fill(~mask, float("-inf"))
-    return scores.softmax(dim=-1)
+    return scores
 
 
-def attend(q, k, v, hook_pattern, causal=False):
-    """Per-head outputs z (B, h, T, hd): the fused kernel, unless `hook_pattern` replaces the pattern
-    (then z = pattern' v). A hook that only reads the pattern leaves the fused result untouched."""
-    if hook_pattern.fn is None:
+def attention_pattern(q, k, causal=False):
+    """softmax(q kᵀ / √d_head) per head: q (B, h, Tq, hd), k (B, h, Tk, hd) -> (B, h, Tq, Tk)."""
+    return attention_scores(q, k, causal).softmax(dim=-1)
+
+
+def attend(q, k, v, hook_pattern, causal=False, hook_scores=None):
+    """Per-head outputs z (B, h, T, hd): the fused kernel, unless a hook replaces the pre-softmax scores
+    (`hook_scores`, "attn_scores") or the pattern (then z = pattern' v). Hooks that only read leave the fused
+    result untouched (bit for bit)."""
+    scores_hooked = hook_scores is not None and hook_scores.fn is not None
+    if hook_pattern.fn is None and not scores_hooked:
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    pattern = attention_pattern(q, k, causal)                           # (B, h, T, Tk)
+    scores = attention_scores(q, k, causal)                             # (B, h, T, Tk)
+    new_scores = hook_scores(scores) if scores_hooked else scores
+    pattern = new_scores.softmax(dim=-1)
     new = hook_pattern(pattern)
-    return F.scaled_dot_product_attention(q, k, v, is_causal=causal) if new is pattern else new @ v
+    if new is pattern and new_scores is scores:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return new @ v
+
+
+def per_head_result(z, proj, hook_result):
+    """The output projection of per-head outputs z (B, h, T, hd): fused, unless `hook_result` is installed:
+    then the heads' results r_h = z_h W_O,hᵀ (B, h, T, D) go through it and are summed with the bias; a hook
+    that only reads leaves the fused result (bit for bit)."""
+    B, H, T, hd = z.shape
+    fused = proj(z.transpose(1, 2).reshape(B, T, H * hd))               # (B, T, D)
+    if hook_result.fn is None:
+        return fused
+    W = proj.weight.view(-1, H, hd)                                     # (D, h, hd)
+    result = torch.einsum("bhtd,ehd->bhte", z, W)                       # (B, h, T, D)
+    new = hook_result(result)
+    return fused if new is result else new.sum(1) + (proj.bias if proj.bias is not None else 0)
+
+
+class HookedLayerNorm(nn.LayerNorm):
+    """nn.LayerNorm with `hook_scale` on √(var + ε) (B, T) (TransformerLens's ln hook_scale): fused while idle or
+    read; a hook that replaces the scale (e.g. freezes it at another input's) divides by the new one."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.hook_scale = HookPoint("token")
+
+    def forward(self, x):
+        if self.hook_scale.fn is None:
+            return super().forward(x)
+        mean = x.mean(-1, keepdim=True)
+        scale = (x.var(-1, unbiased=False, keepdim=True) + self.eps).sqrt()[..., 0]   # (B, T)
+        new = self.hook_scale(scale)
+        if new is scale:
+            return super().forward(x)
+        out = (x - mean) / new[..., None]
+        return out * self.weight + self.bias if self.elementwise_affine else out
