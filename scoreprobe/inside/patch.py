@@ -24,6 +24,7 @@ from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.inside.hooks import hook_points, installed, network_of
 from scoreprobe.inside.sites import atom_index, resolve_sites, with_atoms
 from scoreprobe.inside.cache import check_cache_size
+from scoreprobe.inside.gpt_patch import gpt_patch
 from scoreprobe.limits import MAX_SIGMA, check_int
 from scoreprobe.noise import randn_per_sample
 
@@ -114,7 +115,9 @@ def patch(D, clean, corrupt, sigma, sites="all", seed=0, method="patch", confirm
 
     Parameters
     ----------
-    D : a denoiser wrapping a DiT (series.denoiser(step), load_checkpoint(...)).
+    D : a denoiser wrapping a DiT (series.denoiser(step), load_checkpoint(...)), or a GPT (then clean and
+        corrupt are 0/1 bits, sigma None, and the metric the log-likelihood of the clean tokens:
+        inside/gpt_patch.py).
     clean, corrupt : (B, D) images (0/1 bits or ±1), pair b is (clean[b], corrupt[b]); they must differ.
     sigma : scalar or (B,) noise level; the two inputs share the noise ε of sample b (seeded by `seed`).
     sites : "all" (inside.sites.site_grid), a granularity ("block", "sub", "head", "token"), or labels.
@@ -133,11 +136,11 @@ def patch(D, clean, corrupt, sigma, sites="all", seed=0, method="patch", confirm
     if method not in ("patch", "atp", "both"):
         raise ConfigError(f"method must be 'patch', 'atp' or 'both', got {method!r}")
     net, kind = network_of(D)
-    if kind != "dit":
-        raise ConfigError("patch takes a denoiser wrapping a DiT; GPT patching is not implemented")
     site_list = resolve_sites(net, sites)
     if confirm is not None:
         check_int(confirm, "confirm", 1, len(site_list))
+    if kind == "gpt":
+        return _gpt(net, clean, corrupt, sigma, site_list, method, confirm, direction)
     xc, xr, s, delta = pair_inputs(D, clean, corrupt, sigma, seed)
     check_cache_size(D, net, kind, xc, s, _needed(site_list))
     delta = delta if direction is None else _direction(direction, delta)
@@ -158,6 +161,15 @@ def patch(D, clean, corrupt, sigma, sites="all", seed=0, method="patch", confirm
             m_p = metric(patched_output(D, net, xr, s, site_list[i], acts_c), delta)
             effect[i] = ((m_p - m_r) / den).cpu().numpy()
     return _dataset(site_list, effect, atp, m_r, m_c, m_c_in, den)
+
+
+def _gpt(net, clean, corrupt, sigma, site_list, method, confirm, direction):
+    """patch() of a GPT: bits, no σ, the clean tokens' log-likelihood as the metric (inside.gpt_patch)."""
+    if sigma is not None or direction is not None:
+        raise ConfigError("a GPT is patched on bits with its log-likelihood metric: pass sigma=None, no direction")
+    effect, atp, m_r, m_c, den = gpt_patch(net, clean, corrupt, site_list, method, confirm)
+    d = den.cpu().numpy()
+    return _dataset(site_list, effect, None if atp is None else atp / d[None], m_r, m_c, m_c, den)
 
 
 def _top(atp, den, confirm):
