@@ -190,3 +190,28 @@ def test_fast_lookup_keeps_the_module_tree(glu_net):
         with torch.no_grad():
             assert not np.allclose(twin(img, t).numpy(), plain, rtol=1e-3, atol=1e-3)
             assert np.array_equal(glu_net(img, t).numpy(), plain)
+
+
+def test_the_docs_table_lists_every_hook_point(glu_net, gpt):
+    """docs/inside.md's table names every hook point of a GLU + register DiT and of a GPT (with {i} for blocks),
+    and names nothing that does not exist."""
+    import re
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / "docs/inside.md").read_text()
+    table = text[text.index("## Hook points"):text.index("## Patching sites")]
+    cells = [c for line in table.splitlines() if line.startswith("| `") for c in re.findall(r"`([^`]+)`",
+                                                                                           line.split("|")[1])]
+    documented, prefix = set(), ""
+    for c in cells:            # 'blocks.{i}.attn.hook_q', 'hook_k' (same prefix as the cell before it)
+        if "." in c:
+            prefix = c.rsplit(".", 1)[0] + "."
+            documented.add(c)
+        else:
+            documented.add(prefix + c if prefix and not c.startswith("hook_embed") and c not in (
+                "hook_embed", "hook_pos_embed", "hook_cond") else c)
+    names = set()
+    for net in (glu_net, gpt):
+        names |= {re.sub(r"^blocks\.\d+\.", "blocks.{i}.", n) for n in hook_points(net)}
+    gpt_alias = {"blocks.{i}.ln_1.hook_scale", "blocks.{i}.ln_2.hook_scale", "final.ln_f.hook_scale"}
+    assert names - gpt_alias <= documented, sorted(names - gpt_alias - documented)
+    assert gpt_alias & names == gpt_alias and "ln_1" in table and "ln_f" in table
