@@ -1,6 +1,6 @@
-"""Data draws × training seeds (issue 36 items 1 and 5): the variance of τ_rule and τ_mem split into the
+"""Data draws × training seeds (issue 36 items 1 and 5, issue 54): the variance of τ_rule and τ_mem split into the
 training set's part (data seed) and the initialisation's part (training seed), and the G factor at
-N = 240 over every (data seed, training seed) run.
+N = 240 over every (data seed, training seed) run with both variance components in its interval.
 
 Trains every run of a preset (grid.py) `--jobs` at a time in one-thread worker processes, measures the
 clocks of every checkpoint and exports each run as analyses/scaling does (one .npz per run, tens of KB);
@@ -19,7 +19,10 @@ Usage:
   python analyses/data_draws --plan           # the run list, order and estimated time, nothing run
 
 Statistics: docs/definitions.md and scoreprobe.probes.seeds.pool_seeds with (data seed × training seed)
-points: a two-level random-effects split of ln τ (var_data, var_init) and a t interval over data seeds.
+points: a two-level random-effects split of ln τ (var_data, var_init); the G factor from
+scoreprobe.stats.crossed_arms (both arms crossed, both components) with every interval's coverage simulated at this
+design, its verdict from scoreprobe.stats.verdict (the paper's threshold first), bounds against the comparison
+arm's CI end and the censored estimate (scoreprobe.stats.censored) where some runs do not cross.
 """
 import logging
 

@@ -1,6 +1,8 @@
 """Statistics of analyses/data_draws from the per-run rows of analyses.scaling.stats.run_stats: the data seed ×
-training seed grid of a configuration, its two-level split at every threshold, and the G factor with runs or
-data seeds as the units."""
+training seed grid of a configuration, its two-level split at every threshold with the interval's coverage at the
+configuration's own components, the censored estimate where some runs do not cross, the power of the component
+tests after Holm, and the G factor's two shortcuts (runs or data seeds as the units; the factor with both
+components is `factor.py`'s)."""
 import itertools
 import math
 
@@ -76,9 +78,10 @@ def data_means(rows, curves, key):
 
 
 def factor_curves(rows_a, rows_b, curves, key="tau_rule"):
-    """b / a at each threshold of `key`, two ways: every run a unit (Welch t over runs; runs that share a
-    data seed are not independent when var_data > 0, so this interval is too narrow then) and every data
-    seed a unit (the mean of ln τ over its training seeds; Welch t over data seeds, the conservative one)."""
+    """b / a at each threshold of `key`, two shortcuts: every run a unit (Welch t over runs; runs that share a
+    data or training seed are not independent, so this interval is too narrow then) and every data seed a unit
+    (the mean of ln τ over its training seeds; Welch t over data seeds, which ignores that the training seeds are
+    shared). `factor.py` reads both components; the coverage of all three is measured there."""
     by_run = C.ratio_curve(rows_a, rows_b, curves, key)
     A, B = np.exp(data_means(rows_a, curves, key)), np.exp(data_means(rows_b, curves, key))
     if min(len(A), len(B)) < 2:   # one data seed on a side: no interval with data seeds as units
@@ -122,3 +125,47 @@ def _pooled_var(groups, curves, key, j):
             ss += float(((v - v.mean()) ** 2).sum())
             df += len(v) - 1
     return (ss / df if df else math.nan), df
+
+
+def block_coverage(curve, D, I, n_rep=40000):
+    """Coverage of the crossed interval on the pooled ln τ at each readable row of a two-level `curve` (its own
+    estimated components, D × I, n_rep simulated blocks): [(threshold, coverage)]."""
+    from scoreprobe.stats.crossed_arms import arm_coverage
+    out = []
+    for j, r in enumerate(curve):
+        if r.get("lower_bound") or r.get("under_resolved") or "var_data" not in r:
+            continue
+        c = (r["var_data"], r["var_init"], r["var_residual"])
+        out.append((r["threshold"], arm_coverage(c, D, I, n_rep=n_rep, seed=j)))
+    return out
+
+
+def censored_runs(block, curves, key):
+    """Per threshold of `key` where some runs of the block crossed and some did not: the censored normal over the
+    runs (`scoreprobe.stats.censored.censored_mean` on ln τ, unreached runs at their last step; runs as units),
+    {threshold: dict value, ci, n_censored, n}; thresholds with every run or fewer than 2 crossed are left out."""
+    from scoreprobe.stats.censored import censored_mean
+    flat = [r for row in block for r in row]
+    P, last = C._points(flat, curves, key), np.log([float(r["steps"]) for r in flat])
+    out = {}
+    for j, t in enumerate(C.thresholds_of(key)):
+        cens = ~np.isfinite(P[:, j])
+        if not cens.any() or (~cens).sum() < 2:
+            continue
+        r = censored_mean(np.where(cens, last, np.log(np.where(cens, 1.0, P[:, j]))), cens)
+        out[t] = {"value": math.exp(r["mean"]), "ci": [math.exp(r["lower"]), math.exp(r["upper"])],
+                  "n_censored": int(cens.sum()), "n": int(cens.size)}
+    return out
+
+
+def power_line(k, D, I, ratio=4.0, alpha=0.05):
+    """The power of the F test of var_data = 0 at D × I for var_data = ratio·var_residual (a data SD twice the
+    residual's at 4), unadjusted and at Holm's first step over a family of k thresholds."""
+    from scoreprobe.stats.crossed_arms import f_power
+    if k < 1:
+        return None
+    return (f"power: a data SD {math.sqrt(ratio):g}× the residual's is found by the F test at {D} × {I} with "
+            f"probability {f_power(D, I, ratio, alpha):.2f} at level {alpha:g}, {f_power(D, I, ratio, alpha, k):.2f} "
+            f"after Holm over this family of {k} readable threshold{'s' if k > 1 else ''} (level {alpha:g}/{k} at "
+            "its first step; the thresholds read the same runs, so the family acts as one test); a smaller data "
+            "effect is not excluded")

@@ -1,0 +1,114 @@
+"""G = 3 across N at data seed 0 (analyses/data_draws, issue 36 item 5 and issue 54's omitted items): does a larger
+N let G = 3 reach the rule, and keep it? τ_rule pooled per N, each seed's rule accuracy from its peak to its last
+checkpoint beside its memorized share, and the count of seeds reaching the paper's threshold compared with the runs
+of the same data seed at the smaller N (Fisher's exact test)."""
+import math
+
+import numpy as np
+import scipy.stats
+
+from analyses.scaling import curves as C
+from analyses.scaling.format import curve_table, pooled_cell
+from analyses.scaling.tables import curves_of
+from scoreprobe.probes.seeds import pool_seeds
+
+PAPER = C.PAPER["tau_rule"]
+
+
+def groups_of(rows, p):
+    """{N: G = 3 rows at data seed 0, by training seed} over the preset's G = 3 configurations and large N."""
+    Ns = sorted({N for G, N in p["large_N"]} | {N for G, N in p["configs"] if G == 3})
+    groups = {N: sorted([r for r in rows if r["meta"]["G"] == 3 and r["meta"]["N"] == N and r["meta"]["data_seed"] == 0],
+                        key=lambda r: r["seed"]) for N in Ns}
+    return Ns, {N: rs for N, rs in groups.items() if rs}
+
+
+def section(rows, p):
+    """(lines, JSON-able dict) of G = 3 at every N of the preset, data seed 0."""
+    Ns, groups = groups_of(rows, p)
+    lines = ["## G = 3 at larger N (data seed 0)", "", "Does a larger N let G = 3 reach the rule reliably? (the paper "
+             "reports it for large G at large N.) Budgets: the recipe's 12 000 views per image.", "",
+             "| N | seeds | steps | τ_rule pooled [95% CI] (per seed) | peak rule_acc (per seed) | τ_mem pooled (per seed) "
+             "| window |", "|---:|---:|---:|---|---|---|---|"]
+    out = {}
+    for N, rs in groups.items():
+        pr, pm = (pool_seeds([r[k] for r in rs], last_steps=[float(r["steps"]) for r in rs]) for k in ("tau_rule", "tau_mem"))
+        out[N] = {"tau_rule": pr, "tau_mem": pm, "rule_curve": C.pooled_curve(rs, curves_of(rs), "tau_rule"),
+                  "late": [late_fall(r) for r in rs]}
+        peaks = " / ".join(f"{r['peak_rule_acc']:.3f}" for r in rs)
+        status = "; ".join(f"s{r['seed']}: {r['window_status']}" for r in rs)
+        lines.append(f"| {N} | {len(rs)} | {rs[0]['steps']} | {pooled_cell(pr)} | {peaks} | {pooled_cell(pm)} | {status} |")
+    if len(groups) >= 2:
+        lines += ["", "τ_rule over rule thresholds, pooled over seeds per N (where a seed does not reach it: the "
+                  "censored-normal estimate where some seed crosses, else a bound at the budget):", ""]
+        lines += curve_table("rule threshold", [(f"N = {N}", out[N]["rule_curve"]) for N in groups], PAPER)
+    lines += [""] + late_lines(groups, out)
+    count, out["count_test"] = count_lines(rows, groups)
+    lines += count or [""]
+    missing = [N for N in Ns if N not in groups]
+    if missing:
+        lines += [f"No export yet (not run, or still training): N = {', '.join(map(str, missing))}.", ""]
+    return lines, out
+
+
+def late_fall(r):
+    """One run's rule accuracy from its peak to its last checkpoint, and its memorized share there."""
+    step, acc = np.asarray(r["curve"]["step"]), np.asarray(r["curve"]["rule_acc"], dtype=float)
+    k = int(np.argmax(acc))
+    return {"seed": r["seed"], "peak": float(acc[k]), "peak_step": int(step[k]), "last": float(acc[-1]),
+            "last_step": int(step[-1]), "final_mem": float(r["final_mem_ratio"])}
+
+
+def late_lines(groups, out):
+    """Per N: each seed's peak rule accuracy (step), its last value and its memorized share at the end."""
+    lines = ["Rule accuracy from its peak to the last checkpoint, per seed (memorized share at the last checkpoint):", "",
+             "| N | seed | peak rule_acc (step) | last rule_acc (step) | memorized share at the end |",
+             "|---:|---:|---|---|---:|"]
+    for N in groups:
+        for f in out[N]["late"]:
+            lines.append(f"| {N} | s{f['seed']} | {f['peak']:.3f} ({f['peak_step']}) | {f['last']:.3f} ({f['last_step']}) "
+                         f"| {f['final_mem']:.3f} |")
+    lines.append("")
+    for N in groups:
+        fs, rs = out[N]["late"], groups[N]
+        peaks, lasts = (" / ".join(f"{f[k]:.3f}" for f in fs) for k in ("peak", "last"))
+        text = (f"- N = {N}: rule accuracy peaks at {peaks} and is {lasts} at step {fs[0]['last_step']}, with at most "
+                f"{100 * max(f['final_mem'] for f in fs):.1f}% of samples copies at the end")
+        reached = all(math.isfinite(r["tau_rule"]) for r in rs)
+        if reached and all(f["last"] < PAPER for f in fs):
+            text += (f": every seed reliably exceeds {PAPER:g} and every seed ends below it, not by copying. N lets "
+                     "G = 3 reach the rule, not keep it.")
+        else:
+            text += (f"; {sum(math.isfinite(r['tau_rule']) for r in rs)} of {len(rs)} seeds reliably exceed {PAPER:g}, "
+                     f"{sum(f['last'] < PAPER for f in fs)} of {len(fs)} end below it.")
+        lines.append(text)
+    return lines
+
+
+def count_lines(rows, groups):
+    """Seeds reaching the paper's threshold at the largest N against the same data seed's runs at the smallest N
+    (one-sided Fisher exact), and what the count against every run of the smaller N would wrongly add."""
+    if len(groups) < 2:
+        return [], {}
+    n_small, n_big = min(groups), max(groups)
+    reached = lambda rs: sum(math.isfinite(r["tau_rule"]) for r in rs)   # noqa: E731
+    big, small = groups[n_big], groups[n_small]
+    every = [r for r in rows if r["meta"]["G"] == 3 and r["meta"]["N"] == n_small]
+    p_same = fisher(reached(big), len(big), reached(small), len(small))
+    p_every = fisher(reached(big), len(big), reached(every), len(every))
+    out = {"N": [n_small, n_big], "data_seed": 0, "reached": [reached(small), reached(big)], "n": [len(small), len(big)],
+           "p_same_data_seed": p_same, "n_every": len(every), "reached_every": reached(every), "p_every_data_seed": p_every}
+    line = (f"- seeds reliably exceeding {PAPER:g}: {reached(big)} of {len(big)} at N = {n_big} against {reached(small)} "
+            f"of {len(small)} at N = {n_small} with the same data seed (0): one-sided Fisher exact p = {p_same:.3f} "
+            f"(the smallest p {len(big)} against {len(small)} runs can give is "
+            f"{fisher(len(big), len(big), 0, len(small)):.3f}).")
+    if len(every) > len(small):
+        line += (f" Against all {len(every)} N = {n_small} runs ({reached(every)} reached) it would read p = {p_every:.4f}, "
+                 f"but {len(every) - len(small)} of them are at data seeds N = {n_big} was not run at, and runs that share "
+                 "seeds are not independent: that is not the comparison.")
+    return [line, ""], out
+
+
+def fisher(k_a, n_a, k_b, n_b):
+    """One-sided Fisher exact p that a (k_a of n_a) reaches more often than b (k_b of n_b)."""
+    return float(scipy.stats.fisher_exact([[k_a, n_a - k_a], [k_b, n_b - k_b]], alternative="greater")[1])

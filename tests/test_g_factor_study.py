@@ -1,0 +1,110 @@
+"""analyses/data_draws' G factor (issue 54 items 1–4) on planted runs: the bound at a censored threshold is taken
+against the comparison arm's upper CI end, the verdict the md prints at the paper's threshold is the one
+`scoreprobe.stats.verdict` gives on the planted readings, the censored estimate sits beside a partly censored
+threshold, and N's count is compared with the runs of the same data seed."""
+import math
+
+import numpy as np
+import pytest
+
+from scoreprobe.probes.crossed import crossed_mean
+from scoreprobe.stats.crossed_arms import crossed_difference
+from scoreprobe.stats.verdict import word_at
+from tests.test_analyses import _analysis
+
+T = 10                      # rule thresholds 0.3 … 0.95; the paper's 0.9 is index 8
+BUDGET = 30000
+
+
+def _arm(G, ln_tau, N=240, inf_at=()):
+    """Rows of one arm: ln_tau (D, I, T) planted ln τ; inf_at {(d, s, j)} not reached."""
+    rows = []
+    D, I, _ = ln_tau.shape
+    for d in range(D):
+        for s in range(I):
+            tau = np.exp(ln_tau[d, s]).tolist()
+            for (d2, s2, j) in inf_at:
+                if (d2, s2) == (d, s):
+                    tau[j] = math.inf
+            rows.append({"run": f"g{G}-n{N}-d{d}-s{s}", "seed": s, "steps": BUDGET, "tau_rule": tau[8],
+                         "meta": {"data_seed": d, "G": G, "N": N},
+                         "curves": {"tau_rule": tau, "resolved_from": [1.0]}})
+    return rows
+
+
+def _planted(factor, g3_inf=(), seed=0, base=7.0):
+    rng = np.random.default_rng(seed)
+    shape = (3, 3, T)
+    g2 = base + rng.normal(0, .05, (3, 1, 1)) + rng.normal(0, .05, (1, 3, 1)) + rng.normal(0, .05, shape)
+    g3 = g2.mean() + math.log(factor) + rng.normal(0, .05, (3, 1, 1)) + rng.normal(0, .05, shape)
+    return {(2, 240): _arm(2, g2), (3, 240): _arm(3, g3, inf_at=g3_inf)}, g2, g3
+
+
+@pytest.fixture
+def fast(monkeypatch):
+    F = _analysis("data_draws.factor")
+    monkeypatch.setattr(F, "N_REP", 2000)
+    monkeypatch.setattr(F, "N_REP_CENSORED", 30)
+    return _analysis("data_draws.factor_text"), F
+
+
+def test_the_md_prints_the_verdict_the_planted_readings_give(fast):
+    text, F = fast
+    rows_by, g2, g3 = _planted(10.0)
+    lines, out = text.section(rows_by)
+    d = crossed_difference(g2[..., 8], g3[..., 8])                      # the paper's threshold, by hand
+    word = word_at(math.exp(d["lo"]), math.exp(d["hi"]), F.REGION)
+    assert word == "supported" and out["verdict"]["claim"]["word"] == word
+    md = "\n".join(lines)
+    assert f"— {word}: {word} at the paper's threshold 0.9 ({math.exp(d['diff']):.3g} " in md
+    assert f"| **0.9** (paper) | {math.exp(d['diff']):.2f} [{math.exp(d['lo']):.2f}, {math.exp(d['hi']):.2f}]" in md
+    assert text.section(_planted(3.0, seed=1)[0])[1]["verdict"]["claim"]["word"] == "contradicted"
+
+
+@pytest.mark.parametrize("base, word, overall", [(7.7, "budget-bound", "budget-bound"),
+                                                 (6.5, "contradicted", "threshold-dependent")])
+def test_the_bound_is_against_the_comparison_arms_upper_ci_end(fast, base, word, overall):
+    """G = 3 censored at 0.9 and 0.95 in every run: > budget / (G = 2's upper CI end), never its pooled value;
+    a bound above the region's top contradicts "≈ 10×" at the paper's threshold (threshold-dependent overall, the
+    readable thresholds planted at 10×), one inside it is budget-bound."""
+    text, F = fast
+    inf = {(d, s, j) for d in range(3) for s in range(3) for j in (8, 9)}
+    rows_by, g2, _ = _planted(10.0, g3_inf=inf, base=base)
+    lines, out = text.section(rows_by)
+    r = crossed_mean(g2[..., 8])
+    bound, vs_value = BUDGET / math.exp(float(r["hi"])), BUDGET / math.exp(float(r["mean"]))
+    paper = next(x for x in out["readings"] if x["threshold"] == 0.9)
+    assert paper["kind"] == "bound" and paper["value"] == pytest.approx(bound) and paper["ci"][1] == math.inf
+    assert paper["bound_vs_value"] == pytest.approx(vs_value) and bound < vs_value
+    md = "\n".join(lines)
+    assert f"the factor is > {bound:.1f}× against G = 2's upper CI end" in md and f"> {vs_value:.1f}× against its pooled" in md
+    assert word == word_at(bound, math.inf, F.REGION, censored=True) and out["verdict"]["claim"]["word"] == overall
+    assert f"— {overall}: {word} at the paper's threshold 0.9 (> {bound:.3g}, censored at the budget)" in md
+
+
+def test_a_partly_censored_threshold_carries_the_censored_estimate(fast):
+    text, _ = fast
+    rows_by, _, _ = _planted(10.0, g3_inf={(0, 0, 7), (1, 2, 7), (0, 0, 8), (1, 2, 8), (2, 1, 8)})
+    lines, out = text.section(rows_by)
+    r = next(x for x in out["readings"] if x["threshold"] == 0.85)
+    assert r["kind"] == "bound" and r["n_censored_b"] == 2
+    est = r["censored_estimate_b"]
+    assert est["ci"][0] < est["value"] < est["ci"][1] and r["censored_factor"]["ci"][0] < r["censored_factor"]["value"]
+    assert r["censored_coverage"]["n_rep"] == 30 and "| 0.85 | 2 of 9 |" in "\n".join(lines)
+
+
+def test_n_count_is_against_the_same_data_seed():
+    L = _analysis("data_draws.large_n")
+    assert L.fisher(3, 3, 0, 3) == pytest.approx(0.05) and L.fisher(3, 3, 0, 9) == pytest.approx(1 / 220)
+
+    def run(N, d, s, tau):
+        acc = [0.2, 0.95, 0.8]
+        return {"run": f"g3-n{N}-d{d}-s{s}", "seed": s, "steps": 100, "tau_rule": tau, "final_mem_ratio": 0.005,
+                "meta": {"G": 3, "N": N, "data_seed": d}, "curve": {"step": [0, 50, 100], "rule_acc": acc}}
+    rows = [run(480, 0, s, 40.0) for s in range(3)] + [run(240, d, s, math.inf) for d in range(3) for s in range(3)]
+    groups = {240: [r for r in rows if r["meta"]["N"] == 240 and r["meta"]["data_seed"] == 0], 480: rows[:3]}
+    lines, out = L.count_lines(rows, groups)
+    assert out["p_same_data_seed"] == pytest.approx(0.05) and out["p_every_data_seed"] == pytest.approx(1 / 220)
+    assert "against 0 of 3 at N = 240 with the same data seed (0): one-sided Fisher exact p = 0.050" in lines[0]
+    late = L.late_fall(rows[0])
+    assert (late["peak"], late["peak_step"], late["last"], late["final_mem"]) == (0.95, 50, 0.8, 0.005)
