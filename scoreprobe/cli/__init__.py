@@ -40,6 +40,7 @@ _CLI_PHRASES = [
     (r"\b([Pp]ass|or|and) image_shape=\(C, H, W\)", r"\1 --set image_shape=C,H,W"),
     (r"\b([Pp]ass|or|and) ema=(False|'auto')", lambda m: f"{m[1]} --set ema={m[2].strip(chr(39)).lower()}"),
     (rf"\b([Pp]ass|or|and) \(?({'|'.join(FILE_SETTINGS)})=", r"\1 --set \2="),
+    (r"\b([Pp]ass|or|and) (n_samples|seed)=(\w+)", lambda m: f"{m[1]} --{m[2].replace('_', '-')} {m[3]}"),
 ]
 
 

@@ -10,6 +10,8 @@ from scoreprobe.cli.common import (
     float_list,
     on_scheduler,
     parse_steps,
+    plot_file,
+    require_denoiser,
     save_figure,
     scheduler_of,
     steps_in_store,
@@ -41,7 +43,9 @@ def circuits(source, sigmas, n_pairs, sites, top, seed, steps, out, overwrite, p
     sig = float_list(sigmas, "--sigmas")
     chosen_sites = "all" if sites == "all" else [t.strip() for t in sites.replace(";", ",").split(",") if t.strip()]
     s = source()
+    require_denoiser(s, "circuits")
     chosen = choose_steps(steps, s)
+    plot = plot_file(plot, s, "circuits.png")
     check_writable(out, "--out", store=True)
     check_figure(plot, "--plot")
     reused = steps_in_store(out, overwrite)

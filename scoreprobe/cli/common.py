@@ -103,6 +103,41 @@ def figure_path(ctx, param, value):
     return value
 
 
+DEFAULT_FIGURE = "\0default"   # a bare --plot's value (no file name holds a NUL: no user's name is taken for it)
+
+
+def plot_option(help_text, default_name):
+    """--plot [FILE]: alone it writes the command's default figure (`default_name`, e.g.
+    '<source>.clocks.png'), with a name that file; checked before any computing (`plot_checked`)."""
+    return click.option("--plot", metavar="[FILE]", type=str, is_flag=False, flag_value=DEFAULT_FIGURE, default=None,
+                        callback=plot_checked, help=f"{help_text} --plot alone writes {default_name}; --plot FILE "
+                                                    "names it.")
+
+
+def plot_checked(ctx, param, value):
+    """--plot callback: a bare --plot passes; a folder (a run directory taken for the file name, as in
+    `--plot RUN`) or a file type matplotlib cannot write is a usage error naming both forms."""
+    import os
+    if value is None or value == DEFAULT_FIGURE:
+        return value
+    hint = ("--plot alone writes the default figure (give it after SOURCES or before another option), "
+            "--plot F.png names one")
+    if os.path.isdir(value):
+        raise click.BadParameter(f"{value} is a folder, not a figure file; {hint}")
+    try:
+        return figure_path(ctx, param, value)
+    except click.BadParameter as e:
+        raise click.BadParameter(f"{e.message}; {hint}") from None
+
+
+def plot_file(plot, series, name):
+    """The figure path of --plot: None (not asked), the default `<source>.<name>` of a bare --plot
+    (`default_output`; `name` alone with series=None), or the file given."""
+    if plot != DEFAULT_FIGURE:
+        return plot
+    return name if series is None else default_output(series, name)
+
+
 def save_figure(fig, path, dpi):
     """Write `fig` to `path` atomically (viz.common.save_figure): an OSError (a full disk) is one line, exit 2,
     and leaves an existing file as it was."""
@@ -141,7 +176,8 @@ def sweep_options(out, plot_help, chunk_help):
                      help=f"Zarr store (resumable) [default: <source>.{out}, named after the run; {out} for the "
                           "shipped series]."),
         click.option("--overwrite", is_flag=True, help="Replace an existing store at --out."),
-        click.option("--plot", type=click.Path(dir_okay=False), default=None, callback=figure_path, help=plot_help),
+        plot_option(plot_help, f"<source>.{out.removesuffix('.zarr')}.png ({out.removesuffix('.zarr')}.png for the "
+                               "shipped series)"),
         click.option("--chunk-size", type=click.IntRange(min=1), default=None, help=chunk_help),
         device_option(),
         scheduler_options,
@@ -306,30 +342,30 @@ def solver_of(solver, tol):
 # Default output names: they carry the source's name, so two runs analysed in one folder do not collide
 # ---------------------------------------------------------------------------------------------
 
-_FILE_FOLDERS = ("checkpoints", "ckpt", "ckpts")   # folders of checkpoint files named by the run above them
-
-
 def source_stem(series):
-    """The name default outputs of `series` start with: '' for the shipped series (its outputs keep
-    the plain names, basins.zarr ...), else the run directory's name, for checkpoint files their
-    folder's (the run above a checkpoints/ or ckpt/ folder), for --denoiser FILE.py:FN 'FILE-FN';
-    characters other than letters, digits and . _ + - become '-'."""
+    """The name default outputs of `series` start with (`scoreprobe.sweep.outputs`, the one rule): '' for the
+    shipped series (its outputs keep the plain names, basins.zarr ...), else the run directory's name,
+    for checkpoint files their folder's (the run above a checkpoints/ or ckpt/ folder), for --denoiser
+    FILE.py:FN 'FILE-FN'; characters other than letters, digits and . _ + - become '-'."""
     import re
     from pathlib import Path
-    from scoreprobe.loading.series import checkpoints_dir
+    from scoreprobe.sweep.outputs import output_stem
     config = getattr(series, "config", None) or {}
-    path = Path(str(getattr(series, "path", "")))
-    if "denoiser" in config:
-        where, _, name = str(config["denoiser"]).rpartition(":")
-        text = f"{Path(where).stem if where.endswith('.py') else where}-{name}"
-    else:
-        try:
-            if path.resolve() == (Path(checkpoints_dir()) / "parity-default").resolve():
-                return ""
-        except OSError:
-            pass
-        text = path.parent.name if path.name in _FILE_FOLDERS and path.parent.name else path.name
+    if "denoiser" not in config:
+        return output_stem(getattr(series, "path", ""))
+    where, _, name = str(config["denoiser"]).rpartition(":")
+    text = f"{Path(where).stem if where.endswith('.py') else where}-{name}"
     return re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-.")[:80]
+
+
+def require_denoiser(series, command):
+    """A ConfigError (one line, exit 2), before the command prints anything, when `command` needs a denoiser
+    D(x, σ) and `series` is a GPT run, which has none."""
+    if getattr(series, "kind", None) == "gpt":
+        from scoreprobe.errors import ConfigError
+        raise ConfigError(f"{command} needs a diffusion model's denoiser D(x, σ), and {series.path} is a GPT run "
+                          "(autoregressive: no noise level, no PF-ODE); for a GPT run use clocks, samples, report, "
+                          "compare, export-tb or plot-log")
 
 
 def default_output(series, name, given=None):

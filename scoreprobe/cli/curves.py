@@ -5,8 +5,9 @@ from scoreprobe.cli.app import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.limits import MAX_ITEMS, MAX_SAMPLES, MAX_SIGMAS
 from scoreprobe.cli.common import (ODE_STEPS, SEED, autocast_option, check_figure, check_writable, choose_steps,
-                                   default_output, models_per_pass_option, on_scheduler, parse_steps, save_figure, scheduler_of,
-                                   steps_in_store, store_line, sweep_options)
+                                   default_output, models_per_pass_option, on_scheduler, parse_steps, plot_file,
+                                   require_denoiser, save_figure, scheduler_of, steps_in_store, store_line,
+                                   sweep_options)
 from scoreprobe.cli.source import source_options
 
 
@@ -114,9 +115,9 @@ def clocks(source, n_samples, seed, n_steps, sampler_name, s_churn, s_noise, s_t
            overwrite, plot, chunk_size, device, models_per_pass, autocast, scheduler, dask_local):
     """Rule accuracy and memorization at every checkpoint of SOURCES (default: the shipped
     series; or a run directory, checkpoint files, a glob or a folder of them: see --dataset, --set),
-    with τ_rule, τ_mem and the innovation window. Several run directories: each is measured (--out
-    then names a folder, its .zarr suffix dropped, of one store per run: clocks/RUN.zarr by default)
-    and their τ compared as by `scoreprobe compare`."""
+    with τ_rule, τ_mem and the innovation window. Several run directories: each is measured into
+    its own store (<run>.clocks.zarr here, as for one run; --out DIR: DIR/<run>.zarr, the .zarr
+    suffix of DIR dropped) and their τ compared as by `scoreprobe compare`."""
     from scoreprobe.probes.clocks import clocks as run_clocks
     parse_steps(steps, words=("all", "auto"))   # a malformed --steps fails before anything is loaded
     sampler = sampler_of(sampler_name, s_churn=s_churn, s_noise=s_noise, s_tmin=s_tmin, s_tmax=s_tmax, eta=eta)
@@ -128,7 +129,7 @@ def clocks(source, n_samples, seed, n_steps, sampler_name, s_churn, s_noise, s_t
             return _clocks_of_runs(source.run_dirs, steps, out, overwrite, plot, **kw)
     s = source()
     chosen = choose_steps(steps, s)
-    out = default_output(s, "clocks.zarr", out)
+    out, plot = default_output(s, "clocks.zarr", out), plot_file(plot, s, "clocks.png")
     _check_outputs(out, plot)
     reused = steps_in_store(out, overwrite)
     click.echo(f"clocks of {s.path} ({getattr(s, 'kind_label', s.kind)}, {len(chosen)} of {len(s.steps)} checkpoints), "
@@ -153,33 +154,38 @@ def clocks(source, n_samples, seed, n_steps, sampler_name, s_churn, s_noise, s_t
 
 
 def _clocks_of_runs(run_dirs, steps, out, overwrite, plot, **kw):
-    """`clocks RUN1 RUN2 ...`: each run measured (into OUT/<run>.zarr with --out), then the compare table
-    (and with --plot the overlaid curves)."""
+    """`clocks RUN1 RUN2 ...`: each run measured into its own store (OUT/<run>.zarr with --out, else
+    <run>.clocks.zarr here, as `clocks RUN` writes it: scoreprobe.sweep.outputs), then the compare table
+    (and with --plot the overlaid curves, compare.png for a bare --plot)."""
     from pathlib import Path
 
     from scoreprobe.cli.compare import table_lines
     from scoreprobe.errors import ConfigError
     from scoreprobe.loading.series import load_series
+    from scoreprobe.sweep.outputs import run_output
     from scoreprobe.probes.clocks import clocks as run_clocks
     from scoreprobe.probes.compare import compare
     names = [Path(r).resolve().name for r in run_dirs]
     if len(set(names)) != len(names):
         raise ConfigError(f"the run directories must have different names, got {', '.join(names)}")
     out = None if out is None else str(out).removesuffix(".zarr")   # a folder of stores, not a store
+    stores = [str(run_output(r, "clocks.zarr")) if out is None else str(Path(out) / f"{n}.zarr")
+              for r, n in zip(run_dirs, names)]
+    plot = plot_file(plot, None, "compare.png")
     series = [load_series(r) for r in run_dirs]                 # every run read before any work
     chosen = [choose_steps(steps, s) for s in series]
     _check_outputs(out, plot)
+    for store in stores:
+        check_writable(store, "--out", store=True)
     results = []
-    for name, s, ch in zip(names, series, chosen):
-        store = None if out is None else str(Path(out) / f"{name}.zarr")
+    for name, s, ch, store in zip(names, series, chosen, stores):
         reused = steps_in_store(store, overwrite)
         click.echo(f"clocks of {s.path} ({s.kind}, {len(ch)} of {len(s.steps)} checkpoints), {kw['n_samples']} "
                    f"samples, seed {kw['seed']}")
         ds = run_clocks(s, steps=ch, out=store, overwrite=overwrite, **kw)
         for line in _clock_summary(ds.attrs):
             click.echo("  " + line)
-        if store is not None:
-            click.echo("  " + store_line(store, list(ds.step.values), reused))
+        click.echo("  " + store_line(store, list(ds.step.values), reused))
         results.append(ds)
     cmp = compare(results, names=names)
     for line in table_lines(cmp):
@@ -225,9 +231,10 @@ def dsm(source, sigmas, n_noise, n_train, n_heldout, seed, steps, out, overwrite
     parse_steps(steps, words=("all", "auto"))
     scheduler = scheduler_of(scheduler, dask_local)
     s = source()
+    require_denoiser(s, "dsm")
     chosen = choose_steps(steps, s)
     n_heldout = min(len(s.dataset.heldout), CLI_HELDOUT) if n_heldout is None else n_heldout
-    out = default_output(s, "dsm.zarr", out)
+    out, plot = default_output(s, "dsm.zarr", out), plot_file(plot, s, "dsm.png")
     _check_outputs(out, plot)
     reused = steps_in_store(out, overwrite)
     click.echo(f"DSM loss of {s.path} ({len(chosen)} of {len(s.steps)} checkpoints), {sigmas} σ in [0.002, 80], "

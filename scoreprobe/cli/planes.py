@@ -4,10 +4,11 @@ import click
 from scoreprobe.cli.app import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
 from scoreprobe.limits import FPS_RANGE
-from scoreprobe.cli.common import (ODE_STEPS, SEED, animation_options, autocast_option, check_figure, check_frame,
-                                   check_writable, choose_steps, default_output, device_option, figure_path, float_list,
-                                   models_per_pass_option, on_scheduler, output_file, save_figure, scheduler_of,
-                                   scheduler_options, solver_of, solver_options, steps_in_store, store_line)
+from scoreprobe.cli.common import (DEFAULT_FIGURE, ODE_STEPS, SEED, animation_options, autocast_option, check_figure,
+                                   check_frame, check_writable, choose_steps, default_output, device_option,
+                                   float_list, models_per_pass_option, on_scheduler, output_file, plot_option,
+                                   require_denoiser, save_figure, scheduler_of, scheduler_options, solver_of,
+                                   solver_options, steps_in_store, store_line)
 from scoreprobe.cli.source import source_options
 
 
@@ -34,15 +35,16 @@ def _sigmas(values, name):
     return sig
 
 
-def _plane_setup(source, plane_spec, seed, steps, outputs):
+def _plane_setup(source, plane_spec, seed, steps, outputs, command):
     """Everything a plane command checks before computing: the series, the plane, the steps, and
     that each output can be written: `outputs` {option: (path given or None, default name)}, the
     default named after the source (`default_output`). Returns (series, plane, chosen steps,
-    {option: path}).
+    {option: path}); `command` (basins, field) names the refusal of a GPT run.
     --overwrite is passed on to the probe, which writes the new store beside the old one and swaps
     it in when complete: a run that fails or is interrupted leaves the old store as it was."""
     from scoreprobe.slices import plane_from_spec
     s = source()
+    require_denoiser(s, command)   # a GPT run: refused before the plan is printed
     plane = plane_from_spec(plane_spec, s.dataset, s.rule, seed=seed)
     chosen = choose_steps(steps, s)
     paths = {option: default_output(s, name, given) if name else given for option, (given, name) in outputs.items()}
@@ -127,7 +129,8 @@ def basins(source, plane_spec, sigma_start, res, solver, tol, n_steps, steps, se
     sig = _sigmas(sigma_start, "--sigma-start")
     solver = solver_of(solver, tol)
     s, plane, chosen, paths = _plane_setup(source, plane_spec, seed, steps, {
-        "--out": (out, "basins.zarr"), "--animate": (None, None) if no_animate else (animate_path, "basins.gif")})
+        "--out": (out, "basins.zarr"), "--animate": (None, None) if no_animate else (animate_path, "basins.gif")},
+        "basins")
     out, animate_path = paths["--out"], paths["--animate"]
     reused = steps_in_store(out, overwrite)
     click.echo(f"basins of {s.path}: {len(chosen)} of {len(s.steps)} checkpoints, plane {', '.join(plane.labels)}, "
@@ -162,10 +165,9 @@ def basins(source, plane_spec, sigma_start, res, solver, tol, n_steps, steps, se
               help="Zarr store (model fields; resumable) [default: <source>.field.zarr; field.zarr for the shipped "
                    "series].")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
-@click.option("--plot", type=click.Path(dir_okay=False), default=None, callback=figure_path,
-              help="Figure at the last step (its title names it and the computed ones): one row per sigma, one "
-                   "column per field, one shared colour scale [default: <source>.field.png; field.png for the "
-                   "shipped series].")
+@plot_option("Figure at the last step (its title names it and the computed ones): one row per sigma, one column "
+             "per field, one shared colour scale; always drawn.", "<source>.field.png (field.png for the shipped "
+                                                                 "series), also when not given")
 @device_option()
 @models_per_pass_option()
 @autocast_option()
@@ -179,8 +181,9 @@ def field(source, plane_spec, sigma, res, steps, seed, oracles, out, overwrite, 
     from scoreprobe.probes.field import score_field
     scheduler = scheduler_of(scheduler, dask_local)
     sig = _sigmas(sigma, "--sigma")
+    plot = None if plot == DEFAULT_FIGURE else plot   # field always draws its figure: a bare --plot is the default
     s, plane, chosen, paths = _plane_setup(source, plane_spec, seed, steps,
-                                           {"--out": (out, "field.zarr"), "--plot": (plot, "field.png")})
+                                           {"--out": (out, "field.zarr"), "--plot": (plot, "field.png")}, "field")
     out, plot = paths["--out"], paths["--plot"]
     reused = steps_in_store(out, overwrite)
     click.echo(f"score field of {s.path}: {len(chosen)} checkpoints, plane {', '.join(plane.labels)}, "

@@ -271,7 +271,8 @@ def _train_ensemble(run_dir, grid, rule_args, device, settings):
 def plot_log(run_dirs, out):
     """Draw the training curve of RUN_DIR: the logged loss vs step on log axes, its mean in each σ
     bucket as separate lines, the held-out loss on a fixed bank (dashed) and the checkpoint steps
-    marked. Several RUN_DIRs: their training and held-out losses overlaid, one colour per run."""
+    marked. Several RUN_DIRs: their training and held-out losses overlaid, one colour per run; DiT and
+    GPT runs (two different losses) in two panels side by side."""
     import os
     from scoreprobe.viz.trainlog import plot_train_log, plot_train_logs
     out = out or (os.path.join(run_dirs[0], "train_log.png") if len(run_dirs) == 1 else "train_logs.png")
@@ -279,4 +280,6 @@ def plot_log(run_dirs, out):
     # DataError (one line, exit 2): no log, a wrong record, too large; every log is read before drawing
     fig = plot_train_log(run_dirs[0]) if len(run_dirs) == 1 else plot_train_logs(run_dirs)
     save_figure(fig, out, dpi=120)
-    click.echo(f"wrote {out}")
+    panels = len(fig.axes)
+    click.echo(f"wrote {out}" + (f" ({panels} panels: the runs log {panels} different losses (DiT: EDM-weighted DSM, "
+                                 "GPT: next-token cross-entropy), never drawn on one axis)" if panels > 1 else ""))

@@ -16,10 +16,16 @@ states). Definitions: docs/definitions.md, "Comparing runs". In short:
   says which;
 - differences are against the first run: d_log10_tau_X = log10((τ_X + 1) / (τ_X,first + 1)) and
   d_window_log10_width, with a bootstrap CI: per checkpoint, samples are resampled with
-  replacement; runs drawn with the same sampling seed, sample count and number of checkpoints as
-  the first share its resampled indices (at the k-th checkpoint of each) (a paired bootstrap: sample i started from the same noise in both), the
-  others are resampled independently (`paired`). A run on other training data than the first has
-  `same_data` false: its difference compares models *and* data.
+  replacement; runs whose samples pair with the first's (`PAIRING`: the same sampling seed and
+  noise, sample count and number of checkpoints, the same kind of model and the same rule: sample
+  i started from the same noise in both) share its resampled indices (at the k-th checkpoint of
+  each), a paired bootstrap; the others (a GPT against a DiT, another rule) are resampled
+  independently (`paired` false; `unpaired_because` says why). A difference whose τ is not reached
+  by one of the runs is NaN and so is its interval (`difference_rows` names the run). A run on other
+  training data than the first has `same_data` false: its difference compares models *and* data.
+- a run directory's clocks are stored with `store_dir=` (the CLI: `<run>.clocks.zarr` here, or the
+  run's RUN/clocks.zarr: `scoreprobe.sweep.outputs`) and resumed from there, so comparing it again measures
+  nothing new.
 """
 import json
 import math
@@ -32,6 +38,7 @@ import xarray as xr
 from scoreprobe.data.datasets import STATE_CODES
 from scoreprobe.defaults import MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import ConfigError, DataError, StoreError
+from scoreprobe.sweep.outputs import clocks_store_of
 from scoreprobe.probes import taus as taus_mod
 from scoreprobe.probes.tidy import BOUND, SUMMARY_NAMES, ensure_taus, tau_variables
 
@@ -85,8 +92,9 @@ def read_export(path):
                                                     "scoreprobe_config": config})
 
 
-def load_item(item, kind, n_samples=1000, seed=0, device=None, progress=None):
-    """The clocks Dataset of one item (see the module docstring)."""
+def load_item(item, kind, n_samples=1000, seed=0, device=None, progress=None, store=None):
+    """The clocks Dataset of one item (see the module docstring); a run directory's are measured into
+    (and resumed from) the clocks store `store` when given."""
     if kind == "dataset":
         return item
     if kind == "export":
@@ -100,7 +108,42 @@ def load_item(item, kind, n_samples=1000, seed=0, device=None, progress=None):
         return ds.load()
     from scoreprobe.loading.series import load_series
     from scoreprobe.probes.clocks import clocks
-    return clocks(load_series(item), n_samples=n_samples, seed=seed, device=device, progress=progress)
+    series = load_series(item)
+    if store is None:
+        return clocks(series, n_samples=n_samples, seed=seed, device=device, progress=progress)
+    _check_run_store(store, item, n_samples, seed)   # (compare checks every run's before measuring any)
+    try:
+        return clocks(series, n_samples=n_samples, seed=seed, device=device, progress=progress, out=store)
+    except StoreError as e:
+        raise ConfigError(f"compare: the clocks of {item} cannot be kept in {store} ({str(e).split('; ')[0]}); "
+                          "compare that store itself as an item, or move it away to measure the run anew") from None
+
+
+def _check_run_store(store, run_dir, n_samples, seed):
+    """ConfigError before any work when the store a run's clocks go to holds another run's or other settings'."""
+    from scoreprobe.sweep.outputs import measured_run
+    from scoreprobe.store import stored_config
+    if not (Path(store) / "zarr.json").is_file():
+        return
+    why = measured_run(store, run_dir)
+    if why:
+        raise ConfigError(f"compare: {store}, where the clocks of {run_dir} are kept, is not this run's ({why}); "
+                          "compare it as an item, or move it away to measure the run anew")
+    old = stored_config(store) or {}
+    if (old.get("n_samples"), old.get("seed")) != (n_samples, seed):
+        raise ConfigError(f"compare: {store} holds the clocks of {run_dir} with {old.get('n_samples')} samples and "
+                          f"seed {old.get('seed')}, not {n_samples} and {seed}: pass n_samples={old.get('n_samples')} and "
+                          f"seed={old.get('seed')} to reuse it, or compare that store itself")
+
+
+def _run_stores(items, kinds, store_dir, n_samples, seed):
+    """The clocks store of each run directory among `items` (None for the others, and for all without
+    `store_dir`), every one checked (`_check_run_store`) before any run is measured."""
+    stores = [None if k != "run" or store_dir is None else clocks_store_of(i, store_dir) for i, k in zip(items, kinds)]
+    for item, store in zip(items, stores):
+        if store is not None:
+            _check_run_store(store, item, n_samples, seed)
+    return stores
 
 
 def _config(ds):
@@ -110,9 +153,22 @@ def _config(ds):
         return {}
 
 
+def _default_name(item, kind):
+    """A run's name: a run directory's name, the run a store measured (`outputs.store_label`), an export's
+    file name without .npz; None for a Dataset."""
+    from scoreprobe.sweep.outputs import store_label
+    if kind == "dataset":
+        return None
+    if kind == "store":
+        return store_label(item)
+    return Path(item).resolve().name if kind == "run" else Path(item).name.removesuffix(".npz")
+
+
 def _names(items, names, kinds):
     if names is None:
-        names = [Path(i).name.removesuffix(".npz") if k != "dataset" else None for i, k in zip(items, kinds)]
+        names = [_default_name(i, k) for i, k in zip(items, kinds)]
+        if len(set(names)) != len(names):   # e.g. two stores of one run: their file names
+            names = [Path(i).name.removesuffix(".npz") if k != "dataset" else None for i, k in zip(items, kinds)]
     names = [str(n) if n is not None else f"run{i}" for i, n in enumerate(names)]
     if len(names) != len(items):
         raise ConfigError(f"compare: {len(names)} names for {len(items)} runs")
@@ -127,7 +183,7 @@ def _names(items, names, kinds):
 
 
 def compare(items, names=None, n_samples=1000, seed=0, n_boot=1000, ci=0.95, rule_threshold=RULE_THRESHOLD,
-            mem_threshold=MEM_THRESHOLD, device=None, progress=None):
+            mem_threshold=MEM_THRESHOLD, device=None, progress=None, store_dir=None):
     """Several runs in one Dataset with a `run` dimension.
 
     Parameters
@@ -135,6 +191,9 @@ def compare(items, names=None, n_samples=1000, seed=0, n_boot=1000, ci=0.95, rul
     items : clocks Datasets, clocks store paths, run directories or scaling exports (.npz), at least one.
     names : one name per run (default: the folder or file name; "run<i>" for a Dataset).
     n_samples, seed, device, progress : the clocks of a run directory (measured here).
+    store_dir : a folder where a run directory's clocks are stored as `<run>.clocks.zarr` and resumed from
+        (or the run's own RUN/clocks.zarr when that holds them: `scoreprobe.sweep.outputs.clocks_store_of`; the CLI
+        passes "."); None: measured and not stored.
     n_boot, ci : bootstrap resamples and level of the τ of runs without them and of the differences.
     rule_threshold, mem_threshold : thresholds of τ computed here (a run's own τ are kept as they are).
 
@@ -156,7 +215,9 @@ def compare(items, names=None, n_samples=1000, seed=0, n_boot=1000, ci=0.95, rul
     kinds = [_kind(i) for i in items]
     names = _names(items, names, kinds)
     th = {"rule_threshold": rule_threshold, "mem_threshold": mem_threshold, "n_boot": n_boot, "ci": ci}
-    runs = [ensure_taus(load_item(i, k, n_samples, seed, device, progress), **th) for i, k in zip(items, kinds)]
+    stores = _run_stores(items, kinds, store_dir, n_samples, seed)
+    runs = [ensure_taus(load_item(i, k, n_samples, seed, device, progress, store), **th)
+            for i, k, store in zip(items, kinds, stores)]
     runs = [r.sortby("step") for r in runs]
     same_steps = all(np.array_equal(r["step"].values, runs[0]["step"].values) for r in runs)
     out = _curves(runs, names, same_steps)
@@ -221,9 +282,27 @@ def _tau_table(runs, names):
 # ---------------------------------------------------------------------------------------------
 
 
-def _sampling(ds):
-    """(sampling seed, n samples, number of checkpoints) of a run: what a paired bootstrap needs to share."""
-    return _config(ds).get("seed"), ds.sizes.get("sample"), ds.sizes["step"]
+PAIRING = ("sampling seed", "noise", "sample count", "number of checkpoints", "model kind", "rule")
+
+
+def _pairing(ds):
+    """{PAIRING key: value} of a run: what two runs share when sample i of one pairs with sample i of
+    the other (the same starting noise, drawn the same way, of the same kind of model, under the same rule)."""
+    c = _config(ds)
+    source = c.get("source") if isinstance(c.get("source"), dict) else {}
+    data = c.get("data") if isinstance(c.get("data"), dict) else {}
+    values = (c.get("seed"), c.get("noise"), ds.sizes.get("sample"), ds.sizes["step"], source.get("kind"),
+              data.get("rule", source.get("rule")))
+    return dict(zip(PAIRING, values))
+
+
+def unpaired_because(ds, ref):
+    """The PAIRING keys in which run `ds` differs from the reference `ref` ([] when paired; a run without a
+    recorded sampling seed never pairs)."""
+    a, b = _pairing(ds), _pairing(ref)
+    if a["sampling seed"] is None or b["sampling seed"] is None:
+        return ["sampling seed (not recorded)"]
+    return [k for k in PAIRING if a[k] != b[k]]
 
 
 def _same_data(ds, ref):
@@ -275,30 +354,32 @@ def _differences(runs, names, n_boot, ci, rule_threshold, mem_threshold, base_se
     keys = DIFF_KEYS + ("window_log10_width",)
     out = {f"d_{_dname(k)}": np.full(len(runs), np.nan) for k in keys}
     out.update({f"d_{_dname(k)}_ci": np.full((len(runs), 2), np.nan) for k in keys})
-    paired = np.zeros(len(runs), dtype=bool)
-    same = np.array([_same_data(r, runs[0]) for r in runs])
     ref = runs[0]
+    why = [[] if i == 0 else unpaired_because(r, ref) for i, r in enumerate(runs)]
+    paired = np.array([not w for w in why])
+    same = np.array([_same_data(r, runs[0]) for r in runs])
     if n_boot and all("state" in r for r in runs):
         ref_point, ref_draws = resampled(ref, base_seed, n_boot, rule_threshold, mem_threshold)
         for i, r in enumerate(runs):
-            paired[i] = i == 0 or (_sampling(r) == _sampling(ref) and _sampling(r)[0] is not None)
             point, draws = resampled(r, base_seed if paired[i] else base_seed + 1 + i, n_boot, rule_threshold,
                                      mem_threshold)
             for k in keys:
                 d = _difference(np.array([ref_point[k]]), np.array([point[k]]), k)[0]
-                out[f"d_{_dname(k)}"][i] = d if np.isfinite(d) else np.nan
-                out[f"d_{_dname(k)}_ci"][i] = _interval(_difference(ref_draws[k], draws[k], k), ci)
+                if np.isfinite(d):   # undefined (a τ not reached, a window closed): NaN, and so is its interval
+                    out[f"d_{_dname(k)}"][i] = d
+                    out[f"d_{_dname(k)}_ci"][i] = _interval(_difference(ref_draws[k], draws[k], k), ci)
     variables = {}
     for k in keys:
         what = f"{_dname(k)} of the run minus that of {names[0]}" if k == "window_log10_width" else \
             f"log10((tau + 1) / (tau_{names[0]} + 1)) of {k} (NaN when either is not reached)"
         variables[f"d_{_dname(k)}"] = xr.Variable(("run",), out[f"d_{_dname(k)}"], {"long_name": what, "units": "1"})
         variables[f"d_{_dname(k)}_ci"] = xr.Variable(("run", BOUND), out[f"d_{_dname(k)}_ci"], {
-            "long_name": f"{round(100 * ci)}% bootstrap interval of d_{_dname(k)} (paired where `paired`)",
-            "units": "1"})
+            "long_name": f"{round(100 * ci)}% bootstrap interval of d_{_dname(k)} (paired where `paired`; NaN where "
+                         "the difference is)", "units": "1"})
     variables["paired"] = xr.Variable(("run",), paired, {
-        "long_name": f"resampled with the same sample indices as {names[0]} (same sampling seed, samples and "
-                     "number of checkpoints)"})
+        "long_name": f"resampled with the same sample indices as {names[0]} (the same {', '.join(PAIRING)})"})
+    variables["unpaired_because"] = xr.Variable(("run",), np.array([", ".join(w) for w in why], dtype=str), {
+        "long_name": f"what differs from {names[0]} so that the run is resampled independently ('' when paired)"})
     variables["same_data"] = xr.Variable(("run",), same, {
         "long_name": f"trained on the same training set as {names[0]} (false: other or unknown data)"})
     return variables
@@ -308,64 +389,5 @@ def _dname(key):
     return "log10_" + key if key.startswith("tau_") else key
 
 
-# ---------------------------------------------------------------------------------------------
-# The τ table as text (`scoreprobe compare` prints it, its --report page shows it)
-# ---------------------------------------------------------------------------------------------
-
-
-def _tau_text(v):
-    return "—" if v is None or not math.isfinite(v) else f"{v:.0f}"
-
-
-def _tau_ci_text(ds, i, key):
-    if key not in ds:
-        return ""
-    text = _tau_text(float(ds[key].values[i]))
-    if key + "_ci" in ds:
-        lo, hi = (float(v) for v in ds[key + "_ci"].values[i])
-        text += f" [{_tau_text(lo)}, {'not reached' if math.isinf(hi) else _tau_text(hi)}]"
-    return text
-
-
-def _window_text(ds, i):
-    if "window_open" not in ds:
-        return ""
-    if not bool(ds["window_open"].values[i]):
-        return "closed"
-    return f"open, log10 width {float(ds['window_log10_width'].values[i]):.2f}"
-
-
-def table_rows(ds):
-    """(head, rows) of the τ table of a compare Dataset, as text: run, checkpoints, τ_rule, τ_novel,
-    τ_mem with their CIs (rounded to steps; "—" not reached) and the window, one row per run."""
-    level = round(100 * ds.attrs.get("ci", 0.95))
-    head = ("run", "checkpoints", f"τ_rule [{level}% CI]", f"τ_novel [{level}% CI]", f"τ_mem [{level}% CI]",
-            "window")
-    rows = []
-    for i, name in enumerate(ds["run"].values):
-        n = int(ds["measured"].values[i].sum()) if "measured" in ds else ds.sizes["step"]
-        rows.append((str(name), str(n), _tau_ci_text(ds, i, "tau_rule"), _tau_ci_text(ds, i, "tau_novel"),
-                     _tau_ci_text(ds, i, "tau_mem"), _window_text(ds, i)))
-    return head, rows
-
-
-DIFFERENCES = (("d_log10_tau_rule", "τ_rule"), ("d_log10_tau_mem", "τ_mem"), ("d_window_log10_width", "window width"))
-
-
-def difference_rows(ds):
-    """[(run, reference, how, data, [(label, text)])] of each run after the first: its differences to
-    the first (d_log10_tau_rule, d_log10_tau_mem, d_window_log10_width) with their CIs, as text;
-    how: "paired" / "independent" bootstrap; data: "same data" / "other or unknown data"."""
-    ref = ds.attrs.get("reference", str(ds["run"].values[0]))
-    out = []
-    for i, name in enumerate(ds["run"].values[1:], start=1):
-        parts = []
-        for key, label in DIFFERENCES:
-            if key not in ds:
-                continue
-            d, (lo, hi) = float(ds[key].values[i]), (float(v) for v in ds[key + "_ci"].values[i])
-            point = "—" if not math.isfinite(d) else f"{d:+.3f}"
-            parts.append((label, f"{point} [{lo:+.3f}, {hi:+.3f}]"))
-        out.append((str(name), ref, "paired" if bool(ds["paired"].values[i]) else "independent",
-                    "same data" if bool(ds["same_data"].values[i]) else "other or unknown data", parts))
-    return out
+# The τ table as text (`scoreprobe compare` prints it, its --report page shows it): compare_text
+from scoreprobe.probes.compare_text import DIFFERENCES, difference_rows, difference_text, table_rows  # noqa: E402,F401

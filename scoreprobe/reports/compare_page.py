@@ -102,7 +102,8 @@ def _tau_tables(ds):
                                       f"Δ window log10 width [{level}% CI]" for x in labels) + ("bootstrap", "data")
         drows = [(name, ref, *(text for _, text in parts), how, data) for name, ref, how, data, parts in diffs]
         out += html('<h4>Differences to the first run</h4><div id="diff-table">{t}</div><p class="small">Δ log10 τ = '
-                    "log10((τ + 1) / (τ_first + 1)); — where either τ is not reached.</p>", t=_grid(dhead, drows))
+                    "log10((τ + 1) / (τ_first + 1)); NaN, naming the run, where either τ is not reached (or a window is "
+                    "closed); ±∞: an interval end where the τ is not reached in enough resamples.</p>", t=_grid(dhead, drows))
     return out
 
 

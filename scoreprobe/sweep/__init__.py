@@ -94,8 +94,9 @@ def source_identity(obj):
     """JSON-able description of a source, recorded in a store's config to tell analyses apart.
 
     No machine paths: a series is named by its folder's name, a digest of its data and of its
-    training config (run directories) or its files' names plus the settings they are read with
-    (files), so a store can be moved and opened elsewhere and still be resumed. Which weights each
+    training config (run directories: `run_config_digest`, which an extension of the run keeps) or
+    its files' names plus the settings they are read with (files), so a store can be moved and
+    opened elsewhere and still be resumed. Which weights each
     step measured is recorded per step (`scoreprobe.sweep.identity`), not here; file sizes are not
     part of either (a file re-saved with equal tensors is the same model)."""
     if is_series(obj):
@@ -131,10 +132,24 @@ def _series_digests(obj):
         out["files"] = [f.name for f in files]
         out.update({k: config.get(k) for k in ("overrides", "ema", "parameterization")})
     else:
-        out["config_sha256"] = _digest(dict(config))
+        out["config_sha256"] = run_config_digest(config, getattr(obj, "meta", None))
     if "denoiser" in config:   # --denoiser MODULE:FUNCTION (scoreprobe.loading.usercode), named as the user did
         out["denoiser"] = config["denoiser"]
     return out
+
+
+def run_config_digest(config, meta=None):
+    """The digest (16 hex digits) that names a run directory's settings in a store's `source`: of its
+    run.json `config` with total_steps set to the first total of the run (run.json's `extended_from[0]`
+    when it was extended). An extension (the same settings with a larger total_steps,
+    `scoreprobe.training.extend`) keeps every checkpoint and so keeps the digest: the run's stores
+    resume and measure only the new checkpoints. Which weights each step measured is checked per step
+    (`scoreprobe.sweep.identity`). For a run never extended this is the digest of its config as is."""
+    config = dict(config)
+    first = (meta or {}).get("extended_from") if isinstance(meta, Mapping) else None
+    if isinstance(first, list) and first and isinstance(first[0], int) and "total_steps" in config:
+        config["total_steps"] = first[0]
+    return _digest(config)
 
 
 def dataset_and_rule(obj, dataset=None, rule=None, need_rule=True, who="this probe"):

@@ -51,7 +51,7 @@ def check_run_dir(cfg, run_dir, device=None):
     (the same settings but a larger total_steps, `scoreprobe.training.extend`), None when it holds none;
     ConfigError when it holds a run with different settings or (`device` on the CPU) another thread count,
     CheckpointError when its run.json is damaged or a finished run cannot be extended."""
-    from scoreprobe.training.extend import check_extension, describe_diff
+    from scoreprobe.training.extend import check_extension
     if not (Path(run_dir) / "run.json").exists():
         return None
     old = read_meta(run_dir)
@@ -64,11 +64,23 @@ def check_run_dir(cfg, run_dir, device=None):
     if diff == ["total_steps"] and new_cfg["total_steps"] > old_cfg["total_steps"]:
         check_extension(old, cfg, run_dir)
     elif diff:
-        raise ConfigError(f"{run_dir} already holds a run with different settings ({describe_diff(old_cfg, new_cfg, diff)}); "
-                          "use another directory or the same settings to resume")
+        raise ConfigError(_conflict_message(run_dir, old_cfg, new_cfg, diff))
     if device is not None:
         check_threads(old, device, run_dir)
     return old
+
+
+def _conflict_message(run_dir, old_cfg, new_cfg, diff):
+    """The refusal of a run directory holding a run with other settings. A larger total_steps is no
+    conflict (it extends the run once the rest match), so it is not listed among them."""
+    from scoreprobe.training.extend import describe_diff
+    growing = "total_steps" in diff and new_cfg["total_steps"] > old_cfg["total_steps"]
+    listed = [k for k in diff if not (growing and k == "total_steps")]
+    text = f"{run_dir} already holds a run with different settings ({describe_diff(old_cfg, new_cfg, listed)}); "
+    if growing:
+        return text + (f"to extend it to {new_cfg['total_steps']} steps, give the run's own settings (run.json's "
+                       "config, `scoreprobe info RUN_DIR`) with the larger total_steps, or use another directory")
+    return text + "use another directory or the same settings to resume"
 
 
 def init_run_dir(cfg, run_dir, device=None):

@@ -12,12 +12,15 @@ format, tensorflow/core/util/event.proto and summary.proto); the code here is wr
 and checked by reading the files back (`read_events`) and against the CRC-32C check values of
 RFC 3720.
 
-What is written, one subfolder of `logdir` per item (TensorBoard shows each as a run):
+What is written, one subfolder of `logdir` per run (TensorBoard shows each as a run; `export_plan`):
 - a run directory: its training log: `train/loss`, `train/loss_by_sigma/<bucket>`, `heldout/loss`,
-  `heldout/loss_by_sigma/<bucket>` at each logged step;
-- a clocks store (or a run directory's `clocks.zarr`, if present): `clocks/<curve>` (rule_acc,
-  novel_valid, mem_ratio, ...) at each checkpoint, and `tau/tau_rule`, `tau/tau_novel`, `tau/tau_mem`,
-  `tau/window_log10_width` (the τ in steps as the value, NaN when not reached) at the last checkpoint.
+  `heldout/loss_by_sigma/<bucket>` at each logged step, and in the same event file its clocks: those
+  of a store among the items that measured the run, else the store `clocks RUN` wrote
+  (`<run>.clocks.zarr` in `folder`, the current one, or `RUN/clocks.zarr`: scoreprobe.sweep.outputs);
+- a clocks store of no run among the items, as a run of its own named after the run it measured:
+  `clocks/<curve>` (rule_acc, novel_valid, mem_ratio, ...) at each checkpoint, and `tau/tau_rule`,
+  `tau/tau_novel`, `tau/tau_mem`, `tau/window_log10_width` (the τ in steps as the value, NaN when not
+  reached) at the last checkpoint.
 
 A re-export replaces each run's event file whole (temporary file, fsync, rename: scoreprobe.atomic), so
 TensorBoard shows every point once (restart it, or reload, to see a replaced file); event files of earlier
@@ -32,7 +35,9 @@ import struct
 import time
 from pathlib import Path
 
-from scoreprobe.errors import ConfigError, DataError
+import warnings
+
+from scoreprobe.errors import ConfigError, DataError, ScoreprobeWarning
 
 FILE_VERSION = "brain.Event:2"
 _MASK_DELTA = 0xA282EAD8
@@ -276,14 +281,13 @@ def _check_targets(names, logdir):
     return logdir
 
 
-def _read_item(path, kind):
-    """[(step, {tag: float})] of one item (a run's log then its clocks.zarr, or a clocks store), all checked."""
+def _read_item(run_dir, store):
+    """[(step, {tag: float})] of one TensorBoard run: a run's log, then the clocks of `store`, all checked."""
     from scoreprobe.store import open_store
     from scoreprobe.training.trainlog import LOG_NAME, read_log
-    events = [_checked(f"{path}, {LOG_NAME}", rec["step"], _log_scalars(rec)) for rec in read_log(path)] \
-        if kind == "run" else []
-    store = Path(path) if kind == "store" else (Path(path) / "clocks.zarr")
-    if store.is_dir():
+    events = [_checked(f"{run_dir}, {LOG_NAME}", rec["step"], _log_scalars(rec)) for rec in read_log(run_dir)] \
+        if run_dir is not None else []
+    if store is not None:
         ds = open_store(store).load()
         try:
             config = json.loads(ds.attrs.get("scoreprobe_config") or "{}")
@@ -295,18 +299,41 @@ def _read_item(path, kind):
     return events
 
 
-def export_tb(items, logdir):
+def export_plan(items, folder="."):
+    """[(name, run directory or None, clocks store or None)], one per TensorBoard run, and notes (text): a
+    run directory goes with its clocks store -- one given among the items that measured it, else the one
+    `clocks RUN` wrote (`scoreprobe.sweep.outputs.run_store`: folder/<run>.clocks.zarr, or RUN/clocks.zarr) --
+    under the run's name; a store of no listed run is a run of its own, named after the run it measured."""
+    from scoreprobe.sweep.outputs import measured_run, run_store, store_label
+    kinds = [_kind(p) for p in items]
+    runs = [p for p, k in zip(items, kinds) if k == "run"]
+    plan, notes, claimed = [], [], set()
+    for run in runs:
+        given = [p for p, k in zip(items, kinds) if k == "store" and p not in claimed and not measured_run(p, run)]
+        store, why = (given[0], []) if given else run_store(run, "clocks.zarr", folder)
+        claimed.update(given[:1])
+        notes += why
+        plan.append((Path(run).resolve().name, run, store))
+    plan += [(store_label(p), None, p) for p, k in zip(items, kinds) if k == "store" and p not in claimed]
+    return plan, notes
+
+
+def export_tb(items, logdir, folder="."):
     """Write TensorBoard scalars of run directories and clocks stores (see the module docstring) into
-    logdir/<item name>/events.out.tfevents.scoreprobe, one file per item, replaced whole (atomically) by a
-    re-export; returns the event files written. Every item is read and every value checked (a step an int64,
-    a value float32 can hold: DataError naming the item, tag and step) before the first byte is written."""
+    logdir/<run name>/events.out.tfevents.scoreprobe, one file per run (`export_plan`: a run directory
+    with its clocks store, found in `folder` by the rule of scoreprobe.sweep.outputs), replaced whole
+    (atomically) by a re-export. Every
+    item is read and every value checked (a step an int64, a value float32 can hold: DataError naming
+    the item, tag and step) before the first byte is written. Returns the event files written."""
     items = [items] if isinstance(items, (str, os.PathLike)) else list(items)
     if not items:
         raise ConfigError("export-tb: no items to export")
-    kinds = [_kind(p) for p in items]
-    names = [Path(p).resolve().name for p in items]
+    plan, notes = export_plan(items, folder)
+    for note in notes:
+        warnings.warn(f"export-tb: {note}", ScoreprobeWarning, stacklevel=2)
+    names = [name for name, _, _ in plan]
     if len(set(names)) != len(names):
         raise ConfigError(f"export-tb: two items share a name ({names}); their runs would mix in {logdir}")
     logdir = _check_targets(names, logdir)
-    files = [_event_bytes(_read_item(path, kind)) for path, kind in zip(items, kinds)]
+    files = [_event_bytes(_read_item(run, store)) for _, run, store in plan]
     return [_write_events(logdir / name, data) for name, data in zip(names, files)]

@@ -21,10 +21,11 @@ import numpy as np
 from scoreprobe.errors import ScoreprobeWarning
 from scoreprobe.limits import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_STEP, json_depth
 from scoreprobe.training.trainlog import LOG_NAME, read_log
-from scoreprobe.viz.common import _new_axes
+from scoreprobe.viz.common import _new_axes, new_figure
 
 BUCKET_COLORS = ("#1f77b4", "#9467bd", "#d62728", "#8c564b", "#e377c2")
 MAX_MARKERS = 1000   # checkpoint steps marked at most (a run.json listing more marks none, with a warning)
+LOSS_LABELS = {"dit": "loss (EDM-weighted DSM)", "gpt": "loss (next-token cross-entropy)"}   # by run.json `kind`
 MAX_POINTS = 4000    # records drawn as they are; a longer log is drawn as means over this many log-spaced bins
 
 
@@ -164,7 +165,7 @@ def plot_train_log(run_dir, ax=None):
         ax.axvline(s, color="0.3", lw=1.0, ls="--", zorder=0,
                    label=None if i else f"extended from {', '.join(map(str, extended))}")
     ax.set_xlabel("training step")
-    ax.set_ylabel({"dit": "loss (EDM-weighted DSM)", "gpt": "loss (next-token cross-entropy)"}.get(kind, "loss"))
+    ax.set_ylabel(LOSS_LABELS.get(kind, "loss"))
     ax.legend(fontsize=8, loc="best", title="mean over each log interval" if labels else None, title_fontsize=8)
     ax.set_title(plain_text(f"training loss: {Path(run_dir).name}"))
     return fig
@@ -172,33 +173,53 @@ def plot_train_log(run_dir, ax=None):
 
 def plot_train_logs(run_dirs, names=None, ax=None):
     """Several runs' training curves overlaid, one colour per run: the training loss (solid) and the
-    held-out loss on the fixed bank when logged (dashed), on log axes.
+    held-out loss on the fixed bank when logged (dashed), on log axes. Runs with different losses (a
+    DiT's EDM-weighted DSM loss and a GPT's cross-entropy) are never drawn on one axis: one panel per
+    loss, side by side, each labelled with its loss.
 
     Parameters
     ----------
     run_dirs : run directories written by `scoreprobe train`; names : one label each (default: folder names).
+    ax : an axes to draw on (runs of one kind of loss only: ConfigError for mixed losses).
 
     Returns
     -------
     matplotlib Figure. DataError when a directory has no training log.
     """
-    from scoreprobe.viz.compare import run_color
+    from scoreprobe.errors import ConfigError
     logs = [load_log(d) for d in run_dirs]                   # every log read and checked before anything is drawn
     names = [Path(d).name for d in run_dirs] if names is None else list(names)
-    fig, ax = _new_axes(ax, figsize=(7.0, 4.2))
-    kinds = set()
-    for i, (log, name) in enumerate(zip(logs, names)):
+    kinds = [_run_meta(d)[1] for d in run_dirs]
+    groups = list(dict.fromkeys(kinds))                      # one panel per kind of loss, in the runs' order
+    if ax is not None and len(groups) > 1:
+        raise ConfigError(f"plot_train_logs: these runs log {len(groups)} different losses "
+                          f"({', '.join(map(str, groups))}), which one axis cannot show; leave ax=None for one panel "
+                          "per loss")
+    if ax is None:
+        fig = new_figure((7.0 * len(groups), 4.2))
+        axes = list(np.atleast_1d(fig.subplots(1, len(groups))))
+    else:
+        fig, axes = ax.figure, [ax]
+    for kind, panel in zip(groups, axes):
+        members = [i for i, k in enumerate(kinds) if k == kind]
+        _overlay(panel, [logs[i] for i in members], [names[i] for i in members], members)
+        panel.set_ylabel(LOSS_LABELS.get(kind, "loss"))
+        what = f" ({'DiT' if kind == 'dit' else 'GPT' if kind == 'gpt' else 'unknown kind'})" if len(groups) > 1 else ""
+        panel.set_title(f"training loss of {len(members)} run{'s' if len(members) > 1 else ''}{what} "
+                        "(mean over each log interval)", fontsize=10 if len(groups) > 1 else None)
+    return fig
+
+
+def _overlay(ax, logs, names, colours):
+    """The training (solid) and held-out (dashed) losses of `logs` on one axes, colour run_color(colours[i])."""
+    from scoreprobe.viz.compare import run_color
+    for log, name, c in zip(logs, names, colours):
         steps, loss, held = thin(log["step"], log["loss"], log["heldout"])
-        color, name = run_color(i), plain_text(name)
+        color, name = run_color(c), plain_text(name)
         ax.plot(steps, loss, color=color, lw=1.5, label=f"{name}: training")
         if np.isfinite(held).any():
             ax.plot(steps, held, color=color, lw=1.2, ls="--", label=f"{name}: held-out")
-        kinds.add(_run_meta(run_dirs[i])[1])
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("training step")
-    ax.set_ylabel({"dit": "loss (EDM-weighted DSM)", "gpt": "loss (next-token cross-entropy)"}.get(
-        kinds.pop() if len(kinds) == 1 else None, "loss"))
     ax.legend(fontsize=7, loc="best")
-    ax.set_title(f"training loss of {len(logs)} runs (mean over each log interval)")
-    return fig
