@@ -22,9 +22,13 @@ LITERATURE = {
     "b_field": f"{BONNAIRE} {FAVERO}",
     "N_rule": f"{BONNAIRE} (τ_gen independent of n) — our rule clock is the analogue of their τ_gen.",
     "cap_mem": BONNAIRE,
-    "gpt": KADKHODAIE + " Theirs is a transition in N for one architecture; ours compares architectures at one N.",
+    "gpt": KADKHODAIE + " Theirs is a transition in N for one architecture; ours compares architectures at one N, "
+           "and with different samplers (DiT: Heun PF-ODE, 32 steps; GPT: ancestral), so a difference holds for "
+           "these samplers, not for the architectures alone (analyses/gpt_dit_match).",
     "sudoku": KAMB + " With 2×2 patches a Sudoku box is one token, so boxes and cells are local and come first "
-              "(our scaling study), as a locality account expects; rows and columns are alike for the network.",
+              "(our scaling study), as a locality account expects; rows and columns are alike for the network, and "
+              "in the 2×2 DiT the training seed sets their order (analyses/sudoku_transpose: Holm 0.009 over its 8 "
+              "readable thresholds).",
 }
 
 

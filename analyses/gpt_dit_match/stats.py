@@ -27,8 +27,20 @@ def run_row(run, info):
     row.update(lr=run.meta["lr"], split=run.meta["split"], match_model=run.meta["match_model"],
                forward_flops=forward_flops(run.cfg), step_flops=step_flops(run.cfg),
                budget_flops=step_flops(run.cfg) * run.steps,
-               abrupt_common={k: a[k] for k in ("abruptness", "ci", "band", "n_band")})
+               abrupt_common={k: a[k] for k in ("abruptness", "ci", "band", "n_band")},
+               sampler=sampler_of(info["clocks_config"]))
     return row
+
+
+def sampler_of(clocks_config):
+    """'heun, 32 steps' / 'ancestral, temperature 1': the sampler a run's clocks were read with, from its export's
+    clocks settings (analyses.scaling.export.clocks_config_text: a GPT's is ancestral sampling of its tokens)."""
+    s = dict(clocks_config.get("sampler") or {})
+    name = s.pop("name", "unknown")
+    steps = clocks_config.get("n_steps")
+    extra = [f"{steps} steps"] if steps else []
+    extra += [f"{k} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}" for k, v in sorted(s.items())]
+    return ", ".join([name] + extra)
 
 
 def abrupt_pooled(rows):

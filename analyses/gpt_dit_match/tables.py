@@ -110,6 +110,23 @@ def section_dense(dense_by, rows_by, curves, n, n_eval):
     return lines + [""], out
 
 
+def ahead_lines(vs, key):
+    """Per GPT order, per training FLOP: the thresholds where it is earlier than the DiT (CI below 1) with each value
+    and interval, and where it is not, plainly."""
+    out = []
+    for m, v in vs.items():
+        curve = v[key]["flop"]
+        rel, grid = C.relation(curve, 1.0), [r["threshold"] for r in curve]
+        ahead = ", ".join(f"{t:g}: {fmt(C.at(curve, t)['value'], 2)} {ci_text(C.at(curve, t)['ci'], 2)}"
+                          for t in rel["below"]) or "at no threshold"
+        rest = "; ".join(f"{what} at {C.span(rel[k], grid)}" for k, what in (
+            ("includes", "CI includes 1"), ("above", "behind (CI above 1)"), ("censored", "censored"),
+            ("under_resolved", "under-resolved")) if rel[k])
+        out.append(f"- Per FLOP, {LABELS[m]} earlier than the DiT ({'τ_rule' if key == 'tau_rule' else 'τ_mem'}, CI below "
+                   f"1): {ahead}" + (f"; {rest}" if rest else "") + ".")
+    return out
+
+
 def section_versus(vs):
     lines = ["## Every GPT order against the DiT, over thresholds", "",
              "GPT / DiT of the geometric-mean τ over training seeds (Welch t interval on ln τ, 95%), per training step and "
@@ -123,6 +140,7 @@ def section_versus(vs):
             continue
         lines += curve_table(head, cols, paper) + [""]
         lines += [f"- {label}: {C.robust(c, 1.0, words)}; ratio {C.range_text(c)}." for label, c in cols] + [""]
+        lines += ahead_lines(vs, key) + [""]
     for m, v in vs.items():
         d = v["abruptness"]
         if d.get("censored"):
@@ -164,8 +182,8 @@ def report(args):
              f"Regenerate: `{cmd}` (from the .npz exports only). {len(rows)} of {len(tuning) + len(ready) + len(pending) + len(dense)} "
              f"planned runs done. Tuning split: data seed {p['tune_data_seed']}; evaluation split: data seed "
              f"{p['eval_data_seed']} (the scaling study's); training seeds named per run. τ in training steps (reliably "
-             "exceeds, definitions version 6), over rule thresholds 0.3–0.95 and memorization thresholds 0.01–0.2. "
-             "GPT: ancestral sampling; DiT: PF-ODE (the default sampler).", ""]
+             "exceeds, definitions version 6), over rule thresholds 0.3–0.95 and memorization thresholds 0.01–0.2.", "",
+             samplers_text(rows), ""]
     text_f, flops = section_flops(args)
     text_m, models = section_models(rows_by, curves)
     text_d, dense_rep = section_dense(dense_by, rows_by, curves, p.get("dense_checkpoints"),
@@ -178,6 +196,19 @@ def report(args):
            "models": models, "dense": dense_rep, "versus_dit": vs, "missing": missing,
            "runs": [{k: v for k, v in r.items() if k not in ("curve", "curves")} for r in rows]}
     return "\n".join(lines) + "\n", rep, rows_by
+
+
+def samplers_text(rows):
+    """Which sampler each model's clocks were read with (every run's export), and what that means for the match."""
+    by = {}
+    for r in rows:
+        by.setdefault(LABELS[r["match_model"]], set()).add(r["sampler"])
+    kinds = "; ".join(f"{m}: {' / '.join(sorted(v))}" for m, v in by.items())
+    differ = len({frozenset(v) for v in by.values()}) > 1
+    return (f"**Samplers** (each run's export, its clocks settings): {kinds}. " + (
+        "The models are not read with one sampler, and how many samples copy depends on the sampler (analyses/README.md, "
+        "'Memorization depends on the sampler'), so a GPT − DiT difference in τ_mem or in copy rates holds for these "
+        "samplers, not for the architectures alone." if differ else "One sampler for every model."))
 
 
 def _by_model(rows, split, models):

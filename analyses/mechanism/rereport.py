@@ -190,7 +190,7 @@ def dsm_half_change_with_ci(args, r, stores):
 def rereport(args, path):
     """The shipped json with a 're_report' section (the statistics above); returns the whole dict."""
     report = json.loads(Path(path).read_text())
-    report.pop("re_report", None)
+    old = (report.pop("re_report", None) or {}).get("series", {})
     new = {}
     for name, r in report["series"].items():
         new[name] = {"units": unit_counts(args, name), "dsm": dsm_family(r["dsm"], r["steps"]),
@@ -198,5 +198,7 @@ def rereport(args, path):
         stores = dsm_from_stores(args, name, r["steps"])
         if stores is not None:   # remeasured: the DSM gap's half-change gets its CI over pairs
             new[name]["dsm_half_change_from_stores"] = dsm_half_change_with_ci(args, r, stores)
+        elif "dsm_half_change_from_stores" in old.get(name, {}):   # stores gone (not shipped): keep what they gave
+            new[name]["dsm_half_change_from_stores"] = old[name]["dsm_half_change_from_stores"]
     report["re_report"] = {"issue": 35, "series": new, "from": "the shipped json (stores not shipped)"}
     return report

@@ -3,6 +3,7 @@ import json
 import math
 from pathlib import Path
 
+from analyses.mechanism.evidence import evidence_lines
 from analyses.mechanism.rereport import rereport
 from scoreprobe.atomic import atomic_write_text
 
@@ -50,7 +51,9 @@ def rereport_markdown(report, args, remeasured=None):
         lines += [""] + _half_md(name, r, rr[name]) + [""] + _dsm_md(name, r, rr[name]["dsm"], sigma_runs)
         lines += [""] + _capture_md(name, r, rr[name]["capture"]) + [""] + _symmetry_md(name, r)
         lines += [""] + _shares_md(name, r)
-    lines += ["", "## Reading of the claims (mechanical criteria; see the issue's closing note for the judgement)", ""]
+    lines += ["", *evidence_lines(report, Path(remeasured).with_name("mechanism_seeds.json") if remeasured else ""),
+              "## Reading of one model (point readings by mechanical criteria; not the evidence: see the section above)",
+              ""]
     lines += _claims_md(report)
     lines += ["", "## Figures (from the measurement, 2026-12-01; not redrawn: they show the old statistics)", ""]
     lines += [f"- `mechanism_{f}`" for f in ("basins.png", "retention.png", "dsm.png", "open_basins.gif",
@@ -122,7 +125,8 @@ def _remeasured(path):
              "configuration (its clocks reproduce τ_mem 1551 [1479, 1637] and its DSM the shipped paired gaps "
              "exactly) — with the preset's seeds and settings but only: the DSM, retention at σ = 1 and 2, and the "
              "distinct planes of the three kinds on the local grid (no noise-reach grids, no animation): "
-             f"`{Path(path).name}`. Where the two differ, the remeasured numbers are the ones to use.")]
+             f"`{Path(path).name}`. Where the two differ, the remeasured numbers are the ones to use; for the claims, "
+             "neither is the evidence: the 3-model study is (below).")]
 
 
 def _half_md(name, r, rr):

@@ -29,7 +29,8 @@ CLAIMS = [
     ("open", "the DSM gap in σ 0.2–2 rises around τ_mem (within a factor 2)", DSM_GAP, ("near", "tau_mem")),
     ("open", "captured held-out restarts at σ 1 started nearer their own item (share of captured > 1/2 at the "
      "last step)", "nearer own, share of captured (σ 1)", ("mean above", 0.5, "last")),
-    ("closed", "the model copies before any rule: DSM gap in σ 0.2–2 above 0 at the first grid step", DSM_GAP,
+    ("closed", "the model fits its training images before any rule: held-out − training DSM loss in σ 0.2–2 above 0 "
+     "at the first grid step (a loss gap: fitting the training set, not copies in samples)", DSM_GAP,
      ("mean above", 0.0, "first grid")),
     ("closed", "t − h basin above 0 at the first grid step", "t − h basin (symmetric planes)",
      ("mean above", 0.0, "first grid")),
@@ -39,6 +40,13 @@ CLAIMS = [
      "nearer own, share of captured (σ 1)", ("mean above", 0.5, "last")),
 ]
 P_KEY = {"before": "p_below", "after": "p_above", "near": "p_within2"}
+# (claim number, series, what the control shows, quantity, test): the same test on the series that is not the
+# claim's, where the claim's reading would not follow; reported beside the claim, outside the Holm family
+CONTROLS = [
+    (9, "open", "the same gap in the open-window series at its first grid step, before its τ_rule (a series that "
+     "does learn the rule)", DSM_GAP, ("mean above", 0.0, "first grid")),
+    (9, "open", "the same gap in the open-window series at the claim's step", DSM_GAP, ("mean above", 0.0, "claim")),
+]
 
 
 def _step_index(rep, where):
@@ -46,6 +54,8 @@ def _step_index(rep, where):
     the first step the one-model study measured)."""
     if where == "last":
         return len(rep["steps"]) - 1
+    if isinstance(where, int):                         # a step itself (a control read at its claim's step)
+        return next(i for i, s in enumerate(rep["steps"]) if s >= where)
     return next(i for i, s in enumerate(rep["steps"]) if s >= rep["first_grid_step"])
 
 
@@ -91,6 +101,30 @@ def mean_claim(rep, quantity, ref, where):
     p = float(scipy.stats.t.sf((mean - ref) / se, df)) if se > 0 else float(mean <= ref)
     return {"p": p, "step": rep["steps"][i], "value": mean, "ci": [lo, hi], "contrary": hi < ref,
             "per_model": [pm[i] for pm in c["per_model"]]}
+
+
+def evaluate_controls(reports, claims):
+    """[control row] of CONTROLS whose series is reported: the mean test with its one-sided p, never
+    Holm-adjusted (a control is not a claim), with the claim it stands beside (`for_claim`, its number in
+    CLAIMS); a control at "claim" reads the step its claim was read at (`claims`: evaluate's rows)."""
+    rows = []
+    for number, series, text, quantity, test in CONTROLS:
+        rep = reports.get(series)
+        claim = next((c for c in claims if c["claim"] == CLAIMS[number - 1][1]), None)
+        if rep is None or rep.get("n_models", 0) < 2 or claim is None or "step" not in claim:
+            continue
+        where = claim["step"] if test[2] == "claim" else test[2]
+        rows.append({"for_claim": number, "series": series, "control": text, "quantity": quantity, "test": list(test),
+                     **mean_claim(rep, quantity, test[1], where)})
+    return rows
+
+
+def copies_at(rep, where):
+    """The memorized share of each model's samples at a claim's step (its clocks, `mem_ratio_by_step`): what
+    copying in samples would be, beside a loss gap; None where a model has no clock at that step."""
+    step = rep["steps"][_step_index(rep, where)]
+    vals = [m.get("mem_ratio_by_step", {}).get(str(step)) for m in rep["models"]]
+    return None if any(v is None for v in vals) else {"step": step, "per_model": vals}
 
 
 def evaluate(reports):

@@ -3,7 +3,7 @@ claims (claims.py), the markdown (tables.py), the json and the figure (figures.p
 import json
 
 from analyses.mechanism_seeds import grid as G
-from analyses.mechanism_seeds.claims import evaluate
+from analyses.mechanism_seeds.claims import copies_at, evaluate, evaluate_controls
 from analyses.mechanism_seeds.export import load_exports
 from analyses.mechanism_seeds.measure import settings
 from analyses.mechanism_seeds.series import model_rows, series_report
@@ -24,9 +24,12 @@ def build(args, models):
             series[name] = series_report(ms, st, p["n_boot"])
         elif ms:
             series[name] = {"models": model_rows(ms), "n_models": len(ms)}
+    claims = evaluate(series)
     return {"preset": args.preset, "settings": {**st, "seeds": p["seeds"]}, "exports": args.exports.name,
             "n_planned": len(models), "n_done": len(done), "missing": missing, "series": series,
-            "claims": evaluate(series)}
+            "claims": claims, "controls": evaluate_controls(series, claims),
+            "copies_at_claim_steps": {f"{c['series']}@{c['step']}": copies_at(series[c["series"]], c["test"][2])
+                                      for c in claims if c["test"][0] == "mean above" and "step" in c}}
 
 
 def write_all(args, models, figures=True):

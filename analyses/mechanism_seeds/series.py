@@ -38,6 +38,8 @@ def model_rows(models):
                     "window_status": window_status(ds, t), "peak_rule_acc": float(ds.rule_acc.max()),
                     "final_mem_ratio": float(ds.mem_ratio[-1]), "seconds": m["meta"]["seconds"],
                     "resumed": bool(m["meta"].get("resumed", False)),
+                    "mem_ratio_by_step": {str(int(st)): float(v) for st, v in zip(ds.step.values, ds.mem_ratio.values)
+                                          if int(st) in set(int(x) for x in m["steps"])},
                     **{k: t[k] for k in ("tau_rule", "tau_rule_ci", "tau_mem", "tau_mem_ci", "window_open",
                                          "window_intervals")}})
     return out

@@ -66,7 +66,11 @@ def intro(report):
             "resampling would divide the shared unit variance by the number of models). Not a percentile bootstrap "
             "over models: with 3 models it is close to [min, max] of them. `one-model ×` is how many times too "
             "narrow an interval over the units of one model is for the next trained model; `models' share` the "
-            "part of the mean's variance that comes from the models.", ""]
+            "part of the mean's variance that comes from the models.", "",
+            "**This study is the evidence for the mechanism's claims.** The one-model study (`mechanism.md`, "
+            "`mechanism_remeasured.md`: one trained model per series, intervals over its units only) reads the same "
+            "quantities as point estimates of one model; where its readings say more than the verdicts below, these "
+            "verdicts stand (`mechanism.md` lists both side by side).", ""]
 
 
 def models_table(report):
@@ -88,7 +92,7 @@ CENSORED = {"before": "before the first step fitted", "after": "after the last s
             "too few": "too few steps up to its extreme"}
 
 
-def _claim_statistic(c):
+def claim_statistic(c):
     if "at_paper" in c:
         clock = "τ_rule" if c["test"][1] == "tau_rule" else "τ_mem"
         a = c.get("at_paper")
@@ -124,12 +128,47 @@ def claims_table(report):
              *_interim(len(rows)), "", "| # | series | claim | statistic | value [95% CI] | p | Holm p | verdict |",
              "|---:|---|---|---|---|---:|---:|---|"]
     for i, c in enumerate(rows, 1):
-        stat, val = _claim_statistic(c)
+        stat, val = claim_statistic(c)
         lines.append(f"| {i} | {c['series']} | {c['claim']} | {stat} | {val} | {_p(c['p'])} | {_p(c.get('p_holm'))} | "
                      f"**{c['verdict']}** |")
     plain = [f"- {c['series']}: *{c['claim']}* — **{c['verdict']}**{_why(c)}" for c in rows
              if c["verdict"] != "supported"]
-    return lines + ["", "Null and contrary results, plainly:" if plain else "Every claim is supported.", ""] + plain + [""]
+    return lines + [""] + controls_lines(report) + ["Null and contrary results, plainly:" if plain else
+                                                    "Every claim is supported.", ""] + plain + [""]
+
+
+def controls_lines(report):
+    """Each control beside its claim (claims.CONTROLS: the same test where the claim's reading would not follow;
+    one-sided p, outside the Holm family), what it means for the claim, and the memorized share of the samples
+    at the claim's step."""
+    out, said = [], set()
+    for c in report.get("controls", []):
+        n = c["for_claim"]
+        claim = report["claims"][n - 1]
+        if "value" not in c:
+            out.append(f"- Control for claim {n}: {c['control']} — {c.get('note', 'not measured')}.")
+            continue
+        per = " / ".join(_f(v, 4) for v in c["per_model"])
+        side = "above 0 as well" if c["p"] < 0.05 else "not resolved above 0"
+        out.append(f"- Control for claim {n} ({claim['series']}: {_f(claim['value'], 4)} [{_f(claim['ci'][0], 4)}, "
+                   f"{_f(claim['ci'][1], 4)}] at step {claim['step']}, Holm p {_p(claim.get('p_holm'))}): "
+                   f"{c['control']}: {_f(c['value'], 4)} [{_f(c['ci'][0], 4)}, {_f(c['ci'][1], 4)}] at step {c['step']} "
+                   f"(models: {per}), one-sided p {_p(c['p'])} (a control: outside the Holm family) — {side}.")
+        said.add(n)
+    for n in sorted(said):
+        claim = report["claims"][n - 1]
+        hits = [c for c in report["controls"] if c["for_claim"] == n and "value" in c and c["p"] < 0.05]
+        if hits:
+            where = ", ".join(f"step {c['step']} (p {_p(c['p'])})" for c in hits)
+            out.append(f"- So the gap of claim {n} does not tell the {claim['series']} window from the other: the "
+                       f"{hits[0]['series']}-window series, which learns the rule, has it too before its τ_rule, at "
+                       f"{where}.")
+        copies = report.get("copies_at_claim_steps", {}).get(f"{claim['series']}@{claim['step']}")
+        if copies:
+            out.append(f"- What copying in samples would show at claim {n}'s step {copies['step']}: the memorized share "
+                       f"of each {claim['series']} model's samples there (its clocks) is "
+                       + " / ".join(_f(v) for v in copies["per_model"]) + ".")
+    return out + ([""] if out else [])
 
 
 def _p(p):

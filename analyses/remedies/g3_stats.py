@@ -15,7 +15,7 @@ from analyses.scaling.stats import run_stats
 from scoreprobe.data.curriculum import beyond_state
 from scoreprobe.probes.crossings import logit_fraction, reliable_crossing, wilson_lower
 from scoreprobe.probes.dsm_stats import adjust_pvalues
-from scoreprobe.probes.seeds import pool_ratio
+from scoreprobe.probes.seeds import pool_ratio, pool_seeds
 
 # (variant, reference): the family of comparisons, Holm-adjusted together at each threshold
 COMPARISONS = (("global_token", "baseline"), ("multiplicative", "baseline"), ("curriculum", "baseline"),
@@ -105,13 +105,20 @@ def welch_p(a, b, log=True):
 
 def censored_bound(a, b, last_a, last_b):
     """The ratio b / a of geometric means with every unreached seed at its run's last step: a lower bound
-    ('>') when only b has unreached seeds, an upper bound ('<') when only a has; None when both or none do."""
+    ('>') when only b has unreached seeds, an upper bound ('<') when only a has; None when both or none do.
+    `value` sets the comparison arm (the side every seed of which reaches) at its point value; `value_ci_end`
+    at the end of its 95% t interval that makes the bound hold with that arm's uncertainty ("> b / a's upper
+    end", "< b's upper end / a"): the bound to read (NaN with fewer than 2 seeds on that arm)."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     ca, cb = ~np.isfinite(a), ~np.isfinite(b)
     if ca.any() == cb.any():
         return None
     fa, fb = np.where(ca, last_a, a), np.where(cb, last_b, b)
-    return {"kind": ">" if cb.any() else "<", "value": float(np.exp(np.log(fb).mean() - np.log(fa).mean())),
+    point = float(np.exp(np.log(fb).mean() - np.log(fa).mean()))
+    arm = a if cb.any() else b                       # the comparison arm: every seed reached
+    end = pool_seeds(arm)["ci"][1] if arm.size >= 2 else math.nan
+    gm = float(np.exp(np.log(arm).mean()))
+    return {"kind": ">" if cb.any() else "<", "value": point, "value_ci_end": point * (gm / end if cb.any() else end / gm),
             "budget": float(max(np.max(last_b[cb]) if cb.any() else 0, np.max(last_a[ca]) if ca.any() else 0)),
             "n_censored": int(ca.sum() + cb.sum())}
 
@@ -190,10 +197,12 @@ def endpoint_family(rows_by):
     return out
 
 
-def verdict(curve):
+def verdict(curve, family="planned"):
     """Where the ratio's CI lies against 1 over the readable thresholds (curves.robust), and the thresholds at
-    which it differs from 1 after Holm."""
+    which it differs from 1 after Holm in `family` (g3_families; "readable" before g3_families.assign ran)."""
     words = {"below": "earlier than the reference (CI below 1)", "includes": "CI includes 1",
              "above": "later than the reference (CI above 1)"}
-    sig = [r["threshold"] for r in curve if r.get("significant")]
-    return f"{C.robust(curve, 1.0, words)}; Holm-significant at {C.span(sig, [r['threshold'] for r in curve])}"
+    sig = [r["threshold"] for r in curve if (r["holm"][family]["significant"] if "holm" in r else r.get("significant"))]
+    size = next((r["holm"][family]["size"] for r in curve if "holm" in r), None)
+    where = f"Holm-significant ({'of ' + str(size) + ' at each threshold' if size else 'readable family'}) at"
+    return f"{C.robust(curve, 1.0, words)}; {where} {C.span(sig, [r['threshold'] for r in curve])}"

@@ -101,7 +101,8 @@ def _part(rows_o, rows_t, curves, sign):
     units, shape, words = units_of(o)
     at = {id(r): i for i, r in enumerate(o)}
     V = V[[at[id(r)] for r in units]]                                                # units_of order
-    out = _pooled(V, shape, words, lambda per: {"n_pairs": len(o)},
+    seeds = [[r["meta"]["data_seed"], r["seed"]] for r in units]                   # (data seed, training seed)
+    out = _pooled(V, shape, words, lambda per: {"n_pairs": len(o), "per_pair": per, "pair_seeds": seeds},
                   ("var_data", "var_init", "var_residual", "p_data", "p_init"))
     return C.mark_under_resolved(out, o + t, curves, family_key(FIRST), family_key(SECOND))
 

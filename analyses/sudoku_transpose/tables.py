@@ -7,6 +7,7 @@ from analyses.scaling.format import curve_table, fmt
 from analyses.scaling.stats import run_stats
 from analyses.scaling.tables import curves_of
 from analyses.sudoku_transpose import grid as grid_mod
+from analyses.sudoku_transpose import readings as R
 from analyses.sudoku_transpose import stats as S
 
 FAMILIES = ("rows", "columns", "boxes", "cells")
@@ -110,6 +111,8 @@ def arch_report(arch, rows, curves):
               f"- kept by transposition (architecture): {verdicts['kept']}",
               f"- reversed by transposition (data), pooled over draws: {verdicts['reversed']}"]
     lines += [f"- reversed, data seed {d}: {verdicts[f'reversed_d{d}']}" for d in by_seed]
+    out["verdict_words"] = {key: R.curve_verdict(out[key]).word for key, _ in R.CLAIMS}
+    lines += R.verdict_lines(out)
     return lines + [f"- **decision: {out['decision']}**", ""], out
 
 
@@ -119,20 +122,25 @@ def _key(r):
 
 def decision_table(reps):
     lines = ["## Decision", "", "| architecture | original: τ_rows / τ_columns | transposed: τ_rows / τ_columns | "
-             "kept (architecture) | reversed (data) | decision |", "|---|---|---|---|---|---|"]
+             "kept (architecture) | reversed (data) | decision (the readable thresholds) | verdict: rows before columns (R_o < 1) / kept < 1 "
+             "/ reversed < 1 |", "|---|---|---|---|---|---|---|"]
     for arch, rep in reps.items():
         if "decision" not in rep:
-            lines.append(f"| {grid_mod.ARCH_LABELS[arch]} | not run in both orientations yet | | | | |")
+            lines.append(f"| {grid_mod.ARCH_LABELS[arch]} | not run in both orientations yet | | | | | |")
             continue
+        words = " / ".join(f"**{rep['verdict_words'][k]}**" for k, _ in R.CLAIMS)
         lines.append(f"| {grid_mod.ARCH_LABELS[arch]} | {cell(rep['ratio_original'])} | {cell(rep['ratio_transposed'])} "
-                     f"| {cell(rep['architecture_part'])} | {cell(rep['data_part'], 'data')} | {rep['decision']} |")
+                     f"| {cell(rep['architecture_part'])} | {cell(rep['data_part'], 'data')} | {rep['decision']} "
+                     f"| {words} |")
     return lines + ["", "Cells: the range of the pooled value over the readable family thresholds (0.3–0.95) with the "
                     "ends of its 95% CIs, and where every readable CI lies against 1. Kept = sqrt(R_o·R_t), the "
                     "preference for image rows that transposing the data does not move (the architecture's); "
                     "reversed = sqrt(R_o/R_t), the preference for the drawn grids' rows that transposition turns "
                     "into image columns (the data's; a uniform draw of grids is as likely as its transpose, so it "
                     "averages to 1 over draws and is decided per data seed). The decision reads every readable "
-                    "threshold (analyses.scaling.curves.robust).", ""]
+                    "threshold (analyses.scaling.curves.robust). Verdict: `scoreprobe.stats.verdict` of the claim "
+                    "that the ratio lies below 1, the paper's threshold 0.9 read first (undefined where a run does "
+                    "not reach it there), then the range (each architecture's bullets).", ""]
 
 
 def section_runs(rows, missing):
@@ -161,13 +169,15 @@ def report(args, runs):
              "the training and the held-out set); the untransposed 2×2-patch DiT at data seed 0 is the scaling "
              "run itself. τ in training steps, reliably exceeds (definitions version 6, docs/definitions.md).",
              "", COORDINATES, ""]
-    reps = {}
-    body = []
+    reps, texts = {}, {}
     for arch in grid_mod.ARCHS:
         rs = [r for r in rows if r["meta"]["arch"] == arch]
         if rs:
-            text, reps[arch] = arch_report(arch, rs, curves)
-            body += text
+            texts[arch], reps[arch] = arch_report(arch, rs, curves)
+    tests = R.component_tests(reps)
+    body = []
+    for arch, text in texts.items():     # the families of the component tests span every architecture
+        body += text + R.data_lines(reps[arch], tests, arch) + R.components_lines(arch, reps[arch], tests)
     lines += decision_table(reps) + body + section_runs(rows, missing)
     rep = {"preset": args.preset, "n_planned": len(runs), "missing": missing, "coordinates": COORDINATES,
            "archs": reps, "runs": [{k: v for k, v in r.items() if k not in ("curve", "curves")} for r in rows]}
