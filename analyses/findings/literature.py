@@ -27,8 +27,8 @@ LITERATURE = {
            "these samplers, not for the architectures alone (analyses/gpt_dit_match).",
     "sudoku": KAMB + " With 2×2 patches a Sudoku box is one token, so boxes and cells are local and come first "
               "(our scaling study), as a locality account expects; rows and columns are alike for the network, and "
-              "in the 2×2 DiT the training seed sets their order (analyses/sudoku_transpose: Holm 0.009 over its 8 "
-              "readable thresholds).",
+              "in the 2×2 DiT the training seed sets their order (analyses/sudoku_transpose, its training-seed F test "
+              "with its Holm family).",
 }
 
 
