@@ -68,3 +68,24 @@ def test_smoke_then_from_results(tmp_path):
     run.main(["--smoke", "--out", str(tmp_path), "--from-results"])
     assert (tmp_path / "capacity_exponent_smoke.md").read_text() == md
     assert (tmp_path / "capacity_exponent_smoke.json").read_text() == js
+
+
+def test_the_slope_difference_is_the_interaction_of_one_least_squares_fit():
+    from scipy import stats
+    T = _analysis("capacity_exponent.tables")
+    rng = np.random.default_rng(0)
+    Ns = [30, 30, 60, 60, 120, 120]
+    ya = [1.3 * math.log(N) + 3 + 0.05 * rng.standard_normal() for N in Ns]
+    yb = [1.1 * math.log(N) + 3.2 + 0.05 * rng.standard_normal() for N in Ns]
+    row = lambda N, y: {"meta": {"N": N}, "curves": {"tau_mem": [0, 0, 0, math.exp(y), 0, 0]}}   # noqa: E731
+    d = T.slope_difference([row(N, y) for N, y in zip(Ns, ya)], [row(N, y) for N, y in zip(Ns, yb)], {30, 60, 120})
+    x = np.log(Ns)
+    fa, fb = stats.linregress(x, ya), stats.linregress(x, yb)
+    assert d["value"] == pytest.approx(fb.slope - fa.slope) and d["df"] == 8
+    rss = sum((np.array(y) - f.intercept - f.slope * x) @ (np.array(y) - f.intercept - f.slope * x)
+              for y, f in ((ya, fa), (yb, fb)))
+    se = math.sqrt(rss / 8 * 2 / ((x - x.mean()) @ (x - x.mean())))
+    assert d["ci"] == pytest.approx([d["value"] - stats.t.ppf(0.975, 8) * se, d["value"] + stats.t.ppf(0.975, 8) * se])
+    censored = [row(N, y) for N, y in zip(Ns, yb)]
+    censored[0]["curves"]["tau_mem"][3] = math.inf
+    assert math.isnan(T.slope_difference([row(N, y) for N, y in zip(Ns, ya)], censored, {30, 60, 120})["value"])

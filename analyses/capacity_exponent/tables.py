@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+from scipy import stats
 
 from analyses.capacity_exponent import grid as grid_mod
 from analyses.scaling import curves as C
@@ -111,11 +112,43 @@ def section_question(by):
     (p0, first), (p1, last) = pts[0], pts[-1]
     apart = first["b_ci"][0] > last["b_ci"][1]
     out["falls"] = bool(apart)
+    sizes = list(by)
+    diff = out["difference"] = slope_difference(by[sizes[0]], by[sizes[-1]], common)
     lines += [f"- over N = {', '.join(map(str, common))}, from {p0:,} to {p1:,} parameters b goes {first['b']:.2f} → "
               f"{last['b']:.2f}; " + ("the intervals do not overlap: b falls with capacity" if apart else
-                                      "the intervals overlap: no change of b with capacity is resolved at these sizes")
-              + f" (the field: b = {FIELD_B:g}; the paper's reference DiT: {PAPER_B}).", ""]
+                                      "the intervals overlap")
+              + f" (the field: b = {FIELD_B:g}; the paper's reference DiT: {PAPER_B}).",
+              f"- the difference b({sizes[-1]}) − b({sizes[0]}) over the common N: {_diff_text(diff)}.", ""]
     return lines, out
+
+
+def slope_difference(rows_a, rows_b, Ns):
+    """b_b − b_a over the N in `Ns`: least squares of ln τ_mem on ln N with a size term and a size × ln N term (one
+    residual variance), t interval on the interaction (n − 4 df), at memorization 0.1. NaN with its reason where a
+    run is censored there (no censored interaction fit is offered) or too few runs."""
+    j = list(MEM_THRESHOLDS).index(PAPER_T)
+    pts = [(math.log(r["meta"]["N"]), g, r["curves"]["tau_mem"][j]) for g, rs in ((0, rows_a), (1, rows_b))
+           for r in rs if r["meta"]["N"] in Ns]
+    tau = np.array([p[2] if p[2] is not None else math.inf for p in pts], dtype=float)
+    if not np.all(np.isfinite(tau)) or len(pts) < 6:
+        return {"value": math.nan, "ci": [math.nan, math.nan], "why": "a run censored at 0.1 or fewer than 6 runs"}
+    x, g = np.array([p[0] for p in pts]), np.array([p[1] for p in pts], dtype=float)
+    X = np.column_stack([np.ones_like(x), x, g, g * x])
+    beta, *_ = np.linalg.lstsq(X, np.log(tau), rcond=None)
+    dof = len(x) - 4
+    resid = np.log(tau) - X @ beta
+    se = math.sqrt(resid @ resid / dof * np.linalg.inv(X.T @ X)[3, 3])
+    t = stats.t.ppf(0.975, dof)
+    return {"value": float(beta[3]), "ci": [float(beta[3] - t * se), float(beta[3] + t * se)], "df": dof, "why": ""}
+
+
+def _diff_text(d):
+    if not math.isfinite(d["value"]):
+        return f"undefined ({d['why']})"
+    lo, hi = d["ci"]
+    side = "b smaller for the larger model" if hi < 0 else "b larger for the larger model" if lo > 0 else \
+        "the interval includes 0: no difference resolved"
+    return f"{d['value']:+.2f} [{lo:+.2f}, {hi:+.2f}] (least squares with an interaction, t with {d['df']} df): {side}"
 
 
 def _paper_row(curve):

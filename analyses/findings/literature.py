@@ -44,10 +44,19 @@ def capacity_lines(results):
               "| DiT | b over the common N [95% CI] | b over its own N [95% CI] |", "|---|---|---|"]
     for size, s in sorted(q["sizes"].items(), key=lambda kv: c["sizes"].get(kv[0], {}).get("params", 0)):
         lines.append(f"| {size} | {_b(s['common'])} | {_b(s['own'])} |")
-    verdict = {True: "b falls with capacity (the intervals of the smallest and largest size do not overlap)",
-               False: "no change of b with capacity is resolved (the intervals overlap)",
-               None: "not answered yet (fewer than two sizes with a slope over common N)"}[q.get("falls")]
-    return lines + ["", f"- {verdict}. {BONNAIRE}", ""]
+    d = q.get("difference")
+    if d is None:
+        said = "not answered yet (fewer than two sizes with a slope over common N)"
+    elif d.get("value") is None or not math.isfinite(d["value"]):
+        said = f"the difference of b between the smallest and largest size is undefined ({d.get('why')})"
+    else:
+        lo, hi = d["ci"]
+        said = (f"b(largest) − b(smallest) over the common N: {d['value']:+.2f} [{lo:+.2f}, {hi:+.2f}] (one least-squares "
+                "fit with a size × ln N term, t interval): " + ("b is smaller for the larger model — toward the field's "
+                                                                "b = 1, a capacity effect near n*" if hi < 0 else
+                                                                "b is larger for the larger model" if lo > 0 else
+                                                                "no change of b with capacity is resolved"))
+    return lines + ["", f"- {said}. {BONNAIRE}", ""]
 
 
 def _done(c):
