@@ -37,7 +37,8 @@ TEXT = ["README.md#8"]                         # unlabelled fences: the package 
 # Commands in bash blocks that are not scoreprobe's, and where each is checked instead.
 EXTERNAL = {
     "pip install torch==2.13.0": "tests/test_readme.py checks it against .ci/run",
-    "pip install -e .[dev]": "the environment this suite runs in",
+    "pip install -e .": "the environment this suite runs in",
+    "pip install -e .[test]": "the environment this suite runs in (.ci/run: .[test,dask])",
     "python -m pytest": "this suite itself",
 }
 # Print statements whose comment states what they print, per block (tests/doc_blocks.py, `claims`).

@@ -80,8 +80,9 @@ def sandbox(tmp_path_factory):
 
 def test_the_readme_starts_with_the_two_commands_and_ci_installs_the_same_torch():
     first, second = bash_lines()[:2]
-    assert first == 'pip install torch==2.13.0 && pip install -e .[dev] && scoreprobe basins'
-    assert second == "python -m pytest"
+    assert first == 'pip install torch==2.13.0 && pip install -e . && scoreprobe basins'
+    assert second == 'pip install -e .[test] && python -m pytest'
+    assert 'pip install -q -e ".[test,dask]"' in (ROOT / ".ci" / "run").read_text()
     assert "pip install -q torch==2.13.0" in (ROOT / ".ci" / "run").read_text()
 
 

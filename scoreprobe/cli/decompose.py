@@ -8,8 +8,10 @@ from scoreprobe.cli.common import (
     check_writable,
     choose_steps,
     device_option,
-    figure_path,
     parse_steps,
+    plot_file,
+    plot_option,
+    require_denoiser,
     save_figure,
     steps_in_store,
     store_line,
@@ -48,8 +50,8 @@ def _sigmas(ctx, param, value):
 @click.option("--steps", default="auto", help="Checkpoints: auto (about 8, log-spread), all, or S1,S2,...")
 @click.option("--out", type=click.Path(), default=None, help="Zarr store (resumable).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
-@click.option("--plot", type=click.Path(dir_okay=False), default=None, callback=figure_path,
-              help="Write the heat maps (r² of each oracle over step × σ, and the best oracle) here.")
+@plot_option("Write the heat maps (r² of each oracle over step × σ, and the best oracle) here.",
+             "<source>.decompose.png (decompose.png for the shipped series)")
 @device_option()
 @source_options
 def decompose(source, sigmas, n_points, n_noise, oracles, patch, split, seed, steps, out, overwrite, plot, device):
@@ -66,8 +68,10 @@ def decompose(source, sigmas, n_points, n_noise, oracles, patch, split, seed, st
         raise click.BadParameter("the window must be odd (centred on its pixel)", param_hint="--patch")
     parse_steps(steps, words=("all", "auto"))
     check_writable(out, "--out", store=True)
-    check_figure(plot, "--plot")
     s = source()
+    require_denoiser(s, "decompose")
+    plot = plot_file(plot, s, "decompose.png")
+    check_figure(plot, "--plot")
     chosen = choose_steps(steps, s)
     reused = steps_in_store(out, overwrite)
     click.echo(f"decompose {s.path} ({len(chosen)} of {len(s.steps)} checkpoints) on {', '.join(names)}; "
@@ -88,7 +92,7 @@ def _table(ds, split, band=(0.2, 2.0)):
     mean r² over the band (NaN when r² is NaN at any σ of the band: never an average of the rest)."""
     import numpy as np
 
-    from scoreprobe.probes.decompose import TIE, TIE_MARGIN, UNDEFINED, best_oracle
+    from scoreprobe.probes.decompose import TIE, TIE_MARGIN, UNDEFINED, best_oracle, decompose_summary
     d = ds.sel(split=split)
     names = list(d.oracle.values)
     sig = d.sigma.values
@@ -105,7 +109,9 @@ def _table(ds, split, band=(0.2, 2.0)):
         letters = "".join(f"{({TIE: '=', UNDEFINED: '?'} | LETTERS)[b]:>5s}" for b in best)
         means = "".join(f"{np.mean(r2[inband, k]):>11.3f}" for k in range(len(names)))
         click.echo(f"{int(d.step[i]):>8d}  {letters}  {means}")
-    n_undefined = int((best_oracle(d).values == UNDEFINED).sum())
+    summary = decompose_summary(d)
+    n_undefined = int((summary.best_oracle.values == UNDEFINED).sum())
     if n_undefined:
-        click.echo(f"{UNDEFINED} (?): {n_undefined} of {d.sizes['step'] * d.sizes['sigma']} cells, where r² is NaN "
+        click.echo(f"{UNDEFINED} (?): {n_undefined} of {summary.best_oracle.size} cells, where r² is NaN "
                    "(the network's output is NaN or constant there); no oracle is named for them")
+    click.echo(f"on {split} points: {summary.attrs['sentence']} (sp.decompose_summary gives each cell's lead)")

@@ -18,6 +18,10 @@ dominated by the noise σε at small σ, where every denoiser agrees, and the li
   equal oracles share the weight), and `condition` says how collinear the cell is.
 - `weight_simplex`, `r2_simplex`: the fit with weights ≥ 0 summing to 1 (a mixture of oracles),
   solved exactly by enumerating supports (at most 2^K − 1 equality-constrained problems).
+
+Summaries (`best_oracle`, `decompose_summary`): per cell the oracle with the highest r², its lead
+over the runner-up, "tie" where the lead is below TIE_MARGIN, "undefined" where any oracle's r² is
+NaN (never a name there).
 """
 import itertools
 import json
@@ -200,7 +204,9 @@ def decompose(D_or_series, dataset=None, rule=None, sigmas=None, n_points=64, n_
     Returns
     -------
     xarray.Dataset over ([step], sigma, split, oracle): r2, weight, weight_simplex (sigma, split,
-    oracle); r2_joint, r2_simplex, residual, condition (sigma, split).
+    oracle); r2_joint, r2_simplex, residual, condition (sigma, split). `decompose_summary(ds)` (or
+    `best_oracle(ds)`) says per cell which oracle describes the network best, by what lead, and
+    where that is a tie or undefined.
     """
     dataset, rule = dataset_and_rule(D_or_series, dataset, rule, need_rule=False, who="decompose")
     sig = _resolve_sigmas(sigmas)
@@ -236,26 +242,114 @@ UNDEFINED = "undefined"        # best_oracle: a cell where any oracle's value is
 TIE = "tie"
 
 
-def best_oracle(ds, var="r2", margin=TIE_MARGIN):
-    """Name of the oracle with the highest `var` per remaining cell; "tie" where it leads the
-    runner-up by less than `margin` (the oracles agree there, e.g. small σ); "undefined" where the
-    value of any oracle is NaN/inf (a NaN or constant network output makes r² 0/0).
-
-    A cell with only some oracles undefined is "undefined" too: the undefined one might be the best,
-    so naming another would be a guess. DataArray of str (…) with `flag_meanings` listing the labels.
-    """
+def _ranked(ds, var):
+    """(values (…, K) float64, undefined (…,) bool, order (…, K) indices best first, coords/dims of a cell)."""
+    if "oracle" not in getattr(ds, "dims", ()) or var not in ds:
+        raise ConfigError(f"best_oracle / decompose_summary need a Dataset from decompose() with {var!r} over "
+                          f"'oracle'; got {type(ds).__name__} with {sorted(map(str, getattr(ds, 'data_vars', ())))}")
     vals = ds[var].transpose(..., "oracle")
     arr = np.asarray(vals.values, np.float64)
     undefined = ~np.isfinite(arr).all(axis=-1)
-    filled = np.where(np.isfinite(arr), arr, -np.inf)
-    top = np.sort(filled, axis=-1)
-    with np.errstate(invalid="ignore"):
-        lead = top[..., -1] - (top[..., -2] if arr.shape[-1] > 1 else -np.inf)
-    oracle_names = [str(n) for n in ds.oracle.values]
-    names = np.asarray(oracle_names, dtype=object)[filled.argmax(-1)]
-    names = np.where(lead < margin, TIE, names)
-    names = np.where(undefined, UNDEFINED, names).astype(object)
+    order = np.argsort(-np.where(np.isfinite(arr), arr, -np.inf), axis=-1, kind="stable")
     coords = {k: v for k, v in vals.coords.items() if "oracle" not in v.dims}
+    return arr, undefined, order, coords, vals.dims[:-1]
+
+
+def _check_margin(margin):
+    if isinstance(margin, bool) or not isinstance(margin, (int, float, np.floating, np.integer)) \
+            or not np.isfinite(margin) or margin < 0:
+        raise ConfigError(f"margin must be a finite number >= 0, got {margin!r}")
+    return float(margin)
+
+
+def best_oracle(ds, var="r2", margin=TIE_MARGIN):
+    """The oracle that describes the network best, per cell of a `decompose` result.
+
+    Parameters
+    ----------
+    ds : Dataset from `decompose` (dims ([step,] sigma, split, oracle)), or a selection of it that
+        keeps the `oracle` dim (e.g. ds.sel(split="heldout")).
+    var : which variable ranks the oracles: "r2" (default), "weight" or "weight_simplex".
+    margin : the lead (best − runner-up) below which the cell is a "tie" (default TIE_MARGIN = 0.01).
+
+    Returns
+    -------
+    DataArray of str over the dims of `ds[var]` without `oracle` (e.g. (step, sigma, split)): the
+    oracle's name; "tie" where it leads the runner-up by less than `margin` (the oracles agree there,
+    e.g. small σ on training items); "undefined" where the value of any oracle is NaN/inf (a NaN or
+    constant network output makes r² 0/0). A cell with only some oracles undefined is "undefined"
+    too: the undefined one might be the best, so naming another would be a guess. attrs:
+    `flag_meanings` lists the labels. `decompose_summary` adds the lead and the tied oracles.
+    """
+    margin = _check_margin(margin)
+    arr, undefined, order, coords, dims = _ranked(ds, var)
+    names = _names(ds)
+    lead = _lead(arr, order, undefined)
+    with np.errstate(invalid="ignore"):
+        tie = lead < margin
+    label = np.where(tie, TIE, names[order[..., 0]])
+    label = np.where(undefined, UNDEFINED, label).astype(object)
     attrs = {"long_name": f"oracle with the highest {var} ({TIE}: lead < {margin}; {UNDEFINED}: {var} NaN for "
-                          "some oracle)", "flag_meanings": " ".join([*oracle_names, TIE, UNDEFINED])}
-    return xr.DataArray(names, dims=vals.dims[:-1], coords=coords, name="best_oracle", attrs=attrs)
+                          "some oracle)", "flag_meanings": " ".join([*names, TIE, UNDEFINED])}
+    return xr.DataArray(label, dims=dims, coords=coords, name="best_oracle", attrs=attrs)
+
+
+def _names(ds):
+    return np.asarray([str(n) for n in ds.oracle.values], dtype=object)
+
+
+def _lead(arr, order, undefined):
+    """Best minus runner-up per cell (…,); NaN where undefined or with a single oracle (no runner-up)."""
+    if arr.shape[-1] < 2:
+        return np.full(arr.shape[:-1], np.nan)
+    top = np.take_along_axis(arr, order[..., :2], axis=-1)
+    return np.where(undefined, np.nan, top[..., 0] - top[..., 1])
+
+
+def decompose_summary(ds, var="r2", margin=TIE_MARGIN):
+    """Per cell of a `decompose` result: which oracle describes the network best, and by how much.
+
+    Parameters
+    ----------
+    ds, var, margin : as for `best_oracle`.
+
+    Returns
+    -------
+    xarray.Dataset over the dims of `ds[var]` without `oracle` (e.g. (step, sigma, split)):
+    - best_oracle (str): the oracle's name, "tie" or "undefined" (`best_oracle`);
+    - best_value (float): the highest `var` (NaN where undefined);
+    - lead (float): the highest minus the runner-up's (NaN where undefined, or with one oracle: there
+      is no runner-up to lead); a tie is lead < margin;
+    - within_margin (str): the oracles within `margin` of the highest, joined by "+" (one name where
+      the best leads; several in a tie; "" where undefined: no oracle is named there);
+    - n_undefined_oracles (int): oracles whose `var` is NaN/inf in the cell.
+    attrs: var, margin, and `sentence`: the counts of named, tied and undefined cells in words.
+    """
+    margin = _check_margin(margin)
+    arr, undefined, order, coords, dims = _ranked(ds, var)
+    names = _names(ds)
+    label = best_oracle(ds, var, margin)
+    lead = _lead(arr, order, undefined)
+    best = np.where(undefined, np.nan, np.take_along_axis(arr, order[..., :1], axis=-1)[..., 0])
+    with np.errstate(invalid="ignore"):
+        close = arr >= best[..., None] - margin                        # (…, K); False where best is NaN
+    within = np.array(["+".join(names[close[idx]]) for idx in np.ndindex(close.shape[:-1])],
+                      dtype=object).reshape(close.shape[:-1])
+    n_bad = (~np.isfinite(arr)).sum(axis=-1)
+
+    def var_(values, long_name, units=None):
+        return xr.DataArray(values, dims=dims, coords=coords, attrs={"long_name": long_name,
+                                                                      **({"units": units} if units else {})})
+    lab = label.values
+    n, n_tie, n_undef = lab.size, int((lab == TIE).sum()), int((lab == UNDEFINED).sum())
+    sentence = (f"{n - n_tie - n_undef} of {n} cells name one oracle (it leads the runner-up's {var} by at least "
+                f"{margin}); {n_tie} are ties; {n_undef} are {UNDEFINED} ({var} NaN for some oracle: no oracle "
+                "is named there)")
+    return xr.Dataset({
+        "best_oracle": label,
+        "best_value": var_(best, f"highest {var} over the oracles (NaN: undefined)", "1"),
+        "lead": var_(lead, f"highest {var} minus the runner-up's (NaN: undefined or no runner-up)", "1"),
+        "within_margin": var_(within, f"oracles within {margin} of the highest {var}, joined by '+' "
+                                      "('': undefined)"),
+        "n_undefined_oracles": var_(n_bad.astype(np.int64), f"oracles whose {var} is NaN or infinite"),
+    }, attrs={"var": var, "margin": margin, "sentence": sentence})

@@ -43,10 +43,9 @@ def _series_rows(series, plan):
     cfg = d["config"] if isinstance(d["config"], dict) else {}
     arch = d["arch"] if isinstance(d["arch"], dict) else {}
     net = arch.get("net") if isinstance(arch.get("net"), dict) else {}
-    param = cfg.get("parameterization") or ("edm" if series.meta.get("format") else None)
-    how = ("a scoreprobe run: EDM preconditioning, σ_data = "
-           f"{arch.get('sigma_data')} (run.json)" if series.meta.get("format") else
-           d.get("parameterization_how") or "read from the files, or as given with --set (see scoreprobe info)")
+    gpt = d["kind"] == "gpt"
+    if gpt:   # an autoregressive model: no denoiser, so no parameterization and no σ_data to state
+        net = {k: v for k, v in arch.items() if k != "image_shape"}
     steps = list(series.steps)
     n_params = d["n_params"]
     rows = [("series", html("<code>{path}</code> ({kind})", path=series.path, kind=d["kind"])),
@@ -54,17 +53,38 @@ def _series_rows(series, plan):
             ("data", f"{d['n_train']} training + {d['n_heldout']} held-out images, "
                      f"{series.rule.n_bits} bits each"
                      + (f", data seed {cfg.get('data_seed')}" if "data_seed" in cfg else "")),
-            ("model", (" ".join(f"{k}={v}" for k, v in net.items()) or d.get("model") or "as read from the files")
+            ("model", ("GPT " if gpt else "") + (" ".join(f"{k}={v}" for k, v in net.items()) or d.get("model")
+                                                 or "as read from the files")
              + (f"; {n_params:,} parameters" if isinstance(n_params, int) and n_params else "")),
-            ("parameterization", f"{param or 'unknown'} ({how})"),
+            _parameterization_row(series, d, cfg, arch),
             ("checkpoints", f"{len(steps)} in the series: {', '.join(map(str, steps[:6]))}"
                             + (f", … {steps[-1]}" if len(steps) > 6 else "")),
             ("measured", ", ".join(map(str, plan.steps)) + f" ({len(plan.steps)} checkpoints)")]
     for section, item in plan.items.items():
-        if item.given:
+        if item.found:
+            rows.append((f"{section} store", html("reused <code>{path}</code>, found by its name: this run's store, "
+                                                  "the same models and the page's settings; {n} checkpoints",
+                                                  path=item.path, n=len(item.have))))
+        elif item.given:
             rows.append((f"{section} store", html("<code>{path}</code>: {n} checkpoints", path=item.path,
                                                   n=len(item.have))))
+    for path, reason in plan.skipped:
+        rows.append(("found, not used", html("<code>{path}</code>: {reason}", path=path, reason=reason)))
     return rows
+
+
+def _parameterization_row(series, d, cfg, arch):
+    """('parameterization', text): how the checkpoints become a denoiser; a GPT has none (it samples token by
+    token), a scoreprobe DiT run is EDM-preconditioned with its run.json σ_data, files as read or given."""
+    if d["kind"] == "gpt":
+        return ("parameterization", "none: an autoregressive GPT, sampled token by token (next-token "
+                                    "cross-entropy); it has no denoiser, no σ and no PF-ODE")
+    if series.meta.get("format"):
+        sd = arch.get("sigma_data")
+        return ("parameterization", f"{cfg.get('parameterization') or 'edm'} (a scoreprobe run: EDM preconditioning, "
+                                    f"σ_data = {'not recorded' if sd is None else sd} (run.json))")
+    how = d.get("parameterization_how") or "read from the files, or as given with --set (see scoreprobe info)"
+    return ("parameterization", f"{cfg.get('parameterization') or 'unknown'} ({how})")
 
 
 def command_line(plan, sources=None):
@@ -114,7 +134,7 @@ def _provenance(plan, sources):
     stores = {}
     for section, item in plan.items.items():
         rec = store_record(item.path)
-        rec["origin"] = "given" if item.given else "report cache"
+        rec["origin"] = "found by its name, reused" if item.found else "given" if item.given else "report cache"
         stores[section] = rec
     return {"version": __version__, "command": command_line(plan, sources),
             "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -169,7 +189,7 @@ def build(plan, device="cpu", progress=None, sources=None):
 
 
 def report(source=None, out="report.html", *, dataset=None, stores=(), cache=None, steps=None, sizes=None,
-           plane="auto", sections=PAGE_SECTIONS, device="cpu", progress=None):
+           plane="auto", sections=PAGE_SECTIONS, device="cpu", progress=None, found=()):
     """Write one self-contained HTML page about a checkpoint series.
 
     Parameters
@@ -193,6 +213,11 @@ def report(source=None, out="report.html", *, dataset=None, stores=(), cache=Non
         `gallery` samples of the clocks at each checkpoint, the plane's anchors and, on a click in
         the basin map, its endpoint, as pixel grids with their states). device : where the probes run.
     progress : as for the probes (None: a bar on a terminal, else one line per step).
+    found : paths where the run's own stores may be (`scoreprobe report` passes the names the commands
+        write by default, `<run>.clocks.zarr` ... in the current folder): each that exists is read as it
+        is for a section the cache does not hold complete, if it holds this series' models at the
+        report's settings for every checkpoint of the page (`reports.found`); the page names it, and
+        each found store it did not use with the reason.
 
     Returns
     -------
@@ -202,7 +227,7 @@ def report(source=None, out="report.html", *, dataset=None, stores=(), cache=Non
     import logging
     series = _as_series(source, dataset)
     plan = make_plan(series, out, stores=stores, cache=cache, steps=steps, sizes=sizes, plane=plane,
-                     sections=sections)
+                     sections=sections, found=found)
     estimate(plan, device)
     logging.getLogger(__name__).info("report: computing %s; about %.0f s", ", ".join(plan.todo) or "nothing",
                                      plan.seconds)

@@ -1,13 +1,12 @@
 """What a report needs before anything is computed: its sizes, the store of each section (given,
 cached or to be computed), the checks that keep other series' and other definitions' results out,
-and how long the missing part will take on this machine.
+and how long the missing part will take on this machine (`reports.timing`).
 
 The default sizes (REPORT_SIZES) are chosen so that `scoreprobe report` on the shipped series
 finishes in about 3 minutes on 2 idle cores from nothing; docs/definitions.md ("The report page")
 lists them and what they mean.
 """
 import dataclasses
-import time
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,10 @@ import numpy as np
 from scoreprobe.defaults import DEFINITIONS_VERSION
 from scoreprobe.errors import ConfigError, StoreError
 from scoreprobe.reports.checks import check_dataset, check_meta_size, check_record
-from scoreprobe.reports.sizes import REPORT_SIZES, check_page_size, check_sizes, store_dims  # noqa: F401
+from scoreprobe.reports.sizes import (REPORT_SIZES, check_page_size, check_sizes, store_dims,  # noqa: F401
+                                      stored_settings)
+from scoreprobe.reports.timing import estimate, gallery_rows, measure_rate, section_rows  # noqa: F401
+from scoreprobe.reports.timing import is_gpt as _is_gpt
 from scoreprobe.store.versions import equivalent
 
 N_AUTO_STEPS = 8                  # --steps auto: about this many checkpoints, log-spread
@@ -36,8 +38,9 @@ class Item:
     given: bool
     have: list      # steps the store holds now
     todo: list      # steps to compute (empty for a given store)
-    rows: int = 0   # network rows to evaluate for `todo`
+    rows: int = 0   # network rows to evaluate for `todo` (basins, retention: the fixed grid's until `estimate`)
     dims: tuple = ()   # a given store's (n_sigma, res) (plan.store_dims), for the page size
+    found: bool = False   # a given store the report found by its default name (reports.found), not named
 
 
 @dataclasses.dataclass
@@ -50,9 +53,12 @@ class Plan:
     cache: Path
     items: dict          # section -> Item
     notes: list          # (section, text): what the page must say about its inputs
-    rate: float = float("nan")   # network rows per second measured here
+    rate: float = float("nan")   # network rows per second measured here (reports.timing)
+    latency: float = float("nan")   # seconds per forward call beside the rows, measured here
+    per_checkpoint: float = float("nan")   # fixed seconds per section and checkpoint, measured here
     seconds: float = 0.0         # estimated compute time
     gallery: bool = False        # the page shows the gallery (samples drawn when the page is made)
+    skipped: list = dataclasses.field(default_factory=list)   # (path, reason): stores found by name, not used
 
     @property
     def todo(self):
@@ -64,23 +70,6 @@ def auto_steps(series, n=N_AUTO_STEPS):
     steps = list(series.steps)
     idx = np.unique(np.round(np.linspace(0, len(steps) - 1, min(n, len(steps)))).astype(int))
     return [steps[i] for i in idx]
-
-
-def section_rows(section, sizes, series):
-    """Network rows (inputs to one forward) one checkpoint of `section` costs at `sizes`; for a GPT
-    series, samples (each a whole ancestral draw; a GPT page shows the clocks only)."""
-    if _is_gpt(series):
-        return sizes["n_samples"] if section == "clocks" else 0
-    calls = 2 * sizes["n_steps"] - 1      # Heun: two evaluations per step, Euler for the last
-    n_train = len(series.dataset.train)
-    return {
-        "clocks": sizes["n_samples"] * calls,
-        "basins": sizes["res"] ** 2 * len(sizes["sigma_start"]) * calls,
-        "field": sizes["field_res"] ** 2 * len(sizes["sigma_start"]),
-        "retention": 2 * sizes["retention_items"] * sizes["retention_noise"] * len(sizes["retention_sigmas"]) * calls,
-        "dsm": (n_train + min(sizes["dsm_heldout"], len(series.dataset.heldout))) * sizes["dsm_noise"]
-               * sizes["dsm_sigmas"],
-    }[section]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -114,19 +103,6 @@ def check_identity(path, config, series, advice="leave it out of the report"):
                          f"{', '.join(diff)}), not of {series.path}: {advice}")
 
 
-def _expected(section, sizes):
-    """The config values a cached store of `section` must hold to be extended at `sizes`."""
-    from scoreprobe.defaults import DEFAULT_SOLVER
-    from scoreprobe.ode import solver_config
-    ode = solver_config(DEFAULT_SOLVER, sizes["n_steps"])   # basins and retention: the default solver
-    return {"clocks": {"n_samples": sizes["n_samples"], "n_steps": sizes["n_steps"], "seed": sizes["seed"]},
-            "basins": {"res": sizes["res"], "sigma_start": list(sizes["sigma_start"]), **ode},
-            "field": {"res": sizes["field_res"], "sigmas": list(sizes["sigma_start"])},
-            "retention": {"sigmas": list(sizes["retention_sigmas"]), "n_noise": sizes["retention_noise"],
-                          **ode, "seed": sizes["seed"]},
-            "dsm": {"n_noise": sizes["dsm_noise"], "seed": sizes["seed"]}}[section]
-
-
 def _check_cached(path, config, section, sizes, plane):
     """StoreError when a cached store holds the section at other sizes or on another plane (its
     probe would refuse it half-way through the report). `plane`: () -> the plane's spec."""
@@ -138,7 +114,7 @@ def _check_cached(path, config, section, sizes, plane):
     if "models" not in record:   # its probe would refuse to resume it (docs/definitions.md, "Which model")
         raise StoreError(f"report cache {path} was written before scoreprobe recorded which model each step "
                          "measured, so it cannot be resumed: choose another --cache or remove it")
-    want = _expected(section, sizes)
+    want = stored_settings(section, sizes)
     if section in ("basins", "field"):
         want["plane"] = plane()
     differ = [k for k, v in want.items() if config.get(k) != v]
@@ -234,7 +210,7 @@ def default_cache(out, series, sizes, plane="auto"):
 
 
 def make_plan(series, out="report.html", stores=(), cache=None, steps=None, sizes=None, plane="auto",
-              sections=PAGE_SECTIONS):
+              sections=PAGE_SECTIONS, found=()):
     """Decide, before computing anything, where each section of the page comes from.
 
     Parameters
@@ -248,6 +224,11 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
         and must hold the same sizes (else StoreError).
     steps : checkpoints of the computed sections (default: about 8, log-spread).
     sizes : overrides of REPORT_SIZES. sections : which of PAGE_SECTIONS to show.
+    found : paths where the run's own stores would be (the CLI passes the commands' default names,
+        `<run>.clocks.zarr` ...); one that exists is read as it is, like a store in `stores`, for a
+        section the cache does not hold complete, when it passes `reports.found.check_found` (this
+        series and its models, every checkpoint of the page, the report's settings); the others are
+        listed in `Plan.skipped` with the reason. Missing paths are ignored.
 
     Returns
     -------
@@ -282,10 +263,25 @@ def make_plan(series, out="report.html", stores=(), cache=None, steps=None, size
             have = written_steps(path)
         todo = [s for s in chosen if s not in set(have)]
         items[section] = Item(section, path, False, have, todo, len(todo) * section_rows(section, sizes, series))
+    skipped = _use_found(items, found, series, chosen, sizes, lambda: _plane_spec(series, plane, sizes["seed"]))
     plan = Plan(series, chosen, sizes, plane, Path(out), cache, {s: items[s] for s in sections if s in items}, notes,
-                gallery="gallery" in sections)
+                gallery="gallery" in sections, skipped=skipped)
     check_page_size(plan)
     return plan
+
+
+def _use_found(items, found, series, chosen, sizes, plane):
+    """Replace the cache items with something to compute by the usable stores among `found`
+    (reports.found); returns [(path, reason)] of the found stores not used. Nothing is looked at
+    when the cache (or a given store) covers every section."""
+    todo = {s for s, it in items.items() if it.todo and not it.given}
+    if not todo or not found:
+        return []
+    from scoreprobe.reports.found import find_stores
+    use, skipped = find_stores(found, lambda path: open_checked(path, series), series, chosen, sizes, plane, todo)
+    for section, (path, have) in use.items():
+        items[section] = Item(section, path, True, have, [], dims=check_contents(section, path), found=True)
+    return skipped
 
 
 def _gpt_sections(series, sections):
@@ -329,59 +325,3 @@ def _given(stores, series, chosen):
 def _fmt(steps, n=6):
     shown = [str(s) for s in steps[:n]]
     return ", ".join(shown) + (f", ... ({len(steps) - n} more)" if len(steps) > n else "")
-
-
-# Wall time of the sections per network row, relative to `measure_rate`'s plain forwards (ODE
-# bookkeeping, classification, loading checkpoints, against batching gains), from timing a whole
-# default report of the shipped series against the rate measured when it started.
-OVERHEAD = 1.0
-
-
-def _is_gpt(series):
-    return getattr(series, "kind", "dit") == "gpt"
-
-
-def measure_rate(series, device="cpu", rows=1024, repeats=3):
-    """Network rows per second of the series' last checkpoint on `device`, measured now (~0.5 s idle);
-    for a GPT series, ancestral samples per second (`section_rows` counts samples there)."""
-    import torch
-    if _is_gpt(series):
-        return _sample_rate(series.sampler(series.steps[-1], device=device), max(rows // 4, 1))
-    D = series.denoiser(series.steps[-1], device=device)
-    x = torch.randn(rows, series.rule.n_bits, device=device)
-    sigma = torch.ones(rows, device=device)
-    with torch.no_grad():
-        D(x, sigma)   # warm-up: the first full-size call allocates
-        t0 = time.perf_counter()
-        for _ in range(repeats):
-            D(x, sigma)
-        dt = time.perf_counter() - t0
-    return rows * repeats / max(dt, 1e-9)
-
-
-def _sample_rate(gpt, n):
-    """Samples per second of a GPT's `.sample`, after a warm-up draw."""
-    gpt.sample(min(n, 8), seed=0)
-    t0 = time.perf_counter()
-    gpt.sample(n, seed=1)
-    return n / max(time.perf_counter() - t0, 1e-9)
-
-
-def gallery_rows(plan):
-    """Network rows of the gallery's samples (drawn each time the page is made; samples for a GPT)."""
-    if not plan.gallery:
-        return 0
-    n = min(plan.sizes["gallery"], plan.sizes["n_samples"])
-    return len(plan.steps) * n * (1 if _is_gpt(plan.series) else 2 * plan.sizes["n_steps"] - 1)
-
-
-def estimate(plan, device="cpu"):
-    """Fill plan.rate (measured here) and plan.seconds (the missing sections' rows and the gallery's
-    samples at that rate)."""
-    rows = sum(it.rows for it in plan.items.values()) + gallery_rows(plan)
-    if rows == 0:
-        plan.rate, plan.seconds = float("nan"), 0.0
-        return plan
-    plan.rate = measure_rate(plan.series, device)
-    plan.seconds = OVERHEAD * rows / plan.rate
-    return plan

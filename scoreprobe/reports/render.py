@@ -6,7 +6,6 @@ charts, basin maps, score field and the step slider are drawn by `page.js` (plai
 shipped as package data, allowed by its hash in the page's Content-Security-Policy) from the
 embedded JSON, which it reads with JSON.parse and puts on the page as text only.
 """
-import json
 from pathlib import Path
 
 from scoreprobe.reports import markdown
@@ -87,30 +86,83 @@ def _clip(text, limit=MAX_SHOWN_CHARS):
     return text if len(text) <= limit else text[:limit] + f" … ({len(text) - limit} more characters not shown)"
 
 
+MAX_SETTING_ROWS = 400   # rows of one settings table at most (a store's config can be long)
+MAX_VALUE_CHARS = 400    # characters of one setting's value shown at most
+
+
+def _readable(value):
+    """A config value as text a reader scans: numbers with %g, lists joined by commas, none for null."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_readable(v) for v in value[:64]) + (f", … ({len(value) - 64} more)" if len(value) > 64 else "")
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_readable(v)}" for k, v in value.items())
+    return str(value)
+
+
+def settings_rows(config, prefix=""):
+    """(setting, value) text rows of a nested config: dotted keys in sorted order, readable values."""
+    if not isinstance(config, dict):
+        return [(prefix or "value", _clip(_readable(config), MAX_VALUE_CHARS))]
+    rows = []
+    for key in sorted(config, key=str):
+        name = f"{prefix}.{key}" if prefix else str(key)
+        rows += settings_rows(config[key], name) if isinstance(config[key], dict) and config[key] else \
+            [(name, _clip(_readable(config[key]), MAX_VALUE_CHARS))]
+    return rows
+
+
+def _settings_table(rows):
+    """A setting | value table (escaped like every value), at most MAX_SETTING_ROWS rows, saying what is cut."""
+    shown = list(rows)[:MAX_SETTING_ROWS]
+    more = len(rows) - len(shown)
+    body = join(html("<tr><td>{k}</td><td>{v}</td></tr>", k=k, v=v) for k, v in shown)
+    tail = html('<tr><td colspan="2">… {n} more settings not shown</td></tr>', n=more) if more > 0 else Markup()
+    return html('<table class="kv settings"><tr><th>setting</th><th>value</th></tr>{body}{tail}</table>',
+                body=body, tail=tail)
+
+
+def _model_rows(models, steps):
+    """(setting, value) rows of the per-step model identities a store records (sweep.identity)."""
+    from scoreprobe.sweep.identity import describe
+    rows = []
+    for step, model in zip(steps, models if isinstance(models, list) else []):
+        text = describe(model) if isinstance(model, dict) else _readable(model)
+        rows.append((f"model measured at step {step}", _clip(text, MAX_VALUE_CHARS)))
+    return rows
+
+
 def _store_block(section, rec):
     steps = rec["steps"]
-    extra = join(html("<li>{k}: <code>{v}</code></li>", k=k, v=json.dumps(v)[:400]) for k, v in rec["extra"].items())
+    extra = rec["extra"] if isinstance(rec["extra"], dict) else {}
+    extra_rows = _model_rows(extra.get("models"), steps) + settings_rows({k: v for k, v in extra.items()
+                                                                          if k != "models"})
     per_step = join(html("<tr><td>{s}</td><td><code>{d}</code></td></tr>", s=s, d=d)
                     for s, d in zip(steps, rec["step_digests"]))
     return html(
         '<div class="store"><h4>{section} — <code>{path}</code> ({origin})</h4>'
         "<p>{n} steps; record digest <code>{digest}</code> (BLAKE2b of the commit record holding {n_sums} chunk "
-        "checksums, verified when read)</p>{extra}"
-        "<details><summary>settings (scoreprobe_config)</summary><pre>{config}</pre></details>"
+        "checksums, verified when read)</p>"
+        "<details><summary>settings (scoreprobe_config)</summary>{config}</details>"
+        "<details><summary>models measured and record</summary>{extra}</details>"
         '<details><summary>per-step digests</summary><table class="digests">{per_step}</table></details>'
         "<details><summary>history</summary><pre>{history}</pre></details></div>",
         section=section, path=rec["path"], origin=rec["origin"], n=len(steps), digest=rec["record_digest"],
-        n_sums=rec["n_checksums"], extra=html("<ul>{x}</ul>", x=extra) if extra else Markup(),
-        config=_clip(json.dumps(rec["config"], indent=1, sort_keys=True)), per_step=per_step,
-        history=_clip(rec["history"]))
+        n_sums=rec["n_checksums"], config=_settings_table(settings_rows(rec["config"])),
+        extra=_settings_table(extra_rows), per_step=per_step, history=_clip(rec["history"]))
 
 
 def _provenance(prov):
     rows = [("scoreprobe", prov["version"]), ("generated", prov["generated"]),
             ("regenerate", html('<code class="cmd">{c}</code>', c=prov["command"])),
-            ("sizes", ", ".join(f"{k}={v}" for k, v in prov["sizes"].items())),
             ("packages", ", ".join(f"{k} {v}" for k, v in prov["packages"].items()))]
-    return _table(rows) + join(_store_block(s, rec) for s, rec in prov["stores"].items())
+    sizes = html("<h4>report sizes</h4>{t}", t=_settings_table(settings_rows(prov["sizes"])))
+    return _table(rows) + sizes + join(_store_block(s, rec) for s, rec in prov["stores"].items())
 
 
 def _clock_table(c):
@@ -153,13 +205,21 @@ BODIES = {
 }
 
 
+GALLERY_WITHOUT_BASINS = ("The images themselves: the first samples of the clocks at each checkpoint, each as its "
+                          "pixel grid (puzzles as symbols) titled with its state and, for a copy, the training item "
+                          "it equals; the rule's groups are outlined and the cells of a violated group tinted red.")
+
+
 def _sections(payloads, defs, notes, series_rows):
     parts = [_section("series", _table(series_rows), defs, notes)]
+    # without basin maps (a GPT series, or --sections without basins) the gallery has no anchors or endpoints to name
+    own = SECTIONS if "basins" in payloads else {**SECTIONS, "gallery": (SECTIONS["gallery"][0], GALLERY_WITHOUT_BASINS,
+                                                                         SECTIONS["gallery"][2])}
     for name in ("clocks", "basins", "gallery", "field", "retention", "dsm"):
         if name == "basins" and "basins" in payloads:   # the slider stays in view over the linked sections
             parts.append(Markup('<div class="linked"><div id="plane-controls"></div>'))
         if name in payloads:
-            parts.append(_section(name, BODIES[name](payloads[name]), defs, notes))
+            parts.append(_section(name, BODIES[name](payloads[name]), defs, notes, own))
         else:
             parts.append(html('<section id="{name}"><h2>{title}</h2><p class="lede">not computed for this page</p>'
                               "{notes}</section>", name=name, title=SECTIONS[name][0], notes=_notes(notes, name)))

@@ -143,3 +143,17 @@ def check_page_size(plan):
         raise ConfigError(f"the page would take about {total / 2**20:.0f} MiB, more than the limit "
                           f"{MAX_PAGE_BYTES >> 20} MiB (scoreprobe.limits.MAX_PAGE_BYTES): use smaller --size res / "
                           "field_res values, fewer --steps or smaller stores")
+
+
+def stored_settings(section, sizes):
+    """The config values a store of `section` computed by the report at `sizes` holds (what its cache is
+    checked against before it is extended; `reports.found` adds what a command may choose otherwise)."""
+    from scoreprobe.defaults import DEFAULT_SOLVER
+    from scoreprobe.ode import solver_config
+    ode = solver_config(DEFAULT_SOLVER, sizes["n_steps"])   # basins and retention: the default solver
+    return {"clocks": {"n_samples": sizes["n_samples"], "n_steps": sizes["n_steps"], "seed": sizes["seed"]},
+            "basins": {"res": sizes["res"], "sigma_start": list(sizes["sigma_start"]), **ode},
+            "field": {"res": sizes["field_res"], "sigmas": list(sizes["sigma_start"])},
+            "retention": {"sigmas": list(sizes["retention_sigmas"]), "n_noise": sizes["retention_noise"],
+                          **ode, "seed": sizes["seed"]},
+            "dsm": {"n_noise": sizes["dsm_noise"], "seed": sizes["seed"]}}[section]

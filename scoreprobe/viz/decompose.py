@@ -58,9 +58,12 @@ def plot_decompose(ds, split="heldout", var="r2", taus=None, fig=None):
                     interpolation="nearest")
     said = f"; black: {UNDEFINED}" if (labels == UNDEFINED).any() else ""
     axes[-1].set_title(f"best oracle by {var} (grey: lead < {TIE_MARGIN}{said})", fontsize=9)
-    for n in names + ([UNDEFINED] if said else []):
-        axes[-1].plot([], [], "s", color=colors.get(n, "grey"), label=n)
-    axes[-1].legend(fontsize=7, loc="upper left", framealpha=0.8)
+    from matplotlib.lines import Line2D
+    shown = names + [TIE] + ([UNDEFINED] if said else [])
+    handles = [Line2D([], [], ls="", marker="s", color=colors.get(n, "grey"), label=n) for n in shown]
+    # right of the best-oracle map, outside every panel (never over a cell): constrained layout makes room
+    axes[-1].legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.03, 1.0), borderaxespad=0,
+                    title="best oracle", title_fontsize=7)
     _tau_marks(axes[-1], taus, steps)
     ticks = np.unique(np.linspace(0, len(steps) - 1, min(6, len(steps))).round().astype(int))
     for ax in axes:
