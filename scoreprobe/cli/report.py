@@ -27,13 +27,18 @@ def _duration(seconds):
 def _announce(plan):
     """Lines saying what is reused and what will be computed, and how long that takes, before it starts."""
     for section, item in plan.items.items():
-        if item.given:
+        if item.found:
+            yield (f"  {section:<10s} reuse {item.path}, found by its name: this run's store, same models and "
+                   f"settings ({len(item.have)} checkpoints)")
+        elif item.given:
             yield f"  {section:<10s} given store {item.path} ({len(item.have)} checkpoints)"
         elif item.todo:
             kept = len(item.have) and f", {len(set(item.have) & set(plan.steps))} reused" or ""
             yield f"  {section:<10s} compute {len(item.todo)} checkpoints into {item.path}{kept}"
         else:
             yield f"  {section:<10s} reuse {item.path} (all {len(plan.steps)} checkpoints there)"
+    for path, reason in plan.skipped:
+        yield f"  {'not used':<10s} {path}: {reason}"
     n = min(plan.sizes["gallery"], plan.sizes["n_samples"]) if plan.gallery else 0
     if n:
         yield f"  {'gallery':<10s} draw the first {n} samples of the clocks at each of {len(plan.steps)} checkpoints"
@@ -42,6 +47,22 @@ def _announce(plan):
                "now; progress below)")
     else:
         yield "nothing to compute" + (" but the gallery's samples" if n else "")
+
+
+def _run_stores(series, given):
+    """Where the commands write this run's stores by default (docs/commands.md: `<run>.clocks.zarr` ... in
+    the current folder, `default_output`), then the same names inside the run directory; not those given."""
+    import os
+    from pathlib import Path
+    from scoreprobe.reports.found import FOUND_NAMES
+    paths = [Path(default_output(series, name)) for name in FOUND_NAMES.values()]
+    paths += [Path(str(series.path)) / name for name in FOUND_NAMES.values()]
+    given = {os.path.realpath(g) for g in given}
+    out = []
+    for p in paths:
+        if os.path.realpath(p) not in given and os.path.realpath(p) not in {os.path.realpath(q) for q in out}:
+            out.append(p)
+    return out
 
 
 @cli.command()
@@ -67,7 +88,10 @@ def report(source, out, stores, cache, steps, sizes, sections, plane_spec, devic
     """One self-contained HTML page about the checkpoints of SOURCES (default: the shipped series):
     the series, the clocks, a gallery of samples, anchors and endpoints (click the basin map), basin
     evolution with a step slider, the score field, retention, the DSM loss by σ and the provenance. Opens offline (no server, nothing fetched). Stores already
-    computed are reused; what is missing is computed first, with the time it will take said up front."""
+    computed are reused: --store, the report's cache, and the run's own stores under the names the
+    commands write by default (<run>.clocks.zarr, .basins.zarr, .field.zarr, .dsm.zarr in the current
+    folder, or those names inside the run directory) when they hold this run's models at the report's settings for every checkpoint shown; what is
+    missing is computed first, with the time it will take said up front."""
     from scoreprobe.cli.common import parse_steps
     from scoreprobe.reports import PAGE_SECTIONS, build, estimate, make_plan
     chosen = parse_steps(steps, words=("all", "auto"))
@@ -76,7 +100,8 @@ def report(source, out, stores, cache, steps, sizes, sections, plane_spec, devic
     s = source()
     out = default_output(s, "report.html", out)
     check_writable(out, "--out")
-    plan = make_plan(s, out, stores=stores, cache=cache, steps=chosen, sizes=sizes, plane=plane_spec, sections=wanted)
+    plan = make_plan(s, out, stores=stores, cache=cache, steps=chosen, sizes=sizes, plane=plane_spec, sections=wanted,
+                     found=_run_stores(s, stores))
     estimate(plan, device)
     click.echo(f"report of {s.path} ({getattr(s, 'kind_label', s.kind)}): {len(plan.steps)} of {len(s.steps)} "
                f"checkpoints, on {device}")
