@@ -73,6 +73,10 @@ def curve_cell(row, digits=2):
     if row.get("under_resolved"):
         return under_text(row)
     if "pooled" in row and "per_seed" in row:
+        est = row.get("censored_estimate")
+        if row.get("lower_bound") and est:   # the estimate and, beside it, the bound at the budget
+            return (f"{fmt(est['value'])} {ci_text(est['ci'], 0, open_end='unbounded')} censored fit, "
+                    f"{est['n_censored']} of {row['n_seeds']} censored; > {fmt(row['pooled'])}")
         return pooled_cell(row, 0).split(" (")[0]
     if row.get("censored"):
         return "censored (a seed does not reach it)"
