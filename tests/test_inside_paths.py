@@ -22,11 +22,17 @@ def test_the_path_to_the_output_is_the_patching_effect_where_nothing_else_respon
     assert float(paths.effect_pooled[0, 0]) > 0.3 > abs(float(paths.effect_pooled[1, 0]))
 
 
+def flipped(data, n, bit):
+    """The first n training items and the same with one bit flipped: (clean, corrupt) 0/1 arrays."""
+    clean = data.train[:n]
+    corrupt = clean.copy()
+    corrupt[:, bit] ^= 1
+    return clean, corrupt
+
+
 def test_last_mlp_to_output_and_the_order_of_sender_and_receiver(shipped):
     D, data = shipped
-    clean = data.train[:6]
-    corrupt = clean.copy()
-    corrupt[:, 0] ^= 1
+    clean, corrupt = flipped(data, 6, 0)
     last = "blocks.3.hook_mlp_out"
     paths = sp.path_patch(D, clean, corrupt, 0.7, senders=[last, "blocks.0.attn.hook_z[head=1]"],
                           receivers=["final", "blocks.2.attn[head=0]", "blocks.1.mlp"])

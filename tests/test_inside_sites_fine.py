@@ -8,6 +8,8 @@ import torch
 import scoreprobe as sp
 from scoreprobe.errors import ConfigError
 from scoreprobe.inside.hooks import hook_points
+from tests.test_inside_intervene import _zero_head
+from tests.test_inside_paths import flipped
 
 
 def _x(n=3, seed=0):
@@ -60,8 +62,8 @@ def test_scores_results_and_scales_replace_what_they_say(shipped):
     with sp.hooks(D, fwd_hooks=[("blocks.0.attn.hook_attn_scores", mask_key0)]):
         _, c = sp.run_with_cache(D, x, 0.7, names="blocks.0.attn.hook_pattern")
     assert float(np.abs(c.attn_pattern.sel(layer=0).values[..., 0]).max()) == 0.0
-    zero_z = sp.run_with_hooks(D, x, 0.7, fwd_hooks=[("blocks.2.attn.hook_z", lambda a, n: _zero(a, 1))])
-    zero_r = sp.run_with_hooks(D, x, 0.7, fwd_hooks=[("blocks.2.attn.hook_result", lambda a, n: _zero(a, 1))])
+    zero_z = sp.run_with_hooks(D, x, 0.7, fwd_hooks=[("blocks.2.attn.hook_z", lambda a, n: _zero_head(a, 1))])
+    zero_r = sp.run_with_hooks(D, x, 0.7, fwd_hooks=[("blocks.2.attn.hook_result", lambda a, n: _zero_head(a, 1))])
     np.testing.assert_allclose(zero_z.numpy(), zero_r.numpy(), atol=1e-5)
     same = sp.run_with_hooks(D, x, 0.7, fwd_hooks=[("blocks.*.norm*.hook_scale", lambda a, n: a.clone())])
     np.testing.assert_allclose(same.numpy(), D(x, 0.7).detach().numpy(), atol=1e-5)
@@ -70,17 +72,9 @@ def test_scores_results_and_scales_replace_what_they_say(shipped):
     assert not torch.allclose(doubled, D(x, 0.7).detach())
 
 
-def _zero(a, h):
-    a = a.clone()
-    a[:, h] = 0
-    return a
-
-
 def test_head_token_and_neuron_sites(shipped):
     D, data = shipped
-    clean = data.train[:4]
-    corrupt = clean.copy()
-    corrupt[:, 3] ^= 1
+    clean, corrupt = flipped(data, 4, 3)
     site = "blocks.1.attn.hook_z[head=2,token=1]"
     ds = sp.patch(D, clean, corrupt, 0.7, sites=[site, "blocks.1.attn.hook_z[head=2]"], method="both")
     assert np.isfinite(ds.effect.values).all() and np.isfinite(ds.effect_atp.values).all()
