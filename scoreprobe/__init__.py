@@ -57,6 +57,7 @@ _API = {
     "scoreprobe.inside.intervene": "ablate hooks run_with_hooks",
     "scoreprobe.inside.attribution": "direct_attribution",
     "scoreprobe.inside.paths": "path_patch",
+    "scoreprobe.inside.stream": "cache_series",
     "scoreprobe.probes.circuits": "circuits",
     "scoreprobe.stats.verdict": "verdict",
     "scoreprobe.viz.circuits": "plot_circuits",

@@ -6,6 +6,7 @@
     patch.py    activation patching and attribution patching (AtP) at one σ
     ode.py      patching along the PF-ODE: the basin-flip fraction
     attribution.py  direct attribution: each component's additive share of D(x, σ) on a direction
+    stream.py   cache_series: caches over checkpoints × σ, streamed to a zarr store
     paths.py    path patching: a sender's effect through one receiver
     intervene.py  hooks as an API (hooks, run_with_hooks, backward hooks) and ablations (zero, mean, resample)
 
