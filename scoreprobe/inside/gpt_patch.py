@@ -15,7 +15,7 @@ import torch
 from scoreprobe.errors import DataError
 from scoreprobe.inside.cache import check_input, gpt_inputs
 from scoreprobe.inside.hooks import hook_points, installed
-from scoreprobe.inside.sites import atom_index, with_atoms
+from scoreprobe.inside.sites import atp_numerators, with_atoms
 
 FINAL = "final.hook_out"
 
@@ -92,12 +92,4 @@ def _atp(net, points, r, tokens, names, site_list, acts_c):
     with torch.enable_grad():
         out, acts_r = _capture(net, r, names, grad=True)
         log_lik(out, tokens).sum().backward()
-    est = np.zeros((len(site_list), len(r)))
-    for i, site in enumerate(site_list):
-        for at in site.atoms:
-            a = acts_r[at.hook]
-            if a.grad is None:
-                continue
-            term = a.grad.double() * (acts_c[at.hook].double() - a.detach().double())
-            est[i] += term[atom_index(points[at.hook], at, term.shape)].reshape(len(r), -1).sum(1).cpu().numpy()
-    return est
+    return atp_numerators(points, site_list, acts_r, acts_c, len(r))

@@ -22,7 +22,7 @@ import xarray as xr
 from scoreprobe.data.datasets import to_signed
 from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.inside.hooks import hook_points, installed, network_of
-from scoreprobe.inside.sites import atom_index, resolve_sites, with_atoms
+from scoreprobe.inside.sites import atp_numerators, resolve_sites, with_atoms
 from scoreprobe.inside.cache import check_cache_size
 from scoreprobe.inside.gpt_patch import gpt_patch
 from scoreprobe.limits import MAX_SIGMA, check_int
@@ -187,16 +187,7 @@ def _atp(D, net, xr, s, delta, site_list, acts_c):
         x = xr.detach().requires_grad_(True)
         out, acts_r = capture(D, net, x, s, _needed(site_list), grad=True)
         metric(out, delta).sum().backward()
-    est = np.zeros((len(site_list), len(xr)))
-    for i, site in enumerate(site_list):
-        for at in site.atoms:
-            a = acts_r[at.hook]
-            if a.grad is None:             # does not depend on x (σ conditioning): equal in both runs
-                continue
-            term = a.grad.double() * (acts_c[at.hook].double() - a.detach().double())
-            term = term[atom_index(points[at.hook], at, term.shape)]
-            est[i] += term.reshape(len(xr), -1).sum(1).cpu().numpy()
-    return est
+    return atp_numerators(points, site_list, acts_r, acts_c, len(xr))
 
 
 def _dataset(site_list, effect, atp, m_r, m_c, m_c_in, den):

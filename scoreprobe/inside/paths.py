@@ -22,9 +22,9 @@ import torch
 import xarray as xr
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.inside.hooks import installed, network_of
+from scoreprobe.inside.hooks import hook_points, installed, network_of
 from scoreprobe.inside.patch import FINAL, _direction, capture, metric, pair_inputs, patched_output
-from scoreprobe.inside.sites import resolve_sites
+from scoreprobe.inside.sites import Atom, resolve_sites, with_atoms
 
 _SENDER = re.compile(r"^blocks\.(\d+)\.(attn\.hook_z\[head=(\d+)\]|hook_mlp_out)$")
 _RECEIVER = re.compile(r"^(?:blocks\.(\d+)\.(attn\[head=(\d+)\]|mlp)|final)$")
@@ -50,7 +50,7 @@ def _receiver(label, n_heads, which):
     return j, {f"blocks.{j}.attn.hook_{w}": int(m.group(3)) for w in which}
 
 
-def _frozen_fns(net, acts_r, sender_layer, sender, clean_acts, head_dim_ok=True):
+def _frozen_fns(net, acts_r, sender_layer, sender, clean_acts):
     """Hook functions: every head's z and every MLP output at its corrupt value, except the sender's (clean)."""
     fns = {}
     for i in range(len(net.blocks)):
@@ -126,23 +126,16 @@ def _one_path(D, net, xr, s, sender, hooks_, acts_r, acts_c, delta):
     freeze = _frozen_fns(net, acts_r, sender[0], sender[1], acts_c)
     with installed(net, freeze), installed(net, {h: _recorder(recorded, h) for h in hooks_}, compose=True):
         D(xr, s)
-    fns = {}
+    points, fns = hook_points(net), {}
     for h, head in hooks_.items():
-        fns[h] = (lambda new: lambda a: new.to(a.dtype))(recorded[h]) if head is None else _head_setter(recorded[h], head)
+        atoms = [Atom(h) if head is None else Atom(h, (("head", head),))]
+        fns[h] = (lambda p, new, ats: lambda a: with_atoms(a, new, p, ats))(points[h], recorded[h], atoms)
     with installed(net, fns):
         return metric(D(xr, s), delta)
 
 
-def _head_setter(value, head):
-    def fn(a):
-        a = a.clone()
-        a[:, head] = value[:, head]
-        return a
-    return fn
-
-
 def _dataset(senders, receivers, eff, den):
-    pooled = np.where(np.isfinite(eff).all(2), np.nansum(eff * den, 2) / den.sum(), np.nan)
+    pooled = np.where(np.isfinite(eff).all(2), (eff * den).sum(2) / den.sum(), np.nan)
     return xr.Dataset({
         "effect": (("sender", "receiver", "sample"), eff, {"units": "1", "long_name": "path patching effect"}),
         "effect_pooled": (("sender", "receiver"), pooled, {"units": "1", "long_name": "Σ(m − m_r)/Σ(m_c − m_r)"}),

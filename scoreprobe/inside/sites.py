@@ -20,6 +20,8 @@ and "neuron" (each MLP neuron) are there when asked for by name.
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from scoreprobe.errors import ConfigError
 from scoreprobe.inside.hooks import hook_points
 
@@ -49,6 +51,20 @@ def atom_index(point, atom, shape):
             raise ConfigError(f"site index {dim}={index} out of range (size {shape[axis]})")
         ix[axis] = index
     return tuple(ix)
+
+
+def atp_numerators(points, site_list, acts_r, acts_c, n):
+    """(site, sample) AtP numerators: Σ over each site's entries of ∂m/∂a · (a_clean − a_corrupt), from the corrupt
+    run's activations `acts_r` (their .grad set by a backward of the metric) and the clean run's `acts_c`."""
+    est = np.zeros((len(site_list), n))
+    for i, site in enumerate(site_list):
+        for at in site.atoms:
+            a = acts_r[at.hook]
+            if a.grad is None:             # does not depend on the input (σ conditioning): equal in both runs
+                continue
+            term = a.grad.double() * (acts_c[at.hook].double() - a.detach().double())
+            est[i] += term[atom_index(points[at.hook], at, term.shape)].reshape(n, -1).sum(1).cpu().numpy()
+    return est
 
 
 def with_atoms(a, new, point, atoms):
