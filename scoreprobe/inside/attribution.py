@@ -21,7 +21,7 @@ import xarray as xr
 
 from scoreprobe.errors import ConfigError
 from scoreprobe.inside.cache import check_input
-from scoreprobe.inside.hooks import installed, network_of
+from scoreprobe.inside.hooks import installed, keepers, network_of
 from scoreprobe.models.edm import EDMDenoiser
 
 
@@ -90,14 +90,8 @@ def _run(D, net, x, sigma):
     names = ["blocks.0.hook_resid_pre", "final.hook_shift", "final.hook_scale"] + [
         f"blocks.{i}.{h}" for i in range(len(net.blocks))
         for h in ("attn.hook_z", "hook_gate_msa", "hook_attn_out", "hook_mlp_out")]
-    kept = {}
-
-    def keep(name):
-        def fn(a):
-            kept[name] = a.detach()
-            return a
-        return fn
-    with torch.no_grad(), installed(net, {n: keep(n) for n in names}, compose=True):
+    fns, kept = keepers(names)
+    with torch.no_grad(), installed(net, fns, compose=True):
         out = D(x, sigma)
     return kept, out
 

@@ -14,7 +14,7 @@ import torch
 
 from scoreprobe.errors import DataError
 from scoreprobe.inside.cache import check_input, gpt_inputs
-from scoreprobe.inside.hooks import hook_points, installed
+from scoreprobe.inside.hooks import hook_points, installed, keepers
 from scoreprobe.inside.sites import atp_numerators, with_atoms
 
 FINAL = "final.hook_out"
@@ -41,17 +41,8 @@ def _run(net, bits, fns=None, grad=False):
 
 
 def _capture(net, bits, names, grad=False):
-    kept = {}
-
-    def keep(name):
-        def fn(a):
-            if grad:
-                a = a.view_as(a)
-                a.retain_grad()
-            kept[name] = a
-            return a
-        return fn
-    return _run(net, bits, {n: keep(n) for n in names}), kept
+    fns, kept = keepers(names, grad)
+    return _run(net, bits, fns), kept
 
 
 def gpt_patch(net, clean, corrupt, site_list, method, confirm=None):

@@ -95,6 +95,23 @@ def select(points, names=None):
     return [n for n in points if n in chosen]
 
 
+def keepers(names, grad=False):
+    """({name: fn}, kept): hook functions that put each activation in `kept` under its name (and return it);
+    grad: a new tensor with retain_grad, so a backward leaves ∂/∂a in its .grad (AtP) — the pattern hook then
+    takes the explicit path."""
+    kept = {}
+
+    def keep(name):
+        def fn(a):
+            if grad:
+                a = a.view_as(a)
+                a.retain_grad()
+            kept[name] = a
+            return a
+        return fn
+    return {n: keep(n) for n in names}, kept
+
+
 @contextlib.contextmanager
 def installed(net, fns, compose=False):
     """Install {hook name: fn(tensor) -> tensor} on `net` for the duration of the block; every hook is

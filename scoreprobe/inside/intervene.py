@@ -19,7 +19,7 @@ import xarray as xr
 
 from scoreprobe.errors import ConfigError
 from scoreprobe.inside.cache import check_input, forward
-from scoreprobe.inside.hooks import hook_points, installed, network_of, select
+from scoreprobe.inside.hooks import hook_points, installed, keepers, network_of, select
 from scoreprobe.inside.sites import resolve_sites, with_atoms
 
 HOW = ("zero", "mean", "resample")
@@ -135,14 +135,8 @@ def _rows(how, n, n_ref, seed):
 
 
 def _capture(D, net, kind, x, sigma, names):
-    kept = {}
-
-    def keep(name):
-        def fn(a):
-            kept[name] = a
-            return a
-        return fn
-    with installed(net, {n: keep(n) for n in names}, compose=True):
+    fns, kept = keepers(names)
+    with installed(net, fns, compose=True):
         forward(D, net, kind, x, sigma)
     return kept
 

@@ -21,7 +21,7 @@ import xarray as xr
 
 from scoreprobe.data.datasets import to_signed
 from scoreprobe.errors import ConfigError, DataError
-from scoreprobe.inside.hooks import hook_points, installed, network_of
+from scoreprobe.inside.hooks import hook_points, installed, keepers, network_of
 from scoreprobe.inside.sites import atp_numerators, resolve_sites, with_atoms
 from scoreprobe.inside.cache import check_cache_size
 from scoreprobe.inside.gpt_patch import gpt_patch
@@ -74,18 +74,8 @@ def metric(out, delta):
 
 def capture(D, net, x, s, names, grad=False):
     """D(x, s) and the activations at `names` ({name: tensor}); grad: keep them in the graph (AtP)."""
-    kept = {}
-
-    def keep(name):
-        def fn(a):
-            if grad:
-                a = a.view_as(a)          # a new tensor: the pattern hook then takes the explicit path
-                a.retain_grad()
-            kept[name] = a
-            return a
-        return fn
-
-    with installed(net, {n: keep(n) for n in names}):
+    fns, kept = keepers(names, grad)
+    with installed(net, fns):
         out = D(x, s)
     return out, kept
 
