@@ -54,7 +54,9 @@ PARITY = "parity"
 # 505-695 s, all beside a second run (≈ 1.8x).
 GPT_RATE_TOKENS = 36   # the GPT rate below is for 6x6 bit images; sudoku_transpose's 16-token GPT ran 3000 steps in
 # 178 s beside a DiT run (16.9 steps/s loaded) where 36 tokens would predict 5.7 idle
-STEPS_PER_S = {("dit", 80, 4): 23.0, ("dit", 48, 2): 85.0, ("dit", 128, 4): 13.9, ("gpt", 100, 4): 5.7}
+STEPS_PER_S = {("dit", 80, 4): 23.0, ("dit", 48, 2): 85.0, ("dit", 128, 4): 13.9, ("dit", 192, 4): 6.5,
+               ("gpt", 100, 4): 5.7}
+# the 192x4 DiT: 6.4 steps/s at batch 96, one thread, idle (80x4 gave 22.0 in the same run), 2026-12-05
 # clocks of one checkpoint, 1000 samples, one thread: DiT 80/4 22.5 s and matched GPT 3.6 s on the loaded
 # machine (same run, 2.2x slower than idle): ≈ 10 s and 1.6 s idle; other DiT sizes scaled by their step rate
 CLOCK_S_PER_CKPT = {"dit": 10.0, "gpt": 1.6}
