@@ -124,7 +124,7 @@ def test_the_ode_family_is_one_package_one_file_per_part():
     assert sorted(p.stem for p in (PACKAGE / "ode").glob("*.py")) == [
         "__init__", "engine", "integrator", "samplers", "tableaux"]
     assert sorted(p.stem for p in (PACKAGE / "oracles").glob("*.py")) == [
-        "__init__", "common", "local", "memorizer", "rule"]
+        "__init__", "common", "gaussian", "local", "memorizer", "rule"]
 
 
 def test_the_data_package_holds_the_rules_and_datasets():

@@ -10,6 +10,7 @@ import torch
 
 from scoreprobe.errors import DataError
 
+
 def check_inputs(x, sigma, dim):
     """Validate (x (B, D), sigma) and return sigma as a (B, 1) tensor of x's dtype/device."""
     if not torch.is_tensor(x) or x.ndim != 2 or x.shape[1] != dim or not x.is_floating_point():
