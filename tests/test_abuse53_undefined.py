@@ -1,10 +1,9 @@
 """Issue 53, item 1 (undefined is never an answer): every attack of tests/abuse53_undefined.py must end clean
 (refused with its typed error) or right (its answer checked), plus the unit checks that read better alone."""
+import abuse_issue53
 import numpy as np
 import pytest
-import xarray as xr
-
-import abuse_issue53
+import torch
 from abuse53_undefined import ATTACKS
 
 
@@ -14,32 +13,38 @@ def test_attack(attack, tmp_path):
     assert outcome in ("clean", "right"), detail
 
 
-def _decomposed(r2):
-    """A decompose-like Dataset (step, sigma, split, oracle) from r² (step, sigma, oracle)."""
-    r2 = np.asarray(r2, np.float64)[:, :, None, :]
-    return xr.Dataset({"r2": (("step", "sigma", "split", "oracle"), r2)},
-                      coords={"step": [0, 10], "sigma": [0.5, 1.0], "split": ["heldout"],
-                              "oracle": ["memorizer", "rule"]})
+def _decomposed_real():
+    """A decompose result over steps 0 (the rule oracle) and 10 (NaN output at σ = 1 only)."""
+    import scoreprobe as sp
+    series = sp.load_series()
+    R = sp.RuleDenoiser(series.rule)
+
+    def half_nan(x, s):
+        return R(x, s) if float(s.reshape(-1)[0]) < 0.75 else torch.full_like(x, float("nan"))
+    return sp.decompose({0: R, 10: half_nan}, dataset=series.dataset, rule=series.rule, sigmas=[0.5, 1.0],
+                        n_points=6, n_noise=1, oracles=("memorizer", "rule"), progress=False)
 
 
 def test_cli_table_band_mean_is_nan_when_one_sigma_is_undefined(capsys):
     """The mean r² over the band is NaN when r² is NaN at one σ of the band (was the other σ's value), and the
-    undefined cell reads '?' (was 'M', the first oracle)."""
+    undefined cell reads '?' (never an oracle's letter)."""
     from scoreprobe.cli.decompose import _table
-    ds = _decomposed([[[0.2, 0.9], [0.3, 0.8]], [[np.nan, np.nan], [0.6, 0.1]]])
-    _table(ds, "heldout")
+    ds = _decomposed_real()
+    _table(ds, "heldout", n_boot=50)
     lines = [ln.split() for ln in capsys.readouterr().out.splitlines()]
-    rows = {ln[0]: ln[1:] for ln in lines if ln[:1] in (["0"], ["10"])}
-    assert rows["0"] == ["R", "R", "0.250", "0.850"]
-    assert rows["10"] == ["?", "M", "nan", "nan"]
+    rows = {}
+    for ln in lines:
+        if ln[:1] in (["0"], ["10"]):
+            rows.setdefault(ln[0], ln[1:])                               # the first line of a step: its calls
+    assert rows["10"][:2] == ["R", "?"] and rows["10"][2:] == ["nan", "nan"]
+    assert rows["0"][:2] == ["R", "R"]
 
 
-def test_best_oracle_keeps_ties_and_names_only_defined_cells():
+def test_best_oracle_names_only_defined_cells():
     from scoreprobe.probes.decompose import best_oracle
-    ds = _decomposed([[[0.2, 0.9], [0.5, 0.505]], [[np.inf, 0.1], [0.6, np.nan]]])
-    best = best_oracle(ds.sel(split="heldout"))
-    assert best.values.tolist() == [["rule", "tie"], ["undefined", "undefined"]]
-    assert best.attrs["flag_meanings"].split() == ["memorizer", "rule", "tie", "undefined"]
+    best = best_oracle(_decomposed_real().sel(split="heldout"), n_boot=50)
+    assert best.values.tolist() == [["rule", "rule"], ["rule", "undefined"]]
+    assert best.attrs["flag_meanings"].split()[-1] == "undefined"
 
 
 def test_circuits_decay_reads_only_defined_checkpoints():

@@ -7,13 +7,10 @@ from scoreprobe.data.datasets import make_dataset
 from scoreprobe.data.rules import Parity
 from scoreprobe.errors import ConfigError
 from scoreprobe.oracles import EmpiricalDenoiser, LocalDenoiser, RuleDenoiser
-from scoreprobe.probes.decompose import (
-    ORACLES,
-    _simplex_fit,
-    best_oracle,
-    decompose,
-    regress,
-)
+from scoreprobe.probes.decompose import best_oracle, decompose, regress
+from scoreprobe.probes.decompose_fit import simplex_fit
+
+ORACLES = ("memorizer", "rule", "local", "local_equivariant")
 
 SIGMAS = (0.3, 0.7, 1.5)
 
@@ -28,7 +25,7 @@ def setup():
 
 
 def run(D, rule, ds, **kw):
-    kw = {"sigmas": SIGMAS, "n_points": 12, "n_noise": 2, "dtype": torch.float64, **kw}
+    kw = {"sigmas": SIGMAS, "n_points": 12, "n_noise": 2, "dtype": torch.float64, "oracles": ORACLES, **kw}
     return decompose(D, dataset=ds, rule=rule, **kw)
 
 
@@ -36,7 +33,7 @@ def run(D, rule, ds, **kw):
 def test_substituted_oracle_has_weight_one(setup, name):
     rule, ds, named = setup
     out = run(named[name], rule, ds)
-    assert set(out.dims) == {"sigma", "split", "oracle"} and list(out.split.values) == ["train", "heldout",
+    assert set(out.dims) == {"sigma", "split", "oracle", "oracle_b", "point", "pixel"} and list(out.split.values) == ["train", "heldout",
                                                                                         "random_valid"]
     want = (out.oracle.values == name).astype(float)
     assert float(out.residual.max()) < 1e-6
@@ -49,14 +46,15 @@ def test_substituted_oracle_has_weight_one(setup, name):
     for var in ("weight", "weight_simplex"):
         w = out[var].transpose("sigma", "split", "oracle").values
         assert np.abs(w - want)[ok].max() < 1e-6
-    assert (best_oracle(out, margin=0).values[ok] == name).all()
+    calls = best_oracle(out, n_boot=100).transpose("sigma", "split").values
+    assert set(calls.ravel()) <= {name, "indistinguishable", "undecided"} and (calls == name).sum() >= 5
 
 
 def test_known_mixture_recovered(setup):
     rule, ds, named = setup
     a, b = 0.3, 0.7
     mix = lambda x, s: a * named["memorizer"](x, s) + b * named["rule"](x, s)
-    out = run(mix, rule, ds).transpose("sigma", "split", "oracle")
+    out = run(mix, rule, ds).transpose("sigma", "split", "oracle", ...)
     ok = (out.condition < 1e4).values     # identified cells (at σ = 0.3 on training items all oracles ≈ the item)
     assert ok.sum() >= 7 and float(out.residual.max()) < 1e-6
     for var in ("weight", "weight_simplex"):
@@ -81,8 +79,8 @@ def test_over_steps_and_noise_in_network(setup):
         return named["rule"](x, s) + 0.01 * torch.randn(x.shape, generator=g, dtype=x.dtype)
     out = run({0: named["memorizer"], 100: noisy}, rule, ds, oracles=("memorizer", "rule"))
     assert list(out.step.values) == [0, 100]
-    assert (best_oracle(out.sel(step=0), margin=0) == "memorizer").all()
-    assert (best_oracle(out.sel(step=100), margin=0) == "rule").all()
+    assert set(best_oracle(out.sel(step=0), n_boot=100).values.ravel()) <= {"memorizer", "indistinguishable"}
+    assert (best_oracle(out.sel(step=100, split="heldout"), n_boot=100) == "rule").all()
     ok = out.condition.sel(step=100) < 1e4
     assert int(ok.sum()) >= 7
     assert np.abs(out.weight.sel(step=100, oracle="rule") - 1).where(ok).max() < 0.02
@@ -92,9 +90,10 @@ def test_over_steps_and_noise_in_network(setup):
 def test_best_oracle_ties(setup):
     rule, ds, named = setup
     out = run(named["rule"], rule, ds, sigmas=(0.01, 1.0))
-    best = best_oracle(out)
+    best = best_oracle(out, n_boot=100)
     assert (best.sel(sigma=1.0) == "rule").all()
-    assert best.sel(sigma=0.01, split="train").item() == "tie"     # every oracle returns the item
+    # every oracle returns the item, and so does D ≈ x: no call
+    assert best.sel(sigma=0.01, split="train").item() in ("indistinguishable", "shrinkage")
 
 
 def test_collinear_oracles_share_the_weight():
@@ -102,14 +101,14 @@ def test_collinear_oracles_share_the_weight():
     rng = np.random.default_rng(1)
     o = rng.normal(size=(20, 6))
     out = regress(o.copy(), np.stack([o, o, rng.normal(size=(20, 6))]))
-    assert np.allclose(out["weight"], [0.5, 0.5, 0], atol=1e-9) and out["residual"] < 1e-9
-    assert out["condition"] > 1e10
+    assert np.allclose(out["weight"], [0.5, 0.5, 0], atol=1e-9) and out["residual"] < 1e-7   # from sums: ~1e-8
+    assert out["condition"] > 1e7          # (from X'X: at most ~1e8 is resolved)
 
 
 def test_simplex_fit_matches_brute_grid():
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(50, 3)), rng.normal(size=50)
-    w = _simplex_fit(X, y)
+    w = simplex_fit(X.T @ X, X.T @ y)
     assert w.min() >= 0 and abs(w.sum() - 1) < 1e-12
     grid = [(p, q, 1 - p - q) for p in np.linspace(0, 1, 201) for q in np.linspace(0, 1, 201) if p + q <= 1 + 1e-12]
     best = min(((y - X @ np.array(g)) ** 2).sum() for g in grid)

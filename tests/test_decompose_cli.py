@@ -22,11 +22,17 @@ def test_cli_decompose_table_store_and_figure(series_dir):
     from scoreprobe.cli import cli
     from scoreprobe.store import open_store
     args = ["decompose", str(series_dir), "--steps", "all", "--sigmas", "1,2,3", "--n-points", "8",
-            "--out", "dec.zarr", "--plot", "dec.png"]
+            "--out", "dec.zarr", "--plot", "dec.png", "--oracles", "memorizer,rule,local,local_equivariant",
+            "--n-boot", "100"]
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == 0, r.output
-    rows = {ln.split()[0]: ln.split()[1:] for ln in r.output.splitlines() if ln.split() and ln.split()[0].isdigit()}
+    rows = {}
+    for ln in r.output.splitlines():                              # the first line of a step: its calls
+        if ln.split() and ln.split()[0].isdigit():
+            rows.setdefault(ln.split()[0], ln.split()[1:])
     assert rows["0"][:3] == ["R", "R", "R"] and rows["100"][:3] == ["M", "M", "M"]
+    called = [ln for ln in r.output.splitlines() if ln.split()[:2] == ["0", "σ"]]
+    assert len(called) == 1 and called[0].count("rule +") == 3 and "[" in called[0]   # leads with intervals
     assert float(rows["0"][3 + 1]) == pytest.approx(1.0)          # the rule oracle's mean r² at step 0
     assert (series_dir / "dec.png").stat().st_size > 1000
     store = open_store("dec.zarr")

@@ -1,30 +1,34 @@
-"""What kind of denoiser is it: the network's D regressed on the exact oracles' outputs.
+"""What kind of denoiser is it: the network's D against the exact oracles' outputs.
 
 At each noise level σ and on each split of points (noised training items, noised held-out items,
-noised fresh rule-valid images), with x = v + σε,
+noised fresh rule-valid images), with x = v + σε, the network's D(x, σ) is compared with
 
-    D_net(x, σ) ≈ Σ_k w_k · D_k(x, σ)        k ∈ {memorizer, rule, local, local_equivariant}
+    memorizer          the empirical posterior mean of the training set (copies training items)
+    rule               the exact posterior mean under the rule's distribution (generalizes)
+    gaussian           the Wiener denoiser of the training set's mean and covariance (cannot copy)
+    rule_gaussian      the Wiener denoiser of the rule distribution's exact mean and covariance
+    local              per-position patch posterior (Kamb & Ganguli's locality, no equivariance)
+    local_equivariant  all zero-padded patches pooled (today's ELS variant, a soft border penalty)
+    local_boundary     the published boundary-aware ELS (candidates from the same position class)
 
-fitted over every (point, noise draw, coordinate) of the split by least squares without an
-intercept. The target is D itself (the clean-image estimate), not D − x: D − x = σ²·score is
-dominated by the noise σε at small σ, where every denoiser agrees, and the literature's r²
-(Kamb & Ganguli 2025) compares denoiser outputs. Reported (see `decompose`):
+with the local oracles per patch size when several are asked for (names local_p3, local_p5, …).
+The target is D itself (the clean-image estimate), not D − x (Kamb & Ganguli 2025 compare denoiser
+outputs). Per cell the probe keeps the fits' sufficient statistics per POINT (noise draws of a point
+summed together; `scoreprobe.probes.decompose_fit`), so every reading can be resampled over points
+(and over trained models) without re-running a denoiser:
 
-- `r2` (oracle alone, no fit): 1 − ‖D_net − D_k‖² / ‖D_net − mean‖², the mean taken per coordinate
-  over the split's points. This is the score of "which oracle describes the network".
-- `weight`, `r2_joint`, `residual`: the joint least-squares fit. Where the oracles coincide (small
-  σ on training items: all of them return the item) the weights are not identified; directions
-  with singular value below RCOND = 1e-6 of the largest are dropped (minimum-norm weights: two
-  equal oracles share the weight), and `condition` says how collinear the cell is.
-- `weight_simplex`, `r2_simplex`: the fit with weights ≥ 0 summing to 1 (a mixture of oracles),
-  solved exactly by enumerating supports (at most 2^K − 1 equality-constrained problems).
+- `r2` (oracle alone, no fit): 1 − ‖D_net − D_k‖² / ‖D_net − mean‖², the mean per coordinate over
+  the split's rows; `r2_shrink`: the same for the best linear shrinkage c·x of the input (the
+  untrained adaLN-Zero network is exactly x/(1+σ²): r2_shrink = 1);
+- `weight`, `r2_joint`, `residual`, `condition`: the joint least-squares fit (minimum norm);
+- `weight_simplex`, `r2_simplex`: the best mixture (weights ≥ 0 summing to 1).
 
-Summaries (`best_oracle`, `decompose_summary`): per cell the oracle with the highest r², its lead
-over the runner-up, "tie" where the lead is below TIE_MARGIN, "undefined" where any oracle's r² is
-NaN (never a name there).
+Readings (`scoreprobe.probes.decompose_calls`): `mixture_weights` (the mixture with bootstrap
+intervals: the primary attribution), `best_oracle` / `decompose_summary` (a call only where a paired
+bootstrap excludes a tie, the network is not a shrinkage and the top two oracles differ), `best_patch`.
 """
-import itertools
 import json
+import warnings
 
 import numpy as np
 import torch
@@ -33,25 +37,56 @@ import xarray as xr
 from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.noise import NOISE, randn_per_sample
 from scoreprobe.ode import resolve_device
+from scoreprobe.probes import decompose_fit as fit
 from scoreprobe.sweep import dataset_and_rule, run_probe
 
-ORACLES = ("memorizer", "rule", "local", "local_equivariant")
+ORACLES = ("memorizer", "rule", "gaussian", "rule_gaussian", "local", "local_equivariant", "local_boundary")
+LOCAL = ("local", "local_equivariant", "local_boundary")         # the families that take a patch size
+NEED_RULE = ("rule", "rule_gaussian")
 SPLITS = ("train", "heldout", "random_valid")
 DEFAULT_SIGMAS = (0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0, 5.0)
 NOISE_STRIDE = 1 << 16          # noise key = position · NOISE_STRIDE + draw, shared by the splits
 CHUNK_ROWS = 4096               # denoiser rows per call
-RCOND = 1e-6                    # joint fit: directions with singular value < RCOND·largest are dropped
 
 
 # ---------------------------------------------------------------------------------------------
 # Inputs: oracles and points
 # ---------------------------------------------------------------------------------------------
 
-def oracle_denoisers(dataset, rule, oracles=ORACLES, patch=3):
-    """{name: denoiser} of the requested oracles for `dataset` (its training set) and `rule`.
+def _local(dataset, patch, shape, **kw):
+    from scoreprobe.oracles import LocalDenoiser
+    return LocalDenoiser(dataset.train, patch=patch, shape=shape, **kw)
 
-    ConfigError for an unknown name, or for "rule" when the rule has no exact oracle."""
-    from scoreprobe.oracles import EmpiricalDenoiser, LocalDenoiser, RuleDenoiser
+
+def _boundary(dataset, patch, shape):
+    """The published boundary-aware ELS (part of scoreprobe.oracles.local)."""
+    import inspect
+
+    from scoreprobe.oracles import LocalDenoiser
+    if "boundary" not in inspect.signature(LocalDenoiser).parameters:
+        raise ConfigError("local_boundary needs LocalDenoiser(boundary=...), which this version lacks; leave "
+                          "'local_boundary' out of oracles=")
+    return _local(dataset, patch, shape, equivariant=True, boundary="position_class")
+
+
+def _gaussian(name):
+    def make(dataset, rule):
+        try:
+            from scoreprobe.oracles import GaussianDenoiser
+        except ImportError:
+            raise ConfigError(f"{name} needs scoreprobe.oracles.GaussianDenoiser, which this version lacks; "
+                              f"leave {name!r} out of oracles=") from None
+        return GaussianDenoiser.from_bits(dataset.train) if name == "gaussian" else GaussianDenoiser.from_rule(rule)
+    return make
+
+
+def oracle_denoisers(dataset, rule, oracles=ORACLES, patch=3):
+    """{name: denoiser} of the requested oracles for `dataset` (its training set) and `rule`; `patch` (int)
+    is the window side of the local ones.
+
+    ConfigError for an unknown name, or for "rule" / "rule_gaussian" when there is no rule (or no exact
+    oracle or moments for it)."""
+    from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
     oracles = tuple(oracles)
     bad = [o for o in oracles if o not in ORACLES]
     if bad or not oracles or len(set(oracles)) != len(oracles):
@@ -59,12 +94,50 @@ def oracle_denoisers(dataset, rule, oracles=ORACLES, patch=3):
     shape = getattr(rule, "image_shape", None)
     make = {"memorizer": lambda: EmpiricalDenoiser(dataset.train),
             "rule": lambda: RuleDenoiser(rule),
-            "local": lambda: LocalDenoiser(dataset.train, patch=patch, shape=shape),
-            "local_equivariant": lambda: LocalDenoiser(dataset.train, patch=patch, equivariant=True, shape=shape)}
-    if "rule" in oracles and rule is None:
-        raise ConfigError("the rule oracle needs the rule: pass rule= (a series carries it) or leave 'rule' "
-                          "out of oracles=")
+            "gaussian": lambda: _gaussian("gaussian")(dataset, rule),
+            "rule_gaussian": lambda: _gaussian("rule_gaussian")(dataset, rule),
+            "local": lambda: _local(dataset, patch, shape),
+            "local_equivariant": lambda: _local(dataset, patch, shape, equivariant=True),
+            "local_boundary": lambda: _boundary(dataset, patch, shape)}
+    needs = [o for o in oracles if o in NEED_RULE]
+    if needs and rule is None:
+        raise ConfigError(f"{', '.join(needs)} need(s) the rule: pass rule= (a series carries it) or leave "
+                          f"{', '.join(map(repr, needs))} out of oracles=")
     return {name: make[name]() for name in oracles}
+
+
+def _patches(patch):
+    """Patch sizes as a tuple of distinct odd positive ints (ConfigError otherwise)."""
+    ps = (patch,) if isinstance(patch, (int, np.integer)) and not isinstance(patch, bool) else tuple(patch)
+    if not ps or len(set(ps)) != len(ps) or any(isinstance(p, bool) or int(p) != p or p < 1 or p % 2 == 0
+                                                 for p in ps):
+        raise ConfigError(f"patch must be an odd positive integer or a list of distinct ones, got {patch!r}")
+    return tuple(int(p) for p in ps)
+
+
+def named_oracles(dataset, rule, oracles=None, patch=3):
+    """[(name, family, patch, denoiser)] for decompose: the local families once per patch size (named
+    family_p<size> when several sizes are asked for). oracles=None: every oracle that applies (those
+    needing the rule are left out without one, and one whose construction is refused is left out with a
+    warning); explicit names are strict."""
+    ps = _patches(patch)
+    default = oracles is None
+    names = [o for o in ORACLES if not (default and rule is None and o in NEED_RULE)] if default else list(oracles)
+    bad = [o for o in names if o not in ORACLES]
+    if bad or not names or len(set(names)) != len(names):
+        raise ConfigError(f"oracles must be distinct names among {', '.join(ORACLES)}; got {names}")
+    out = []
+    for fam in names:
+        for p in (ps if fam in LOCAL else (0,)):
+            try:
+                D = oracle_denoisers(dataset, rule, (fam,), p or ps[0])[fam]
+            except ConfigError as e:
+                if not default:
+                    raise
+                warnings.warn(f"decompose: {fam} left out of the default oracles: {e}", UserWarning, stacklevel=3)
+                break
+            out.append((f"{fam}_p{p}" if p and len(ps) > 1 else fam, fam, p, D))
+    return out
 
 
 def decompose_points(dataset, rule, n_points=64, seed=0):
@@ -110,72 +183,97 @@ def evaluate(D, x, sigma, dtype=torch.float64, device="cpu"):
 # The regression
 # ---------------------------------------------------------------------------------------------
 
-def _simplex_fit(X, y):
-    """min ‖y − X w‖² over w ≥ 0, Σ w = 1: the best feasible equality-constrained solution over all
-    supports (the optimum's support is among them). X (M, K), y (M,) -> w (K,)."""
-    k = X.shape[1]
-    gram, xty = X.T @ X, X.T @ y
-    best, best_w = np.inf, None
-    for size in range(1, k + 1):
-        for support in itertools.combinations(range(k), size):
-            s = list(support)
-            kkt = np.zeros((size + 1, size + 1))
-            kkt[:size, :size], kkt[:size, size], kkt[size, :size] = gram[np.ix_(s, s)], 1.0, 1.0
-            sol = np.linalg.lstsq(kkt, np.append(xty[s], 1.0), rcond=None)[0][:size]
-            if sol.min() < -1e-12:
-                continue
-            w = np.zeros(k)
-            w[s] = np.clip(sol, 0, None) / np.clip(sol, 0, None).sum()
-            err = float(((y - X @ w) ** 2).sum())
-            if err < best - 1e-15 * max(1.0, best if np.isfinite(best) else 1.0):
-                best, best_w = err, w
-    return best_w
+def point_stats(y, outputs, x, n_noise):
+    """Per-point sufficient statistics of one cell (`scoreprobe.probes.decompose_fit`).
+
+    y, x: (P·n_noise, D) network outputs and inputs, rows point-major; outputs: (K, P·n_noise, D).
+    Returns {gram (P, K, K), xty (P, K), yty (P,), ysum (P, D), xx (P,), xy (P,), n_rows (P,)}; a point
+    whose network output is not finite gets NaN statistics (the cell is then undefined)."""
+    n = int(n_noise)
+    p, d = len(y) // n, y.shape[1]
+    Y, X, V = y.reshape(p, n * d), outputs.reshape(len(outputs), p, n * d), x.reshape(p, n * d)
+    bad = ~np.isfinite(Y).all(1)
+    Y = np.where(bad[:, None], 0.0, Y)
+    out = {"gram": np.einsum("kpd,lpd->pkl", X, X), "xty": np.einsum("kpd,pd->pk", X, Y),
+           "yty": (Y ** 2).sum(1), "ysum": Y.reshape(p, n, d).sum(1), "xx": (V ** 2).sum(1), "xy": (V * Y).sum(1)}
+    for v in out.values():
+        v[bad] = np.nan
+    out["n_rows"] = np.full(p, float(n))
+    return out
 
 
-def regress(y, outputs):
-    """Decompose one cell. y: (M, D) network outputs; outputs: (K, M, D) oracle outputs.
-
-    Returns dict: r2 (K,), weight (K,), weight_simplex (K,), r2_joint, r2_simplex, residual (RMS
-    of the joint fit per coordinate), condition (of the (M·D, K) oracle matrix)."""
-    if not np.isfinite(y).all():
-        nan_k = np.full(len(outputs), np.nan)
-        return {"r2": nan_k, "weight": nan_k, "weight_simplex": nan_k, "r2_joint": np.nan,
-                "r2_simplex": np.nan, "residual": np.nan, "condition": np.nan}
-    ss_tot = float(((y - y.mean(0)) ** 2).sum())
-    X = outputs.reshape(len(outputs), -1).T                                      # (M·D, K)
-    target = y.reshape(-1)                                                       # (M·D,)
-
-    def r2_of(pred):
-        return 1.0 - float(((target - pred) ** 2).sum()) / ss_tot if ss_tot > 0 else np.nan
-    w = np.linalg.lstsq(X, target, rcond=RCOND)[0]
-    ws = _simplex_fit(X, target)
-    return {"r2": np.array([r2_of(X[:, k]) for k in range(X.shape[1])]), "weight": w, "weight_simplex": ws,
-            "r2_joint": r2_of(X @ w), "r2_simplex": r2_of(X @ ws),
-            "residual": float(np.sqrt(((target - X @ w) ** 2).mean())), "condition": float(np.linalg.cond(X))}
+def cell_values(stats):
+    """The cell's fits on all its points from per-point statistics: r2 (K,), weight (K,), weight_simplex (K,),
+    r2_joint, r2_simplex, residual (RMS per coordinate of the joint fit), condition, r2_shrink, shrink_coef."""
+    s = {k: np.nansum(v, axis=0) if k == "n_rows" else v.sum(0) for k, v in stats.items()}
+    k = s["gram"].shape[-1]
+    ss = fit.ss_total(s)
+    if not (np.isfinite(s["gram"]).all() and np.isfinite(ss) and ss > 0):
+        nan_k = np.full(k, np.nan)
+        return {"r2": nan_k, "weight": nan_k, "weight_simplex": nan_k, **{v: np.nan for v in _CELL_SCALARS}}
+    w, ws = fit.joint_fit(s["gram"], s["xty"]), fit.simplex_fit(s["gram"], s["xty"])
+    err = lambda v: fit.fit_error(s["gram"], s["xty"], s["yty"], v)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        coef = s["xy"] / s["xx"]
+    return {"r2": fit.r2_alone(s, ss), "weight": w, "weight_simplex": ws, "r2_joint": 1 - err(w) / ss,
+            "r2_simplex": 1 - err(ws) / ss, "residual": float(np.sqrt(err(w) / (s["n_rows"] * s["ysum"].size))),
+            "condition": fit.condition(s["gram"]), "r2_shrink": float(fit.r2_shrink(s, ss)), "shrink_coef": coef}
 
 
+def regress(y, outputs, x=None):
+    """Decompose one cell from its rows. y: (M, D) network outputs; outputs: (K, M, D) oracle outputs; x:
+    (M, D) inputs (for r2_shrink; NaN without). Returns `cell_values`' dict."""
+    if x is None:
+        x = np.zeros_like(y)
+    return cell_values(point_stats(y, outputs, x, len(y)))
+
+
+_CELL_SCALARS = ("r2_joint", "r2_simplex", "residual", "condition", "r2_shrink", "shrink_coef")
+_C, _O = ("sigma", "split"), ("sigma", "split", "oracle")
 _VARS = {
-    "r2": (("sigma", "split", "oracle"), "1", "r² of the oracle alone, no fit: 1 − ‖D − D_k‖²/‖D − mean D‖²"),
-    "weight": (("sigma", "split", "oracle"), "1", "least-squares weight of the oracle in the joint fit (minimum norm)"),
-    "weight_simplex": (("sigma", "split", "oracle"), "1", "mixture weight (≥ 0, summing to 1) of the oracle"),
-    "r2_joint": (("sigma", "split"), "1", "r² of the joint least-squares fit"),
-    "r2_simplex": (("sigma", "split"), "1", "r² of the best mixture of oracles"),
-    "residual": (("sigma", "split"), "1", "RMS residual of the joint fit per coordinate"),
-    "condition": (("sigma", "split"), "1", "condition number of the oracle-output matrix (large: weights not identified)"),
+    "r2": (_O, "1 − ‖D − D_k‖²/‖D − mean D‖² of the oracle alone, no fit"),
+    "weight": (_O, "least-squares weight of the oracle in the joint fit (minimum norm)"),
+    "weight_simplex": (_O, "mixture weight (≥ 0, summing to 1) of the oracle (intervals: mixture_weights)"),
+    "r2_joint": (_C, "r² of the joint least-squares fit"),
+    "r2_simplex": (_C, "r² of the best mixture of oracles"),
+    "residual": (_C, "RMS residual of the joint fit per coordinate"),
+    "condition": (_C, "condition number of the oracle-output matrix (large: weights not identified)"),
+    "r2_shrink": (_C, "r² of the best linear shrinkage c·x of the input (1: the network is a shrinkage)"),
+    "shrink_coef": (_C, "c of the best linear shrinkage c·x"),
 }
+_STAT_DIMS = {"gram": ("point", "oracle", "oracle_b"), "xty": ("point", "oracle"), "yty": ("point",),
+              "ysum": ("point", "pixel"), "xx": ("point",), "xy": ("point",), "n_rows": ("point",)}
+_STAT_NAMES = {"gram": "X_p'X_p: oracle outputs' Gram matrix of the point (draws summed)",
+               "xty": "X_p'y_p: oracle outputs against the network's", "yty": "y_p'y_p",
+               "ysum": "network output summed over the point's draws", "xx": "x_p'x_p (inputs)",
+               "xy": "x_p'y_p", "n_rows": "noise draws of the point (0: padding, no point)"}
 
 
-def _cells_dataset(cells, sigmas, splits, names):
-    """Dataset (sigma, split, oracle) from cells[i][j] = regress(...) dicts."""
+def _pad(v, n):
+    """Pad the point axis (0) to n with zeros (n_rows 0: no point)."""
+    return np.concatenate([v, np.zeros((n - len(v), *v.shape[1:]))]) if len(v) < n else v
+
+
+def _cells_dataset(cells, stats, sigmas, splits, oracles):
+    """Dataset over (sigma, split, [point,] oracle, …) from cells[i][j] (cell_values) and stats[i][j]."""
     data = {}
-    for var, (dims, units, long_name) in _VARS.items():
+    for var, (dims, long_name) in _VARS.items():
         arr = np.array([[cells[i][j][var] for j in range(len(splits))] for i in range(len(sigmas))], np.float64)
-        data[var] = (dims, arr, {"units": units, "long_name": long_name})
+        data[var] = (dims, arr, {"units": "1", "long_name": long_name})
+    n = max(len(stats[i][j]["yty"]) for i in range(len(sigmas)) for j in range(len(splits)))
+    for var, dims in _STAT_DIMS.items():
+        arr = np.array([[_pad(stats[i][j][var], n) for j in range(len(splits))] for i in range(len(sigmas))])
+        data[var] = (("sigma", "split", *dims), arr, {"long_name": _STAT_NAMES[var]})
+    names = np.array([o[0] for o in oracles], dtype=object)
     return xr.Dataset(data, coords={
         "sigma": ("sigma", np.asarray(sigmas, np.float64), {"units": "1", "long_name": "noise level σ"}),
         "split": ("split", np.array(splits, dtype=object), {"long_name": "points: noised training items, held-out "
                                                                          "items or fresh valid images"}),
-        "oracle": ("oracle", np.array(names, dtype=object), {"long_name": "exact oracle denoiser"})})
+        "oracle": ("oracle", names, {"long_name": "exact oracle denoiser"}),
+        "oracle_b": ("oracle_b", names.copy(), {"long_name": "exact oracle denoiser (second index of gram)"}),
+        "family": ("oracle", np.array([o[1] for o in oracles], dtype=object), {"long_name": "oracle family"}),
+        "patch": ("oracle", np.array([o[2] for o in oracles], np.int64), {"long_name": "patch side (0: not local)"}),
+        "point": ("point", np.arange(n)), "pixel": ("pixel", np.arange(stats[0][0]["ysum"].shape[1]))})
 
 
 def _resolve_sigmas(sigmas):
@@ -186,9 +284,9 @@ def _resolve_sigmas(sigmas):
 
 
 def decompose(D_or_series, dataset=None, rule=None, sigmas=None, n_points=64, n_noise=2, seed=0, *,
-              oracles=ORACLES, patch=3, steps=None, out=None, device=None, dtype=torch.float32, progress=None,
+              oracles=None, patch=3, steps=None, out=None, device=None, dtype=torch.float32, progress=None,
               overwrite=False, model_id=None):
-    """Regress the denoiser's output on the exact oracles' outputs, per σ and split (module docstring).
+    """Compare the denoiser's output with the exact oracles' outputs, per σ and split (module docstring).
 
     Parameters
     ----------
@@ -197,159 +295,63 @@ def decompose(D_or_series, dataset=None, rule=None, sigmas=None, n_points=64, n_
     sigmas : noise levels (default DEFAULT_SIGMAS, 0.05 … 5).
     n_points : points per split (the first training / held-out items; fresh valid images drawn
         with `seed`); n_noise : noise draws per point, shared by every σ, split and step.
-    oracles : names among ORACLES; patch : window side of the local oracles.
-    dtype : the network's input dtype (the oracles run in float64; the regression in float64).
+    oracles : names among ORACLES (default None: all that apply, `named_oracles`); patch : window side
+        of the local oracles, or a list of them (e.g. (3, 5): each local family once per size, named
+        local_p3, local_p5, …; `best_patch` reads the best size per σ).
+    dtype : the network's input dtype (the oracles run in float64; the statistics in float64).
     steps, out, device, progress, overwrite, model_id : as for the other probes (`scoreprobe.sweep`).
 
     Returns
     -------
-    xarray.Dataset over ([step], sigma, split, oracle): r2, weight, weight_simplex (sigma, split,
-    oracle); r2_joint, r2_simplex, residual, condition (sigma, split). `decompose_summary(ds)` (or
-    `best_oracle(ds)`) says per cell which oracle describes the network best, by what lead, and
-    where that is a tie or undefined.
+    xarray.Dataset over ([step], sigma, split, …): per cell (sigma, split, oracle) r2, weight,
+    weight_simplex; per cell (sigma, split) r2_joint, r2_simplex, residual, condition, r2_shrink,
+    shrink_coef; per point the statistics gram (point, oracle, oracle_b), xty (point, oracle), yty, xx,
+    xy, n_rows (point) and ysum (point, pixel). Oracle coordinates `family` and `patch`. Read it with
+    `mixture_weights`, `decompose_summary` / `best_oracle` (calls with intervals) and `best_patch`.
     """
     dataset, rule = dataset_and_rule(D_or_series, dataset, rule, need_rule=False, who="decompose")
     sig = _resolve_sigmas(sigmas)
     if isinstance(n_noise, bool) or int(n_noise) != n_noise or not 1 <= n_noise <= 1024:
         raise ConfigError(f"n_noise must be an integer in [1, 1024], got {n_noise!r}")
-    named = oracle_denoisers(dataset, rule, oracles, patch)
     bits, split, pos = decompose_points(dataset, rule, n_points, seed)
+    named = named_oracles(dataset, rule, oracles, patch)
+    n = int(n_noise)
     splits = [s for s in SPLITS if (split == s).any()]
-    rows = {s: np.flatnonzero(np.repeat(split == s, int(n_noise))) for s in splits}
-    xs = [noised(bits, pos, s, int(n_noise), seed) for s in sig]                  # per σ (M, D)
-    ref = [np.stack([evaluate(o, x, s) for o in named.values()]) for x, s in zip(xs, sig)]   # (K, M, D)
+    rows = {s: np.flatnonzero(np.repeat(split == s, n)) for s in splits}
+    xs = [noised(bits, pos, s, n, seed) for s in sig]                             # per σ (M, D)
+    ref = [np.stack([evaluate(o[3], x, s) for o in named]) for x, s in zip(xs, sig)]   # (K, M, D)
     config = {"probe": "decompose", "sigmas": [float(s) for s in sig], "n_points": int(n_points),
-              "n_noise": int(n_noise), "seed": int(seed), "oracles": list(named), "patch": int(patch),
-              "noise": NOISE, "dtype": str(dtype).replace("torch.", ""),
+              "n_noise": n, "seed": int(seed), "oracles": [o[0] for o in named], "patch": list(_patches(patch)),
+              "noise": NOISE, "dtype": str(dtype).replace("torch.", ""), "statistics": "per point",
               "rule": rule.spec() if hasattr(rule, "spec") else None}
 
     def probe(D):
         dev = resolve_device(device, D)
-        cells = []
+        cells, stats = [], []
         for x, s, r in zip(xs, sig, ref):
             y = evaluate(D, x, s, dtype, dev)                                     # (M, D)
-            cells.append([regress(y[rows[sp]], r[:, rows[sp]]) for sp in splits])
-        return _cells_dataset(cells, sig, splits, list(named)).assign_attrs(
-            title="the denoiser regressed on the exact oracles", scoreprobe_config=json.dumps(config, sort_keys=True))
+            xn = x.numpy()
+            stats.append([point_stats(y[rows[sp]], r[:, rows[sp]], xn[rows[sp]], n) for sp in splits])
+            cells.append([cell_values(st) for st in stats[-1]])
+        return _cells_dataset(cells, stats, sig, splits, named).assign_attrs(
+            title="the denoiser against the exact oracles", scoreprobe_config=json.dumps(config, sort_keys=True))
     probe.n_bits = dataset.train.shape[1]
     sweep_device = "cpu" if device is None else str(resolve_device(device))
     return run_probe(probe, D_or_series, config, steps=steps, out=out, device=sweep_device, progress=progress,
                      overwrite=overwrite, model_id=model_id)
 
 
-TIE_MARGIN = 0.01              # best_oracle: "tie" when the best r² leads the runner-up by less
-UNDEFINED = "undefined"        # best_oracle: a cell where any oracle's value is NaN (NaN or constant network output)
-TIE = "tie"
-
-
-def _ranked(ds, var):
-    """(values (…, K) float64, undefined (…,) bool, order (…, K) indices best first, coords/dims of a cell)."""
-    if "oracle" not in getattr(ds, "dims", ()) or var not in ds:
-        raise ConfigError(f"best_oracle / decompose_summary need a Dataset from decompose() with {var!r} over "
-                          f"'oracle'; got {type(ds).__name__} with {sorted(map(str, getattr(ds, 'data_vars', ())))}")
-    vals = ds[var].transpose(..., "oracle")
-    arr = np.asarray(vals.values, np.float64)
-    undefined = ~np.isfinite(arr).all(axis=-1)
-    order = np.argsort(-np.where(np.isfinite(arr), arr, -np.inf), axis=-1, kind="stable")
-    coords = {k: v for k, v in vals.coords.items() if "oracle" not in v.dims}
-    return arr, undefined, order, coords, vals.dims[:-1]
-
-
-def _check_margin(margin):
-    if isinstance(margin, bool) or not isinstance(margin, (int, float, np.floating, np.integer)) \
-            or not np.isfinite(margin) or margin < 0:
-        raise ConfigError(f"margin must be a finite number >= 0, got {margin!r}")
-    return float(margin)
-
-
-def best_oracle(ds, var="r2", margin=TIE_MARGIN):
-    """The oracle that describes the network best, per cell of a `decompose` result.
-
-    Parameters
-    ----------
-    ds : Dataset from `decompose` (dims ([step,] sigma, split, oracle)), or a selection of it that
-        keeps the `oracle` dim (e.g. ds.sel(split="heldout")).
-    var : which variable ranks the oracles: "r2" (default), "weight" or "weight_simplex".
-    margin : the lead (best − runner-up) below which the cell is a "tie" (default TIE_MARGIN = 0.01).
-
-    Returns
-    -------
-    DataArray of str over the dims of `ds[var]` without `oracle` (e.g. (step, sigma, split)): the
-    oracle's name; "tie" where it leads the runner-up by less than `margin` (the oracles agree there,
-    e.g. small σ on training items); "undefined" where the value of any oracle is NaN/inf (a NaN or
-    constant network output makes r² 0/0). A cell with only some oracles undefined is "undefined"
-    too: the undefined one might be the best, so naming another would be a guess. attrs:
-    `flag_meanings` lists the labels. `decompose_summary` adds the lead and the tied oracles.
-    """
-    margin = _check_margin(margin)
-    arr, undefined, order, coords, dims = _ranked(ds, var)
-    names = _names(ds)
-    lead = _lead(arr, order, undefined)
-    with np.errstate(invalid="ignore"):
-        tie = lead < margin
-    label = np.where(tie, TIE, names[order[..., 0]])
-    label = np.where(undefined, UNDEFINED, label).astype(object)
-    attrs = {"long_name": f"oracle with the highest {var} ({TIE}: lead < {margin}; {UNDEFINED}: {var} NaN for "
-                          "some oracle)", "flag_meanings": " ".join([*names, TIE, UNDEFINED])}
-    return xr.DataArray(label, dims=dims, coords=coords, name="best_oracle", attrs=attrs)
-
-
-def _names(ds):
-    return np.asarray([str(n) for n in ds.oracle.values], dtype=object)
-
-
-def _lead(arr, order, undefined):
-    """Best minus runner-up per cell (…,); NaN where undefined or with a single oracle (no runner-up)."""
-    if arr.shape[-1] < 2:
-        return np.full(arr.shape[:-1], np.nan)
-    top = np.take_along_axis(arr, order[..., :2], axis=-1)
-    return np.where(undefined, np.nan, top[..., 0] - top[..., 1])
-
-
-def decompose_summary(ds, var="r2", margin=TIE_MARGIN):
-    """Per cell of a `decompose` result: which oracle describes the network best, and by how much.
-
-    Parameters
-    ----------
-    ds, var, margin : as for `best_oracle`.
-
-    Returns
-    -------
-    xarray.Dataset over the dims of `ds[var]` without `oracle` (e.g. (step, sigma, split)):
-    - best_oracle (str): the oracle's name, "tie" or "undefined" (`best_oracle`);
-    - best_value (float): the highest `var` (NaN where undefined);
-    - lead (float): the highest minus the runner-up's (NaN where undefined, or with one oracle: there
-      is no runner-up to lead); a tie is lead < margin;
-    - within_margin (str): the oracles within `margin` of the highest, joined by "+" (one name where
-      the best leads; several in a tie; "" where undefined: no oracle is named there);
-    - n_undefined_oracles (int): oracles whose `var` is NaN/inf in the cell.
-    attrs: var, margin, and `sentence`: the counts of named, tied and undefined cells in words.
-    """
-    margin = _check_margin(margin)
-    arr, undefined, order, coords, dims = _ranked(ds, var)
-    names = _names(ds)
-    label = best_oracle(ds, var, margin)
-    lead = _lead(arr, order, undefined)
-    best = np.where(undefined, np.nan, np.take_along_axis(arr, order[..., :1], axis=-1)[..., 0])
-    with np.errstate(invalid="ignore"):
-        close = arr >= best[..., None] - margin                        # (…, K); False where best is NaN
-    within = np.array(["+".join(names[close[idx]]) for idx in np.ndindex(close.shape[:-1])],
-                      dtype=object).reshape(close.shape[:-1])
-    n_bad = (~np.isfinite(arr)).sum(axis=-1)
-
-    def var_(values, long_name, units=None):
-        return xr.DataArray(values, dims=dims, coords=coords, attrs={"long_name": long_name,
-                                                                      **({"units": units} if units else {})})
-    lab = label.values
-    n, n_tie, n_undef = lab.size, int((lab == TIE).sum()), int((lab == UNDEFINED).sum())
-    sentence = (f"{n - n_tie - n_undef} of {n} cells name one oracle (it leads the runner-up's {var} by at least "
-                f"{margin}); {n_tie} are ties; {n_undef} are {UNDEFINED} ({var} NaN for some oracle: no oracle "
-                "is named there)")
-    return xr.Dataset({
-        "best_oracle": label,
-        "best_value": var_(best, f"highest {var} over the oracles (NaN: undefined)", "1"),
-        "lead": var_(lead, f"highest {var} minus the runner-up's (NaN: undefined or no runner-up)", "1"),
-        "within_margin": var_(within, f"oracles within {margin} of the highest {var}, joined by '+' "
-                                      "('': undefined)"),
-        "n_undefined_oracles": var_(n_bad.astype(np.int64), f"oracles whose {var} is NaN or infinite"),
-    }, attrs={"var": var, "margin": margin, "sentence": sentence})
+from scoreprobe.probes.decompose_calls import (  # noqa: F401  (the readings, re-exported)
+    DISTINCT,
+    INDISTINGUISHABLE,
+    LABELS,
+    SHRINK_R2,
+    SHRINKAGE,
+    TIE,
+    UNDECIDED,
+    UNDEFINED,
+    best_oracle,
+    best_patch,
+    decompose_summary,
+    mixture_weights,
+)

@@ -4,8 +4,10 @@ import numpy as np
 from scoreprobe.errors import ConfigError
 from scoreprobe.viz.common import new_figure
 
-ORACLE_COLORS = {"memorizer": "#ff9f1c", "rule": "#2ca02c", "local": "#1f77b4", "local_equivariant": "#9467bd"}
-TIE_COLOR, UNDEFINED_COLOR = "#d9d9d9", "#000000"      # best-oracle cells: a tie; r² NaN (never an oracle's colour)
+ORACLE_COLORS = {"memorizer": "#ff9f1c", "rule": "#2ca02c", "gaussian": "#d62728", "rule_gaussian": "#8c564b",
+                 "local": "#1f77b4", "local_equivariant": "#9467bd", "local_boundary": "#17becf"}
+# cells without a call (never an oracle's colour): undecided, indistinguishable, shrinkage, undefined (r² NaN)
+LABEL_COLORS = {"undecided": "#d9d9d9", "indistinguishable": "#969696", "shrinkage": "#f7e1d7", "undefined": "#000000"}
 
 
 def _tau_marks(ax, taus, steps):
@@ -19,8 +21,9 @@ def _tau_marks(ax, taus, steps):
                 transform=ax.get_xaxis_transform())
 
 
-def plot_decompose(ds, split="heldout", var="r2", taus=None, fig=None):
-    """Heat maps over (step, σ) of `var` for each oracle (one panel each) and the best oracle.
+def plot_decompose(ds, split="heldout", var="r2", taus=None, fig=None, n_boot=1000, level=0.95):
+    """Heat maps over (step, σ) of `var` for each oracle (one panel each) and the calls (`best_oracle`:
+    an oracle's colour only where called; n_boot, level: its bootstrap).
 
     Parameters
     ----------
@@ -48,22 +51,21 @@ def plot_decompose(ds, split="heldout", var="r2", taus=None, fig=None):
         ax.set_title(f"{name}: {var}", fontsize=9)
         _tau_marks(ax, taus, steps)
     fig.colorbar(im, ax=axes[len(names) - 1], shrink=0.8)
-    from scoreprobe.probes.decompose import TIE, TIE_MARGIN, UNDEFINED, best_oracle
-    labels = best_oracle(d, var).transpose("sigma", "step").values
-    order = [*names, TIE, UNDEFINED]
+    from scoreprobe.probes.decompose import LABELS, best_oracle
+    labels = best_oracle(d, n_boot=n_boot, level=level).transpose("sigma", "step").values
+    order = [*names, *LABELS]
     codes = np.vectorize(order.index, otypes=[int])(labels)
-    colors = {**ORACLE_COLORS, TIE: TIE_COLOR, UNDEFINED: UNDEFINED_COLOR}
+    colors = {**{n: ORACLE_COLORS.get(n.rpartition("_p")[0], "grey") for n in names}, **ORACLE_COLORS, **LABEL_COLORS}
     cmap = ListedColormap([colors.get(n, "grey") for n in order])
     axes[-1].imshow(codes, origin="lower", aspect="auto", cmap=cmap, vmin=-0.5, vmax=len(order) - 0.5,
                     interpolation="nearest")
-    said = f"; black: {UNDEFINED}" if (labels == UNDEFINED).any() else ""
-    axes[-1].set_title(f"best oracle by {var} (grey: lead < {TIE_MARGIN}{said})", fontsize=9)
+    axes[-1].set_title(f"call by r² ({level:.0%} bootstrap; grey: no call)", fontsize=9)
     from matplotlib.lines import Line2D
-    shown = names + [TIE] + ([UNDEFINED] if said else [])
+    shown = [n for n in order if n in names or (labels == n).any()]
     handles = [Line2D([], [], ls="", marker="s", color=colors.get(n, "grey"), label=n) for n in shown]
-    # right of the best-oracle map, outside every panel (never over a cell): constrained layout makes room
+    # right of the call map, outside every panel (never over a cell): constrained layout makes room
     axes[-1].legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.03, 1.0), borderaxespad=0,
-                    title="best oracle", title_fontsize=7)
+                    title="call", title_fontsize=7)
     _tau_marks(axes[-1], taus, steps)
     ticks = np.unique(np.linspace(0, len(steps) - 1, min(6, len(steps))).round().astype(int))
     for ax in axes:
