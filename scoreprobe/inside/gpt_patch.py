@@ -1,33 +1,43 @@
 """Activation patching of a GPT (issue 58 item 6): the same sites and AtP as `sp.patch`, with a logit metric.
 
-A GPT is run teacher-forced on bits. For a pair of images (clean, corrupt) the metric of a run is the
-log-likelihood of the **clean** image's tokens, m = Σ_t log p(clean token t | the run's prefix); the corrupt
-run is patched at a site with the clean run's activation, and
+A GPT is run teacher-forced on bits. For a pair of images (clean, corrupt) the metric of a run is one of
+
+    "log_lik"     m = Σ_t log p(clean token t | the run's prefix): the clean image's log-likelihood;
+    "logit_diff"  m = Σ_{t ≥ t₀} (logit_t[clean bit t] − logit_t[the other bit]): the run's log-odds for the
+                  clean image's bits, from the first position t₀ where the two images' tokens differ (the
+                  predictions before t₀ see the same prefix in both runs). It is the logit difference of
+                  interpretability work — linear in the logits, free of the softmax's normalisation over other
+                  tokens. Read only at the flipped positions themselves it would be useless here: teacher
+                  forced, the prediction of token t sees tokens < t only, so for one flipped bit the clean and
+                  corrupt runs give the same logits there (a contrast of exactly 0). Bit tokens only;
+
+the corrupt run is patched at a site with the clean run's activation, and
 
     effect = (m(patched) − m(corrupt)) / (m(clean) − m(corrupt))
 
 0 = the corrupt run, 1 = the clean run (patching every activation reproduces it exactly: a GPT has no skip
-term outside the network). AtP is the first-order estimate from one forward and one backward, as for the DiT.
+term outside the network). AtP is the first-order estimate (scoreprobe.inside.atp), as for the DiT; with
+"logit_diff" it is exact for `final.hook_out` (the metric is linear in the logits).
 """
 import numpy as np
 import torch
 
-from scoreprobe.errors import DataError
+from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.inside.cache import check_input, gpt_inputs
-from scoreprobe.inside.hooks import hook_points, installed, keepers
-from scoreprobe.inside.sites import atp_numerators, with_atoms
+from scoreprobe.inside.hooks import installed, keepers
 
-FINAL = "final.hook_out"
+METRICS = ("log_lik", "logit_diff")
 
 
 def gpt_pairs(net, clean, corrupt):
-    """(clean bits, corrupt bits) (B, D) long on the model's device, and the clean tokens (B, T)."""
+    """(clean bits, corrupt bits) (B, D) long on the model's device, and their tokens (B, T) each."""
     c, r = (check_input(net, "gpt", torch.as_tensor(np.asarray(b))) for b in (clean, corrupt))
     if c.shape != r.shape:
         raise DataError(f"clean {tuple(c.shape)} and corrupt {tuple(r.shape)} must have one shape")
     if (c == r).all(1).any():
         raise DataError("a clean and a corrupt image are identical: the metric needs them to differ")
-    return c, r, net.bits_to_tokens(c).to(net.lm_head.weight.device)
+    device = net.lm_head.weight.device
+    return c, r, net.bits_to_tokens(c).to(device), net.bits_to_tokens(r).to(device)
 
 
 def log_lik(logits, tokens):
@@ -35,52 +45,31 @@ def log_lik(logits, tokens):
     return torch.log_softmax(logits.double(), -1).gather(2, tokens[:, :, None])[:, :, 0].sum(1)
 
 
-def _run(net, bits, fns=None, grad=False):
-    with installed(net, fns or {}, compose=True):
-        return net(gpt_inputs(net, bits))
+def logit_diff(logits, clean_tokens, corrupt_tokens):
+    """(B,) Σ_{t ≥ t₀} logit_t[clean bit] − logit_t[1 − clean bit], t₀ the first position where the clean and
+    corrupt tokens differ; logits (B, T, V), bit tokens (B, T) in {0, 1}; float64."""
+    lg = logits.double()
+    diff = lg.gather(2, clean_tokens[:, :, None])[:, :, 0] - lg.gather(2, (1 - clean_tokens)[:, :, None])[:, :, 0]
+    after = torch.cumsum((clean_tokens != corrupt_tokens).long(), 1) > 0                  # (B, T): t ≥ t₀
+    return (diff * after).sum(1)
 
 
-def _capture(net, bits, names, grad=False):
-    fns, kept = keepers(names, grad)
-    return _run(net, bits, fns), kept
+def gpt_runner(net, clean, corrupt, names, metric="log_lik"):
+    """(run, clean activations at `names`, m_corrupt, m_clean): run(fns) -> (B,) metric of the corrupt input
+    with hook functions `fns` installed (composed after any hook already there)."""
+    if metric not in METRICS:
+        raise ConfigError(f"a GPT's metric is one of {METRICS}, got {metric!r}")
+    if metric == "logit_diff" and net.config.tokens != "bits":
+        raise ConfigError("metric 'logit_diff' compares a bit with the other bit: it needs a GPT on bit tokens")
+    c, r, tc, tr = gpt_pairs(net, clean, corrupt)
+    score = (lambda lg: log_lik(lg, tc)) if metric == "log_lik" else (lambda lg: logit_diff(lg, tc, tr))
 
-
-def gpt_patch(net, clean, corrupt, site_list, method, confirm=None):
-    """(effect (S, B), AtP numerators (S, B) or None, m_r, m_c, den) of the GPT (see the module docstring); with
-    method "atp", only the `confirm` sites of largest |pooled AtP| are patched for real (none when None)."""
-    c, r, tokens = gpt_pairs(net, clean, corrupt)
-    points = hook_points(net)
-    names = sorted({at.hook for st in site_list for at in st.atoms})
+    def run(fns):
+        with installed(net, fns, compose=True):
+            return score(net(gpt_inputs(net, r)))
+    fns, acts_c = keepers(names)
     with torch.no_grad():
-        out_c, acts_c = _capture(net, c, names)
-        m_c, m_r = log_lik(out_c, tokens), log_lik(_run(net, r), tokens)
-    den = m_c - m_r
-    atp = _atp(net, points, r, tokens, names, site_list, acts_c) if method in ("atp", "both") else None
-    todo = range(len(site_list)) if method != "atp" else _top(atp, confirm)
-    effect = np.full((len(site_list), len(c)), np.nan)
-    with torch.no_grad():
-        for i in todo:
-            effect[i] = ((log_lik(_run(net, r, _site_fns(points, site_list[i], acts_c)), tokens) - m_r) / den).cpu().numpy()
-    return effect, atp, m_r, m_c, den
-
-
-def _top(atp, confirm):
-    """Indices of the `confirm` sites of largest |Σ over pairs of the AtP numerators| ([] when None)."""
-    if confirm is None:
-        return []
-    return [int(i) for i in np.argsort(-np.abs(atp.sum(1)), kind="stable")[:int(confirm)]]
-
-
-def _site_fns(points, site, acts_c):
-    by_hook = {}
-    for at in site.atoms:
-        by_hook.setdefault(at.hook, []).append(at)
-    return {h: (lambda p, ats, clean: lambda a: with_atoms(a, clean, p, ats))(points[h], ats, acts_c[h])
-            for h, ats in by_hook.items()}
-
-
-def _atp(net, points, r, tokens, names, site_list, acts_c):
-    with torch.enable_grad():
-        out, acts_r = _capture(net, r, names, grad=True)
-        log_lik(out, tokens).sum().backward()
-    return atp_numerators(points, site_list, acts_r, acts_c, len(r))
+        with installed(net, fns, compose=True):
+            m_c = score(net(gpt_inputs(net, c)))
+        m_r = run({})
+    return run, acts_c, m_r, m_c

@@ -97,13 +97,14 @@ def select(points, names=None):
 
 def keepers(names, grad=False):
     """({name: fn}, kept): hook functions that put each activation in `kept` under its name (and return it);
-    grad: a new tensor with retain_grad, so a backward leaves ∂/∂a in its .grad (AtP) — the pattern hook then
-    takes the explicit path."""
+    grad: a new tensor with retain_grad, so a backward leaves ∂/∂a in its .grad — the pattern hook then takes the
+    explicit path; an activation outside the graph (one that does not depend on anything requiring a gradient,
+    e.g. the σ conditioning) is kept as it is, its .grad stays None."""
     kept = {}
 
     def keep(name):
         def fn(a):
-            if grad:
+            if grad and a.requires_grad:
                 a = a.view_as(a)
                 a.retain_grad()
             kept[name] = a

@@ -16,6 +16,7 @@ path, 1 = the whole clean-vs-corrupt difference. Senders: 'blocks.i.attn.hook_z[
 'blocks.i.hook_mlp_out'; receivers: 'blocks.j.attn[head=h]', 'blocks.j.mlp' or 'final', with i < j.
 """
 import re
+import warnings
 
 import numpy as np
 import torch
@@ -23,8 +24,11 @@ import xarray as xr
 
 from scoreprobe.errors import ConfigError
 from scoreprobe.inside.hooks import hook_points, installed, network_of
-from scoreprobe.inside.patch import FINAL, _direction, capture, metric, pair_inputs, patched_output
+from scoreprobe.inside.patch import (
+    FINAL, _direction, capture, metric, pair_inputs, patched_output, warn_undefined_effects,
+)
 from scoreprobe.inside.sites import Atom, resolve_sites, with_atoms
+from scoreprobe.stats.ratio import DEN_FLOOR, pooled_ratio, unit_ratio
 
 _SENDER = re.compile(r"^blocks\.(\d+)\.(attn\.hook_z\[head=(\d+)\]|hook_mlp_out)$")
 _RECEIVER = re.compile(r"^(?:blocks\.(\d+)\.(attn\[head=(\d+)\]|mlp)|final)$")
@@ -84,16 +88,21 @@ def _recorder(store, name):
     return fn
 
 
-def path_patch(D, clean, corrupt, sigma, senders, receivers, which="qkv", seed=0, direction=None):
+def path_patch(D, clean, corrupt, sigma, senders, receivers, which="qkv", seed=0, direction=None, floor=DEN_FLOOR):
     """Path patching of a DiT denoiser at one noise level (see the module docstring).
 
     clean, corrupt : (B, D) images (0/1 bits or ±1); sigma : scalar or (B,); senders, receivers : labels (or
     lists of labels); which : for head receivers, any of "q", "k", "v"; direction : (B, D) metric direction
-    (default y_c − y_r). Returns xarray.Dataset, dims (sender, receiver, sample): `effect`, and `effect_pooled`
-    (sender, receiver) Σ(m − m_r)/Σ(m_c* − m_r); NaN where the sender is not before the receiver."""
+    (default y_c − y_r); floor : the smallest |contrast| a ratio is taken over (scoreprobe.stats.ratio).
+    Returns xarray.Dataset, dims (sender, receiver, sample): `effect` (NaN where the pair's |contrast| < floor),
+    `effect_numerator` m − m_r, and `effect_pooled` (sender, receiver) Σ(m − m_r)/Σ(m_c* − m_r); NaN where the
+    sender is not before the receiver, or where the pairs' contrasts have mixed sign or |mean| < floor (the
+    reason in attrs["pooled_undefined"], with one warning)."""
     net, kind = network_of(D)
     if kind != "dit":
         raise ConfigError("path_patch takes a denoiser wrapping a DiT")
+    if not floor >= 0:
+        raise ConfigError(f"floor must be a non-negative number, got {floor!r}")
     if not which or set(which) - set("qkv"):
         raise ConfigError(f"which must be letters of 'qkv', got {which!r}")
     senders = [senders] if isinstance(senders, str) else list(senders)
@@ -115,9 +124,9 @@ def path_patch(D, clean, corrupt, sigma, senders, receivers, which="qkv", seed=0
         for a, (li, label) in enumerate(snd):
             for b, (lj, hooks_) in enumerate(rcv):
                 if li < lj:
-                    eff[a, b] = ((_one_path(D, net, xr, s, (li, label), hooks_, acts_r, acts_c, delta) - m_r)
-                                 / den).cpu().numpy()
-    return _dataset(senders, receivers, eff, den.cpu().numpy())
+                    eff[a, b] = (_one_path(D, net, xr, s, (li, label), hooks_, acts_r, acts_c, delta)
+                                 - m_r).cpu().numpy()
+    return _dataset(senders, receivers, eff, den.cpu().numpy(), floor)
 
 
 def _one_path(D, net, xr, s, sender, hooks_, acts_r, acts_c, delta):
@@ -134,9 +143,18 @@ def _one_path(D, net, xr, s, sender, hooks_, acts_r, acts_c, delta):
         return metric(D(xr, s), delta)
 
 
-def _dataset(senders, receivers, eff, den):
-    pooled = np.where(np.isfinite(eff).all(2), (eff * den).sum(2) / den.sum(), np.nan)
+def _dataset(senders, receivers, num, den, floor):
+    """num (sender, receiver, sample) m − m_r, den (sample,) -> the Dataset (see path_patch)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)                      # pairs not run (sender after receiver)
+        pooled, _ = pooled_ratio(num, np.broadcast_to(den, num.shape), axis=2, floor=floor)
+    pooled = np.where(np.isfinite(num).all(2), pooled, np.nan)
+    contrast = pooled_ratio(den, den, floor=floor)[1].item()               # shared by every pooled value
+    warn_undefined_effects("path_patch", contrast, pooled.size, den, floor)
+    dims = ("sender", "receiver", "sample")
     return xr.Dataset({
-        "effect": (("sender", "receiver", "sample"), eff, {"units": "1", "long_name": "path patching effect"}),
+        "effect": (dims, unit_ratio(num, den, floor)[0], {"units": "1", "long_name": "path patching effect"}),
+        "effect_numerator": (dims, num, {"units": "1", "long_name": "m(path patched) − m(corrupt)"}),
         "effect_pooled": (("sender", "receiver"), pooled, {"units": "1", "long_name": "Σ(m − m_r)/Σ(m_c − m_r)"}),
-    }, coords={"sender": senders, "receiver": receivers, "sample": np.arange(eff.shape[2])})
+    }, coords={"sender": senders, "receiver": receivers, "sample": np.arange(num.shape[2])},
+        attrs={"floor": float(floor), "pooled_undefined": contrast})

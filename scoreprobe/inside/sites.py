@@ -20,8 +20,6 @@ and "neuron" (each MLP neuron) are there when asked for by name.
 import re
 from dataclasses import dataclass
 
-import numpy as np
-
 from scoreprobe.errors import ConfigError
 from scoreprobe.inside.hooks import hook_points
 
@@ -53,20 +51,6 @@ def atom_index(point, atom, shape):
     return tuple(ix)
 
 
-def atp_numerators(points, site_list, acts_r, acts_c, n):
-    """(site, sample) AtP numerators: Σ over each site's entries of ∂m/∂a · (a_clean − a_corrupt), from the corrupt
-    run's activations `acts_r` (their .grad set by a backward of the metric) and the clean run's `acts_c`."""
-    est = np.zeros((len(site_list), n))
-    for i, site in enumerate(site_list):
-        for at in site.atoms:
-            a = acts_r[at.hook]
-            if a.grad is None:             # does not depend on the input (σ conditioning): equal in both runs
-                continue
-            term = a.grad.double() * (acts_c[at.hook].double() - a.detach().double())
-            est[i] += term[atom_index(points[at.hook], at, term.shape)].reshape(n, -1).sum(1).cpu().numpy()
-    return est
-
-
 def with_atoms(a, new, point, atoms):
     """`a` with the atoms' entries taken from `new` (same shape): `new` itself when an atom is whole."""
     if any(at.whole for at in atoms):
@@ -76,6 +60,19 @@ def with_atoms(a, new, point, atoms):
         ix = atom_index(point, at, a.shape)
         a[ix] = new[ix].to(a.dtype)
     return a
+
+
+def replacer(point, atoms, new):
+    """Hook function: the activation with the atoms' entries taken from `new` (same shape)."""
+    return lambda a: with_atoms(a, new, point, atoms)
+
+
+def patch_fns(points, site, acts):
+    """{hook name: fn}: hook functions that take the site's atoms from `acts` ({hook name: activation})."""
+    by_hook = {}
+    for at in site.atoms:
+        by_hook.setdefault(at.hook, []).append(at)
+    return {h: replacer(points[h], ats, acts[h]) for h, ats in by_hook.items()}
 
 
 @dataclass(frozen=True)
