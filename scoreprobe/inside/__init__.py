@@ -3,7 +3,8 @@
     hooks.py    hook point names (TransformerLens style), finding the network inside a denoiser, installing
     cache.py    run_with_cache: one forward with activations kept, as an xarray Dataset
     sites.py    patching sites: parse 'blocks.1.attn.hook_z[head=2]', the default grid
-    patch.py    activation patching and attribution patching (AtP) at one σ
+    patch.py    activation patching and attribution patching (AtP, AtP*) at one σ
+    atp.py      the AtP estimator: one joint first-order term per site, AtP*'s QK fix and GradDrop
     ode.py      patching along the PF-ODE: the basin-flip fraction
     attribution.py  direct attribution: each component's additive share of D(x, σ) on a direction
     stream.py   cache_series: caches over checkpoints × σ, streamed to a zarr store
