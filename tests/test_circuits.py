@@ -49,8 +49,12 @@ def test_probe_over_steps_and_resume(series, tmp_path):
     kw = dict(sigmas=[0.5], n_pairs=4, sites=["blocks.1", "blocks.0.attn.hook_z[head=0]", "*", "none"], out=out)
     ds = sp.circuits(series, steps=[500, 36000], **kw)
     assert ds.rule_effect.dims == ("step", "sigma", "site")
-    assert np.all(ds.rule_effect.sel(site="*").values == 1) and np.all(ds.copy_effect.sel(site="*").values == 1)
-    assert np.all(ds.rule_effect.sel(site="none").values == 0)
+    for kind in ("rule", "copy"):                 # 1 (and 0) where the pooled effect is defined, else NaN with a reason
+        defined = ds[f"{kind}_effect_undefined"].values == ""
+        e = ds[f"{kind}_effect"]
+        assert np.all(e.sel(site="*").values[defined[..., 0]] == 1) and np.isnan(e.values[~defined]).all()
+        assert np.all(e.sel(site="none").values[defined[..., 0]] == 0)
+    assert (ds.rule_effect_undefined.values == "").any()
     att = ds.attn_same_group.values
     assert att.shape == (2, 1, 4, 4) and np.all((att >= 0) & (att <= 1))
     again = sp.circuits(series, steps=[500, 36000], **kw)                 # read back from the store
@@ -58,7 +62,7 @@ def test_probe_over_steps_and_resume(series, tmp_path):
 
 
 def test_cli_prints_top_sites(series, tmp_path):
-    res = CliRunner().invoke(cli, ["circuits", "--steps", "36000", "--sigmas", "0.7", "--n-pairs", "4",
+    res = CliRunner().invoke(cli, ["circuits", "--steps", "36000", "--sigmas", "0.3", "--n-pairs", "4",
                                    "--sites", "block", "--out", str(tmp_path / "c.zarr"),
                                    "--plot", str(tmp_path / "c.png")])
     assert res.exit_code == 0, res.output

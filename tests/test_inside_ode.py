@@ -14,7 +14,7 @@ def test_no_patch_no_flip_and_paired_rows_are_the_plain_trajectory(shipped):
     D, data = shipped
     clean, corrupt = data.train[:6], data.heldout[:6]
     ds = sp.patch_ode(D, clean, corrupt, ["none", "*"], sigma_star=1e-6, sigma_start=1.0, n_steps=8)
-    assert ds.flip_fraction.values.tolist() == [0.0, 0.0]          # σ* below the grid: never patched
+    assert not ds.flip.values.any() and ds.to_corrupt_share.values.tolist() == [1.0, 1.0]   # never patched
     xc, xr, _, _ = pair_inputs(D, clean, corrupt, 1.0, 0)
     x0 = torch.stack([xc, xr], 1).reshape(12, -1)
     paired = sp.integrate(PairedPatch(D, parse_site("none", hook_points(D.net)), 1.0), x0, 1.0, 8,
@@ -43,7 +43,7 @@ def test_patching_everything_leaves_only_the_skip_term(shipped):
         np.testing.assert_allclose(diff.numpy(), skip_only.numpy(), atol=1e-4)
         np.testing.assert_allclose(diff.abs().max(), 2 / np.sqrt(1 + s0 ** 2), rtol=0.05)   # the ODE's exact value
     ds = sp.patch_ode(D, clean, corrupt, ["*", "none"], sigma_start=4.0, n_steps=12, seed=2)
-    assert ds.to_clean_fraction.sel(site="*") == 1.0
-    assert ds.flip_fraction.sel(site="none") == 0
+    assert ds.attrs["n_apart"] > 0 and ds.to_clean_share.sel(site="*") == 1.0
+    assert not ds.flip.sel(site="none").any()
     low = sp.patch_ode(D, clean, corrupt, ["*"], sigma_start=1.0, n_steps=12, seed=2)
-    assert low.to_clean_fraction.sel(site="*") == 0.0
+    assert low.to_clean.sel(site="*").sum() == 0 and low.attrs["n_apart"] > 0

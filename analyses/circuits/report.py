@@ -6,162 +6,278 @@ import numpy as np
 from scoreprobe.atomic import atomic_write_text
 from scoreprobe.viz.common import save_figure
 
-
-def _f(v, fmt="{:.0f}"):
-    return "not reached" if v is None else fmt.format(v)
+N_SHOW = 4          # sites per σ in the top tables
 
 
-def _ci(ci, fmt="{:.0f}"):
-    if not ci or any(v is None for v in ci):
-        return "CI open"
-    return f"[{fmt.format(ci[0])}, {fmt.format(ci[1])}]"
+def _n(v, fmt="{:+.2f}", none="–"):
+    return none if v is None else fmt.format(v)
+
+
+def _ci(ci, fmt="{:+.2f}"):
+    return "CI open" if not ci or any(v is None for v in ci) else f"[{fmt.format(ci[0])}, {fmt.format(ci[1])}]"
+
+
+def _models(vals, names, fmt="{:+.2f}"):
+    return ", ".join(f"{n} {_n(v, fmt, 'NaN')}" for n, v in zip(names, vals))
 
 
 def plan(cfg):
     steps = "all 24 checkpoints" if cfg["steps"] is None else f"checkpoints {cfg['steps']}"
     n_sites = sum({"block": 4, "sub": 8, "head": 16}[g] for g in cfg["sites"])
     n_steps = 24 if cfg["steps"] is None else len(cfg["steps"])
-    fw = n_steps * 2 * len(cfg["sigmas"]) * (n_sites + 3)
-    return (f"sp.circuits on the shipped series: {steps}, σ {cfg['sigmas']}, {cfg['n_pairs']} copy and "
-            f"{cfg['n_pairs']} rule pairs, sites {cfg['sites']} ({n_sites} on the shipped DiT)\n"
-            f"≈ {fw} patched forwards of {cfg['n_pairs']} rows (≈ {fw * 0.02 / 60:.1f} min at 20 ms each, 1 thread), "
-            f"then {cfg['n_boot']} bootstrap resamples over pairs and sp.patch_ode at the last checkpoint "
-            f"({cfg['ode_pairs']} pairs, σ_start {cfg['ode_sigma_start']}, σ* {cfg['ode_stars']}, "
-            f"{cfg['ode_steps']} Heun steps)")
+    fw = len(cfg["models"]) * n_steps * 2 * len(cfg["sigmas"]) * (n_sites + 3)
+    return (f"sp.circuits on models {cfg['models']}: {steps}, σ {cfg['sigmas']} (read one by one), {cfg['n_pairs']} "
+            f"copy and {cfg['n_pairs']} rule pairs, sites {cfg['sites']} ({n_sites} on the shipped DiT), floor "
+            f"{cfg['floor']:g}\n≈ {fw} patched forwards of {cfg['n_pairs']} rows (≈ {fw * 0.02 / 60:.1f} min at 20 ms "
+            f"each, 1 thread), then {cfg['n_boot']} bootstrap resamples over pairs per model, t intervals over "
+            f"models, Holm per pair kind, and sp.patch_ode at each model's last checkpoint ({cfg['ode_pairs']} "
+            f"pairs, σ_start {cfg['ode_sigma_start']}, σ* {cfg['ode_stars']}, {cfg['ode_steps']} Heun steps)")
 
 
-def _top_table(rows, tau_name, tau):
-    out = ["| site | kind | final effect [95% CI] | effect by σ (last step) | half-final step [95% CI] | "
-           f"share of resamples reaching it | half-final step / {tau_name} |", "|---|---|---|---|---|---:|---:|"]
-    for r in rows:
-        by = ", ".join(f"{s}: {v:+.2f}" for s, v in r["by_sigma_final"].items())
-        bound = "≤ " if r.get("half_step_is_bound") else ""
-        ratio = "–" if r["half_step"] is None else f"{bound}{r['half_step'] / tau:.2f}"
-        out.append(f"| `{r['site']}` | {r['site_kind']} | {r['final']:+.2f} {_ci(r['final_ci'], '{:+.2f}')} | {by} | "
-                   f"{bound}{_f(r['half_step'])} {_ci(r['half_step_ci'])} | {r['half_reached_share']:.2f} | {ratio} |")
-    return out
+def _tau(t, k):
+    """τ with its CI: "not reached" where the point is undefined, an upper end "not reached" where the resamples
+    that do not reach it exceed the CI's tail (share reaching it given)."""
+    if t.get(k) is None:
+        return f"not reached (threshold {t.get('rule_threshold', 0.9)} on the rule accuracy)" if k == "tau_rule" else "not reached"
+    lo, hi = (t.get(f"{k}_ci") or [None, None])
+    reached = t.get(f"{k}_reached")
+    tail = "" if reached in (None, 1.0) else f", reached in {reached:.0%} of the resamples"
+    return f"{t[k]:.0f} [{_n(lo, '{:.0f}', 'open')}, {_n(hi, '{:.0f}', 'not reached')}{tail}]"
 
 
-def markdown(res):
-    t = res["taus"]
-    tr, tm = t["tau_rule"], t["tau_mem"]
-    lines = [
-        "# Circuits: where the shipped DiT carries the rule and the copies",
-        "",
-        f"Series `{Path(res['series']).name}`, checkpoints {res['steps'][0]}–{res['steps'][-1]} ({len(res['steps'])}); "
-        f"τ_rule = {tr:.0f} {_ci(t['tau_rule_ci'])}, τ_mem = {tm:.0f} {_ci(t['tau_mem_ci'])} "
-        "(the series' clocks.json). "
-        f"Preset: {res['preset']['n_pairs']} pairs of each kind, σ {res['preset']['sigmas']}, sites "
-        f"{res['preset']['sites']}; this run's probe call took {res['seconds']['probe']:.0f} s (checkpoints already "
-        "in the resumable store are read, not recomputed). "
-        "Definitions: docs/inside.md.",
-        "",
-        "Effect 0 = the corrupt input's output, 1 = the output with the whole network run on the clean input "
-        "(mean over σ of the effect pooled over pairs). *Rule pairs*: a held-out item vs the same with one bit "
-        "flipped; the metric reads the flipped bit's group mates. *Copy pairs*: a training item vs its nearest "
-        "held-out item; the metric reads their difference. Half-final step: the first checkpoint step (log-"
-        "interpolated) at which the site's effect reaches half of its value at the last checkpoint; CIs resample "
-        "the pairs (2.5–97.5 percentiles over the resamples that reach it).",
-        "",
-        *_summary(res), "",
-        "## Rule pairs: top sites", "", *_top_table(res["top"]["rule"], "τ_rule", tr), "",
-        "`≤`: already at half of its final value at the first checkpoint with a contrast (step 0 has none: "
-        "the adaLN-Zero network outputs 0 there).", "",
-        "## Copy pairs", "", *_copy(res), "",
-        "Top sites at the last checkpoint (ratios of a small contrast, see above; shown for completeness):", "",
-        *_top_table(res["top"]["copy"], "τ_mem", tm), "",
-        "Size of what is being split (mean over σ of network-clean − corrupt metric, per checkpoint): rule "
-        + ", ".join(f"{v:.2f}" for v in res["totals"]["rule"]) + "; copy "
-        + ", ".join(f"{v:.2f}" for v in res["totals"]["copy"]) + ". A copy total near 0 means the network "
-        "answers the training item and its held-out neighbour alike; effects are then ratios of small numbers.",
-        "",
-    ]
-    lines += _attention(res) + _ode(res)
-    return "\n".join(lines) + "\n"
+def _header(res):
+    names, p = list(res["models"]), res["preset"]
+    taus = "; ".join(f"{n} (`{res['models'][n]}`): τ_rule {_tau(t, 'tau_rule')}, τ_mem {_tau(t, 'tau_mem')}, "
+                     f"rule accuracy at most {t.get('rule_acc_max', np.nan):.3f} (last {t.get('rule_acc_last', np.nan):.3f})"
+                     for n, t in res["taus"].items())
+    who = f"{len(names)} trained DiTs of the shipped recipe carry" if len(names) > 1 else "the shipped DiT carries"
+    return [f"# Circuits: where {who} the rule and the copies, read per σ", "",
+            f"Models (training seeds of one recipe, one dataset): {taus} (each series' clocks.json). Checkpoints "
+            f"{res['steps'][0]}–{res['steps'][-1]} ({len(res['steps'])}); {p['n_pairs']} pairs of each kind, σ "
+            f"{p['sigmas']}, sites {p['sites']}, contrast floor {p['floor']:g}; probe {res['seconds']['probe']:.0f} s "
+            "(checkpoints already in the resumable stores are read, not recomputed). Definitions: docs/inside.md.", "",
+            "How to read it. Effect 0 = the corrupt input's output, 1 = the output with the whole network run on the "
+            "clean input; pooled over pairs it is Σ (m_patched − m_corrupt) / Σ (m_clean − m_corrupt) over the pairs "
+            f"whose own |contrast| ≥ {p['floor']:g}, and **undefined (NaN)** where those contrasts have mixed sign or "
+            "their mean is below the floor: such a ratio means nothing (+3.56 / −2.11 / +1.33 pool to \"+0.93\"). "
+            "Every effect is read **per σ**: a site can carry +a at one noise level and −a at another, and a mean "
+            "over σ would call that no effect. *Models are the units*: mean over models [95% t interval, "
+            f"{len(names) - 1} df] and the per-model values; claims \"effect ≠ 0\" are Holm-adjusted over the family "
+            "stated with each table. *Rule pairs*: a held-out item vs the same with one bit flipped; the metric "
+            "reads the flipped bit's group mates. *Copy pairs*: a training item vs its nearest held-out item; the "
+            "metric reads their difference.", ""]
 
 
-def _summary(res):
-    t, rule, cc = res["taus"], res["top"]["rule"], res.get("copy_contrast")
-    best = rule[0]
-    sub = next((r for r in rule if r["site_kind"] in ("sub", "head") and r["half_step"] is not None), None)
-    out = ["## Summary", "",
-           f"- Rule: the largest effect at the last checkpoint is `{best['site']}` ({best['final']:+.2f} "
-           f"{_ci(best['final_ci'], '{:+.2f}')})."]
-    if sub:
-        bound = "≤ " if sub.get("half_step_is_bound") else ""
-        out.append(f"  Of the sub-blocks and heads, `{sub['site']}` ({sub['final']:+.2f}) reaches half of it at "
-                   f"step {bound}{sub['half_step']:.0f} {_ci(sub['half_step_ci'])} = "
-                   f"{sub['half_step'] / t['tau_rule']:.2f} τ_rule.")
-    for h in res.get("attention_timing", [])[:2]:
-        if h["half_step"] is not None:
-            when = (f"before the first checkpoint after step 0 (≤ {h['first_step']}, ≤ "
-                    f"{h['first_step'] / t['tau_rule']:.2f} τ_rule)" if h["half_step"] < h["first_step"] else
-                    f"by step {h['half_step']:.0f} = {h['half_step'] / t['tau_rule']:.2f} τ_rule")
-            out.append(f"- Attention to the group: head {h['layer']}.{h['head']} ends {h['excess_final']:+.2f} above "
-                       f"chance and gets half of that {when}.")
-    if cc and cc["half_decay_step"] is not None:
-        out.append(f"- Copies: the network stops telling a training item from its nearest held-out item (the copy "
-                   f"contrast halves from its peak) at step {cc['half_decay_step']:.0f} {_ci(cc['half_decay_ci'])} "
-                   f"= {cc['half_decay_step'] / t['tau_mem']:.2f} τ_mem; no single site stands out as *the* copy "
-                   "site once that contrast is gone (below).")
+def _undefined_lines(res, kind):
+    cells = [c for c in res["cells"][kind] if c["undefined"]]
+    if not cells:
+        return [f"Every {kind} effect at the last checkpoint is defined in every model."]
+    by = {}
+    for c in cells:
+        by.setdefault(c["sigma"], set()).add(c["undefined"])
+    return [f"Undefined {kind} effects at the last checkpoint: " + "; ".join(
+        f"σ {s:g}: {sum(c['sigma'] == s for c in cells)} of {len(res['sites'])} sites ({' | '.join(sorted(r))})"
+        for s, r in by.items()) + "."]
+
+
+def _ranked(res, kind, sigma):
+    row = [c for c in res["cells"][kind] if c["sigma"] == sigma and c["mean"] is not None]
+    return sorted(row, key=lambda c: -c["mean"])
+
+
+def _top_table(res, kind):
+    names, kinds = list(res["models"]), res["site_kinds"]
+    fam, tau = res["family"][kind], "τ_rule" if kind == "rule" else "τ_mem"
+    out = [f"Holm family: {fam['what']} ({fam['size']} tests, α {fam['alpha']}).", "",
+           f"| σ | rank | site | kind | effect, mean [95% t CI] | per model | p (Holm) | half-final step, geometric mean [CI] "
+           f"(per model: step = step / its {tau}) |", "|---:|---:|---|---|---|---|---:|---|"]
+    for s in res["sigmas"]:
+        row = _ranked(res, kind, s)
+        if not row:
+            out.append(f"| {s:g} | – | every site undefined | | | | | |")
+        for r, c in enumerate(row[:N_SHOW]):
+            out.append(f"| {s:g} | {r + 1} | `{c['site']}` | {kinds[c['site']]} | {_n(c['mean'])} {_ci(c['ci'])} | "
+                       f"{_models(c['per_model'], names)} | {_n(c['p_holm'], '{:.3f}')} | "
+                       f"{_half(c, names)} |")
+    return out + ["", "`≤`: already at half of its last value at the first checkpoint where the effect is defined "
+                  "(a bound; a mean over models with a bound in it is a bound).", "", *_undefined_lines(res, kind)]
+
+
+def _half(c, names):
+    """Half-final step in steps: mean [CI] over models, then per model its step and step / τ ("≤": a bound)."""
+    b = c.get("half_is_bound") or [False] * len(names)
+    le = "≤ " if any(b) else ""
+    per = ", ".join(f"{n} {'≤' if bi else ''}{_n(v, '{:.0f}', 'NaN')} = {_n(r, '{:.2f}', 'NaN')}"
+                    for n, v, r, bi in zip(names, c["half_step"], c["half_over_tau"], b))
+    return f"{le}{_n(c['half_step_mean'], '{:.0f}')} {_ci(c['half_step_ci'], '{:.0f}')} ({per})"
+
+
+def _pair_ci_table(res, kind):
+    """Per model, the pair-bootstrap CI of the top site per σ (the within-model uncertainty)."""
+    names, out = list(res["models"]), []
+    idx = {s: i for i, s in enumerate(res["sites"])}
+    for si, s in enumerate(res["sigmas"]):
+        row = _ranked(res, kind, s)
+        if not row:
+            continue
+        j = idx[row[0]["site"]]
+        parts = [f"{n} {_n(res['per_model'][n]['effects'][kind]['effect'][si][j])} "
+                 f"{_ci(res['per_model'][n]['effects'][kind]['pair_ci'][si][j])}" for n in names]
+        out.append(f"- σ {s:g}, `{row[0]['site']}`: " + "; ".join(parts))
+    return ["Within each model, a bootstrap over pairs (2.5–97.5 %, over the resamples where the pooled effect is "
+            "defined) of the top site per σ:", "", *out] if out else []
+
+
+def _contrast_table(res):
+    c, names = res["contrasts"], list(res["models"])
+    n = res["per_model"][names[0]]["copy_contrast"]["n_pairs"]
+    out = ["| σ | copy contrast, mean [CI] | per model | pairs < 0 (of " + f"{n}) per model | rule contrast, mean | "
+           "rule pairs < 0 | copy contrast half-decay / τ_mem, mean [CI] |", "|---:|---|---|---|---:|---|---|"]
+    for i, s in enumerate(res["sigmas"]):
+        cl, hd = c["copy_last"], c["copy_half_decay_over_tau"]
+        out.append(f"| {s:g} | {_n(cl['mean'][i], '{:+.3f}')} {_ci(cl['ci'][i], '{:+.3f}')} | "
+                   f"{_models([v[i] for v in cl['per_model']], names, '{:+.3f}')} | "
+                   f"{', '.join(str(v[i]) for v in c['copy_negative'])} | {_n(c['rule_last']['mean'][i], '{:+.3f}')} | "
+                   f"{', '.join(str(v[i]) for v in c['rule_negative'])} | {_n(hd['mean'][i], '{:.2f}')} "
+                   f"{_ci(hd['ci'][i], '{:.2f}')} ({_models([v[i] for v in hd['per_model']], names, '{:.2f}')}) |")
     return out
 
 
 def _copy(res):
-    cc = res.get("copy_contrast")
-    if not cc:
+    return ["## Copy pairs, per σ", "",
+            "The copy contrast (network-clean − corrupt metric at the last checkpoint, mean over pairs) is read with "
+            "its sign: near 0 or **negative is what copying looks like** (the network's output on the held-out "
+            "neighbour points as far or further towards the training item than on the item itself), not the absence "
+            "of an effect; where the pairs' contrasts have mixed sign, the copy effects of that σ are undefined.", "",
+            *_contrast_table(res), "", *_top_table(res, "copy"), ""]
+
+
+def _heads(res):
+    a = [res["per_model"][n]["attention"] for n in res["models"]]
+    if any(v is None for v in a):
         return []
-    top = ", ".join(f"`{r['site']}` {r['effect']:+.2f}" for r in cc["top_at_peak"])
-    return [f"The copy contrast (network-clean − corrupt metric, mean over σ and pairs) peaks at step "
-            f"{cc['peak_step']} and falls to half of its peak at step {_f(cc['half_decay_step'])} "
-            f"{_ci(cc['half_decay_ci'])} ({cc['half_decay_reached_share']:.2f} of the pair resamples fall that far; "
-            f"τ_mem = {res['taus']['tau_mem']:.0f}): a network that copies answers the training item and its "
-            "held-out neighbour alike, so the pair has less and less for any site to carry. At the peak step the "
-            f"sites that carry most of the item-specific difference are {top}."]
+    att = np.mean([v["last"] for v in a], 0)                                    # (σ, layer, head)
+    heads = [s for s in res["sites"] if res["site_kinds"][s] == "head"]
+    rank = {s: {h: i + 1 for i, h in enumerate(c["site"] for c in _ranked(res, "rule", s))} for s in res["sigmas"]}
+    cell = {(c["sigma"], c["site"]): c for c in res["cells"]["rule"]}
+
+    def key(h):
+        return min(rank[s].get(h, 99) for s in res["sigmas"])
+    out = ["## Heads: ranked by rule effect per σ, attention beside it", "",
+           "Attention is where a head looks (mass from a query token to the tokens sharing a parity group with it, "
+           f"last checkpoint, mean over models; uniform attention gives {np.mean([v['chance'] for v in a]):.3f}); it is "
+           "a description, not an effect, and a head is not highlighted by it.", "",
+           "| head | " + " | ".join(f"rule effect σ {s:g} (rank)" for s in res["sigmas"]) + " | attention to the group, "
+           "per σ |", "|---|" + "---|" * len(res["sigmas"]) + "---|"]
+    for h in sorted(heads, key=key):
+        layer, head = int(h.split(".")[1]), int(h.split("head=")[1].rstrip("]"))
+        eff = " | ".join(f"{_n(cell[(s, h)]['mean'])} {_ci(cell[(s, h)]['ci'])} ({rank[s].get(h, '–')})"
+                         for s in res["sigmas"])
+        out.append(f"| `{h}` | {eff} | {' / '.join(f'{att[i, layer, head]:.2f}' for i in range(len(res['sigmas'])))} |")
+    return out + [""]
 
 
-def _attention(res):
-    a, sb = res["attention"], res["sub_blocks"]["rule"]
-    out = ["## Attention and the group product", ""]
-    if a is None:
-        return out + ["(no parity groups: not measured)", ""]
-    out += [f"Attention mass from a query token to the tokens that share a parity group with it; uniform "
-            f"attention would give {a['chance']:.3f}.", "",
-            "| layer | head | first checkpoint | last checkpoint |", "|---:|---:|---:|---:|"]
-    out += [f"| {h['layer']} | {h['head']} | {h['first']:.3f} | {h['last']:.3f} |" for h in a["heads"][:6]]
-    out += ["", f"Rule effect of the attention sub-blocks summed over layers: {sb['attn']:+.2f}; of the MLP "
-            f"sub-blocks: {sb['mlp']:+.2f}; attn − MLP 95% CI {_ci(sb.get('diff_ci'), '{:+.2f}')} over pairs "
-            "(last checkpoint, mean over σ). " + _verdict(a, sb), ""]
-    return out
+def _sub_blocks(res):
+    out = ["## Attention vs MLP sub-blocks, per σ", "",
+           "Σ over layers of the attention sub-block effects minus Σ of the MLP sub-block effects (last checkpoint), "
+           "mean over models [t CI] (per model). Patching tells where the flipped bit's information travels, not "
+           "whether a product of the group's values is formed there.", ""]
+    for kind in ("rule", "copy"):
+        d, names = res["contrasts"][f"{kind}_attn_minus_mlp"], list(res["models"])
+        out.append(f"- {kind}: " + "; ".join(f"σ {s:g}: {_n(d['mean'][i])} {_ci(d['ci'][i])} "
+                                             f"({_models([v[i] for v in d['per_model']], names)})"
+                                             for i, s in enumerate(res["sigmas"])))
+    return out + [""]
 
 
-def _verdict(a, sb):
-    excess = a["heads"][0]["last"] - a["chance"]
-    lo, hi = sb.get("diff_ci", [np.nan, np.nan])
-    where = ("neither kind of sub-block carries more of the rule effect than the other (the CI of the "
-             "difference contains 0)" if lo <= 0 <= hi else
-             f"the {'attention' if lo > 0 else 'MLP'} sub-blocks carry more of the rule effect")
-    return (f"The strongest same-group head attends {excess:+.3f} above chance; {where}. Patching tells where "
-            "the flipped bit's information travels, not whether a product of the group's values is formed "
-            "there: that the product is formed in attention is neither shown nor excluded by these numbers.")
+def _share(r, k, names):
+    return f"{_n(r[k]['mean'], '{:.2f}')} {_ci(r[k]['ci'], '{:.2f}')} ({_models(r[k]['per_model'], names, '{:.2f}')})"
 
 
 def _ode(res):
-    out = ["## Along the PF-ODE (last checkpoint)", "",
-           "Each site patched at every Heun evaluation with σ ≤ σ*, from σ_start "
-           f"{res['preset']['ode_sigma_start']}; `*` = every hook point (the network fully clean; only the "
-           "preconditioning's skip term still sees the corrupt input).", "",
-           "| pairs | site | σ* | basin-flip fraction | ends in the clean basin | pairs in one basin unpatched |",
-           "|---|---|---:|---:|---:|---:|"]
-    out += [f"| {r['kind']} | `{r['site']}` | {r['sigma_star']:g} | {r['flip_fraction']:.2f} | "
-            f"{r['to_clean_fraction']:.2f} | {r['same_basin_unpatched']:.2f} |" for r in res["ode"]]
-    return out + ["", "Not done here: a closed-window series and several trained seeds (the issue's CIs over "
-                  "seeds); the CIs above are over pairs only.", ""]
+    names = list(res["models"])
+    out = ["## Along the PF-ODE (each model's last checkpoint)", "",
+           f"Each site patched at every Heun evaluation with σ ≤ σ*, from σ_start {res['preset']['ode_sigma_start']}; "
+           "`*` = every hook point. Outcomes are shares of the pairs whose clean and corrupt trajectories end in "
+           "*different* basins unpatched (\"apart\"); there the patched corrupt endpoint lands in the clean basin, "
+           "back in its own (no flip) or in a third basin, and the three sum to 1. Pairs that end together "
+           "unpatched are left out (counted, with how many of them the patch moved). Mean over models [t CI] (per model).", "",
+           "| pairs | site | σ* | apart (together, moved) per model | to clean | to corrupt (no flip) | to a third basin |",
+           "|---|---|---:|---|---|---|---|"]
+    for r in res["ode_across"]:
+        counts = ", ".join(f"{a} ({t}, {m})" for a, t, m in zip(r["n_apart"], r["n_together"], r["together_moved"]))
+        out.append(f"| {r['kind']} | `{r['site']}` | {r['sigma_star']:g} | {counts} | {_share(r, 'to_clean', names)} | "
+                   f"{_share(r, 'to_corrupt', names)} | {_share(r, 'to_third', names)} |")
+    return out + [""]
 
 
-def write(res, ds, out_dir, name):
-    """The .md and the heat map (.png) of one run."""
+def _summary(res):
+    out, names = ["## Summary", ""], list(res["models"])
+    out.append("- Clocks: " + "; ".join(f"{n} τ_rule {_tau(t, 'tau_rule')}" for n, t in res["taus"].items())
+               + ". Rule timings are therefore given in steps, with step / τ_rule only where τ_rule exists.")
+    for kind in ("rule", "copy"):
+        for s in res["sigmas"]:
+            row = _ranked(res, kind, s)
+            if not row:
+                out.append(f"- {kind}, σ {s:g}: every effect undefined ({_reasons(res, kind, s)}).")
+                continue
+            c = row[0]
+            holm = ("Holm p < 0.05" if c["p_holm"] is not None and c["p_holm"] < 0.05 else
+                    f"not significant after Holm (p {_n(c['p_holm'], '{:.2f}')})")
+            out.append(f"- {kind}, σ {s:g}: top site `{c['site']}` {_n(c['mean'])} {_ci(c['ci'])} "
+                       f"({_models(c['per_model'], names)}; {holm}).")
+    for kind in ("rule", "copy"):
+        sig = [c for c in res["cells"][kind] if c["p_holm"] is not None and c["p_holm"] < res["family"][kind]["alpha"]]
+        out.append(f"- {kind}: cells whose effect ≠ 0 survives Holm ({res['family'][kind]['size']} tests): " + (
+            "; ".join(f"σ {c['sigma']:g} `{c['site']}` {_n(c['mean'])} {_ci(c['ci'])} (p_Holm {c['p_holm']:.3f})"
+                      for c in sig) if sig else "none") + ".")
+    cl = res["contrasts"]["copy_last"]
+    out.append("- Copy contrast at the last checkpoint, by σ: " + ", ".join(
+        f"{s:g}: {_n(cl['mean'][i], '{:+.3f}')} {_ci(cl['ci'][i], '{:+.3f}')}" for i, s in enumerate(res["sigmas"]))
+        + " — a negative one is what copying looks like; pooled over σ these signs would cancel.")
+    return out + [""]
+
+
+def _reasons(res, kind, s):
+    return " | ".join(sorted({c["undefined"] for c in res["cells"][kind] if c["sigma"] == s and c["undefined"]}))
+
+
+def markdown(res):
+    lines = [*_header(res), *_summary(res), "## Rule pairs, per σ: sites ranked by effect", "",
+             *_top_table(res, "rule"), "", *_pair_ci_table(res, "rule"), "", *_copy(res), *_heads(res),
+             *_sub_blocks(res), *_ode(res),
+             "Figure `circuits.png`: per pair kind and σ, the pooled effect (site × checkpoint), mean over models; "
+             "blank where it is undefined in at least one model.", "",
+             "Not done here: the open/closed-window series; the copy effects where the pairs' contrasts have mixed "
+             "sign stay undefined (no sign-split reading is attempted).", ""]
+    return "\n".join(lines) + "\n"
+
+
+def figure(res, n_sites=12):
+    """Heat maps (site × step) of the pooled effect, mean over models, one panel per pair kind and σ; cells
+    undefined in any model blank."""
+    from scoreprobe.viz.common import new_figure
+    names, steps = list(res["models"]), np.asarray(res["steps"], float)
+    fig = new_figure((3.6 * len(res["sigmas"]), 0.25 * n_sites * 2 + 3.0))
+    keep_steps = steps > 0
+    for r, kind in enumerate(("rule", "copy")):
+        curve = np.array([res["per_model"][n]["effects"][kind]["curve"] for n in names], float).mean(0)  # (step, σ, site)
+        for i, s in enumerate(res["sigmas"]):
+            ax = fig.add_subplot(2, len(res["sigmas"]), r * len(res["sigmas"]) + i + 1)
+            v = curve[keep_steps, i, :]
+            top = np.sort(np.argsort(-np.nan_to_num(np.abs(v[-1]), nan=-1.0), kind="stable")[:n_sites])
+            mesh = ax.pcolormesh(np.arange(keep_steps.sum() + 1), np.arange(len(top) + 1), v[:, top].T, cmap="RdBu_r",
+                                 vmin=-1.5, vmax=1.5)
+            ax.set_yticks(np.arange(len(top)) + 0.5, [res["sites"][j] for j in top], fontsize=5)
+            ax.set_xticks(np.arange(keep_steps.sum())[::4] + 0.5, [f"{x:.0f}" for x in steps[keep_steps][::4]],
+                          fontsize=5, rotation=60)
+            ax.invert_yaxis()
+            ax.set_title(f"{kind} pairs, σ {s:g} (mean over {len(names)} models)", fontsize=7)
+            fig.colorbar(mesh, ax=ax, fraction=0.04)
+    return fig
+
+
+def write(res, out_dir, name):
+    """The .md and the heat map (.png) of one run, both from the json."""
     atomic_write_text(Path(out_dir) / f"{name}.md", markdown(res))
-    from scoreprobe.viz.circuits import plot_circuits
-    fig = plot_circuits(ds, taus={"tau_rule": res["taus"]["tau_rule"], "tau_mem": res["taus"]["tau_mem"]})
-    save_figure(fig, Path(out_dir) / f"{name}.png", dpi=110)
+    save_figure(figure(res), Path(out_dir) / f"{name}.png", dpi=110)

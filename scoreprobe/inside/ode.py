@@ -4,9 +4,12 @@ A clean and a corrupt trajectory start at σ_start from y_c + σ_start·ε and y
 pair) and are integrated together on one fixed Heun grid (`scoreprobe.ode.integrate`), so every
 evaluation of the corrupt row has a clean twin at the same σ. At every evaluation with σ ≤ σ*,
 the corrupt row runs with the site's activations taken from its clean twin. The endpoint's basin is
-its vertex (signs); the *basin-flip fraction* is the share of pairs whose patched corrupt endpoint
-lies in another basin than the unpatched one, and `to_clean` the share that ends in the clean
-trajectory's basin.
+its vertex (signs). Outcomes are counted only over the pairs whose clean and corrupt trajectories end
+in *different* basins unpatched (`apart`): there the patched corrupt endpoint lands in exactly one of
+the clean basin (`to_clean`), the unpatched corrupt basin (`to_corrupt`: no flip) or another basin
+(`to_third`), and the three shares sum to 1. Pairs that end together unpatched cannot tell "to clean"
+from "stayed": they are left out of the shares and counted apart (`n_together`, and how many of them
+the patch moved anyway, `together_moved`).
 """
 import numpy as np
 import torch
@@ -45,8 +48,27 @@ class PairedPatch:
         return out
 
 
+def outcomes(end_clean, end_corrupt, ends):
+    """Outcome masks of patched corrupt endpoints. end_clean, end_corrupt (B, D) unpatched endpoints (bits);
+    ends (S, B, D) patched corrupt endpoints per site -> dict of bool arrays: to_clean, to_corrupt, to_third
+    (S, B) and apart (B,) (the unpatched pair ends in two basins; only there are the three exclusive)."""
+    to_clean = (ends == end_clean[None]).all(-1)                                 # (S, B)
+    to_corrupt = (ends == end_corrupt[None]).all(-1)
+    apart = ~(end_clean == end_corrupt).all(-1)                                 # (B,)
+    return {"to_clean": to_clean, "to_corrupt": to_corrupt, "to_third": ~to_clean & ~to_corrupt, "apart": apart}
+
+
+def _shares(o):
+    """(site,) shares over the apart pairs (NaN: none apart), and the together pairs the patch moved."""
+    n = int(o["apart"].sum())
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = {k: (o[k] & o["apart"]).sum(1) / n if n else np.full(len(o[k]), np.nan)
+                 for k in ("to_clean", "to_corrupt", "to_third")}
+    return share, n, (~o["to_corrupt"] & ~o["apart"]).sum(1)
+
+
 def patch_ode(D, clean, corrupt, sites, sigma_star=None, sigma_start=1.0, n_steps=18, seed=0):
-    """Basin flips from patching a site at every PF-ODE evaluation with σ ≤ σ*.
+    """Where patching a site at every PF-ODE evaluation with σ ≤ σ* sends the corrupt trajectory.
 
     Parameters
     ----------
@@ -58,9 +80,13 @@ def patch_ode(D, clean, corrupt, sites, sigma_star=None, sigma_start=1.0, n_step
 
     Returns
     -------
-    xarray.Dataset: `flip` and `to_clean` (site, sample) bool; `flip_fraction`, `to_clean_fraction`
-    (site); `same_basin_unpatched` (sample): the clean and corrupt trajectories end in one basin
-    without patching; attrs sigma_star, sigma_start, n_steps, solver "heun".
+    xarray.Dataset. Per (site, sample) bool: `to_clean` (patched corrupt endpoint in the clean basin),
+    `to_corrupt` (in the unpatched corrupt basin: not flipped), `to_third` (in neither), `flip` (= not
+    to_corrupt). Per sample: `apart_unpatched` (clean and corrupt end in different basins unpatched),
+    `same_basin_unpatched` (its negation). Per site, over the apart pairs only (NaN if none):
+    `to_clean_share`, `to_corrupt_share`, `to_third_share` (they sum to 1); `together_moved` (count of
+    together pairs whose patched endpoint left their shared basin). attrs n_apart, n_together, sigma_star,
+    sigma_start, n_steps, solver "heun", seed.
     """
     net, kind = network_of(D)
     if kind != "dit":
@@ -74,20 +100,21 @@ def patch_ode(D, clean, corrupt, sites, sigma_star=None, sigma_start=1.0, n_step
     none = parse_site("none", hook_points(net))
     base = to_bits(integrate(PairedPatch(D, none, 0.0), x0, sigma_start, n_steps, solver="heun",
                              progress=False)).cpu().numpy()
-    end_c, end_r = base[0::2], base[1::2]
-    flip = np.zeros((len(site_list), len(xc)), bool)
-    to_clean = np.zeros_like(flip)
-    for i, site in enumerate(site_list):
-        ends = to_bits(integrate(PairedPatch(D, site, sigma_star), x0, sigma_start, n_steps, solver="heun",
-                                 progress=False)).cpu().numpy()[1::2]
-        flip[i] = (ends != end_r).any(1)
-        to_clean[i] = (ends == end_c).all(1)
+    ends = np.stack([to_bits(integrate(PairedPatch(D, site, sigma_star), x0, sigma_start, n_steps, solver="heun",
+                                       progress=False)).cpu().numpy()[1::2] for site in site_list])   # (S, B, D)
+    o = outcomes(base[0::2], base[1::2], ends)
+    share, n_apart, moved = _shares(o)
+    ss, one = ("site", "sample"), {"units": "1"}
     return xr.Dataset(
-        {"flip": (("site", "sample"), flip, {"long_name": "patched corrupt endpoint in another basin"}),
-         "to_clean": (("site", "sample"), to_clean, {"long_name": "patched corrupt endpoint in the clean basin"}),
-         "flip_fraction": ("site", flip.mean(1), {"units": "1", "long_name": "basin-flip fraction"}),
-         "to_clean_fraction": ("site", to_clean.mean(1), {"units": "1"}),
-         "same_basin_unpatched": ("sample", (end_c == end_r).all(1))},
+        {"to_clean": (ss, o["to_clean"], {"long_name": "patched corrupt endpoint in the clean basin"}),
+         "to_corrupt": (ss, o["to_corrupt"], {"long_name": "patched corrupt endpoint in the unpatched corrupt basin"}),
+         "to_third": (ss, o["to_third"], {"long_name": "patched corrupt endpoint in neither basin"}),
+         "flip": (ss, ~o["to_corrupt"], {"long_name": "patched corrupt endpoint in another basin than unpatched"}),
+         "apart_unpatched": ("sample", o["apart"], {"long_name": "clean and corrupt end in two basins unpatched"}),
+         "same_basin_unpatched": ("sample", ~o["apart"]),
+         **{f"{k}_share": ("site", v, {**one, "long_name": f"share of the apart pairs {k.replace('_', ' ')} basin"})
+            for k, v in share.items()},
+         "together_moved": ("site", moved, {"long_name": "together pairs whose patched endpoint left their basin"})},
         coords={"site": [s.label for s in site_list], "sample": np.arange(len(xc))},
-        attrs={"sigma_star": sigma_star, "sigma_start": float(sigma_start), "n_steps": int(n_steps),
-               "solver": "heun", "seed": int(seed)})
+        attrs={"n_apart": n_apart, "n_together": int(len(xc) - n_apart), "sigma_star": sigma_star,
+               "sigma_start": float(sigma_start), "n_steps": int(n_steps), "solver": "heun", "seed": int(seed)})

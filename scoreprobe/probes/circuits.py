@@ -10,9 +10,19 @@ For each checkpoint, noise level σ and patching site (scoreprobe.inside.sites),
           moves the flipped bit's information to the pixels whose value the rule ties to it.
 
 and, for parity rules, (c) the attention of every head to the keys that share a parity group with
-the query token (`attn_same_group`) against the share such keys would get from uniform attention.
+the query token (`attn_same_group`) against the share such keys would get from uniform attention: where
+a head looks, not an effect.
+
+Every effect is read per σ: a site can carry +a at one noise level and −a at another, and a mean over σ
+would call that "no effect". An effect is a fraction of the pairs' contrast (metric clean* − corrupt);
+pooled over pairs it is Σ numerators / Σ contrasts (scoreprobe.stats.ratio.pooled_ratio), left NaN where
+the contrasts have mixed sign or |mean contrast| < floor, the reason kept in `*_effect_undefined`. The
+copy contrast itself is read with its sign: near 0 or negative, the network's output on the held-out
+neighbour points as far or further towards the training item than its output on the item itself, which
+is what copying looks like, not the absence of an effect.
 """
 import json
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -26,6 +36,7 @@ from scoreprobe.inside.hooks import network_of
 from scoreprobe.inside.sites import resolve_sites
 from scoreprobe.limits import MAX_SIGMA, MAX_SIGMAS
 from scoreprobe.noise import randn_per_sample
+from scoreprobe.stats.ratio import DEN_FLOOR, pooled_ratio, unit_ratio, warn_undefined
 from scoreprobe.sweep import dataset_and_rule, is_series, run_probe
 
 DEFAULT_SIGMAS = (0.3, 0.7, 1.5)
@@ -90,35 +101,69 @@ def group_attention(D, net, rule, bits, sigmas, seed):
     return np.stack(out), float(share.sum(1).mean() / share.shape[0])
 
 
-def _one(D, sigmas, sites, pairs, seed):
+def reduce_pairs(num, den, floor=DEN_FLOOR):
+    """Per-pair and pooled effects from numerators num (..., site, pair) = m(patched) − m(corrupt) and
+    contrasts den (..., pair) = m(clean*) − m(corrupt).
+
+    Returns (pooled (..., site), reason (..., site) "" / "mixed sign" / "below floor", per_pair (..., site,
+    pair)): per pair num / den (unit_ratio: NaN where |den| < floor); pooled = Σ num / Σ den over the pairs
+    whose own |den| ≥ floor (pooled_ratio: NaN where their den have mixed sign or |mean| < floor, or none
+    is left). A pair without a contrast says nothing about the fraction restored: it neither enters the
+    sums nor makes the signs "mixed" by a noise-sized value of the other sign."""
+    num = np.asarray(num, np.float64)
+    den = np.broadcast_to(np.asarray(den, np.float64)[..., None, :], num.shape)
+    per_pair, small = unit_ratio(num, den, floor)
+    keep = small == ""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)                      # no pair left: all-NaN mean
+        pooled, reason = pooled_ratio(np.where(keep, num, np.nan), np.where(keep, den, np.nan), axis=-1,
+                                      floor=floor)
+    return pooled, np.asarray(reason, dtype="U11"), per_pair
+
+
+def _patch_sigma(D, pair, s, site_list, seed):
+    """(numerators (site, pair), contrasts (pair,)) of one pair kind at one σ; patch's own warning is left
+    to the caller, which counts the undefined cells of the whole probe once."""
+    clean, corrupt, direction = pair
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ds = patch(D, clean, corrupt, float(s), sites=site_list, seed=seed, direction=direction)
+    return ds.effect_numerator.values, (ds.metric_clean - ds.metric_corrupt).values
+
+
+def _one(D, sigmas, sites, pairs, seed, floor):
     """The probe on one denoiser -> Dataset (sigma, site[, pair])."""
     net, kind = network_of(D)
     if kind != "dit":
         raise ConfigError("circuits takes DiT denoisers (a GPT series has no noise level to patch at)")
     site_list = resolve_sites(net, sites)
-    data = {}
-    for name, (clean, corrupt, direction) in pairs.items():
-        if clean is None:
+    data, one = {}, {"units": "1"}
+    for name, pair in pairs.items():
+        if pair[0] is None:
             continue
-        eff, pooled, total, den = [], [], [], []
-        for s in sigmas:
-            ds = patch(D, clean, corrupt, float(s), sites=site_list, seed=seed + (COPY_SEED if name == "copy"
-                       else RULE_SEED), direction=direction)
-            eff.append(ds.effect.values)
-            pooled.append(ds.effect_pooled.values)
-            den.append((ds.metric_clean - ds.metric_corrupt).values)
-            total.append(float(den[-1].mean()))
-        data[f"{name}_effect"] = (("sigma", "site"), np.array(pooled), {
-            "units": "1", "long_name": f"{name} pairs: patching effect pooled over pairs (0 corrupt, 1 clean)"})
-        data[f"{name}_effect_pair"] = (("sigma", "site", f"{name}_pair"), np.array(eff), {"units": "1"})
-        data[f"{name}_total_pair"] = (("sigma", f"{name}_pair"), np.array(den), {
-            "units": "1", "long_name": "network-clean − corrupt metric per pair (weights of the pooled effect)"})
-        data[f"{name}_total"] = (("sigma",), np.array(total), {
-            "units": "1", "long_name": f"{name} pairs: mean metric difference network-clean − corrupt"})
+        got = [_patch_sigma(D, pair, s, site_list, seed + (COPY_SEED if name == "copy" else RULE_SEED))
+               for s in sigmas]
+        num, den = np.stack([g[0] for g in got]), np.stack([g[1] for g in got])        # (σ, site, pair), (σ, pair)
+        pooled, reason, per_pair = reduce_pairs(num, den, floor)
+        sign = (" (negative or near 0 on copy pairs: the held-out neighbour is answered like the training item, "
+                "as copying does)" if name == "copy" else "")
+        data[f"{name}_effect"] = (("sigma", "site"), pooled, {**one, "long_name": f"{name} pairs: patching effect "
+                                  "pooled over pairs, Σ numerator / Σ contrast (0 corrupt, 1 clean); NaN: see "
+                                  f"{name}_effect_undefined"})
+        data[f"{name}_effect_undefined"] = (("sigma", "site"), reason, {
+            "long_name": f"why {name}_effect is NaN ('' where defined: contrasts of one sign, |mean| ≥ floor)"})
+        data[f"{name}_effect_pair"] = (("sigma", "site", f"{name}_pair"), per_pair, {
+            **one, "long_name": "per-pair effect, NaN where the pair's |contrast| < floor"})
+        data[f"{name}_numerator_pair"] = (("sigma", "site", f"{name}_pair"), num, {
+            **one, "long_name": "m(patched) − m(corrupt) per pair"})
+        data[f"{name}_total_pair"] = (("sigma", f"{name}_pair"), den, {
+            **one, "long_name": "contrast m(clean*) − m(corrupt) per pair (the pooled effect's denominators)" + sign})
+        data[f"{name}_total"] = (("sigma",), den.mean(-1), {
+            **one, "long_name": f"{name} pairs: mean contrast m(clean*) − m(corrupt), with its sign" + sign})
     coords = {"sigma": ("sigma", np.asarray(sigmas, float), {"units": "1", "long_name": "noise level σ"}),
               "site": [st.label for st in site_list], "site_kind": ("site", [st.kind for st in site_list]),
               "site_layer": ("site", [st.layer for st in site_list])}
-    return xr.Dataset(data, coords=coords)
+    return xr.Dataset(data, coords=coords, attrs={"floor": float(floor)})
 
 
 def _check_sites(obj, sites, steps):
@@ -133,7 +178,8 @@ def _check_sites(obj, sites, steps):
 
 
 def circuits(D_or_series, sigmas=DEFAULT_SIGMAS, n_pairs=32, sites="all", seed=0, attention=True, dataset=None,
-             rule=None, *, steps=None, out=None, device="cpu", progress=None, overwrite=False, model_id=None):
+             rule=None, *, floor=DEN_FLOOR, steps=None, out=None, device="cpu", progress=None, overwrite=False,
+             model_id=None):
     """Patching effects per checkpoint, σ and site for copy and rule pairs; attention by parity group.
 
     Parameters
@@ -145,15 +191,19 @@ def circuits(D_or_series, sigmas=DEFAULT_SIGMAS, n_pairs=32, sites="all", seed=0
     seed : noise (shared by a pair's two inputs) and the choice of flipped bits.
     attention : also measure attention to same-group keys (parity rules only).
     dataset, rule : for a plain denoiser (a series brings its own).
+    floor : the smallest |contrast| (metric units) an effect is taken over (scoreprobe.stats.ratio).
     steps, out, device, progress, overwrite, model_id : as for the other probes (`sweep`; `out` resumes).
 
     Returns
     -------
     xarray.Dataset, dims (step, sigma, site, copy_pair, rule_pair, layer, head): `copy_effect`,
-    `rule_effect` (step, sigma, site) pooled effects; `*_effect_pair` per pair; `*_total` (step, sigma)
-    the clean − corrupt metric difference they are fractions of (`*_total_pair` per pair: the pooled
-    effect is Σ effect·total / Σ total over pairs); `attn_same_group` (step, sigma,
-    layer, head) with `attn_same_group_chance` in attrs; `rule_bit` (rule_pair) the flipped bits.
+    `rule_effect` (step, sigma, site) pooled effects, NaN where undefined, the reason in
+    `*_effect_undefined` (step, sigma, site) ("" defined, "mixed sign", "below floor"; one UserWarning
+    counts them); `*_effect_pair` per pair (NaN where the pair's |contrast| < floor) and
+    `*_numerator_pair` (m(patched) − m(corrupt)); `*_total` (step, sigma) the mean contrast clean* − corrupt
+    they are fractions of, with its sign (`*_total_pair` per pair: pooled = Σ numerator / Σ total);
+    `attn_same_group` (step, sigma, layer, head) with `attn_same_group_chance` in attrs (where heads look,
+    not an effect); `rule_bit` (rule_pair) the flipped bits. Read per σ: never average effects over σ.
     """
     dataset, rule = dataset_and_rule(D_or_series, dataset, rule, need_rule=True, who="circuits")
     sig = np.atleast_1d(np.asarray(sigmas, dtype=np.float64))
@@ -162,16 +212,19 @@ def circuits(D_or_series, sigmas=DEFAULT_SIGMAS, n_pairs=32, sites="all", seed=0
                           f"got {str(sigmas)[:80]}")
     if int(n_pairs) < 1:
         raise ConfigError(f"n_pairs must be a positive integer, got {n_pairs!r}")
+    if not floor >= 0:
+        raise ConfigError(f"floor must be a non-negative number, got {floor!r}")
     clean, corrupt = copy_pairs(dataset, int(n_pairs))
     rc, rr, rdir, bit = rule_pairs(dataset, rule, int(n_pairs), seed)
     pairs = {"copy": (clean, corrupt, None), "rule": (rc, rr, rdir)}
     _check_sites(D_or_series, sites, steps)
     parity = attention and getattr(rule, "groups", None) is not None
-    config = {"probe": "circuits", "sigmas": sig.tolist(), "n_pairs": int(n_pairs), "seed": int(seed),
+    config = {"probe": "circuits", "reading": "per-sigma, checked contrasts", "floor": float(floor),
+              "sigmas": sig.tolist(), "n_pairs": int(n_pairs), "seed": int(seed),
               "sites": sites if isinstance(sites, str) else [str(s) for s in sites], "attention": bool(parity)}
 
     def probe(D):
-        ds = _one(D, sig, sites, pairs, seed)
+        ds = _one(D, sig, sites, pairs, seed, floor)
         if parity:
             mass, chance = group_attention(D, network_of(D)[0], rule, rc, sig, seed + 3)
             ds["attn_same_group"] = (("sigma", "layer", "head"), mass, {
@@ -180,5 +233,12 @@ def circuits(D_or_series, sigmas=DEFAULT_SIGMAS, n_pairs=32, sites="all", seed=0
         return ds.assign_coords(rule_bit=("rule_pair", bit)).assign_attrs(
             title="patching effects: copy and rule pairs", scoreprobe_config=json.dumps(config, sort_keys=True))
 
-    return run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress,
-                     overwrite=overwrite, model_id=model_id)
+    ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress,
+                   overwrite=overwrite, model_id=model_id)
+    for name in ("rule", "copy"):
+        if f"{name}_effect_undefined" in ds:                  # read back from a store: numpy's StringDType
+            v = ds[f"{name}_effect_undefined"]
+            ds[f"{name}_effect_undefined"] = v.copy(data=np.asarray(v.values.tolist(), dtype="U11"))
+            warn_undefined(ds[f"{name}_effect_undefined"].values, what=f"circuits: {name} pooled effects "
+                           "(step, σ, site)", floor=floor)
+    return ds
