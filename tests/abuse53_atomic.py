@@ -74,9 +74,9 @@ def _analyses_on_full_disk(work, budget):
 def _analyses_figure_on_full_disk(work, budget):
     """One figure of the decompose study (its heat map, savefig through scoreprobe.viz.common.save_figure)
     rewritten over the earlier one on a full disk with `budget` bytes left: the disk fills inside the PNG."""
-    from analyses.decompose.write import fig_heatmap
+    from analyses.decompose.models_write import fig_models
     _, res = _decompose_results(work)
-    return intact(work, lambda: fig_heatmap(res, work / "decompose_heatmap.png"), budget=budget)
+    return intact(work, lambda: fig_models(res["models"], work / "decompose_heatmap.png"), budget=budget)
 
 
 def _export_on_full_disk(work, budget):

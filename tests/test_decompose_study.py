@@ -15,9 +15,11 @@ def test_decompose_study_smoke_plan_and_from_results(tmp_path, capsys):
     assert study.main(args) == 0
     res = json.loads((tmp_path / "res" / "smoke_decompose.json").read_text())
     s = res["summary"]
-    assert set(s["regions"]) == {"train", "heldout", "random_valid"}
-    assert s["pairs"]["4"]["shared_train"] == 0                       # the pair's training sets are disjoint
-    assert len(res["decompose"]["steps"]) == 2 and len(res["pairs"]["4"]["steps"]) == 3
+    assert set(s["models"]["regions"]) == {"train", "heldout", "random_valid"}
+    assert "seed0" in res["models"]["models"] and res["models"]["steps"] == [500, 36000]
+    assert "decompose" not in res                                     # the one-model r² table is gone
+    assert s["pairs"]["by_n"]["4"]["shared_train_max"] == 0           # the pairs' training sets are disjoint
+    assert res["pairs"]["by_n"]["4"]["replicates"]["0"]["disjoint"]["steps"] == [40]
     for fig in ("heatmap", "crossover", "disjoint"):
         assert (tmp_path / "res" / f"smoke_decompose_{fig}.png").stat().st_size > 1000
     md = (tmp_path / "res" / "smoke_decompose.md").read_text()
@@ -27,4 +29,4 @@ def test_decompose_study_smoke_plan_and_from_results(tmp_path, capsys):
     # a rerun reuses the cached stages and the finished training
     assert study.main(args) == 0
     again = json.loads((tmp_path / "res" / "smoke_decompose.json").read_text())
-    assert again["decompose"] == res["decompose"] and again["timings_s"]["decompose"] == res["timings_s"]["decompose"]
+    assert again["models"] == res["models"] and again["timings_s"]["models"] == res["timings_s"]["models"]

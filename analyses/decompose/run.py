@@ -5,11 +5,13 @@
    held-out items and fresh valid images; where each oracle explains the network best.
 2. The loss crossover (`scoreprobe.probes.crossover`): the network's EDM-weighted training loss
    against the oracles' per σ and averaged over the training σ distribution; τ_cross (the step
-   from which the network beats the perfect generalizer on its own training set) next to τ_mem;
-   the generalizer's excess over the memorizer as a function of N, next to τ_mem(N) measured by
-   analyses/two_clocks.py (results/two_clocks_cpu.json).
-3. Disjoint pairs: small DiTs trained on disjoint training sets (one stacked ensemble, N = 8, 16),
-   their clocks and their agreement over steps (`scoreprobe.probes.disjoint`).
+   from which the network beats the perfect generalizer on its own training set) next to τ_mem,
+   with a bootstrap interval over noise draws per model and a t interval over the shipped recipe's
+   training seeds (cross_series); the generalizer's excess over the memorizer as a function of N
+   over several data seeds, next to τ_mem(N) measured by analyses/two_clocks.py.
+3. Disjoint pairs at N where the rule is learned (N = 120, 240; 3 replicate pairs each, one stacked
+   ensemble): their clocks and their agreement per σ (`scoreprobe.probes.disjoint`) between a floor
+   (the two training sets' memorizers) and a ceiling (the rule oracle with itself; a same-data pair).
 
 Writes analyses/results/decompose.{md,json} and decompose_*.png.
 
@@ -18,6 +20,8 @@ Usage:
   python analyses/decompose --plan                  # what would run, and at which size
   python analyses/decompose --smoke                 # < 2 min, checks the pipeline end to end
   python analyses/decompose --from-results          # rewrite md + figures from the json
+  nohup nice -n 5 python analyses/decompose --pairs-only > /tmp/pairs.log 2>&1 &
+                                                    # pairs (resumable) + crossover intervals into the json
 """
 import argparse
 import json
@@ -30,24 +34,33 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+from analyses.decompose.crossover_stage import measure_cross_ci, measure_excess_by_n
+from analyses.decompose.models_stage import measure_models
 from analyses.decompose.pairs import measure_pairs, train_pairs
-from analyses.decompose.write import write_all
 from scoreprobe.atomic import atomic_write_text
 
 logger = logging.getLogger("decompose")
 
 PRESETS = {
-    "smoke": dict(steps=[500, 36000], sigmas=[0.3, 1.0, 3.0], n_points=8, n_noise=1,
+    "smoke": dict(steps=[500, 36000], model_steps=[500, 36000], model_patch=[3], model_boot=50, sigmas=[0.3, 1.0, 3.0], n_points=8, n_noise=1,
                   cross_sigmas=[0.1, 0.5, 2.0], cross_noise=1, cross_steps=[500, 36000], Ns=[8, 16], excess_noise=1,
-                  pair_Ns=[4], pair_heldout=16, pair_width=16, pair_depth=1, pair_batch=8, pair_steps=40,
-                  pair_checkpoints=3, pair_first=10, pair_clock_samples=16, pair_points=8, pair_samples=16,
-                  pair_planes=1, pair_res=4, pair_ode_steps=6),
-    "cpu": dict(steps=None, sigmas=[0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0, 5.0], n_points=64,
+                  excess_seeds=[0, 1], cross_series=["checkpoints/parity-default"], cross_ci_draws=2,
+                  cross_ci_boot=50, cross_ci_steps=[500, 1089, 2373, 36000],
+                  pair_Ns=[4], pair_replicates=2, pair_same_data=[0], pair_heldout=16, pair_width=16, pair_depth=1,
+                  pair_batch=8, pair_steps=40, pair_checkpoints=3, pair_first=10, pair_clock_samples=16,
+                  pair_points=8, pair_samples=16, pair_planes=1, pair_res=4, pair_ode_steps=6,
+                  pair_sigmas=[0.5, 1.0], pair_measure_at=[40]),
+    "cpu": dict(steps=None, model_steps=[0, 607, 896, 1322, 1950, 2876, 4243, 6259, 9233, 13620, 24404, 36000],
+                model_patch=[3, 5], model_boot=1000, sigmas=[0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0, 5.0], n_points=64,
                 n_noise=2, cross_sigmas=list(np.geomspace(0.02, 20, 16)), cross_noise=4, cross_steps=None,
-                Ns=[30, 60, 120, 240, 480], excess_noise=4,
-                pair_Ns=[8, 16], pair_heldout=64, pair_width=48, pair_depth=2, pair_batch=64, pair_steps=3000,
-                pair_checkpoints=12, pair_first=100, pair_clock_samples=200, pair_points=64, pair_samples=200,
-                pair_planes=2, pair_res=16, pair_ode_steps=18),
+                Ns=[30, 60, 120, 240, 480], excess_noise=4, excess_seeds=[0, 1, 2, 3, 4],
+                cross_series=["checkpoints/parity-default", "runs/shipped/s1", "runs/shipped/s2"], cross_ci_draws=8,
+                cross_ci_boot=1000, cross_ci_steps=None,
+                pair_Ns=[120, 240], pair_replicates=3, pair_same_data=[0], pair_heldout=64, pair_width=80,
+                pair_depth=4, pair_batch=96, pair_steps=3500, pair_checkpoints=10, pair_first=300,
+                pair_clock_samples=200, pair_points=64, pair_samples=200, pair_planes=2, pair_res=16,
+                pair_ode_steps=18, pair_sigmas=[0.1, 0.2, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0],
+                pair_measure_at=[1000, 3500]),
 }
 
 
@@ -60,6 +73,11 @@ def parse_args(argv=None):
     ap.add_argument("--runs", default=str(ROOT / "runs" / "decompose"),
                     help="run directories of the disjoint pairs and cached stage results (resumable; not committed)")
     ap.add_argument("--no-pairs", action="store_true", help="only the shipped-series stages (cached), no json")
+    ap.add_argument("--models-only", action="store_true",
+                    help="only section 1 over the trained models (models_stage.py), merged into the existing json")
+    ap.add_argument("--pairs-only", action="store_true",
+                    help="only the disjoint pairs (train, resumable; measure) and the crossover intervals (τ_cross over "
+                         "the cross_series, the excess over data seeds); the other sections are kept from the json")
     return ap.parse_args(argv)
 
 
@@ -70,10 +88,14 @@ def plan(p, name):
              f"  crossover: shipped series, {'all' if p['cross_steps'] is None else len(p['cross_steps'])} checkpoints, "
              f"{len(p['cross_sigmas'])} σ, all 120 training items × {p['cross_noise']} draws",
              f"  excess vs N: oracles only, N = {p['Ns']}",
-             f"  disjoint pairs: N = {p['pair_Ns']}, 2 members each (disjoint data), DiT width {p['pair_width']} "
-             f"depth {p['pair_depth']}, batch {p['pair_batch']}, {p['pair_steps']} steps, "
-             f"{p['pair_checkpoints']} checkpoints; clocks with {p['pair_clock_samples']} samples; agreement with "
-             f"{p['pair_samples']} samples, {p['pair_planes']} planes at res {p['pair_res']}"]
+             f"  excess vs N over data seeds {p['excess_seeds']}; τ_cross intervals over {p['cross_series']} "
+             f"({p['cross_ci_draws']} noise draws, {p['cross_ci_boot']} resamples)",
+             f"  disjoint pairs: N = {p['pair_Ns']}, {p['pair_replicates']} replicate pairs each (disjoint data, own "
+             f"init seeds; same-data pairs for replicates {p['pair_same_data']}), DiT width {p['pair_width']} "
+             f"depth {p['pair_depth']}, batch {p['pair_batch']}, {p['pair_steps']} steps, {p['pair_checkpoints']} "
+             f"checkpoints; clocks with {p['pair_clock_samples']} samples; agreement at steps near "
+             f"{p['pair_measure_at']} with {p['pair_samples']} samples, {p['pair_planes']} planes at res "
+             f"{p['pair_res']}; floor (memorizers) and ceiling (rule oracle) alike"]
     return "\n".join(lines)
 
 
@@ -84,16 +106,6 @@ def plan(p, name):
 def shipped_taus():
     c = json.loads((ROOT / "checkpoints" / "parity-default" / "clocks.json").read_text())["taus"]
     return {k: c[k] for k in ("tau_rule", "tau_rule_ci", "tau_mem", "tau_mem_ci")}
-
-
-def measure_decompose(p, series):
-    import scoreprobe as sp
-    ds = sp.decompose(series, sigmas=p["sigmas"], n_points=p["n_points"], n_noise=p["n_noise"], steps=p["steps"],
-                      progress=False)
-    return {"steps": [int(s) for s in ds.step.values], "sigma": [float(s) for s in ds.sigma.values],
-            "split": list(ds.split.values), "oracle": list(ds.oracle.values),
-            **{v: np.round(ds[v].transpose("step", "sigma", "split", ...).values, 6).tolist()
-               for v in ("r2", "weight", "weight_simplex", "r2_joint", "r2_simplex", "residual", "condition")}}
 
 
 def measure_crossover(p, series):
@@ -108,54 +120,56 @@ def measure_crossover(p, series):
             "tau_cross_sigma": [_num(v) for v in ds.tau_cross_sigma.values]}
 
 
-def measure_excess_by_n(p, rule):
-    """The rule oracle's and the memorizer's weighted training loss (σ-averaged) for datasets of N items."""
-    from scoreprobe.data.datasets import make_dataset
-    from scoreprobe.oracles import RuleDenoiser
-    from scoreprobe.probes.crossover import crossover
-    out = {"N": [], "rule": [], "memorizer": [], "excess": []}
-    gen = RuleDenoiser(rule)
-    for n in p["Ns"]:
-        ds = make_dataset(rule, n, 1, seed=0)
-        c = crossover(gen, dataset=ds, rule=rule, sigmas=p["cross_sigmas"], n_noise=p["excess_noise"],
-                      oracles=("memorizer", "rule"), progress=False)
-        avg = dict(zip(c.oracle.values, c.oracle_loss_avg.values))
-        out["N"].append(n)
-        out["rule"].append(float(avg["rule"]))
-        out["memorizer"].append(float(avg["memorizer"]))
-        out["excess"].append(float(avg["rule"] - avg["memorizer"]))
-    path = ROOT / "analyses" / "results" / "two_clocks_cpu.json"
-    if path.is_file():
-        runs = [r for r in json.loads(path.read_text())["runs"] if r.get("G") == 2 and r.get("tau_mem")]
-        out["tau_mem_measured"] = {str(r["N"]): r["tau_mem"] for r in runs}
-    return out
-
-
 def _num(v):
     return None if v is None or not np.isfinite(v) else float(v)
 
 
-def run(p, name, args):
+STAGE_KEYS = {"models": ("sigmas", "n_points", "n_noise", "model_steps", "model_patch", "model_boot"),
+              "crossover": ("cross_sigmas", "cross_noise", "cross_steps"),
+              "excess_by_n": ("Ns", "excess_noise", "excess_seeds", "cross_sigmas"),
+              "cross_ci": ("cross_series", "cross_ci_draws", "cross_ci_boot", "cross_ci_steps", "cross_sigmas"),
+              "pairs": tuple(k for k in PRESETS["cpu"] if k.startswith("pair_"))}
+
+
+def cached_stage(runs_dir, key, p, fn, res, timings):
+    """res[key] = fn(), or the result saved under runs_dir by a run with the same parameters of that stage."""
+    params = json.loads(json.dumps({k: p[k] for k in STAGE_KEYS[key]}))
+    cache = runs_dir / f"stage_{key}.json"
+    if cache.is_file() and json.loads(cache.read_text())["params"] == params:
+        saved = json.loads(cache.read_text())
+        res[key], timings[key] = saved["result"], saved["seconds"]
+        return
+    t = time.time()
+    res[key] = fn()
+    timings[key] = round(time.time() - t, 1)
+    atomic_write_text(cache, json.dumps({"params": params, "result": res[key], "seconds": timings[key]}))
+    logger.info("%s done in %.0f s", key, timings[key])
+
+
+def run(p, name, args, old=None):
+    """Every stage (cached per stage), or with --pairs-only the pairs and crossover-interval stages merged into
+    `old` (the existing json)."""
     import torch
     torch.set_num_threads(1)
     import scoreprobe as sp
     series = sp.load_series()
-    timings, res = {}, {"preset": name, "params": p, "taus": shipped_taus()}
     runs_dir = Path(args.runs) / name
     runs_dir.mkdir(parents=True, exist_ok=True)
-    for key, fn in (("decompose", lambda: measure_decompose(p, series)),
-                    ("crossover", lambda: measure_crossover(p, series)),
-                    ("excess_by_n", lambda: measure_excess_by_n(p, series.rule))):
-        cache = runs_dir / f"stage_{key}.json"        # a stage already measured with these parameters is reused
-        if cache.is_file() and json.loads(cache.read_text())["params"] == json.loads(json.dumps(p)):
-            saved = json.loads(cache.read_text())
-            res[key], timings[key] = saved["result"], saved["seconds"]
+    res = dict(old) if old else {}
+    res.update({"preset": name, "params": p, "taus": shipped_taus()})
+    timings = dict(res.get("timings_s", {}))
+    stages = {"models": lambda: measure_models(p, ROOT, runs_dir), "crossover": lambda: measure_crossover(p, series),
+              "excess_by_n": lambda: measure_excess_by_n(p, series.rule, ROOT),
+              "cross_ci": lambda: measure_cross_ci(p, ROOT, runs_dir)}
+    for key, fn in stages.items():
+        if args.models_only and key != "models":
             continue
-        t = time.time()
-        res[key] = fn()
-        timings[key] = round(time.time() - t, 1)
-        atomic_write_text(cache, json.dumps({"params": p, "result": res[key], "seconds": timings[key]}))
-        logger.info("%s done in %.0f s", key, timings[key])
+        if not (args.pairs_only and key in ("models", "crossover")):
+            cached_stage(runs_dir, key, p, fn, res, timings)
+    res.pop("decompose", None)      # the one-model r² table of issue 38, replaced by the models stage
+    if args.models_only:
+        res["timings_s"] = timings
+        return res
     if args.no_pairs:
         return None
     t = time.time()
@@ -165,9 +179,7 @@ def run(p, name, args):
     if not first.is_file():
         atomic_write_text(first, json.dumps({"seconds": timings["pairs_train"]}))
     timings["pairs_train_first"] = json.loads(first.read_text())["seconds"]
-    t = time.time()
-    res["pairs"] = measure_pairs(p, dirs)
-    timings["pairs_measure"] = round(time.time() - t, 1)
+    cached_stage(runs_dir, "pairs", p, lambda: measure_pairs(p, dirs), res, timings)
     res["timings_s"] = timings
     res["torch_threads"] = torch.get_num_threads()
     return res
@@ -184,15 +196,19 @@ def main(argv=None):
         print(plan(p, name))
         return 0
     js = out / f"{prefix}decompose.json"
+    if (args.pairs_only or args.models_only) and not js.is_file():
+        raise SystemExit(f"--pairs-only / --models-only merge into {js}, which does not exist: run the whole study first")
     if args.from_results:
         res = json.loads(js.read_text())
     else:
-        res = run(p, name, args)
+        old = json.loads(js.read_text()) if args.pairs_only or args.models_only else None
+        res = run(p, name, args, old)
         if res is None:
             print(f"shipped-series stages cached under {args.runs}")
             return 0
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(js, json.dumps(res, indent=1))
+    from analyses.decompose.write import write_all      # after the json is safe: the measurements never wait on it
     write_all(res, out, prefix)
     print(f"wrote {js} and {out / (prefix + 'decompose.md')}")
     return 0

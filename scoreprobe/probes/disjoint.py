@@ -3,8 +3,8 @@
 Two denoisers A and B — trained with the same rule, N and recipe on disjoint training sets —
 are compared on inputs that belong to neither, at each common training step:
 
-- `cosine` (sigma): mean over noised fresh valid images x = v + σε of cos(D_A(x, σ), D_B(x, σ)),
-  and `rms_diff` (sigma), the RMS per coordinate of D_A − D_B;
+- `cosine` (sigma): mean over noised fresh valid images x = v + σε of cos(D_A(x, σ), D_B(x, σ)) (`cosine_sd`: its
+  standard deviation over the points), and `rms_diff` (sigma), the RMS per coordinate of D_A − D_B;
 - `sample_same`: the share of samples drawn from the same initial noise (`sample`, same seed) whose
   thresholded endpoints are the same image, `sample_hamming` the mean Hamming distance of the two
   endpoints over D;
@@ -13,7 +13,11 @@ are compared on inputs that belong to neither, at each common training step:
   since "memorized" means a different set for each model.
 
 Generalizing models should agree (the same valid images, the same basins); memorizing ones end on
-their own, disjoint training sets.
+their own, disjoint training sets. Read against a floor and a ceiling: the two training sets' memorizers
+(`EmpiricalDenoiser`) compared the same way — their samples are their own training items, so for disjoint
+sets `sample_same` is 0 by construction, while their cosine at large σ is not small (both pull towards the
+mean of valid images) — and the rule oracle compared with itself (1 for every measure by construction).
+Agreement is not rule recovery: read it beside the members' clocks (Maillard & Goldt 2026).
 
 A non-finite endpoint (NaN/inf: a diverged denoiser) is no image: it is the same as nothing. The
 shares and the Hamming distance are over the pairs whose two endpoints are finite (NaN when none is),
@@ -40,10 +44,11 @@ def disjoint_check(train_a, train_b):
     return sum(bytes(r) in a for r in np.asarray(train_b, np.uint8))
 
 
-def _cosine(ya, yb):
+def _cosines(ya, yb):
+    """Per-point cosine of ya, yb (P, D) -> (P,) (NaN where an output is zero)."""
     num = (ya * yb).sum(1)
     den = np.linalg.norm(ya, axis=1) * np.linalg.norm(yb, axis=1)
-    return float(np.mean(num / np.where(den > 0, den, np.nan)))
+    return num / np.where(den > 0, den, np.nan)
 
 
 def _endpoints(D, x0, sigma, n_steps):
@@ -79,10 +84,12 @@ def compare_pair(Da, Db, rule, *, sigmas=DEFAULT_SIGMAS, n_points=64, n_samples=
     d = int(rule.n_bits)
     v = torch.as_tensor(rule.sample(n_points, seed=seed), dtype=torch.float64) * 2 - 1        # (P, D)
     eps = randn_per_sample(seed, np.arange(n_points), d, dtype=torch.float64)
-    cos, rms = [], []
+    cos, cos_sd, rms = [], [], []
     for s in sigmas:
         ya, yb = evaluate(Da, v + s * eps, s, torch.float32), evaluate(Db, v + s * eps, s, torch.float32)
-        cos.append(_cosine(ya, yb))
+        c = _cosines(ya, yb)                                                      # (P,)
+        cos.append(float(np.mean(c)))
+        cos_sd.append(float(np.std(c, ddof=1)) if len(c) > 1 else float("nan"))
         rms.append(float(np.sqrt(((ya - yb) ** 2).mean())))
     with warnings.catch_warnings():                 # the left-out pairs are said once, below
         warnings.simplefilter("ignore", NonFiniteWarning)
@@ -93,6 +100,8 @@ def compare_pair(Da, Db, rule, *, sigmas=DEFAULT_SIGMAS, n_points=64, n_samples=
     return xr.Dataset({
         "cosine": (("sigma",), np.array(cos), {"units": "1", "long_name": "mean cosine of D_A(x,σ) and D_B(x,σ) "
                                                                        "on noised fresh valid images"}),
+        "cosine_sd": (("sigma",), np.array(cos_sd), {"units": "1", "long_name": "standard deviation over the "
+                                                    "points of the per-point cosine (for an interval of `cosine`)"}),
         "rms_diff": (("sigma",), np.array(rms), {"units": "1", "long_name": "RMS per coordinate of D_A − D_B"}),
         "sample_same": ((), same, {
             "units": "1", "long_name": "share of samples from the same initial noise that are the same image "
@@ -138,7 +147,7 @@ def disjoint_agreement(a, b, rule=None, *, steps=None, **kw):
 
     Returns
     -------
-    xarray.Dataset ([step], sigma, sigma_start): cosine, rms_diff, basin_same, basin_nonfinite; sample_same,
+    xarray.Dataset ([step], sigma, sigma_start): cosine, cosine_sd, rms_diff, basin_same, basin_nonfinite; sample_same,
     sample_hamming, sample_nonfinite ([step]); attrs `shared_train` (images in both training sets) when both sources
     carry datasets.
     """

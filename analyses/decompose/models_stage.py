@@ -1,0 +1,95 @@
+"""Section 1 over trained models (issue 55 item 7): `sp.decompose` on 3 training seeds of the shipped recipe,
+the calls made with a two-level bootstrap (models, then points within each) and the mixture weights with
+intervals; per model as well, so that a call resting on one model shows.
+
+The models: checkpoints/parity-default (training seed 0) and runs/shipped/s1, runs/shipped/s2, trained by the
+command in checkpoints/README.md with `--seed 1` / `--seed 2` (same data, N = 120). Each model's decompose is a
+resumable store under <runs>/models/<model>.decompose.zarr (not committed); the json keeps the calls, the
+intervals and the r² averaged over models — what the md is written from.
+"""
+import logging
+from pathlib import Path
+
+import numpy as np
+
+logger = logging.getLogger("decompose.models")
+
+MODEL_DIRS = {"seed0": "checkpoints/parity-default", "seed1": "runs/shipped/s1", "seed2": "runs/shipped/s2"}
+
+
+def _series(root, p):
+    """{model: CheckpointSeries} of every model whose run directory exists (with all of p's steps)."""
+    import scoreprobe as sp
+    out = {}
+    for name, rel in MODEL_DIRS.items():
+        d = Path(root) / rel
+        if not (d / "run.json").is_file():
+            logger.warning("model %s: no run at %s, left out", name, d)
+            continue
+        s = sp.load_series(str(d))
+        missing = [int(t) for t in p["model_steps"] if int(t) not in set(int(v) for v in s.steps)]
+        if missing:
+            logger.warning("model %s: checkpoints %s missing, left out", name, missing)
+            continue
+        out[name] = s
+    return out
+
+
+def decompose_models(p, root, runs_dir):
+    """{model: decompose Dataset} over p["model_steps"], resumed from the stores."""
+    import scoreprobe as sp
+    store = Path(runs_dir) / "models"
+    store.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, s in _series(root, p).items():
+        out[name] = sp.decompose(s, sigmas=p["sigmas"], n_points=p["n_points"], n_noise=p["n_noise"],
+                                 steps=p["model_steps"], patch=tuple(p["model_patch"]), progress=False,
+                                 out=str(store / f"{name}.decompose.zarr"))
+        logger.info("decompose of %s done", name)
+    return out
+
+
+def _round(a, nd=4):
+    a = np.asarray(a, dtype=float)
+    return np.where(np.isfinite(a), np.round(a, nd), np.nan).tolist()
+
+
+def _summary_json(s):
+    keep = ("lead", "lead_lower", "lead_upper", "over_shrink_lower", "discriminability", "r2_shrink", "best_value")
+    out = {"label": s.best_oracle.transpose("step", "sigma", "split").values.astype(str).tolist(),
+           "leader": s.leader.transpose("step", "sigma", "split").values.astype(str).tolist()}
+    out.update({k: _round(s[k].transpose("step", "sigma", "split").values) for k in keep if k in s})
+    return out
+
+
+def measure_models(p, root, runs_dir):
+    """JSON-able: the calls pooled over models (two-level bootstrap) and per model, the mixture weights with
+    intervals pooled over models, the r² of each oracle averaged over models, and the best patch size per σ."""
+    import warnings
+
+    import scoreprobe as sp
+    dss = decompose_models(p, root, runs_dir)
+    if not dss:
+        return None
+    names = list(dss)
+    items = [dss[n] for n in names]
+    boot = dict(n_boot=p["model_boot"], seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")            # undefined cells are kept as such in the labels
+        pooled = sp.decompose_summary(items, **boot)
+        per_model = {n: _summary_json(sp.decompose_summary(d, **boot)) for n, d in dss.items()}
+        mix = sp.mixture_weights(items, **boot)
+        best_p = sp.best_patch(items[0])
+    first = items[0]
+    r2 = np.mean([d.r2.transpose("step", "sigma", "split", "oracle").values for d in items], axis=0)
+    return {"models": names, "model_dirs": {n: MODEL_DIRS[n] for n in names},
+            "steps": [int(s) for s in first.step.values], "sigma": [float(s) for s in first.sigma.values],
+            "split": [str(s) for s in first.split.values], "oracle": [str(o) for o in first.oracle.values],
+            "n_boot": p["model_boot"], "pooled": _summary_json(pooled), "per_model": per_model,
+            "r2_mean": _round(r2),
+            "mixture": {k: _round(mix[k].transpose("step", "sigma", "split", "oracle").values)
+                        for k in ("weight", "lower", "upper")},
+            "mixture_r2": _round(mix["r2_simplex"].transpose("step", "sigma", "split").values),
+            "best_patch_seed0": {"family": [str(f) for f in best_p.family.values],
+                                 "patch": _round(best_p.best_patch.transpose("step", "sigma", "split", "family")
+                                                 .values, 0)}}
