@@ -87,15 +87,34 @@ def section_size(size, rows):
     return lines, out
 
 
+MIN_N, MIN_SEEDS = 3, 2      # a size's b is compared only over this much design
+
+
+def _ready(rs):
+    """At least MIN_N values of N with at least MIN_SEEDS runs each."""
+    counts = {}
+    for r in rs:
+        counts[r["meta"]["N"]] = counts.get(r["meta"]["N"], 0) + 1
+    return sum(c >= MIN_SEEDS for c in counts.values()) >= MIN_N
+
+
 def section_question(by):
     """Does b fall toward 1 as the DiT grows? b at the paper's threshold per size over the N every size with a
     slope has (a slope depends on the N range it is read over), then over each size's own N."""
+    partial = {size: rs for size, rs in by.items() if not _ready(rs)}
+    by = {size: rs for size, rs in by.items() if size not in partial}
     common = sorted(set.intersection(*[{r["meta"]["N"] for r in rs} for rs in by.values()])) if by else []
     lines = ["## Does b fall toward 1 with capacity?", "",
+             (f"A size joins the comparison once it has at least {MIN_N} N with at least {MIN_SEEDS} training seeds "
+             "each (a slope over fewer reads the seed spread, not N). "
+             + ("Still in progress, left out: " + "; ".join(f"{size} ({len(rs)} runs at N = "
+                                                               f"{', '.join(map(str, sorted({r['meta']['N'] for r in rs})))})"
+                                                               for size, rs in partial.items()) + "."
+                if partial else "")).rstrip(), "",
              f"b at memorization 0.1, every size over the same N ({', '.join(map(str, common)) or 'none'}), then over "
              "its own N:", "", "| DiT | parameters | b over the common N [95% CI] | N | b over its own N [95% CI] |",
              "|---|---:|---|---|---|"]
-    pts, out = [], {"common_N": common, "sizes": {}}
+    pts, out = [], {"common_N": common, "sizes": {}, "in_progress": sorted(partial)}
     for size, rs in by.items():
         own = _paper_row(b_curve(rs, curves_of(rs)))
         same = [r for r in rs if r["meta"]["N"] in common]
