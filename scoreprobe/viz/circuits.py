@@ -1,4 +1,5 @@
-"""Circuits figure: patching effect per site (rows) and checkpoint (columns), τ_rule and τ_mem marked."""
+"""Circuits figure: patching effect per site (rows) and checkpoint (columns), one panel per kind and σ (never
+averaged over σ: a copy effect changes sign across σ), τ_rule and τ_mem marked; undefined cells left blank."""
 import numpy as np
 
 from scoreprobe.errors import ConfigError
@@ -12,39 +13,57 @@ def _top_sites(da, n):
     return keep
 
 
+def _edges(steps):
+    mids = np.sqrt(steps[:-1] * steps[1:])
+    return np.concatenate([[steps[0] ** 2 / mids[0] if len(mids) else steps[0] / 1.2], mids,
+                           [steps[-1] ** 2 / mids[-1] if len(mids) else steps[-1] * 1.2]])
+
+
+def _panel(fig, ax, ds, da, kind, sigma, n_sites, taus):
+    """One heat map (site × step) of `da` (step, site); NaN (undefined: mixed-sign or tiny contrast) blank."""
+    steps = da.step.values.astype(float)
+    edges = _edges(steps)
+    keep = _top_sites(da, n_sites)
+    vals = np.ma.masked_invalid(da.values[:, keep].T)                           # (site, step)
+    mesh = ax.pcolormesh(edges, np.arange(len(keep) + 1), vals, cmap="RdBu_r", vmin=-1, vmax=1)
+    ax.set_xscale("log")
+    ax.set_xlim(edges[0], edges[-1])
+    ax.set_yticks(np.arange(len(keep)) + 0.5, [str(s) for s in ds.site.values[keep]], fontsize=6)
+    ax.invert_yaxis()
+    for name, style in (("tau_rule", "--"), ("tau_mem", ":")):
+        if taus and taus.get(name):
+            ax.axvline(taus[name], color="k", ls=style, lw=1, label=name.replace("tau_", "τ_"))
+    ax.set_xlabel("training step")
+    ax.set_title(f"{kind} pairs, σ = {sigma:g} (blank: undefined)", fontsize=9)
+    if taus:
+        ax.legend(fontsize=7, loc="lower right")
+    fig.colorbar(mesh, ax=ax, fraction=0.04)
+
+
 def plot_circuits(ds, kinds=("rule", "copy"), n_sites=16, taus=None):
-    """Heat maps (site × step) of `{kind}_effect` averaged over σ, one panel per kind.
+    """Heat maps (site × step) of `{kind}_effect`, one panel per kind (rows) and σ (columns).
 
     ds: `circuits` over a series (dim `step`). taus: optional {"tau_rule": step, "tau_mem": step},
-    drawn as vertical lines. Rows: the n_sites sites of largest |effect| at any step.
-    Step 0 (and any checkpoint without a contrast) is left out. Returns the Figure."""
+    drawn as vertical lines. Rows: the n_sites sites of largest |effect| at any step at that σ.
+    Step 0 (and any checkpoint without a defined effect) is left out. Returns the Figure."""
     if "step" not in ds.dims:
         raise ConfigError("plot_circuits needs circuits over several checkpoints (a `step` dimension)")
     kinds = [k for k in kinds if f"{k}_effect" in ds]
-    fig = new_figure((5.2 * len(kinds), 0.28 * n_sites + 2.0))
+    sigmas = [float(v) for v in ds.sigma.values]
+    fig = new_figure((5.2 * len(sigmas), (0.28 * n_sites + 2.0) * len(kinds)))
+    drawn = 0
     for i, kind in enumerate(kinds):
-        ax = fig.add_subplot(1, len(kinds), i + 1)
-        da = ds[f"{kind}_effect"].mean("sigma").transpose("step", "site")
-        da = da.isel(step=np.isfinite(da.values).any(1) & (da.step.values > 0))   # log axis; no contrast at init
-        if da.sizes["step"] == 0:
-            raise ConfigError(f"no checkpoint after step 0 has a {kind} contrast to plot")
-        steps = da.step.values.astype(float)
-        mids = np.sqrt(steps[:-1] * steps[1:])
-        edges = np.concatenate([[steps[0] ** 2 / mids[0] if len(mids) else steps[0] / 1.2], mids,
-                                [steps[-1] ** 2 / mids[-1] if len(mids) else steps[-1] * 1.2]])
-        keep = _top_sites(da, n_sites)
-        vals = da.values[:, keep].T                                             # (site, step)
-        mesh = ax.pcolormesh(edges, np.arange(len(keep) + 1), vals, cmap="RdBu_r", vmin=-1, vmax=1)
-        ax.set_xscale("log")
-        ax.set_xlim(edges[0], edges[-1])
-        ax.set_yticks(np.arange(len(keep)) + 0.5, [str(s) for s in ds.site.values[keep]], fontsize=6)
-        ax.invert_yaxis()
-        for name, style in (("tau_rule", "--"), ("tau_mem", ":")):
-            if taus and taus.get(name):
-                ax.axvline(taus[name], color="k", ls=style, lw=1, label=name.replace("tau_", "τ_"))
-        ax.set_xlabel("training step")
-        ax.set_title(f"{kind} pairs: patching effect (mean over σ)", fontsize=9)
-        if taus:
-            ax.legend(fontsize=7, loc="lower right")
-        fig.colorbar(mesh, ax=ax, fraction=0.04)
+        for j, sg in enumerate(sigmas):
+            ax = fig.add_subplot(len(kinds), len(sigmas), i * len(sigmas) + j + 1)
+            da = ds[f"{kind}_effect"].sel(sigma=sg).transpose("step", "site")
+            da = da.isel(step=np.isfinite(da.values).any(1) & (da.step.values > 0))   # log axis; no contrast at init
+            if da.sizes["step"] == 0:
+                ax.text(0.5, 0.5, f"{kind}, σ = {sg:g}: undefined at every checkpoint", ha="center", va="center",
+                        fontsize=8, transform=ax.transAxes)
+                ax.set_axis_off()
+                continue
+            _panel(fig, ax, ds, da, kind, sg, n_sites, taus)
+            drawn += 1
+    if not drawn:
+        raise ConfigError("no checkpoint after step 0 has a defined effect to plot")
     return fig
