@@ -9,19 +9,9 @@ import torch
 from scoreprobe.errors import ConfigError
 from scoreprobe.oracles import LocalDenoiser, local
 
+from tests.test_local_oracle import window   # the zero-padded window, written once
+
 F64 = torch.float64
-
-
-def window(img, i, j, patch):
-    """Zero-padded patch×patch window of a signed (C, H, W) image centred on (i, j): (C·p·p,)."""
-    c, h, w = img.shape
-    r = patch // 2
-    out = np.zeros((c, patch, patch))
-    for di in range(-r, r + 1):
-        for dj in range(-r, r + 1):
-            if 0 <= i + di < h and 0 <= j + dj < w:
-                out[:, di + r, dj + r] = img[:, i + di, j + dj]
-    return out.ravel()
 
 
 def same_class(i, a, size, r):
