@@ -108,7 +108,24 @@ def models_section(m, s, t, prefix):
     for i, st in enumerate(m["steps"]):
         L.append(f"| {st} | " + " | ".join(_mix(m, i, m["sigma"].index(x), j) for x in MIX_SIGMAS if x in m["sigma"])
                  + " |")
-    L += ["", f"![calls]({prefix}decompose_heatmap.png)", ""]
+    L += _patch_lines(m) + ["", f"![calls]({prefix}decompose_heatmap.png)", ""]
+    return L
+
+
+def _patch_lines(m):
+    """The best patch size per σ and local family (seed 0, held-out points), at each step (Kamb & Ganguli
+    calibrate p per σ the same way)."""
+    bp = m.get("best_patch_seed0")
+    if not bp:
+        return []
+    arr = np.array(bp["patch"], float)                                           # (step, σ, split, family)
+    j = m["split"].index("heldout")
+    L = ["", "Best patch size per σ (highest r², seed 0, held-out points), per local family — "
+         f"{', '.join(bp['family'])} — at each step:", "",
+         "| step | " + " | ".join(f"σ {x:g}" for x in m["sigma"]) + " |", "|---|" + "---|" * len(m["sigma"])]
+    for i, st in enumerate(m["steps"]):
+        cells = ["/".join("?" if not np.isfinite(v) else f"{v:.0f}" for v in arr[i, k, j]) for k in range(len(m["sigma"]))]
+        L.append(f"| {st} | " + " | ".join(cells) + " |")
     return L
 
 
