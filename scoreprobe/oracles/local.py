@@ -96,7 +96,7 @@ def _check_size(patch, n, c, h, w, boundary):
     if isinstance(patch, bool) or not isinstance(patch, numbers.Integral) or patch < 1 or patch % 2 == 0 \
             or patch > widest:
         raise ConfigError(f"patch must be an odd integer from 1 to {widest} for a {h}×{w} image (a window centred "
-                          f"on its pixel; {widest} already covers the whole image from every pixel), got {patch!r}")
+                          f"on its pixel; {widest} already covers the whole image from every pixel), got patch={patch!r}")
     size = n * h * w * c * patch * patch * 8                                      # (N, HW, K) float64
     if boundary == "position_class":
         size += n * (h * w) ** 2 * 8                                              # (HW, U ≤ N·HW) float64
