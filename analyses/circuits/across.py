@@ -8,6 +8,7 @@ import numpy as np
 from scipy import stats
 
 from scoreprobe.probes.dsm_stats import adjust_family
+from scoreprobe.probes.intervals import t_interval
 
 ALPHA = 0.05
 
@@ -17,17 +18,15 @@ def t_summary(values, ci=0.95):
     NaN wherever a model's value is NaN, or fewer than 2 models."""
     v = np.asarray(values, np.float64)
     m = v.shape[0]
-    mean = v.mean(0)
+    mean, lo, hi = t_interval(np.moveaxis(v, 0, -1), ci)                         # models (first axis) as units
     if m < 2:
-        nan = np.full(mean.shape, np.nan)
-        return mean, nan, nan, nan
+        return mean, lo, hi, np.full(mean.shape, np.nan)
     se = v.std(0, ddof=1) / np.sqrt(m)
-    q = stats.t.ppf((1 + ci) / 2, m - 1)
     with np.errstate(invalid="ignore", divide="ignore"):
         p = 2 * stats.t.sf(np.abs(mean / se), m - 1)
     p = np.where(se > 0, p, np.where(mean != 0, 0.0, 1.0))
     p = np.where(np.isfinite(mean), p, np.nan)
-    return mean, mean - q * se, mean + q * se, p
+    return mean, lo, hi, p
 
 
 def why_undefined(reasons, names):

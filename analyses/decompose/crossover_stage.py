@@ -57,11 +57,11 @@ def measure_cross_ci(p, root, cache_dir=None):
 def _over_models(tau, ci=0.95):
     """Mean of the per-model τ_cross with a t interval (M − 1 df); None where undefined (< 2 models, or one never
     crosses: a mean of "never" is no number)."""
-    from scipy import stats as st
+    from scoreprobe.probes.intervals import t_interval
     if len(tau) < 2 or not np.isfinite(tau).all():
         return {"mean": _num(float(np.mean(tau))) if len(tau) else None, "mean_lo": None, "mean_hi": None}
-    half = st.t.ppf(0.5 + ci / 2, len(tau) - 1) * tau.std(ddof=1) / np.sqrt(len(tau))
-    return {"mean": float(tau.mean()), "mean_lo": float(tau.mean() - half), "mean_hi": float(tau.mean() + half)}
+    mean, lo, hi = t_interval(tau, ci)
+    return {"mean": float(mean), "mean_lo": float(lo), "mean_hi": float(hi)}
 
 
 def measure_excess_by_n(p, rule, root):

@@ -5,6 +5,7 @@ import math
 import numpy as np
 from scipy import stats as st
 
+from scoreprobe.probes import intervals
 from scoreprobe.viz import new_figure
 from scoreprobe.viz.common import save_figure
 
@@ -18,8 +19,7 @@ def t_interval(values, ci=CI):
         return [None, None, None]
     if len(v) < 2:
         return [float(v.mean()), None, None]
-    half = st.t.ppf(0.5 + ci / 2, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
-    return [float(v.mean()), float(v.mean() - half), float(v.mean() + half)]
+    return [float(x) for x in intervals.t_interval(v, ci)]
 
 
 def mean_interval(mean, sd, n, ci=CI):

@@ -18,7 +18,8 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
+
+from scoreprobe.probes.intervals import t_interval
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = {"seed0": "checkpoints/parity-default", "seed1": "runs/shipped/s1", "seed2": "runs/shipped/s2"}
@@ -52,12 +53,8 @@ def measure(results):
 
 
 def _mean_ci(vals):
-    v = np.asarray(vals, float)
-    m = v.mean(0)
-    if len(v) < 2:
-        return m, np.full_like(m, np.nan), np.full_like(m, np.nan)
-    h = stats.t.ppf(0.975, len(v) - 1) * v.std(0, ddof=1) / np.sqrt(len(v))
-    return m, np.clip(m - h, 0, 1), np.clip(m + h, 0, 1)     # shares and distances / D live in [0, 1]
+    m, lo, hi = t_interval(np.moveaxis(np.asarray(vals, float), 0, -1))        # models (first axis) as units
+    return m, np.clip(lo, 0, 1), np.clip(hi, 0, 1)     # shares and distances / D live in [0, 1] (NaN stays NaN)
 
 
 def _cell(m, lo, hi):

@@ -260,7 +260,7 @@ def tau_cross_interval(sources, dataset=None, rule=None, sigmas=None, n_draws=8,
     `tau_cross_mean`, `tau_cross_mean_lo/hi` (t interval over the models, M − 1 df; NaN with fewer than 2 models
     or any model that never crosses) and `n_models`.
     """
-    from scipy import stats as st
+    from scoreprobe.probes.intervals import t_interval
     many = isinstance(sources, (list, tuple))
     sources = list(sources) if many else [sources]
     if not sources:
@@ -281,8 +281,8 @@ def tau_cross_interval(sources, dataset=None, rule=None, sigmas=None, n_draws=8,
     attrs = {"n_models": len(sources), "ci": float(ci), "n_draws": int(n_draws), "n_boot": int(n_boot),
              "tau_cross_mean": float(tau.mean()), "tau_cross_mean_lo": float("nan"), "tau_cross_mean_hi": float("nan")}
     if len(tau) >= 2 and np.isfinite(tau).all():
-        half = st.t.ppf(0.5 + ci / 2, len(tau) - 1) * tau.std(ddof=1) / np.sqrt(len(tau))
-        attrs.update(tau_cross_mean_lo=float(tau.mean() - half), tau_cross_mean_hi=float(tau.mean() + half))
+        _, lo_m, hi_m = t_interval(tau, ci)
+        attrs.update(tau_cross_mean_lo=float(lo_m), tau_cross_mean_hi=float(hi_m))
     long = "first step from which the network's σ-averaged training loss stays below the rule oracle's"
     return xr.Dataset({
         "tau_cross": (("model",), tau, {"units": "steps", "long_name": long + " (NaN: never)"}),

@@ -205,7 +205,7 @@ def point_stats(y, outputs, x, n_noise):
 def cell_values(stats):
     """The cell's fits on all its points from per-point statistics: r2 (K,), weight (K,), weight_simplex (K,),
     r2_joint, r2_simplex, residual (RMS per coordinate of the joint fit), condition, r2_shrink, shrink_coef."""
-    s = {k: np.nansum(v, axis=0) if k == "n_rows" else v.sum(0) for k, v in stats.items()}
+    s = {k: v.sum(0) for k, v in stats.items()}          # a NaN point (undefined output) makes the cell NaN
     k = s["gram"].shape[-1]
     ss = fit.ss_total(s)
     if not (np.isfinite(s["gram"]).all() and np.isfinite(ss) and ss > 0):
