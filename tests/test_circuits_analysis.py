@@ -64,3 +64,77 @@ def test_models_as_units_t_interval_and_holm():
     cells, family = effects_across(per_model, "rule", list("abc"), ["x", "y"], [0.7])
     assert family["size"] == 1 and cells[1]["undefined"] == "b: mixed sign" and np.isnan(cells[1]["mean"])
     np.testing.assert_allclose(cells[0]["p_holm"], t.pvalue[0])                     # a family of one: p unchanged
+
+
+def test_gpt_series_smoke_patches_with_the_logit_metric(tmp_path):
+    """--series gpt: trains a toy GPT under <out>/gpt_runs, clocks it, patches every checkpoint with logit_diff;
+    the contrast of the json is the logit difference sp.patch measures, and --from-results rewrites the md."""
+    import numpy as np
+
+    import scoreprobe as sp
+    circuits = _study()
+    circuits.main(["--series", "gpt", "--smoke", "--out", str(tmp_path)])
+    res = json.loads((tmp_path / "circuits_gpt_smoke.json").read_text())
+    assert res["series"] == "gpt" and list(res["models"]) == ["gpt-s0"] and res["preset"]["n_pairs"] == 4
+    m = res["per_model"]["gpt-s0"]
+    series = sp.load_series(tmp_path / "gpt_runs" / "s0")
+    assert m["steps"] == [int(s) for s in series.steps]
+    from analyses.circuits.gpt import gpt_rule_pairs
+    clean, corrupt = gpt_rule_pairs(series.dataset, series.rule, 4, 0)
+    ds = sp.patch(series.sampler(m["steps"][-1]), clean, corrupt, None, sites=["*"], metric="logit_diff")
+    np.testing.assert_allclose(m["rule"]["contrast_mean"][-1], float((ds.metric_clean - ds.metric_corrupt).mean()),
+                               rtol=1e-9)
+    assert all(len(row) == len(m["sites"]) for row in m["copy"]["effect"])
+    md = (tmp_path / "circuits_gpt_smoke.md").read_text()
+    assert "logit difference" in md and "rule pairs" in md
+    (tmp_path / "circuits_gpt_smoke.md").unlink()
+    circuits.main(["--series", "gpt", "--smoke", "--out", str(tmp_path), "--from-results"])
+    assert (tmp_path / "circuits_gpt_smoke.md").read_text() == md
+
+
+def test_gpt_rule_pairs_flip_the_earlier_group_member():
+    """The flipped bit is the first of its parity group in token order, so its mate comes after it (where a
+    teacher-forced log-odds can read it); every clean image is valid and every corrupt one is not."""
+    import numpy as np
+
+    from analyses.circuits.gpt import gpt_rule_pairs
+    from scoreprobe.data.datasets import make_dataset
+    from scoreprobe.data.rules import rule_from_spec
+    rule = rule_from_spec({"name": "parity", "G": 3, "shape": [6, 6]})
+    data = make_dataset(rule, 8, 40, 0)
+    clean, corrupt = gpt_rule_pairs(data, rule, 40, 3)
+    diff = clean != corrupt
+    assert (diff.sum(1) == 1).all()
+    flipped = diff.argmax(1)
+    groups = np.asarray(rule.groups)
+    for b in flipped:
+        g = groups[(groups == b).any(1)][0]
+        assert b == g.min() and (g > b).sum() == len(g) - 1
+    assert rule.is_valid(clean).all() and not rule.is_valid(corrupt).any()
+
+
+def test_gpt_read_steps_and_across_models():
+    """read_steps: the common checkpoint nearest (in log step) to the mean clock; gpt_across: the per-model
+    effects at those checkpoints, their mean and a t interval over models, Holm over the defined cells."""
+    import numpy as np
+
+    from analyses.circuits.gpt import gpt_across, read_steps
+    steps = [0, 100, 300, 900, 1500]
+    at = read_steps(steps, {"a": {"tau_rule": 250, "tau_mem": 800}, "b": {"tau_rule": 350, "tau_mem": None}})
+    assert at == {"tau_rule": 300, "tau_mem": 900, "last": 1500}
+    assert read_steps(steps, {"a": {"tau_rule": None, "tau_mem": None}}) == {"last": 1500}
+    rng = np.random.default_rng(0)
+    per_model = {}
+    for n, shift in (("m0", 0.0), ("m1", 0.1), ("m2", -0.1)):
+        eff = rng.uniform(0, 1, (len(steps), 2)) + shift
+        eff[:, 1] = np.nan                                      # site y undefined everywhere
+        per_model[n] = {"steps": steps, "sites": ["x", "y"],
+                        **{k: {"effect": eff.tolist(), "reason": [["", "mixed sign"]] * len(steps),
+                               "contrast_mean": list(range(len(steps)))} for k in ("rule", "copy")}}
+    out = gpt_across(per_model, list(per_model), at)
+    cells = {(c["read"], c["site"]): c for c in out["rule"]["cells"]}
+    x = [per_model[n]["rule"]["effect"][3][0] for n in per_model]
+    assert np.isclose(cells[("tau_mem", "x")]["mean"], np.mean(x))
+    assert np.isnan(cells[("last", "y")]["mean"]) and "m0: mixed sign" in cells[("last", "y")]["undefined"]
+    assert out["rule"]["family"]["size"] == 3                  # 3 readings × site x (y undefined)
+    assert out["copy"]["contrast"]["last"]["mean"] == 4

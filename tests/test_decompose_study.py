@@ -30,3 +30,13 @@ def test_decompose_study_smoke_plan_and_from_results(tmp_path, capsys):
     assert study.main(args) == 0
     again = json.loads((tmp_path / "res" / "smoke_decompose.json").read_text())
     assert again["models"] == res["models"] and again["timings_s"]["models"] == res["timings_s"]["models"]
+    # the closed-window series' section (models_closed), written from the json as the open one is
+    from analyses.decompose.write import write_all
+    closed = dict(res["models"], series="closed", taus={n: {"tau_rule": None, "tau_mem": 1547.0}
+                                                        for n in res["models"]["models"]})
+    again.pop("summary")
+    write_all(dict(again, models_closed=closed), tmp_path / "res", "smoke_")
+    md = (tmp_path / "res" / "smoke_decompose.md").read_text()
+    assert "## 1b. The same over the closed-window series" in md and "τ_rule not reached, τ_mem 1547" in md
+    assert "- The closed-window series (parity G = 2, N = 30" in md
+    assert (tmp_path / "res" / "smoke_decompose_heatmap_closed.png").stat().st_size > 1000

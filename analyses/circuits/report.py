@@ -7,6 +7,11 @@ from scoreprobe.atomic import atomic_write_text
 from scoreprobe.viz.common import save_figure
 
 N_SHOW = 4          # sites per σ in the top tables
+OTHER = {"open": "circuits", "closed": "circuits_closed", "gpt": "circuits_gpt"}       # the result names per series
+RESULT_FIG = {k: f"{v}.png" for k, v in OTHER.items()}
+SERIES_WHO = {"open": "trained DiTs of the shipped recipe (N = 120: the window opens)",
+              "closed": "trained DiTs of the closed-window series (N = 30, analyses/mechanism_seeds: τ_mem before any "
+                        "τ_rule)"}
 
 
 def _n(v, fmt="{:+.2f}", none="–"):
@@ -50,7 +55,9 @@ def _header(res):
     taus = "; ".join(f"{n} (`{res['models'][n]}`): τ_rule {_tau(t, 'tau_rule')}, τ_mem {_tau(t, 'tau_mem')}, "
                      f"rule accuracy at most {t.get('rule_acc_max', np.nan):.3f} (last {t.get('rule_acc_last', np.nan):.3f})"
                      for n, t in res["taus"].items())
-    who = f"{len(names)} trained DiTs of the shipped recipe carry" if len(names) > 1 else "the shipped DiT carries"
+    series = res.get("series", "open")
+    who = (f"{len(names)} {SERIES_WHO[series]} carry" if len(names) > 1 else
+           "the shipped DiT carries" if series == "open" else f"one of the {SERIES_WHO[series]} carries")
     return [f"# Circuits: where {who} the rule and the copies, read per σ", "",
             f"Models (training seeds of one recipe, one dataset): {taus} (each series' clocks.json). Checkpoints "
             f"{res['steps'][0]}–{res['steps'][-1]} ({len(res['steps'])}); {p['n_pairs']} pairs of each kind, σ "
@@ -246,10 +253,11 @@ def markdown(res):
     lines = [*_header(res), *_summary(res), "## Rule pairs, per σ: sites ranked by effect", "",
              *_top_table(res, "rule"), "", *_pair_ci_table(res, "rule"), "", *_copy(res), *_heads(res),
              *_sub_blocks(res), *_ode(res),
-             "Figure `circuits.png`: per pair kind and σ, the pooled effect (site × checkpoint), mean over models; "
-             "blank where it is undefined in at least one model.", "",
-             "Not done here: the open/closed-window series; the copy effects where the pairs' contrasts have mixed "
-             "sign stay undefined (no sign-split reading is attempted).", ""]
+             f"Figure `{RESULT_FIG[res.get('series', 'open')]}`: per pair kind and σ, the pooled effect (site × "
+             "checkpoint), mean over models; blank where it is undefined in at least one model.", "",
+             "The other series: " + ", ".join(f"`{v}.md`" for k, v in OTHER.items() if k != res.get("series", "open"))
+             + " (`python analyses/circuits --series open|closed|gpt`). Not done here: the copy effects where the "
+             "pairs' contrasts have mixed sign stay undefined (no sign-split reading is attempted).", ""]
     return "\n".join(lines) + "\n"
 
 

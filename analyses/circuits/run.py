@@ -4,6 +4,8 @@
     python analyses/circuits --smoke --out /tmp/c   # < 2 min: the pipeline at toy size (the shipped model only)
     python analyses/circuits                   # CPU preset: 3 models x 24 checkpoints, ≈ 5 min on 1 thread
     python analyses/circuits --models s0       # a subset of the models
+    python analyses/circuits --series closed   # the closed-window series (analyses/mechanism_seeds' models)
+    python analyses/circuits --series gpt      # 3 GPTs patched with the logit metric (trains them: gpt.py)
     python analyses/circuits --from-results    # rewrite the .md (and .png) from the .json
 
 Through the API only: `sp.circuits` over each model's series (resumable stores analyses/results/
@@ -19,6 +21,7 @@ apart unpatched. Results: analyses/results/circuits.{md,json,png}.
 """
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -34,14 +37,19 @@ from scoreprobe.stats.ratio import DEN_FLOOR
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-MODELS = {"s0": "checkpoints/parity-default", "s1": "runs/shipped/s1", "s2": "runs/shipped/s2"}
+SERIES = {"open": {"s0": "checkpoints/parity-default", "s1": "runs/shipped/s1", "s2": "runs/shipped/s2"},
+          "closed": {f"closed-s{i}": f"runs/mechanism_seeds/closed-s{i}" for i in range(3)},
+          "gpt": {f"gpt-s{i}": f"runs/circuits-gpt/s{i}" for i in range(3)}}
+MODELS = SERIES["open"]
+RESULT_NAME = {"open": "circuits", "closed": "circuits_closed", "gpt": "circuits_gpt"}
 
 PRESETS = {
-    "cpu": dict(models=list(MODELS), steps=None, n_pairs=16, sigmas=[0.3, 0.7, 1.5], sites=["block", "sub", "head"],
+    "cpu": dict(models=None, steps=None, n_pairs=16, sigmas=[0.3, 0.7, 1.5], sites=["block", "sub", "head"],
                 n_boot=1000, floor=DEN_FLOOR, ode_pairs=16, ode_sigma_start=2.0, ode_stars=[2.0, 0.7, 0.3],
-                ode_steps=12),
-    "smoke": dict(models=["s0"], steps=[500, 2876, 36000], n_pairs=4, sigmas=[0.3, 1.5], sites=["block", "sub", "head"],
-                  n_boot=50, floor=DEN_FLOOR, ode_pairs=3, ode_sigma_start=2.0, ode_stars=[2.0], ode_steps=4),
+                ode_steps=12, gpt_steps=None, gpt_clock_samples=1000, gpt_runs="runs/circuits-gpt"),
+    "smoke": dict(models=None, steps=[500, 2876, 36000], n_pairs=4, sigmas=[0.3, 1.5], sites=["block", "sub", "head"],
+                  n_boot=50, floor=DEN_FLOOR, ode_pairs=3, ode_sigma_start=2.0, ode_stars=[2.0], ode_steps=4,
+                  gpt_steps=40, gpt_clock_samples=16, gpt_runs=None),       # gpt_runs None: <out>/gpt_runs
 }
 
 
@@ -93,7 +101,7 @@ def probe_models(sp, cfg, out_dir, name, log):
     seconds."""
     got, t0 = {}, time.time()
     for model in cfg["models"]:
-        series = sp.load_series(ROOT / MODELS[model])
+        series = sp.load_series(ROOT / SERIES[cfg["series"]][model])     # smoke: the steps of the shipped series
         taus = read_taus(series.path)
         ds = sp.circuits(series, sigmas=cfg["sigmas"], n_pairs=cfg["n_pairs"], sites=cfg["sites"], steps=cfg["steps"],
                          floor=cfg["floor"], out=out_dir / f"{name}_{model}.zarr")
@@ -123,7 +131,7 @@ def run(cfg, out_dir, name, log):
     t1 = time.time()
     chosen = {k: ode_sites(cells[k], sigmas, kinds_of) for k in ("rule", "copy")}
     ode = {n: ode_flips(sp, got[n][0], chosen, cfg) for n in names}
-    result = {"preset": cfg, "models": {n: str(Path(MODELS[n])) for n in names},
+    result = {"preset": cfg, "series": cfg["series"], "models": {n: str(Path(SERIES[cfg["series"]][n])) for n in names},
               "steps": [int(s) for s in first.step.values], "sites": sites, "site_kinds": kinds_of, "sigmas": sigmas,
               "taus": {n: got[n][2] for n in names}, "per_model": per_model, "cells": cells, "family": family,
               "contrasts": across.contrasts_across(per_model, names), "ode": ode,
@@ -132,6 +140,31 @@ def run(cfg, out_dir, name, log):
     atomic_write_text(out_dir / f"{name}.json", json.dumps(result, indent=1))
     circuits_report.write(result, out_dir, name)
     log(f"wrote {out_dir / name}.{{json,md,png}} (probe {t_probe:.0f} s)")
+    return result
+
+
+def run_gpt(cfg, out_dir, name, log):
+    """The GPT reading (analyses/circuits/gpt.py): train and clock the GPTs (resumable), patch every checkpoint
+    with the logit metric, models as units at the checkpoints nearest the clocks and the last."""
+    import torch
+
+    import scoreprobe as sp
+    from analyses.circuits import gpt, gpt_report
+    torch.set_num_threads(1)
+    seeds = [int(m.rsplit("-s", 1)[1]) for m in cfg["models"]]
+    models = gpt.gpt_models(ROOT, seeds, cfg["gpt_runs"] or Path(out_dir).resolve() / "gpt_runs", cfg["gpt_steps"])
+    series = gpt.train_and_clock(sp, models, cfg["gpt_clock_samples"], log)
+    t0 = time.time()
+    per_model = {n: gpt.gpt_circuits(sp, s, cfg, log) for n, s in series.items()}
+    names = list(per_model)
+    taus = {n: read_taus(models[n][1]) for n in names}
+    at = gpt.read_steps(per_model[names[0]]["steps"], taus)
+    result = _clean({"preset": cfg, "series": "gpt", "models": {n: os.path.relpath(models[n][1], ROOT) for n in names},
+                     "steps": per_model[names[0]]["steps"], "taus": taus, "read_steps": at, "per_model": per_model,
+                     "across": gpt.gpt_across(per_model, names, at), "seconds": {"probe": round(time.time() - t0, 1)}})
+    atomic_write_text(out_dir / f"{name}.json", json.dumps(result, indent=1))
+    gpt_report.write(result, out_dir, name)
+    log(f"wrote {out_dir / name}.{{json,md}}")
     return result
 
 
@@ -155,28 +188,37 @@ def main(argv=None):
     p.add_argument("--smoke", action="store_true", help="toy size (the shipped model, 3 checkpoints, 4 pairs, 2 σ)")
     p.add_argument("--plan", action="store_true", help="print what the preset computes and stop")
     p.add_argument("--from-results", action="store_true", help="rewrite the .md and .png from the .json")
-    p.add_argument("--models", default=None, help=f"comma list of models among {', '.join(MODELS)}")
+    p.add_argument("--series", default="open", choices=list(SERIES),
+                   help="open: the shipped recipe (default); closed: the closed-window series; gpt: GPTs, logit metric")
+    p.add_argument("--models", default=None, help="comma list of models of the series (open: s0, s1, s2)")
     p.add_argument("--out", default=None, help="results folder (default analyses/results)")
     a = p.parse_args(argv)
     preset = "smoke" if a.smoke else "cpu"
-    cfg = PRESETS[preset]
+    cfg = {**PRESETS[preset], "series": a.series}
+    known = SERIES[a.series]
     if a.models:
         chosen = [m.strip() for m in a.models.split(",") if m.strip()]
-        if not chosen or set(chosen) - set(MODELS):
-            p.error(f"--models takes names among {', '.join(MODELS)}, got {a.models!r}")
-        cfg = {**cfg, "models": chosen}
+        if not chosen or set(chosen) - set(known):
+            p.error(f"--models takes names among {', '.join(known)}, got {a.models!r}")
+        cfg["models"] = chosen
+    elif cfg["models"] is None:
+        cfg["models"] = list(known)[:1] if preset == "smoke" else list(known)
     out_dir = Path(a.out or HERE.parent / "results")
     out_dir.mkdir(parents=True, exist_ok=True)
-    name = "circuits" if preset == "cpu" else "circuits_smoke"
+    name = RESULT_NAME[a.series] + ("" if preset == "cpu" else "_smoke")
     if a.plan:
         print(circuits_report.plan(cfg))
         return 0
     if a.from_results:
         result = json.loads((out_dir / f"{name}.json").read_text())
-        circuits_report.write(result, out_dir, name)
-        print(f"wrote {out_dir / name}.md and .png")
+        if a.series == "gpt":
+            from analyses.circuits import gpt_report
+            gpt_report.write(result, out_dir, name)
+        else:
+            circuits_report.write(result, out_dir, name)
+        print(f"wrote {out_dir / name} (.md, and .png for a DiT series)")
         return 0
-    run(cfg, out_dir, name, print)
+    (run_gpt if a.series == "gpt" else run)(cfg, out_dir, name, print)
     return 0
 
 

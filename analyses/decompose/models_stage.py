@@ -2,10 +2,17 @@
 the calls made with a two-level bootstrap (models, then points within each) and the mixture weights with
 intervals; per model as well, so that a call resting on one model shows.
 
-The models: checkpoints/parity-default (training seed 0) and runs/shipped/s1, runs/shipped/s2, trained by the
-command in checkpoints/README.md with `--seed 1` / `--seed 2` (same data, N = 120). Each model's decompose is a
-resumable store under <runs>/models/<model>.decompose.zarr (not committed); the json keeps the calls, the
-intervals and the r² averaged over models — what the md is written from.
+Two series of 3 models each (SERIES):
+
+  open    the shipped recipe, whose innovation window opens: checkpoints/parity-default (training seed 0) and
+          runs/shipped/s1, runs/shipped/s2, trained by the command in checkpoints/README.md with `--seed 1` /
+          `--seed 2` (same data, N = 120); measured at p["model_steps"].
+  closed  the closed-window series of analyses/mechanism_seeds (parity G = 2, N = 30, 3750 steps: τ_mem comes
+          before any τ_rule), training seeds 0, 1, 2 under runs/mechanism_seeds/closed-s*, trained by that
+          study (grid.series_config); measured at p["closed_steps"].
+
+Each model's decompose is a resumable store under <runs>/models/<model>.decompose.zarr (not committed); the
+json keeps the calls, the intervals and the r² averaged over models — what the md is written from.
 """
 import logging
 from pathlib import Path
@@ -14,20 +21,22 @@ import numpy as np
 
 logger = logging.getLogger("decompose.models")
 
-MODEL_DIRS = {"seed0": "checkpoints/parity-default", "seed1": "runs/shipped/s1", "seed2": "runs/shipped/s2"}
+SERIES = {"open": {"seed0": "checkpoints/parity-default", "seed1": "runs/shipped/s1", "seed2": "runs/shipped/s2"},
+          "closed": {f"closed-s{i}": f"runs/mechanism_seeds/closed-s{i}" for i in range(3)}}
+STEPS_KEY = {"open": "model_steps", "closed": "closed_steps"}
 
 
-def _series(root, p):
-    """{model: CheckpointSeries} of every model whose run directory exists (with all of p's steps)."""
+def _series(root, p, series):
+    """{model: CheckpointSeries} of every model of `series` whose run directory exists (with all its steps)."""
     import scoreprobe as sp
     out = {}
-    for name, rel in MODEL_DIRS.items():
+    for name, rel in SERIES[series].items():
         d = Path(root) / rel
         if not (d / "run.json").is_file():
             logger.warning("model %s: no run at %s, left out", name, d)
             continue
         s = sp.load_series(str(d))
-        missing = [int(t) for t in p["model_steps"] if int(t) not in set(int(v) for v in s.steps)]
+        missing = [int(t) for t in p[STEPS_KEY[series]] if int(t) not in set(int(v) for v in s.steps)]
         if missing:
             logger.warning("model %s: checkpoints %s missing, left out", name, missing)
             continue
@@ -35,15 +44,15 @@ def _series(root, p):
     return out
 
 
-def decompose_models(p, root, runs_dir):
-    """{model: decompose Dataset} over p["model_steps"], resumed from the stores."""
+def decompose_models(p, root, runs_dir, series="open"):
+    """{model: decompose Dataset} of one series' models over its steps, resumed from the stores."""
     import scoreprobe as sp
     store = Path(runs_dir) / "models"
     store.mkdir(parents=True, exist_ok=True)
     out = {}
-    for name, s in _series(root, p).items():
+    for name, s in _series(root, p, series).items():
         out[name] = sp.decompose(s, sigmas=p["sigmas"], n_points=p["n_points"], n_noise=p["n_noise"],
-                                 steps=p["model_steps"], patch=tuple(p["model_patch"]), progress=False,
+                                 steps=p[STEPS_KEY[series]], patch=tuple(p["model_patch"]), progress=False,
                                  out=str(store / f"{name}.decompose.zarr"))
         logger.info("decompose of %s done", name)
     return out
@@ -62,13 +71,32 @@ def _summary_json(s):
     return out
 
 
-def measure_models(p, root, runs_dir):
-    """JSON-able: the calls pooled over models (two-level bootstrap) and per model, the mixture weights with
-    intervals pooled over models, the r² of each oracle averaged over models, and the best patch size per σ."""
+def _clock_taus(root, rel):
+    """τ_rule and τ_mem with their CIs from a model's clocks.json (checkpoints/measure.py), None if absent."""
+    import json
+    f = Path(root) / rel / "clocks.json"
+    if not f.is_file():
+        return None
+    t = json.loads(f.read_text())["taus"]
+    return {k: t.get(k) for k in ("tau_rule", "tau_rule_ci", "tau_mem", "tau_mem_ci")}
+
+
+def with_clocks(m, root, series):
+    """The stage result `m` with its series' name and each model's τ from its clocks.json (read now, not cached:
+    the clocks may be measured after the decompose)."""
+    if not m:
+        return m
+    return {**m, "series": series, "taus": {n: _clock_taus(root, SERIES[series][n]) for n in m["models"]}}
+
+
+def measure_models(p, root, runs_dir, series="open"):
+    """JSON-able, for one series: the calls pooled over models (two-level bootstrap) and per model, the mixture
+    weights with intervals pooled over models, the r² of each oracle averaged over models, the best patch size
+    per σ and each model's clocks."""
     import warnings
 
     import scoreprobe as sp
-    dss = decompose_models(p, root, runs_dir)
+    dss = decompose_models(p, root, runs_dir, series)
     if not dss:
         return None
     names = list(dss)
@@ -82,7 +110,7 @@ def measure_models(p, root, runs_dir):
         best_p = sp.best_patch(items[0])
     first = items[0]
     r2 = np.mean([d.r2.transpose("step", "sigma", "split", "oracle").values for d in items], axis=0)
-    return {"models": names, "model_dirs": {n: MODEL_DIRS[n] for n in names},
+    return {"series": series, "models": names, "model_dirs": {n: SERIES[series][n] for n in names},
             "steps": [int(s) for s in first.step.values], "sigma": [float(s) for s in first.sigma.values],
             "split": [str(s) for s in first.split.values], "oracle": [str(o) for o in first.oracle.values],
             "n_boot": p["model_boot"], "pooled": _summary_json(pooled), "per_model": per_model,

@@ -62,28 +62,46 @@ def _call_text(m, i, k, j):
     return f"{lab} (lead {m['pooled']['lead'][i][k][j]:+.3f} [{lo:+.3f}, {hi:+.3f}])"
 
 
-def models_findings(m, s, t):
+SERIES_TEXT = {"open": "the shipped recipe (parity G = 2, N = 120, 36 000 steps: its window opens)",
+               "closed": "the closed-window series (parity G = 2, N = 30, 3750 steps: τ_mem before any τ_rule; "
+                         "analyses/mechanism_seeds)"}
+
+
+def _taus_text(m):
+    """'name τ_rule …, τ_mem …' per model from the clocks each series' run directory holds."""
+    def one(t, k):
+        v = (t or {}).get(k)
+        return "not reached" if v is None else f"{v:.0f}"
+    taus = m.get("taus") or {}
+    return "; ".join(f"{n}: τ_rule {one(taus.get(n), 'tau_rule')}, τ_mem {one(taus.get(n), 'tau_mem')}"
+                     for n in m["models"])
+
+
+def models_findings(m, s, t, key="models"):
     if not m:
-        return ["- Section 1 was not measured (no trained models found)."]
-    reg = s["models"]["regions"]["heldout"]
-    out = [f"- Over {len(m['models'])} trained models ({', '.join(m['models'])}), held-out points: "
+        return [f"- Section 1 ({key}) was not measured (no trained models found)."]
+    reg = s[key]["regions"]["heldout"]
+    text = SERIES_TEXT[m.get("series", "open")]
+    out = [f"- {text[0].upper() + text[1:]}, over {len(m['models'])} trained models "
+           f"({', '.join(m['models'])}), held-out points: "
            + "; ".join(f"{n} in {r['cells']} cells (steps {r['steps'][0]}–{r['steps'][1]}, σ {r['sigma'][0]:g}–"
                        f"{r['sigma'][1]:g})" for n, r in reg.items()) + "."]
     if "shrinkage" in reg:
         out.append("- Step 0 is a linear shrinkage (the untrained adaLN-Zero network is x/(1+σ²)): no oracle is "
                    "named there, whichever is nearest.")
     sig5 = 5.0 if 5.0 in m["sigma"] else None
-    if sig5 is not None:
+    if sig5 is not None and m.get("series", "open") == "open":
         cells = [f"step {st}: {_call_text(m, *_cell(m, st, sig5))}" for st in m["steps"] if st > 0]
         out.append("- σ = 5, with the Gaussian (Wiener) oracle of the training set's mean and covariance among the "
                    "candidates (it cannot copy): " + "; ".join(cells) + ".")
     return out
 
 
-def models_section(m, s, t, prefix):
+def models_section(m, s, t, prefix, key="models", title="1. Which oracle explains the network (over trained models)"):
     if not m:
-        return ["## 1. Which oracle explains the network", "", "Not measured.", ""]
-    L = ["## 1. Which oracle explains the network (over trained models)", "",
+        return [f"## {title}", "", "Not measured (no trained models of this series found).", ""]
+    clk = f" Clocks (each model's clocks.json): {_taus_text(m)}." if m.get("taus") else ""
+    L = [f"## {title}", "", f"Series: {SERIES_TEXT[m.get('series', 'open')]}.{clk}", "",
          f"Models: {', '.join(f'{n} ({d})' for n, d in m['model_dirs'].items())}. Oracles: {', '.join(m['oracle'])}. "
          f"A cell names an oracle only where a two-level bootstrap ({m['n_boot']} resamples: models, then points "
          "within each) puts its lead over the runner-up above 0 and its margin over the best shrinkage c·x above 0; "
@@ -92,13 +110,13 @@ def models_section(m, s, t, prefix):
     for split in m["split"]:
         L += [f"**{split} points**", "", "| label | cells | steps | σ |", "|---|---|---|---|"]
         L += [f"| {n} | {r['cells']} | {r['steps'][0]}–{r['steps'][1]} | {r['sigma'][0]:g}–{r['sigma'][1]:g} |"
-              for n, r in s["models"]["regions"][split].items()] + [""]
+              for n, r in s[key]["regions"][split].items()] + [""]
     L += ["Held-out points, the call per cell (lead over the runner-up with its 95% interval):", "",
           "| step | " + " | ".join(f"σ {x:g}" for x in m["sigma"]) + " |", "|---|" + "---|" * len(m["sigma"])]
     j = m["split"].index("heldout")
     for i, st in enumerate(m["steps"]):
         L.append(f"| {st} | " + " | ".join(_call_text(m, i, k, j) for k in range(len(m["sigma"]))) + " |")
-    agree = s["models"]["per_model_agree"]
+    agree = s[key]["per_model_agree"]
     L += ["", "A call pooled over models against each model's own call (held-out cells with a pooled call): " +
           ", ".join(f"{n} {a} of {b}" for n, (a, b) in agree.items()) + ".", "",
           "Mixture weights (w ≥ 0, Σ w = 1; 95% two-level interval; oracles whose upper end is below 0.05 left out), "
@@ -108,7 +126,8 @@ def models_section(m, s, t, prefix):
     for i, st in enumerate(m["steps"]):
         L.append(f"| {st} | " + " | ".join(_mix(m, i, m["sigma"].index(x), j) for x in MIX_SIGMAS if x in m["sigma"])
                  + " |")
-    L += _patch_lines(m) + ["", f"![calls]({prefix}decompose_heatmap.png)", ""]
+    fig = "decompose_heatmap.png" if key == "models" else f"decompose_heatmap_{m['series']}.png"
+    L += _patch_lines(m) + ["", f"![calls]({prefix}{fig})", ""]
     return L
 
 
@@ -145,6 +164,7 @@ def fig_models(m, path):
     ax.set_xlabel("step"), ax.set_ylabel("σ")
     handles = [matplotlib.patches.Patch(color=cmap(q), label=n) for q, n in enumerate(names)]
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    ax.set_title(f"held-out calls over {len(m['models'])} models (two-level bootstrap)", fontsize=9)
+    ax.set_title(f"{m.get('series', 'open')} series: held-out calls over {len(m['models'])} models "
+                 "(two-level bootstrap)", fontsize=9)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)

@@ -35,14 +35,14 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 from analyses.decompose.crossover_stage import measure_cross_ci, measure_excess_by_n
-from analyses.decompose.models_stage import measure_models
+from analyses.decompose.models_stage import measure_models, with_clocks
 from analyses.decompose.pairs import measure_pairs, train_pairs
 from scoreprobe.atomic import atomic_write_text
 
 logger = logging.getLogger("decompose")
 
 PRESETS = {
-    "smoke": dict(steps=[500, 36000], model_steps=[500, 36000], model_patch=[3], model_boot=50, sigmas=[0.3, 1.0, 3.0], n_points=8, n_noise=1,
+    "smoke": dict(steps=[500, 36000], model_steps=[500, 36000], closed_steps=[100, 3750], model_patch=[3], model_boot=50, sigmas=[0.3, 1.0, 3.0], n_points=8, n_noise=1,
                   cross_sigmas=[0.1, 0.5, 2.0], cross_noise=1, cross_steps=[500, 36000], Ns=[8, 16], excess_noise=1,
                   excess_seeds=[0, 1], cross_series=["checkpoints/parity-default"], cross_ci_draws=2,
                   cross_ci_boot=50, cross_ci_steps=[500, 1089, 2373, 36000],
@@ -51,16 +51,17 @@ PRESETS = {
                   pair_points=8, pair_samples=16, pair_planes=1, pair_res=4, pair_ode_steps=6,
                   pair_sigmas=[0.5, 1.0], pair_measure_at=[40]),
     "cpu": dict(steps=None, model_steps=[0, 607, 896, 1322, 1950, 2876, 4243, 6259, 9233, 13620, 24404, 36000],
+                closed_steps=[0, 100, 200, 350, 531, 736, 1019, 1412, 1955, 2708, 3750],
                 model_patch=[3, 5], model_boot=1000, sigmas=[0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0, 5.0], n_points=64,
                 n_noise=2, cross_sigmas=list(np.geomspace(0.02, 20, 16)), cross_noise=4, cross_steps=None,
                 Ns=[30, 60, 120, 240, 480], excess_noise=4, excess_seeds=[0, 1, 2, 3, 4],
                 cross_series=["checkpoints/parity-default", "runs/shipped/s1", "runs/shipped/s2"], cross_ci_draws=8,
                 cross_ci_boot=1000, cross_ci_steps=None,
                 pair_Ns=[120, 240], pair_replicates=3, pair_same_data=[0], pair_heldout=64, pair_width=80,
-                pair_depth=4, pair_batch=96, pair_steps=3500, pair_checkpoints=10, pair_first=300,
+                pair_depth=4, pair_batch=96, pair_steps=7000, pair_checkpoints=10, pair_first=300,
                 pair_clock_samples=200, pair_points=64, pair_samples=200, pair_planes=2, pair_res=16,
                 pair_ode_steps=18, pair_sigmas=[0.1, 0.2, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0],
-                pair_measure_at=[1000, 3500]),
+                pair_measure_at=[1000, 3500, 7000]),
 }
 
 
@@ -74,7 +75,8 @@ def parse_args(argv=None):
                     help="run directories of the disjoint pairs and cached stage results (resumable; not committed)")
     ap.add_argument("--no-pairs", action="store_true", help="only the shipped-series stages (cached), no json")
     ap.add_argument("--models-only", action="store_true",
-                    help="only section 1 over the trained models (models_stage.py), merged into the existing json")
+                    help="only section 1 over the trained models of both series (models_stage.py), merged into the "
+                         "existing json")
     ap.add_argument("--pairs-only", action="store_true",
                     help="only the disjoint pairs (train, resumable; measure) and the crossover intervals (τ_cross over "
                          "the cross_series, the excess over data seeds); the other sections are kept from the json")
@@ -125,6 +127,7 @@ def _num(v):
 
 
 STAGE_KEYS = {"models": ("sigmas", "n_points", "n_noise", "model_steps", "model_patch", "model_boot"),
+              "models_closed": ("sigmas", "n_points", "n_noise", "closed_steps", "model_patch", "model_boot"),
               "crossover": ("cross_sigmas", "cross_noise", "cross_steps"),
               "excess_by_n": ("Ns", "excess_noise", "excess_seeds", "cross_sigmas"),
               "cross_ci": ("cross_series", "cross_ci_draws", "cross_ci_boot", "cross_ci_steps", "cross_sigmas"),
@@ -158,14 +161,19 @@ def run(p, name, args, old=None):
     res = dict(old) if old else {}
     res.update({"preset": name, "params": p, "taus": shipped_taus()})
     timings = dict(res.get("timings_s", {}))
-    stages = {"models": lambda: measure_models(p, ROOT, runs_dir), "crossover": lambda: measure_crossover(p, series),
+    stages = {"models": lambda: measure_models(p, ROOT, runs_dir),
+              "models_closed": lambda: measure_models(p, ROOT, runs_dir, "closed"),
+              "crossover": lambda: measure_crossover(p, series),
               "excess_by_n": lambda: measure_excess_by_n(p, series.rule, ROOT),
               "cross_ci": lambda: measure_cross_ci(p, ROOT, runs_dir)}
     for key, fn in stages.items():
-        if args.models_only and key != "models":
+        if args.models_only and not key.startswith("models"):
             continue
-        if not (args.pairs_only and key in ("models", "crossover")):
+        if not (args.pairs_only and key in ("models", "models_closed", "crossover")):
             cached_stage(runs_dir, key, p, fn, res, timings)
+    for key, which in (("models", "open"), ("models_closed", "closed")):
+        if key in res:
+            res[key] = with_clocks(res[key], ROOT, which)
     res.pop("decompose", None)      # the one-model r² table of issue 38, replaced by the models stage
     if args.models_only:
         res["timings_s"] = timings

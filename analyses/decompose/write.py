@@ -34,7 +34,7 @@ def gap_closed(cross, taus):
 
 def summaries(res):
     cross, ex = res["crossover"], res["excess_by_n"]
-    out = {"models": models_summary(res.get("models")),
+    out = {"models": models_summary(res.get("models")), "models_closed": models_summary(res.get("models_closed")),
            "tau_cross": cross["tau_cross"], "tau_cross_sigma": dict(zip([f"{s:.3g}" for s in cross["sigma"]],
                                                                       cross["tau_cross_sigma"])),
            "gap_closed": gap_closed(cross, res["taus"]),
@@ -62,6 +62,8 @@ def _f(v, fmt="{:.0f}"):
 def findings(res, s):
     """The headline numbers as a list of markdown lines (computed, so --from-results rewrites them)."""
     out = ["## Findings (held-out points unless said)", ""] + models_findings(res.get("models"), s, res["taus"])
+    if res.get("models_closed"):
+        out += models_findings(res["models_closed"], s, res["taus"], "models_closed")
     out += cross_findings(res, s) + pairs_findings(s)
     return out
 
@@ -80,7 +82,11 @@ def markdown(res, s, prefix):
          f"depth {p['pair_depth']}, batch {p['pair_batch']}, {p['pair_steps']} steps. "
          f"Wall times (s, 1 torch thread, shared machine): {json.dumps(res.get('timings_s', {}))}.", "",
          *findings(res, s), ""]
-    L += models_section(res.get("models"), s, t, prefix) + crossover_section(res, s, t, prefix) + pairs_section(res, s, prefix)
+    L += models_section(res.get("models"), s, t, prefix)
+    if "models_closed" in res:
+        L += models_section(res["models_closed"], s, t, prefix, "models_closed",
+                            "1b. The same over the closed-window series")
+    L += crossover_section(res, s, t, prefix) + pairs_section(res, s, prefix)
     return "\n".join(L)
 
 
@@ -90,6 +96,8 @@ def write_all(res, out, prefix=""):
     atomic_write_text(out / f"{prefix}decompose.json", json.dumps(res_s, indent=1))
     if res.get("models"):
         fig_models(res["models"], out / f"{prefix}decompose_heatmap.png")
+    if res.get("models_closed"):
+        fig_models(res["models_closed"], out / f"{prefix}decompose_heatmap_closed.png")
     fig_crossover(res, s, out / f"{prefix}decompose_crossover.png")
     fig_pairs(s, out / f"{prefix}decompose_disjoint.png")
     atomic_write_text(out / f"{prefix}decompose.md", markdown(res, s, prefix))
