@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import scoreprobe as sp
-from scoreprobe.errors import ConfigError
+from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.inside.cache import gpt_inputs
 from scoreprobe.inside.hooks import hook_points
 from scoreprobe.models.gpt import GPT, GPTConfig
@@ -80,3 +80,29 @@ def test_metric_refusals(gpt, shipped):
     D, data = shipped
     with pytest.raises(ConfigError, match="for a GPT"):
         sp.patch(D, data.train[:2], data.heldout[:2], 0.5, sites="head", metric="logit_diff")
+
+
+def test_positions_weight_the_logit_difference(gpt):
+    """positions= (B, D) weights: one-hot at bit p reads logit_p[clean] − logit_p[other] of a plain forward;
+    the default equals weights 1 from the first flipped bit on; patching the logits stays exactly 1."""
+    clean, corrupt = _pairs()
+    with torch.no_grad():
+        lg = {k: gpt(gpt_inputs(gpt, torch.as_tensor(b))).double().numpy() for k, b in (("c", clean), ("r", corrupt))}
+    hot = np.zeros(clean.shape)
+    hot[:, 12] = 1.0
+    ds = sp.patch(gpt, clean, corrupt, None, sites=["final.hook_out", "none"], metric="logit_diff", positions=hot)
+    c12 = clean[:, 12]
+    for k, name in (("c", "metric_clean"), ("r", "metric_corrupt")):
+        want = lg[k][np.arange(4), 12, c12] - lg[k][np.arange(4), 12, 1 - c12]
+        np.testing.assert_allclose(ds[name].values, want, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(ds.effect.sel(site="final.hook_out").values, 1.0, atol=1e-9)
+    after = (np.cumsum(clean != corrupt, 1) > 0).astype(float)
+    a = sp.patch(gpt, clean, corrupt, None, sites=["final.hook_out"], metric="logit_diff", positions=after)
+    b = sp.patch(gpt, clean, corrupt, None, sites=["final.hook_out"], metric="logit_diff")
+    np.testing.assert_array_equal(a.metric_corrupt.values, b.metric_corrupt.values)
+    with pytest.raises(DataError, match="no zero row"):
+        sp.patch(gpt, clean, corrupt, None, sites="head", metric="logit_diff", positions=np.zeros(clean.shape))
+    with pytest.raises(DataError, match="shape"):
+        sp.patch(gpt, clean, corrupt, None, sites="head", metric="logit_diff", positions=hot[:, :5])
+    with pytest.raises(ConfigError, match="logit_diff"):
+        sp.patch(gpt, clean, corrupt, None, sites="head", positions=hot)

@@ -80,8 +80,9 @@ def test_gpt_series_smoke_patches_with_the_logit_metric(tmp_path):
     series = sp.load_series(tmp_path / "gpt_runs" / "s0")
     assert m["steps"] == [int(s) for s in series.steps]
     from analyses.circuits.gpt import gpt_rule_pairs
-    clean, corrupt = gpt_rule_pairs(series.dataset, series.rule, 4, 0)
-    ds = sp.patch(series.sampler(m["steps"][-1]), clean, corrupt, None, sites=["*"], metric="logit_diff")
+    clean, corrupt, positions = gpt_rule_pairs(series.dataset, series.rule, 4, 0)
+    ds = sp.patch(series.sampler(m["steps"][-1]), clean, corrupt, None, sites=["*"], metric="logit_diff",
+                  positions=positions)
     np.testing.assert_allclose(m["rule"]["contrast_mean"][-1], float((ds.metric_clean - ds.metric_corrupt).mean()),
                                rtol=1e-9)
     assert all(len(row) == len(m["sites"]) for row in m["copy"]["effect"])
@@ -93,8 +94,8 @@ def test_gpt_series_smoke_patches_with_the_logit_metric(tmp_path):
 
 
 def test_gpt_rule_pairs_flip_the_earlier_group_member():
-    """The flipped bit is the first of its parity group in token order, so its mate comes after it (where a
-    teacher-forced log-odds can read it); every clean image is valid and every corrupt one is not."""
+    """The flipped bit is the first of its parity group in token order and the position read is the group's last
+    member (after it: a teacher-forced log-odds can read it); every clean image is valid, every corrupt one not."""
     import numpy as np
 
     from analyses.circuits.gpt import gpt_rule_pairs
@@ -102,14 +103,14 @@ def test_gpt_rule_pairs_flip_the_earlier_group_member():
     from scoreprobe.data.rules import rule_from_spec
     rule = rule_from_spec({"name": "parity", "G": 3, "shape": [6, 6]})
     data = make_dataset(rule, 8, 40, 0)
-    clean, corrupt = gpt_rule_pairs(data, rule, 40, 3)
+    clean, corrupt, positions = gpt_rule_pairs(data, rule, 40, 3)
     diff = clean != corrupt
-    assert (diff.sum(1) == 1).all()
-    flipped = diff.argmax(1)
+    assert (diff.sum(1) == 1).all() and (positions.sum(1) == 1).all() and set(np.unique(positions)) == {0.0, 1.0}
+    flipped, read = diff.argmax(1), positions.argmax(1)
     groups = np.asarray(rule.groups)
-    for b in flipped:
+    for b, r in zip(flipped, read):
         g = groups[(groups == b).any(1)][0]
-        assert b == g.min() and (g > b).sum() == len(g) - 1
+        assert b == g.min() and (g > b).sum() == len(g) - 1 and r == g.max()
     assert rule.is_valid(clean).all() and not rule.is_valid(corrupt).any()
 
 

@@ -38,5 +38,5 @@ def test_decompose_study_smoke_plan_and_from_results(tmp_path, capsys):
     write_all(dict(again, models_closed=closed), tmp_path / "res", "smoke_")
     md = (tmp_path / "res" / "smoke_decompose.md").read_text()
     assert "## 1b. The same over the closed-window series" in md and "τ_rule not reached, τ_mem 1547" in md
-    assert "- The closed-window series (parity G = 2, N = 30" in md
+    assert "- The closed-window series (parity G = 2, N = 30" in md and "trained here" in md
     assert (tmp_path / "res" / "smoke_decompose_heatmap_closed.png").stat().st_size > 1000

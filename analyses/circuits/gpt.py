@@ -6,19 +6,22 @@ bits from the first position where clean and corrupt differ. The two pair kinds 
 
     copy  clean = a training item, corrupt = its nearest held-out item (scoreprobe.probes.circuits.copy_pairs):
           which sites carry the log-odds of the training item's continuation.
-    rule  clean = a held-out (valid) item, corrupt = the same with one bit flipped — the *earlier* member, in
-          token order, of a parity group, so that its group mate comes later and the log-odds read it (flipping
-          the later member would leave its mate in the shared prefix, where teacher forcing cannot see it).
+    rule  clean = a held-out (valid) item, corrupt = the same with one bit flipped — the *first* member, in
+          token order, of a parity group — and the log-odds read only at the group's *last* member
+          (`positions=` one-hot there), the bit parity fixes given the others: the rule's own log-odds. The sum
+          over every later position mixes in how the whole continuation depends on the prefix, and its
+          contrasts had mixed sign over pairs in every model (the first run of this study).
 
 Effects are pooled over pairs per checkpoint with the checked ratio (reduce_pairs: NaN where the pairs'
 contrasts have mixed sign or are below the floor), with a bootstrap interval over pairs at the last
 checkpoint.
 
 The models: GPTs of analyses/gpt_clocks' recipe (the shipped DiT's data, split, batch and EMA; GPT "tiny", lr
-1e-3, constant) at training seeds 0, 1, 2, stopped at 1500 steps (≈ 1.8 τ_mem of that study's GPT: with a
-constant learning rate the first 1500 steps are those of its 12 000-step run), trained here under
-runs/circuits-gpt/s<seed> and their clocks measured (1000 ancestral samples, seed 0) into each run's
-clocks.json; models are the units of the across-model intervals, as for the DiT.
+1e-3, constant) at training seeds 0, 1, 2, stopped at 1500 steps (past τ_mem), trained here under
+runs/circuits-gpt/s<seed> and their clocks measured here (1000 ancestral samples, seed 0) into each run's
+clocks.json — not borrowed from gpt_clocks, whose 12 000-step run was trained by an earlier version of the
+trainer (2026-12-01; seed 0 here reaches τ_mem 894 [873, 915] against its 818 [778, 855]). Models are the units
+of the across-model intervals, as for the DiT.
 """
 import dataclasses
 import json
@@ -76,19 +79,24 @@ def _plain(v):
 
 
 def gpt_rule_pairs(dataset, rule, n, seed):
-    """(clean, corrupt) uint8 (n, D): held-out items, the earlier member (token order = bit index) of a
-    randomly chosen parity group flipped."""
+    """(clean, corrupt uint8 (n, D), positions float (n, D)): held-out items, the first member (token order = bit
+    index) of a randomly chosen parity group flipped; positions one-hot at that group's last member."""
     groups = np.sort(np.asarray(rule.groups), axis=1)                          # (n_groups, G), ascending
     clean = dataset.heldout[:n].copy()
     g = np.random.default_rng(seed).integers(0, len(groups), len(clean))
+    rows = np.arange(len(clean))
     corrupt = clean.copy()
-    corrupt[np.arange(len(clean)), groups[g, 0]] ^= 1
-    return clean, corrupt
+    corrupt[rows, groups[g, 0]] ^= 1
+    positions = np.zeros(clean.shape)
+    positions[rows, groups[g, -1]] = 1.0
+    return clean, corrupt, positions
 
 
-def _one(sp, net, clean, corrupt, sites, floor):
-    """(numerators (site, pair), contrasts (pair,), site labels) of one pair kind at one checkpoint."""
-    ds = sp.patch(net, clean, corrupt, None, sites=sites, metric="logit_diff", floor=floor)
+def _one(sp, net, pair, sites, floor):
+    """(numerators (site, pair), contrasts (pair,), site labels) of one pair kind at one checkpoint; pair =
+    (clean, corrupt) or (clean, corrupt, positions)."""
+    ds = sp.patch(net, pair[0], pair[1], None, sites=sites, metric="logit_diff", floor=floor,
+                  positions=pair[2] if len(pair) > 2 else None)
     den = (ds.metric_clean - ds.metric_corrupt).values
     return ds.effect_numerator.transpose("site", "sample").values, den, [str(s) for s in ds.site.values]
 
@@ -108,8 +116,8 @@ def gpt_circuits(sp, series, cfg, log=print):
         warnings.filterwarnings("ignore", category=UserWarning)               # undefined cells: kept with reasons
         for st in steps:
             net = series.sampler(st)
-            for k, (c, r) in pairs.items():
-                n_, d_, labels = _one(sp, net, c, r, cfg["sites"], cfg["floor"])
+            for k, pair in pairs.items():
+                n_, d_, labels = _one(sp, net, pair, cfg["sites"], cfg["floor"])
                 num[k].append(n_)
                 den[k].append(d_)
             log(f"gpt step {st}: patched")

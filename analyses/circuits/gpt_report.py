@@ -25,7 +25,9 @@ def _table(res, kind):
         con = a["contrast"][read]
         row = _ranked(a["cells"], read)
         undefined = [c for c in row if c["mean"] is None]
-        for c in [c for c in row if c["mean"] is not None][:N_SHOW]:
+        defined = [c for c in row if c["mean"] is not None]
+        head = next((c for c in defined if "[head=" in c["site"]), None)          # the best head, shown always
+        for c in defined[:N_SHOW] + ([head] if head is not None and head not in defined[:N_SHOW] else []):
             L.append(f"| {READ_TEXT[read]} | {step} | {_n(con['mean'], '{:+.1f}')} {_ci(con['ci'], '{:+.1f}')} | "
                      f"`{c['site']}` | {_n(c['mean'])} {_ci(c['ci'])} | {_models(c['per_model'], names)} | "
                      f"{_n(c['p_holm'], '{:.3f}')} |")
@@ -46,14 +48,15 @@ def markdown(res):
          f"{p['floor']:g}; {len(res['steps'])} checkpoints patched; {res['seconds']['probe']:.0f} s.", "",
          "How to read it. A GPT has no noise level: it is patched teacher-forced on bits, and the metric is the "
          "**logit difference** `sp.patch(..., metric=\"logit_diff\")` — the run's log-odds for the clean image's "
-         "bits from the first position where clean and corrupt differ (docs/inside.md). Effect 0 = the corrupt "
+         "bits at the positions read (docs/inside.md). Effect 0 = the corrupt "
          "run, 1 = the clean run; pooled over pairs as Σ numerators / Σ contrasts, **undefined** where the "
          "contrasts have mixed sign or are below the floor. *Copy pairs*: a training item vs its nearest held-out "
-         "item. *Rule pairs*: a held-out item vs the same with the earlier member of one parity group flipped (its "
-         "mate comes later, where the log-odds can read it). Models are the units: mean [95% t interval, "
+         "item (the log-odds of the training item's bits from the first differing one on). *Rule pairs*: a held-out "
+         "item vs the same with the first member (in token order) of one parity group flipped, the log-odds read "
+         "only at the group's last member — the bit parity fixes (`positions=` one-hot there). Models are the units: mean [95% t interval, "
          f"{len(names) - 1} df], per-model values, Holm over the stated family. `blocks.i` patches the block's "
          "attention and MLP outputs together (all positions), not the residual stream; a head is "
-         "`blocks.i.attn.hook_z[head=h]`.", ""]
+         f"`blocks.i.attn.hook_z[head=h]`. Per reading: the {N_SHOW} largest effects and the largest head's.", ""]
     L += [f"Reading steps: {', '.join(f'{READ_TEXT[k]} {v}' for k, v in res['read_steps'].items())}.", ""]
     L += _table(res, "rule") + _table(res, "copy")
     L += ["Contrast over training (mean over models, logit units) at every patched checkpoint: " + "; ".join(

@@ -10,8 +10,8 @@ N_SHOW = 4          # sites per σ in the top tables
 OTHER = {"open": "circuits", "closed": "circuits_closed", "gpt": "circuits_gpt"}       # the result names per series
 RESULT_FIG = {k: f"{v}.png" for k, v in OTHER.items()}
 SERIES_WHO = {"open": "trained DiTs of the shipped recipe (N = 120: the window opens)",
-              "closed": "trained DiTs of the closed-window series (N = 30, analyses/mechanism_seeds: τ_mem before any "
-                        "τ_rule)"}
+              "closed": "trained DiTs of the closed-window series (N = 30: τ_mem before any τ_rule; trained by "
+                        "analyses/decompose, runs/closed-window)"}
 
 
 def _n(v, fmt="{:+.2f}", none="–"):

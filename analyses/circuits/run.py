@@ -38,7 +38,7 @@ from scoreprobe.stats.ratio import DEN_FLOOR
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SERIES = {"open": {"s0": "checkpoints/parity-default", "s1": "runs/shipped/s1", "s2": "runs/shipped/s2"},
-          "closed": {f"closed-s{i}": f"runs/mechanism_seeds/closed-s{i}" for i in range(3)},
+          "closed": {f"closed-s{i}": f"runs/closed-window/closed-s{i}" for i in range(3)},   # analyses/decompose trains them
           "gpt": {f"gpt-s{i}": f"runs/circuits-gpt/s{i}" for i in range(3)}}
 MODELS = SERIES["open"]
 RESULT_NAME = {"open": "circuits", "closed": "circuits_closed", "gpt": "circuits_gpt"}
@@ -58,7 +58,8 @@ def read_taus(path):
     accuracy from a series' clocks.json (checkpoints/measure.py); ConfigError if absent."""
     f = Path(path) / "clocks.json"
     if not f.is_file():
-        raise ConfigError(f"{f} is missing: measure the clocks first (python checkpoints/measure.py {path})")
+        raise ConfigError(f"{f} is missing: measure the clocks first (python checkpoints/measure.py {path}; the "
+                          "closed-window models: python analyses/decompose --models-only trains and measures them)")
     c = json.loads(f.read_text())
     t = c["taus"]
     return {**{k: t.get(k) for k in ("tau_rule", "tau_rule_ci", "tau_rule_reached", "tau_mem", "tau_mem_ci",

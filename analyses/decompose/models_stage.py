@@ -7,9 +7,13 @@ Two series of 3 models each (SERIES):
   open    the shipped recipe, whose innovation window opens: checkpoints/parity-default (training seed 0) and
           runs/shipped/s1, runs/shipped/s2, trained by the command in checkpoints/README.md with `--seed 1` /
           `--seed 2` (same data, N = 120); measured at p["model_steps"].
-  closed  the closed-window series of analyses/mechanism_seeds (parity G = 2, N = 30, 3750 steps: τ_mem comes
-          before any τ_rule), training seeds 0, 1, 2 under runs/mechanism_seeds/closed-s*, trained by that
-          study (grid.series_config); measured at p["closed_steps"].
+  closed  the closed-window series (parity G = 2, N = 30, 3750 steps: τ_mem comes before any τ_rule), training
+          seeds 0, 1, 2 of analyses/mechanism_seeds' closed config (CLOSED_CONFIG), trained here as one stacked
+          ensemble under runs/closed-window/closed-s* and their clocks measured by checkpoints/measure.py
+          (`train_closed`, run by the models stage when they are missing); measured at p["closed_steps"]. They are
+          not the models behind mechanism_seeds' exports (those run directories are not kept, and an ensemble's
+          kernels add in another order, so the weights part after a few hundred steps); their clocks agree with
+          those exports' within the CIs.
 
 Each model's decompose is a resumable store under <runs>/models/<model>.decompose.zarr (not committed); the
 json keeps the calls, the intervals and the r² averaged over models — what the md is written from.
@@ -22,7 +26,11 @@ import numpy as np
 logger = logging.getLogger("decompose.models")
 
 SERIES = {"open": {"seed0": "checkpoints/parity-default", "seed1": "runs/shipped/s1", "seed2": "runs/shipped/s2"},
-          "closed": {f"closed-s{i}": f"runs/mechanism_seeds/closed-s{i}" for i in range(3)}}
+          "closed": {f"closed-s{i}": f"runs/closed-window/closed-s{i}" for i in range(3)}}
+CLOSED_CONFIG = dict(rule={"name": "parity", "G": 2, "shape": [6, 6], "layout": "offset", "seed": 0}, n_train=30,
+                     n_heldout=1024, model="dit", size="tiny", hidden_size=80, lr=2e-3, batch_size=96,
+                     total_steps=3750, n_checkpoints=20, first_checkpoint=200, extra_checkpoints=[50, 100, 200, 350],
+                     save_dtype="float16")      # analyses/mechanism_seeds grid.series_config("cpu", "closed", seed)
 STEPS_KEY = {"open": "model_steps", "closed": "closed_steps"}
 
 
@@ -71,6 +79,24 @@ def _summary_json(s):
     return out
 
 
+def train_closed(root):
+    """Train (or resume) the closed series' models as one ensemble and measure the clocks of those without a
+    clocks.json (checkpoints/measure.py, 1000 samples, its own process) -> [run dir]."""
+    import subprocess
+    import sys
+
+    from scoreprobe.training.config import TrainConfig
+    from scoreprobe.training.ensemble import train_ensemble
+    dirs = [Path(root) / rel for rel in SERIES["closed"].values()]
+    cfgs = [TrainConfig(**CLOSED_CONFIG, seed=i) for i in range(len(dirs))]
+    train_ensemble(cfgs, dirs, device="cpu", progress=False)
+    for d in dirs:
+        if not (d / "clocks.json").is_file():
+            subprocess.run([sys.executable, str(Path(root) / "checkpoints" / "measure.py"), str(d), "--out",
+                            str(d / "clocks.zarr")], check=True, stdout=subprocess.DEVNULL)
+    return dirs
+
+
 def _clock_taus(root, rel):
     """τ_rule and τ_mem with their CIs from a model's clocks.json (checkpoints/measure.py), None if absent."""
     import json
@@ -89,13 +115,15 @@ def with_clocks(m, root, series):
     return {**m, "series": series, "taus": {n: _clock_taus(root, SERIES[series][n]) for n in m["models"]}}
 
 
-def measure_models(p, root, runs_dir, series="open"):
+def measure_models(p, root, runs_dir, series="open", train=False):
     """JSON-able, for one series: the calls pooled over models (two-level bootstrap) and per model, the mixture
     weights with intervals pooled over models, the r² of each oracle averaged over models, the best patch size
     per σ and each model's clocks."""
     import warnings
 
     import scoreprobe as sp
+    if train and series == "closed":
+        train_closed(root)
     dss = decompose_models(p, root, runs_dir, series)
     if not dss:
         return None

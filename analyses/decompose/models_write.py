@@ -64,7 +64,7 @@ def _call_text(m, i, k, j):
 
 SERIES_TEXT = {"open": "the shipped recipe (parity G = 2, N = 120, 36 000 steps: its window opens)",
                "closed": "the closed-window series (parity G = 2, N = 30, 3750 steps: τ_mem before any τ_rule; "
-                         "analyses/mechanism_seeds)"}
+                         "analyses/mechanism_seeds' config, trained here: models_stage.train_closed)"}
 
 
 def _taus_text(m):

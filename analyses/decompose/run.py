@@ -162,7 +162,7 @@ def run(p, name, args, old=None):
     res.update({"preset": name, "params": p, "taus": shipped_taus()})
     timings = dict(res.get("timings_s", {}))
     stages = {"models": lambda: measure_models(p, ROOT, runs_dir),
-              "models_closed": lambda: measure_models(p, ROOT, runs_dir, "closed"),
+              "models_closed": lambda: measure_models(p, ROOT, runs_dir, "closed", train=name == "cpu"),
               "crossover": lambda: measure_crossover(p, series),
               "excess_by_n": lambda: measure_excess_by_n(p, series.rule, ROOT),
               "cross_ci": lambda: measure_cross_ci(p, ROOT, runs_dir)}

@@ -9,7 +9,11 @@ A GPT is run teacher-forced on bits. For a pair of images (clean, corrupt) the m
                   interpretability work — linear in the logits, free of the softmax's normalisation over other
                   tokens. Read only at the flipped positions themselves it would be useless here: teacher
                   forced, the prediction of token t sees tokens < t only, so for one flipped bit the clean and
-                  corrupt runs give the same logits there (a contrast of exactly 0). Bit tokens only;
+                  corrupt runs give the same logits there (a contrast of exactly 0). Bit tokens only.
+                  With `positions` (B, D) weights w: m = Σ_t w_t (logit_t[clean bit t] − logit_t[the other
+                  bit]) instead — e.g. one-hot at the position whose bit the rule fixes given the flipped one
+                  (a rule pair's group mate, later in token order): the rule's own log-odds, free of how the
+                  rest of the continuation depends on the prefix;
 
 the corrupt run is patched at a site with the clean run's activation, and
 
@@ -45,24 +49,39 @@ def log_lik(logits, tokens):
     return torch.log_softmax(logits.double(), -1).gather(2, tokens[:, :, None])[:, :, 0].sum(1)
 
 
-def logit_diff(logits, clean_tokens, corrupt_tokens):
-    """(B,) Σ_{t ≥ t₀} logit_t[clean bit] − logit_t[1 − clean bit], t₀ the first position where the clean and
-    corrupt tokens differ; logits (B, T, V), bit tokens (B, T) in {0, 1}; float64."""
+def logit_diff(logits, clean_tokens, corrupt_tokens, weights=None):
+    """(B,) Σ_t w_t (logit_t[clean bit] − logit_t[1 − clean bit]); logits (B, T, V), bit tokens (B, T) in {0, 1};
+    float64. w (B, T): `weights`, or by default 1 from t₀ (the first position where the clean and corrupt tokens
+    differ) on and 0 before."""
     lg = logits.double()
     diff = lg.gather(2, clean_tokens[:, :, None])[:, :, 0] - lg.gather(2, (1 - clean_tokens)[:, :, None])[:, :, 0]
-    after = torch.cumsum((clean_tokens != corrupt_tokens).long(), 1) > 0                  # (B, T): t ≥ t₀
-    return (diff * after).sum(1)
+    if weights is None:
+        weights = torch.cumsum((clean_tokens != corrupt_tokens).long(), 1) > 0            # (B, T): t ≥ t₀
+    return (diff * weights).sum(1)
 
 
-def gpt_runner(net, clean, corrupt, names, metric="log_lik"):
+def _positions(positions, tokens):
+    """A user's position weights (B, D) as float64 on the tokens' device; finite, the pairs' shape, no zero row."""
+    w = torch.as_tensor(np.asarray(positions, dtype=np.float64), device=tokens.device)
+    if w.shape != tokens.shape or not torch.isfinite(w).all() or (w == 0).all(1).any():
+        raise DataError(f"positions must be finite weights of shape {tuple(tokens.shape)} (pairs × bits), with no "
+                        "zero row")
+    return w
+
+
+def gpt_runner(net, clean, corrupt, names, metric="log_lik", positions=None):
     """(run, clean activations at `names`, m_corrupt, m_clean): run(fns) -> (B,) metric of the corrupt input
-    with hook functions `fns` installed (composed after any hook already there)."""
+    with hook functions `fns` installed (composed after any hook already there). `positions`: weights (B, D)
+    of the logit difference's positions ("logit_diff" only)."""
     if metric not in METRICS:
         raise ConfigError(f"a GPT's metric is one of {METRICS}, got {metric!r}")
     if metric == "logit_diff" and net.config.tokens != "bits":
         raise ConfigError("metric 'logit_diff' compares a bit with the other bit: it needs a GPT on bit tokens")
+    if positions is not None and metric != "logit_diff":
+        raise ConfigError("positions= weights the positions of metric 'logit_diff'; pass metric='logit_diff'")
     c, r, tc, tr = gpt_pairs(net, clean, corrupt)
-    score = (lambda lg: log_lik(lg, tc)) if metric == "log_lik" else (lambda lg: logit_diff(lg, tc, tr))
+    w = None if positions is None else _positions(positions, tc)
+    score = (lambda lg: log_lik(lg, tc)) if metric == "log_lik" else (lambda lg: logit_diff(lg, tc, tr, w))
 
     def run(fns):
         with installed(net, fns, compose=True):

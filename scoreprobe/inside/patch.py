@@ -101,7 +101,7 @@ def _needed(sites, star=False):
 
 
 def patch(D, clean, corrupt, sigma, sites="all", seed=0, method="patch", confirm=None, direction=None,
-          atp_star=False, metric=None, floor=DEN_FLOOR):
+          atp_star=False, metric=None, floor=DEN_FLOOR, positions=None):
     """Activation patching of a DiT denoiser (or a GPT) at one noise level, and its AtP / AtP* estimates.
 
     Parameters
@@ -119,6 +119,8 @@ def patch(D, clean, corrupt, sigma, sites="all", seed=0, method="patch", confirm
     atp_star : the estimate is AtP* (Kramár et al. 2024): exact softmax for q/k/score/pattern sites, and
         the GradDrop score `effect_atp_graddrop` (a magnitude) besides.
     metric : GPT only: "log_lik" (default: the clean tokens' log-likelihood) or "logit_diff".
+    positions : GPT "logit_diff" only: (B, D) weights of the positions the logit difference sums (default 1
+        from the pair's first differing bit on), e.g. one-hot at the bit a rule fixes.
     floor : the smallest |contrast| (metric units) a ratio is taken over (scoreprobe.stats.ratio).
 
     Returns
@@ -149,11 +151,12 @@ def patch(D, clean, corrupt, sigma, sites="all", seed=0, method="patch", confirm
     if kind == "gpt":
         if sigma is not None or direction is not None:
             raise ConfigError("a GPT is patched on bits with its own metric: pass sigma=None and no direction")
-        run, acts_c, m_r, m_c = gpt_runner(net, clean, corrupt, names, "log_lik" if metric is None else metric)
+        run, acts_c, m_r, m_c = gpt_runner(net, clean, corrupt, names, "log_lik" if metric is None else metric,
+                                           positions)
         m_c_in = m_c
     else:
-        if metric is not None:
-            raise ConfigError("metric= is for a GPT; a DiT's metric is the projection on `direction`")
+        if metric is not None or positions is not None:
+            raise ConfigError("metric= and positions= are for a GPT; a DiT's metric is the projection on `direction`")
         run, acts_c, m_r, m_c, m_c_in = _dit_runner(D, net, clean, corrupt, sigma, seed, direction, names)
     est = _estimates(net, kind, run, site_list, acts_c, m_r, m_c, method, star, confirm, floor)
     return _dataset(site_list, est, m_r, m_c, m_c_in, floor, star)
