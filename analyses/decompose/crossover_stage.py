@@ -1,6 +1,13 @@
 """The crossover section's measurements beyond the shipped series' losses: τ_cross with intervals over noise draws
-and over trained models (`scoreprobe.probes.crossover.tau_cross_interval`), and the generalizer's excess over the
-memorizer as a function of N over several data seeds (oracles only)."""
+and over trained models (`scoreprobe.probes.crossover.tau_cross_interval`) — training seeds on one training set,
+and data seeds (other training sets of the shipped recipe, training seed 0) — and the generalizer's excess over
+the memorizer as a function of N over several data seeds (oracles only).
+
+The data-seed models: the shipped recipe (checkpoints/parity-default/run.json) with data_seed = k, trained here as
+one ensemble to p["cross_data_steps"] steps (τ_cross ≈ 1.8k on the shipped models; a constant learning rate, so a
+shorter run is the start of a longer one) under runs/shipped/d<k>; τ_cross of every model of that group, data seed
+0 (the shipped model) included, is read over the checkpoints up to that step.
+"""
 import json
 import logging
 from pathlib import Path
@@ -62,6 +69,40 @@ def _over_models(tau, ci=0.95):
         return {"mean": _num(float(np.mean(tau))) if len(tau) else None, "mean_lo": None, "mean_hi": None}
     mean, lo, hi = t_interval(tau, ci)
     return {"mean": float(mean), "mean_lo": float(lo), "mean_hi": float(hi)}
+
+
+def data_seed_dirs(p):
+    """The data-seed models' run directories (relative to the repository root)."""
+    return [f"runs/shipped/d{k}" for k in p["cross_data_seeds"]]
+
+
+def train_data_seed_models(p, root):
+    """Train (or resume, or skip) the shipped recipe at each data seed of p["cross_data_seeds"], training seed 0,
+    p["cross_data_steps"] steps, as one ensemble."""
+    import dataclasses
+
+    from scoreprobe.training.config import TrainConfig, stored_config
+    from scoreprobe.training.ensemble import train_ensemble
+    shipped = json.loads((Path(root) / "checkpoints" / "parity-default" / "run.json").read_text())["config"]
+    base = dataclasses.replace(TrainConfig.from_dict(stored_config(shipped)), total_steps=p["cross_data_steps"])
+    cfgs = [dataclasses.replace(base, data_seed=k, seed=0) for k in p["cross_data_seeds"]]
+    train_ensemble(cfgs, [Path(root) / d for d in data_seed_dirs(p)], device="cpu", progress=False)
+
+
+def measure_cross_ci_data(p, root, cache_dir):
+    """τ_cross with its intervals over data seeds: the shipped model (data seed 0) and the data-seed models, each
+    read over its checkpoints up to p["cross_data_steps"] -> measure_cross_ci's dict."""
+    from scoreprobe.loading.series import load_series
+    if not p["cross_data_seeds"]:
+        return None
+    train_data_seed_models(p, root)
+    group = ["checkpoints/parity-default"] + data_seed_dirs(p)
+    steps = sorted({int(v) for d in group for v in load_series(str(Path(root) / d)).steps
+                    if int(v) <= p["cross_data_steps"]})
+    sub = Path(cache_dir) / "data_seeds"
+    sub.mkdir(parents=True, exist_ok=True)
+    out = measure_cross_ci(dict(p, cross_series=group, cross_ci_steps=steps), root, sub)
+    return dict(out, data_seeds=[0] + list(p["cross_data_seeds"]), up_to_step=p["cross_data_steps"])
 
 
 def measure_excess_by_n(p, rule, root):

@@ -94,6 +94,9 @@ def models_findings(m, s, t, key="models"):
         cells = [f"step {st}: {_call_text(m, *_cell(m, st, sig5))}" for st in m["steps"] if st > 0]
         out.append("- σ = 5, with the Gaussian (Wiener) oracle of the training set's mean and covariance among the "
                    "candidates (it cannot copy): " + "; ".join(cells) + ".")
+    i, j = len(m["steps"]) - 1, m["split"].index("heldout")
+    out.append(f"- Mixture weights at the last step ({m['steps'][-1]}), the primary attribution: " + "; ".join(
+        f"σ {x:g}: {_mix(m, i, m['sigma'].index(x), j)}" for x in (1.0, 2.0) if x in m["sigma"]) + ".")
     return out
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-from analyses.decompose.crossover_stage import measure_cross_ci, measure_excess_by_n
+from analyses.decompose.crossover_stage import measure_cross_ci, measure_cross_ci_data, measure_excess_by_n
 from analyses.decompose.models_stage import measure_models, with_clocks
 from analyses.decompose.pairs import measure_pairs, train_pairs
 from scoreprobe.atomic import atomic_write_text
@@ -45,7 +45,7 @@ PRESETS = {
     "smoke": dict(steps=[500, 36000], model_steps=[500, 36000], closed_steps=[100, 3750], model_patch=[3], model_boot=50, sigmas=[0.3, 1.0, 3.0], n_points=8, n_noise=1,
                   cross_sigmas=[0.1, 0.5, 2.0], cross_noise=1, cross_steps=[500, 36000], Ns=[8, 16], excess_noise=1,
                   excess_seeds=[0, 1], cross_series=["checkpoints/parity-default"], cross_ci_draws=2,
-                  cross_ci_boot=50, cross_ci_steps=[500, 1089, 2373, 36000],
+                  cross_ci_boot=50, cross_ci_steps=[500, 1089, 2373, 36000], cross_data_seeds=[], cross_data_steps=0,
                   pair_Ns=[4], pair_replicates=2, pair_same_data=[0], pair_heldout=16, pair_width=16, pair_depth=1,
                   pair_batch=8, pair_steps=40, pair_checkpoints=3, pair_first=10, pair_clock_samples=16,
                   pair_points=8, pair_samples=16, pair_planes=1, pair_res=4, pair_ode_steps=6,
@@ -56,7 +56,7 @@ PRESETS = {
                 n_noise=2, cross_sigmas=list(np.geomspace(0.02, 20, 16)), cross_noise=4, cross_steps=None,
                 Ns=[30, 60, 120, 240, 480], excess_noise=4, excess_seeds=[0, 1, 2, 3, 4],
                 cross_series=["checkpoints/parity-default", "runs/shipped/s1", "runs/shipped/s2"], cross_ci_draws=8,
-                cross_ci_boot=1000, cross_ci_steps=None,
+                cross_ci_boot=1000, cross_ci_steps=None, cross_data_seeds=[1, 2], cross_data_steps=4000,
                 pair_Ns=[120, 240], pair_replicates=3, pair_same_data=[0], pair_heldout=64, pair_width=80,
                 pair_depth=4, pair_batch=96, pair_steps=7000, pair_checkpoints=10, pair_first=300,
                 pair_clock_samples=200, pair_points=64, pair_samples=200, pair_planes=2, pair_res=16,
@@ -85,13 +85,17 @@ def parse_args(argv=None):
 
 def plan(p, name):
     lines = [f"preset {name}:",
-             f"  decompose: shipped series, {'all' if p['steps'] is None else len(p['steps'])} checkpoints, "
-             f"{len(p['sigmas'])} σ, {p['n_points']} points × 3 splits × {p['n_noise']} noise draws, 4 oracles",
+             f"  decompose: 3 models of the shipped recipe at steps {p['model_steps']}, {len(p['sigmas'])} σ, "
+             f"{p['n_points']} points × 3 splits × {p['n_noise']} noise draws, memorizer, rule, the two Gaussians and "
+             f"the local families at patch sizes {p['model_patch']}; calls with {p['model_boot']} two-level resamples",
              f"  crossover: shipped series, {'all' if p['cross_steps'] is None else len(p['cross_steps'])} checkpoints, "
              f"{len(p['cross_sigmas'])} σ, all 120 training items × {p['cross_noise']} draws",
              f"  excess vs N: oracles only, N = {p['Ns']}",
              f"  excess vs N over data seeds {p['excess_seeds']}; τ_cross intervals over {p['cross_series']} "
-             f"({p['cross_ci_draws']} noise draws, {p['cross_ci_boot']} resamples)",
+             f"({p['cross_ci_draws']} noise draws, {p['cross_ci_boot']} resamples), and over data seeds "
+             f"{[0] + list(p['cross_data_seeds'])} (training seed 0; the shipped recipe trained to "
+             f"{p['cross_data_steps']} steps at data seeds {p['cross_data_seeds']})",
+             f"  closed-window series: 3 models (trained if missing), decompose at steps {p['closed_steps']}",
              f"  disjoint pairs: N = {p['pair_Ns']}, {p['pair_replicates']} replicate pairs each (disjoint data, own "
              f"init seeds; same-data pairs for replicates {p['pair_same_data']}), DiT width {p['pair_width']} "
              f"depth {p['pair_depth']}, batch {p['pair_batch']}, {p['pair_steps']} steps, {p['pair_checkpoints']} "
@@ -131,6 +135,7 @@ STAGE_KEYS = {"models": ("sigmas", "n_points", "n_noise", "model_steps", "model_
               "crossover": ("cross_sigmas", "cross_noise", "cross_steps"),
               "excess_by_n": ("Ns", "excess_noise", "excess_seeds", "cross_sigmas"),
               "cross_ci": ("cross_series", "cross_ci_draws", "cross_ci_boot", "cross_ci_steps", "cross_sigmas"),
+              "cross_ci_data": ("cross_data_seeds", "cross_data_steps", "cross_ci_draws", "cross_ci_boot", "cross_sigmas"),
               "pairs": tuple(k for k in PRESETS["cpu"] if k.startswith("pair_"))}
 
 
@@ -165,7 +170,8 @@ def run(p, name, args, old=None):
               "models_closed": lambda: measure_models(p, ROOT, runs_dir, "closed", train=name == "cpu"),
               "crossover": lambda: measure_crossover(p, series),
               "excess_by_n": lambda: measure_excess_by_n(p, series.rule, ROOT),
-              "cross_ci": lambda: measure_cross_ci(p, ROOT, runs_dir)}
+              "cross_ci": lambda: measure_cross_ci(p, ROOT, runs_dir),
+              "cross_ci_data": lambda: measure_cross_ci_data(p, ROOT, runs_dir)}
     for key, fn in stages.items():
         if args.models_only and not key.startswith("models"):
             continue
