@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from analyses.circuits.models import crossing, pair_ci
+from scoreprobe.atomic import atomic_write_text
 from scoreprobe.probes.circuits import copy_pairs, reduce_pairs
 
 GPT_RECIPE = dict(model="gpt", size="tiny", hidden_size=None, lr=1e-3, total_steps=1500, n_checkpoints=20,
@@ -60,7 +61,8 @@ def train_and_clock(sp, models, n_samples, log=print):
             taus = {k: v for k, v in ds.attrs.items() if k.startswith("tau_") or k in ("rule_threshold", "mem_threshold")}
             table = [{"step": int(st), "rule_acc": float(ds.rule_acc.sel(step=st)),
                       "mem_ratio": float(ds.mem_ratio.sel(step=st))} for st in ds.step.values]
-            f.write_text(json.dumps({"n_samples": n_samples, "seed": 0, "taus": _plain(taus), "table": table}, indent=1))
+            atomic_write_text(f, json.dumps({"n_samples": n_samples, "seed": 0, "taus": _plain(taus), "table": table},
+                                            indent=1))
         log(f"{name}: trained, clocks in {f}")
         out[name] = series
     return out
