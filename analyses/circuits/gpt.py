@@ -19,8 +19,9 @@ checkpoint.
 The models: GPTs of analyses/gpt_clocks' recipe (the shipped DiT's data, split, batch and EMA; GPT "tiny", lr
 1e-3, constant) at training seeds 0, 1, 2, stopped at 1500 steps (past τ_mem), trained here under
 runs/circuits-gpt/s<seed> and their clocks measured here (1000 ancestral samples, seed 0) into each run's
-clocks.json — not borrowed from gpt_clocks, whose 12 000-step run was trained by an earlier version of the
-trainer (2026-12-01; seed 0 here reaches τ_mem 894 [873, 915] against its 818 [778, 855]). Models are the units
+clocks.json. With a constant learning rate seed 0 follows gpt_clocks' 12 000-step run (their step-100
+weights are equal); its τ differ a little because they are read on another checkpoint grid (τ_mem 894 [873, 915]
+here, 898 [874, 922] there). Models are the units
 of the across-model intervals, as for the DiT.
 """
 import dataclasses
