@@ -10,7 +10,7 @@ import numpy as np
 import scipy.stats
 
 from analyses.scaling import curves as C
-from scoreprobe.probes.seeds import pool_ratio, pool_seeds
+from scoreprobe.stats.seeds import pool_ratio, pool_seeds
 
 
 def grid_of(rows):
@@ -56,7 +56,7 @@ def data_share(row):
 def component_verdicts(curve, alpha=0.05):
     """Lines saying at which readable thresholds each variance component is > 0 at family-wise level
     alpha (the F tests of `intervals.two_level`, Holm-adjusted over the thresholds every run crosses)."""
-    from scoreprobe.probes.dsm_stats import adjust_pvalues
+    from scoreprobe.stats.pvalues import adjust_pvalues
     rows = [r for r in curve if not r.get("lower_bound") and not r.get("under_resolved")
             and math.isfinite(r.get("p_data", math.nan))]
     if not rows:

@@ -5,7 +5,7 @@ import math
 import numpy as np
 from scipy import stats as st
 
-from scoreprobe.probes import intervals
+from scoreprobe.stats import intervals
 from scoreprobe.viz import new_figure
 from scoreprobe.viz.common import save_figure
 

@@ -8,8 +8,9 @@ import warnings
 import numpy as np
 
 from analyses.mechanism_seeds import stats as S
-from scoreprobe.probes.dsm_stats import adjust_family, first_significant_step, significant_sets
-from scoreprobe.probes.taus import tau_summary, window_status
+from scoreprobe.stats.dsm_stats import first_significant_step, significant_sets
+from scoreprobe.stats.pvalues import adjust_family
+from scoreprobe.stats.taus import tau_summary, window_status
 
 LOCAL = ["symmetric", "train_heldout", "random_valid"]
 N_BOOT_TAU = 1000   # sample-level resamples of each model's τ (taus()' default)

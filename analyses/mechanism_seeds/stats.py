@@ -1,7 +1,7 @@
 """Statistics of analyses/mechanism_seeds, from the exports: per series, the (trained models × units) table
 of every quantity, its units aligned across the models (every model of a series is measured on the same
 planes, items and DSM pairs), and intervals with models and units as the units of resampling
-(scoreprobe.probes.crossed; docs/definitions.md, "Trained models and units"):
+(scoreprobe.stats.crossed; docs/definitions.md, "Trained models and units"):
 
 - a mean over models and units at a step: `crossed_mean` (two-way ANOVA, Satterthwaite t), with the
   variance split between models, units and their interaction;
@@ -16,8 +16,8 @@ import math
 import numpy as np
 
 from analyses.scaling.curves import run_curves, thresholds_of
-from scoreprobe.probes.crossed import crossed_mean, models_and_units, two_level_bootstrap
-from scoreprobe.probes.timing import fit_log_sigmoid
+from scoreprobe.stats.crossed import crossed_mean, models_and_units, two_level_bootstrap
+from scoreprobe.stats.timing import fit_log_sigmoid
 
 DSM_BAND = (0.2, 2.0)
 LN2 = math.log(2.0)

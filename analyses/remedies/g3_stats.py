@@ -1,6 +1,6 @@
 """Statistics of the remedies where the baseline learns (g3_grid): per run the scaling study's numbers (the rule
 clock of a curriculum run and of its control read beyond the curriculum's pieces), per comparison the ratio of
-τ over the training seeds at every threshold (Welch t on ln τ, `probes.seeds.pool_ratio`) with Welch's p and
+τ over the training seeds at every threshold (Welch t on ln τ, `stats.seeds.pool_ratio`) with Welch's p and
 Holm over the family of comparisons at that threshold; a side with a seed that does not reach a threshold
 gives no ratio, only a bound with that seed at its budget. Beside the τ, two endpoints (peak rule accuracy, the
 last memorized share) as differences of seed means, Holm over the same comparisons."""
@@ -13,9 +13,10 @@ from analyses.scaling import curves as C
 from analyses.scaling.export import clocks_dataset
 from analyses.scaling.stats import run_stats
 from scoreprobe.data.curriculum import beyond_state
-from scoreprobe.probes.crossings import logit_fraction, reliable_crossing, wilson_lower
-from scoreprobe.probes.dsm_stats import adjust_pvalues
-from scoreprobe.probes.seeds import pool_ratio, pool_seeds
+from scoreprobe.probes.wilson import wilson_lower
+from scoreprobe.stats.crossings import logit_fraction, reliable_crossing
+from scoreprobe.stats.pvalues import adjust_pvalues
+from scoreprobe.stats.seeds import pool_ratio, pool_seeds
 
 # (variant, reference): the family of comparisons, Holm-adjusted together at each threshold
 COMPARISONS = (("global_token", "baseline"), ("multiplicative", "baseline"), ("curriculum", "baseline"),

@@ -22,7 +22,7 @@ import numpy as np
 
 from analyses.data_draws import stats as draws_stats
 from analyses.scaling import curves as C
-from scoreprobe.probes.seeds import pool_seeds
+from scoreprobe.stats.seeds import pool_seeds
 
 FIRST, SECOND = "rows", "columns"
 

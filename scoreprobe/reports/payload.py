@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from scoreprobe.probes.taus import window_status
+from scoreprobe.stats.taus import window_status
 
 Z95 = 1.959963984540054   # two-sided 95% normal quantile (the ribbons' Wilson intervals)
 
@@ -55,7 +55,7 @@ def _tau(a, key):
 def clocks_payload(ds):
     """Curves (rule_acc, novel_valid, mem_ratio) with 95% Wilson ribbons, group_acc and group_mem
     (group level, without ribbons) when the store has them, τ with CIs, the window (its
-    status as probes.taus.window_status words it, from the stored τ and the curve)."""
+    status as stats.taus.window_status words it, from the stored τ and the curve)."""
     a = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in ds.attrs.items()}   # open_store: null -> NaN
     n = int(ds.sizes["sample"])
     curves = {}

@@ -74,7 +74,7 @@ def two_level(values, ci=0.95):
     p_data / p_init: the exact F tests of σ²_a = 0 (MS_D / MS_E on D − 1 and (D − 1)(I − 1) df) and of
     σ²_b = 0 (MS_I / MS_E), for normal e (NaN where MS_E is 0).
     """
-    from scoreprobe.probes.crossed import crossed_from_squares, mean_squares
+    from scoreprobe.stats.crossed import crossed_from_squares, mean_squares
     D, I = np.shape(values)[-2:]
     mean, ms_d, ms_i, ms_e = mean_squares(values)
     r = crossed_from_squares(mean, ms_d, ms_i, ms_e, D, I, ci)
