@@ -17,6 +17,7 @@ import numpy as np
 
 from analyses.scaling.curves import run_curves, thresholds_of
 from scoreprobe.stats.crossed import crossed_mean, models_and_units, two_level_bootstrap
+from scoreprobe.stats.intervals import tost
 from scoreprobe.stats.timing import fit_log_sigmoid
 
 DSM_BAND = (0.2, 2.0)
@@ -189,17 +190,9 @@ def tau_ratio(hc, taus, key):
             r = models_and_units(theta, hc["units_replicates"] - ln_tau[:, j].mean(), hc["n_units"])
             row.update(censored=False, value=math.exp(r["mean"]), ci=[math.exp(r["lo"]), math.exp(r["hi"])],
                        p_below=float(r["p_below"]), p_above=float(r["p_above"]), se=float(r["se"]), df=float(r["df"]),
-                       p_within2=tost(float(r["mean"]), float(r["se"]), float(r["df"])))
+                       p_within2=tost(float(r["mean"]), float(r["se"]), float(r["df"]), LN2))
         rows.append(row)
     return rows
-
-
-def tost(mean, se, df, margin=LN2):
-    """p of |mean| < margin (two one-sided t tests; the larger p)."""
-    import scipy.stats
-    if se <= 0:
-        return 0.0 if abs(mean) < margin else 1.0
-    return float(max(scipy.stats.t.cdf((mean - margin) / se, df), scipy.stats.t.sf((mean + margin) / se, df)))
 
 
 def paired_p(gap):

@@ -9,7 +9,8 @@ import numpy as np
 
 from scoreprobe.stats.families import _taus_u, _valid, u_to_steps
 from scoreprobe.stats.intervals import t_interval
-from scoreprobe.stats.seeds import pool_ratio, pool_seeds, pool_windows, seed_fit
+from scoreprobe.stats.seeds import pool_seeds, pool_windows, seed_fit
+from scoreprobe.stats.seeds import ratio_curve as threshold_ratios
 from scoreprobe.stats.thresholds import MEM_THRESHOLDS, RULE_THRESHOLDS, threshold_crossings
 from scoreprobe.stats.taus import setup, tau_summary
 
@@ -73,8 +74,7 @@ def window_curve(rows, curves):
 
 def ratio_curve(rows_a, rows_b, curves, key):
     """b / a at each threshold (Welch t on ln τ), censored where any seed of either is not reached."""
-    A, B = _points(rows_a, curves, key), _points(rows_b, curves, key)
-    curve = [_row(t, pool_ratio(A[:, j], B[:, j])) for j, t in enumerate(thresholds_of(key))]
+    curve = threshold_ratios(_points(rows_a, curves, key), _points(rows_b, curves, key), thresholds_of(key))
     return mark_under_resolved(curve, rows_a + rows_b, curves, key)
 
 

@@ -15,7 +15,7 @@ Definitions: docs/definitions.md ("Pooling over training seeds"). In short:
   method="hierarchical" keeps the earlier hierarchical bootstrap (seeds with replacement, then one
   sample-level draw per pick), which covers ≈ 0.75–0.88 at S = 3.
 - `pool_ratio(a, b)`: configuration b against a (ratio of geometric means, Welch t on ln τ), only
-  where every seed of both is reached.
+  where every seed of both is reached; `ratio_curve(A, B, thresholds)`: the same at each threshold.
 - `seed_fit(xs, points, draws)`: a power law ln τ = ln a + b ln x or an exponential
   ln τ = c + x ln f fitted by least squares over every seed's ln τ (t interval on the slope, n − 2
   df); an x with a censored seed is left out and reported as a bound.
@@ -227,6 +227,16 @@ def pool_ratio(points_a, points_b, ci=0.95, log=True):
     d, lo, hi, df = welch_interval(f(a), f(b), ci)
     return {**out, "value": float(back(d)), "ci": [float(back(lo)), float(back(hi))], "df": float(df),
             "censored": False}
+
+
+def ratio_curve(points_a, points_b, thresholds, ci=0.95, log=True):
+    """`pool_ratio` of b against a at each threshold: the ratio curve of two configurations.
+
+    points_a (S_a, T), points_b (S_b, T) : seed values at the T `thresholds` (inf/NaN: not reached).
+    Returns [{"threshold", **pool_ratio}] (T,): censored where any seed of either is not reached.
+    """
+    A, B = np.asarray(points_a, np.float64), np.asarray(points_b, np.float64)
+    return [{"threshold": float(t), **pool_ratio(A[:, j], B[:, j], ci=ci, log=log)} for j, t in enumerate(thresholds)]
 
 
 def pool_windows(is_open, widths, hi_censored):
