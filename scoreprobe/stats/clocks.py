@@ -29,11 +29,9 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
 
     Returns
     -------
-    xarray.Dataset, dims (step, sample[, bit]): the SCALARS (step,), `state` (step, sample) int8
-    with flag attrs, `off_vertex_flag`, `nearest_train_hamming` (step, sample); attrs: the config
-    (JSON), `novel_oracle` and everything `taus` returns (τ with CIs, the window), also written to `out`;
-    the τ, CIs and window as () / (bound,) data variables too (`with_taus`: xr.concat over runs keeps them).
-    Warns (NonFiniteWarning) with the count when endpoints are non-finite.
+    xarray.Dataset: `measure_clocks`' Dataset (dims (step, sample[, bit])) whose attrs hold, over steps, also
+    everything `tau_summary` returns (τ with CIs, the window; written to `out` too), and the τ, CIs and window
+    as () / (bound,) data variables as well (`with_taus`: xr.concat over runs keeps them).
     """
     ds = measure_clocks(series_or_mapping, n_samples=n_samples, seed=seed, n_steps=n_steps, device=device,
                         dataset=dataset, rule=rule, keep_bits=keep_bits, out=out, chunk_size=chunk_size, steps=steps,
