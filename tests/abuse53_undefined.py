@@ -264,7 +264,7 @@ DECOMPOSE = [
     Attack("decompose-nan-denoiser", 1, api=lambda w: _decompose(nan_everywhere), answer=_all_undefined),
     Attack("decompose-constant-denoiser", 1, api=lambda w: _decompose(constant), answer=_all_undefined),
     # issue 55: a call needs a bootstrap over points; a hand-made r² table has none and is refused
-    Attack("best-oracle-nan-cells", 1, api=lambda w: __import__("scoreprobe.probes.decompose", fromlist=["x"])
+    Attack("best-oracle-nan-cells", 1, api=lambda w: __import__("scoreprobe.stats.decompose_calls", fromlist=["x"])
            .best_oracle(_cells([[np.nan] * 3, [np.nan, 0.9, 0.1], [0.95, np.nan, 0.9], [0.5, 0.9, 0.1],
                                 [0.9, 0.905, 0.1]])), error=ConfigError, match="per-point statistics"),
     Attack("best-oracle-from-a-store", 1, api=_stored, answer=_stored_labelled),

@@ -75,7 +75,7 @@ def curves(models, settings, n_boot):
             if sigma == 1.0:
                 halves[CAPTURED] = cap
         if cap is not None and near is not None:
-            out[f"nearer own, share of captured (σ {sigma:g})"] = S.ratio_curve(near, cap, n_boot, 2)
+            out[f"nearer own, share of captured (σ {sigma:g})"] = S.sum_ratio_curve(near, cap, n_boot, 2)
     dsm = S.dsm_table(models)
     if dsm is not None:
         Y, sig, band = dsm

@@ -112,9 +112,10 @@ def difference_curve(Ya, Yb, n_boot, seed):
     return per_model_curve(stat(vals[None])[0], stat, vals, n_boot, seed, strata)
 
 
-def ratio_curve(Ynum, Yden, n_boot, seed):
+def sum_ratio_curve(Ynum, Yden, n_boot, seed):
     """Σ num / Σ den over the units of each model (e.g. captured nearer its own item / captured), pooled over
-    the models; NaN at a step where some model has no denominator."""
+    the models; NaN at a step where some model has no denominator. A ratio of sums over units, not the ratio of
+    two configurations' τ (`scoreprobe.stats.seeds.ratio_curve`)."""
     def stat(d):
         with np.errstate(invalid="ignore", divide="ignore"):
             return d[..., 0].sum(axis=2) / d[..., 1].sum(axis=2)

@@ -4,10 +4,10 @@ import math
 
 import numpy as np
 
+from scoreprobe.defaults import DEFAULT_DEFINITION
 from scoreprobe.probes.wilson import wilson_lower
 
 DEFINITIONS = ("reliable", "first_crossing")
-DEFAULT_DEFINITION = "reliable"   # definitions version 6 (scoreprobe.defaults); "first_crossing" before
 RELIABLE_K = 2            # consecutive checkpoints whose Wilson lower bound is at or above the threshold
 
 

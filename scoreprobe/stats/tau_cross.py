@@ -1,5 +1,5 @@
 """τ_cross with intervals: a bootstrap over the (item, noise draw) cells of one model, and a t interval over
-trained models (docs/definitions.md, "Loss crossover").
+trained models (docs/definitions.md, "What kind of denoiser": τ_cross).
 
 Inference over the per-cell losses that `scoreprobe.probes.crossover.model_cells` measures (the network's
 σ-averaged training loss minus the rule oracle's, paired over steps); τ_cross itself is read by
