@@ -14,7 +14,7 @@ from scoreprobe.cli import main
 from scoreprobe.errors import ScoreprobeWarning, StoreError
 from scoreprobe.reports import build, make_plan, markdown
 from scoreprobe.reports.gather import store_record
-from scoreprobe.reports.payload import wilson
+from scoreprobe.probes.wilson import wilson_interval as wilson
 from browser import Browser, find_chromium, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
