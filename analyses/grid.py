@@ -20,8 +20,8 @@ from scoreprobe.loading.series import load_series
 from scoreprobe.training.config import ENSEMBLE_VARIES, stored_config
 from scoreprobe.training.ensemble import train_ensemble
 from scoreprobe.errors import StoreError, first_line
-from scoreprobe.probes.clocks import clocks
-from scoreprobe.probes.taus import logit_fraction
+from scoreprobe.stats.clocks import clocks
+from scoreprobe.stats.taus import logit_fraction
 
 logger = logging.getLogger("grid")
 

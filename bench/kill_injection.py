@@ -89,7 +89,7 @@ def _analysis(probe, seed):
                30: EmpiricalDenoiser(data.train)}
     common = dict(dataset=data, rule=rule, progress=False)
     if probe == "clocks":
-        from scoreprobe.probes.clocks import clocks
+        from scoreprobe.stats.clocks import clocks
         return clocks, mapping, dict(n_samples=8, n_steps=6, seed=seed, n_boot=50, **common)
     if probe == "dsm":
         from scoreprobe.probes.dsm import dsm_by_sigma

@@ -35,6 +35,8 @@ DEFINITIONS_VERSION = 6   # 6: τ = "reliably exceeds" (Wilson lower bound at 2 
                           # resampling of sample indices (5: the engine decides at decide_tol 0.2; 4: 0.05, rtol =
                           # atol = 5e-3, h0 0.7; 3: the engine at rtol = atol = 0.02; 2: 32 fixed Heun steps).
                           # History: scoreprobe.store.versions
+DEFAULT_DEFINITION = "reliable"   # how τ is read off a curve from version 6 ("first_crossing" before;
+                                  # scoreprobe.stats.crossings); here so the store can check it without stats
 
 # Frames of `animate_basins` / `scoreprobe basins --animate` / `scoreprobe animate`.
 ANIMATION_SIZE = (6.2, 4.4)   # inches: the basin map, its legend and a two-line title

@@ -54,7 +54,7 @@ def _limit_is_exact(work, result):
 def _with_attrs(**attrs):
     def api(work):
         import scoreprobe as sp
-        from scoreprobe.probes.compare import read_export
+        from scoreprobe.stats.compare import read_export
         return sp.summary(read_export(GOOD).assign_attrs(**attrs))
     return api
 

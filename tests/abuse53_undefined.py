@@ -200,7 +200,7 @@ def _decompose(D, **kw):
 
 
 def _all_undefined(work, out):
-    from scoreprobe.probes.decompose import best_oracle
+    from scoreprobe.stats.decompose_calls import best_oracle
     _check(np.isnan(out.r2.values).all(), f"r² {out.r2.values}")
     best = best_oracle(out)
     _check((best.values == "undefined").all(), f"best oracle {best.values.tolist()}")
@@ -221,7 +221,7 @@ def _cells_labelled(work, best):
 
 
 def _stored(work):
-    from scoreprobe.probes.decompose import best_oracle
+    from scoreprobe.stats.decompose_calls import best_oracle
     from scoreprobe.store.format import open_store
     _decompose({0: data()[3], 5: nan_everywhere, 9: constant}, out=work / "d.zarr")
     return best_oracle(open_store(work / "d.zarr").sel(split="heldout"))
@@ -254,7 +254,7 @@ def _figure_codes(work, result):
     out, codes, legend = result
     _check("undefined" in legend, f"the legend {legend} does not name the undefined cells")
     names = list(out.oracle.values)
-    from scoreprobe.probes.decompose import LABELS
+    from scoreprobe.stats.decompose_calls import LABELS
     undefined = len(names) + LABELS.index("undefined")               # order: oracles, then the labels
     _check((np.asarray(codes)[:, 1] == undefined).all(), f"the NaN step is drawn as {np.asarray(codes)[:, 1]}")
     _check((np.asarray(codes)[:, [0, 2]] < undefined).all(), "a defined cell drawn as undefined")
@@ -264,7 +264,7 @@ DECOMPOSE = [
     Attack("decompose-nan-denoiser", 1, api=lambda w: _decompose(nan_everywhere), answer=_all_undefined),
     Attack("decompose-constant-denoiser", 1, api=lambda w: _decompose(constant), answer=_all_undefined),
     # issue 55: a call needs a bootstrap over points; a hand-made r² table has none and is refused
-    Attack("best-oracle-nan-cells", 1, api=lambda w: __import__("scoreprobe.probes.decompose", fromlist=["x"])
+    Attack("best-oracle-nan-cells", 1, api=lambda w: __import__("scoreprobe.stats.decompose_calls", fromlist=["x"])
            .best_oracle(_cells([[np.nan] * 3, [np.nan, 0.9, 0.1], [0.95, np.nan, 0.9], [0.5, 0.9, 0.1],
                                 [0.9, 0.905, 0.1]])), error=ConfigError, match="per-point statistics"),
     Attack("best-oracle-from-a-store", 1, api=_stored, answer=_stored_labelled),
@@ -280,7 +280,7 @@ DECOMPOSE = [
 # ---------------------------------------------------------------------------------------------
 
 def _clocks(work, keep_bits=False, rule=None, ds=None):
-    from scoreprobe.probes.clocks import clocks
+    from scoreprobe.stats.clocks import clocks
     r, d, mem, _ = data()
     return recorded(lambda: clocks({0: mem, 10: nan_everywhere, 20: nan_rows(mem)}, n_samples=16, n_steps=6,
                                    dataset=ds or d, rule=rule or r, n_boot=0, keep_bits=keep_bits, progress=False))
@@ -375,8 +375,8 @@ def _families(work):
     from scoreprobe.data.datasets import make_dataset
     from scoreprobe.data.grids import LatinSquare
     from scoreprobe.oracles import RuleDenoiser
-    from scoreprobe.probes.clocks import clocks
-    from scoreprobe.probes.families import family_taus
+    from scoreprobe.stats.clocks import clocks
+    from scoreprobe.stats.families import family_taus
     rule = LatinSquare(3)
     ds = make_dataset(rule, n_train=6, n_heldout=0, seed=0)
     gen = RuleDenoiser(rule)

@@ -52,7 +52,7 @@ def _denoiser(body, match, steps=None, timeout=None, cli_extra=()):
         def api():
             from scoreprobe.loading.series import load_series
             from scoreprobe.loading.usercode import denoiser_series
-            from scoreprobe.probes.clocks import clocks
+            from scoreprobe.stats.clocks import clocks
             series = denoiser_series(f"{user}:make", load_series(d).dataset, steps=steps, trust=True, timeout=timeout)
             clocks(series, n_samples=2, n_steps=1, n_boot=2, out=d.parent / "api.zarr", progress=False)
         argv = ["clocks", "--denoiser", f"{user}:make", "--trust", "--dataset", d, "--n-samples", 2, "--n-steps", 1,
@@ -236,7 +236,7 @@ OUTCOMES = ("clean", "code execution", "data lost", "traceback", "late refusal",
 def main(good, work):
     """Every attempt in a fresh copy of the good run `good` under `work`; prints the counts per surface."""
     import scoreprobe.cli  # noqa: F401  imports done before the first attempt is timed
-    import scoreprobe.probes.clocks  # noqa: F401
+    import scoreprobe.stats.clocks  # noqa: F401
     per = Counter()
     for name, surface, build in cases():
         folder = work / name

@@ -1,4 +1,4 @@
-"""probes/abruptness.py: the slope of logit(y) per decade through the transition band, against analytic
+"""stats/abruptness.py: the slope of logit(y) per decade through the transition band, against analytic
 curves and by hand."""
 import math
 
@@ -8,8 +8,8 @@ import xarray as xr
 
 from scoreprobe.data.datasets import STATE_CODES
 from scoreprobe.errors import ConfigError
-from scoreprobe.probes.abruptness import abruptness
-from scoreprobe.probes.seeds import pool_seeds, tau_draws
+from scoreprobe.stats.abruptness import abruptness
+from scoreprobe.stats.seeds import pool_seeds, tau_draws
 
 STEPS = np.array([0, 30, 100, 300, 1000, 3000, 10000, 30000])
 

@@ -5,7 +5,7 @@ import pytest
 
 import abuse_issue53
 from abuse53_exports import ATTACKS, GOOD
-from scoreprobe.probes.compare import read_export
+from scoreprobe.stats.compare import read_export
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=[a.name for a in ATTACKS])

@@ -41,7 +41,7 @@ def test_cli_table_band_mean_is_nan_when_one_sigma_is_undefined(capsys):
 
 
 def test_best_oracle_names_only_defined_cells():
-    from scoreprobe.probes.decompose import best_oracle
+    from scoreprobe.stats.decompose_calls import best_oracle
     best = best_oracle(_decomposed_real().sel(split="heldout"), n_boot=50)
     assert best.values.tolist() == [["rule", "rule"], ["rule", "undefined"]]
     assert best.attrs["flag_meanings"].split()[-1] == "undefined"

@@ -19,7 +19,7 @@ def good_run(tmp_path_factory):
     path = tmp_path_factory.mktemp("abuse33") / "good"
     train_run(TrainConfig(**CFG), path, progress=False)
     import scoreprobe.cli  # noqa: F401  imports before the first timed attempt
-    import scoreprobe.probes.clocks  # noqa: F401
+    import scoreprobe.stats.clocks  # noqa: F401
     return path
 
 

@@ -125,7 +125,7 @@ def test_scaling_smoke_then_from_results(tmp_path):
     assert exports == sorted(planned) and "Not done: none." in md
     assert all(p.stat().st_size < 100_000 for p in (tmp_path / "scaling_smoke").glob("*.npz"))
     from scoreprobe.loading.series import load_series
-    from scoreprobe.probes.clocks import clocks
+    from scoreprobe.stats.clocks import clocks
     for name, folder in (("g2-n8", "two_clocks"), ("sudoku4-n8-s0", "scaling")):   # the export = the clocks store
         run = tmp_path / folder / name
         ds = clocks(load_series(run), n_samples=32, n_steps=6, out=run / "clocks.zarr", progress=False)

@@ -1,4 +1,4 @@
-"""Pooled patching effects checked through scoreprobe.stats.ratio (issue 55 items 5-6): Σ(m − m_r)/Σ(m_c − m_r)
+"""Pooled patching effects checked through scoreprobe.inside.ratio (issue 55 items 5-6): Σ(m − m_r)/Σ(m_c − m_r)
 where the pairs' contrasts share a sign and are large enough; NaN with the reason and one warning otherwise (patch,
 its AtP and path_patch); a pair's own ratio NaN below the floor; `confirm` ranks by the mean over pairs then."""
 import warnings

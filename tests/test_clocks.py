@@ -12,7 +12,8 @@ from scoreprobe import store
 from scoreprobe.data.datasets import STATES, make_dataset
 from scoreprobe.errors import ConfigError
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.probes.clocks import clocks, fit_power_law
+from scoreprobe.stats.clocks import clocks
+from scoreprobe.stats.taus import fit_power_law
 from scoreprobe.data.rules import Parity
 
 N_TRAIN, N_HELDOUT, N_SAMPLES = 16, 16, 400

@@ -1,4 +1,4 @@
-"""Tidy clocks results (probes/tidy.py) and several runs side by side (probes/compare.py, `scoreprobe compare`).
+"""Tidy clocks results (stats/tidy.py) and several runs side by side (stats/compare.py, `scoreprobe compare`).
 
 Ground truth: the scaling study's own τ table (analyses/results/scaling_cpu.json, computed by taus() from the
 same exports), planted shifts of the step axis (τ + 1 scaled by exactly 10), and a run compared with itself."""
@@ -15,7 +15,7 @@ from scoreprobe.cli import main
 from scoreprobe.data.rules import Parity
 from scoreprobe.errors import ConfigError, DataError, StoreError
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.probes.compare import read_export
+from scoreprobe.stats.compare import read_export
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPORTS = ROOT / "analyses" / "results" / "scaling_cpu"

@@ -13,7 +13,7 @@ from browser import Browser, find_chromium, wait_for
 
 import scoreprobe as sp
 from scoreprobe.cli import main
-from scoreprobe.probes.compare import table_rows
+from scoreprobe.stats.compare import table_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPORTS = ROOT / "analyses" / "results" / "scaling_cpu"

@@ -7,7 +7,8 @@ from scoreprobe.data.datasets import make_dataset
 from scoreprobe.data.rules import Parity
 from scoreprobe.errors import ConfigError
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.probes.crossover import boot_crossing, crossing_step, tau_cross_interval
+from scoreprobe.probes.crossover import crossing_step
+from scoreprobe.stats.tau_cross import boot_crossing, tau_cross_interval
 
 STEPS = np.array([100, 200, 400, 800, 1600, 3200, 6400], np.float64)
 

@@ -7,7 +7,8 @@ from scoreprobe.data.datasets import make_dataset
 from scoreprobe.data.rules import Parity
 from scoreprobe.errors import ConfigError
 from scoreprobe.oracles import EmpiricalDenoiser, LocalDenoiser, RuleDenoiser
-from scoreprobe.probes.decompose import best_oracle, decompose, regress
+from scoreprobe.probes.decompose import decompose, regress
+from scoreprobe.stats.decompose_calls import best_oracle
 from scoreprobe.probes.decompose_fit import simplex_fit
 
 ORACLES = ("memorizer", "rule", "local", "local_equivariant")

@@ -10,17 +10,8 @@ from scoreprobe.data.rules import Parity
 from scoreprobe.errors import ConfigError
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.probes import decompose_fit as fit
-from scoreprobe.probes.decompose import (
-    LABELS,
-    SHRINKAGE,
-    best_oracle,
-    best_patch,
-    decompose,
-    decompose_summary,
-    mixture_weights,
-    point_stats,
-    regress,
-)
+from scoreprobe.probes.decompose import decompose, point_stats, regress
+from scoreprobe.stats.decompose_calls import LABELS, SHRINKAGE, best_oracle, best_patch, decompose_summary, mixture_weights
 
 NAMES = ("memorizer", "rule", "local", "local_equivariant")
 SIGMAS = (0.5, 1.0, 2.0)

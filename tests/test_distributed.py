@@ -22,7 +22,7 @@ from scoreprobe.sweep.dask import using
 from scoreprobe.errors import CheckpointError, ConfigError, NonFiniteWarning
 from scoreprobe.probes.basins import basins
 from scoreprobe.probes.retention import retention
-from scoreprobe.probes.clocks import clocks
+from scoreprobe.stats.clocks import clocks
 from scoreprobe.probes.dsm import dsm_by_sigma
 from scoreprobe.probes.field import score_field
 from scoreprobe.slices import auto_plane

@@ -10,7 +10,8 @@ import torch
 from scoreprobe.data.datasets import make_dataset
 from scoreprobe.errors import ConfigError, NonFiniteWarning, SettingWarning
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.probes.dsm import MAX_DEFAULT_HELDOUT, _select_items, dsm_by_sigma, dsm_summary
+from scoreprobe.probes.dsm import MAX_DEFAULT_HELDOUT, _select_items, dsm_by_sigma
+from scoreprobe.stats.dsm_stats import dsm_summary
 from scoreprobe.data.rules import Parity
 
 

@@ -212,7 +212,7 @@ def test_version_1_exports_still_load_and_newer_ones_are_refused(tmp_path):
     np.savez(tmp_path / "v9.npz", **arrays, version=np.int64(9))
     with pytest.raises(ValueError, match="export version 9"):
         export.read_export(tmp_path / "v9.npz")
-    from scoreprobe.probes.compare import read_export as compare_read
+    from scoreprobe.stats.compare import read_export as compare_read
     assert np.array_equal(compare_read(tmp_path / "v2.npz").state.values, old["ds"].state.values)
 
 

@@ -11,9 +11,9 @@ from scoreprobe.data.datasets import make_dataset
 from scoreprobe.data.rules import LatinSquare, Parity, Sudoku
 from scoreprobe.errors import ConfigError
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.probes.clocks import clocks
-from scoreprobe.probes.families import family_taus
-from scoreprobe.probes.seeds import tau_draws
+from scoreprobe.stats.clocks import clocks
+from scoreprobe.stats.families import family_taus
+from scoreprobe.stats.seeds import tau_draws
 
 STEPS = np.array([10, 100, 300, 1000, 3000, 10000])
 N = 500

@@ -9,7 +9,7 @@ import pytest
 import scipy.stats
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.probes.intervals import two_level
+from scoreprobe.stats.intervals import two_level
 from scoreprobe.stats import crossed_arms as X
 
 

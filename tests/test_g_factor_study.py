@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from scoreprobe.probes.crossed import crossed_mean
+from scoreprobe.stats.crossed import crossed_mean
 from scoreprobe.stats.crossed_arms import crossed_difference
 from scoreprobe.stats.verdict import word_at
 from tests.test_analyses import _analysis

@@ -15,7 +15,7 @@ from scoreprobe.data.datasets import make_dataset
 from scoreprobe.errors import StoreError
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.probes.basins import basins
-from scoreprobe.probes.clocks import clocks
+from scoreprobe.stats.clocks import clocks
 from scoreprobe.data.rules import Parity
 from scoreprobe.slices import auto_plane
 from test_sources import _cli, _sd

@@ -1,4 +1,4 @@
-"""Seed-level intervals (probes/intervals.py, seeds.pool_seeds / pool_ratio / seed_fit / pool_windows): their
+"""Seed-level intervals (stats/intervals.py, seeds.pool_seeds / pool_ratio / seed_fit / pool_windows): their
 coverage measured by simulation with a known truth at S = 3 and 5, both variance components of a data seed ×
 init seed design recovered from planted ones, and censored values never entering a mean, ratio or fit."""
 import math
@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from scoreprobe.probes.intervals import t_interval, two_level, welch_interval
-from scoreprobe.probes.seeds import hierarchical_replicates, pool_ratio, pool_seeds, pool_windows, seed_fit
+from scoreprobe.stats.intervals import t_interval, two_level, welch_interval
+from scoreprobe.stats.seeds import hierarchical_replicates, pool_ratio, pool_seeds, pool_windows, seed_fit
 
 REPLICATES = 40000   # coverage SE at 0.95: 0.0011, so the 0.93–0.97 band is decisive
 

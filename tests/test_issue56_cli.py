@@ -167,7 +167,7 @@ def test_a_run_that_never_reaches_tau_rule_prints_nan_and_why(runs, tmp_path, mo
 
 
 def test_pairing_needs_the_same_rule_and_model_kind():
-    from scoreprobe.probes.compare import read_export, unpaired_because
+    from scoreprobe.stats.compare import read_export, unpaired_because
     base = read_export(Path(__file__).resolve().parents[1] / "analyses/results/scaling_cpu/g2-n120.npz")
     config = json.loads(base.attrs["scoreprobe_config"])
     other = base.copy()

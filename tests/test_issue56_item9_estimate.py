@@ -21,7 +21,7 @@ STEPS = [0, 1322, 36000]
 
 def _warm():
     """Import what the report runs, so that the timed build pays no first import (not in the model)."""
-    for name in ("scoreprobe.probes.clocks", "scoreprobe.probes.basins", "scoreprobe.probes.field",
+    for name in ("scoreprobe.stats.clocks", "scoreprobe.probes.basins", "scoreprobe.probes.field",
                  "scoreprobe.probes.retention", "scoreprobe.probes.dsm", "scoreprobe.reports.gallery",
                  "scoreprobe.reports.payload", "scoreprobe.reports.render", "scoreprobe.ode.engine"):
         importlib.import_module(name)

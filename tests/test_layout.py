@@ -99,6 +99,52 @@ def test_lower_layers_do_not_import_viz_or_cli(top, allowed):
     assert bad == []
 
 
+def test_probes_import_nothing_from_stats():
+    """Measurement flows into inference, never back (issue 57): no probe imports scoreprobe.stats."""
+    graph = import_graph()
+    bad = sorted(f"{m} imports {t}" for m, targets in graph.items() for t in targets
+                 if _inside(m, "scoreprobe.probes") and _inside(t, "scoreprobe.stats"))
+    assert bad == []
+
+
+def _reach(graph, module):
+    """Every package module `module` imports, directly or through others."""
+    seen, todo = set(), [module]
+    while todo:
+        for t in graph[todo.pop()] - seen:
+            seen.add(t)
+            todo.append(t)
+    return seen
+
+
+def test_probes_reach_no_stats_through_a_lower_module_either():
+    graph = import_graph()
+    bad = sorted(f"{m} reaches {t}" for m in graph if _inside(m, "scoreprobe.probes")
+                 for t in _reach(graph, m) if _inside(t, "scoreprobe.stats"))
+    assert bad == []
+
+
+def test_the_direction_check_finds_a_probe_importing_stats(tmp_path):
+    pkg = tmp_path / "scoreprobe"
+    for sub in ("probes", "stats"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "stats" / "taus.py").write_text("")
+    (pkg / "probes" / "clocks.py").write_text("def f():\n    from scoreprobe.stats import taus\n")
+    (pkg / "store.py").write_text("import scoreprobe.stats.taus\n")
+    (pkg / "probes" / "basins.py").write_text("from scoreprobe import store\n")
+    graph = import_graph(pkg)
+    assert graph["scoreprobe.probes.clocks"] == {"scoreprobe.stats.taus"}
+    assert "scoreprobe.stats.taus" in _reach(graph, "scoreprobe.probes.basins")     # through the store
+
+
+def test_the_probes_hold_only_what_measures_a_denoiser():
+    assert sorted(p.stem for p in (PACKAGE / "probes").glob("*.py")) == [
+        "__init__", "basins", "capture", "circuits", "clocks", "counts", "crossover", "decompose", "decompose_fit",
+        "disjoint", "dsm", "dsm_gap", "field", "oracle_samples", "retention", "wilson"]
+
+
 def test_nothing_below_cli_prints():
     printing = []
     for module, path in _modules(PACKAGE).items():

@@ -11,7 +11,7 @@ import pytest
 import scipy.stats
 
 from analyses.grid import finish_times
-from scoreprobe.probes.crossed import crossed_mean, mean_squares, models_and_units, two_level_bootstrap
+from scoreprobe.stats.crossed import crossed_mean, mean_squares, models_and_units, two_level_bootstrap
 from tests.test_analyses import _analysis
 
 REGIMES = {"models": (1.0, 0.2, 0.5), "units": (0.1, 1.0, 0.5), "residual": (0.1, 0.1, 1.0), "even": (0.3, 0.3, 0.3)}

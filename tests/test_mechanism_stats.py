@@ -12,8 +12,9 @@ from scoreprobe.errors import ConfigError
 from scoreprobe.oracles import EmpiricalDenoiser
 from scoreprobe.probes.retention import retention
 from scoreprobe.probes.capture import capture_distances, restart_outcomes
-from scoreprobe.probes.dsm_stats import adjust_family, adjust_pvalues, first_significant_step, significant_sets
-from scoreprobe.probes.timing import (bootstrap_means, fit_log_sigmoid, half_change, mean_ci,
+from scoreprobe.stats.dsm_stats import first_significant_step, significant_sets
+from scoreprobe.stats.pvalues import adjust_family, adjust_pvalues
+from scoreprobe.stats.timing import (bootstrap_means, fit_log_sigmoid, half_change, mean_ci,
                                       sigmoid_half_change)
 
 STEPS = np.round(np.geomspace(200, 36000, 10))
@@ -259,7 +260,7 @@ def test_capture_geometry_varies_where_closer_nontrain_is_identically_one():
 
 @pytest.mark.parametrize("n_seeds", [3, 5])
 def test_seed_t_interval_covers_at_three_and_five_seeds(n_seeds):
-    from scoreprobe.probes.timing import seed_t_interval
+    from scoreprobe.stats.timing import seed_t_interval
     rng = np.random.default_rng(n_seeds)
     hits = [(lambda r: r["lo"] <= 1.0 <= r["hi"])(seed_t_interval(rng.normal(1.0, 0.3, n_seeds)))
             for _ in range(4000)]

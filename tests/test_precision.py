@@ -8,7 +8,7 @@ import scoreprobe as sp
 from scoreprobe.errors import ConfigError
 from scoreprobe.oracles import RuleDenoiser
 from scoreprobe.probes.basins import basins
-from scoreprobe.probes.clocks import clocks
+from scoreprobe.stats.clocks import clocks
 from scoreprobe.probes.field import score_field
 from scoreprobe.data.rules import Parity
 from scoreprobe.data.datasets import make_dataset

@@ -191,8 +191,8 @@ def test_beyond_pieces_tells_the_curriculum_set_from_the_rule():
     from scoreprobe.data.curriculum import beyond_pieces, curriculum_bits
     from scoreprobe.data.datasets import make_dataset
     from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-    from scoreprobe.probes.clocks import clocks
-    from scoreprobe.probes.taus import tau_summary
+    from scoreprobe.stats.clocks import clocks
+    from scoreprobe.stats.taus import tau_summary
     from scoreprobe.data.rules import Parity
     rule = Parity(3, shape=(3, 4), layout="offset")                  # 4 groups of 3: 256 valid, 16 on the pieces
     data = make_dataset(rule, 16, 16, seed=0)

@@ -12,7 +12,7 @@ import pytest
 import scipy.stats
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.probes.dsm_stats import adjust_pvalues
+from scoreprobe.stats.pvalues import adjust_pvalues
 from scoreprobe.training.config import TrainConfig
 from tests.test_analyses import _analysis
 

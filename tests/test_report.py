@@ -14,7 +14,7 @@ from scoreprobe.cli import main
 from scoreprobe.errors import ScoreprobeWarning, StoreError
 from scoreprobe.reports import build, make_plan, markdown
 from scoreprobe.reports.gather import store_record
-from scoreprobe.reports.payload import wilson
+from scoreprobe.probes.wilson import wilson_interval as wilson
 from browser import Browser, find_chromium, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,9 +59,9 @@ def test_wilson_interval_matches_the_formula_at_known_points():
 
 @pytest.mark.parametrize("case", ["mem first", "rule never", "both never", "open"])
 def test_window_is_worded_as_window_status(case):
-    """The clocks payload carries probes.taus.window_status's words, and the τ table shows them."""
+    """The clocks payload carries stats.taus.window_status's words, and the τ table shows them."""
     import html
-    from scoreprobe.probes.taus import tau_summary, window_status
+    from scoreprobe.stats.taus import tau_summary, window_status
     from scoreprobe.reports.payload import clocks_payload
     from scoreprobe.reports.render import _clock_table
     from tests.test_taus import STEPS, curves

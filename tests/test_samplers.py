@@ -20,7 +20,8 @@ from scoreprobe.data.datasets import make_dataset
 from scoreprobe.errors import ConfigError, StoreError
 from scoreprobe.noise import randn_per_sample, stream_seed
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.probes.clocks import clock_step, clocks
+from scoreprobe.probes.clocks import clock_step
+from scoreprobe.stats.clocks import clocks
 from scoreprobe.data.rules import Parity
 from scoreprobe.ode.samplers import Sampler, integrate_with, sample
 

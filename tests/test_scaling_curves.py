@@ -10,7 +10,7 @@ import pytest
 from analyses.scaling import curves as C
 from analyses.scaling.export import clocks_config_text, read_export
 from analyses.scaling.format import curve_cell
-from scoreprobe.probes.taus import tau_summary
+from scoreprobe.stats.taus import tau_summary
 from tests.test_taus import STEPS24, sampled
 
 

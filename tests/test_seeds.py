@@ -1,4 +1,4 @@
-"""probes/seeds.py: sample-level draws (the ones tau_summary() summarizes), the t interval over seeds (the
+"""stats/seeds.py: sample-level draws (the ones tau_summary() summarizes), the t interval over seeds (the
 default) and the hierarchical bootstrap kept by name (against hand computations in its two limits),
 censored seeds as bounds with their budget, and fits across an axis with seed variance."""
 import math
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.probes.seeds import hierarchical_replicates, pool_seeds, seed_fit, tau_draws
-from scoreprobe.probes.taus import tau_summary
+from scoreprobe.stats.seeds import hierarchical_replicates, pool_seeds, seed_fit, tau_draws
+from scoreprobe.stats.taus import tau_summary
 from tests.test_taus import STEPS24, sampled
 
 

@@ -1,10 +1,10 @@
-"""scoreprobe.stats.ratio: pooled ratios are undefined for mixed-sign or tiny contrasts."""
+"""scoreprobe.inside.ratio: pooled ratios are undefined for mixed-sign or tiny contrasts."""
 import warnings
 
 import numpy as np
 import pytest
 
-from scoreprobe.stats.ratio import MIXED, SMALL, pooled_ratio, unit_ratio, warn_undefined
+from scoreprobe.inside.ratio import MIXED, SMALL, pooled_ratio, unit_ratio, warn_undefined
 
 
 def test_same_sign_pools_to_the_ratio_of_sums():

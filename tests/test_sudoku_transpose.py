@@ -116,7 +116,7 @@ def test_the_split_recovers_a_planted_data_preference():
     S, tables = _analysis("sudoku_transpose.stats"), _analysis("sudoku_transpose.tables")
     delta = [-0.8, 0.0, 0.3]
     ro, rt, curves = _rows(0.0, delta, _sym)
-    two = S.ratio_curve(ro, curves)[0]
+    two = S.family_ratio_curve(ro, curves)[0]
     assert "two-level" in two["units"] and math.isclose(two["value"], math.exp(np.mean(delta)), rel_tol=1e-9)
     assert math.isclose(two["var_data"], np.var(delta, ddof=1), rel_tol=1e-9)
     kept, by_seed = S.architecture_part(ro, rt, curves), S.data_part_by_seed(ro, rt, curves)
@@ -138,10 +138,10 @@ def test_the_split_recovers_a_planted_architecture_preference():
     assert math.isclose(kept[0]["value"], math.exp(-0.5), rel_tol=1e-9) and kept[0]["ci"][1] < 1
     assert all(c[0]["ci"][0] < 1 < c[0]["ci"][1] for c in by_seed.values())
     assert tables.decision(kept, by_seed) == "architecture preference (kept by transposition): image rows first"
-    ratio_t = S.ratio_curve(rt, curves)
+    ratio_t = S.family_ratio_curve(rt, curves)
     assert ratio_t[0]["ci"][1] < 1                                          # kept: image rows first on both
     curves[rt[4]["run"]]["tau_family:columns"][9] = np.inf                   # one run never reaches 0.95 in columns
-    assert S.ratio_curve(rt, curves)[9]["censored"] and S.architecture_part(ro, rt, curves)[9]["censored"]
+    assert S.family_ratio_curve(rt, curves)[9]["censored"] and S.architecture_part(ro, rt, curves)[9]["censored"]
     assert not S.architecture_part(ro, rt, curves)[8]["censored"]
 
 

@@ -1,4 +1,4 @@
-"""probes/taus.py: τ and the window on synthetic curves (checked against a dense evaluation of the
+"""stats/taus.py: τ and the window on synthetic curves (checked against a dense evaluation of the
 interpolant), bootstrap CIs (coverage, subset invariance), resolution warnings."""
 import warnings
 
@@ -8,7 +8,7 @@ import xarray as xr
 
 from scoreprobe.data.datasets import STATE_CODES
 from scoreprobe.errors import ResolutionWarning
-from scoreprobe.probes.taus import tau_summary
+from scoreprobe.stats.taus import tau_summary
 
 STEPS = np.array([0, 10, 30, 100, 300, 1000, 3000, 10000])
 

@@ -7,9 +7,9 @@ import xarray as xr
 import scoreprobe as sp
 from scoreprobe.data.datasets import STATE_CODES
 from scoreprobe.errors import ConfigError
-from scoreprobe.probes.crossings import wilson_lower
-from scoreprobe.probes.taus import resampled_curves, tau_summary
-from scoreprobe.probes.thresholds import threshold_draws
+from scoreprobe.probes.wilson import wilson_lower
+from scoreprobe.stats.taus import resampled_curves, tau_summary
+from scoreprobe.stats.thresholds import threshold_draws
 from tests.test_taus import STEPS24, curves, sampled
 
 STEPS = np.array([0, 100, 200, 400, 800, 1600, 3200])

@@ -1,5 +1,5 @@
-"""Half-change steps, bootstrap CIs over planes / items (probes.timing) and the paired DSM statistics
-with their multiple-testing correction (probes.dsm_stats)."""
+"""Half-change steps, bootstrap CIs over planes / items (stats.timing) and the paired DSM statistics
+with their multiple-testing correction (stats.dsm_stats)."""
 import math
 
 import numpy as np
@@ -7,8 +7,9 @@ import pytest
 import scipy.stats
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.probes.dsm_stats import adjust_pvalues, paired_gap_stats
-from scoreprobe.probes.timing import difference_ci, half_change, half_change_step, log10_spread, mean_ci
+from scoreprobe.stats.dsm_stats import paired_gap_stats
+from scoreprobe.stats.pvalues import adjust_pvalues
+from scoreprobe.stats.timing import difference_ci, half_change, half_change_step, log10_spread, mean_ci
 
 
 def test_half_change_step_is_linear_in_log_step():

@@ -1,8 +1,8 @@
-"""probes/taus.window_status and tau_summary()["window_status"]: why a window is closed, on hand-built curves."""
+"""stats/taus.window_status and tau_summary()["window_status"]: why a window is closed, on hand-built curves."""
 import numpy as np
 import pytest
 
-from scoreprobe.probes.taus import tau_summary, window_status
+from scoreprobe.stats.taus import tau_summary, window_status
 from tests.test_taus import STEPS, curves, logistic
 
 CASES = {   # name: (rule_acc, mem_ratio, expected status)

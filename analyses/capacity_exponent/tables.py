@@ -13,8 +13,8 @@ from analyses.scaling import presets
 from analyses.scaling.format import fmt, pooled_cell
 from analyses.scaling.stats import run_stats
 from analyses.scaling.tables import curves_of
-from scoreprobe.probes.seeds import pool_seeds
-from scoreprobe.probes.thresholds import MEM_THRESHOLDS
+from scoreprobe.stats.seeds import pool_seeds
+from scoreprobe.stats.thresholds import MEM_THRESHOLDS
 from scoreprobe.stats.censored import censored_fit
 from scoreprobe.stats.verdict import verdict
 

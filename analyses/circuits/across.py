@@ -7,8 +7,8 @@ undefined across models, with the models and reasons that made it so.
 import numpy as np
 from scipy import stats
 
-from scoreprobe.probes.dsm_stats import adjust_family
-from scoreprobe.probes.intervals import t_interval
+from scoreprobe.stats.pvalues import adjust_family
+from scoreprobe.stats.intervals import t_interval
 
 ALPHA = 0.05
 

@@ -154,7 +154,7 @@ def gpt_across(per_model, names, at):
     undefined models' reasons) and a one-sample t test of ≠ 0, Holm over every defined (reading, site) cell of
     the kind; the contrast per reading over models."""
     from analyses.circuits.across import ALPHA, t_summary, why_undefined
-    from scoreprobe.probes.dsm_stats import adjust_family
+    from scoreprobe.stats.pvalues import adjust_family
     first = per_model[names[0]]
     idx = {k: first["steps"].index(s) for k, s in at.items()}
     out = {}

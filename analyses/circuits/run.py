@@ -33,7 +33,7 @@ from analyses.circuits import report as circuits_report
 from analyses.circuits.models import crossing, decay, read_model  # noqa: F401  (crossing, decay: tests)
 from scoreprobe.atomic import atomic_write_text
 from scoreprobe.errors import ConfigError
-from scoreprobe.stats.ratio import DEN_FLOOR
+from scoreprobe.inside.ratio import DEN_FLOOR
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

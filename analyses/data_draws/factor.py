@@ -23,7 +23,7 @@ import numpy as np
 
 from analyses.data_draws import stats as S
 from analyses.scaling import curves as C
-from scoreprobe.probes.crossed import crossed_mean, mean_squares
+from scoreprobe.stats.crossed import crossed_mean, mean_squares
 from scoreprobe.stats import crossed_arms as X
 from scoreprobe.stats.censored import censored_mean
 from scoreprobe.stats.verdict import verdict

@@ -10,7 +10,7 @@ import scipy.stats
 from analyses.scaling import curves as C
 from analyses.scaling.format import curve_table, pooled_cell
 from analyses.scaling.tables import curves_of
-from scoreprobe.probes.seeds import pool_seeds
+from scoreprobe.stats.seeds import pool_seeds
 
 PAPER = C.PAPER["tau_rule"]
 

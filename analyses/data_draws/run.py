@@ -18,7 +18,7 @@ Usage:
   python analyses/data_draws --from-results   # every table and figure from the .npz files, seconds
   python analyses/data_draws --plan           # the run list, order and estimated time, nothing run
 
-Statistics: docs/definitions.md and scoreprobe.probes.seeds.pool_seeds with (data seed × training seed)
+Statistics: docs/definitions.md and scoreprobe.stats.seeds.pool_seeds with (data seed × training seed)
 points: a two-level random-effects split of ln τ (var_data, var_init); the G factor from
 scoreprobe.stats.crossed_arms (both arms crossed, both components) with every interval's coverage simulated at this
 design, its verdict from scoreprobe.stats.verdict (the paper's threshold first), bounds against the comparison

@@ -10,7 +10,7 @@ import numpy as np
 import scipy.stats
 
 from analyses.scaling import curves as C
-from scoreprobe.probes.seeds import pool_ratio, pool_seeds
+from scoreprobe.stats.seeds import pool_seeds, ratio_curve
 
 
 def grid_of(rows):
@@ -56,7 +56,7 @@ def data_share(row):
 def component_verdicts(curve, alpha=0.05):
     """Lines saying at which readable thresholds each variance component is > 0 at family-wise level
     alpha (the F tests of `intervals.two_level`, Holm-adjusted over the thresholds every run crosses)."""
-    from scoreprobe.probes.dsm_stats import adjust_pvalues
+    from scoreprobe.stats.pvalues import adjust_pvalues
     rows = [r for r in curve if not r.get("lower_bound") and not r.get("under_resolved")
             and math.isfinite(r.get("p_data", math.nan))]
     if not rows:
@@ -87,7 +87,7 @@ def factor_curves(rows_a, rows_b, curves, key="tau_rule"):
     if min(len(A), len(B)) < 2:   # one data seed on a side: no interval with data seeds as units
         one = {"value": math.nan, "ci": [math.nan, math.nan], "censored": False, "note": "one data seed (no interval)"}
         return by_run, [C._row(t, dict(one)) for t in C.thresholds_of(key)]
-    by_data = [C._row(t, pool_ratio(A[:, j], B[:, j])) for j, t in enumerate(C.thresholds_of(key))]
+    by_data = ratio_curve(A, B, C.thresholds_of(key))
     return by_run, C.mark_under_resolved(by_data, rows_a + rows_b, curves, key)
 
 

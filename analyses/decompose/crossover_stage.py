@@ -1,5 +1,5 @@
 """The crossover section's measurements beyond the shipped series' losses: τ_cross with intervals over noise draws
-and over trained models (`scoreprobe.probes.crossover.tau_cross_interval`) — training seeds on one training set,
+and over trained models (`scoreprobe.stats.tau_cross.tau_cross_interval`) — training seeds on one training set,
 and data seeds (other training sets of the shipped recipe, training seed 0) — and the generalizer's excess over
 the memorizer as a function of N over several data seeds (oracles only).
 
@@ -21,7 +21,7 @@ logger = logging.getLogger("decompose.crossover")
 
 def _one_model(series, p, m, steps, cache_dir):
     """One model's τ_cross and interval (a dict), reused from cache_dir when measured with the same parameters."""
-    from scoreprobe.probes.crossover import tau_cross_interval
+    from scoreprobe.stats.tau_cross import tau_cross_interval
     key = {k: p[k] for k in ("cross_sigmas", "cross_ci_draws", "cross_ci_boot")}
     key.update(series=str(series.path), last=int(max(series.steps)), steps=steps, boot_seed=m)
     key = json.loads(json.dumps(key))
@@ -64,7 +64,7 @@ def measure_cross_ci(p, root, cache_dir=None):
 def _over_models(tau, ci=0.95):
     """Mean of the per-model τ_cross with a t interval (M − 1 df); None where undefined (< 2 models, or one never
     crosses: a mean of "never" is no number)."""
-    from scoreprobe.probes.intervals import t_interval
+    from scoreprobe.stats.intervals import t_interval
     if len(tau) < 2 or not np.isfinite(tau).all():
         return {"mean": _num(float(np.mean(tau))) if len(tau) else None, "mean_lo": None, "mean_hi": None}
     mean, lo, hi = t_interval(tau, ci)

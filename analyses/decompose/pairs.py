@@ -9,7 +9,7 @@ import numpy as np
 from scoreprobe.data.datasets import make_dataset
 from scoreprobe.data.rules import rule_from_spec
 from scoreprobe.loading.series import load_series
-from scoreprobe.probes.clocks import clocks
+from scoreprobe.stats.clocks import clocks
 from scoreprobe.probes.disjoint import compare_pair, disjoint_agreement, disjoint_check
 from scoreprobe.training.config import TrainConfig
 from scoreprobe.training.ensemble import train_ensemble

@@ -5,7 +5,8 @@ import math
 import numpy as np
 from scipy import stats as st
 
-from scoreprobe.probes import intervals
+from scoreprobe.probes.wilson import wilson_interval
+from scoreprobe.stats import intervals
 from scoreprobe.viz import new_figure
 from scoreprobe.viz.common import save_figure
 
@@ -34,10 +35,8 @@ def wilson(share, n, ci=CI):
     """[share, lo, hi]: Wilson interval of a share of n trials (None when undefined: NaN share or n = 0)."""
     if share is None or n <= 0 or not np.isfinite(share):
         return [None, None, None]
-    z = st.norm.ppf(0.5 + ci / 2)
-    c = (share + z * z / (2 * n)) / (1 + z * z / n)
-    h = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [float(share), float(max(0.0, c - h)), float(min(1.0, c + h))]
+    lo, hi = wilson_interval(share, n, st.norm.ppf(0.5 + ci / 2))
+    return [float(share), float(lo), float(hi)]
 
 
 def _at(ag, k=None):

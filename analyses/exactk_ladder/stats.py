@@ -8,7 +8,7 @@ import scipy.stats
 
 from scoreprobe.data.rules import rule_from_spec
 from scoreprobe.probes.counts import TOP, chance_accuracy, chance_count_error, count_error_shares
-from scoreprobe.probes.intervals import t_interval
+from scoreprobe.stats.intervals import t_interval
 
 
 def run_counts(ds, k):

@@ -8,8 +8,8 @@ import numpy as np
 from analyses.scaling import curves as C
 from analyses.scaling.stats import run_stats
 from scoreprobe.models.flops import forward_flops, step_flops
-from scoreprobe.probes.abruptness import abruptness
-from scoreprobe.probes.seeds import pool_ratio, pool_seeds
+from scoreprobe.stats.abruptness import abruptness
+from scoreprobe.stats.seeds import pool_ratio, pool_seeds
 
 # the common memorization band: every checkpoint whose memorized share lies in it, for both models. Lower end:
 # 2% (20 of 1000 samples, the per-run band's count floor, docs/definitions.md "Abruptness"); upper end: 20%,

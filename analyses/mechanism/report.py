@@ -1,5 +1,5 @@
 """The report of analyses/mechanism: every number from the stores (nothing from a log), the
-statistics of scoreprobe.probes.timing / dsm_stats, the md, the json and the figures.
+statistics of scoreprobe.stats.timing / dsm_stats, the md, the json and the figures.
 
 One unit per independent thing: a distinct plane once (two seeds can draw the same one), resampled by
 cluster (the training/held-out pair of a symmetric plane); a distinct retention item once (its seeds'
@@ -16,8 +16,9 @@ import numpy as np
 from analyses.mechanism import measure as M
 from scoreprobe.atomic import atomic_write_text
 from scoreprobe.data.datasets import STATE_CODES
-from scoreprobe.probes.dsm_stats import ALPHA, adjust_family, first_significant_step, paired_gap_stats, significant_sets
-from scoreprobe.probes.timing import _quiet, bootstrap_means, difference_ci, mean_ci, sigmoid_half_change
+from scoreprobe.stats.dsm_stats import first_significant_step, paired_gap_stats, significant_sets
+from scoreprobe.stats.pvalues import ALPHA, adjust_family
+from scoreprobe.stats.timing import _quiet, bootstrap_means, difference_ci, mean_ci, sigmoid_half_change
 from scoreprobe.store import normalize_config
 
 logger = logging.getLogger("mechanism")

@@ -19,8 +19,9 @@ import numpy as np
 import scipy.stats
 
 from analyses.mechanism import measure as M
-from scoreprobe.probes.dsm_stats import adjust_family, adjust_pvalues, first_significant_step, significant_sets
-from scoreprobe.probes.timing import fit_log_sigmoid, plateau_shares
+from scoreprobe.stats.dsm_stats import first_significant_step, significant_sets
+from scoreprobe.stats.pvalues import adjust_family, adjust_pvalues
+from scoreprobe.stats.timing import fit_log_sigmoid, plateau_shares
 
 DSM_BAND = (0.2, 2.0)
 
@@ -175,8 +176,8 @@ def dsm_half_change_with_ci(args, r, stores):
     """The DSM gap's fitted half-change with its bootstrap CI over the pairs, from the stores, and how
     closely the stores reproduce the shipped per-σ paired gaps (max abs difference)."""
     from analyses.mechanism.report import dsm_pair_gaps, dsm_pair_losses
-    from scoreprobe.probes.dsm_stats import paired_gap_stats
-    from scoreprobe.probes.timing import sigmoid_half_change
+    from scoreprobe.stats.dsm_stats import paired_gap_stats
+    from scoreprobe.stats.timing import sigmoid_half_change
     col = {"dsm": stores, "steps": r["steps"]}
     h = sigmoid_half_change(r["steps"], dsm_pair_gaps(col), until="extreme", n_boot=args.n_boot)
     loss, d0 = dsm_pair_losses(col)

@@ -13,7 +13,7 @@ outside [1/2, 2] for "near", below the reference for a mean); otherwise "not dec
 import math
 
 from analyses.mechanism_seeds.series import CAPTURED, DSM_GAP
-from scoreprobe.probes.dsm_stats import ALPHA, adjust_pvalues
+from scoreprobe.stats.pvalues import ALPHA, adjust_pvalues
 
 # (series, the claim in words, the quantity, the test): tests "before"/"after"/"near" a clock (half-change /
 # τ < 1, > 1, within a factor 2), or ("mean above", reference, step) of a per-step curve

@@ -8,8 +8,9 @@ import warnings
 import numpy as np
 
 from analyses.mechanism_seeds import stats as S
-from scoreprobe.probes.dsm_stats import adjust_family, first_significant_step, significant_sets
-from scoreprobe.probes.taus import tau_summary, window_status
+from scoreprobe.stats.dsm_stats import first_significant_step, significant_sets
+from scoreprobe.stats.pvalues import adjust_family
+from scoreprobe.stats.taus import tau_summary, window_status
 
 LOCAL = ["symmetric", "train_heldout", "random_valid"]
 N_BOOT_TAU = 1000   # sample-level resamples of each model's τ (taus()' default)
@@ -74,7 +75,7 @@ def curves(models, settings, n_boot):
             if sigma == 1.0:
                 halves[CAPTURED] = cap
         if cap is not None and near is not None:
-            out[f"nearer own, share of captured (σ {sigma:g})"] = S.ratio_curve(near, cap, n_boot, 2)
+            out[f"nearer own, share of captured (σ {sigma:g})"] = S.sum_ratio_curve(near, cap, n_boot, 2)
     dsm = S.dsm_table(models)
     if dsm is not None:
         Y, sig, band = dsm

@@ -1,7 +1,7 @@
 """Statistics of analyses/mechanism_seeds, from the exports: per series, the (trained models × units) table
 of every quantity, its units aligned across the models (every model of a series is measured on the same
 planes, items and DSM pairs), and intervals with models and units as the units of resampling
-(scoreprobe.probes.crossed; docs/definitions.md, "Trained models and units"):
+(scoreprobe.stats.crossed; docs/definitions.md, "Trained models and units"):
 
 - a mean over models and units at a step: `crossed_mean` (two-way ANOVA, Satterthwaite t), with the
   variance split between models, units and their interaction;
@@ -16,8 +16,9 @@ import math
 import numpy as np
 
 from analyses.scaling.curves import run_curves, thresholds_of
-from scoreprobe.probes.crossed import crossed_mean, models_and_units, two_level_bootstrap
-from scoreprobe.probes.timing import fit_log_sigmoid
+from scoreprobe.stats.crossed import crossed_mean, models_and_units, two_level_bootstrap
+from scoreprobe.stats.intervals import tost
+from scoreprobe.stats.timing import fit_log_sigmoid
 
 DSM_BAND = (0.2, 2.0)
 LN2 = math.log(2.0)
@@ -111,9 +112,10 @@ def difference_curve(Ya, Yb, n_boot, seed):
     return per_model_curve(stat(vals[None])[0], stat, vals, n_boot, seed, strata)
 
 
-def ratio_curve(Ynum, Yden, n_boot, seed):
+def sum_ratio_curve(Ynum, Yden, n_boot, seed):
     """Σ num / Σ den over the units of each model (e.g. captured nearer its own item / captured), pooled over
-    the models; NaN at a step where some model has no denominator."""
+    the models; NaN at a step where some model has no denominator. A ratio of sums over units, not the ratio of
+    two configurations' τ (`scoreprobe.stats.seeds.ratio_curve`)."""
     def stat(d):
         with np.errstate(invalid="ignore", divide="ignore"):
             return d[..., 0].sum(axis=2) / d[..., 1].sum(axis=2)
@@ -189,17 +191,9 @@ def tau_ratio(hc, taus, key):
             r = models_and_units(theta, hc["units_replicates"] - ln_tau[:, j].mean(), hc["n_units"])
             row.update(censored=False, value=math.exp(r["mean"]), ci=[math.exp(r["lo"]), math.exp(r["hi"])],
                        p_below=float(r["p_below"]), p_above=float(r["p_above"]), se=float(r["se"]), df=float(r["df"]),
-                       p_within2=tost(float(r["mean"]), float(r["se"]), float(r["df"])))
+                       p_within2=tost(float(r["mean"]), float(r["se"]), float(r["df"]), LN2))
         rows.append(row)
     return rows
-
-
-def tost(mean, se, df, margin=LN2):
-    """p of |mean| < margin (two one-sided t tests; the larger p)."""
-    import scipy.stats
-    if se <= 0:
-        return 0.0 if abs(mean) < margin else 1.0
-    return float(max(scipy.stats.t.cdf((mean - margin) / se, df), scipy.stats.t.sf((mean + margin) / se, df)))
 
 
 def paired_p(gap):

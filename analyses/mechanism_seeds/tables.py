@@ -3,7 +3,7 @@ import math
 
 from analyses.mechanism.markdown import sigma_runs
 from analyses.mechanism_seeds.claims import CLAIMS
-from scoreprobe.probes.crossed import CROSSED_METHOD, MODELS_UNITS_METHOD
+from scoreprobe.stats.crossed import CROSSED_METHOD, MODELS_UNITS_METHOD
 
 NR = "not reached"
 BASIN_COLUMNS = ("off-vertex (local planes)", "off-vertex (reach planes)", "valid basin", "violating basin",

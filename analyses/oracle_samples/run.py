@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scoreprobe.probes.intervals import t_interval
+from scoreprobe.stats.intervals import t_interval
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = {"seed0": "checkpoints/parity-default", "seed1": "runs/shipped/s1", "seed2": "runs/shipped/s2"}

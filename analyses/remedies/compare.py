@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from scoreprobe.probes.dsm_stats import adjust_pvalues
-from scoreprobe.probes.timing import seed_t_interval
+from scoreprobe.stats.pvalues import adjust_pvalues
+from scoreprobe.stats.timing import seed_t_interval
 
 ALPHA = 0.05
 # (variant, reference, quantity): the comparisons the README's verdicts rest on

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from scoreprobe.probes.dsm_stats import adjust_pvalues
+from scoreprobe.stats.pvalues import adjust_pvalues
 
 ALPHA = 0.05
 FAMILIES = ("readable", "planned", "tau_tests", "all_tests")

@@ -1,21 +1,22 @@
 """Statistics of the remedies where the baseline learns (g3_grid): per run the scaling study's numbers (the rule
 clock of a curriculum run and of its control read beyond the curriculum's pieces), per comparison the ratio of
-τ over the training seeds at every threshold (Welch t on ln τ, `probes.seeds.pool_ratio`) with Welch's p and
+τ over the training seeds at every threshold (Welch t on ln τ, `stats.seeds.pool_ratio`) with Welch's p and
 Holm over the family of comparisons at that threshold; a side with a seed that does not reach a threshold
 gives no ratio, only a bound with that seed at its budget. Beside the τ, two endpoints (peak rule accuracy, the
 last memorized share) as differences of seed means, Holm over the same comparisons."""
 import math
 
 import numpy as np
-import scipy.stats
 
 from analyses.scaling import curves as C
 from analyses.scaling.export import clocks_dataset
 from analyses.scaling.stats import run_stats
 from scoreprobe.data.curriculum import beyond_state
-from scoreprobe.probes.crossings import logit_fraction, reliable_crossing, wilson_lower
-from scoreprobe.probes.dsm_stats import adjust_pvalues
-from scoreprobe.probes.seeds import pool_ratio, pool_seeds
+from scoreprobe.probes.wilson import wilson_lower
+from scoreprobe.stats.crossings import logit_fraction, reliable_crossing
+from scoreprobe.stats.intervals import welch_p
+from scoreprobe.stats.pvalues import adjust_pvalues
+from scoreprobe.stats.seeds import pool_ratio, pool_seeds, ratio_curve
 
 # (variant, reference): the family of comparisons, Holm-adjusted together at each threshold
 COMPARISONS = (("global_token", "baseline"), ("multiplicative", "baseline"), ("curriculum", "baseline"),
@@ -94,15 +95,6 @@ def since_switch(rows, curves, switch):
     return out_rows, out_curves
 
 
-def welch_p(a, b, log=True):
-    """Two-sided Welch t-test p of ln b against ln a (of b against a: log False; NaN with fewer than 2 seeds on a
-    side)."""
-    if min(len(a), len(b)) < 2:
-        return math.nan
-    f = np.log if log else np.asarray
-    return float(scipy.stats.ttest_ind(f(b), f(a), equal_var=False).pvalue)
-
-
 def censored_bound(a, b, last_a, last_b):
     """The ratio b / a of geometric means with every unreached seed at its run's last step: a lower bound
     ('>') when only b has unreached seeds, an upper bound ('<') when only a has; None when both or none do.
@@ -127,12 +119,10 @@ def comparison_curve(rows_a, rows_b, curves, key):
     """b / a at each threshold of `key`: pool_ratio (value, ci, censored), p (Welch), bound (censored_bound)."""
     A, B = C._points(rows_a, curves, key), C._points(rows_b, curves, key)            # (S_a, T), (S_b, T)
     last_a, last_b = (np.array([float(r["steps"]) for r in rs]) for rs in (rows_a, rows_b))
-    out = []
-    for j, t in enumerate(C.thresholds_of(key)):
-        r = pool_ratio(A[:, j], B[:, j])
+    out = ratio_curve(A, B, C.thresholds_of(key))
+    for j, r in enumerate(out):
         r["p"] = math.nan if r["censored"] else welch_p(A[:, j], B[:, j])
         r["bound"] = censored_bound(A[:, j], B[:, j], last_a, last_b) if r["censored"] else None
-        out.append(C._row(t, r))
     out = C.mark_under_resolved(out, rows_a + rows_b, curves, key)
     for r in out:   # a threshold crossed before the first checkpoint after 0 is neither tested nor bounded
         if r.get("under_resolved"):

@@ -36,7 +36,7 @@ from analyses.grid import extrapolate_tau, finished, in_parallel, measured_clock
 from analyses.remedies.compare import comparison_lines, comparisons
 from scoreprobe.loading.series import load_series
 from scoreprobe.data.curriculum import beyond_pieces
-from scoreprobe.probes.taus import tau_summary
+from scoreprobe.stats.taus import tau_summary
 from scoreprobe.data.rules import rule_from_spec
 from scoreprobe.store import normalize_config
 from scoreprobe.training.train import TrainConfig, train_run

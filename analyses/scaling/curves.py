@@ -1,17 +1,18 @@
 """Every scaling claim as a curve over thresholds (issue 35): per run, τ at each rule threshold (0.3 … 0.95)
-and memorization threshold (0.01 … 0.2) (`probes.thresholds`); per claim, the pooled value, ratio, paired
-ratio or fitted exponent at each threshold with its seed-level interval (`probes.seeds`), censored where some
+and memorization threshold (0.01 … 0.2) (`stats.thresholds`); per claim, the pooled value, ratio, paired
+ratio or fitted exponent at each threshold with its seed-level interval (`stats.seeds`), censored where some
 seed does not reach the threshold; and a verdict that is called robust only where it holds at every threshold
 that can be read."""
 import math
 
 import numpy as np
 
-from scoreprobe.probes.families import _taus_u, _valid, u_to_steps
-from scoreprobe.probes.intervals import t_interval
-from scoreprobe.probes.seeds import pool_ratio, pool_seeds, pool_windows, seed_fit
-from scoreprobe.probes.thresholds import MEM_THRESHOLDS, RULE_THRESHOLDS, threshold_crossings
-from scoreprobe.probes.taus import setup, tau_summary
+from scoreprobe.stats.families import _taus_u, _valid, u_to_steps
+from scoreprobe.stats.intervals import t_interval
+from scoreprobe.stats.seeds import pool_seeds, pool_windows, seed_fit
+from scoreprobe.stats.seeds import ratio_curve as threshold_ratios
+from scoreprobe.stats.thresholds import MEM_THRESHOLDS, RULE_THRESHOLDS, threshold_crossings
+from scoreprobe.stats.taus import setup, tau_summary
 
 VALUE_KEYS = (("factor", "factor_ci"), ("b", "b_ci"), ("value", "ci"), ("pooled", "ci"))   # (value, its CI) by kind
 THRESHOLDS = {"tau_rule": RULE_THRESHOLDS, "tau_mem": MEM_THRESHOLDS, "tau_family": RULE_THRESHOLDS}
@@ -73,8 +74,7 @@ def window_curve(rows, curves):
 
 def ratio_curve(rows_a, rows_b, curves, key):
     """b / a at each threshold (Welch t on ln τ), censored where any seed of either is not reached."""
-    A, B = _points(rows_a, curves, key), _points(rows_b, curves, key)
-    curve = [_row(t, pool_ratio(A[:, j], B[:, j])) for j, t in enumerate(thresholds_of(key))]
+    curve = threshold_ratios(_points(rows_a, curves, key), _points(rows_b, curves, key), thresholds_of(key))
     return mark_under_resolved(curve, rows_a + rows_b, curves, key)
 
 

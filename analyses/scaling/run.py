@@ -25,9 +25,9 @@ Usage:
                                                         # timed (no GPU here)
   python analyses/scaling --plan                     # the run list, order and estimated time, nothing run
 
-Statistics: τ per run with sample-level bootstrap draws (`probes.seeds.tau_draws`), pooled over seeds
+Statistics: τ per run with sample-level bootstrap draws (`stats.seeds.tau_draws`), pooled over seeds
 by a hierarchical bootstrap (`pool_seeds`: seeds with replacement, then samples), fits across an axis
-with seed-inclusive CIs (`seed_fit`), abruptness of memorization (`probes.abruptness`), why a window is
+with seed-inclusive CIs (`seed_fit`), abruptness of memorization (`stats.abruptness`), why a window is
 closed (`taus.window_status`), constraint-family clocks (`family_taus`). docs/definitions.md.
 
 The CPU preset (grid.PRESETS["cpu"]; `--plan` prints the runs in order with the estimated time

@@ -1,6 +1,6 @@
 """Statistics of analyses/scaling, from the minimal clocks Datasets of the exports: per run (τ with
 sample-level draws, window status, peaks, abruptness, family clocks, τ over thresholds) and per configuration
-(pooled over seeds with the t interval of `scoreprobe.probes.seeds`; censored seeds make a bound at the
+(pooled over seeds with the t interval of `scoreprobe.stats.seeds`; censored seeds make a bound at the
 budget)."""
 
 import math
@@ -8,10 +8,10 @@ import math
 import numpy as np
 
 from analyses.grid import extrapolate_tau
-from scoreprobe.probes.families import first_share, interval
+from scoreprobe.stats.families import first_share, interval
 from analyses.scaling.curves import run_curves
-from scoreprobe.probes.seeds import hierarchical_replicates, pool_ratio, pool_seeds, pool_windows, seed_fit, tau_draws
-from scoreprobe.probes.taus import tau_summary, window_status
+from scoreprobe.stats.seeds import hierarchical_replicates, pool_ratio, pool_seeds, pool_windows, seed_fit, tau_draws
+from scoreprobe.stats.taus import tau_summary, window_status
 
 N_BOOT = 1000           # sample-level resamples per run (taus()' default, same seed: the same draws)
 N_BOOT_POOL = 2000      # hierarchical replicates per configuration
@@ -37,7 +37,7 @@ def run_stats(name, run, info):
                     "mem_ratio": ds.mem_ratio.values.tolist()}
     draws = {k: tau_draws(ds, k, n_boot=N_BOOT) for k in KEYS}
     if "family" in ds.coords:
-        from scoreprobe.probes.families import family_taus
+        from scoreprobe.stats.families import family_taus
         out["families"] = family_taus(ds, n_boot=N_BOOT)
         out["family_names"] = [str(f) for f in ds.family.values]
         out["curve"]["family_acc"] = {f: ds.family_acc.sel(family=f).values.tolist() for f in out["family_names"]}

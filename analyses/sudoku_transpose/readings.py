@@ -9,7 +9,7 @@ what the data part can and cannot say; and which seed sets the order.
   is 1 in expectation over draws and a pooled CI including 1 says nothing about any one draw. What can: the
   draw-level F test (the data-seed component of the reversed part is 0: the draws do not differ in their
   preference) and each draw alone (its training seeds as units).
-- Which seed sets the order: the two-level F tests of each part (scoreprobe.probes.intervals.two_level: the
+- Which seed sets the order: the two-level F tests of each part (scoreprobe.stats.intervals.two_level: the
   data-seed and the training-seed component = 0 on (D − 1, (D − 1)(I − 1)) and (I − 1, ...) df). Families for
   Holm, named with their size: one test over its readable thresholds, and every component test of the study.
 """
@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from analyses.scaling import curves as C
-from scoreprobe.probes.dsm_stats import adjust_pvalues
+from scoreprobe.stats.pvalues import adjust_pvalues
 from scoreprobe.stats.verdict import verdict
 
 PAPER = 0.9

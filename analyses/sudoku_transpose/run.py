@@ -23,7 +23,7 @@ Usage:
   python analyses/sudoku_transpose --hours 3       # start no run that would not end within 3 h (resumable)
 
 Statistics (stats.py): per run the ratio τ_rows / τ_columns at each family threshold (0.3 … 0.95); pooled over
-data seeds × training seeds with the two-level t interval of scoreprobe.probes.seeds.pool_seeds where the grid
+data seeds × training seeds with the two-level t interval of scoreprobe.stats.seeds.pool_seeds where the grid
 is complete; the architecture's part sqrt(R_orig · R_transposed) and the data's part sqrt(R_orig /
 R_transposed) per matched (data seed, training seed) pair, pooled two-level over the pairs; per data seed
 for the data's part, its training seeds as units; verdicts over thresholds

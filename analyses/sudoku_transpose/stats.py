@@ -22,7 +22,7 @@ import numpy as np
 
 from analyses.data_draws import stats as draws_stats
 from analyses.scaling import curves as C
-from scoreprobe.probes.seeds import pool_seeds
+from scoreprobe.stats.seeds import pool_seeds
 
 FIRST, SECOND = "rows", "columns"
 
@@ -55,10 +55,11 @@ def units_of(rows):
             f"data seeds {ds} × training seeds {ss} (two-level t interval)")
 
 
-def ratio_curve(rows, curves):
+def family_ratio_curve(rows, curves):
     """τ_rows / τ_columns pooled at each threshold (units_of: two-level where the grid is complete): the
     geometric mean with its t interval, var_data / var_init / var_residual of ln R in the two-level case;
-    censored where some run of the units does not reach both families."""
+    censored where some run of the units does not reach both families. Two families of the same runs, paired
+    within each run: not `scoreprobe.stats.seeds.ratio_curve`, which compares two configurations (Welch)."""
     runs, shape, words = units_of(rows)
     R = ratio_points(runs, curves)                                                  # (runs, T)
     out = _pooled(R, shape, words, lambda per: {"per_run": per}, ("var_data", "var_init", "var_residual"))

@@ -90,7 +90,7 @@ def arch_report(arch, rows, curves):
         lines += curve_table("family threshold", cols, 0.9) + [""]
     if not (rows_o and rows_t):
         return lines + ["Needs runs in both orientations for the ratios.", ""], out
-    ratio_o, ratio_t = S.ratio_curve(rows_o, curves), S.ratio_curve(rows_t, curves)
+    ratio_o, ratio_t = S.family_ratio_curve(rows_o, curves), S.family_ratio_curve(rows_t, curves)
     kept, rev = S.architecture_part(rows_o, rows_t, curves), S.data_part(rows_o, rows_t, curves)
     by_seed = S.data_part_by_seed(rows_o, rows_t, curves)
     out.update(ratio_original=ratio_o, ratio_transposed=ratio_t, architecture_part=kept, data_part=rev,

@@ -38,7 +38,7 @@ import numpy as np
 from analyses.grid import apply_preset, extrapolate_tau, finished, in_parallel, measured_clocks, train_ensembles
 from scoreprobe.atomic import atomic_write_text
 from scoreprobe.loading.series import load_series
-from scoreprobe.probes.clocks import fit_power_law
+from scoreprobe.stats.taus import fit_power_law
 from scoreprobe.store import normalize_config
 from scoreprobe.training.train import TrainConfig, train_run
 from scoreprobe.viz import new_figure, plot_clocks, plot_states

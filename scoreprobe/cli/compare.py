@@ -9,8 +9,8 @@ from scoreprobe.limits import MAX_SAMPLES
 
 
 def table_lines(ds):
-    """The τ table of a compare Dataset (probes.compare.table_rows), then each run's differences to the first."""
-    from scoreprobe.probes.compare import difference_rows, table_rows
+    """The τ table of a compare Dataset (stats.compare.table_rows), then each run's differences to the first."""
+    from scoreprobe.stats.compare import difference_rows, table_rows
     head, rows = table_rows(ds)
     widths = [max(len(r[j]) for r in (head, *rows)) for j in range(len(head))]
     for r in (head, *rows):
@@ -42,7 +42,7 @@ def compare(items, names, n_samples, seed, n_boot, plot, report, device):
     τ_novel, τ_mem with CIs and the window per run, and each run's differences to the first
     (docs/definitions.md, "Comparing runs"); --report writes the same as one HTML page that opens offline."""
     from scoreprobe.cli.common import check_writable
-    from scoreprobe.probes.compare import compare as run_compare
+    from scoreprobe.stats.compare import compare as run_compare
     names = [n.strip() for n in names.split(",")] if names is not None else None
     plot = plot_file(plot, None, "compare.png")
     check_figure(plot, "--plot")

@@ -118,7 +118,7 @@ def clocks(source, n_samples, seed, n_steps, sampler_name, s_churn, s_noise, s_t
     with τ_rule, τ_mem and the innovation window. Several run directories: each is measured into
     its own store (<run>.clocks.zarr here, as for one run; --out DIR: DIR/<run>.zarr, the .zarr
     suffix of DIR dropped) and their τ compared as by `scoreprobe compare`."""
-    from scoreprobe.probes.clocks import clocks as run_clocks
+    from scoreprobe.stats.clocks import clocks as run_clocks
     parse_steps(steps, words=("all", "auto"))   # a malformed --steps fails before anything is loaded
     sampler = sampler_of(sampler_name, s_churn=s_churn, s_noise=s_noise, s_tmin=s_tmin, s_tmax=s_tmax, eta=eta)
     scheduler = scheduler_of(scheduler, dask_local)
@@ -163,8 +163,8 @@ def _clocks_of_runs(run_dirs, steps, out, overwrite, plot, **kw):
     from scoreprobe.errors import ConfigError
     from scoreprobe.loading.series import load_series
     from scoreprobe.sweep.outputs import run_output
-    from scoreprobe.probes.clocks import clocks as run_clocks
-    from scoreprobe.probes.compare import compare
+    from scoreprobe.stats.clocks import clocks as run_clocks
+    from scoreprobe.stats.compare import compare
     names = [Path(r).resolve().name for r in run_dirs]
     if len(set(names)) != len(names):
         raise ConfigError(f"the run directories must have different names, got {', '.join(names)}")
@@ -262,7 +262,8 @@ def _dsm_table(ds, band=(0.2, 2.0)):
     """Per step: band means of the train / held-out loss (finite items), the gap ± its SE, the
     smallest σ with gap z > 3 (σ*) and, when any, the count of non-finite per-item losses (all σ);
     then the two oracles."""
-    from scoreprobe.probes.dsm import Z_SIGNIFICANT, dsm_summary, gap_stats
+    from scoreprobe.probes.dsm_gap import Z_SIGNIFICANT, gap_stats
+    from scoreprobe.stats.dsm_stats import dsm_summary
     sig = ds.sigma.values
     if not ((sig >= band[0]) & (sig <= band[1])).any():   # a coarse --sigmas grid: average over all of it
         band = (float(sig.min()), float(sig.max()))

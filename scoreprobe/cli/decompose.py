@@ -119,7 +119,7 @@ def _table(ds, split, band=(0.2, 2.0), n_boot=1000, level=0.95):
     called cells' leads with their intervals and the mixture weights at the σ nearest 1."""
     import numpy as np
 
-    from scoreprobe.probes.decompose import decompose_summary, mixture_weights
+    from scoreprobe.stats.decompose_calls import decompose_summary, mixture_weights
     d = ds.sel(split=split)
     if "step" not in d.dims:
         d = d.expand_dims(step=[0])

@@ -4,6 +4,7 @@
     cache.py    run_with_cache: one forward with activations kept, as an xarray Dataset
     sites.py    patching sites: parse 'blocks.1.attn.hook_z[head=2]', the default grid
     patch.py    activation patching and attribution patching (AtP, AtP*) at one σ
+    ratio.py    a patching effect's checked denominator: pooled and per-unit ratios, NaN with the reason
     atp.py      the AtP estimator: one joint first-order term per site, AtP*'s QK fix and GradDrop
     ode.py      patching along the PF-ODE: the basin-flip fraction
     attribution.py  direct attribution: each component's additive share of D(x, σ) on a direction

@@ -11,7 +11,7 @@ output, 1 = clean*: the output when every activation of the network is the clean
 layer patched). clean* differs from D(x_c) only by the preconditioning's skip term c_skip·x, which
 reads the input directly and no site inside the network can move (docs/inside.md).
 
-The denominator (the pair's contrast m(clean*) − m(corrupt)) is checked (scoreprobe.stats.ratio): a pair's
+The denominator (the pair's contrast m(clean*) − m(corrupt)) is checked (scoreprobe.inside.ratio): a pair's
 effect is NaN where |contrast| < floor, a pooled effect Σ(m − m_r)/Σ(m_c* − m_r) is NaN where the pairs'
 contrasts have mixed sign or |mean contrast| < floor, the reason kept beside it, with one warning.
 
@@ -34,7 +34,7 @@ from scoreprobe.inside.hooks import hook_points, installed, keepers, network_of
 from scoreprobe.inside.sites import patch_fns, resolve_sites
 from scoreprobe.limits import MAX_SIGMA, check_int
 from scoreprobe.noise import randn_per_sample
-from scoreprobe.stats.ratio import DEN_FLOOR, pooled_ratio, unit_ratio
+from scoreprobe.inside.ratio import DEN_FLOOR, pooled_ratio, unit_ratio
 
 FINAL = "final.hook_out"
 METHODS = ("patch", "atp", "atp*", "both")
@@ -121,7 +121,7 @@ def patch(D, clean, corrupt, sigma, sites="all", seed=0, method="patch", confirm
     metric : GPT only: "log_lik" (default: the clean tokens' log-likelihood) or "logit_diff".
     positions : GPT "logit_diff" only: (B, D) weights of the positions the logit difference sums (default 1
         from the pair's first differing bit on), e.g. one-hot at the bit a rule fixes.
-    floor : the smallest |contrast| (metric units) a ratio is taken over (scoreprobe.stats.ratio).
+    floor : the smallest |contrast| (metric units) a ratio is taken over (scoreprobe.inside.ratio).
 
     Returns
     -------

@@ -28,7 +28,7 @@ from scoreprobe.inside.patch import (
     FINAL, _direction, capture, metric, pair_inputs, patched_output, warn_undefined_effects,
 )
 from scoreprobe.inside.sites import Atom, resolve_sites, with_atoms
-from scoreprobe.stats.ratio import DEN_FLOOR, pooled_ratio, unit_ratio
+from scoreprobe.inside.ratio import DEN_FLOOR, pooled_ratio, unit_ratio
 
 _SENDER = re.compile(r"^blocks\.(\d+)\.(attn\.hook_z\[head=(\d+)\]|hook_mlp_out)$")
 _RECEIVER = re.compile(r"^(?:blocks\.(\d+)\.(attn\[head=(\d+)\]|mlp)|final)$")
@@ -93,7 +93,7 @@ def path_patch(D, clean, corrupt, sigma, senders, receivers, which="qkv", seed=0
 
     clean, corrupt : (B, D) images (0/1 bits or ±1); sigma : scalar or (B,); senders, receivers : labels (or
     lists of labels); which : for head receivers, any of "q", "k", "v"; direction : (B, D) metric direction
-    (default y_c − y_r); floor : the smallest |contrast| a ratio is taken over (scoreprobe.stats.ratio).
+    (default y_c − y_r); floor : the smallest |contrast| a ratio is taken over (scoreprobe.inside.ratio).
     Returns xarray.Dataset, dims (sender, receiver, sample): `effect` (NaN where the pair's |contrast| < floor),
     `effect_numerator` m − m_r, and `effect_pooled` (sender, receiver) Σ(m − m_r)/Σ(m_c* − m_r); NaN where the
     sender is not before the receiver, or where the pairs' contrasts have mixed sign or |mean| < floor (the

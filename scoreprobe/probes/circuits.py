@@ -15,7 +15,7 @@ a head looks, not an effect.
 
 Every effect is read per σ: a site can carry +a at one noise level and −a at another, and a mean over σ
 would call that "no effect". An effect is a fraction of the pairs' contrast (metric clean* − corrupt);
-pooled over pairs it is Σ numerators / Σ contrasts (scoreprobe.stats.ratio.pooled_ratio), left NaN where
+pooled over pairs it is Σ numerators / Σ contrasts (scoreprobe.inside.ratio.pooled_ratio), left NaN where
 the contrasts have mixed sign or |mean contrast| < floor, the reason kept in `*_effect_undefined`. The
 copy contrast itself is read with its sign: near 0 or negative, the network's output on the held-out
 neighbour points as far or further towards the training item than its output on the item itself, which
@@ -36,7 +36,7 @@ from scoreprobe.inside.hooks import network_of
 from scoreprobe.inside.sites import resolve_sites
 from scoreprobe.limits import MAX_SIGMA, MAX_SIGMAS
 from scoreprobe.noise import randn_per_sample
-from scoreprobe.stats.ratio import DEN_FLOOR, pooled_ratio, unit_ratio, warn_undefined
+from scoreprobe.inside.ratio import DEN_FLOOR, pooled_ratio, unit_ratio, warn_undefined
 from scoreprobe.sweep import dataset_and_rule, is_series, run_probe
 
 DEFAULT_SIGMAS = (0.3, 0.7, 1.5)
@@ -191,7 +191,7 @@ def circuits(D_or_series, sigmas=DEFAULT_SIGMAS, n_pairs=32, sites="all", seed=0
     seed : noise (shared by a pair's two inputs) and the choice of flipped bits.
     attention : also measure attention to same-group keys (parity rules only).
     dataset, rule : for a plain denoiser (a series brings its own).
-    floor : the smallest |contrast| (metric units) an effect is taken over (scoreprobe.stats.ratio).
+    floor : the smallest |contrast| (metric units) an effect is taken over (scoreprobe.inside.ratio).
     steps, out, device, progress, overwrite, model_id : as for the other probes (`sweep`; `out` resumes).
 
     Returns

@@ -1,14 +1,16 @@
 """The two clocks: when samples become rule-valid (τ_rule) and when they copy training items (τ_mem).
 
-`clocks` draws the same samples (same seed, so the same initial noise or the same ancestral
+`measure_clocks` draws the same samples (same seed, so the same initial noise or the same ancestral
 random stream) at every checkpoint, classifies each endpoint into one of the five states of
 `scoreprobe.data.STATES`, and reports per step the accuracies and the memorization ratio.
-`taus` reads the two clocks off those curves; `fit_power_law` fits τ = a·N^b across runs.
+The τ are inference over these curves and live in `scoreprobe.stats` (`stats.taus` reads the two clocks
+off them, `fit_power_law` fits τ = a·N^b across runs); the public `sp.clocks`
+(`scoreprobe.stats.clocks.clocks`) composes the two: `measure_clocks`, then τ with CIs in the attrs and
+as data variables. The data flow one way: this module imports nothing from `scoreprobe.stats`.
 
 Definitions: docs/definitions.md ("Endpoint states", "Sample metrics"). In short: validity is
 decided by the thresholded bits (an `invalid` endpoint is a non-finite one); rule_acc counts
 copies; novel_valid = valid and not a training item; off_vertex is a flag reported on its own.
-τ and the window: `scoreprobe.probes.taus`.
 """
 import json
 import logging
@@ -22,13 +24,11 @@ import xarray as xr
 from scoreprobe import slices, store
 from scoreprobe.ode import integrator as ode, samplers
 from scoreprobe.data import datasets as data
-from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION, MEM_THRESHOLD, RULE_THRESHOLD
-from scoreprobe.errors import ConfigError, NonFiniteWarning
+from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION
+from scoreprobe.errors import ConfigError, NonFiniteWarning, user_stacklevel
 from scoreprobe.limits import check_rows, check_seed, warn_nonfinite
 from scoreprobe.precision import with_autocast
 from scoreprobe.models.stack import StackedDenoiser, chunk_rows, replicate, split
-from scoreprobe.probes.taus import fit_power_law, tau_summary  # noqa: F401  (re-exported)
-from scoreprobe.probes.tidy import with_taus
 from scoreprobe.sweep import dataset_and_rule, is_multi, source_identity, sweep
 
 logger = logging.getLogger(__name__)
@@ -235,16 +235,15 @@ def novel_oracle(dataset, rule):
     return 1.0 - len(dataset.train) / float(rule.n_valid)
 
 
-def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, device=None, dataset=None, rule=None,
-           keep_bits=False, out=None, chunk_size=None, steps=None, rule_threshold=RULE_THRESHOLD,
-           mem_threshold=MEM_THRESHOLD, n_boot=1000, progress=None, overwrite=False, models_per_pass=1,
-           autocast=None, model_id=None, sampler=None):
-    """The two clocks of a training run: sample every checkpoint with the same seed and classify.
+def measure_clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, device=None, dataset=None,
+                   rule=None, keep_bits=False, out=None, chunk_size=None, steps=None, progress=None, overwrite=False,
+                   models_per_pass=1, autocast=None, model_id=None, sampler=None):
+    """The clock curves of a training run: sample every checkpoint with the same seed and classify (no τ).
 
     Parameters
     ----------
     series_or_mapping : CheckpointSeries (DiT: PF-ODE samples; GPT: ancestral samples), a mapping
-        {step: denoiser} (e.g. oracles), or a single denoiser (no `step` dim, no τ).
+        {step: denoiser} (e.g. oracles), or a single denoiser (no `step` dim).
     n_samples, seed : samples per checkpoint; sample i starts from the same noise at every step.
     n_steps : sampler steps. device : "cpu", "cuda", "auto" or None (= auto).
     sampler : None (the deterministic Heun PF-ODE), a name, a dict or a `scoreprobe.ode.samplers.Sampler`
@@ -258,14 +257,12 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     autocast : None (float32), "bf16" or "fp16": the network's matrix products in that dtype, the ODE
         in float32 (see `scoreprobe.precision`); recorded in the store's config.
     model_id : names a weightless source (a function, an oracle) for resuming `out` (see `sweep`).
-    rule_threshold, mem_threshold, n_boot : see `scoreprobe.probes.taus.tau_summary` (τ_novel's threshold
-        is rule_threshold × `novel_oracle`).
 
     Returns
     -------
     xarray.Dataset, dims (step, sample[, bit]): the SCALARS (step,), `state` (step, sample) int8
     with flag attrs, `off_vertex_flag`, `nearest_train_hamming` (step, sample); attrs: the config
-    (JSON), `novel_oracle` and everything `taus` returns (τ with CIs, the window).
+    (JSON) and, over steps, `novel_oracle` (also written to `out`). τ: `scoreprobe.stats.clocks.clocks`.
     Warns (NonFiniteWarning) with the count when endpoints are non-finite.
     """
     obj = series_or_mapping
@@ -278,11 +275,7 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     spec = samplers.as_sampler(sampler)
     if getattr(obj, "kind", None) == "gpt":
         _check_token_sampler(spec)
-    config = {"probe": "clocks", "definitions": DEFINITIONS_VERSION, "n_samples": int(n_samples),
-              "seed": int(seed), "noise": ode.NOISE, "n_steps": int(n_steps), "keep_bits": bool(keep_bits),
-              "sampler": spec.config(), "source": source_identity(obj), "data": _dataset_identity(dataset, rule)}
-    if rule.family_names:   # only for rules with families, so the configs (and stores) of the others are unchanged
-        config["families"] = list(rule.family_names)
+    config = _config(obj, dataset, rule, n_samples, seed, n_steps, keep_bits, spec)
 
     def probe(model):   # a StackedDenoiser of K checkpoints gives K Datasets
         return clock_step(model, dataset, rule, n_samples=n_samples, seed=seed, n_steps=n_steps,
@@ -299,19 +292,27 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
                load=_load, overwrite=overwrite, models_per_pass=models_per_pass, model_id=model_id)
     _warn_nonfinite(ds)
     ds.attrs["novel_oracle"] = novel_oracle(dataset, rule)
-    attrs = {"novel_oracle": ds.attrs["novel_oracle"],
-             **tau_summary(ds, rule_threshold=rule_threshold, mem_threshold=mem_threshold, n_boot=n_boot)}
     if out is not None:
-        store.update_attrs(out, attrs)
-    ds.attrs.update(attrs)
+        store.update_attrs(out, {"novel_oracle": ds.attrs["novel_oracle"]})
     ds.attrs.setdefault("scoreprobe_config", json.dumps(store.normalize_config(config), sort_keys=True))
-    return with_taus(ds)   # τ, CIs and the window as data variables too (xr.concat over runs keeps them)
+    return ds
+
+
+def _config(obj, dataset, rule, n_samples, seed, n_steps, keep_bits, spec):
+    """The clocks' config (what identifies a store's measurements)."""
+    config = {"probe": "clocks", "definitions": DEFINITIONS_VERSION, "n_samples": int(n_samples),
+              "seed": int(seed), "noise": ode.NOISE, "n_steps": int(n_steps), "keep_bits": bool(keep_bits),
+              "sampler": spec.config(), "source": source_identity(obj), "data": _dataset_identity(dataset, rule)}
+    if rule.family_names:   # only for rules with families, so the configs (and stores) of the others are unchanged
+        config["families"] = list(rule.family_names)
+    return config
 
 
 def _warn_nonfinite(ds):
     bad = int((ds["state"] == data.STATE_CODES["invalid"]).sum())
     warn_nonfinite(bad, ds["state"].size, "sampled endpoints",
-                   "they are counted as `invalid` and excluded from group_acc, group_mem and off_vertex", stacklevel=4)
+                   "they are counted as `invalid` and excluded from group_acc, group_mem and off_vertex",
+                   stacklevel=user_stacklevel() + 1)   # the caller of sp.clocks / measure_clocks
 
 
 def gallery_samples(series, step, n_samples, seed=0, n_steps=DEFAULT_N_STEPS, device=None):

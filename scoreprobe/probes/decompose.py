@@ -23,7 +23,7 @@ summed together; `scoreprobe.probes.decompose_fit`), so every reading can be res
 - `weight`, `r2_joint`, `residual`, `condition`: the joint least-squares fit (minimum norm);
 - `weight_simplex`, `r2_simplex`: the best mixture (weights ≥ 0 summing to 1).
 
-Readings (`scoreprobe.probes.decompose_calls`): `mixture_weights` (the mixture with bootstrap
+Readings (`scoreprobe.stats.decompose_calls`): `mixture_weights` (the mixture with bootstrap
 intervals: the primary attribution), `best_oracle` / `decompose_summary` (a call only where a paired
 bootstrap excludes a tie, the network is not a shrinkage and the top two oracles differ), `best_patch`.
 """
@@ -340,18 +340,3 @@ def decompose(D_or_series, dataset=None, rule=None, sigmas=None, n_points=64, n_
     return run_probe(probe, D_or_series, config, steps=steps, out=out, device=sweep_device, progress=progress,
                      overwrite=overwrite, model_id=model_id)
 
-
-from scoreprobe.probes.decompose_calls import (  # noqa: F401  (the readings, re-exported)
-    DISTINCT,
-    INDISTINGUISHABLE,
-    LABELS,
-    SHRINK_R2,
-    SHRINKAGE,
-    TIE,
-    UNDECIDED,
-    UNDEFINED,
-    best_oracle,
-    best_patch,
-    decompose_summary,
-    mixture_weights,
-)

@@ -29,9 +29,7 @@ from scoreprobe.models.stack import split as split_rows
 from scoreprobe.noise import NOISE, randn_per_sample
 from scoreprobe.ode import resolve_device
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.probes.dsm_stats import Z_SIGNIFICANT, _stat_vars, gap_stats
-from scoreprobe.probes.dsm_stats import (  # noqa: F401  (re-exported: the statistics live in dsm_stats)
-    _STAT_ATTRS, _band_mean_se, _split_stats, dsm_summary)
+from scoreprobe.probes.dsm_gap import Z_SIGNIFICANT, _stat_vars, gap_stats
 from scoreprobe.sweep import dataset_and_rule, run_probe, source_identity
 
 logger = logging.getLogger(__name__)

@@ -44,7 +44,7 @@ from scoreprobe.limits import check_rows, check_seed, warn_nonfinite
 from scoreprobe.noise import NOISE, randn_per_sample
 from scoreprobe.ode import edm_sigmas, resolve_device, samplers
 from scoreprobe.probes.clocks import group_bits
-from scoreprobe.probes.crossings import wilson_lower
+from scoreprobe.probes.wilson import wilson_lower
 from scoreprobe.sweep import dataset_and_rule, run_probe
 
 CLASSES = ("border", "interior", "pair_within_token", "pair_across_token", "relation_within_token",

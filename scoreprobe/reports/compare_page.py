@@ -2,7 +2,7 @@
 
 Made with the report's machinery (`render.assemble`: the same template, script, styles, escaping and
 Content-Security-Policy): the runs, the τ table with CIs and the differences to the first run
-(the text of `probes.compare.table_rows` / `difference_rows`, as `scoreprobe compare` prints them),
+(the text of `stats.compare.table_rows` / `difference_rows`, as `scoreprobe compare` prints them),
 the curves of every run overlaid in its own colour with τ and their CIs as bands (drawn by the
 page's script from the embedded numbers), and the provenance. Every value from a run, a store or
 the user is escaped by `safe` where it enters the HTML.
@@ -91,7 +91,7 @@ def _grid(head, rows):
 
 
 def _tau_tables(ds):
-    from scoreprobe.probes.compare import DIFFERENCES, difference_rows, table_rows
+    from scoreprobe.stats.compare import DIFFERENCES, difference_rows, table_rows
     head, rows = table_rows(ds)
     out = html('<div id="tau-table">{t}</div>', t=_grid(head, rows))
     diffs = difference_rows(ds)
@@ -173,7 +173,7 @@ def compare_report(items, out="compare.html", names=None, **kw):
     pathlib.Path of the page.
     """
     from scoreprobe.atomic import check_out_path
-    from scoreprobe.probes.compare import compare
+    from scoreprobe.stats.compare import compare
     out = check_out_path(out, "compare_report: out")   # a NUL byte, a folder: refused before comparing
     if isinstance(items, xr.Dataset) and "run" in items.dims:
         ds, sources = items, None

@@ -17,7 +17,7 @@ def _compute(section, plan, plane, device, progress):
     """Run (or resume) one section into its cache store with the report's sizes; returns its Dataset."""
     from scoreprobe.probes.basins import basins
     from scoreprobe.probes.retention import retention
-    from scoreprobe.probes.clocks import clocks
+    from scoreprobe.stats.clocks import clocks
     from scoreprobe.probes.dsm import dsm_by_sigma
     from scoreprobe.probes.field import score_field
     s, z, item = plan.series, plan.sizes, plan.items[section]
@@ -55,7 +55,7 @@ def _read(section, path):
     from scoreprobe.store.versions import tau_attrs_current
     ds = open_store(path)
     if section == "clocks" and not tau_attrs_current(ds.attrs):
-        from scoreprobe.probes.taus import tau_summary
+        from scoreprobe.stats.taus import tau_summary
         ds.attrs.update(tau_summary(ds, warn=False))
     return ds.load()
 

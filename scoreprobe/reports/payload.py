@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 
-from scoreprobe.probes.taus import window_status
+from scoreprobe.probes.wilson import wilson_interval
+from scoreprobe.stats.taus import window_status
 
 Z95 = 1.959963984540054   # two-sided 95% normal quantile (the ribbons' Wilson intervals)
 
@@ -32,15 +33,6 @@ def _num(x, digits=6):
     return round(x, digits) if math.isfinite(x) else None
 
 
-def wilson(p, n, z=Z95):
-    """Wilson score interval (lo, hi) of fractions p of n samples (arrays)."""
-    p = np.asarray(p, dtype=np.float64)
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
-
-
 # ---------------------------------------------------------------------------------------------
 # Sections
 # ---------------------------------------------------------------------------------------------
@@ -55,13 +47,13 @@ def _tau(a, key):
 def clocks_payload(ds):
     """Curves (rule_acc, novel_valid, mem_ratio) with 95% Wilson ribbons, group_acc and group_mem
     (group level, without ribbons) when the store has them, τ with CIs, the window (its
-    status as probes.taus.window_status words it, from the stored τ and the curve)."""
+    status as stats.taus.window_status words it, from the stored τ and the curve)."""
     a = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in ds.attrs.items()}   # open_store: null -> NaN
     n = int(ds.sizes["sample"])
     curves = {}
     for name in ("rule_acc", "novel_valid", "mem_ratio"):
         y = ds[name].values.astype(np.float64)
-        lo, hi = wilson(y, n)
+        lo, hi = wilson_interval(y, n, Z95)
         curves[name] = {"y": [_num(v, 4) for v in y], "lo": [_num(v, 4) for v in lo], "hi": [_num(v, 4) for v in hi]}
     for name in ("group_acc", "group_mem"):   # group level: moves where sample-level curves stay at 0 (large G)
         if name in ds:                        # (means of per-sample shares: no Wilson ribbon)

@@ -1,1 +1,28 @@
-"""Inference over measurements: the verdict words (more of probes/' inference moves here, issue 57)."""
+"""Inference over measurements: everything that reads numbers a probe measured (issue 57).
+
+`scoreprobe.probes` measures a denoiser (sampling, the score field, basins, DSM losses, patching) and
+imports nothing from here; this package reads what they measured. The data flow one way, probes → stats:
+a statistic a probe stores with its measurement lives with the probes (`probes.wilson`,
+`probes.dsm_gap`, `inside.ratio`), and a public function that measures and then reads (`sp.clocks`)
+composes the two here (`stats.clocks`).
+
+    clocks.py        sp.clocks: measure_clocks, then τ in attrs and data variables
+    crossings.py     crossings and windows of fraction curves in (log step, logit)
+    taus.py          τ_rule, τ_mem, τ_novel and the window with bootstrap CIs; fit_power_law
+    thresholds.py    τ over a range of thresholds (sp.taus, sp.pool_taus)
+    tidy.py          τ as data variables; the one-row summary
+    families.py      τ of the constraint families with a paired bootstrap
+    abruptness.py    how abruptly a clock rises
+    seeds.py         pooling over training seeds (t, Welch, two-level, fits, windows)
+    intervals.py     the t, Welch, two-level and slope intervals; Welch's p and TOST
+    crossed.py       trained models × units: crossed ANOVA, models-and-units, two-level bootstrap
+    crossed_arms.py  two arms of a crossed design, their difference and its coverage
+    censored.py      censored normal estimates (runs that never crossed)
+    pvalues.py       Holm and Benjamini–Hochberg adjustment
+    verdict.py       the verdict words over an interval
+    timing.py        half-change steps over training
+    dsm_stats.py     band means, paired gaps and their correction over σ of DSM cubes
+    tau_cross.py     τ_cross with intervals (loss crossover)
+    decompose_boot.py, decompose_calls.py  resampling a decompose result; the calls with intervals
+    compare.py, compare_text.py            runs side by side (sp.compare) and its text
+"""

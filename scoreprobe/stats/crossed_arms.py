@@ -6,7 +6,7 @@ Arm k's runs are v_di = μ_k + a_d + b_i + e_di (D data seeds × I training seed
 independent normal with variances σ²_a, σ²_b, σ²_e per arm; the arms independent). The estimate of μ_b − μ_a is
 the difference of the grand means, whose variance is Σ_k (σ²_a/D + σ²_b/I + σ²_e/(DI)). `crossed_difference`
 estimates each arm's part by (MS_D + MS_I)/(DI), whose expectation is σ²_a/D + σ²_b/I + 2σ²_e/(DI) (the residual
-counted twice, as `scoreprobe.probes.crossed.crossed_mean` does for one arm), and uses a t interval with the
+counted twice, as `scoreprobe.stats.crossed.crossed_mean` does for one arm), and uses a t interval with the
 Satterthwaite df of the four mean squares (each D − 1 or I − 1 df). Whether that is conservative depends on the
 components: `coverage` measures it at a design, beside the two shortcuts
 
@@ -28,8 +28,8 @@ import numpy as np
 import scipy.stats
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.probes.crossed import mean_squares
-from scoreprobe.probes.intervals import welch_interval
+from scoreprobe.stats.crossed import mean_squares
+from scoreprobe.stats.intervals import welch_interval
 
 METHOD = ("two arms, each crossed (data seed × training seed): difference of grand means, variance Σ (MS_D + MS_I)/(DI), "
           "t with Satterthwaite df")
@@ -92,8 +92,8 @@ def coverage(components_a, components_b, D, I, n_rep=40000, seed=0, ci=0.95):
 
 def arm_coverage(components, D, I, n_rep=40000, seed=0, ci=0.95):
     """Share of n_rep simulated arms (D × I, the given components, mean 0) whose crossed interval on the grand mean
-    (`scoreprobe.probes.crossed.crossed_mean`, the one `pool_seeds` gives (D, I) points) holds 0."""
-    from scoreprobe.probes.crossed import crossed_mean
+    (`scoreprobe.stats.crossed.crossed_mean`, the one `pool_seeds` gives (D, I) points) holds 0."""
+    from scoreprobe.stats.crossed import crossed_mean
     r = crossed_mean(simulate(np.random.default_rng(seed), n_rep, D, I, components), ci)
     return float(np.mean((r["lo"] <= 0) & (0 <= r["hi"])))
 
@@ -112,11 +112,11 @@ def mover(est_b, ci_b, est_a, ci_a):
 def censored_coverage(components_b, mean_b, budget, components_a, D, I, n_rep=400, seed=0, ci=0.95):
     """Coverage at a design with censoring: arm b (D × I, `components_b`, mean `mean_b`) censored at `budget`
     (ln scale: a run above it only says so) read by `censored_mean` over its runs; arm a (D × I, `components_a`,
-    mean 0, uncensored) by its crossed interval (`scoreprobe.probes.crossed.crossed_mean`); their difference by
+    mean 0, uncensored) by its crossed interval (`scoreprobe.stats.crossed.crossed_mean`); their difference by
     `mover`. Replicates with no estimate (fewer than 2 runs crossed) count as misses and are left out of the
     `_defined` shares. Returns dict mean, mean_defined, difference, difference_defined, defined, censored_share
     (the simulated share of censored runs), n_rep."""
-    from scoreprobe.probes.crossed import crossed_mean
+    from scoreprobe.stats.crossed import crossed_mean
     from scoreprobe.stats.censored import censored_mean
     rng = np.random.default_rng(seed)
     b = simulate(rng, n_rep, D, I, components_b, mean_b)

@@ -47,5 +47,5 @@ def equivalent(version, config, current=DEFINITIONS_VERSION):
 
 def tau_attrs_current(attrs):
     """True when the τ in a clocks store's attrs were read under this version's τ definition."""
-    from scoreprobe.probes.crossings import DEFAULT_DEFINITION
+    from scoreprobe.defaults import DEFAULT_DEFINITION
     return "tau_rule" in attrs and str(attrs.get("tau_definition", "")).startswith(DEFAULT_DEFINITION)

@@ -29,8 +29,8 @@ from scoreprobe.errors import ConfigError, StoreError
 from scoreprobe.limits import MAX_BOOT, MAX_MONITOR_STEPS, MAX_STEP, check_int, check_rows, check_seed
 from scoreprobe.ode import integrator as ode, samplers
 from scoreprobe.probes.clocks import _dataset_identity, clock_step, novel_oracle
-from scoreprobe.probes.taus import tau_summary
-from scoreprobe.probes.tidy import with_taus
+from scoreprobe.stats.taus import tau_summary
+from scoreprobe.stats.tidy import with_taus
 from scoreprobe.sweep import concat_steps
 from scoreprobe.sweep.executor import with_step
 from scoreprobe.sweep.identity import model_identity, same, side_effect_free

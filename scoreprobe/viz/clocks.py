@@ -28,7 +28,7 @@ def _clock_taus(ds):
     """τ values from the attrs written by clocks(), else computed from the curves."""
     if "tau_rule" in ds.attrs and "window_intervals" in ds.attrs:
         return ds.attrs
-    from scoreprobe.probes.taus import tau_summary
+    from scoreprobe.stats.taus import tau_summary
     return tau_summary(ds, n_boot=0, warn=False)
 
 

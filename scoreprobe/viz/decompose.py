@@ -51,7 +51,7 @@ def plot_decompose(ds, split="heldout", var="r2", taus=None, fig=None, n_boot=10
         ax.set_title(f"{name}: {var}", fontsize=9)
         _tau_marks(ax, taus, steps)
     fig.colorbar(im, ax=axes[len(names) - 1], shrink=0.8)
-    from scoreprobe.probes.decompose import LABELS, best_oracle
+    from scoreprobe.stats.decompose_calls import LABELS, best_oracle
     labels = best_oracle(d, n_boot=n_boot, level=level).transpose("sigma", "step").values
     order = [*names, *LABELS]
     codes = np.vectorize(order.index, otypes=[int])(labels)

@@ -8,8 +8,11 @@ simulation: 0.93–0.97 at S = 3 and 5). A percentile bootstrap over 3 seeds is 
 covers ≈ 0.75–0.88. Ratios of two configurations: Welch's t on the difference of ln values. Two levels
 (data seed × initialisation seed, crossed): the two-way random-effects ANOVA, whose mean squares give
 both variance components and a conservative variance of the grand mean (Satterthwaite degrees of
-freedom; the unbiased one under-covers at 3 data seeds).
+freedom; the unbiased one under-covers at 3 data seeds). Tests: Welch's two-sided p (`welch_p`, scipy's
+`ttest_ind(equal_var=False)`) and the equivalence test TOST (`tost`) of a mean with a t standard error.
 """
+import math
+
 import numpy as np
 import scipy.stats
 
@@ -49,6 +52,23 @@ def welch_interval(a, b, ci=0.95):
     return diff, diff - half, diff + half, df
 
 
+def welch_p(a, b, log=True):
+    """Two-sided Welch t-test p of ln b against ln a (of b against a: log False). a (n_a,), b (n_b,) -> float;
+    NaN with fewer than 2 values on a side."""
+    if min(len(a), len(b)) < 2:
+        return math.nan
+    f = np.log if log else np.asarray
+    return float(scipy.stats.ttest_ind(f(b), f(a), equal_var=False).pvalue)
+
+
+def tost(mean, se, df, margin):
+    """p of |mean| < margin: two one-sided t tests (df degrees of freedom, standard error se), the larger p.
+    se 0: 0 or 1 by whether |mean| < margin."""
+    if se <= 0:
+        return 0.0 if abs(mean) < margin else 1.0
+    return float(max(scipy.stats.t.cdf((mean - margin) / se, df), scipy.stats.t.sf((mean + margin) / se, df)))
+
+
 def slope_interval(x, y, ci=0.95):
     """Least-squares fit y = c + slope·x over (n,) points with t intervals (n − 2 df): dict slope,
     slope_ci, intercept, intercept_ci, n; NaN ends with fewer than 3 points."""
@@ -74,7 +94,7 @@ def two_level(values, ci=0.95):
     p_data / p_init: the exact F tests of σ²_a = 0 (MS_D / MS_E on D − 1 and (D − 1)(I − 1) df) and of
     σ²_b = 0 (MS_I / MS_E), for normal e (NaN where MS_E is 0).
     """
-    from scoreprobe.probes.crossed import crossed_from_squares, mean_squares
+    from scoreprobe.stats.crossed import crossed_from_squares, mean_squares
     D, I = np.shape(values)[-2:]
     mean, ms_d, ms_i, ms_e = mean_squares(values)
     r = crossed_from_squares(mean, ms_d, ms_i, ms_e, D, I, ci)

@@ -3,7 +3,7 @@ thresholds 0.01 … 0.2, the window over both, each with a sample-level bootstra
 
 The paper's thresholds (rule 0.9, memorization 0.1) stay the headline values (`attrs`); a verdict that
 holds at 0.9 only is said to (docs/definitions.md, "τ over thresholds"). Every τ is read as in
-`probes.taus` (logit-in-log-step interpolation; "reliable" by default, "first_crossing" by name), and
+`stats.taus` (logit-in-log-step interpolation; "reliable" by default, "first_crossing" by name), and
 one set of joint resamples of the sample indices serves every threshold, so the curves' CIs are
 paired across thresholds.
 """
@@ -14,8 +14,8 @@ import xarray as xr
 
 from scoreprobe.defaults import MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import ConfigError
-from scoreprobe.probes.crossings import DEFAULT_DEFINITION, crossing_of, logit_fraction, window_segments, window_summary
-from scoreprobe.probes.taus import (INTERPOLATION, _ci, check_definition, definition_text, novel_oracle_of,
+from scoreprobe.stats.crossings import DEFAULT_DEFINITION, crossing_of, logit_fraction, window_segments, window_summary
+from scoreprobe.stats.taus import (INTERPOLATION, _ci, check_definition, definition_text, novel_oracle_of,
                                     resampled_curves, setup, tau_summary)
 
 RULE_THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
@@ -87,7 +87,7 @@ def taus(ds, rule_thresholds=RULE_THRESHOLDS, mem_thresholds=MEM_THRESHOLDS, def
     ----------
     ds : clocks Dataset: `rule_acc`, `mem_ratio` (step,); `state` (step, sample) for the CIs.
     rule_thresholds, mem_thresholds : fractions in (0, 1); τ_novel uses rule_threshold × novel_oracle.
-    definition : "reliable" (default) or "first_crossing" (`probes.taus`).
+    definition : "reliable" (default) or "first_crossing" (`stats.taus`).
     n_boot, ci, seed : joint resamples of the sample indices (0: no CIs), interval level, seed.
 
     Returns
@@ -153,7 +153,7 @@ def pool_taus(datasets, last_steps=None, ci=0.95):
     mean, `_lo`, `_hi` (t interval on ln τ over the seeds; NaN where a seed is censored), `_bound` (True:
     the value is a lower bound at the budget), `_n_reached`; attrs method, ci, n_seeds, budget.
     """
-    from scoreprobe.probes.seeds import pool_seeds
+    from scoreprobe.stats.seeds import pool_seeds
     if not datasets:
         raise ConfigError("pool_taus needs at least one taus Dataset")
     first = datasets[0]

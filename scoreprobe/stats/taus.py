@@ -26,7 +26,7 @@ no checkpoint within a factor 1.5 of it (in step + 1) is flagged under-resolved 
 (`ResolutionWarning`).
 
 `tau_summary` returns these at one pair of thresholds (a dict, what `clocks` stores in its attrs);
-`scoreprobe.probes.thresholds.taus` (sp.taus) gives them as curves over thresholds (a Dataset).
+`scoreprobe.stats.thresholds.taus` (sp.taus) gives them as curves over thresholds (a Dataset).
 """
 import functools
 import math
@@ -38,8 +38,8 @@ import scipy.stats
 from scoreprobe.defaults import MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import ConfigError, DataError, ResolutionWarning
 from scoreprobe.limits import MAX_SAMPLES, check_int, check_real
-from scoreprobe.probes.crossings import DEFAULT_DEFINITION, DEFINITIONS, RELIABLE_K, crossing_of, logit_fraction
-from scoreprobe.probes.crossings import crossing, window_intervals, window_segments, window_summary  # noqa: F401
+from scoreprobe.stats.crossings import DEFAULT_DEFINITION, DEFINITIONS, RELIABLE_K, crossing_of, logit_fraction
+from scoreprobe.stats.crossings import crossing, window_intervals, window_segments, window_summary  # noqa: F401
 
 RESOLUTION_FACTOR = 1.5   # a crossing needs a checkpoint within this factor of it (in step + 1)
 INTERPOLATION = "linear in (log(step + 1), logit(fraction)), fractions clipped to [1/(2n), 1 - 1/(2n)]"

@@ -39,8 +39,8 @@ from scoreprobe.data.datasets import STATE_CODES
 from scoreprobe.defaults import MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import ConfigError, DataError, StoreError
 from scoreprobe.sweep.outputs import clocks_store_of
-from scoreprobe.probes import taus as taus_mod
-from scoreprobe.probes.tidy import BOUND, SUMMARY_NAMES, ensure_taus, tau_variables
+from scoreprobe.stats import taus as taus_mod
+from scoreprobe.stats.tidy import BOUND, SUMMARY_NAMES, ensure_taus, tau_variables
 
 EXPORT_FORMAT = "scoreprobe-scaling-run/1"
 DIFF_KEYS = ("tau_rule", "tau_novel", "tau_mem")
@@ -107,7 +107,7 @@ def load_item(item, kind, n_samples=1000, seed=0, device=None, progress=None, st
             raise StoreError(f"compare: {item} holds a {probe!r} analysis, not clocks")
         return ds.load()
     from scoreprobe.loading.series import load_series
-    from scoreprobe.probes.clocks import clocks
+    from scoreprobe.stats.clocks import clocks
     series = load_series(item)
     if store is None:
         return clocks(series, n_samples=n_samples, seed=seed, device=device, progress=progress)
@@ -202,7 +202,7 @@ def compare(items, names=None, n_samples=1000, seed=0, n_boot=1000, ci=0.95, rul
     xarray.Dataset, dims (run, step[, sample], bound): the curves (run, step) every run has
     (rule_acc, novel_valid, mem_ratio, ...), `measured` (run, step), [`state` (run, step, sample)
     when every run measured the same steps with the same sample count], the τ variables of
-    `scoreprobe.probes.tidy` along `run`, `config` (run,) JSON, the differences to the first run
+    `scoreprobe.stats.tidy` along `run`, `config` (run,) JSON, the differences to the first run
     d_log10_tau_rule / _novel / _mem and d_window_log10_width (run,) with `_ci` (run, bound),
     `paired` and `same_data` (run,); attrs `step_axis`, `reference` (the first run), `n_boot`, `ci`.
     """
@@ -390,4 +390,4 @@ def _dname(key):
 
 
 # The τ table as text (`scoreprobe compare` prints it, its --report page shows it): compare_text
-from scoreprobe.probes.compare_text import DIFFERENCES, difference_rows, difference_text, table_rows  # noqa: E402,F401
+from scoreprobe.stats.compare_text import DIFFERENCES, difference_rows, difference_text, table_rows  # noqa: E402,F401

@@ -1,13 +1,14 @@
 """Crossings and windows of clock curves (fractions of n samples against u = log(step + 1)), vectorized over
-bootstrap replicates: the geometry `probes.taus` reads τ and the window with (docs/definitions.md, "Clocks")."""
+bootstrap replicates: the geometry `stats.taus` reads τ and the window with (docs/definitions.md, "Clocks")."""
 import math
 
 import numpy as np
 
+from scoreprobe.defaults import DEFAULT_DEFINITION
+from scoreprobe.probes.wilson import wilson_lower
+
 DEFINITIONS = ("reliable", "first_crossing")
-DEFAULT_DEFINITION = "reliable"   # definitions version 6 (scoreprobe.defaults); "first_crossing" before
 RELIABLE_K = 2            # consecutive checkpoints whose Wilson lower bound is at or above the threshold
-WILSON_Z = 1.959963984540054   # the 95% two-sided Wilson interval
 
 
 # ---------------------------------------------------------------------------------------------
@@ -37,13 +38,6 @@ def crossing(u, z, zt):
         f = np.where(i > 0, (zt - z0) / (z1 - z0), 0.0)                   # z0 < zt <= z1
     f = np.where(np.isfinite(f), f, 0.0)
     return np.where(ok.any(axis=1), u[prev] + f * (u[i] - u[prev]), np.nan)
-
-
-def wilson_lower(y, n, z=WILSON_Z):
-    """Lower end of the Wilson score interval of fractions y (any shape) of n samples."""
-    y = np.clip(np.asarray(y, dtype=np.float64), 0.0, 1.0)
-    centre, half = y + z * z / (2 * n), z * np.sqrt(y * (1 - y) / n + z * z / (4 * n * n))
-    return (centre - half) / (1 + z * z / n)
 
 
 def confident_start(ok, k=RELIABLE_K):

@@ -1,7 +1,7 @@
 """Which oracle describes the network, called only where an interval says so; mixture weights with intervals.
 
 Per cell of a `decompose` result (a step, σ and split), from the per-point statistics (resampled by
-`scoreprobe.probes.decompose_boot`: paired over points, two-level over trained models):
+`scoreprobe.stats.decompose_boot`: paired over points, two-level over trained models):
 
 - `mixture_weights`: the primary attribution. The best mixture Σ w_k D_k (w ≥ 0, Σ w = 1) of the
   oracles, with percentile intervals: a network that is part memorizer and part rule shows both.
@@ -24,7 +24,7 @@ import xarray as xr
 
 from scoreprobe.errors import ConfigError
 from scoreprobe.probes import decompose_fit as fit
-from scoreprobe.probes.decompose_boot import (
+from scoreprobe.stats.decompose_boot import (
     as_list,
     cell_layout,
     check_boot,
@@ -109,7 +109,7 @@ def best_oracle(ds_or_list, var="r2", level=0.95, n_boot=1000, seed=0, margin=0.
     ----------
     ds_or_list : Dataset from `decompose` (dims ([step,] sigma, split, point, oracle, …)) or a selection
         that keeps `oracle` and `point`; or a list of them, one per trained model (same cells): then the
-        bootstrap is two-level, models then points (`scoreprobe.probes.decompose_boot`).
+        bootstrap is two-level, models then points (`scoreprobe.stats.decompose_boot`).
     var : "r2" (the oracle alone; mixtures: `mixture_weights`).
     level, n_boot, seed : the percentile interval's level, resamples, and the resampling seed.
     margin : practical equivalence: a call needs the lead's lower bound above `margin` (default 0: the

@@ -1,4 +1,4 @@
-"""The τ table and the differences of a compare Dataset (`scoreprobe.probes.compare`) as text: what
+"""The τ table and the differences of a compare Dataset (`scoreprobe.stats.compare`) as text: what
 `scoreprobe compare` prints and its --report page shows. An undefined value is printed as undefined:
 τ not reached "—" in the table, a difference NaN with the run that makes it so."""
 import math

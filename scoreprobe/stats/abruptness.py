@@ -23,7 +23,7 @@ default_rng(seed). The draws can be pooled over seeds with `seeds.pool_seeds(...
 import numpy as np
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.probes.taus import _ci, sample_weights
+from scoreprobe.stats.taus import _ci, sample_weights
 
 
 def _counts(ds, var):

@@ -7,6 +7,9 @@ have opposite signs the total cancels and the ratio means nothing (+3.56 / −2.
 and a contrast near zero makes any ratio a division by noise. Such a value stays undefined (NaN) and the
 reason is kept beside it (`reason`: "" where defined, "mixed sign" or "below floor"), so every layer above
 (API, CLI, md) can say why.
+
+Part of how a patching effect is measured (`inside.patch`, `inside.paths`, `probes.circuits` store it), so it
+lives here and not in `scoreprobe.stats`: the probes import nothing from the statistics.
 """
 import warnings
 

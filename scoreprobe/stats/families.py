@@ -3,7 +3,7 @@
 `clocks` stores, for a rule with `family_names`, `family_valid` (step, sample, family) and
 `family_acc` (step, family). τ_family = the first step where family_acc reaches the threshold,
 interpolated as the other clocks (linear in (log(step + 1), logit y); "reliable" by default,
-"first_crossing" by name, `probes.taus`). The CIs and the orderings come from one paired
+"first_crossing" by name, `stats.taus`). The CIs and the orderings come from one paired
 bootstrap: the sample indices are resampled with replacement jointly across checkpoints and
 families (sample i has the same initial noise at every checkpoint), so every family is read off
 the same resampled samples. Ordering a<b:
@@ -16,8 +16,8 @@ import numpy as np
 
 from scoreprobe.defaults import RULE_THRESHOLD
 from scoreprobe.errors import ConfigError
-from scoreprobe.probes.crossings import DEFAULT_DEFINITION, crossing_of
-from scoreprobe.probes.taus import _ci, sample_weights
+from scoreprobe.stats.crossings import DEFAULT_DEFINITION, crossing_of
+from scoreprobe.stats.taus import _ci, sample_weights
 
 
 def _valid(ds):
@@ -63,7 +63,7 @@ def family_taus(ds, threshold=RULE_THRESHOLD, n_boot=1000, seed=0, ci=0.95, defi
     Parameters
     ----------
     ds : clocks Dataset with family_valid (step, sample, family).
-    threshold : of family_acc. n_boot, seed, ci : the paired bootstrap. definition : as in `probes.taus`.
+    threshold : of family_acc. n_boot, seed, ci : the paired bootstrap. definition : as in `stats.taus`.
 
     Returns
     -------

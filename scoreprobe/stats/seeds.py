@@ -8,14 +8,14 @@ Definitions: docs/definitions.md ("Pooling over training seeds"). In short:
 - `pool_seeds(points, draws)`: the pooled value over seeds is the geometric mean (mean of ln τ;
   `log=False`: the arithmetic mean). Its CI (method "t", the default) is a t interval on the seed
   values (ln τ) with S − 1 df: the seed values carry their own sampling noise, so their spread holds
-  both variances (`probes.intervals`; coverage measured in tests/test_intervals.py). One seed: that
+  both variances (`stats.intervals`; coverage measured in tests/test_intervals.py). One seed: that
   seed's sample-level interval (no seed variance, said so). Points (D, I): data seed × init seed,
   both variance components. A censored seed (threshold not reached) makes the pooled value a lower
   bound at the run's budget (its last step) with no CI: a censored value never enters a mean as a number.
   method="hierarchical" keeps the earlier hierarchical bootstrap (seeds with replacement, then one
   sample-level draw per pick), which covers ≈ 0.75–0.88 at S = 3.
 - `pool_ratio(a, b)`: configuration b against a (ratio of geometric means, Welch t on ln τ), only
-  where every seed of both is reached.
+  where every seed of both is reached; `ratio_curve(A, B, thresholds)`: the same at each threshold.
 - `seed_fit(xs, points, draws)`: a power law ln τ = ln a + b ln x or an exponential
   ln τ = c + x ln f fitted by least squares over every seed's ln τ (t interval on the slope, n − 2
   df); an x with a censored seed is left out and reported as a bound.
@@ -29,11 +29,11 @@ import numpy as np
 
 from scoreprobe.defaults import MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import ConfigError
-from scoreprobe.probes import taus as taus_mod
-from scoreprobe.probes.abruptness import abruptness, least_squares
-from scoreprobe.probes.families import family_draws, interval, u_to_steps
-from scoreprobe.probes.intervals import FIT_METHOD, T_METHOD, TWO_LEVEL_METHOD, WELCH_METHOD, slope_interval
-from scoreprobe.probes.intervals import t_interval, two_level, welch_interval
+from scoreprobe.stats import taus as taus_mod
+from scoreprobe.stats.abruptness import abruptness, least_squares
+from scoreprobe.stats.families import family_draws, interval, u_to_steps
+from scoreprobe.stats.intervals import FIT_METHOD, T_METHOD, TWO_LEVEL_METHOD, WELCH_METHOD, slope_interval
+from scoreprobe.stats.intervals import t_interval, two_level, welch_interval
 
 DRAW_KEYS = ("tau_rule", "tau_mem", "tau_novel", "window_log10_width", "abruptness")
 _THRESHOLD_OF = {"tau_rule": "rule", "tau_mem": "mem", "tau_novel": "novel"}
@@ -48,12 +48,12 @@ def tau_draws(ds, key, n_boot=1000, seed=0, threshold=None, definition=taus_mod.
     key : one of DRAW_KEYS or "tau_family:<family>".
     n_boot, seed : resamples and seed, as in taus() (same seed: the draws taus() summarizes).
     threshold : that statistic's threshold (default: taus()'s; for window width, the rule one).
-    definition : how τ is read ("reliable" or "first_crossing", `probes.taus`).
+    definition : how τ is read ("reliable" or "first_crossing", `stats.taus`).
 
     Returns
     -------
     (point: float, draws: (n_boot,) float64): τ in steps (+inf: not reached, point and draws alike);
-    window_log10_width (0 when closed); abruptness (see `probes.abruptness`).
+    window_log10_width (0 when closed); abruptness (see `stats.abruptness`).
     """
     if key == "abruptness":
         a = abruptness(ds, n_boot=n_boot, seed=seed)
@@ -227,6 +227,16 @@ def pool_ratio(points_a, points_b, ci=0.95, log=True):
     d, lo, hi, df = welch_interval(f(a), f(b), ci)
     return {**out, "value": float(back(d)), "ci": [float(back(lo)), float(back(hi))], "df": float(df),
             "censored": False}
+
+
+def ratio_curve(points_a, points_b, thresholds, ci=0.95, log=True):
+    """`pool_ratio` of b against a at each threshold: the ratio curve of two configurations.
+
+    points_a (S_a, T), points_b (S_b, T) : seed values at the T `thresholds` (inf/NaN: not reached).
+    Returns [{"threshold", **pool_ratio}] (T,): censored where any seed of either is not reached.
+    """
+    A, B = np.asarray(points_a, np.float64), np.asarray(points_b, np.float64)
+    return [{"threshold": float(t), **pool_ratio(A[:, j], B[:, j], ci=ci, log=log)} for j, t in enumerate(thresholds)]
 
 
 def pool_windows(is_open, widths, hi_censored):

@@ -25,8 +25,8 @@ import warnings
 import numpy as np
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.probes.intervals import t_interval
-from scoreprobe.probes.taus import crossing
+from scoreprobe.stats.intervals import t_interval
+from scoreprobe.stats.taus import crossing
 
 N_BOOT = 1000
 

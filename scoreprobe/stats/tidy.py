@@ -107,7 +107,7 @@ def ensure_taus(ds, **taus_kw):
     Dataset: `state`, `rule_acc`, `mem_ratio` per step)."""
     if "tau_rule" in ds.variables or "tau_rule" in ds.attrs:
         return with_taus(ds)
-    from scoreprobe.probes.taus import tau_summary
+    from scoreprobe.stats.taus import tau_summary
     attrs = tau_summary(ds, **{"warn": False, **taus_kw})
     ds = ds.copy()
     ds.attrs.update(attrs)
@@ -198,7 +198,7 @@ def run_name(ds, default="run"):
 def summary(ds):
     """A pandas DataFrame of the τ, their CIs, the window and the curve landmarks of a clocks Dataset:
     one row (index: the run's name), or one per run for a Dataset with a `run` dimension
-    (`scoreprobe.probes.compare.compare`). A Dataset without τ has them computed by `taus` (default
+    (`scoreprobe.stats.compare.compare`). A Dataset without τ has them computed by `taus` (default
     settings). `ds` may also be the path of a clocks store: one `scoreprobe clocks` or `sp.Monitor` wrote."""
     import pandas as pd
     ds = _clocks_of(ds)

@@ -1,74 +1,16 @@
-"""Statistics of the DSM loss cube: finite means, standard errors, the held-out − train gap, its z
-and the first significant σ; definitions: docs/definitions.md, "DSM loss by σ".
+"""Readings of stored DSM loss cubes: band means of the training / held-out loss with their standard
+errors, paired held-out − train differences with a multiple-testing correction over σ, and the σ / step
+at which a gap is first significant; definitions: docs/definitions.md, "DSM loss by σ".
+
+The per-checkpoint gap statistics the probe stores (`gap_stats`) are measurement-side:
+`scoreprobe.probes.dsm_gap`. Holm / BH adjustment: `scoreprobe.stats.pvalues`.
 """
 import numpy as np
 import xarray as xr
 
 from scoreprobe.errors import ConfigError
-
-Z_SIGNIFICANT = 3.0            # gap_z above this (one-sided) counts as a significant held-out > train gap
-
-
-def _split_stats(loss, mask):
-    """loss (..., S), mask (S,) bool -> over the finite masked items: n_finite (...) int64, mean (...)
-    (NaN if none) and se = std(ddof=1)/sqrt(n_finite) (...) (NaN with fewer than two)."""
-    x = np.asarray(loss, dtype=np.float64)[..., np.asarray(mask, bool)]
-    fin = np.isfinite(x)
-    n = fin.sum(axis=-1).astype(np.int64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(fin, x, 0.0).sum(axis=-1) / n
-        var = (np.where(fin, x - mean[..., None], 0.0) ** 2).sum(axis=-1) / (n - 1)
-        se = np.where(n >= 2, np.sqrt(var / n), np.nan)
-    return n, mean, se
-
-
-def gap_stats(loss, split, sigmas):
-    """Training vs held-out statistics per σ over finite items only (NaN/inf losses are dropped).
-
-    loss (..., n_sigma, S) float (any leading dims, e.g. step); split (S,) "train"/"heldout";
-    sigmas (n_sigma,). Returns {name: array} for the names of _STAT_ATTRS: (..., n_sigma) float64
-    means, SEs, gap, gap_se (independent samples: the paired noise is ignored), gap_z (±inf when
-    gap_se = 0 < |gap|, NaN when both are 0); (..., n_sigma) int64 `n_nonfinite_*`; (...)
-    `first_significant_sigma` (smallest σ with gap_z > Z_SIGNIFICANT, NaN when none).
-    """
-    split, sigmas = np.asarray(split), np.asarray(sigmas, dtype=np.float64)
-    out = {}
-    for name in ("train", "heldout"):
-        mask = split == name
-        n, out[f"loss_{name}_mean"], out[f"loss_{name}_se"] = _split_stats(loss, mask)
-        out[f"n_nonfinite_{name}"] = int(mask.sum()) - n
-    out["gap"] = out["loss_heldout_mean"] - out["loss_train_mean"]
-    out["gap_se"] = np.hypot(out["loss_train_se"], out["loss_heldout_se"])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out["gap_z"] = out["gap"] / out["gap_se"]
-    first = np.where(out["gap_z"] > Z_SIGNIFICANT, sigmas, np.inf).min(axis=-1)
-    out["first_significant_sigma"] = np.where(np.isfinite(first), first, np.nan)
-    return out
-
-
-_STAT_ATTRS = {  # long_name of each gap_stats output; all units "1"
-    "loss_train_mean": "mean DSM loss over the finite training items",
-    "loss_heldout_mean": "mean DSM loss over the finite held-out items",
-    "loss_train_se": "standard error of loss_train_mean: std(ddof=1)/sqrt(n) over the finite training items",
-    "loss_heldout_se": "standard error of loss_heldout_mean: std(ddof=1)/sqrt(n) over the finite held-out items",
-    "gap": "loss_heldout_mean − loss_train_mean (finite items only; paired noise)",
-    "gap_se": "standard error of gap, sqrt(loss_train_se² + loss_heldout_se²) (independent samples)",
-    "gap_z": "gap / gap_se (one-sided test of held-out > train)",
-    "n_nonfinite_train": "number of training items with a NaN/inf loss (any bad noise draw); excluded from means",
-    "n_nonfinite_heldout": "number of held-out items with a NaN/inf loss (any bad noise draw); excluded from means",
-    "first_significant_sigma": (f"smallest σ of the grid (first scanning up from low noise) with "
-                                f"gap_z > {Z_SIGNIFICANT:g}; NaN when no σ has one"),
-}
-
-
-def _stat_vars(loss, split, sigmas):
-    """gap_stats of (n_sigma, S) losses as Dataset variables {name: (dims, values, attrs)}."""
-    out = {}
-    for name, v in gap_stats(loss, split, sigmas).items():
-        extra = {"z_threshold": Z_SIGNIFICANT} if name in ("gap_z", "first_significant_sigma") else {}
-        attrs = {"units": "1", "long_name": _STAT_ATTRS[name], **extra}
-        out[name] = ((() if np.ndim(v) == 0 else ("sigma",)), v, attrs)
-    return out
+from scoreprobe.probes.dsm_gap import split_stats
+from scoreprobe.stats.pvalues import ALPHA, adjust_pvalues
 
 
 def dsm_summary(ds, sigma_range=(0.2, 2.0), var="loss"):
@@ -120,33 +62,6 @@ def _band_mean_se(loss, mask):
 # Paired differences and a multiple-testing correction over σ (docs/definitions.md, "DSM loss by σ")
 # ---------------------------------------------------------------------------------------------
 
-ALPHA = 0.05                   # family-wise (Holm) or false-discovery (BH) level over the σ grid
-
-
-def adjust_pvalues(p, method="holm"):
-    """Adjusted p-values over the last axis of p (..., m): "holm" (Holm–Bonferroni step-down,
-    controls the family-wise error) or "bh" (Benjamini–Hochberg step-up, the false-discovery rate).
-    NaN entries are left out of the family and stay NaN."""
-    if method not in ("holm", "bh"):
-        raise ConfigError(f"method must be 'holm' or 'bh', got {method!r}")
-    p = np.asarray(p, dtype=np.float64)
-    out = np.full(p.shape, np.nan)
-    for idx in np.ndindex(p.shape[:-1]):
-        row = p[idx]
-        ok = np.flatnonzero(np.isfinite(row))
-        m = len(ok)
-        if m == 0:
-            continue
-        order = ok[np.argsort(row[ok], kind="stable")]
-        ranked = row[order]
-        if method == "holm":
-            adj = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * ranked))
-        else:
-            adj = np.minimum.accumulate(np.minimum(1.0, m / np.arange(1, m + 1) * ranked)[::-1])[::-1]
-        out[idx + (order,)] = adj
-    return out
-
-
 def paired_gap_stats(loss, split, position, sigmas, method="holm", alpha=ALPHA):
     """Held-out − train DSM loss as paired differences: the training and the held-out item at the same
     `position` saw the same noise (dsm_by_sigma's noise bank), so d_j = loss(heldout j) − loss(train j).
@@ -167,7 +82,7 @@ def paired_gap_stats(loss, split, position, sigmas, method="holm", alpha=ALPHA):
     ti, hi = ti[np.isin(position[ti], common)], hi[np.isin(position[hi], common)]     # (P,) aligned pairs
     x = np.asarray(loss, dtype=np.float64)
     d = x[..., hi] - x[..., ti]                                              # (..., n_sigma, P)
-    n, mean, se = _split_stats(d, np.ones(d.shape[-1], bool))
+    n, mean, se = split_stats(d, np.ones(d.shape[-1], bool))
     with np.errstate(invalid="ignore", divide="ignore"):
         z = mean / se
         p = np.where(n >= 2, scipy.stats.t.sf(z, np.maximum(n - 1, 1)), np.nan)
@@ -176,14 +91,6 @@ def paired_gap_stats(loss, split, position, sigmas, method="holm", alpha=ALPHA):
     return {"n_pairs": n, "paired_gap": mean, "paired_gap_se": se, "paired_gap_z": z, "p_value": p,
             "p_adjusted": adj, "first_significant_sigma": np.where(np.isfinite(first), first, np.nan),
             "method": method, "alpha": alpha}
-
-
-def adjust_family(p, method="holm"):
-    """Adjusted p-values with every finite entry of p (any shape, e.g. (step, σ)) in ONE family: a claim
-    across steps and σ ("first significant at step s", "significant at k of n checkpoints") is then
-    controlled as a whole (Holm: family-wise error; BH: false-discovery rate). Same shape as p."""
-    p = np.asarray(p, dtype=np.float64)
-    return adjust_pvalues(p.reshape(1, -1), method).reshape(p.shape)
 
 
 def significant_sets(p_adjusted, sigmas, alpha=ALPHA):
