@@ -13,16 +13,14 @@ bits from the first position where clean and corrupt differ. The two pair kinds 
           contrasts had mixed sign over pairs in every model (the first run of this study).
 
 Effects are pooled over pairs per checkpoint with the checked ratio (reduce_pairs: NaN where the pairs'
-contrasts have mixed sign or are below the floor), with a bootstrap interval over pairs at the last
-checkpoint.
+contrasts have mixed sign or are below the floor), with a bootstrap interval over pairs at every checkpoint.
 
 The models: GPTs of analyses/gpt_clocks' recipe (the shipped DiT's data, split, batch and EMA; GPT "tiny", lr
 1e-3, constant) at training seeds 0, 1, 2, stopped at 1500 steps (past τ_mem), trained here under
 runs/circuits-gpt/s<seed> and their clocks measured here (1000 ancestral samples, seed 0) into each run's
 clocks.json. With a constant learning rate seed 0 follows gpt_clocks' 12 000-step run (their step-100
 weights are equal); its τ differ a little because they are read on another checkpoint grid (τ_mem 894 [873, 915]
-here, 898 [874, 922] there). Models are the units
-of the across-model intervals, as for the DiT.
+here, 898 [874, 922] there). Models are the units of the across-model intervals, as for the DiT.
 """
 import dataclasses
 import json
@@ -33,6 +31,7 @@ import numpy as np
 from analyses.circuits.models import crossing, pair_ci
 from scoreprobe.atomic import atomic_write_text
 from scoreprobe.probes.circuits import copy_pairs, reduce_pairs
+from scoreprobe.store import normalize_config
 
 GPT_RECIPE = dict(model="gpt", size="tiny", hidden_size=None, lr=1e-3, total_steps=1500, n_checkpoints=20,
                   first_checkpoint=100)      # analyses/gpt_clocks' GPT_SETTINGS, stopped at 1500 steps
@@ -62,23 +61,11 @@ def train_and_clock(sp, models, n_samples, log=print):
             taus = {k: v for k, v in ds.attrs.items() if k.startswith("tau_") or k in ("rule_threshold", "mem_threshold")}
             table = [{"step": int(st), "rule_acc": float(ds.rule_acc.sel(step=st)),
                       "mem_ratio": float(ds.mem_ratio.sel(step=st))} for st in ds.step.values]
-            atomic_write_text(f, json.dumps({"n_samples": n_samples, "seed": 0, "taus": _plain(taus), "table": table},
-                                            indent=1))
+            atomic_write_text(f, json.dumps(normalize_config({"n_samples": n_samples, "seed": 0, "taus": taus,
+                                                              "table": table}), indent=1))
         log(f"{name}: trained, clocks in {f}")
         out[name] = series
     return out
-
-
-def _plain(v):
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple, np.ndarray)):
-        return [_plain(x) for x in v]
-    if isinstance(v, (np.floating, float)):
-        return float(v) if np.isfinite(v) else None
-    if isinstance(v, np.integer):
-        return int(v)
-    return v
 
 
 def gpt_rule_pairs(dataset, rule, n, seed):

@@ -4,7 +4,7 @@
     python analyses/circuits --smoke --out /tmp/c   # < 2 min: the pipeline at toy size (the shipped model only)
     python analyses/circuits                   # CPU preset: 3 models x 24 checkpoints, ≈ 5 min on 1 thread
     python analyses/circuits --models s0       # a subset of the models
-    python analyses/circuits --series closed   # the closed-window series (analyses/mechanism_seeds' models)
+    python analyses/circuits --series closed   # the closed-window series (trained by analyses/decompose)
     python analyses/circuits --series gpt      # 3 GPTs patched with the logit metric (trains them: gpt.py)
     python analyses/circuits --from-results    # rewrite the .md (and .png) from the .json
 
@@ -40,7 +40,6 @@ ROOT = HERE.parents[1]
 SERIES = {"open": {"s0": "checkpoints/parity-default", "s1": "runs/shipped/s1", "s2": "runs/shipped/s2"},
           "closed": {f"closed-s{i}": f"runs/closed-window/closed-s{i}" for i in range(3)},   # analyses/decompose trains them
           "gpt": {f"gpt-s{i}": f"runs/circuits-gpt/s{i}" for i in range(3)}}
-MODELS = SERIES["open"]
 RESULT_NAME = {"open": "circuits", "closed": "circuits_closed", "gpt": "circuits_gpt"}
 
 PRESETS = {

@@ -44,7 +44,8 @@ def _series(root, p, series):
             logger.warning("model %s: no run at %s, left out", name, d)
             continue
         s = sp.load_series(str(d))
-        missing = [int(t) for t in p[STEPS_KEY[series]] if int(t) not in set(int(v) for v in s.steps)]
+        have = {int(v) for v in s.steps}
+        missing = [int(t) for t in p[STEPS_KEY[series]] if int(t) not in have]
         if missing:
             logger.warning("model %s: checkpoints %s missing, left out", name, missing)
             continue
@@ -138,7 +139,7 @@ def measure_models(p, root, runs_dir, series="open", train=False):
         best_p = sp.best_patch(items[0])
     first = items[0]
     r2 = np.mean([d.r2.transpose("step", "sigma", "split", "oracle").values for d in items], axis=0)
-    return {"series": series, "models": names, "model_dirs": {n: SERIES[series][n] for n in names},
+    return {"models": names, "model_dirs": {n: SERIES[series][n] for n in names},
             "steps": [int(s) for s in first.step.values], "sigma": [float(s) for s in first.sigma.values],
             "split": [str(s) for s in first.split.values], "oracle": [str(o) for o in first.oracle.values],
             "n_boot": p["model_boot"], "pooled": _summary_json(pooled), "per_model": per_model,
