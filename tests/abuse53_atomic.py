@@ -82,7 +82,7 @@ def _analyses_figure_on_full_disk(work, budget):
 def _export_on_full_disk(work, budget):
     """analyses/scaling's per-run export (.npz) rewritten on a full disk."""
     import numpy as np
-    from analyses.scaling.export import save_npz
+    from scoreprobe.studies.export import save_npz
     path = work / "exports" / "run.npz"
     save_npz(path, {"step": np.arange(5), "state": np.zeros((5, 8), np.int8)})
     return intact(work, lambda: save_npz(path, {"step": np.arange(9), "state": np.ones((9, 64), np.int8)}),

@@ -126,7 +126,7 @@ def _compare_cli(build):
 
 def _scaling_reader(build):
     def api(work):
-        from analyses.scaling.export import read_export
+        from scoreprobe.studies.export import read_export
         return read_export(build(work))
     return api
 

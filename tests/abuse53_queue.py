@@ -7,7 +7,7 @@ from abuse_issue53 import Attack
 
 
 def _queue(work):
-    from analyses.grid import run_queue
+    from scoreprobe.studies.queue import run_queue
     from test_run_queue_kill import Run, work as run_fn
     runs = [Run(f"r{i}", work, {2: "always", 4: "once"}.get(i, "")) for i in range(6)]
     done, records = [], []

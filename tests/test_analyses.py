@@ -1,5 +1,6 @@
 """analyses/two_clocks --smoke: the whole pipeline (train in parallel-ready runs, clocks with CIs,
 tables, figures) end to end at toy size."""
+import importlib
 import json
 import math
 import shutil
@@ -13,7 +14,7 @@ ANALYSES = Path(__file__).resolve().parents[1] / "analyses"
 
 
 def _analysis(name):
-    """Import a study's module: "scaling" -> analyses.scaling.run, "scaling.export" -> analyses.scaling.export."""
+    """Import a study's module: "scaling" -> analyses.scaling.run, "scaling.export" -> scoreprobe.studies.export."""
     import importlib
     root = str(ANALYSES.parent)
     if root not in sys.path:
@@ -117,7 +118,7 @@ def test_sampler_clocks_smoke(tmp_path, capsys):
 def test_scaling_smoke_then_from_results(tmp_path):
     """analyses/scaling --smoke end to end (train, clocks, exports, tables, figures), then --from-results with
     the run directories deleted: the exports alone regenerate the same tables."""
-    scaling, export = _analysis("scaling"), _analysis("scaling.export")
+    scaling, export = _analysis("scaling"), importlib.import_module("scoreprobe.studies.export")
     scaling.main(["--smoke", "--out", str(tmp_path)])
     md, js = (tmp_path / "scaling_smoke.md").read_text(), (tmp_path / "scaling_smoke.json").read_text()
     planned = [r.name for r in _analysis("scaling.grid").plan("smoke")]
@@ -147,7 +148,7 @@ def test_load_exports_reads_matching_exports_and_names_why_the_others_are_not(tm
     'its export is from other settings'; a run without a file is 'no export yet'."""
     import dataclasses
     from types import SimpleNamespace
-    grid, export = _analysis("scaling.grid"), _analysis("scaling.export")
+    grid, export = _analysis("scaling.grid"), importlib.import_module("scoreprobe.studies.export")
     run = next(r for r in grid.plan("cpu") if r.name == "g2-n30")
     shutil.copy(ANALYSES / "results" / "scaling_cpu" / "g2-n30.npz", tmp_path / "g2-n30.npz")
     shutil.copy(tmp_path / "g2-n30.npz", tmp_path / "other.npz")
@@ -190,7 +191,7 @@ def test_run_estimates_match_the_times_the_shipped_exports_recorded(study):
     bits) lies within 0.6–1.8, so `--hours` and `--plan` neither skip runs that fit nor promise ones that do not
     by the factors seen before (the 16-token GPT was estimated 3× too long: ratio 0.34)."""
     grid, run_seconds = _analysis(f"{study}.grid"), _analysis("scaling.grid").run_seconds
-    read_export = _analysis("scaling.export").read_export
+    read_export = importlib.import_module("scoreprobe.studies.export").read_export
     runs = {r.name: r for r in grid.plan("cpu")}
     folder = ANALYSES / "results" / f"{study}_cpu"
     ratios = {}
@@ -210,7 +211,7 @@ def test_family_order_counts_an_unreached_family_at_the_last_step_as_a_bound():
     """A seed whose columns never reach 0.9 has rows first: its τ_rows / τ_columns is an upper bound at
     the last step (not 0), the pooled ratio is a bound in that direction, seeds censored both ways are
     'mixed', and a seed reaching neither family is left out of the ratio but not of the share."""
-    stats = _analysis("scaling.stats")
+    stats = importlib.import_module("scoreprobe.stats.runs")
     inf = math.inf
     clocks = {"a": (100.0, 200.0), "b": (400.0, inf), "c": (inf, 250.0), "d": (inf, inf)}
     draws = {k: {"tau_family:rows": (r, np.full(50, r)), "tau_family:columns": (c, np.full(50, c))}

@@ -135,7 +135,7 @@ ALLOWED = {
     ("scoreprobe/training/guard.py", "save", "ck"): "save_checkpoint's `save`: train.py passes run_dir.atomic_save",
     ("scoreprobe/training/run_dir.py", "save", 'run_dir / "dataset.npz"'): "Dataset.save: atomic itself",
     ("scoreprobe/data/datasets.py", "savez", "f"): "inside atomic_write: f is its temporary file",
-    ("analyses/scaling/export.py", "savez_compressed", "f"): "inside atomic_write: f is its temporary file",
+    ("scoreprobe/studies/export.py", "savez_compressed", "f"): "inside atomic_write: f is its temporary file",
     ("scoreprobe/training/train.py", "open", "run.dir / LOG_NAME"):
         "the training log, appended a line at a time (resume trims it through atomic_write_text)",
     ("scoreprobe/training/ensemble.py", "open", 'r.dir / "train_log.jsonl"'):

@@ -8,7 +8,7 @@ import numpy as np
 
 from tests.test_analyses import _analysis
 
-THRESHOLDS = 10   # rule thresholds of analyses.scaling.curves
+THRESHOLDS = 10   # rule thresholds of scoreprobe.stats.curves
 
 
 def _rows(values, steps=30000):
@@ -37,7 +37,7 @@ def test_data_seed_zero_is_the_scaling_run_itself():
 
 
 def test_two_level_split_recovers_planted_data_and_init_effects():
-    S = _analysis("data_draws.stats")
+    from scoreprobe.stats import seed_grid as S
     a, b = np.array([-0.6, 0.1, 0.5]), np.array([0.0, 0.05, -0.05])   # data and init effects on ln τ
     rows, curves = _rows({(d, s): math.exp(8 + a[d] + b[s]) for d in range(3) for s in range(3)})
     ds, ss, block = S.complete_grid(rows)
@@ -58,7 +58,7 @@ def test_two_level_split_recovers_planted_data_and_init_effects():
 
 
 def test_complete_grid_takes_the_largest_full_block():
-    S = _analysis("data_draws.stats")
+    from scoreprobe.stats import seed_grid as S
     rows, _ = _rows({(0, 0): 1, (0, 1): 1, (1, 0): 1, (1, 1): 1, (2, 0): 1, (0, 2): 1})
     ds, ss, block = S.complete_grid(rows)
     assert (ds, ss) == ([0, 1], [0, 1]) and [[r["run"] for r in row] for row in block][1] == ["g2-n240-d1-s0",
@@ -67,7 +67,7 @@ def test_complete_grid_takes_the_largest_full_block():
 
 
 def test_factor_with_data_seeds_as_units_is_wider_and_needs_two_data_seeds():
-    S = _analysis("data_draws.stats")
+    from scoreprobe.stats import seed_grid as S
     rng = np.random.default_rng(0)
     a2, a3 = rng.normal(0, 0.3, 3), rng.normal(0, 0.3, 3)
     g2, c2 = _rows({(d, s): math.exp(7 + a2[d] + 0.02 * s) for d in range(3) for s in range(3)})

@@ -2,6 +2,7 @@
 against exact enumeration on a small shape, the export's Σ bits against the clocks' own bits (and version-1
 exports still loading), the CPU plan reusing the scaling study's parity runs, and the smoke preset end to end
 with --from-results byte-identical."""
+import importlib
 import itertools
 import json
 import math
@@ -99,7 +100,7 @@ def test_chance_copies_are_the_perfect_generalizers_memorized_share():
 
 def test_cpu_plan_reuses_the_scaling_parity_runs_and_fits_its_budget():
     grid, run = _analysis("exactk_ladder.grid"), _analysis("exactk_ladder.run")
-    from analyses.scaling.export import load_exports
+    from scoreprobe.studies.export import load_exports
     plan = grid.plan("cpu")
     scaling = {r.name: r for r in _analysis("scaling.grid").plan("cpu", ("G",))}
     parity = [r for r in plan if not grid.has_counts(r)]
@@ -151,7 +152,7 @@ def test_smoke_exports_hold_the_bit_sums_of_the_clocks_bits(smoke):
     """Σ bits of each exact-K export = the sum of the bits the clocks stored; error 0 = the rule's own validity
     (states); the step-0 bits are the signs of the sampler's starting noise (the untrained DiT outputs 0)."""
     out, md, _ = smoke
-    from analyses.scaling.export import read_export
+    from scoreprobe.studies.export import read_export
     from scoreprobe.noise import randn_per_sample
     from scoreprobe.store.format import open_store
     plan = _analysis("exactk_ladder.grid").plan("smoke")
@@ -199,7 +200,7 @@ def test_smoke_tables_then_from_results_byte_identical(smoke):
 def test_version_1_exports_still_load_and_newer_ones_are_refused(tmp_path):
     """A shipped scaling export (version 1, no `version` key) loads without Σ bits; a version-2 file written
     from it reads the same, and a version from the future is refused."""
-    export = _analysis("scaling.export")
+    export = importlib.import_module("scoreprobe.studies.export")
     src = "analyses/results/scaling_cpu/exactk18-n120-s0.npz"
     old = export.read_export(src)
     assert old["version"] == 1 and "bit_sum" not in old["ds"]

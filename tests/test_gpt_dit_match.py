@@ -2,6 +2,7 @@
 split, reusing the scaling and data_draws runs whose TrainConfig they equal; the rate is chosen from the tuning
 split alone (the evaluation exports are never read, and a planted tuning export moves the choice); the per-FLOP
 ratios are the per-step ones times the models' FLOPs per step; the smoke preset regenerates from its exports."""
+import importlib
 import dataclasses
 import json
 import math
@@ -42,7 +43,7 @@ def test_the_sweep_and_the_seeds_use_their_own_splits_and_reuse_equal_runs():
 
 def _info(rule_acc, data_seed=1, n=100):
     """A planted export: rule accuracy per checkpoint (valid novel samples), no copies."""
-    export = _analysis("scaling.export")
+    export = importlib.import_module("scoreprobe.studies.export")
     from scoreprobe.data.datasets import STATE_CODES
     steps = np.array([0, 50, 100, 200, 400, 800, 1600, 3000])
     state = np.full((len(steps), n), STATE_CODES["rule_violating"], np.int8)
@@ -95,7 +96,7 @@ def test_per_flop_is_per_step_times_the_flops_per_step():
 
 
 def test_smoke_then_from_results_and_the_choice_reads_the_tuning_split_only(tmp_path, monkeypatch):
-    run, choice, export = _analysis("gpt_dit_match"), _analysis("gpt_dit_match.choice"), _analysis("scaling.export")
+    run, choice, export = _analysis("gpt_dit_match"), _analysis("gpt_dit_match.choice"), importlib.import_module("scoreprobe.studies.export")
     grid = _analysis("gpt_dit_match.grid")
     run.main(["--smoke", "--out", str(tmp_path)])
     md, js = (tmp_path / "gpt_dit_match_smoke.md").read_text(), (tmp_path / "gpt_dit_match_smoke.json").read_text()

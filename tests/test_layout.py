@@ -163,7 +163,7 @@ def test_the_top_level_holds_only_the_small_shared_pieces():
     # endpoints (classify ODE endpoints): beside slices; the ODE family and the oracles are packages
     assert sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()) == [
         "cli", "data", "inside", "loading", "models", "ode", "oracles", "probes", "reports", "stats", "store",
-        "sweep", "training", "viz"]
+        "studies", "sweep", "training", "viz"]
 
 
 def test_the_ode_family_is_one_package_one_file_per_part():
@@ -182,7 +182,7 @@ ANALYSES = PACKAGE.parent / "analyses"
 
 
 def test_each_study_has_its_folder_and_the_studies_import_no_circle():
-    assert sorted(p.stem for p in ANALYSES.glob("*.py")) == ["__init__", "grid"]   # grid: what the studies share
+    assert sorted(p.stem for p in ANALYSES.glob("*.py")) == ["__init__"]   # what studies share is scoreprobe.studies
     for study in (p for p in ANALYSES.iterdir() if p.is_dir() and p.name != "results" and p.name[0] not in "_."):
         assert {"__init__.py", "__main__.py", "run.py"} <= {f.name for f in study.glob("*.py")}, study.name
     assert cycles(import_graph(ANALYSES)) == []

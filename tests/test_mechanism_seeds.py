@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from analyses.grid import finish_times
+from scoreprobe.studies.queue import finish_times
 from scoreprobe.stats.crossed import crossed_mean, mean_squares, models_and_units, two_level_bootstrap
 from tests.test_analyses import _analysis
 
@@ -116,7 +116,7 @@ def test_half_change_recovers_planted_midpoints_and_censors_a_late_one():
 
 def _clocks(tau_rule, tau_mem, n=400):
     """A clocks Dataset whose rule accuracy and memorization ratio are logistics in ln step (at STEPS)."""
-    from analyses.scaling.export import clocks_dataset
+    from scoreprobe.studies.export import clocks_dataset
     from scoreprobe.data.datasets import STATE_CODES
     rule, mem = _logistic(tau_rule, 0, 1, 0.3), _logistic(tau_mem, 0, 0.6, 0.3)
     state = np.full((STEPS.size, n), STATE_CODES["rule_violating"], np.int8)

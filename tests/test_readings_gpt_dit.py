@@ -1,5 +1,6 @@
 """Issue 54, part B (the GPT–DiT match): the md states which sampler each model's clocks were read with, from the
 exports themselves, and where a GPT order is ahead of the DiT per training FLOP, with its value and interval."""
+import importlib
 import json
 from pathlib import Path
 
@@ -23,7 +24,7 @@ def test_the_sampler_of_an_export(config, text):
 def test_the_md_names_the_samplers_of_the_exports():
     rep = json.loads((RESULTS / "gpt_dit_match_cpu.json").read_text())
     md = (RESULTS / "gpt_dit_match_cpu.md").read_text()
-    info = _analysis("scaling.export").read_export(RESULTS / "gpt_dit_match_cpu" / "dit-lr0.001-g2-n120-s0.npz")
+    info = importlib.import_module("scoreprobe.studies.export").read_export(RESULTS / "gpt_dit_match_cpu" / "dit-lr0.001-g2-n120-s0.npz")
     assert info["clocks_config"]["sampler"]["name"] == "heun"          # the DiT: the PF-ODE (Heun), not ancestral
     by = {}
     for r in rep["runs"]:

@@ -2,6 +2,7 @@
 scaling run itself (its shipped exports load), each variant differs from it in its one switch, the curriculum's
 control draws the curriculum's images in the curriculum's proportion with no order, the ratios over thresholds
 and their Holm adjustment are checked on planted values, and the smoke preset regenerates from its exports."""
+import importlib
 import dataclasses
 import json
 import math
@@ -26,7 +27,7 @@ def test_the_baseline_is_the_shipped_scaling_run_and_each_variant_one_switch():
     scaling = {r.name: r for r in _analysis("scaling.grid").plan("cpu", ("G",))}
     base = {r.seed: r for r in plan if r.meta["variant"] == "baseline"}
     assert sorted(base) == [0, 1, 2] and all(r.cfg == scaling[r.name].cfg for r in base.values())
-    done, _ = _analysis("scaling.export").load_exports(list(base.values()), RESULTS / "scaling_cpu")
+    done, _ = importlib.import_module("scoreprobe.studies.export").load_exports(list(base.values()), RESULTS / "scaling_cpu")
     assert sorted(done) == ["g3-n240", "g3-n240-s1", "g3-n240-s2"]        # reused, never trained again
     expected = {"global_token": {"global_token": True}, "multiplicative": {"multiplicative": True},
                 "curriculum": {"curriculum": "2:3:7500"}, "curriculum_mixed": {"curriculum": "2:3:7500:mixed"}}
@@ -174,7 +175,7 @@ def test_endpoints_differences_of_seed_means_holm_over_the_comparisons():
 
 def test_beyond_the_pieces_recodes_valid_samples_on_the_pieces():
     S = _analysis("remedies.g3_stats")
-    export = _analysis("scaling.export")
+    export = importlib.import_module("scoreprobe.studies.export")
     from scoreprobe.data.datasets import STATE_CODES
     c = STATE_CODES
     state = np.array([[c["valid_novel"], c["valid_memorized"], c["valid_heldout"], c["rule_violating"]]] * 2, np.int8)
@@ -189,7 +190,7 @@ def test_the_rule_clock_among_piece_breaking_samples():
     """At a constant count it is the standard τ (the shipped baseline run, every threshold); a control that
     keeps drawing pieces (a quarter of its samples) and gets every other sample right reads 1.0 among the
     piece-breaking samples and reaches 0.9, where counting its pieces as failures caps it at 0.75."""
-    S, C, export = _analysis("remedies.g3_stats"), _analysis("scaling.curves"), _analysis("scaling.export")
+    S, C, export = _analysis("remedies.g3_stats"), importlib.import_module("scoreprobe.stats.curves"), importlib.import_module("scoreprobe.studies.export")
     from scoreprobe.data.datasets import STATE_CODES
     info = export.read_export(RESULTS / "scaling_cpu" / "g3-n240.npz")
     ds = info["ds"]

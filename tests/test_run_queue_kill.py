@@ -1,4 +1,4 @@
-"""Issue 53 item 3: one dead worker does not stop a study. analyses.grid.run_queue with jobs = 2, where a run's
+"""Issue 53 item 3: one dead worker does not stop a study. scoreprobe.studies.queue.run_queue with jobs = 2, where a run's
 worker process is really killed (SIGKILL, as the out-of-memory killer does): the other runs complete, the
 killed run is named in the log, and a run whose worker died once but not again completes on its rerun."""
 import logging
@@ -8,7 +8,7 @@ import time
 from collections import namedtuple
 from types import SimpleNamespace
 
-from analyses.grid import run_queue
+from scoreprobe.studies.queue import run_queue
 
 Run = namedtuple("Run", "name folder kill")     # kill: "always", "once" (first attempt only) or ""
 

@@ -1,6 +1,7 @@
 """analyses/sampler_scaling: a scaling run regenerated from its TrainConfig is checked against the shipped
 states before it is re-measured with the stochastic sampler; a run whose states differ is measured with both
 samplers (a paired comparison on its own checkpoints) and marked."""
+import importlib
 import json
 
 import numpy as np
@@ -9,7 +10,7 @@ from tests.test_analyses import _analysis
 
 
 def _export_states(path):
-    return _analysis("scaling.export").read_export(path)["ds"].state.values
+    return importlib.import_module("scoreprobe.studies.export").read_export(path)["ds"].state.values
 
 
 def test_smoke_checks_identity_then_measures_the_stochastic_sampler(tmp_path):
@@ -18,10 +19,10 @@ def test_smoke_checks_identity_then_measures_the_stochastic_sampler(tmp_path):
     runs = _analysis("sampler_scaling.grid").plan("smoke")
     assert [r.meta["N"] for r in runs] == [8, 16]
     shipped = tmp_path / "scaling_smoke" / f"{runs[1].name}.npz"
-    tampered = _analysis("scaling.export").read_export(shipped)
+    tampered = importlib.import_module("scoreprobe.studies.export").read_export(shipped)
     states = tampered["ds"].state.values.copy()
     states[-1, :5] = (states[-1, :5] + 1) % 4             # five samples of the last checkpoint: not this model's
-    _analysis("scaling.export").export_run(tampered["ds"].assign(state=(("step", "sample"), states)), runs[1].cfg,
+    importlib.import_module("scoreprobe.studies.export").export_run(tampered["ds"].assign(state=(("step", "sample"), states)), runs[1].cfg,
                                            tampered["params"], shipped, meta=runs[1].meta)
     sampler.main(["--smoke", "--out", str(tmp_path)])
     rep = json.loads((tmp_path / "sampler_scaling_smoke.json").read_text())

@@ -1,4 +1,4 @@
-"""analyses/scaling/curves.py: per-run τ over thresholds agree with tau_summary, verdicts are called robust only
+"""scoreprobe/stats/curves.py: per-run τ over thresholds agree with tau_summary, verdicts are called robust only
 where they hold at every readable threshold, censored thresholds are never read; the GPT exports name their
 sampler."""
 import json
@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from analyses.scaling import curves as C
-from analyses.scaling.export import clocks_config_text, read_export
-from analyses.scaling.format import curve_cell
+from scoreprobe.stats import curves as C
+from scoreprobe.studies.export import clocks_config_text, read_export
+from scoreprobe.studies.format import curve_cell
 from scoreprobe.stats.taus import tau_summary
 from tests.test_taus import STEPS24, sampled
 

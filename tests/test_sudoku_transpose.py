@@ -2,6 +2,7 @@
 <-> columns (checked against loop-by-loop references), the transposed runs train on exactly the transposed grids,
 the preset reuses the scaling runs, the architecture / data split recovers planted effects, and the smoke preset
 runs end to end and regenerates byte-identically from its exports."""
+import importlib
 import json
 import math
 
@@ -75,7 +76,7 @@ def test_the_plan_reuses_the_scaling_runs_and_pairs_the_orientations():
     assert len(plan) == 54 == len({r.name for r in plan}) and len(reused) == 3
     for r in reused:
         assert r.cfg == scaling[r.name].cfg and r.meta["arch"] == "dit" and not r.cfg.transpose
-    exports = _analysis("scaling.export")
+    exports = importlib.import_module("scoreprobe.studies.export")
     done, _ = exports.load_exports(reused, grid.export_folder(ANALYSES / "results", "cpu", reused[0]))
     assert sorted(done) == sorted(r.name for r in reused)                   # the shipped exports match exactly
     key = lambda r: (r.meta["arch"], r.meta["data_seed"], r.seed)           # noqa: E731

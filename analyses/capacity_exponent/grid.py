@@ -1,6 +1,6 @@
 """The run grid of analyses/capacity_exponent: parity G = 2 DiTs of three sizes × N × training seeds.
 
-Every run is the scaling study's parity recipe (`analyses.scaling.grid.sized_run`: two_clocks' 12 000 views
+Every run is the scaling study's parity recipe (`scoreprobe.studies.recipes.sized_run`: two_clocks' 12 000 views
 per training image, 20 log-spaced checkpoints from step 200, 1000 samples per checkpoint, data seed 0) with
 the DiT's width and depth set. A run the scaling study plans (the 80×4 DiT at every N, the 128×4 DiT at
 N = 120) *is* that run: same TrainConfig, its export in <results>/scaling_<preset>/ is reused, never trained
@@ -18,9 +18,8 @@ more than one session, and runs/ does not survive a session, so a session finish
 (`--hours`). The GPU preset extends it: the scaling GPU recipe (batch 256, 14 000 views per image),
 N = 32…512, four sizes up to 5.0M, 5 seeds (not timed: no GPU here).
 """
-import functools
-
-from analyses.scaling import grid as scaling_grid
+from scoreprobe.studies import recipes as scaling_grid
+from scoreprobe.studies.export import load_exports
 
 PRESETS = {
     "smoke": dict(scaling="smoke", G=2, Ns=[8, 16], sizes=[[32, 4], [16, 1]], seeds=[0], long_N=[], jobs=1),
@@ -63,12 +62,11 @@ def plan(preset):
     return out
 
 
-@functools.lru_cache(maxsize=None)
-def _scaling_names(scaling_preset):
-    return frozenset(r.name for r in scaling_grid.plan(scaling_preset))
-
-
 def export_folder(results, preset, run):
-    """Where `run`'s export lives: the scaling study's folder for its own runs, else ours."""
+    """Where `run`'s export lives: the scaling study's folder for a run it shares with it (the recipe's own
+    parity runs, and any run whose export with this TrainConfig is there already), else ours."""
     name = PRESETS[preset]["scaling"]
-    return results / (f"scaling_{name}" if run.name in _scaling_names(name) else f"capacity_exponent_{name}")
+    shared = results / f"scaling_{name}"
+    if run.folder == "two_clocks" or run.name in load_exports([run], shared)[0]:
+        return shared
+    return results / f"capacity_exponent_{name}"

@@ -21,7 +21,8 @@ profile interval t-calibrated; with no censoring it is least squares with the t 
 import logging
 
 from analyses.capacity_exponent import grid as grid_mod
-from analyses.scaling import presets
+from scoreprobe.studies import presets
+from scoreprobe.cli import study as study_cli
 
 logger = logging.getLogger("capacity_exponent")
 
@@ -31,7 +32,7 @@ def describe(run):
 
 
 def main(argv=None):
-    presets.run_study(argv, __doc__, grid_mod, describe, "analyses.capacity_exponent.tables", logger)
+    study_cli.run_study(argv, __doc__, grid_mod, describe, "analyses.capacity_exponent.tables", logger)
 
 
 if __name__ == "__main__":

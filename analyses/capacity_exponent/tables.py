@@ -6,13 +6,14 @@ import numpy as np
 from scipy import stats
 
 from analyses.capacity_exponent import grid as grid_mod
-from analyses.scaling import curves as C
-from analyses.scaling import format as F
-from analyses.scaling import grid as scaling_grid
-from analyses.scaling import presets
-from analyses.scaling.format import fmt, pooled_cell
-from analyses.scaling.stats import run_stats
-from analyses.scaling.tables import curves_of
+from scoreprobe.stats import curves as C
+from scoreprobe.studies import format as F
+from scoreprobe.studies import recipes as scaling_grid
+from scoreprobe.studies import presets
+from scoreprobe.cli import study as study_cli
+from scoreprobe.studies.format import fmt, pooled_cell
+from scoreprobe.stats.runs import run_stats
+from scoreprobe.stats.curves import curves_of
 from scoreprobe.stats.seeds import pool_seeds
 from scoreprobe.stats.thresholds import MEM_THRESHOLDS
 from scoreprobe.stats.censored import censored_fit
@@ -193,7 +194,7 @@ def report(args, runs):
     todo = [r for r in runs if r.name in missing]
     hours = sum(scaling_grid.run_seconds(r, args.n_samples) for r in todo) / 3600
     lines += [f"Not done: {len(todo)} runs, {hours:.1f} thread-hours at the one-thread idle rates of "
-              "analyses/scaling/grid.py (`--plan`; runs took ≈ 1.7× those rates with two runs and other work on 2 "
+              "scoreprobe/studies/recipes.py (`--plan`; runs took ≈ 1.7× those rates with two runs and other work on 2 "
               "cores). A session finishes only the runs it starts (`--hours`): the 2.83M DiT at N = 120 and every "
               "N = 240 run need several sessions on CPU; the GPU preset (`--preset gpu`: N = 32…512, four sizes up "
               "to 5.0M, 5 seeds, the scaling GPU recipe) is the extension, not run here (no GPU).", ""]

@@ -21,8 +21,8 @@ import math
 
 import numpy as np
 
-from analyses.data_draws import stats as S
-from analyses.scaling import curves as C
+from scoreprobe.stats import seed_grid as S
+from scoreprobe.stats import curves as C
 from scoreprobe.stats.crossed import crossed_mean, mean_squares
 from scoreprobe.stats import crossed_arms as X
 from scoreprobe.stats.censored import censored_mean

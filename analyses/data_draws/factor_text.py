@@ -4,9 +4,9 @@ and the censored estimates."""
 import math
 
 from analyses.data_draws import factor as Fa
-from analyses.scaling import curves as C
-from analyses.scaling.format import fmt, threshold_label
-from analyses.scaling.tables import curves_of
+from scoreprobe.stats import curves as C
+from scoreprobe.studies.format import fmt, threshold_label
+from scoreprobe.stats.curves import curves_of
 from scoreprobe.stats.verdict import word_at
 
 PAPER = C.PAPER["tau_rule"]

@@ -1,6 +1,6 @@
 """The run grid of analyses/data_draws: parity DiT configurations × data seeds × training seeds.
 
-Every run is the scaling study's parity run (`analyses.scaling.grid.parity_run`: two_clocks' recipe, 12 000
+Every run is the scaling study's parity run (`scoreprobe.studies.recipes.parity_run`: two_clocks' recipe, 12 000
 views per image, 20 log-spaced checkpoints from step 200, 1000 samples per checkpoint) with its
 `data_seed` (which draws the N training images and the held-out set) set. Data seed 0 *is* the scaling
 run of the same training seed (same TrainConfig, same run directory <out>/two_clocks/<name>, same
@@ -18,9 +18,7 @@ preset: G = 2 and 3 at N = 240 (30 000 steps, ≈ 23 min on one idle thread) and
 (15 000 steps, ≈ 14 min), 3 data seeds × 3 training seeds: 27 runs, 9 of them the scaling runs,
 18 new ≈ 3.2 h on 2 idle cores; then the 6 large-N runs, ≈ 4.1 h more.
 """
-import dataclasses
-
-from analyses.scaling import grid as scaling_grid
+from scoreprobe.studies import recipes as scaling_grid
 
 PRESETS = {
     "smoke": dict(scaling="smoke", configs=[(2, 8), (3, 8)], data_seeds=[0, 1], seeds=[0, 1], jobs=1,
@@ -37,15 +35,8 @@ def group_name(G, N):
 
 
 def draw_run(args, G, N, data_seed, seed, scaling_run=True):
-    """The scaling parity run at `data_seed` (data seed 0: the scaling run itself, its name and folder;
-    `scaling_run` False: a run of the same recipe that the scaling study does not plan)."""
-    run = scaling_grid.parity_run(args, G, N, seed)
-    run.meta = {**run.meta, "data_seed": data_seed, "scaling_run": data_seed == 0 and scaling_run}
-    if data_seed == 0:
-        return run
-    cfg = dataclasses.replace(run.cfg, data_seed=data_seed)
-    return scaling_grid.Run(f"{group_name(G, N)}-d{data_seed}-s{seed}", "data_draws", group_name(G, N), seed, cfg,
-                            run.meta)
+    """The parity run at `data_seed` (scoreprobe.studies.recipes.data_seed_run)."""
+    return scaling_grid.data_seed_run(args, G, N, data_seed, seed, shared=scaling_run)
 
 
 def plan(preset):

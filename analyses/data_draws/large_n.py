@@ -7,9 +7,9 @@ import math
 import numpy as np
 import scipy.stats
 
-from analyses.scaling import curves as C
-from analyses.scaling.format import curve_table, pooled_cell
-from analyses.scaling.tables import curves_of
+from scoreprobe.stats import curves as C
+from scoreprobe.studies.format import curve_table, pooled_cell
+from scoreprobe.stats.curves import curves_of
 from scoreprobe.stats.seeds import pool_seeds
 
 PAPER = C.PAPER["tau_rule"]

@@ -27,7 +27,8 @@ arm's CI end and the censored estimate (scoreprobe.stats.censored) where some ru
 import logging
 
 from analyses.data_draws import grid as grid_mod
-from analyses.scaling import presets
+from scoreprobe.studies import presets
+from scoreprobe.cli import study as study_cli
 
 logger = logging.getLogger("data_draws")
 
@@ -37,7 +38,7 @@ def describe(run):
 
 
 def main(argv=None):
-    presets.run_study(argv, __doc__, grid_mod, describe, "analyses.data_draws.tables", logger)
+    study_cli.run_study(argv, __doc__, grid_mod, describe, "analyses.data_draws.tables", logger)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,16 @@
 """The tables of analyses/data_draws (markdown and JSON) and its figure, from the exports only."""
 import math
 
-from analyses.scaling import presets
+from scoreprobe.studies import presets
+from scoreprobe.cli import study as study_cli
 from analyses.data_draws import factor_text, large_n
 from analyses.data_draws import grid as grid_mod
-from analyses.data_draws import stats as S
-from analyses.scaling import curves as C
-from analyses.scaling import format as F
-from analyses.scaling.format import ci_text, fmt, pooled_cell, under_text
-from analyses.scaling.stats import run_stats
-from analyses.scaling.tables import curves_of
+from scoreprobe.stats import seed_grid as S
+from scoreprobe.stats import curves as C
+from scoreprobe.studies import format as F
+from scoreprobe.studies.format import ci_text, fmt, pooled_cell, under_text
+from scoreprobe.stats.runs import run_stats
+from scoreprobe.stats.curves import curves_of
 
 N_REP = 40000   # simulated blocks per readable threshold for the pooled interval's coverage
 

@@ -1,6 +1,6 @@
 """The run grid of analyses/exactk_ladder: exact-K k = 3, 9, 18 and parity G = 2, 3, 4 at one N, one model.
 
-Every run is a scaling run (`analyses.scaling.grid`): exact-K through `rule_run` (the 80×4 DiT, two_clocks'
+Every run is a scaling run (`scoreprobe.studies.recipes`): exact-K through `rule_run` (the 80×4 DiT, two_clocks'
 recipe: 12 000 views per training image, step 0 and 20 log-spaced checkpoints from step 200, 1000 samples
 per checkpoint; held-out set within the valid set), parity through `parity_run` (two_clocks' own runs,
 offset layout). Exact-K runs measure their clocks with the bits kept and export to
@@ -27,7 +27,7 @@ Launch (resumable; a later session): `python analyses/exactk_ladder --jobs 2` (`
 starts no run that would end after H hours). Order: by training seed, then exact-K k = 18, 9, 3, then any
 parity run not yet exported, so an interrupted preset has every rung at the first seeds.
 """
-from analyses.scaling import grid as scaling_grid
+from scoreprobe.studies import recipes as scaling_grid
 
 PRESETS = {
     "smoke": dict(scaling="smoke", N=8, ks=[3, 9, 18], Gs=[2, 3, 4], seeds=[0, 1], jobs=1),

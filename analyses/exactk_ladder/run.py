@@ -7,7 +7,7 @@ Trains every run not yet exported (grid.py: the parity runs are the scaling stud
 exported; the exact-K runs are new), `--jobs` at a time in one-thread worker processes (or as stacked
 ensembles with --ensemble, the GPU default), measures the clocks of every checkpoint with the bits kept, and
 exports each run (one .npz, tens of KB, with each sample's Σ bits: export version 2,
-analyses/scaling/export.py); after every finished run the tables are rewritten from the exports:
+scoreprobe/studies/export.py); after every finished run the tables are rewritten from the exports:
 
   <results>/exactk_ladder_<preset>/<run>.npz   exact-K runs (parity: scaling_<preset>/, the scaling study's)
   <results>/exactk_ladder_<preset>.md/.json    every table (runs not yet done are listed as such)
@@ -21,7 +21,7 @@ Usage:
   python analyses/exactk_ladder --device cuda  # GPU preset: N = 256, 5 seeds, exact-K as stacked ensembles
 
 The choice of N, the budget and what the other N would cost: grid.py's docstring. Statistics: τ over
-thresholds (analyses/scaling/curves.py: pooled t intervals over training seeds, Welch ratios, verdicts that
+thresholds (scoreprobe/stats/curves.py: pooled t intervals over training seeds, Welch ratios, verdicts that
 hold at every readable threshold), the count error (`scoreprobe.probes.counts`, docs/definitions.md "Count
 error and chance levels"), Clopper–Pearson intervals for the step-0 accuracy.
 """
@@ -31,19 +31,21 @@ import logging
 import time
 
 from analyses.exactk_ladder import grid as grid_mod
-from analyses.grid import drive, finish_times, run_queue
-from analyses.scaling import presets
-from analyses.scaling import run as scaling_run
+from scoreprobe.cli.study import drive
+from scoreprobe.studies.queue import finish_times, run_queue
+from scoreprobe.studies import presets
+from scoreprobe.cli import study as study_cli
+from scoreprobe.studies import runner as scaling_run
 
 logger = logging.getLogger("exactk_ladder")
 WRITE_EVERY_S = 300   # rewrite the tables after a finished run at most this often (and always at the end)
 
 
 def parse_args(argv=None):
-    p = presets.parser(__doc__, grid_mod.PRESETS)
+    p = study_cli.parser(__doc__, grid_mod.PRESETS)
     p.add_argument("--ensemble", action=argparse.BooleanOptionalAction, default=None,
                    help="train the runs as stacked ensembles (default: on CUDA)")
-    return presets.parse(p, argv, grid_mod.PRESETS)
+    return study_cli.parse(p, argv, grid_mod.PRESETS)
 
 
 def run_one(args, run):
@@ -59,16 +61,16 @@ def exported(args, runs):
     """Names of the runs done: exported to their own folder with the same TrainConfig (an exact-K export of the
     scaling study, without Σ bits, is not: the run is measured again, its training skipped when its run
     directory is there)."""
-    from analyses.scaling.export import load_exports
+    from scoreprobe.studies.export import load_exports
     return {r.name for r in runs
             if r.name in load_exports([r], grid_mod.export_folders(args.results, args.preset, r)[0])[0]}
 
 
 def run_all(args, runs, on_done):
-    """run_one over the runs not yet exported (analyses.grid.run_queue: `args.jobs` at a time, a run starting
+    """run_one over the runs not yet exported (scoreprobe.studies.queue.run_queue: `args.jobs` at a time, a run starting
     when a worker is free, none past --hours), or trained first as stacked ensembles with --ensemble;
     on_done(name) after each (a failure is logged, the rest go on)."""
-    from analyses.grid import train_ensembles
+    from scoreprobe.studies.queue import train_ensembles
     done = exported(args, runs)
     runs = [r for r in runs if r.name not in done]
     if args.ensemble and runs:
@@ -78,7 +80,7 @@ def run_all(args, runs, on_done):
 
 
 def plan_lines(runs, args):
-    """The plan as text: the first line the total (wall time as run_all runs them, analyses.grid.finish_times),
+    """The plan as text: the first line the total (wall time as run_all runs them, scoreprobe.studies.queue.finish_times),
     then one line per run with the time by which it is done."""
     done = exported(args, runs)
     todo = [r for r in runs if r.name not in done]

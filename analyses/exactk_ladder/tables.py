@@ -1,14 +1,15 @@
 """The tables of analyses/exactk_ladder (markdown and JSON) and its figure, from the exports only."""
 
-from analyses.scaling import presets
+from scoreprobe.studies import presets
+from scoreprobe.cli import study as study_cli
 from analyses.exactk_ladder import grid as grid_mod
 from analyses.exactk_ladder import stats as S
-from analyses.scaling import curves as C
-from analyses.scaling.export import NO_EXPORT, load_exports
-from analyses.scaling import format as F
-from analyses.scaling.format import ci_text, curve_cell, curve_table, fmt, threshold_label
-from analyses.scaling.stats import run_stats
-from analyses.scaling.tables import curves_of
+from scoreprobe.stats import curves as C
+from scoreprobe.studies.export import NO_EXPORT, load_exports
+from scoreprobe.studies import format as F
+from scoreprobe.studies.format import ci_text, curve_cell, curve_table, fmt, threshold_label
+from scoreprobe.stats.runs import run_stats
+from scoreprobe.stats.curves import curves_of
 from scoreprobe.probes.counts import TOP
 
 def collect(args, runs):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analyses.scaling import curves as C
+from scoreprobe.stats import curves as C
 
 RESULTS = Path("analyses/results")
 

@@ -12,8 +12,8 @@ runs cannot enter the choice (tests/test_gpt_dit_match.py checks that the choice
 import math
 
 from analyses.gpt_dit_match import grid as grid_mod
-from analyses.scaling.curves import RULE_THRESHOLDS, run_curves
-from analyses.scaling.export import load_exports
+from scoreprobe.stats.curves import RULE_THRESHOLDS, run_curves
+from scoreprobe.studies.export import load_exports
 
 TUNE_THRESHOLD = 0.8
 
@@ -33,7 +33,7 @@ def rank_key(lr, tau, peak):
 def choose(candidates, tune_data_seed):
     """The chosen rate of one model and the sweep's table.
 
-    candidates : {lr: export info (analyses.scaling.export.read_export)} of the model's tuning runs.
+    candidates : {lr: export info (scoreprobe.studies.export.read_export)} of the model's tuning runs.
     Returns (lr, rows [{lr, tau, peak, chosen}] in rate order); ValueError when an export is not of the
     tuning split (its config's data_seed differs) or when there is none.
     """

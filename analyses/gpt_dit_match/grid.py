@@ -1,8 +1,8 @@
 """The run grid of the GPT–DiT match: a learning-rate sweep of each model on the tuning split, then training
 seeds at each model's chosen rate on the evaluation split.
 
-Models: the grid's DiT (width 80, depth 4, `analyses.scaling.grid.parity_run`: two_clocks' recipe) and the
-matched GPT (MATCHED_GPT, `analyses.scaling.grid.gpt_run`, the scaling study's GPT budget: 3000 steps,
+Models: the grid's DiT (width 80, depth 4, `scoreprobe.studies.recipes.parity_run`: two_clocks' recipe) and the
+matched GPT (MATCHED_GPT, `scoreprobe.studies.recipes.gpt_run`, the scaling study's GPT budget: 3000 steps,
 checkpoints from step 50) in patch, raster and random token order; every GPT order is its own model here and
 gets its own sweep. Splits: the same rule, N and held-out size, drawn with another data seed (TrainConfig
 .data_seed: the N training images and the held-out set):
@@ -22,8 +22,7 @@ of each sweep, marked pending (their cost does not depend on the rate).
 """
 import dataclasses
 
-from analyses.data_draws import grid as draws_grid
-from analyses.scaling import grid as scaling_grid
+from scoreprobe.studies import recipes as scaling_grid
 
 MODELS = ("dit", "gpt-patch", "gpt-raster", "gpt-random")
 LABELS = {"dit": "DiT", "gpt-patch": "GPT patch order", "gpt-raster": "GPT raster order", "gpt-random": "GPT random order"}
@@ -51,7 +50,7 @@ def lrs_of(p, model):
 
 def gpt_overrides(p):
     """The scaling preset's GPT settings (budget, first checkpoint, size) without its learning rate."""
-    over = scaling_grid.PRESETS[p["scaling"]]["gpt"]["overrides"].get("patch", {})
+    over = scaling_grid.RECIPES[p["scaling"]]["gpt_overrides"].get("patch", {})
     return {k: v for k, v in over.items() if k != "lr"}
 
 
@@ -59,9 +58,9 @@ def _candidates(args, p, model, data_seed, seed):
     """Runs of other studies this one may be: the scaling run (its split) and the data_draws run (others)."""
     G, N = p["G"], p["N"]
     if model == "dit":
-        return [scaling_grid.parity_run(args, G, N, seed), draws_grid.draw_run(args, G, N, data_seed, seed)]
+        return [scaling_grid.parity_run(args, G, N, seed), scaling_grid.data_seed_run(args, G, N, data_seed, seed)]
     order = model.split("-", 1)[1]
-    scaling_gpt = scaling_grid.PRESETS[p["scaling"]]["gpt"]["overrides"].get(order, {})
+    scaling_gpt = scaling_grid.RECIPES[p["scaling"]]["gpt_overrides"].get(order, {})
     return [scaling_grid.gpt_run(args, G, N, seed, order, scaling_gpt)]
 
 

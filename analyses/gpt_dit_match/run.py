@@ -31,14 +31,15 @@ import logging
 
 from analyses.gpt_dit_match import grid as grid_mod
 from analyses.gpt_dit_match import choice
-from analyses.grid import drive
-from analyses.scaling import presets
+from scoreprobe.cli.study import drive
+from scoreprobe.studies import presets
+from scoreprobe.cli import study as study_cli
 
 logger = logging.getLogger("gpt_dit_match")
 
 
 def parse_args(argv=None):
-    return presets.parse(presets.parser(__doc__, grid_mod.PRESETS, "smoke"), argv, grid_mod.PRESETS, "smoke")
+    return study_cli.parse(study_cli.parser(__doc__, grid_mod.PRESETS, "smoke"), argv, grid_mod.PRESETS, "smoke")
 
 
 def folder_of(args):

@@ -5,15 +5,15 @@ import math
 
 import numpy as np
 
-from analyses.scaling import curves as C
-from analyses.scaling.stats import run_stats
+from scoreprobe.stats import curves as C
+from scoreprobe.stats.runs import run_stats
 from scoreprobe.models.flops import forward_flops, step_flops
 from scoreprobe.stats.abruptness import abruptness
 from scoreprobe.stats.seeds import pool_ratio, pool_seeds
 
 # the common memorization band: every checkpoint whose memorized share lies in it, for both models. Lower end:
 # 2% (20 of 1000 samples, the per-run band's count floor, docs/definitions.md "Abruptness"); upper end: 20%,
-# the largest memorization threshold of the curves (analyses/scaling/curves.py), which the DiT's runs reach
+# the largest memorization threshold of the curves (scoreprobe/stats/curves.py), which the DiT's runs reach
 # at the end of their budget (final memorized share 0.22–0.36 at G = 2, N = 120) and the GPT's pass early.
 COMMON_BAND = (0.02, 0.2)
 N_BOOT = 1000
@@ -34,7 +34,7 @@ def run_row(run, info):
 
 def sampler_of(clocks_config):
     """'heun, 32 steps' / 'ancestral, temperature 1': the sampler a run's clocks were read with, from its export's
-    clocks settings (analyses.scaling.export.clocks_config_text: a GPT's is ancestral sampling of its tokens)."""
+    clocks settings (scoreprobe.studies.export.clocks_config_text: a GPT's is ancestral sampling of its tokens)."""
     s = dict(clocks_config.get("sampler") or {})
     name = s.pop("name", "unknown")
     steps = clocks_config.get("n_steps")

@@ -1,14 +1,15 @@
 """The tables (markdown and JSON) and the figure of the GPT–DiT match, from the exports only."""
 import math
 
-from analyses.scaling import presets
+from scoreprobe.studies import presets
+from scoreprobe.cli import study as study_cli
 from analyses.gpt_dit_match import grid as grid_mod
 from analyses.gpt_dit_match import choice
 from analyses.gpt_dit_match import stats as S
-from analyses.scaling import curves as C
-from analyses.scaling import format as F
-from analyses.scaling.format import ci_text, curve_table, fmt, pooled_cell
-from analyses.scaling.tables import curves_of
+from scoreprobe.stats import curves as C
+from scoreprobe.studies import format as F
+from scoreprobe.studies.format import ci_text, curve_table, fmt, pooled_cell
+from scoreprobe.stats.curves import curves_of
 from scoreprobe.models.build import param_count
 from scoreprobe.models.flops import counted_flops, forward_flops, n_tokens, step_flops
 from scoreprobe.viz.common import save_figure

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analyses.grid import apply_preset, finished, measured_clocks
+from scoreprobe.studies.queue import apply_preset, finished, measured_clocks
 from scoreprobe.defaults import DEFINITIONS_VERSION
 from scoreprobe.loading.series import load_series
 from scoreprobe.probes.basins import basins

@@ -155,7 +155,7 @@ def capture_note(r):
 def dsm_from_stores(args, name, steps):
     """{seed: DSM store at `steps`} when every seed's store of series `name` is under args.out with every
     step (the preset's settings), else None. The closed series only when it is trained under args.out."""
-    from analyses.grid import finished
+    from scoreprobe.studies.queue import finished
     from scoreprobe.loading.series import load_series
     if name == "open":
         series = load_series(args.open_series)

@@ -35,7 +35,7 @@ import logging
 import time
 from pathlib import Path
 
-from analyses.grid import in_parallel
+from scoreprobe.studies.queue import in_parallel
 from analyses.mechanism.measure import measure_series, parse_args
 
 logger = logging.getLogger("mechanism")

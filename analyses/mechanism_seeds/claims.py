@@ -2,7 +2,7 @@
 claim one p-value, Holm over the whole family (family-wise error 0.05), and a plain verdict.
 
 A claim on a half-change step against a clock (τ_rule or τ_mem) is read at every threshold of that clock
-(rule accuracy 0.3–0.95, memorization 0.01–0.2; analyses.scaling.curves) and holds only where it holds at
+(rule accuracy 0.3–0.95, memorization 0.01–0.2; scoreprobe.stats.curves) and holds only where it holds at
 every readable one: its p-value is the largest of the per-threshold p-values (an intersection-union test,
 no correction needed inside the claim); thresholds where some model's τ or half-change is not a number
 are not readable. "near" claims are equivalence tests (TOST: 1/2 < ratio < 2). A claim at one step reads

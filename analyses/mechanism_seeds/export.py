@@ -18,7 +18,7 @@ import json
 
 import numpy as np
 
-from analyses.scaling.export import clocks_dataset, load_matching, save_npz
+from scoreprobe.studies.export import clocks_dataset, load_matching, save_npz
 from scoreprobe.errors import DataError
 from scoreprobe.loading.npz import check_clocks, field, read_npz
 from scoreprobe.store import normalize_config

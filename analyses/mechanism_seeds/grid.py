@@ -13,7 +13,7 @@ pairs): trained models and units are crossed.
 
 Measured steps: step 0, the extra steps and `n_grid` log-spaced picks of the grid (`measured_steps`).
 
-Time (`model_seconds`): training at analyses.scaling.grid.STEPS_PER_S, clocks at its CLOCK_S_PER_CKPT per
+Time (`model_seconds`): training at scoreprobe.studies.recipes.STEPS_PER_S, clocks at its CLOCK_S_PER_CKPT per
 checkpoint (every checkpoint of the schedule), and the probes at the mechanism CPU preset's measured
 rates (analyses/mechanism/measure.py PRESETS["cpu"]: 81 CPU-s per checkpoint and probe seed on the loaded
 2 cores, 32 Heun steps; retention 65% of it over 64 items × 8 restarts × 8 σ, basins 33% over 11 planes ×
@@ -28,7 +28,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from analyses.mechanism import measure as mechanism
-from analyses.scaling.grid import CLOCK_S_PER_CKPT, STEPS_PER_S
+from scoreprobe.studies.recipes import CLOCK_S_PER_CKPT, STEPS_PER_S
 from scoreprobe.training.config import TrainConfig, stored_config
 
 SHIPPED_RUN = Path(__file__).resolve().parents[2] / "checkpoints" / "parity-default" / "run.json"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analyses.grid import finished, measured_clocks
+from scoreprobe.studies.queue import finished, measured_clocks
 from analyses.mechanism import measure as mech
 from analyses.mechanism.report import _strs, dsm_pair_losses, item_table, plane_shares
 from analyses.mechanism_seeds import grid as G

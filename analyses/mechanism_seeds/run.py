@@ -25,7 +25,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from analyses.grid import drive, finish_times, run_queue
+from scoreprobe.cli.study import drive
+from scoreprobe.studies.queue import finish_times, run_queue
 from analyses.mechanism_seeds import grid as G
 from analyses.mechanism_seeds.export import load_exports
 from analyses.mechanism_seeds.measure import settings
@@ -86,7 +87,7 @@ def plan_lines(args, models):
 
 def run_all(args, models, on_done):
     """measure_model for every model not yet exported, `args.jobs` at a time, each handed to the first free
-    one-thread worker (analyses.grid.run_queue); on_done(name) after each (a failure is logged, the others go on)."""
+    one-thread worker (scoreprobe.studies.queue.run_queue); on_done(name) after each (a failure is logged, the others go on)."""
     from analyses.mechanism_seeds.measure import measure_model
     done = exported(args, models)
     run_queue(measure_model, args, [m for m in models if m.name not in done], on_done,

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from analyses.scaling.curves import run_curves, thresholds_of
+from scoreprobe.stats.curves import run_curves, thresholds_of
 from scoreprobe.stats.crossed import crossed_mean, models_and_units, two_level_bootstrap
 from scoreprobe.stats.intervals import tost
 from scoreprobe.stats.timing import fit_log_sigmoid

@@ -1,7 +1,7 @@
 """The run grid of the remedies where the baseline learns (issue 36 item 6): parity G = 3 at the scaling
 study's N and budget, the baseline and each remedy, training seeds.
 
-Every run is the scaling study's parity run (`analyses.scaling.grid.parity_run`: two_clocks' recipe, 12 000
+Every run is the scaling study's parity run (`scoreprobe.studies.recipes.parity_run`: two_clocks' recipe, 12 000
 views per image, 20 log-spaced checkpoints from step 200, 1000 samples per checkpoint) with one switch:
 
   baseline          none: it *is* the scaling run g3-n240(-s1, -s2) (same TrainConfig, run directory
@@ -26,7 +26,7 @@ Order: by training seed, then variant, so an interrupted preset has whole seeds;
 """
 import dataclasses
 
-from analyses.scaling import grid as scaling_grid
+from scoreprobe.studies import recipes as scaling_grid
 
 PRESETS = {
     "g3-smoke": dict(scaling="smoke", G=3, N=8, seeds=[0, 1], jobs=1),

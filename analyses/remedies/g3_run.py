@@ -18,13 +18,14 @@ Usage (the presets g3-smoke, g3, g3-gpu belong to this study; analyses/remedies'
   python analyses/remedies --preset g3 --plan          # the run list, order and estimated time, nothing run
   python analyses/remedies --preset g3-gpu --device cuda   # G = 3, N = 256, 20 000 steps at batch 256, 5 seeds
 
-The time estimates use the width-80 DiT's one-thread rate for every variant (analyses/scaling/grid.py); the
+The time estimates use the width-80 DiT's one-thread rate for every variant (scoreprobe/studies/recipes.py); the
 global token adds a tenth token (+11% matmul FLOPs, scoreprobe.models.flops), the GLU MLP ≈ 0.
 """
 import logging
 
 from analyses.remedies import g3_grid as grid_mod
-from analyses.scaling import presets
+from scoreprobe.studies import presets
+from scoreprobe.cli import study as study_cli
 
 logger = logging.getLogger("remedies")
 
@@ -34,5 +35,5 @@ def describe(run):
 
 
 def main(argv=None):
-    presets.run_study(argv, __doc__, grid_mod, describe, "analyses.remedies.g3_tables", logger, smoke="g3-smoke",
+    study_cli.run_study(argv, __doc__, grid_mod, describe, "analyses.remedies.g3_tables", logger, smoke="g3-smoke",
                       default=lambda device: "g3-gpu" if device.startswith("cuda") else "g3")

@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 
-from analyses.scaling import curves as C
-from analyses.scaling.export import clocks_dataset
-from analyses.scaling.stats import run_stats
+from scoreprobe.stats import curves as C
+from scoreprobe.studies.export import clocks_dataset
+from scoreprobe.stats.runs import run_stats
 from scoreprobe.data.curriculum import beyond_state
 from scoreprobe.probes.wilson import wilson_lower
 from scoreprobe.stats.crossings import logit_fraction, reliable_crossing

@@ -3,14 +3,15 @@ import math
 
 import numpy as np
 
-from analyses.scaling import presets
+from scoreprobe.studies import presets
+from scoreprobe.cli import study as study_cli
 from analyses.remedies import g3_families as H
 from analyses.remedies import g3_grid as grid_mod
 from analyses.remedies import g3_stats as S
-from analyses.scaling import curves as C
-from analyses.scaling import format as F
-from analyses.scaling.format import ci_text, fmt, pooled_cell, threshold_label
-from analyses.scaling.tables import curves_of
+from scoreprobe.stats import curves as C
+from scoreprobe.studies import format as F
+from scoreprobe.studies.format import ci_text, fmt, pooled_cell, threshold_label
+from scoreprobe.stats.curves import curves_of
 from scoreprobe.viz.common import save_figure
 
 LABELS = {"baseline": "baseline", "global_token": "global token", "multiplicative": "multiplicative (GLU)",

@@ -32,7 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from analyses.grid import extrapolate_tau, finished, in_parallel, measured_clocks, train_ensembles
+from scoreprobe.stats.extrapolate import extrapolate_tau
+from scoreprobe.studies.queue import finished, in_parallel, measured_clocks, train_ensembles
 from analyses.remedies.compare import comparison_lines, comparisons
 from scoreprobe.loading.series import load_series
 from scoreprobe.data.curriculum import beyond_pieces

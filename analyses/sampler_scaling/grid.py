@@ -1,16 +1,23 @@
 """The runs of analyses/sampler_scaling (the scaling study's G = 2 N-axis runs) and the sampler they are
 re-measured with."""
-from analyses.scaling import grid as scaling_grid
+from scoreprobe.studies import recipes as scaling_grid
 
 SAMPLER = {"name": "edm-stochastic", "s_churn": 40.0, "s_noise": 1.0}   # the largest shift of sampler_clocks.md
 LABEL = "edm-stochastic"
-PRESETS = {name: {"scaling": name, "jobs": scaling_grid.PRESETS[name]["jobs"]} for name in ("smoke", "cpu", "gpu")}
+# the scaling study's N axis at G = 2 (its runs: same recipe, same names, so their runs are reused)
+AXIS = {"smoke": dict(Ns=[8, 16], seeds=[0]), "cpu": dict(Ns=[30, 60, 120, 240], seeds=[0, 1, 2]),
+        "gpu": dict(Ns=[32, 64, 128, 256, 512, 1024], seeds=[0, 1, 2, 3, 4])}
+PRESETS = {name: {"scaling": name, "jobs": scaling_grid.RECIPES[name]["jobs"], "G": 2, **AXIS[name]}
+           for name in ("smoke", "cpu", "gpu")}
 
 
 def plan(preset):
-    """The scaling study's parity runs at G = 2 on its N axis, in its order."""
-    G = scaling_grid.PRESETS[preset]["N_axis"]["G"]
-    return [r for r in scaling_grid.plan(preset, ("N",)) if r.meta["G"] == G]
+    """The parity runs at G = 2 on the N axis, seed by seed, in the scaling study's order."""
+    p, args = PRESETS[preset], scaling_grid.base_args(preset)
+    runs = [scaling_grid.parity_run(args, p["G"], N, s) for s in p["seeds"] for N in p["Ns"]]
+    for r in runs:
+        r.axes = ("N",)
+    return runs
 
 
 def run_seconds(run, n_samples):

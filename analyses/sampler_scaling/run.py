@@ -26,11 +26,13 @@ import logging
 import time
 
 
-from analyses.grid import drive, finished, measured_clocks, run_queue
+from scoreprobe.cli.study import drive
+from scoreprobe.studies.queue import finished, measured_clocks, run_queue
 from analyses.sampler_scaling.grid import LABEL, PRESETS, SAMPLER, plan, run_seconds
-from analyses.scaling import presets
-from analyses.scaling import run as scaling_run
-from analyses.scaling.export import export_run, load_exports
+from scoreprobe.studies import presets
+from scoreprobe.cli import study as study_cli
+from scoreprobe.studies import runner as scaling_run
+from scoreprobe.studies.export import export_run, load_exports
 from scoreprobe.loading.series import load_series
 from scoreprobe.models.build import param_count
 from scoreprobe.ode.samplers import Sampler
@@ -40,8 +42,8 @@ logger = logging.getLogger("sampler_scaling")
 
 
 def parse_args(argv=None):
-    p = presets.parser(__doc__, PRESETS)
-    args = presets.parse(p, argv, PRESETS)
+    p = study_cli.parser(__doc__, PRESETS)
+    args = study_cli.parse(p, argv, PRESETS)
     if args.train_only:   # its runs are the scaling study's: train them there
         p.error("--train-only: this study measures the scaling runs; train them with analyses/scaling --train-only")
     args.scaling_exports = args.results / f"scaling_{args.preset}"

@@ -7,11 +7,12 @@ import json
 import numpy as np
 
 from analyses.sampler_scaling.grid import SAMPLER
-from analyses.scaling import curves as C
-from analyses.scaling.export import load_exports, read_export
-from analyses.scaling.format import curve_table, fmt, not_done, pooled_cell
-from analyses.scaling.stats import run_stats
-from analyses.scaling.tables import _keys_to_str, curves_of
+from scoreprobe.stats import curves as C
+from scoreprobe.studies.export import load_exports, read_export
+from scoreprobe.studies.format import curve_table, fmt, not_done, pooled_cell
+from scoreprobe.stats.runs import run_stats
+from scoreprobe.studies.presets import keys_to_str as _keys_to_str
+from scoreprobe.stats.curves import curves_of
 from scoreprobe.atomic import atomic_write_text
 from scoreprobe.store import normalize_config
 

@@ -36,139 +36,43 @@ estimate) — each choice and what it costs:
   GPT trains 3000 steps (2400 views; the 0.20M GPT of gpt_clocks.py at 1e-3 memorized at 654 views), not
   the DiT's 15 000: a GPT that memorizes after 3000 steps would show τ_mem as a lower bound.
 """
-import dataclasses
-from types import SimpleNamespace
-
-from analyses.two_clocks import run as two_clocks
-from scoreprobe.data.rules import rule_from_spec
-from scoreprobe.models.gpt import PUZZLE_RULES
+from scoreprobe.studies.recipes import (RECIPES, Run, base_args, budget, gpt_run, parity_run,  # noqa: F401
+                                        rule_run, run_seconds, sized_run)
 
 AXES = ("N", "G", "rules", "puzzles", "gpt", "capacity")
-PARITY = "parity"
-
-# Throughput on one idle thread of these 2 cores (steps/s at batch 96), measured 2026-12-01 on a
-# loaded machine as ratios to the width-80 DiT in the same run (80/4: 17.7 and 13.9; 48/2: 58.4;
-# 128/4: 9.6; Sudoku 4x4 80/4: 18.1; GPT tiny 0.20M: 6.95) and scaled to its idle 23 steps/s
-# (checkpoints/README.md). Keyed by (model, width, depth). DiTs on 4x4 puzzles (4 tokens, not 9) train
-# PUZZLE_STEP_FACTOR faster: the shipped Latin / Sudoku exports ran 7500 steps in 126-234 s, 6x6 g2-n120 15 000 in
-# 505-695 s, all beside a second run (≈ 1.8x).
-GPT_RATE_TOKENS = 36   # the GPT rate below is for 6x6 bit images; sudoku_transpose's 16-token GPT ran 3000 steps in
-# 178 s beside a DiT run (16.9 steps/s loaded) where 36 tokens would predict 5.7 idle
-STEPS_PER_S = {("dit", 80, 4): 23.0, ("dit", 48, 2): 85.0, ("dit", 128, 4): 13.9, ("dit", 192, 4): 6.5,
-               ("gpt", 100, 4): 5.7}
-# the 192x4 DiT: 6.4 steps/s at batch 96, one thread, idle (80x4 gave 22.0 in the same run), 2026-12-05
-# clocks of one checkpoint, 1000 samples, one thread: DiT 80/4 22.5 s and matched GPT 3.6 s on the loaded
-# machine (same run, 2.2x slower than idle): ≈ 10 s and 1.6 s idle; other DiT sizes scaled by their step rate
-CLOCK_S_PER_CKPT = {"dit": 10.0, "gpt": 1.6}
-PUZZLE_STEP_FACTOR = 1.8
-PUZZLE_CLOCK_FACTOR = 0.55   # 4x4 puzzles (4 tokens): Sudoku 9.6 s vs ≈ 17 s for the 80/4 DiT on 6x6, same run
 # the CPU preset on 2 cores. Issue 25 item 9 asks ≈ 5 h; item 1 asks ≥ 3 seeds for every configuration. Two
 # seeds for G = 4, the 1.27M DiT, exact-K, row-K and Latin would fit 5.0 h; their third seeds cost 0.9 h more.
 CPU_BUDGET_H = 5.9
 
+
+def _preset(recipe, **axes):
+    """A preset: the shared recipe's settings (scoreprobe.studies.recipes.RECIPES) and this study's axes."""
+    r = RECIPES[recipe]
+    return dict(base=r["base"], n_samples=r["n_samples"], n_steps=r["n_steps"], jobs=r["jobs"], **axes)
+
+
 PRESETS = {
-    "smoke": dict(base=dict(views=60, min_steps=30, n_checkpoints=5, first_checkpoint=5, n_heldout=32,
-                            batch_size=16, hidden_size=32), n_samples=32, n_steps=6, seeds=[0], jobs=1,
-                  G_axis=dict(N=8, Gs=[2, 3]), N_axis=dict(G=2, Ns=[8, 16], G3_Ns=[]),
-                  capacity=dict(N=8, Gs=[2], sizes=[[16, 1], [32, 4]], seeds=[0]),
-                  rules=dict(N=8, rules=[{"name": "exactk", "k": 18}]),
-                  puzzles=dict(N=8, rules=[{"name": "sudoku", "n": 4}]),
-                  gpt=dict(N=8, G=2, orders=["patch"], overrides={"patch": dict(hidden_size=16, depth=1)}, seeds=[0])),
-    "cpu": dict(base=dict(views=12000, min_steps=3000, n_checkpoints=20, first_checkpoint=200, n_heldout=1024,
-                          batch_size=96, hidden_size=80), n_samples=1000, n_steps=None, seeds=[0, 1, 2], jobs=2,
-                G_axis=dict(N=240, Gs=[2, 3, 4]), N_axis=dict(G=2, Ns=[30, 60, 120, 240], G3_Ns=[120, 240]),
-                capacity=dict(N=120, Gs=[2, 3], sizes=[[48, 2], [80, 4], [128, 4]], seeds=[0, 1, 2]),
-                rules=dict(N=120, rules=[{"name": "exactk", "k": 18}, {"name": "rowk", "k": 3}]),
-                puzzles=dict(N=60, rules=[{"name": "sudoku", "n": 4}, {"name": "latin", "n": 4}]),
-                gpt=dict(N=120, G=2, orders=["patch", "raster"], seeds=[0, 1, 2],
-                         overrides={o: dict(total_steps=3000, first_checkpoint=50, lr=1e-3) for o in ("patch", "raster")})),
-    "gpu": dict(base=dict(views=14000, min_steps=20000, n_checkpoints=24, first_checkpoint=200, n_heldout=1024,
-                          batch_size=256, hidden_size=80), n_samples=2000, n_steps=None, seeds=[0, 1, 2, 3, 4],
-                jobs=1, G_axis=dict(N=256, Gs=[2, 3, 4, 6]), N_axis=dict(G=2, Ns=[32, 64, 128, 256, 512, 1024],
-                                                                           G3_Ns=[128, 256, 512]),
-                capacity=dict(N=256, Gs=[2, 3], sizes=[[48, 2], [64, 4], [80, 4], [128, 4], [192, 6]],
-                              seeds=[0, 1, 2, 3, 4]),
-                rules=dict(N=256, rules=[{"name": "exactk", "k": 18}, {"name": "rowk", "k": 3}]),
-                puzzles=dict(N=60, rules=[{"name": "sudoku", "n": 4}, {"name": "latin", "n": 4}]),
-                gpt=dict(N=256, G=2, orders=["patch", "raster"], seeds=[0, 1, 2, 3, 4],
-                         overrides={o: dict(total_steps=8000, first_checkpoint=50, lr=1e-3) for o in ("patch", "raster")})),
+    "smoke": _preset("smoke", seeds=[0], G_axis=dict(N=8, Gs=[2, 3]), N_axis=dict(G=2, Ns=[8, 16], G3_Ns=[]),
+                     capacity=dict(N=8, Gs=[2], sizes=[[16, 1], [32, 4]], seeds=[0]),
+                     rules=dict(N=8, rules=[{"name": "exactk", "k": 18}]),
+                     puzzles=dict(N=RECIPES["smoke"]["puzzle_N"], rules=[{"name": "sudoku", "n": 4}]),
+                     gpt=dict(N=8, G=2, orders=["patch"], overrides=RECIPES["smoke"]["gpt_overrides"], seeds=[0])),
+    "cpu": _preset("cpu", seeds=[0, 1, 2], G_axis=dict(N=240, Gs=[2, 3, 4]),
+                   N_axis=dict(G=2, Ns=[30, 60, 120, 240], G3_Ns=[120, 240]),
+                   capacity=dict(N=120, Gs=[2, 3], sizes=[[48, 2], [80, 4], [128, 4]], seeds=[0, 1, 2]),
+                   rules=dict(N=120, rules=[{"name": "exactk", "k": 18}, {"name": "rowk", "k": 3}]),
+                   puzzles=dict(N=RECIPES["cpu"]["puzzle_N"], rules=[{"name": "sudoku", "n": 4}, {"name": "latin", "n": 4}]),
+                   gpt=dict(N=120, G=2, orders=["patch", "raster"], seeds=[0, 1, 2],
+                            overrides=RECIPES["cpu"]["gpt_overrides"])),
+    "gpu": _preset("gpu", seeds=[0, 1, 2, 3, 4], G_axis=dict(N=256, Gs=[2, 3, 4, 6]),
+                   N_axis=dict(G=2, Ns=[32, 64, 128, 256, 512, 1024], G3_Ns=[128, 256, 512]),
+                   capacity=dict(N=256, Gs=[2, 3], sizes=[[48, 2], [64, 4], [80, 4], [128, 4], [192, 6]],
+                                 seeds=[0, 1, 2, 3, 4]),
+                   rules=dict(N=256, rules=[{"name": "exactk", "k": 18}, {"name": "rowk", "k": 3}]),
+                   puzzles=dict(N=RECIPES["gpu"]["puzzle_N"], rules=[{"name": "sudoku", "n": 4}, {"name": "latin", "n": 4}]),
+                   gpt=dict(N=256, G=2, orders=["patch", "raster"], seeds=[0, 1, 2, 3, 4],
+                            overrides=RECIPES["gpu"]["gpt_overrides"])),
 }
-
-
-@dataclasses.dataclass
-class Run:
-    name: str        # run directory name = export name
-    folder: str      # "two_clocks" or "scaling" (under --out)
-    group: str       # the configuration without the seed, e.g. "g2-n240", "w48d2-g2-n120", "gpt-patch-g2-n120"
-    seed: int
-    cfg: object      # TrainConfig
-    meta: dict       # rule label, G, N, model, width, depth, token_order
-    axes: tuple = ()
-    rank: tuple = ()
-
-    @property
-    def steps(self):
-        return self.cfg.total_steps
-
-
-def base_args(preset, **overrides):
-    """The namespace two_clocks.train_config reads (offset layout, DiT, lr 2e-3, the preset's sizes)."""
-    p = PRESETS[preset]
-    return SimpleNamespace(layout="offset", model="dit", size="tiny", lr=2e-3, **{**p["base"], **overrides})
-
-
-def parity_run(args, G, N, seed):
-    cfg = two_clocks.train_config(args, G, N, seed)
-    meta = {"rule": PARITY, "G": G, "N": N, "model": "dit", "width": args.hidden_size, "depth": 4}
-    return Run(two_clocks.run_name(G, N, seed), "two_clocks", two_clocks.run_name(G, N, 0), seed, cfg, meta)
-
-
-def sized_run(args, G, N, seed, width, depth):
-    """Parity with a DiT of `width` and `depth` (4 heads); the grid's own size is the parity run itself."""
-    if (width, depth) == (args.hidden_size, 4):
-        return parity_run(args, G, N, seed)
-    run = parity_run(args, G, N, seed)
-    group = f"w{width}d{depth}-g{G}-n{N}"
-    run.cfg = dataclasses.replace(run.cfg, hidden_size=width, depth=depth, num_heads=4)
-    run.meta.update(width=width, depth=depth)
-    return Run(f"{group}-s{seed}", "scaling", group, seed, run.cfg, run.meta)
-
-
-def rule_label(spec):
-    return spec["name"] + str(spec.get("k", spec.get("n", "")))
-
-
-def rule_run(args, spec, N, seed):
-    """Another rule (exact-K, row-K, Sudoku, Latin) at the grid's DiT; held-out set within the valid set."""
-    run = parity_run(args, 2, N, seed)
-    rule = rule_from_spec(spec)
-    spec = {**spec, **({"shape": [6, 6]} if spec["name"] in ("exactk", "rowk") else {})}
-    n_heldout = int(min(args.n_heldout, rule.n_valid - N))
-    run.cfg = dataclasses.replace(run.cfg, rule=spec, n_heldout=n_heldout)
-    group = f"{rule_label(spec)}-n{N}"
-    meta = {**run.meta, "rule": spec["name"], "rule_label": rule_label(spec), "G": None}
-    return Run(f"{group}-s{seed}", "scaling", group, seed, run.cfg, meta)
-
-
-def matched_gpt():
-    """MATCHED_GPT: TrainConfig fields of a GPT within 10% of the grid DiT's parameters (width 100, depth 4)."""
-    from scoreprobe.training.config import MATCHED_GPT
-    return dict(MATCHED_GPT)
-
-
-def as_gpt(run, args, order, overrides):
-    """(TrainConfig, meta) of `run` with the matched GPT reading pixels in `order` (lr: the grid's, then
-    `overrides`) instead of the DiT."""
-    fields = {**matched_gpt(), "lr": args.lr, **overrides, "model": "gpt", "token_order": order}
-    meta = {**run.meta, "model": "gpt", "token_order": order, "width": fields.get("hidden_size"),
-            "depth": fields.get("depth")}
-    return dataclasses.replace(run.cfg, **fields), meta
-
-
-def gpt_run(args, G, N, seed, order, overrides):
-    cfg, meta = as_gpt(parity_run(args, G, N, seed), args, order, overrides)
-    group = f"gpt-{order}-g{G}-n{N}"
-    return Run(f"{group}-s{seed}", "scaling", group, seed, cfg, meta)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,37 +122,3 @@ def plan(preset, only=AXES, args=None):
         pos = seeds.index(r.seed)
         r.rank = (ROUNDS.get((r.group in core_groups, pos), 5 + pos), pos, importance[r.group], -r.steps)
     return sorted(out, key=lambda r: r.rank)
-
-
-def _gpt_tokens(spec):
-    """Tokens a GPT reads per image of rule `spec`: a token per cell of a one-hot puzzle, else per bit."""
-    C, H, W = rule_from_spec(spec).image_shape
-    return H * W if spec["name"] in PUZZLE_RULES else C * H * W
-
-
-def run_seconds(run, n_samples=1000):
-    """Estimated one-thread seconds of a run: training at STEPS_PER_S (per token count: GPT_RATE_TOKENS,
-    PUZZLE_STEP_FACTOR), clocks at CLOCK_S_PER_CKPT per checkpoint (scaled by n_samples / 1000 and, for DiT
-    sizes, by their step rate; PUZZLE_CLOCK_FACTOR on 4x4 puzzles)."""
-    m = run.meta
-    rate = STEPS_PER_S.get((m["model"], m["width"], m["depth"]))
-    if rate is None:   # a size not measured: cost ∝ width² · depth from the width-80 DiT
-        rate = STEPS_PER_S[("dit", 80, 4)] * (80 / m["width"]) ** 2 * 4 / m["depth"]
-    ref = STEPS_PER_S[("dit", 80, 4)] if m["model"] == "dit" else rate
-    clock = CLOCK_S_PER_CKPT[m["model"]] * n_samples / 1000 * ref / rate
-    clock *= PUZZLE_CLOCK_FACTOR if m["rule"] in PUZZLE_RULES else 1.0
-    if m["model"] == "gpt":   # measured on 36 tokens; a step costs ∝ tokens (16 cell tokens of a 4x4 puzzle)
-        rate *= GPT_RATE_TOKENS / _gpt_tokens(run.cfg.rule)
-    elif m["rule"] in PUZZLE_RULES:
-        rate *= PUZZLE_STEP_FACTOR
-    return run.steps / rate + run.cfg.n_checkpoints * clock
-
-
-def budget(runs, jobs, n_samples=1000):
-    """{"thread_s", "wall_h" (jobs one-thread runs at a time), "steps", per axis-of-first-listing hours}."""
-    secs = [run_seconds(r, n_samples) for r in runs]
-    by_axis = {}
-    for r, s in zip(runs, secs):
-        by_axis[r.axes[0]] = by_axis.get(r.axes[0], 0.0) + s / 3600 / jobs
-    return {"thread_s": sum(secs), "wall_h": sum(secs) / 3600 / jobs, "steps": sum(r.steps for r in runs),
-            "runs": len(runs), "wall_h_by_axis": by_axis}

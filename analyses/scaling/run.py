@@ -38,21 +38,16 @@ the third seeds (≈ 5.9 h). The sizing choices and what each costs: grid.py's d
 """
 import argparse
 import logging
-import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 import multiprocessing
 from pathlib import Path
 
 from analyses.scaling import grid as grid_mod
-from analyses.grid import drive, finished, measured_clocks, train_ensembles, worker_init
-from analyses.scaling.export import export_run, load_exports
+from scoreprobe.cli.study import drive
+from scoreprobe.studies.queue import train_ensembles, worker_init
+from scoreprobe.studies.runner import run_dir, run_one
 from analyses.scaling.tables import write_all as write_tables
-from scoreprobe.data.curriculum import piece_valid
-from scoreprobe.data.rules import rule_from_spec
-from scoreprobe.loading.series import load_series
-from scoreprobe.models.build import param_count
 from scoreprobe.probes.clocks import resolve_device
-from scoreprobe.training.train import train_run
 
 logger = logging.getLogger("scaling")
 
@@ -87,42 +82,6 @@ def parse_args(argv=None):
     args.exports = args.results / f"scaling_{args.preset}"
     args.n_samples, args.n_steps = preset["n_samples"], preset["n_steps"]
     return args
-
-
-def run_dir(args, run):
-    return Path(args.out) / run.folder / run.name
-
-
-def run_one(args, run):
-    """Train (or resume) one run, measure its clocks and export it; returns the run's name."""
-    path, t0 = run_dir(args, run), time.time()
-    if not finished(path, run.cfg):
-        train_run(run.cfg, path, device=args.device, progress=False)
-    train_s = time.time() - t0
-    logger.info("%s: trained (%.0f s)", run.name, train_s)
-    if args.train_only:
-        return run.name
-    t1 = time.time()
-    kw = {} if args.n_steps is None else {"n_steps": args.n_steps}
-    plan = run.cfg.curriculum_plan()   # a curriculum run keeps its samples: the rule clock beyond the pieces
-    keep = plan is not None or getattr(args, "keep_bits", False)   # with the bits, the export holds each Σ bits
-    ds = measured_clocks(load_series(path), path / "clocks.zarr", n_samples=args.n_samples, device=args.device,
-                         keep_bits=keep, **kw)
-    piece = None if plan is None else piece_valid(ds, rule_from_spec(run.cfg.rule), plan[0])
-    clocks_s = time.time() - t1
-    export = args.exports / f"{run.name}.npz"
-    earlier = _previous(export, run) if min(train_s, clocks_s) <= 5 else {}   # a skipped stage keeps its time
-    export_run(ds, run.cfg, param_count(run.cfg), export, meta=run.meta,
-               train_s=train_s if train_s > 5 else earlier.get("train_s"),
-               clocks_s=clocks_s if clocks_s > 5 else earlier.get("clocks_s"), piece_valid=piece)
-    logger.info("%s: clocks (%.0f s), exported to %s", run.name, clocks_s, export)
-    return run.name
-
-
-def _previous(export, run):
-    """The earlier export of the same run as read by load_exports ({} when none, e.g. trained by two_clocks.py)."""
-    done, _ = load_exports([run], export.parent)
-    return done.get(run.name, {})
 
 
 def run_all(args, runs, on_done):

@@ -2,9 +2,9 @@
 constraint families, the matched GPT, and why each window is closed."""
 import math
 
-from analyses.scaling import curves as C
-from analyses.scaling.stats import axis_fit, by_group, family_order, pooled, ratio_pooled
-from analyses.scaling.format import cells as _cells, ci_text, curve_table, fmt, pooled_cell, select, \
+from scoreprobe.stats import curves as C
+from scoreprobe.stats.runs import axis_fit, by_group, family_order, pooled, ratio_pooled
+from scoreprobe.studies.format import cells as _cells, ci_text, curve_table, fmt, pooled_cell, select, \
     statuses as _statuses
 
 KEYS3 = ["tau_rule", "tau_mem", "window_log10_width"]

@@ -7,13 +7,15 @@ import numpy as np
 
 from analyses.scaling import grid as scaling_grid
 from analyses.scaling import sections as sec
-from analyses.scaling.export import load_exports
+from scoreprobe.studies.export import load_exports
 from analyses.scaling.figures import figures
-from analyses.scaling import curves as C
-from analyses.scaling import format as F
-from analyses.scaling.format import cells as _cells, ci_text, fmt, select, statuses as _statuses
-from analyses.scaling.stats import axis_fit, run_stats
+from scoreprobe.stats import curves as C
+from scoreprobe.studies import format as F
+from scoreprobe.studies.format import cells as _cells, ci_text, fmt, select, statuses as _statuses
+from scoreprobe.stats.runs import axis_fit, run_stats
 from scoreprobe.atomic import atomic_write_text
+from scoreprobe.stats.curves import curves_of  # noqa: F401  (re-exported for the scaling sections)
+from scoreprobe.studies.presets import keys_to_str
 from scoreprobe.store import normalize_config
 
 
@@ -27,11 +29,6 @@ def collect(runs, folder):
             rows.append(row)
             draws[run.name] = d
     return rows, draws, missing
-
-
-def curves_of(rows):
-    """{run: {key: (T,) τ over thresholds}} of the rows."""
-    return {r["run"]: {k: np.asarray(v, dtype=np.float64) for k, v in r["curves"].items()} for r in rows}
 
 
 def section_runs(rows, missing):
@@ -82,7 +79,7 @@ def section_G(rows, draws, p, curves):
 
 
 def fmt_curve_table(head, cols, paper):
-    from analyses.scaling.format import curve_table
+    from scoreprobe.studies.format import curve_table
     return curve_table(head, cols, paper)
 
 
@@ -248,14 +245,6 @@ def write_all(args, runs):
     text, rep = report(args, runs)
     stem = args.results / f"scaling_{args.preset}"
     atomic_write_text(stem.with_suffix(".md"), text)
-    atomic_write_text(stem.with_suffix(".json"), json.dumps(normalize_config(_keys_to_str(rep)), indent=1))
+    atomic_write_text(stem.with_suffix(".json"), json.dumps(normalize_config(keys_to_str(rep)), indent=1))
     figures(rep, args, stem)
     return stem.with_suffix(".md")
-
-
-def _keys_to_str(obj):
-    if isinstance(obj, dict):
-        return {str(k): _keys_to_str(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_keys_to_str(v) for v in obj]
-    return obj

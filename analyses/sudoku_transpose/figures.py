@@ -6,7 +6,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from analyses.scaling.threshold_figures import panel  # noqa: E402
+from scoreprobe.viz.thresholds import panel  # noqa: E402
 from analyses.sudoku_transpose.grid import ARCH_LABELS  # noqa: E402
 from scoreprobe.viz.common import save_figure  # noqa: E402
 

@@ -1,7 +1,7 @@
 """The run grid of analyses/sudoku_transpose: architectures × data orientation × data seeds × training seeds on
 4×4 Sudoku at the scaling study's puzzle N.
 
-Every run is the scaling study's Sudoku run (`analyses.scaling.grid.rule_run`: the grid DiT, 12 000 views per
+Every run is the scaling study's Sudoku run (`scoreprobe.studies.recipes.rule_run`: the grid DiT, 12 000 views per
 image, 20 log-spaced checkpoints from step 200, held-out = min(1024, 288 − N) other grids, 1000 samples per
 checkpoint) with its data seed, `transpose` (TrainConfig: the same drawn grids, each transposed, in the
 training and the held-out set) and one of three architectures:
@@ -23,7 +23,7 @@ The others train to <out>/sudoku_transpose/<name> and export to <results>/sudoku
 Order: by data seed, then architecture, then training seed, the untransposed and the transposed run of a
 (data seed, training seed) side by side (equal lengths: they train together with --jobs 2), so an
 interrupted preset has the whole decision at data seed 0 first. CPU preset: 54 runs, 3 of them the scaling
-runs, 51 new ≈ 4.3 thread-hours, ≈ 2.2 h on 2 idle cores (`--plan`: analyses/scaling/grid.py's measured
+runs, 51 new ≈ 4.3 thread-hours, ≈ 2.2 h on 2 idle cores (`--plan`: scoreprobe/studies/recipes.py's measured
 one-thread rates per token count: the GPT reads 16 cell tokens, not the parity GPT's 36 bits, and the 4-token
 DiTs train 1.8× faster than on 6×6; the row-patch DiT ran as fast as the square one, 12–13 vs 10–17 steps/s in
 one test of 2026-12-02).
@@ -33,7 +33,7 @@ would not end within H hours): `nice -n 10 python analyses/sudoku_transpose --jo
 """
 import dataclasses
 
-from analyses.scaling import grid as scaling_grid
+from scoreprobe.studies import recipes as scaling_grid
 
 SUDOKU = {"name": "sudoku", "n": 4}
 ARCHS = ("dit", "dit-rows", "gpt-raster")
@@ -55,15 +55,15 @@ PRESETS = {
     "smoke": dict(scaling="smoke", data_seeds=[0], seeds=[0], jobs=1,
                   gpt=dict(hidden_size=16, depth=1)),
     "cpu": dict(scaling="cpu", data_seeds=[0, 1, 2], seeds=[0, 1, 2], jobs=2,
-                gpt=scaling_grid.PRESETS["cpu"]["gpt"]["overrides"]["raster"]),
+                gpt=scaling_grid.RECIPES["cpu"]["gpt_overrides"]["raster"]),
     "gpu": dict(scaling="gpu", data_seeds=[0, 1, 2, 3, 4], seeds=[0, 1, 2, 3, 4], jobs=1,
-                gpt=scaling_grid.PRESETS["gpu"]["gpt"]["overrides"]["raster"]),
+                gpt=scaling_grid.RECIPES["gpu"]["gpt_overrides"]["raster"]),
 }
 
 
 def puzzle_N(preset):
     """The scaling preset's puzzle N (60 on the CPU and GPU presets)."""
-    return scaling_grid.PRESETS[PRESETS[preset]["scaling"]]["puzzles"]["N"]
+    return scaling_grid.RECIPES[PRESETS[preset]["scaling"]]["puzzle_N"]
 
 
 def group_name(arch, N, transposed):

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from analyses.scaling import curves as C
+from scoreprobe.stats import curves as C
 from scoreprobe.stats.pvalues import adjust_pvalues
 from scoreprobe.stats.verdict import verdict
 

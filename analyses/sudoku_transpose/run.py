@@ -27,11 +27,12 @@ data seeds × training seeds with the two-level t interval of scoreprobe.stats.s
 is complete; the architecture's part sqrt(R_orig · R_transposed) and the data's part sqrt(R_orig /
 R_transposed) per matched (data seed, training seed) pair, pooled two-level over the pairs; per data seed
 for the data's part, its training seeds as units; verdicts over thresholds
-(analyses.scaling.curves.robust).
+(scoreprobe.stats.curves.robust).
 """
 import logging
 
-from analyses.scaling import presets
+from scoreprobe.studies import presets
+from scoreprobe.cli import study as study_cli
 from analyses.sudoku_transpose import grid as grid_mod
 
 logger = logging.getLogger("sudoku_transpose")
@@ -43,7 +44,7 @@ def describe(run):
 
 
 def main(argv=None):
-    presets.run_study(argv, __doc__, grid_mod, describe, "analyses.sudoku_transpose.tables", logger)
+    study_cli.run_study(argv, __doc__, grid_mod, describe, "analyses.sudoku_transpose.tables", logger)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Statistics of analyses/sudoku_transpose from the per-run rows of analyses.scaling.stats.run_stats: the ratio
+"""Statistics of analyses/sudoku_transpose from the per-run rows of scoreprobe.stats.runs.run_stats: the ratio
 τ_rows / τ_columns (image coordinates) per run at every family threshold, pooled over data seeds × training
 seeds, and its split into the architecture's part and the data's part.
 
@@ -20,8 +20,8 @@ import math
 
 import numpy as np
 
-from analyses.data_draws import stats as draws_stats
-from analyses.scaling import curves as C
+from scoreprobe.stats import seed_grid as draws_stats
+from scoreprobe.stats import curves as C
 from scoreprobe.stats.seeds import pool_seeds
 
 FIRST, SECOND = "rows", "columns"

@@ -1,11 +1,12 @@
 """The tables of analyses/sudoku_transpose (markdown and JSON) and its figure, from the exports only."""
 
-from analyses.scaling import presets
-from analyses.scaling import curves as C
-from analyses.scaling import format as F
-from analyses.scaling.format import curve_table, fmt
-from analyses.scaling.stats import run_stats
-from analyses.scaling.tables import curves_of
+from scoreprobe.studies import presets
+from scoreprobe.cli import study as study_cli
+from scoreprobe.stats import curves as C
+from scoreprobe.studies import format as F
+from scoreprobe.studies.format import curve_table, fmt
+from scoreprobe.stats.runs import run_stats
+from scoreprobe.stats.curves import curves_of
 from analyses.sudoku_transpose import grid as grid_mod
 from analyses.sudoku_transpose import readings as R
 from analyses.sudoku_transpose import stats as S
@@ -138,7 +139,7 @@ def decision_table(reps):
                     "reversed = sqrt(R_o/R_t), the preference for the drawn grids' rows that transposition turns "
                     "into image columns (the data's; a uniform draw of grids is as likely as its transpose, so it "
                     "averages to 1 over draws and is decided per data seed). The decision reads every readable "
-                    "threshold (analyses.scaling.curves.robust). Verdict: `scoreprobe.stats.verdict` of the claim "
+                    "threshold (scoreprobe.stats.curves.robust). Verdict: `scoreprobe.stats.verdict` of the claim "
                     "that the ratio lies below 1, the paper's threshold 0.9 read first (undefined where a run does "
                     "not reach it there), then the range (each architecture's bullets).", ""]
 

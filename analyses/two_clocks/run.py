@@ -35,12 +35,14 @@ from pathlib import Path
 
 import numpy as np
 
-from analyses.grid import apply_preset, extrapolate_tau, finished, in_parallel, measured_clocks, train_ensembles
+from scoreprobe.stats.extrapolate import extrapolate_tau
+from scoreprobe.studies.queue import apply_preset, finished, in_parallel, measured_clocks, train_ensembles
+from scoreprobe.studies.recipes import run_name, total_steps, train_config  # noqa: F401  (two_clocks' recipe)
 from scoreprobe.atomic import atomic_write_text
 from scoreprobe.loading.series import load_series
 from scoreprobe.stats.taus import fit_power_law
 from scoreprobe.store import normalize_config
-from scoreprobe.training.train import TrainConfig, train_run
+from scoreprobe.training.train import train_run
 from scoreprobe.viz import new_figure, plot_clocks, plot_states
 from scoreprobe.viz.common import save_figure
 
@@ -99,23 +101,6 @@ def plan_runs(args):
     duplicates, longest first."""
     grid = list(dict.fromkeys([(G, args.N_fixed) for G in args.Gs] + [(args.G_fixed, N) for N in args.Ns]))
     return sorted([(G, N, s) for G, N in grid for s in args.seeds], key=lambda r: -total_steps(args, r[1]))
-
-
-def run_name(G, N, seed):
-    return f"g{G}-n{N}" + (f"-s{seed}" if seed else "")
-
-
-def total_steps(args, N):
-    """Training steps of a run with N items: `views` passes over each image, at least `min_steps`."""
-    return max(args.min_steps, math.ceil(args.views * N / args.batch_size))
-
-
-def train_config(args, G, N, seed):
-    rule = {"name": "parity", "G": G, "shape": [6, 6], "layout": args.layout, "seed": 0}
-    return TrainConfig(rule=rule, n_train=N, n_heldout=args.n_heldout, seed=seed, model=args.model,
-                       size=args.size, hidden_size=args.hidden_size, lr=args.lr, batch_size=args.batch_size,
-                       total_steps=total_steps(args, N), n_checkpoints=args.n_checkpoints,
-                       first_checkpoint=args.first_checkpoint, save_dtype="float16")
 
 
 def run_one(args, G, N, seed):

@@ -1,6 +1,6 @@
-"""Statistics of analyses/data_draws from the per-run rows of analyses.scaling.stats.run_stats: the data seed ×
-training seed grid of a configuration, its two-level split at every threshold with the interval's coverage at the
-configuration's own components, the censored estimate where some runs do not cross, the power of the component
+"""Crossed data seed × training seed grids (analyses/data_draws, sudoku_transpose), from the per-run rows of
+scoreprobe.stats.runs.run_stats: the grid of a configuration, its two-level split at every threshold with the
+interval's coverage at the configuration's own components, the censored estimate where some runs do not cross, the power of the component
 tests after Holm, and the G factor's two shortcuts (runs or data seeds as the units; the factor with both
 components is `factor.py`'s)."""
 import itertools
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import scipy.stats
 
-from analyses.scaling import curves as C
+from scoreprobe.stats import curves as C
 from scoreprobe.stats.seeds import pool_seeds, ratio_curve
 
 

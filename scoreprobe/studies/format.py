@@ -1,7 +1,7 @@
 """Formatting and selection helpers of the scaling tables (analyses/scaling/tables.py, sections.py)."""
 import math
 
-from analyses.scaling.stats import pooled
+from scoreprobe.stats.runs import pooled
 
 
 def fmt(v, digits=0):

@@ -41,6 +41,11 @@ def run_curves(ds):
     return out
 
 
+def curves_of(rows):
+    """{run: {key: (T,) τ over thresholds}} of the rows (each with "run" and "curves", as run_stats makes them)."""
+    return {r["run"]: {k: np.asarray(v, dtype=np.float64) for k, v in r["curves"].items()} for r in rows}
+
+
 def _kind(key):
     return "tau_family" if key.startswith("tau_family") else key
 

@@ -4,7 +4,7 @@ value the claim is tested against as a grey horizontal line, and thresholds wher
 on the axis. Drawn from the report of tables.py (the exports only)."""
 import math
 
-from analyses.scaling.curves import value_of
+from scoreprobe.stats.curves import value_of
 from scoreprobe.viz import new_figure
 from scoreprobe.viz.common import save_figure
 

@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 
-from analyses.grid import extrapolate_tau
+from scoreprobe.stats.extrapolate import extrapolate_tau
 from scoreprobe.stats.families import first_share, interval
-from analyses.scaling.curves import run_curves
+from scoreprobe.stats.curves import run_curves
 from scoreprobe.stats.seeds import hierarchical_replicates, pool_ratio, pool_seeds, pool_windows, seed_fit, tau_draws
 from scoreprobe.stats.taus import tau_summary, window_status
 

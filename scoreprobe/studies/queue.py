@@ -1,19 +1,16 @@
-"""Shared by the analyses: running a grid of training runs (one-thread worker processes, or stacked
+"""Shared by the studies: running a grid of training runs (one-thread worker processes, or stacked
 ensembles on a GPU; unattended: in plan order, a failing run logged and skipped, none started past a
 deadline, since a run cut off with its session is lost) and the extrapolated τ of a run that did not
 reach the threshold."""
 import contextlib
 import json
 import logging
-import math
 import multiprocessing
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-import numpy as np
-import scipy.stats
 import torch
 
 from scoreprobe.loading.series import load_series
@@ -21,7 +18,6 @@ from scoreprobe.training.config import ENSEMBLE_VARIES, stored_config
 from scoreprobe.training.ensemble import train_ensemble
 from scoreprobe.errors import StoreError, first_line
 from scoreprobe.stats.clocks import clocks
-from scoreprobe.stats.taus import logit_fraction
 
 logger = logging.getLogger("grid")
 
@@ -95,24 +91,6 @@ def measured_clocks(series, out, **kw):
     except StoreError as e:
         logger.warning("%s; measuring again", first_line(e))
         return clocks(series, out=out, progress=False, overwrite=True, **kw)
-
-
-def extrapolate_tau(ds, threshold=0.9, last=6, confidence=0.95):
-    """Where rule_acc would reach `threshold` if its logit kept rising linearly in log(step + 1), from a
-    fit to the last `last` checkpoints: {"tau", "ci": [lo, hi], "slope"}; None when it does not rise."""
-    steps = ds.step.values[-last:].astype(np.float64)
-    z = logit_fraction(ds.rule_acc.values[-last:], ds.sizes["sample"])   # as the clocks interpolate
-    fit = scipy.stats.linregress(np.log1p(steps), z)
-    if fit.slope <= 0:
-        return None
-    target = math.log(threshold / (1 - threshold))
-    t = scipy.stats.t.ppf(0.5 + confidence / 2, len(steps) - 2)
-    slopes = [fit.slope + t * fit.stderr, max(fit.slope - t * fit.stderr, 1e-12)]   # steep -> early
-    ext = [(target - fit.intercept - (s - fit.slope) * np.log1p(steps).mean()) / s for s in slopes]
-    # the line through the mean point with the bounding slopes: a simple, stated interval
-    u_hat = (target - fit.intercept) / fit.slope
-    return {"tau": float(np.expm1(u_hat)), "ci": [float(np.expm1(min(e, 50.0))) for e in ext],
-            "slope": float(fit.slope), "from_steps": [int(steps[0]), int(steps[-1])]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,21 +203,3 @@ def finish_times(seconds, jobs=1):
         free[i] += s
         done.append(free[i])
     return done, max(free)
-
-
-def drive(args, plan, train, write, log):
-    """The command every study shares: --plan prints plan() (its lines) and runs nothing; otherwise, unless
-    --from-results, logs the plan's first line and calls train(on_done) (on_done(name) rewrites the tables
-    with write(), none with --train-only, which then stops; a train that returns False stops too: what its
-    tables need is not done); then write() (the .md path) and the tables printed with the files written."""
-    if args.plan:
-        print("\n".join(plan()))
-        return
-    train_only = getattr(args, "train_only", False)
-    if not args.from_results:
-        log.info(plan()[0])
-        if train(lambda name: None if train_only else write()) is False or train_only:
-            return
-    md = write()
-    print(md.read_text())
-    print("wrote " + ", ".join(str(p) for p in (md, md.with_suffix(".json"), md.with_suffix(".png")) if p.exists()))
