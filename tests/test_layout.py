@@ -186,3 +186,20 @@ def test_each_study_has_its_folder_and_the_studies_import_no_circle():
     for study in (p for p in ANALYSES.iterdir() if p.is_dir() and p.name != "results" and p.name[0] not in "_."):
         assert {"__init__.py", "__main__.py", "run.py"} <= {f.name for f in study.glob("*.py")}, study.name
     assert cycles(import_graph(ANALYSES)) == []
+
+
+def test_no_study_imports_another():
+    """A study imports only scoreprobe and itself: what studies share lives in scoreprobe.studies (issue 57)."""
+    import ast
+    crossing = []
+    for path in ANALYSES.rglob("*.py"):
+        parts = path.relative_to(ANALYSES).parts
+        study = parts[0] if len(parts) > 1 else None
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                top = name.split(".")
+                if top[0] == "analyses" and (len(top) < 2 or top[1] != study):
+                    crossing.append(f"{path.relative_to(ANALYSES)}:{node.lineno} imports {name}")
+    assert crossing == []

@@ -125,12 +125,13 @@ def test_cluster_bootstrap_covers_and_the_unit_bootstrap_does_not():
 def test_the_shipped_series_symmetric_planes_are_20_distinct_in_13_pairs():
     from analyses.mechanism import measure as M
     from scoreprobe.loading.series import load_series
+    from scoreprobe.studies import battery
     args = M.parse_args([])
     series = load_series(args.open_series)
-    planes, drawn_by = M.distinct_planes("symmetric", series, args)
+    planes, drawn_by = battery.distinct_planes("symmetric", series, args)
     assert sum(len(d) for d in drawn_by) == 33 and len(planes) == 20
-    assert len({M.plane_cluster("symmetric", p) for p in planes}) == 13
-    assert len({M.plane_key(p) for p in planes}) == 20
+    assert len({battery.plane_cluster("symmetric", p) for p in planes}) == 13
+    assert len({battery.plane_key(p) for p in planes}) == 20
 
 
 def test_items_drawn_by_two_seeds_and_dsm_pairs_count_once():

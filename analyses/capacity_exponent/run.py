@@ -21,7 +21,6 @@ profile interval t-calibrated; with no censoring it is least squares with the t 
 import logging
 
 from analyses.capacity_exponent import grid as grid_mod
-from scoreprobe.studies import presets
 from scoreprobe.cli import study as study_cli
 
 logger = logging.getLogger("capacity_exponent")

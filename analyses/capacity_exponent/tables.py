@@ -10,8 +10,7 @@ from scoreprobe.stats import curves as C
 from scoreprobe.studies import format as F
 from scoreprobe.studies import recipes as scaling_grid
 from scoreprobe.studies import presets
-from scoreprobe.cli import study as study_cli
-from scoreprobe.studies.format import fmt, pooled_cell
+from scoreprobe.studies.format import pooled_cell
 from scoreprobe.stats.runs import run_stats
 from scoreprobe.stats.curves import curves_of
 from scoreprobe.stats.seeds import pool_seeds

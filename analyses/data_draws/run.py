@@ -27,7 +27,6 @@ arm's CI end and the censored estimate (scoreprobe.stats.censored) where some ru
 import logging
 
 from analyses.data_draws import grid as grid_mod
-from scoreprobe.studies import presets
 from scoreprobe.cli import study as study_cli
 
 logger = logging.getLogger("data_draws")

@@ -2,7 +2,6 @@
 import math
 
 from scoreprobe.studies import presets
-from scoreprobe.cli import study as study_cli
 from analyses.data_draws import factor_text, large_n
 from analyses.data_draws import grid as grid_mod
 from scoreprobe.stats import seed_grid as S

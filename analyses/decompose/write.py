@@ -3,7 +3,6 @@ import json
 import math
 
 import numpy as np
-import xarray as xr
 
 from analyses.decompose.models_write import fig_models, models_findings, models_section, models_summary
 from analyses.decompose.pairs_write import (
@@ -18,8 +17,6 @@ from analyses.decompose.pairs_write import (
     slope,
 )
 from scoreprobe.atomic import atomic_write_text
-from scoreprobe.viz.common import save_figure
-from scoreprobe.viz.decompose import plot_decompose
 
 
 def gap_closed(cross, taus):

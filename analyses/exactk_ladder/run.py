@@ -33,7 +33,6 @@ import time
 from analyses.exactk_ladder import grid as grid_mod
 from scoreprobe.cli.study import drive
 from scoreprobe.studies.queue import finish_times, run_queue
-from scoreprobe.studies import presets
 from scoreprobe.cli import study as study_cli
 from scoreprobe.studies import runner as scaling_run
 

@@ -1,7 +1,6 @@
 """The tables of analyses/exactk_ladder (markdown and JSON) and its figure, from the exports only."""
 
 from scoreprobe.studies import presets
-from scoreprobe.cli import study as study_cli
 from analyses.exactk_ladder import grid as grid_mod
 from analyses.exactk_ladder import stats as S
 from scoreprobe.stats import curves as C

@@ -2,7 +2,6 @@
 import math
 
 from scoreprobe.studies import presets
-from scoreprobe.cli import study as study_cli
 from analyses.gpt_dit_match import grid as grid_mod
 from analyses.gpt_dit_match import choice
 from analyses.gpt_dit_match import stats as S

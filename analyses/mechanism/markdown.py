@@ -1,6 +1,8 @@
 """The markdown of analyses/mechanism, from the report dict alone (every number is in the json)."""
 import math
 
+from scoreprobe.studies.format import sigma_runs
+
 NR = "not reached"
 
 
@@ -163,21 +165,6 @@ def _capture_lines(name, r):
                          f"{_f(g['mean'][i], 3)} {_ci(g['lo'][i], g['hi'][i], 3)} | {ratio} "
                          f"({c['n_items_captured'][i]}) | {_f(c['closer_nontrain_share'][i], 3)} |")
     return lines
-
-
-def sigma_runs(values, grid):
-    """A set of σ of `grid` as runs of neighbouring grid points: '0.504–2.01, 5.04' (gaps stay gaps)."""
-    idx = sorted(grid.index(v) for v in values)
-    runs, out = [], []
-    for i in idx:
-        if runs and i == runs[-1][-1] + 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    for run in runs:
-        a, b = grid[run[0]], grid[run[-1]]
-        out.append(f"{a:.3g}" if len(run) == 1 else f"{a:.3g}–{b:.3g}")
-    return ", ".join(out) if out else "none"
 
 
 def _dsm_lines(name, r):

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from analyses.mechanism import measure as M
+from scoreprobe.studies.battery import QUANTITIES, dsm_pair_losses, item_table, plane_shares, strs as _strs  # noqa: F401
 from scoreprobe.atomic import atomic_write_text
-from scoreprobe.data.datasets import STATE_CODES
 from scoreprobe.stats.dsm_stats import first_significant_step, paired_gap_stats, significant_sets
 from scoreprobe.stats.pvalues import ALPHA, adjust_family
 from scoreprobe.stats.timing import _quiet, bootstrap_means, difference_ci, mean_ci, sigmoid_half_change
@@ -23,8 +23,6 @@ from scoreprobe.store import normalize_config
 
 logger = logging.getLogger("mechanism")
 
-QUANTITIES = {"training": "valid_memorized", "heldout": "valid_heldout", "novel": "valid_novel",
-              "violating": "rule_violating", "invalid": "invalid"}
 ANCHORS = {"symmetric": ("t", "h", "w"), "train_heldout": ("t", "h1", "h2"), "random_valid": ("v1", "v2", "v3")}
 DSM_BAND = (0.2, 2.0)
 
@@ -52,25 +50,6 @@ def collect(args, name):
     return out
 
 
-def _strs(values):
-    """An array of Python str (store string coordinates may come back as numpy StringDType)."""
-    return np.array([str(v) for v in np.asarray(values).tolist()], dtype=object)
-
-
-def plane_shares(ds, sigma):
-    """{quantity: (planes, steps) float} of one basins store at σ_start `sigma`: the state shares, valid,
-    off_vertex and the three anchors' own basins (anchor0..2)."""
-    d = ds.sel(sigma_start=sigma)
-    state, anchor = d.endpoint_state.values, d.endpoint_anchor.values                 # (S, P, V, U)
-    share = {q: (state == STATE_CODES[c]).mean(axis=(2, 3)).T for q, c in QUANTITIES.items()}
-    share["valid"] = share["training"] + share["heldout"] + share["novel"]
-    share["off_vertex"] = d.endpoint_off_vertex.values.astype(float).mean(axis=(2, 3)).T
-    for k in range(3):
-        share[f"anchor{k}"] = (anchor == k).mean(axis=(2, 3)).T
-    share["anchor_asymmetry"] = share["anchor0"] - share["anchor1"]
-    return share
-
-
 def plane_units(col, kinds, extent, sigma):
     """(shares {q: (P, S)}, clusters [(P,) keys]) over the distinct planes of `kinds`; a cluster is the
     (training, held-out) pair of a symmetric plane, else the plane (measure.plane_cluster)."""
@@ -88,31 +67,6 @@ def item_units(col, split, sigma):
     mean over the seeds that drew it (each seed restarts it with its own noise bank); NaN-aware."""
     _, out, n = item_table(col, split, sigma)
     return out, n
-
-
-def item_table(col, split, sigma):
-    """item_units with the items' indices in their split first: (keys [int], {outcome: (items, steps)},
-    n_draws (items,)); (None, None, None) when nothing was measured."""
-    rows = {}
-    for seed, ds in col["retention"].items():
-        d = ds.sel(sigma=sigma).isel(sample=np.flatnonzero(_strs(ds.split.values) == split))
-        for j, item in enumerate(d.item_index.values.tolist()):
-            rows.setdefault(int(item), []).append({k: d[k].values[:, j] for k in d.data_vars
-                                                   if d[k].dims == ("step", "sample")})
-    if not rows:
-        return None, None, None
-    names = list(rows[next(iter(rows))][0])
-    with _quiet():   # NaN only in capture_distance_ratio (a seed whose restarts of the item were never captured:
-        # no ratio exists); the shares count non-finite restarts as their own outcome and are never NaN
-        out = {k: np.stack([np.nanmean([r[k] for r in rs], axis=0) for rs in rows.values()]) for k in names}
-    return list(rows), out, np.array([len(rs) for rs in rows.values()])
-
-
-def dsm_pair_losses(col):
-    """(loss (steps, σ, samples) averaged over the seeds' noise banks, the first store): each (training,
-    held-out) pair is one unit, its loss the mean over the noise seeds (the same items under every seed)."""
-    dss = list(col["dsm"].values())
-    return np.mean([d.loss.values for d in dss], axis=0), dss[0]
 
 
 # ---------------------------------------------------------------------------------------------

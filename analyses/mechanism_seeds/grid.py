@@ -27,8 +27,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from analyses.mechanism import measure as mechanism
-from scoreprobe.studies.recipes import CLOCK_S_PER_CKPT, STEPS_PER_S
+from scoreprobe.studies.battery import RET_SIGMAS
+from scoreprobe.studies.recipes import CLOCK_S_PER_CKPT, STEPS_PER_S, closed_window_config
 from scoreprobe.training.config import TrainConfig, stored_config
 
 SHIPPED_RUN = Path(__file__).resolve().parents[2] / "checkpoints" / "parity-default" / "run.json"
@@ -65,7 +65,7 @@ PRESETS = {
                 closed=dict(N=30, n_heldout=1024, total_steps=3750, hidden_size=80, batch_size=96, n_checkpoints=20,
                             first_checkpoint=200),
                 probes=dict(n_planes=32, res=16, sigma_starts=[0.5, 1.0, 2.0], reach_sigmas=[1.0, 2.0], ret_items=128,
-                            ret_noise=16, ret_sigmas=mechanism.RET_SIGMAS + [3.0], dsm_sigmas=40, dsm_noise=16,
+                            ret_noise=16, ret_sigmas=RET_SIGMAS + [3.0], dsm_sigmas=40, dsm_noise=16,
                             dsm_heldout=512, n_steps=None, max_hamming=6)),
 }
 
@@ -89,7 +89,7 @@ def series_config(preset, series, seed):
         base = TrainConfig.from_dict(stored_config(json.loads(SHIPPED_RUN.read_text())["config"]))
         base = dataclasses.replace(base, **p["open"])
     else:
-        base = mechanism.closed_config(SimpleNamespace(closed=p["closed"]))
+        base = closed_window_config(p["closed"])
     extra = [s for s in p["extra"] if s < base.total_steps]
     return dataclasses.replace(base, seed=seed, extra_checkpoints=extra)
 
@@ -110,7 +110,7 @@ def measured_steps(cfg, n_grid):
 
 
 def probe_args(preset, out, device="cpu"):
-    """The namespace analyses.mechanism.measure's probe functions read (stores under <out>/<model name>/)."""
+    """The namespace scoreprobe.studies.battery's probe functions read (stores under <out>/<model name>/)."""
     p = PRESETS[preset]
     return SimpleNamespace(out=str(out), device=device, seeds=list(p["probe_seeds"]), kinds=list(KINDS),
                            **p["probes"])

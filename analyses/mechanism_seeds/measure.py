@@ -1,5 +1,5 @@
 """One model of analyses/mechanism_seeds: train (or resume) it, measure its clocks at every checkpoint and
-the mechanism's probes at the measured steps (analyses.mechanism.measure: stores under the run directory,
+the mechanism's probes at the measured steps (scoreprobe.studies.battery: stores under the run directory,
 resumed step by step), and export its per-unit arrays (export.py)."""
 import logging
 import time
@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from scoreprobe.studies.queue import finished, measured_clocks
-from analyses.mechanism import measure as mech
-from analyses.mechanism.report import _strs, dsm_pair_losses, item_table, plane_shares
+from scoreprobe.studies import battery as mech
+from scoreprobe.studies.battery import dsm_pair_losses, item_table, plane_shares, strs as _strs
 from analyses.mechanism_seeds import grid as G
 from analyses.mechanism_seeds.export import BASIN_Q, RET_Q, export_model
 

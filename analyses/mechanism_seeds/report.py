@@ -7,7 +7,7 @@ from analyses.mechanism_seeds.claims import copies_at, evaluate, evaluate_contro
 from analyses.mechanism_seeds.export import load_exports
 from analyses.mechanism_seeds.measure import settings
 from analyses.mechanism_seeds.series import model_rows, series_report
-from analyses.mechanism_seeds.tables import markdown
+from analyses.mechanism_seeds.tables import claim_statistic, markdown
 from scoreprobe.atomic import atomic_write_text
 from scoreprobe.store import normalize_config
 
@@ -25,6 +25,8 @@ def build(args, models):
         elif ms:
             series[name] = {"models": model_rows(ms), "n_models": len(ms)}
     claims = evaluate(series)
+    for c in claims:   # the statistic as the md words it, for readers of the json (analyses/mechanism's evidence)
+        c["statistic"] = list(claim_statistic(c))
     return {"preset": args.preset, "settings": {**st, "seeds": p["seeds"]}, "exports": args.exports.name,
             "n_planned": len(models), "n_done": len(done), "missing": missing, "series": series,
             "claims": claims, "controls": evaluate_controls(series, claims),

@@ -1,7 +1,7 @@
 """The markdown of analyses/mechanism_seeds, from the report dict alone (every number is in the json)."""
 import math
 
-from analyses.mechanism.markdown import sigma_runs
+from scoreprobe.studies.format import sigma_runs
 from analyses.mechanism_seeds.claims import CLAIMS
 from scoreprobe.stats.crossed import CROSSED_METHOD, MODELS_UNITS_METHOD
 

@@ -24,7 +24,6 @@ global token adds a tenth token (+11% matmul FLOPs, scoreprobe.models.flops), th
 import logging
 
 from analyses.remedies import g3_grid as grid_mod
-from scoreprobe.studies import presets
 from scoreprobe.cli import study as study_cli
 
 logger = logging.getLogger("remedies")

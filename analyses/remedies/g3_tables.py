@@ -4,7 +4,6 @@ import math
 import numpy as np
 
 from scoreprobe.studies import presets
-from scoreprobe.cli import study as study_cli
 from analyses.remedies import g3_families as H
 from analyses.remedies import g3_grid as grid_mod
 from analyses.remedies import g3_stats as S

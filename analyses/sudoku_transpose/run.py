@@ -31,7 +31,6 @@ for the data's part, its training seeds as units; verdicts over thresholds
 """
 import logging
 
-from scoreprobe.studies import presets
 from scoreprobe.cli import study as study_cli
 from analyses.sudoku_transpose import grid as grid_mod
 

@@ -1,7 +1,6 @@
 """The tables of analyses/sudoku_transpose (markdown and JSON) and its figure, from the exports only."""
 
 from scoreprobe.studies import presets
-from scoreprobe.cli import study as study_cli
 from scoreprobe.stats import curves as C
 from scoreprobe.studies import format as F
 from scoreprobe.studies.format import curve_table, fmt

@@ -141,3 +141,18 @@ def runs_section(rows, missing, columns, intro=None):
               "|" + "|".join("---:" if num else "---" for _, _, num in columns) + "|"]
     lines += ["| " + " | ".join(cell(r) for _, cell, _ in columns) + " |" for r in rows]
     return lines + ["", not_done(missing)]
+
+
+def sigma_runs(values, grid):
+    """A set of σ of `grid` as runs of neighbouring grid points: '0.504–2.01, 5.04' (gaps stay gaps)."""
+    idx = sorted(grid.index(v) for v in values)
+    runs, out = [], []
+    for i in idx:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    for run in runs:
+        a, b = grid[run[0]], grid[run[-1]]
+        out.append(f"{a:.3g}" if len(run) == 1 else f"{a:.3g}–{b:.3g}")
+    return ", ".join(out) if out else "none"

@@ -101,6 +101,16 @@ def train_config(args, G, N, seed):
                        first_checkpoint=args.first_checkpoint, save_dtype="float16")
 
 
+def closed_window_config(c):
+    """The closed-window run of the mechanism studies: parity G = 2 at N = c["N"] with the recipe's DiT (offset
+    layout, lr 2e-3), its sizes from `c` (n_heldout, hidden_size, batch_size, total_steps, n_checkpoints,
+    first_checkpoint); training seed 0."""
+    rule = {"name": "parity", "G": 2, "shape": [6, 6], "layout": "offset", "seed": 0}
+    return TrainConfig(rule=rule, n_train=c["N"], n_heldout=c["n_heldout"], seed=0, model="dit", size="tiny",
+                       hidden_size=c["hidden_size"], lr=2e-3, batch_size=c["batch_size"], total_steps=c["total_steps"],
+                       n_checkpoints=c["n_checkpoints"], first_checkpoint=c["first_checkpoint"], save_dtype="float16")
+
+
 def parity_run(args, G, N, seed):
     cfg = train_config(args, G, N, seed)
     meta = {"rule": PARITY, "G": G, "N": N, "model": "dit", "width": args.hidden_size, "depth": 4}
