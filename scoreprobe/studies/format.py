@@ -13,11 +13,14 @@ def fmt(v, digits=0):
 
 
 def ci_text(ci, digits=0, open_end="not reached"):
-    """'[lo, hi]'; an infinite end reads `open_end` ("unbounded" for a fitted exponent, either end)."""
+    """'[lo, hi]'; an infinite end reads `open_end` ("unbounded" for a fitted exponent, either end); an undefined
+    (NaN) end reads '—', never `open_end`; an interval with both ends undefined reads 'no interval'."""
+    if all(isinstance(c, float) and math.isnan(c) for c in ci):
+        return "(no interval)"
     if not math.isfinite(ci[0]) and ci[0] > 0:
         return f"[{open_end}]"
     lo = open_end if math.isinf(ci[0]) and open_end == "unbounded" else fmt(ci[0], digits)
-    return f"[{lo}, {fmt(ci[1], digits) if math.isfinite(ci[1]) else open_end}]"
+    return f"[{lo}, {open_end if math.isinf(ci[1]) else fmt(ci[1], digits)}]"
 
 
 def under_text(row):
