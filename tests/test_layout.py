@@ -124,6 +124,18 @@ def test_probes_reach_no_stats_through_a_lower_module_either():
     assert bad == []
 
 
+def test_studies_sit_between_stats_and_viz():
+    """stats -> studies -> viz -> reports -> cli (DESIGN.md): nothing in stats (or below) reaches the studies, and
+    the studies reach neither the figures, the reports nor the command line."""
+    graph = import_graph()
+    low = [m for m in graph if _inside(m, "scoreprobe.stats") or _inside(m, "scoreprobe.probes")]
+    bad = sorted(f"{m} reaches {t}" for m in low for t in _reach(graph, m) if _inside(t, "scoreprobe.studies"))
+    high = ("scoreprobe.viz", "scoreprobe.reports", "scoreprobe.cli")
+    bad += sorted(f"{m} reaches {t}" for m in graph if _inside(m, "scoreprobe.studies")
+                  for t in _reach(graph, m) if any(_inside(t, h) for h in high))
+    assert bad == []
+
+
 def test_the_direction_check_finds_a_probe_importing_stats(tmp_path):
     pkg = tmp_path / "scoreprobe"
     for sub in ("probes", "stats"):

@@ -1,15 +1,15 @@
 """The run grid of analyses/scaling: presets, the runs of every axis, their order and their budget.
 
-A run is a `Run` (name, TrainConfig, the folder under --out, the configuration it belongs to, its
-axes). Parity DiT runs are two_clocks' own (`two_clocks.train_config`, `run_name`, run directories
-<out>/two_clocks/<name>), so the runs two_clocks.py trained are reused; the others go to
-<out>/scaling/<name>. Runs are ordered by `Run.rank`: the N axis at G = 2 and the G axis first (every
+A run is a `scoreprobe.studies.recipes.Run` (name, TrainConfig, the folder under --out, the configuration it
+belongs to, its axes), made by the shared recipes (`parity_run`, `sized_run`, `rule_run`, `gpt_run`). Parity
+DiT runs are the two_clocks recipe's (run directories <out>/two_clocks/<name>), so the runs two_clocks trained
+are reused; the others go to <out>/scaling/<name>. Runs are ordered by `Run.rank`: the N axis at G = 2 and the G axis first (every
 seed), then one round per seed of the remaining configurations, most important claim first, so an
 interrupted preset has already produced the tables that matter most.
 
 SIZING of the CPU preset (51 runs, 3 seeds of every configuration, ≈ 5.9 h on 2 idle cores, two one-thread
 runs at a time; `budget` at the rates below: the 42 exports with both times recorded took 0.96× their
-estimate) — each choice and what it costs:
+estimate; the rates: scoreprobe/studies/recipes.py) — each choice and what it costs:
 - 3 seeds everywhere (issue 25 item 1). Two seeds for G = 4, the 1.27M DiT, exact-K, row-K and Latin
   would fit the issue's ≈ 5 h; their third seeds cost 0.9 h (51 runs instead of 45).
 - every DiT run is two_clocks' recipe: 12 000 views per training image (steps = views·N/96, at least

@@ -47,7 +47,7 @@ BY_CONSTRUCTION = {"gpt-raster": ("cells",)}
 ROW_PATCH = "1x4"
 # the GPT's checkpoints before its log grid (from 50): it reads 16 cell tokens and is at family accuracy ≈ 0.5 by
 # step 50 (3 runs of 2026-12-02), so without these every family threshold up to 0.5 is crossed between step 0
-# and 50 and is under-resolved (analyses/scaling/curves.mark_under_resolved); 4 more clock checkpoints, ≈ 1 s each
+# and 50 and is under-resolved (scoreprobe.stats.curves.mark_under_resolved); 4 more clock checkpoints, ≈ 1 s each
 GPT_EARLY = [10, 20, 30, 40]
 STUDY = "sudoku_transpose"
 
