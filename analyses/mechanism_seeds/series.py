@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from analyses.mechanism_seeds import stats as S
+from scoreprobe.stats import models_units as S
 from scoreprobe.stats.dsm_stats import first_significant_step, significant_sets
 from scoreprobe.stats.pvalues import adjust_family
 from scoreprobe.stats.taus import tau_summary, window_status
