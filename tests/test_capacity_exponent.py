@@ -3,6 +3,7 @@ themselves (reused, never trained twice), b per size is the censored regression 
 (checked on planted runs, a censored run kept), and the tables regenerate from the exports alone."""
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,6 +25,12 @@ def test_the_scaling_runs_are_reused_and_the_new_sizes_are_planned_in_order():
     folder = _analysis("capacity_exponent.grid").export_folder
     assert folder(_path(), "cpu", reused[0]).name == "scaling_cpu" and folder(_path(), "cpu", new[0]).name == \
         "capacity_exponent_cpu"
+    # a shared run outside the recipe's own folder (the 128x4 DiT at N = 120) is the scaling study's where its
+    # export with this TrainConfig is there (the shipped results), and ours where it is not (an empty folder)
+    w128 = next(r for r in reused if r.meta["size"] == "128x4")
+    shipped = Path(__file__).resolve().parents[1] / "analyses" / "results"
+    assert folder(shipped, "cpu", w128).name == "scaling_cpu"
+    assert folder(_path(), "cpu", w128).name == "capacity_exponent_cpu"
 
 
 def _path():
