@@ -67,7 +67,7 @@ def views(k, min_steps=0):
 
 def label(value):
     """A value as it appears in a run name: ints and strings as they are, floats by their shortest repr,
-    a rule spec as name + G / k / n ("parity2"); characters other than [A-Za-z0-9._] become "_"."""
+    a rule spec as name + G / k / n ("parity2"); characters other than [A-Za-z0-9._-] become "_"."""
     if isinstance(value, dict):
         text = str(value.get("name", "rule")) + "".join(str(value[k]) for k in ("G", "k", "n") if k in value)
     elif isinstance(value, bool):
@@ -76,7 +76,7 @@ def label(value):
         text = repr(value)
     else:
         text = str(value)
-    return re.sub(r"[^A-Za-z0-9._]", "_", text)
+    return re.sub(r"[^A-Za-z0-9._-]", "_", text)
 
 
 def _apply(cfg, axis, value):
