@@ -23,11 +23,13 @@ Failures (dask.distributed 2026.8, read in its scheduler: `TaskState.retries` is
   (`scoreprobe.sweep.dask_wait` bounds).
 """
 import logging
+import time
 import uuid
 
 from scoreprobe.errors import WorkerError, first_line
 
 logger = logging.getLogger("grid")
+TICK_S = 0.1   # how often the caller looks for completed runs
 
 
 def run_task(args, run):
@@ -58,26 +60,27 @@ def run_on_dask(scheduler, args, runs, on_done, resources=None):
 
 
 def _wait_all(client, futures, on_done):
-    """Handle each future as it completes; while none does, dask_wait's watch bounds the wait (no worker, a
-    silent scheduler: the runs still pending are logged as failed and cancelled)."""
-    import distributed
+    """Handle each future as it completes (polled every TICK_S); while none does, dask_wait's watch bounds the
+    wait (asked every POLL_S: no worker for NO_WORKER_S, a silent scheduler) and on its error the runs still
+    pending are logged as failed and cancelled."""
     from scoreprobe.sweep import dask_wait
     pending = dict(futures)
-    watch = dask_wait._Watch(client, "of the grid")
+    watch, last = dask_wait._Watch(client, "of the grid"), time.monotonic()
     while pending:
-        try:
-            done = distributed.wait(list(pending), timeout=dask_wait.POLL_S, return_when="FIRST_COMPLETED").done
-        except TimeoutError:
-            try:
-                watch.check()
-            except WorkerError as e:
-                for run in pending.values():
-                    logger.error("%s failed: %s", run.name, first_line(e))
-                client.cancel(list(pending))
-                return
-            continue
+        done = [f for f in pending if f.done()]
         for f in done:
             _settle(f, pending.pop(f), on_done)
+        if done or time.monotonic() - last < dask_wait.POLL_S:
+            time.sleep(0 if done else TICK_S)
+            continue
+        last = time.monotonic()
+        try:
+            watch.check()
+        except WorkerError as e:
+            for run in pending.values():
+                logger.error("%s failed: %s", run.name, first_line(e))
+            client.cancel(list(pending))
+            return
 
 
 def _settle(future, run, on_done):
