@@ -12,7 +12,6 @@ import sys
 import threading
 import time
 
-import cloudpickle
 import pytest
 import torch
 
@@ -22,6 +21,7 @@ from scoreprobe.training.config import TrainConfig, ckpt_path
 from scoreprobe.training.train import train_run
 
 distributed = pytest.importorskip("distributed")
+cloudpickle = pytest.importorskip("cloudpickle")
 
 BASE = TrainConfig(hidden_size=32, depth=1, num_heads=2, n_checkpoints=5, first_checkpoint=10, total_steps=400,
                    n_heldout=32, batch_size=16, lr=1e-2, resume_every=20)

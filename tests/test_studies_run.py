@@ -10,7 +10,7 @@ import pytest
 from scoreprobe.errors import ConfigError
 from scoreprobe.stats.curves import run_curves
 from scoreprobe.stats.seeds import pool_seeds
-from scoreprobe.studies.collect import collect, fit_exponent, pool
+from scoreprobe.studies.tidy import collect, fit_exponent, pool
 from scoreprobe.studies.execute import run
 from scoreprobe.studies.export import read_export
 from scoreprobe.studies.grid import Grid

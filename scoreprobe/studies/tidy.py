@@ -203,3 +203,20 @@ def _as_arrays(ds, key):
     """ds[key], reached, exported, budget, resolved_from as DataArrays broadcast to ds[key]'s dims."""
     like = ds[key]
     return [like, ds[KEYS[key][1]]] + [ds[v].broadcast_like(like) for v in ("exported", "budget", "resolved_from")]
+
+
+def cells(pooled, key="tau_mem", digits=0):
+    """The pooled `key` of `pool` as text per cell (a DataArray of str, dims of pooled[key]): "value [lo, hi]";
+    "> bound (k of S reached)" where some seed is censored; "under-resolved" where a seed crossed before its
+    first checkpoint; "no seeds" where none is exported. `cells(p).to_pandas()` is a table of a 2-D grid."""
+    def one(v, lo, hi, bound, n_reached, under, n_seeds):
+        if n_seeds == 0:
+            return "no seeds"
+        if under:
+            return "under-resolved"
+        if math.isnan(v):
+            return f"> {bound:.{digits}f} ({n_reached} of {n_seeds} reached)"
+        return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+    parts = [pooled[key + s] for s in ("", "_lo", "_hi", "_lower_bound", "_n_reached", "_under_resolved")]
+    parts.append(pooled["n_seeds"].broadcast_like(pooled[key]))
+    return xr.apply_ufunc(np.vectorize(one, otypes=[object]), *parts).rename(key)
