@@ -10,10 +10,10 @@ import pytest
 from scoreprobe.errors import ConfigError
 from scoreprobe.stats.curves import run_curves
 from scoreprobe.stats.seeds import pool_seeds
-from scoreprobe.studies.tidy import collect, fit_exponent, pool
 from scoreprobe.studies.execute import run
 from scoreprobe.studies.export import read_export
 from scoreprobe.studies.grid import Grid
+from scoreprobe.studies.tidy import collect, fit_exponent, pool
 from scoreprobe.training.config import TrainConfig
 
 # tiny: 4 runs of 300 steps of a width-32 one-block DiT at lr 1e-2 (N = 2 memorizes within them), 16 samples

@@ -36,6 +36,7 @@ def run_task(args, run):
     """On a worker: (name, None) after runner.run_one(args, run), or (None, "Type: message") when it raised (returned,
     not raised: the worker prints no traceback and dask does not retry a deterministic failure)."""
     import torch
+
     from scoreprobe.studies import runner
     torch.set_num_threads(1)   # one thread per run, as the local worker processes
     try:

@@ -190,7 +190,8 @@ def fit_exponent(ds, x="N", over="seed", key="tau_mem", kind="power", ci=0.95):
     cells = np.array([_fit_cell(xs, *(v[i] for v in vals), kind, ci) for i in np.ndindex(*shape)], dtype=np.float64)
     cells = cells.reshape(shape + (7,))
     names = ("b", "b_lo", "b_hi", "a", "n_points", "n_x", "x_left_out")
-    res = xr.Dataset({n: (keep, cells[..., j] if j < 4 else cells[..., j].astype(np.int64)) for j, n in enumerate(names)},
+    res = xr.Dataset({n: (keep, cells[..., j] if j < 4 else cells[..., j].astype(np.int64))
+                      for j, n in enumerate(names)},
                      coords={k: v for k, v in ds.coords.items() if set(v.dims) <= set(keep)})
     res.attrs.update(key=key, x=x, pooled_over=over, kind=kind, units=f"b: dimensionless exponent of τ ({STEPS}) in "
                      f"{x}; interval units: the training seeds of axis '{over}', every seed's ln τ a point",
