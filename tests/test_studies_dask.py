@@ -2,8 +2,10 @@
 processes, each under a nanny; while one run is training, its worker process is killed (SIGKILL, as the
 out-of-memory killer does). The scheduler runs that task again on a worker (the nanny restarts the dead one),
 the run continues from its run directory (the checkpoints written before the kill are not rewritten) and
-ends bitwise where an uninterrupted run ends; the whole grid completes and is exported. Each worker's
+ends bitwise where an uninterrupted run ends; the rest of the grid completes and is exported, but for a run
+whose directory holds another run: its task raises, and it is logged as failed without being retried. Each worker's
 trainer log goes to a file (a worker plugin, set up again on the restarted worker): the retry says it resumed."""
+import dataclasses
 import logging
 import os
 import re
@@ -57,10 +59,12 @@ def _kill_mid_training(client, grid, target, killed, stop):
         time.sleep(0.02)
 
 
-def test_a_worker_killed_mid_run_is_retried_and_the_grid_completes(tmp_path):
+def test_a_worker_killed_mid_run_is_retried_and_the_grid_completes(tmp_path, caplog):
     from scoreprobe.sweep.dask import client_for
-    grid = Grid(BASE, {"N": [2, 4], "seed": [0]}, name="dask", out=tmp_path / "grid")
-    target = grid.runs[0]
+    grid = Grid(BASE, {"N": [2, 4, 3], "seed": [0]}, name="dask", out=tmp_path / "grid")
+    target, refused = grid.runs[0], grid.runs[2]
+    other = dataclasses.replace(refused.cfg, total_steps=5, n_checkpoints=2, first_checkpoint=1, lr=5e-3)
+    train_run(other, grid.run_dir(refused), progress=False)   # its directory holds another run: the task raises
     killed, stop = {}, threading.Event()
     t0 = time.monotonic()
     logs = tmp_path / "logs"
@@ -71,15 +75,17 @@ def test_a_worker_killed_mid_run_is_retried_and_the_grid_completes(tmp_path):
         killer = threading.Thread(target=_kill_mid_training, args=(client, grid, target, killed, stop), daemon=True)
         killer.start()
         try:
-            summary = run(grid, scheduler=client, n_samples=16, n_steps=6)
+            with caplog.at_level(logging.INFO, logger="grid"):
+                summary = run(grid, scheduler=client, n_samples=16, n_steps=6)
         finally:
             stop.set()
             killer.join(5)
         pids = set(client.run(os.getpid).values())
     assert time.monotonic() - t0 < TIMEOUT_S
     assert killed, "the run finished training before it could be killed"
-    assert summary.done == [r.name for r in grid] and summary.failed == [], summary
-    assert sorted(p.stem for p in grid.exports.glob("*.npz")) == sorted(r.name for r in grid)
+    assert summary.done == [target.name, grid.runs[1].name] and summary.failed == [refused.name], summary
+    assert sorted(p.stem for p in grid.exports.glob("*.npz")) == sorted([target.name, grid.runs[1].name])
+    assert f"{refused.name} failed: ConfigError: " in caplog.text   # raised on its worker: logged, not retried
     assert killed["pid"] not in pids                      # that worker process is gone (the nanny started another)
     run_dir = grid.run_dir(target)
     for name, (ino, mtime) in killed["files"].items():   # continued, not restarted: nothing before the kill rewritten

@@ -109,3 +109,22 @@ def test_bad_arguments_are_config_errors_before_any_work(tmp_path):
         with pytest.raises(ConfigError, match=match):
             run(grid, **kw)
     assert not (tmp_path / "g").exists()
+
+
+def _conflict(grid, run):
+    """A run directory for `run` that holds another run (5 steps at another lr): training there is refused."""
+    import dataclasses
+    from scoreprobe.training.train import train_run
+    other = dataclasses.replace(run.cfg, total_steps=5, n_checkpoints=2, first_checkpoint=1, lr=5e-3)
+    train_run(other, grid.run_dir(run), progress=False)
+
+
+def test_a_failing_run_is_logged_and_the_others_go_on(tmp_path, caplog):
+    grid = Grid(BASE, {"N": [2, 3]}, name="fails", out=tmp_path / "g")
+    grid.runs[0].cfg.total_steps = grid.runs[1].cfg.total_steps = 40
+    _conflict(grid, grid.runs[0])
+    with caplog.at_level(logging.ERROR, logger="grid"):
+        summary = run(grid, **SIZES)
+    assert summary.failed == ["N2"] and summary.done == ["N3"] and not summary.complete
+    assert "N2 failed: ConfigError: " in caplog.text and "already holds a run with different settings" in caplog.text
+    assert [p.name for p in grid.exports.iterdir()] == ["N3.npz"]

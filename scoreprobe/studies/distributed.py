@@ -22,6 +22,7 @@ Failures (dask.distributed 2026.8, read in its scheduler: `TaskState.retries` is
 - no worker for NO_WORKER_S, or a scheduler that stops answering: every run still pending is logged as failed
   (`scoreprobe.sweep.dask_wait` bounds).
 """
+import contextlib
 import logging
 import time
 import uuid
@@ -56,7 +57,11 @@ def run_on_dask(scheduler, args, runs, on_done, resources=None):
         futures = {client.submit(run_task, args, run, key=f"grid-{run.name}-{tag}", pure=False,
                                  priority=len(runs) - i, resources=resources): run for i, run in enumerate(runs)}
         logger.info("submitted %d runs to %s", len(futures), client.scheduler.address)
-        _wait_all(client, futures, on_done)
+        try:
+            _wait_all(client, futures, on_done)
+        finally:   # an interrupted caller leaves no task running on a cluster it does not own
+            with contextlib.suppress(Exception):
+                client.cancel([f for f in futures if not f.done()])
     return []
 
 
