@@ -89,6 +89,7 @@ def test_pool_and_fit_read_seeds_as_the_stats_functions_do(ran):
     assert dict(f.sizes) == {"mem_threshold": 6} and set(f.data_vars) >= {"b", "b_lo", "b_hi", "n_points"}
     with pytest.raises(ConfigError, match="'width' is not an axis"):
         fit_exponent(ds, x="width")
+    assert set(pool(ds.sel(mem_threshold=0.1), keys=["tau_mem"]).sizes) == {"N"}
 
 
 def test_a_cell_not_exported_is_nan_and_named(ran, tmp_path):

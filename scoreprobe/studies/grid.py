@@ -168,8 +168,8 @@ class Grid:
         return self.out / RUNS_FOLDER / run.name
 
     def coords(self):
-        """{axis: coordinate values}: the values themselves, rule specs by their label."""
-        return {a: [label(v) if isinstance(v, dict) else v for v in vs] for a, vs in self.axes.items()}
+        """{axis: coordinate values}: the values themselves; rule specs (and lists) by their label."""
+        return {a: [label(v) if isinstance(v, (dict, list, tuple)) else v for v in vs] for a, vs in self.axes.items()}
 
 
 def _check_rule(cfg):

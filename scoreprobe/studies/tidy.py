@@ -148,8 +148,9 @@ def pool(ds, over="seed", keys=("tau_rule", "tau_mem"), ci=0.95):
         out[key + "_n_reached"] = (keep, cells[..., 5].astype(np.int64))
         out[key + "_under_resolved"] = (keep, cells[..., 6].astype(bool))
         out["n_seeds"] = (keep, cells[..., 4].astype(np.int64))
+    used = {d for v in out.values() for d in v[0]}
     res = xr.Dataset({k: xr.Variable(*v) for k, v in out.items()},
-                     coords={k: v for k, v in ds.coords.items() if over not in v.dims})
+                     coords={k: v for k, v in ds.coords.items() if set(v.dims) <= used})
     res["n_seeds"] = res["n_seeds"].isel({d: 0 for d in res["n_seeds"].dims if d.endswith("_threshold")}, drop=True)
     res.attrs.update(pooled_over=over, units=f"τ in {STEPS}; interval units: the training seeds of axis '{over}' "
                      "(every other axis fixed, the data seed too unless it is an axis)",
@@ -183,6 +184,8 @@ def fit_exponent(ds, x="N", over="seed", key="tau_mem", kind="power", ci=0.95):
     _check_dims(ds, x, over)
     if key not in KEYS:
         raise ConfigError(f"fit_exponent: key must be one of {', '.join(KEYS)}, got {key!r}")
+    if not np.issubdtype(ds[x].dtype, np.number):
+        raise ConfigError(f"fit_exponent: axis {x!r} must hold numbers, got {ds[x].values.tolist()}")
     keep = [d for d in ds[key].dims if d not in (x, over)]
     vals = [v.transpose(*keep, x, over).values for v in _as_arrays(ds, key)]
     xs = ds[x].values
