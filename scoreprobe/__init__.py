@@ -64,6 +64,7 @@ _API = {
     "scoreprobe.probes.circuits": "circuits",
     "scoreprobe.stats.verdict": "verdict",
     "scoreprobe.viz.circuits": "plot_circuits",
+    "scoreprobe.studies.grid": "Grid",
 }
 _WHERE = {name: module for module, names in _API.items() for name in names.split()}
 __all__ = sorted(_WHERE)

@@ -32,6 +32,7 @@ MARKED = {
     "docs/distributed.md#2": ("slow",),
     "docs/ensemble.md#2": ("gpu", "slow"),     # 8 runs of 20 000 steps on CUDA
     "docs/monitor.md#1": ("slow",),            # 6000 training steps, 13 measurements of 1000 samples
+    "docs/studies.md#1": ("slow",),            # 18 training runs (tests/test_studies_doc.py: at toy sizes)
 }
 TEXT = ["README.md#8"]                         # unlabelled fences: the package layout, not code
 # Commands in bash blocks that are not scoreprobe's, and where each is checked instead.
