@@ -237,12 +237,13 @@ def test_hours_reaches_the_queue_with_each_models_estimate(monkeypatch, tmp_path
     model that would end past the budget is not started."""
     run, G = _analysis("mechanism_seeds.run"), _analysis("mechanism_seeds.grid")
     seen = {}
-    monkeypatch.setattr(run, "run_queue", lambda fn, args, todo, on_done, est, hours, jobs, name: seen.update(
-        todo=[m.name for m in todo], est=[est(m) for m in todo], hours=hours, jobs=jobs))
+    monkeypatch.setattr(run, "run_queue", lambda fn, args, todo, on_done, est, hours, jobs, name, scheduler=None: seen.update(
+        todo=[m.name for m in todo], est=[est(m) for m in todo], hours=hours, jobs=jobs, scheduler=scheduler))
     args = run.parse_args(["--hours", "1.5", "--jobs", "2", "--results", str(tmp_path)])
     models = G.plan("cpu")
     run.run_all(args, models, on_done=lambda name: None)
-    assert seen["hours"] == 1.5 and seen["jobs"] == 2 and seen["todo"] == [m.name for m in models]
+    assert seen["hours"] == 1.5 and seen["jobs"] == 2 and seen["scheduler"] is None
+    assert seen["todo"] == [m.name for m in models]
     assert seen["est"] == [sum(G.model_seconds("cpu", m).values()) for m in models]
     assert run.parse_args([]).hours is None
 

@@ -129,3 +129,22 @@ def test_a_failing_run_is_logged_and_the_others_go_on(tmp_path, caplog):
     assert summary.failed == ["N2"] and summary.done == ["N3"] and not summary.complete
     assert "N2 failed: ConfigError: " in caplog.text and "already holds a run with different settings" in caplog.text
     assert [p.name for p in grid.exports.iterdir()] == ["N3.npz"]
+
+
+def test_the_texts_never_print_an_undefined_number():
+    """cells / exponent_text: a value with its interval, a bound, or why it is undefined; never 'nan'."""
+    import xarray as xr
+    from scoreprobe.studies import cells, exponent_text
+    nan = float("nan")
+    fit = xr.Dataset({"b": ("w", [1.3, nan, 1.1]), "b_lo": ("w", [1.2, nan, nan]), "b_hi": ("w", [1.4, nan, nan]),
+                      "n_x": ("w", [4, 1, 2]), "x_left_out": ("w", [0, 1, 0])}, coords={"w": [1, 2, 3]},
+                     attrs={"x": "N"})
+    assert exponent_text(fit).values.tolist() == [
+        "b = 1.30 [1.20, 1.40] over 4 N", "undefined: 1 N usable, 1 left out (a seed censored); a slope needs 2",
+        "b = 1.10 (no interval) over 2 N"]
+    p = xr.Dataset({"tau_mem": ("c", [900.0, nan, 800.0]), "tau_mem_lo": ("c", [800.0, nan, nan]),
+                    "tau_mem_hi": ("c", [1000.0, nan, nan]), "tau_mem_lower_bound": ("c", [nan, 3000.0, nan]),
+                    "tau_mem_n_reached": ("c", [3, 1, 1]), "tau_mem_under_resolved": ("c", [False, False, False]),
+                    "n_seeds": ("c", [3, 3, 1])})
+    assert cells(p, "tau_mem").values.tolist() == ["900 [800, 1000]", "> 3000 (1 of 3 reached)",
+                                                   "800 (no interval: 1 seed)"]

@@ -75,7 +75,7 @@ def run_all(args, runs, on_done):
     if args.ensemble and runs:
         train_ensembles([r.cfg for r in runs], [scaling_run.run_dir(args, r) for r in runs], args.device)
     return run_queue(run_one, args, runs, on_done, lambda r: grid_mod.run_seconds(r, args.n_samples), args.hours,
-                     1 if args.ensemble else args.jobs, "exactk_ladder")
+                     1 if args.ensemble else args.jobs, "exactk_ladder", args.scheduler)
 
 
 def plan_lines(runs, args):

@@ -25,6 +25,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from scoreprobe.cli import study as study_cli
 from scoreprobe.cli.study import drive
 from scoreprobe.studies.queue import finish_times, run_queue
 from analyses.mechanism_seeds import grid as G
@@ -47,7 +48,9 @@ def parse_args(argv=None):
     p.add_argument("--out", default="runs", help="folder of the run directories and stores (mechanism_seeds/)")
     p.add_argument("--results", default=None, help="folder of the tables, figure and exports (default: "
                    "analyses/results, or --out for --smoke)")
+    study_cli.add_scheduler(p)
     args = p.parse_args(argv)
+    args.scheduler = study_cli.scheduler_of(p, args.scheduler)
     args.preset = "smoke" if args.smoke else args.preset
     args.jobs = G.PRESETS[args.preset]["jobs"] if args.jobs is None else args.jobs
     if args.jobs < 1:
@@ -91,7 +94,8 @@ def run_all(args, models, on_done):
     from analyses.mechanism_seeds.measure import measure_model
     done = exported(args, models)
     run_queue(measure_model, args, [m for m in models if m.name not in done], on_done,
-              lambda m: sum(G.model_seconds(args.preset, m).values()), args.hours, args.jobs, "mechanism_seeds")
+              lambda m: sum(G.model_seconds(args.preset, m).values()), args.hours, args.jobs, "mechanism_seeds",
+              args.scheduler)
 
 
 def main(argv=None):

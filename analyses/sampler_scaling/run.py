@@ -104,7 +104,8 @@ def main(argv=None):
     def train(on_done):
         done = set(load_exports(runs, args.exports)[0])
         run_queue(run_one, args, [r for r in runs if r.name not in done], on_done,
-                  lambda r: run_seconds(r, args.n_samples), args.hours, args.jobs, "sampler_scaling")
+                  lambda r: run_seconds(r, args.n_samples), args.hours, args.jobs, "sampler_scaling",
+                  args.scheduler)
     drive(args, lambda: plan_lines(runs, args), train, lambda: write_all(args, runs), logger)
 
 

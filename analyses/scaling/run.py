@@ -38,13 +38,12 @@ the third seeds (≈ 5.9 h). The sizing choices and what each costs: grid.py's d
 """
 import argparse
 import logging
-from concurrent.futures import ProcessPoolExecutor, as_completed
-import multiprocessing
 from pathlib import Path
 
 from analyses.scaling import grid as grid_mod
+from scoreprobe.cli import study as study_cli
 from scoreprobe.cli.study import drive
-from scoreprobe.studies.queue import train_ensembles, worker_init
+from scoreprobe.studies.queue import run_queue, train_ensembles
 from scoreprobe.studies.runner import run_dir, run_one
 from analyses.scaling.tables import write_all as write_tables
 from scoreprobe.probes.clocks import resolve_device
@@ -67,7 +66,9 @@ def parse_args(argv=None):
     p.add_argument("--out", default="runs", help="folder of the run directories (two_clocks/, scaling/)")
     p.add_argument("--results", default=None, help="folder of the tables, figures and exports (default: "
                    "analyses/results, or --out for --smoke)")
+    study_cli.add_scheduler(p)
     args = p.parse_args(argv)
+    args.scheduler = study_cli.scheduler_of(p, args.scheduler)
     args.device = resolve_device(args.device)
     args.preset = "smoke" if args.smoke else args.preset or ("gpu" if args.device.startswith("cuda") else "cpu")
     only = [a for a in args.only.split(",") if a]
@@ -85,27 +86,15 @@ def parse_args(argv=None):
 
 
 def run_all(args, runs, on_done):
-    """run_one over `runs` in order, `args.jobs` at a time (one thread each); on_done(name) after each. A run or
-    a table update that fails is logged and the others go on (an unattended preset must not stop on one)."""
+    """run_one over `runs` in order, `args.jobs` at a time in one-thread worker processes, or as dask tasks with
+    --scheduler (scoreprobe.studies.queue.run_queue: a dead worker's run is run again and resumes); on_done(name)
+    after each. A run or a table update that fails is logged and the others go on (an unattended preset must not
+    stop on one)."""
     if args.ensemble:   # DiTs on 6x6 images (one architecture per group); GPTs and the 4x4 puzzles train alone
         stack = [r for r in runs if r.meta["model"] == "dit" and r.meta["rule"] not in ("sudoku", "latin")]
         train_ensembles([r.cfg for r in stack], [run_dir(args, r) for r in stack], args.device)
-    if args.jobs <= 1 or args.ensemble:
-        for r in runs:
-            _guarded(lambda: on_done(run_one(args, r)), r.name)
-        return
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(args.jobs, mp_context=ctx, initializer=worker_init) as pool:
-        futures = {pool.submit(run_one, args, r): r.name for r in runs}   # the pool takes them in this order
-        for f in as_completed(futures):
-            _guarded(lambda: on_done(f.result()), futures[f])
-
-
-def _guarded(fn, name):
-    try:
-        fn()
-    except Exception as e:
-        logger.error("%s failed: %s: %s", name, type(e).__name__, e)
+    run_queue(run_one, args, runs, on_done, lambda r: grid_mod.run_seconds(r, args.n_samples), None,
+              1 if args.ensemble else args.jobs, "scaling", args.scheduler)
 
 
 def plan_lines(runs, args):

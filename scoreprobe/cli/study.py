@@ -42,7 +42,32 @@ def parser(doc, choices, smoke="smoke", default_help="default: gpu on CUDA, else
     p.add_argument("--out", default="runs", help="folder of the run directories")
     p.add_argument("--results", default=None, help="folder of the tables, figures and exports (default: "
                    "analyses/results, or --out for the smoke preset)")
+    add_scheduler(p)
     return p
+
+
+def add_scheduler(p):
+    """--scheduler ADDRESS: every run a task on a dask.distributed cluster (docs/studies.md, "On a cluster")."""
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run each run as a task on this dask scheduler (tcp://HOST:PORT), or local:N for a local "
+                        "cluster of N one-thread workers; the run and results folders must be shared with the workers")
+
+
+def scheduler_of(p, value):
+    """The scheduler `--scheduler` names, checked before any work (one line and exit 2 when it is malformed)."""
+    if value is None:
+        return None
+    from scoreprobe.errors import ConfigError
+    from scoreprobe.sweep.dask import check_scheduler
+    try:
+        if value.startswith("local:"):
+            n = value.split(":", 1)[1]
+            if not n.isdigit():
+                raise ConfigError(f"local:N needs a number of workers, got {value!r}")
+            return check_scheduler(("local", int(n)))
+        return check_scheduler(value)
+    except ConfigError as e:
+        p.error(f"--scheduler: {e}")
 
 
 def parse(p, argv, presets, smoke="smoke", default=None):
@@ -56,6 +81,7 @@ def parse(p, argv, presets, smoke="smoke", default=None):
         p.error(f"--jobs must be at least 1, got {args.jobs}")
     if args.hours is not None and not args.hours > 0:
         p.error(f"--hours must be positive, got {args.hours}")
+    args.scheduler = scheduler_of(p, args.scheduler)
     args.device = resolve_device(args.device)
     auto = default(args.device) if default else ("gpu" if args.device.startswith("cuda") else "cpu")
     args.preset = smoke if args.smoke else args.preset or auto

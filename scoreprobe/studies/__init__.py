@@ -4,10 +4,11 @@ report (`presets`, `format`).
 
 A user's own grid (docs/studies.md), re-exported here lazily (nothing heavy is imported with the package):
 `Grid`, `views` (`grid`); `run`, `Summary` (`execute`; on dask: `distributed`); `collect`, `pool`,
-`fit_exponent`, `cells` (`tidy`)."""
+`fit_exponent`, `cells`, `exponent_text` (`tidy`)."""
 
 _WHERE = {"Grid": "grid", "views": "grid", "run": "execute", "Summary": "execute", "collect": "tidy",
-          "pool": "tidy", "fit_exponent": "tidy", "cells": "tidy"}
+          "pool": "tidy", "fit_exponent": "tidy", "cells": "tidy",
+          "exponent_text": "tidy"}
 
 
 def __getattr__(name):

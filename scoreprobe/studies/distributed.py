@@ -2,8 +2,9 @@
 
 `execute.run(grid, scheduler=...)` lands here. The scheduler is what `scoreprobe.sweep.dask.check_scheduler`
 takes (a Client, "tcp://HOST:PORT", or ("local", n): a LocalCluster of n one-thread worker processes, each
-under a nanny). Every task calls `scoreprobe.studies.runner.run_one` on its worker and returns the run's
-name; the caller logs each run as its task completes (in completion order) and calls on_done.
+under a nanny). Every task calls the function it is given (`scoreprobe.studies.runner.run_one` for a Grid; a
+study's own through `queue.run_queue(..., scheduler=)`) on its worker and returns the run's name; the caller
+logs each run as its task completes (in completion order) and calls on_done.
 
 Shared files. Workers write the run directories (<out>/runs/<name>) and exports (<out>/exports) themselves,
 at the absolute path of the grid's folder on the caller: that folder must be the same path on every worker
@@ -33,28 +34,29 @@ logger = logging.getLogger("grid")
 TICK_S = 0.1   # how often the caller looks for completed runs
 
 
-def run_task(args, run):
-    """On a worker: (name, None) after runner.run_one(args, run), or (None, "Type: message") when it raised (returned,
-    not raised: the worker prints no traceback and dask does not retry a deterministic failure)."""
+def run_task(args, run, fn):
+    """On a worker: (name, None) after fn(args, run) (e.g. runner.run_one), or (None, "Type: message") when it
+    raised (returned, not raised: the worker prints no traceback and dask does not retry a deterministic failure)."""
     import torch
-
-    from scoreprobe.studies import runner
     torch.set_num_threads(1)   # one thread per run, as the local worker processes
     try:
-        return runner.run_one(args, run), None
+        return fn(args, run), None
     except Exception as e:   # noqa: BLE001  (reported by the caller, the other runs go on)
         return None, f"{type(e).__name__}: {first_line(e)}"
 
 
-def run_on_dask(scheduler, args, runs, on_done, resources=None):
+def run_on_dask(scheduler, args, runs, on_done, resources=None, fn=None):
     """run_task over `runs` on `scheduler`, all submitted at once (priority in grid order); on_done(name) here as
-    each completes. Returns [] (nothing is held back for a deadline on a cluster)."""
+    each completes; fn(args, run): what a task runs (top-level and picklable; required). Returns []
+    (nothing is held back for a deadline on a cluster)."""
     if not runs:
         return []
+    if fn is None:
+        raise TypeError("run_on_dask: fn (what each task runs, e.g. scoreprobe.studies.runner.run_one) is required")
     from scoreprobe.sweep.dask import client_for
     with client_for(scheduler) as client:
         tag = uuid.uuid4().hex[:8]
-        futures = {client.submit(run_task, args, run, key=f"grid-{run.name}-{tag}", pure=False,
+        futures = {client.submit(run_task, args, run, fn, key=f"grid-{run.name}-{tag}", pure=False,
                                  priority=len(runs) - i, resources=resources): run for i, run in enumerate(runs)}
         logger.info("submitted %d runs to %s", len(futures), client.scheduler.address)
         try:

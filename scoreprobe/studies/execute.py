@@ -107,7 +107,7 @@ def run(grid, jobs=1, scheduler=None, device="cpu", n_samples=1000, n_steps=None
                                 jobs, "grid")
     else:
         from scoreprobe.studies.distributed import run_on_dask
-        not_started = run_on_dask(scheduler, args, todo, on_done, resources)
+        not_started = run_on_dask(scheduler, args, todo, on_done, resources, fn=runner.run_one)
     order = [r.name for r in grid.runs]
     failed = [n for n in order if n not in exported and n not in done and n not in not_started]
     summary = Summary([n for n in order if n in done], [n for n in order if n in exported], failed,

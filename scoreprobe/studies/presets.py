@@ -6,6 +6,7 @@ time (scoreprobe.studies.queue.run_queue: a run starts when a worker is free, no
 `--plan` prints the order with estimated times."""
 import copy
 import functools
+from pathlib import Path
 
 from scoreprobe.studies import recipes, runner
 from scoreprobe.studies.export import load_exports
@@ -35,10 +36,12 @@ def run_all(args, runs, folder_of, on_done):
     (estimated rate × LOAD_FACTOR). Returns False when some run was not started for the deadline."""
     done = exported(runs, folder_of)
     todo = [r for r in runs if r.name not in done]
-    folders = {r.name: folder_of(r) for r in todo}   # picklable, unlike folder_of, for the worker processes
+    scheduler = getattr(args, "scheduler", None)
+    folders = {r.name: Path(folder_of(r)).resolve() if scheduler else folder_of(r)   # picklable, unlike folder_of,
+               for r in todo}                                     # for the workers (absolute: a dask worker's cwd)
     skipped = run_queue(functools.partial(_run_in, folders=folders), args, todo, on_done,
                         lambda r: recipes.run_seconds(r, args.n_samples), getattr(args, "hours", None),
-                        args.jobs, "presets")
+                        args.jobs, "presets", scheduler)
     return not skipped
 
 

@@ -123,14 +123,23 @@ def guarded(fn, args, run, log_name):
         return None
 
 
-def run_queue(fn, args, runs, on_done, estimate_s, hours=None, jobs=1, log_name="queue"):
+def run_queue(fn, args, runs, on_done, estimate_s, hours=None, jobs=1, log_name="queue", scheduler=None):
     """fn(args, run) (top-level, picklable; returns the run's name) over `runs` in order, `jobs` at a time: a run
     starts when a worker is free; on_done(name) after each success. With `hours`, a run whose estimate_s(run) ×
     LOAD_FACTOR would end past now + hours is not started (logged). A worker process that dies (SIGKILL, the
     out-of-memory killer) breaks its pool: the runs in flight then are run again one at a time, each in a fresh
     one-worker pool (a training run resumes from its last state), the one whose worker dies again is logged and
-    skipped, and the queue goes on with a new pool. Returns the names not started."""
+    skipped, and the queue goes on with a new pool. Returns the names not started.
+
+    With `scheduler` (a distributed.Client, "tcp://HOST:PORT" or ("local", n)) each run is a dask task instead
+    (scoreprobe.studies.distributed: a dead worker's run is run again elsewhere and resumes), `jobs` and `hours`
+    unused: the cluster decides how many run at once, and every run is submitted."""
     log = logging.getLogger(log_name)
+    if scheduler is not None:
+        from scoreprobe.studies.distributed import run_on_dask
+        if hours is not None:
+            log.info("--hours is not applied on a dask cluster: every run is submitted")
+        return run_on_dask(scheduler, shared_paths(args), list(runs), lambda name: _done(on_done, name, log), fn=fn)
     deadline = None if hours is None else time.time() + hours * 3600
     skipped, todo = [], list(runs)
 
@@ -156,6 +165,17 @@ def run_queue(fn, args, runs, on_done, estimate_s, hours=None, jobs=1, log_name=
             if _pool_pass(queue, [run], 1):
                 log.error("%s failed: its worker process died (killed: out of memory?); skipped", run.name)
     return skipped
+
+
+def shared_paths(args):
+    """A copy of `args` with its folders (out, exports, results) absolute: a dask worker may run elsewhere, and
+    the folders must be the same paths there (a shared file system)."""
+    import copy
+    a = copy.copy(args)
+    for key in ("out", "exports", "results"):
+        if getattr(a, key, None) is not None:
+            setattr(a, key, type(getattr(a, key))(Path(getattr(a, key)).resolve()))
+    return a
 
 
 def _pool_pass(queue, todo, jobs):

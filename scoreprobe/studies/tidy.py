@@ -220,7 +220,25 @@ def cells(pooled, key="tau_mem", digits=0):
             return "under-resolved"
         if math.isnan(v):
             return f"> {bound:.{digits}f} ({n_reached} of {n_seeds} reached)"
+        if math.isnan(lo) or math.isnan(hi):   # one seed: a value, no interval (never a made-up one)
+            return f"{v:.{digits}f} (no interval: {n_seeds} seed)"
         return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
     parts = [pooled[key + s] for s in ("", "_lo", "_hi", "_lower_bound", "_n_reached", "_under_resolved")]
     parts.append(pooled["n_seeds"].broadcast_like(pooled[key]))
     return xr.apply_ufunc(np.vectorize(one, otypes=[object]), *parts).rename(key)
+
+
+def exponent_text(fit, digits=2):
+    """The exponent of `fit_exponent` as text per cell (a DataArray of str, dims of fit.b): "b = 1.30 [1.20, 1.40]
+    over 4 N"; where it is undefined, why ("undefined: 1 N usable, 1 left out (a seed censored); a slope needs
+    2"), never a number; a fit without an interval says so."""
+    x = fit.attrs.get("x", "x")
+
+    def one(b, lo, hi, n_x, left_out):
+        out = f", {left_out} left out (a seed censored)" if left_out else ""
+        if math.isnan(b):
+            return f"undefined: {n_x} {x} usable{out}; a slope needs 2"
+        ci = "(no interval)" if math.isnan(lo) or math.isnan(hi) else f"[{lo:.{digits}f}, {hi:.{digits}f}]"
+        return f"b = {b:.{digits}f} {ci} over {n_x} {x}{out}"
+    parts = [fit[k] for k in ("b", "b_lo", "b_hi", "n_x", "x_left_out")]
+    return xr.apply_ufunc(np.vectorize(one, otypes=[object]), *parts).rename("b")
