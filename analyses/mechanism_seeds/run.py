@@ -21,7 +21,6 @@ Usage:
 
 Statistics: stats.py, claims.py; docs/definitions.md "Trained models and units".
 """
-import argparse
 import logging
 from pathlib import Path
 
@@ -36,19 +35,9 @@ logger = logging.getLogger("mechanism_seeds")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--preset", choices=sorted(G.PRESETS), default="cpu", help="default: cpu")
-    p.add_argument("--smoke", action="store_true", help="same as --preset smoke")
-    p.add_argument("--jobs", type=int, default=None, help="models at a time, one thread each (default: the preset's)")
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where models train and are probed")
-    p.add_argument("--from-results", action="store_true", help="tables and figure from the .npz exports only")
-    p.add_argument("--plan", action="store_true", help="print the models in order with their estimated time, run nothing")
-    p.add_argument("--hours", type=float, default=None, help="start no model whose estimate would end past this "
-                   "many hours from now (default: no limit; a killed model resumes step by step)")
-    p.add_argument("--out", default="runs", help="folder of the run directories and stores (mechanism_seeds/)")
-    p.add_argument("--results", default=None, help="folder of the tables, figure and exports (default: "
-                   "analyses/results, or --out for --smoke)")
-    study_cli.add_scheduler(p)
+    p = study_cli.parser(__doc__, G.PRESETS, default_help="default: cpu", unit="models", train_only=False,
+                         devices=["cpu", "cuda"])
+    p.set_defaults(preset="cpu", device="cpu")
     args = p.parse_args(argv)
     args.scheduler = study_cli.scheduler_of(p, args.scheduler)
     args.preset = "smoke" if args.smoke else args.preset

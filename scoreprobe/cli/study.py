@@ -25,20 +25,26 @@ def drive(args, plan, train, write, log):
     print("wrote " + ", ".join(str(p) for p in (md, md.with_suffix(".json"), md.with_suffix(".png")) if p.exists()))
 
 
-def parser(doc, choices, smoke="smoke", default_help="default: gpu on CUDA, else cpu"):
+def parser(doc, choices, smoke="smoke", default_help="default: gpu on CUDA, else cpu", unit="runs", train_only=True,
+           devices=None):
     """The options of a study on this machinery: --preset (choices), --smoke, --jobs, --device, --train-only,
-    --from-results, --plan, --hours, --out, --results; a study adds its own before parse_args."""
+    --from-results, --plan, --hours, --out, --results, --scheduler; a study adds its own before parse_args.
+    unit: what a study runs ("runs", "models"); train_only: offer --train-only; devices: the --device choices
+    (default: any of cpu, cuda, auto)."""
     import argparse
     p = argparse.ArgumentParser(description=doc.split("\n")[0])
     p.add_argument("--preset", choices=sorted(choices), default=None, help=default_help)
     p.add_argument("--smoke", action="store_true", help=f"same as --preset {smoke}")
-    p.add_argument("--jobs", type=int, default=None, help="runs at a time, one thread each (default: the preset's)")
-    p.add_argument("--device", default="auto", help="cpu, cuda or auto")
-    p.add_argument("--train-only", action="store_true", help="train (or resume) the runs, measure nothing")
+    p.add_argument("--jobs", type=int, default=None, help=f"{unit} at a time, one thread each (default: the preset's)")
+    p.add_argument("--device", default="auto", choices=devices,
+                   help=" or ".join(devices) if devices else "cpu, cuda or auto")
+    if train_only:
+        p.add_argument("--train-only", action="store_true", help="train (or resume) the runs, measure nothing")
     p.add_argument("--from-results", action="store_true", help="tables and figures from the .npz exports only")
-    p.add_argument("--plan", action="store_true", help="print the runs in order with their estimated time, run nothing")
-    p.add_argument("--hours", type=float, default=None, help="start no run that would not be done within this many "
-                   "hours (estimated rate × 1.5, for load)")
+    p.add_argument("--plan", action="store_true",
+                   help=f"print the {unit} in order with their estimated time, run nothing")
+    p.add_argument("--hours", type=float, default=None, help=f"start no {unit[:-1]} that would not be done within this "
+                   "many hours (estimated rate × 1.5, for load; a killed one resumes)")
     p.add_argument("--out", default="runs", help="folder of the run directories")
     p.add_argument("--results", default=None, help="folder of the tables, figures and exports (default: "
                    "analyses/results, or --out for the smoke preset)")
