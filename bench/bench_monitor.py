@@ -18,9 +18,11 @@ default, so CPU time is the compute; wall time on a shared machine adds the wait
 
     python bench/bench_monitor.py                      # ≈ 4 min on 2 busy cores
     python bench/bench_monitor.py --n-samples 256 --every 1000
+    python bench/bench_monitor.py --sampler adaptive   # the engine from σ_max (defaults.SAMPLE_ENGINE)
 """
 import argparse
 import logging
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -50,6 +52,8 @@ def main():
     p.add_argument("--n-boot", type=int, default=1000)
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--sampler", default="heun", help="the monitor's sampler: heun (its default) or adaptive "
+                   "(the engine at defaults.SAMPLE_ENGINE)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     logging.getLogger("scoreprobe").setLevel(logging.WARNING)
@@ -75,21 +79,22 @@ def main():
     t_train = _best(lambda: [train_step() for _ in range(20)], args.repeat) / 20
     with tempfile.TemporaryDirectory() as tmp:
         monitor = sp.Monitor(series.dataset, series.rule, every=args.every, out=Path(tmp) / "m.zarr",
-                             n_samples=args.n_samples, n_boot=args.n_boot)
+                             n_samples=args.n_samples, n_boot=args.n_boot, sampler=args.sampler)
         t_skip = _best(lambda: [monitor(args.every * 7 + 1, model) for _ in range(1000)], args.repeat) / 1000
         due = iter(range(0, args.every * 1000, args.every))
         t_due = _best(lambda: monitor(next(due), model), args.repeat)
         model.eval()
-        kept = clock_step(model, series.dataset, series.rule, n_samples=args.n_samples)
-        t_clock = _best(lambda: clock_step(model, series.dataset, series.rule, n_samples=args.n_samples),
-                        args.repeat)
+        kw = {"n_samples": args.n_samples, "sampler": args.sampler}
+        kept = clock_step(model, series.dataset, series.rule, **kw)
+        t_clock = _best(lambda: clock_step(model, series.dataset, series.rule, **kw), args.repeat)
         model.train()
         monitor_mod.clock_step = lambda *a, **k: kept.copy()   # the sampling replaced: bookkeeping alone
         t_book = _best(lambda: monitor(next(due), model), 5)
         monitor_mod.clock_step = clock_step
         n_measured = len(monitor.steps)
     print(f"shipped DiT ({n_params:,} parameters), step {step}; batch {batch}; {args.n_samples} samples per "
-          f"measurement; {torch.get_num_threads()} torch thread(s); CPU time, best of {args.repeat}")
+          f"measurement, sampler {args.sampler}; {torch.get_num_threads()} torch thread(s); CPU time, best of "
+          f"{args.repeat}; load average {os.getloadavg()[0]:.1f}")
     print(f"train step            {1e3 * t_train:9.2f} ms")
     print(f"monitor, not due      {1e6 * t_skip:9.2f} µs")
     print(f"monitor, due          {t_due:9.2f} s")

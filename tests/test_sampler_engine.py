@@ -68,3 +68,20 @@ def test_a_clocks_store_of_other_sampling_settings_is_refused(tmp_path):
     assert json.loads(store.open_store(out).attrs["scoreprobe_config"])["sampler"]["engine"]["rtol"] == 0.05
     with pytest.raises(StoreError, match="config keys differ"):
         sp.clocks(mapping, n_samples=24, dataset=data, rule=rule, out=out, progress=False, sampler="adaptive")
+
+
+def test_the_monitor_with_the_adaptive_sampler_equals_clocks(tmp_path):
+    """`Monitor(..., sampler="adaptive")` measures what `clocks(..., sampler="adaptive")` does at the same steps."""
+    from scoreprobe.training.monitor import Monitor
+    rule = Parity(2, shape=(2, 4))
+    data = make_dataset(rule, n_train=6, n_heldout=4, seed=0)
+    mapping = {0: RuleDenoiser(rule), 10: EmpiricalDenoiser(data.train), 20: EmpiricalDenoiser(data.train[:3])}
+    monitor = Monitor(data, rule, every=10, out=tmp_path / "m.zarr", n_samples=40, sampler="adaptive")
+    for step, D in mapping.items():
+        monitor(step, D)
+    got = monitor.result()
+    want = sp.clocks(mapping, dataset=data, rule=rule, n_samples=40, progress=False, sampler="adaptive")
+    np.testing.assert_array_equal(got["state"].values, want["state"].values)
+    for key in ("rule_acc", "mem_ratio"):
+        np.testing.assert_array_equal(got[key].values, want[key].values)
+    assert json.loads(got.attrs["scoreprobe_config"])["sampler"] == Sampler("adaptive").config()
