@@ -85,3 +85,9 @@ def test_the_monitor_with_the_adaptive_sampler_equals_clocks(tmp_path):
     for key in ("rule_acc", "mem_ratio"):
         np.testing.assert_array_equal(got[key].values, want[key].values)
     assert json.loads(got.attrs["scoreprobe_config"])["sampler"] == Sampler("adaptive").config()
+
+
+def test_the_adaptive_sampler_describes_its_settings():
+    text = Sampler("adaptive").describe()
+    assert "adaptive engine" in text and "rtol 0.02" in text and "sigma knee 1" in text and "safety 0.7" in text
+    assert "sigma knee" not in Sampler("adaptive", engine=EngineSettings()).describe()

@@ -147,6 +147,8 @@ class Sampler:
 
     def describe(self):
         """One line for people: 'Heun PF-ODE', 'EDM stochastic (S_churn 40, ...)', 'DDIM (eta 0.5)'."""
+        if self.name == "adaptive":
+            return f"PF-ODE by {ode.describe_solver(self.engine, 1)}"
         if self.deterministic:
             return f"{self.name.capitalize()} PF-ODE"
         if self.name == "edm-stochastic":
