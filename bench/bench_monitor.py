@@ -18,9 +18,11 @@ default, so CPU time is the compute; wall time on a shared machine adds the wait
 
     python bench/bench_monitor.py                      # ≈ 4 min on 2 busy cores
     python bench/bench_monitor.py --n-samples 256 --every 1000
+    python bench/bench_monitor.py --sampler adaptive   # the engine from σ_max (defaults.SAMPLE_ENGINE)
 """
 import argparse
 import logging
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -43,6 +45,39 @@ def _best(fn, repeat):
         best = min(best, time.process_time() - t)
     return best
 
+def background(args, series, model, train_step, t_train):
+    """Monitor(background=True): wall time of `every` training steps with one measurement at their start
+    (sampled on the worker thread; `wait()` at the end, so a measurement longer than the stretch counts in
+    full) against the same steps without, alternated --repeat times; and the training thread's own CPU time
+    of the due call (copying the model, its digest, the hand-over)."""
+    plain, monitored, main_cpu = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        monitor = sp.Monitor(series.dataset, series.rule, every=args.every, out=Path(tmp) / "m.zarr",
+                             n_samples=args.n_samples, n_boot=args.n_boot, sampler=args.sampler, background=True)
+        due = iter(range(0, args.every * 1000, args.every))
+        for _ in range(args.repeat):
+            t = time.perf_counter()
+            for _ in range(args.every):
+                train_step()
+            plain.append(time.perf_counter() - t)
+            t, c = time.perf_counter(), time.thread_time()
+            monitor(next(due), model)
+            main_cpu.append(time.thread_time() - c)
+            for _ in range(args.every):
+                train_step()
+            monitor.wait()
+            monitored.append(time.perf_counter() - t)
+    ratio = [m / p - 1 for m, p in zip(monitored, plain)]
+    print(f"shipped DiT, step {series.steps[-1]}; {args.n_samples} samples per measurement, sampler {args.sampler}, "
+          f"background=True; {torch.get_num_threads()} torch thread(s); load average {os.getloadavg()[0]:.1f}")
+    print(f"train step (CPU)            {1e3 * t_train:9.2f} ms")
+    print(f"due call, training thread   {1e3 * min(main_cpu):9.2f} ms CPU  (copy, digest, hand-over)")
+    print(f"{args.every} steps without / with   " + ", ".join(f"{p:.1f} s / {m:.1f} s" for p, m in zip(plain, monitored))
+          + " (wall)")
+    print(f"overhead at every={args.every}: " + ", ".join(f"{r:.1%}" for r in ratio) + f" of the loop's wall time "
+          f"({os.cpu_count()} CPUs; other jobs share them)")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n-samples", type=int, default=1000)
@@ -50,6 +85,10 @@ def main():
     p.add_argument("--n-boot", type=int, default=1000)
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--background", action="store_true", help="Monitor(background=True): wall time of `every` "
+                   "training steps with one measurement on the worker thread against the same steps without")
+    p.add_argument("--sampler", default="heun", help="the monitor's sampler: heun (its default) or adaptive "
+                   "(the engine at defaults.SAMPLE_ENGINE)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     logging.getLogger("scoreprobe").setLevel(logging.WARNING)
@@ -73,23 +112,26 @@ def main():
         opt.step()
 
     t_train = _best(lambda: [train_step() for _ in range(20)], args.repeat) / 20
+    if args.background:
+        return background(args, series, model, train_step, t_train)
     with tempfile.TemporaryDirectory() as tmp:
         monitor = sp.Monitor(series.dataset, series.rule, every=args.every, out=Path(tmp) / "m.zarr",
-                             n_samples=args.n_samples, n_boot=args.n_boot)
+                             n_samples=args.n_samples, n_boot=args.n_boot, sampler=args.sampler)
         t_skip = _best(lambda: [monitor(args.every * 7 + 1, model) for _ in range(1000)], args.repeat) / 1000
         due = iter(range(0, args.every * 1000, args.every))
         t_due = _best(lambda: monitor(next(due), model), args.repeat)
         model.eval()
-        kept = clock_step(model, series.dataset, series.rule, n_samples=args.n_samples)
-        t_clock = _best(lambda: clock_step(model, series.dataset, series.rule, n_samples=args.n_samples),
-                        args.repeat)
+        kw = {"n_samples": args.n_samples, "sampler": args.sampler}
+        kept = clock_step(model, series.dataset, series.rule, **kw)
+        t_clock = _best(lambda: clock_step(model, series.dataset, series.rule, **kw), args.repeat)
         model.train()
         monitor_mod.clock_step = lambda *a, **k: kept.copy()   # the sampling replaced: bookkeeping alone
         t_book = _best(lambda: monitor(next(due), model), 5)
         monitor_mod.clock_step = clock_step
         n_measured = len(monitor.steps)
     print(f"shipped DiT ({n_params:,} parameters), step {step}; batch {batch}; {args.n_samples} samples per "
-          f"measurement; {torch.get_num_threads()} torch thread(s); CPU time, best of {args.repeat}")
+          f"measurement, sampler {args.sampler}; {torch.get_num_threads()} torch thread(s); CPU time, best of "
+          f"{args.repeat}; load average {os.getloadavg()[0]:.1f}")
     print(f"train step            {1e3 * t_train:9.2f} ms")
     print(f"monitor, not due      {1e6 * t_skip:9.2f} µs")
     print(f"monitor, due          {t_due:9.2f} s")

@@ -14,6 +14,14 @@ DEFAULT_SOLVER = "adaptive"
 # switching means re-measuring those (sampler="adaptive" / `--sampler adaptive` gives the engine).
 DEFAULT_SAMPLE_SOLVER = "heun"
 
+# The engine's settings for sampling from σ_max (`sampler="adaptive"`, `--sampler adaptive`, `Sampler("adaptive")`):
+# overrides of engine.EngineSettings. Above σ_k = sigma_knee the tolerance grows as σ/σ_k (an error made
+# there shrinks by σ_k/σ on the way down), a first step of h0 = 2 (σ 80 -> 10.8), rtol = atol = 0.02 and a
+# controller aiming at safety 0.7 (fewer rejected steps on the network's rough D at large σ). Chosen from
+# bench/bench_sampler_bias.py --vs-heun 128 (bench/RESULTS.md, "Sampling from σ_max = 80 at the engine's
+# cost"; docs/definitions.md, "The adaptive engine as sampler"). Stores record them (`sampler.engine`).
+SAMPLE_ENGINE = {"rtol": 0.02, "atol": 0.02, "h0": 2.0, "sigma_knee": 1.0, "safety": 0.7}
+
 # Fixed-grid Heun steps of every PF-ODE integration unless told otherwise (sample, integrate, clocks, basins,
 # retention, the CLI); chosen from bench/bench_sampler_bias.py (docs/definitions.md, "Sampler").
 DEFAULT_N_STEPS = 32

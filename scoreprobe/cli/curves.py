@@ -88,7 +88,8 @@ def sampler_options(fn):
     for param in reversed(CLI_NAMES):
         fn = click.option(CLI_NAMES[param], param, type=float, default=None, help=helps[param])(fn)
     return click.option("--sampler", "sampler_name", type=click.Choice(SAMPLER_NAMES), default="heun",
-                        help="How DiT samples are drawn: the deterministic PF-ODE (heun, euler), EDM's stochastic "
+                        help="How DiT samples are drawn: the deterministic PF-ODE (heun, euler; adaptive: the engine "
+                             "at defaults.SAMPLE_ENGINE, --n-steps unused), EDM's stochastic "
                              "sampler, DDIM-eta or ancestral (docs/definitions.md, \"Samplers\"). Recorded in the "
                              "store: a store made with one sampler is not extended with another.")(fn)
 
@@ -136,7 +137,7 @@ def clocks(source, n_samples, seed, n_steps, sampler_name, s_churn, s_noise, s_t
                f"{n_samples} samples, "
                f"seed {seed}, on {device}" + ("" if len(chosen) == len(s.steps) else "; --steps all for every one"))
     if s.kind == "dit":
-        click.echo(f"sampler: {sampler.describe()}, {n_steps} steps"
+        click.echo(f"sampler: {sampler.describe()}" + ("" if sampler_name == "adaptive" else f", {n_steps} steps")
                    + (_sampler_bias(n_steps) if sampler_name == "heun" else ""))
     with on_scheduler(scheduler):
         ds = run_clocks(s, n_samples=n_samples, seed=seed, n_steps=n_steps, device=device, steps=chosen,

@@ -32,9 +32,10 @@ import numpy as np
 import torch
 
 from scoreprobe.errors import ConfigError, DataError
-from scoreprobe.ode.tableaux import PAIRS, error_ratio, next_step
+from scoreprobe.ode.tableaux import PAIRS, SAFETY, error_ratio, next_step
 
 STATUS = ("success", "max_steps", "non_finite")   # per-row status codes 0, 1, 2 (as torchode records them)
+_LATER = {"sigma_knee": 0.0, "safety": SAFETY}     # settings added after stores recorded `spec()`: left out at these
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,11 @@ class EngineSettings:
         0 turns early decision off.
     max_steps : step attempts (accepted + rejected) per row before it stops with status max_steps.
     h0, h_max : the first and the largest step, as |ln(σ_next/σ)|.
+    sigma_knee : 0 (the default: off) or σ_k > 0: a step ending at σ' > σ_k is judged against
+        its tolerance times σ'/σ_k (docs/definitions.md, "The adaptive engine": where D barely
+        depends on x the flow shrinks an error made at σ' by σ_k/σ' on the way to σ_k), and the
+        controller shortens a step that would end where the tolerance is tighter.
+    safety : the controller aims the next step at safety^(q+1) times the tolerated error (0.9).
     """
     pair: str = "bs3"
     rtol: float = 0.005
@@ -58,6 +64,8 @@ class EngineSettings:
     max_steps: int = 200
     h0: float = 0.7
     h_max: float = 3.0
+    sigma_knee: float = 0.0
+    safety: float = SAFETY
 
     def __post_init__(self):
         if self.pair not in PAIRS:
@@ -65,6 +73,11 @@ class EngineSettings:
         for name in ("rtol", "atol", "h0", "h_max"):
             if not 0 < float(getattr(self, name)) < float("inf"):
                 raise ConfigError(f"engine setting {name} must be positive and finite, got {getattr(self, name)!r}")
+        if not 0 < float(self.safety) <= 1:
+            raise ConfigError(f"engine setting safety must be in (0, 1], got {self.safety!r}")
+        if not 0 <= float(self.sigma_knee) < float("inf"):
+            raise ConfigError(f"engine setting sigma_knee must be 0 (off) or positive and finite, "
+                              f"got {self.sigma_knee!r}")
         if not 0 < float(self.decide_tol) < 0.5:
             raise ConfigError(f"decide_tol must be in (0, 0.5) (a decided endpoint must be on-vertex), "
                               f"got {self.decide_tol!r}")
@@ -75,9 +88,10 @@ class EngineSettings:
                                   f" integer, got {v!r}")
 
     def spec(self):
-        """The settings as a plain dict (recorded in a store's config)."""
+        """The settings as a plain dict (recorded in a store's config); sigma_knee and safety only where
+        they differ from their defaults, so the record of every earlier setting is unchanged."""
         return {k: (v if isinstance(v, str) else (int(v) if k in ("patience", "max_steps") else float(v)))
-                for k, v in asdict(self).items()}
+                for k, v in asdict(self).items() if k not in _LATER or v != _LATER[k]}
 
     @classmethod
     def of(cls, value=None):
@@ -207,6 +221,19 @@ def _stage_streak(streak, x, x_new, xs, ks, sigma, ds, pair, settings):
     return streak
 
 
+def _knee(sigma, knee):
+    """The tolerance factor max(1, σ/σ_k) of `EngineSettings.sigma_knee` at σ (n,)."""
+    return (sigma / knee).clamp(min=1.0)
+
+
+def _knee_step(h, start, end, knee, order):
+    """The controller's next step h (n,) from σ = start, shortened where its end lies at a tighter
+    tolerance than the end of the step just judged (`end`): the local error grows as |h|^(q+1) and
+    the tolerance shrinks as σ' does, so h × (tolerance there / here)^(1/(q+1))."""
+    drop = _knee(start * torch.exp(h), knee) / _knee(end, knee)                  # (n,) <= 1 when tighter
+    return h * drop.clamp(max=1.0) ** (1.0 / (order + 1))
+
+
 def _attempt(D, st, act, pair, settings, t_end, k, chunk):
     """One step attempt of every row in `act` (each with its own step); updates the state."""
     x, f1, t = st.x[act], st.f[act], st.t[act]
@@ -223,11 +250,16 @@ def _attempt(D, st, act, pair, settings, t_end, k, chunk):
     x_new = x + dsx * sum(w * kj for w, kj in zip(pair.b, ks) if w)              # (n, D)
     err = dsx * sum((w - w_hat) * kj for w, w_hat, kj in zip(pair.b, pair.b_hat, ks))
     ratio = error_ratio(err, x, x_new, settings.rtol, settings.atol)             # (n,)
+    if settings.sigma_knee:
+        ratio = ratio / _knee(sigma + ds, settings.sigma_knee)                  # tolerance × σ'/σ_k above σ_k
     ok = (ratio <= 1.0) & torch.isfinite(x_new).all(dim=1)
     st.nfe[act] += pair.stages - 1
     st.acc[act] += ok.long()
     st.rej[act] += (~ok).long()
-    st.h[act] = next_step(h, ratio, pair.order, ok)
+    st.h[act] = next_step(h, ratio, pair.order, ok, settings.safety)
+    if settings.sigma_knee:
+        st.h[act] = _knee_step(st.h[act], torch.where(ok, sigma + ds, sigma), sigma + ds, settings.sigma_knee,
+                               pair.order)
     t_new = torch.where(t + h - t_end < 1e-12, torch.full_like(t, t_end), t + h)
     good = act[ok]
     if settings.patience > 0:

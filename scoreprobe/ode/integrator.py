@@ -164,8 +164,10 @@ def describe_solver(solver, n_steps):
     name, settings = resolve_solver(solver)
     if settings is None:
         return f"{int(n_steps)} {'Heun' if name == 'heun' else 'Euler'} steps"
+    extra = "".join(f", {name.replace('_', ' ')} {getattr(settings, name):g}" for name in ("sigma_knee", "safety")
+                    if name in settings.spec())
     return (f"the adaptive engine ({settings.pair}, rtol {settings.rtol:g}, atol {settings.atol:g}, "
-            f"decide_tol {settings.decide_tol:g}, patience {settings.patience})")
+            f"decide_tol {settings.decide_tol:g}, patience {settings.patience}{extra})")
 
 
 def _fixed_grid(D, x0, sigmas, solver, chunk_size, callback, progress):

@@ -30,7 +30,8 @@ import torch
 from tqdm.auto import tqdm
 
 from scoreprobe.ode import integrator as ode
-from scoreprobe.defaults import DEFAULT_N_STEPS
+from scoreprobe.defaults import DEFAULT_N_STEPS, SAMPLE_ENGINE
+from scoreprobe.ode.engine import EngineSettings
 from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.limits import warn_nonfinite_rows
 from scoreprobe.noise import randn_per_sample, stream_seed
@@ -100,13 +101,16 @@ def _check_edm(p, names):
 class Sampler:
     """A sampler and its parameters (module doc). Unset parameters take their defaults: S_noise 1,
     S_tmin 0, S_tmax inf, η 0 (ddim); "ancestral" is η = 1; "edm-stochastic" needs s_churn.
-    Giving a parameter that does not apply to `name` is a ConfigError."""
+    `engine` (an `engine.EngineSettings` or a dict of its fields) applies to "adaptive" only: the
+    engine's settings for sampling from σ_max, by default `defaults.SAMPLE_ENGINE` (docs/definitions.md,
+    "The adaptive engine as sampler"). Giving a parameter that does not apply to `name` is a ConfigError."""
     name: str = "heun"
     s_churn: float = None
     s_noise: float = None
     s_tmin: float = None
     s_tmax: float = None
     eta: float = None
+    engine: object = None
 
     def __post_init__(self):
         given = {p: getattr(self, p) for p in API_NAMES}
@@ -114,6 +118,15 @@ class Sampler:
             object.__setattr__(self, p, value)
         if self.name == "ancestral":
             object.__setattr__(self, "eta", 1.0)
+        if self.name == "adaptive":
+            object.__setattr__(self, "engine", EngineSettings.of(SAMPLE_ENGINE if self.engine is None else self.engine))
+        elif self.engine is not None:
+            raise ConfigError(f"engine settings apply to the adaptive sampler only, not to {self.name!r}")
+
+    @property
+    def solver(self):
+        """What `ode.integrate` takes as `solver=` for a deterministic sampler: its name, or the engine's settings."""
+        return self.engine if self.name == "adaptive" else self.name
 
     @property
     def deterministic(self):
@@ -126,14 +139,16 @@ class Sampler:
         out = {"name": self.name, **{p: getattr(self, p) for p in PARAMS.get(self.name, ())}}
         if self.name == "ancestral":
             out["eta"] = 1.0
-        if self.name == "adaptive":   # the engine's settings (its defaults): a retuned engine is another sampler
-            out["engine"] = ode.resolve_solver("adaptive")[1].spec()
+        if self.name == "adaptive":   # the engine's settings: a retuned engine is another sampler
+            out["engine"] = self.engine.spec()
         if out.get("s_tmax") == math.inf:
             out["s_tmax"] = None
         return out
 
     def describe(self):
         """One line for people: 'Heun PF-ODE', 'EDM stochastic (S_churn 40, ...)', 'DDIM (eta 0.5)'."""
+        if self.name == "adaptive":
+            return f"PF-ODE by {ode.describe_solver(self.engine, 1)}"
         if self.deterministic:
             return f"{self.name.capitalize()} PF-ODE"
         if self.name == "edm-stochastic":
@@ -143,17 +158,19 @@ class Sampler:
 
 
 def as_sampler(sampler=None, solver="heun"):
-    """A Sampler from None (the deterministic PF-ODE with `solver`), a name, a dict of its fields or a
-    Sampler. A name or Sampler for a deterministic solver must agree with `solver` unless that is
-    the default "heun"."""
+    """A Sampler from None (the deterministic PF-ODE with `solver`), a name, a dict of its fields, an
+    `engine.EngineSettings` (the adaptive sampler with those settings) or a Sampler. A name or Sampler
+    for a deterministic solver must agree with `solver` unless that is the default "heun"."""
     if sampler is None:
         return Sampler(solver)
-    if isinstance(sampler, str):
+    if isinstance(sampler, EngineSettings):
+        sampler = Sampler("adaptive", engine=sampler)
+    elif isinstance(sampler, str):
         sampler = Sampler(sampler)
     elif isinstance(sampler, dict):
         sampler = Sampler(**sampler)
     elif not isinstance(sampler, Sampler):
-        raise ConfigError(f"sampler must be a name ({', '.join(SAMPLERS)}), a dict or a Sampler, "
+        raise ConfigError(f"sampler must be a name ({', '.join(SAMPLERS)}), a dict, an EngineSettings or a Sampler, "
                           f"got {type(sampler).__name__}")
     if solver != "heun" and sampler.name != solver:
         raise ConfigError(f"solver={solver!r} and sampler={sampler.name!r} disagree; give one of them")
@@ -234,7 +251,7 @@ def integrate_with(D, x0, sigma_start, sampler, seed, index=None, n_steps=DEFAUL
     """
     sampler = as_sampler(sampler)
     if sampler.deterministic:
-        return ode.integrate(D, x0, sigma_start, n_steps=n_steps, solver=sampler.name, chunk_size=chunk_size,
+        return ode.integrate(D, x0, sigma_start, n_steps=n_steps, solver=sampler.solver, chunk_size=chunk_size,
                              callback=callback, progress=progress, sigma_min=sigma_min, rho=rho)
     sigmas, index = _check_inputs(x0, sigma_start, index, n_steps, sigma_min, rho)
     if chunk_size == "auto":
@@ -284,7 +301,7 @@ def sample(D, n, seed, n_steps=DEFAULT_N_STEPS, sigma_max=80.0, chunk_size=None,
     kw = dict(n_steps=n_steps, sigma_max=sigma_max, chunk_size=chunk_size, device=device, dtype=dtype, dim=dim,
               sigma_min=sigma_min, rho=rho, callback=callback, progress=progress)
     if spec.deterministic:
-        return ode.sample(D, n, seed, solver=spec.name, **kw)
+        return ode.sample(D, n, seed, solver=spec.solver, **kw)
     if int(n) != n or n < 1:
         raise ConfigError(f"n must be a positive integer, got {n!r}")
     d, device = ode._infer_dim(D, dim), ode.resolve_device(device, D)

@@ -56,11 +56,12 @@ def error_ratio(err, x, x_new, rtol, atol):
     return torch.where(torch.isfinite(ratio), ratio, torch.full_like(ratio, float("inf")))
 
 
-def next_step(h, ratio, order, accepted):
+def next_step(h, ratio, order, accepted, safety=SAFETY):
     """The next step in ln σ for each row (the elementary I-controller): h (B,) float64 < 0,
-    ratio (B,) from `error_ratio`, accepted (B,) bool. A rejected row never grows its step."""
+    ratio (B,) from `error_ratio`, accepted (B,) bool; safety in (0, 1]. A rejected row never grows
+    its step."""
     expo = -1.0 / (order + 1)
-    fac = SAFETY * torch.where(ratio > 0, ratio, torch.full_like(ratio, 1e-10)) ** expo     # (B,)
+    fac = safety * torch.where(ratio > 0, ratio, torch.full_like(ratio, 1e-10)) ** expo     # (B,)
     fac = fac.clamp(FAC_MIN, FAC_MAX)
     fac = torch.where(accepted, fac, fac.clamp(max=1.0))
     return h * fac

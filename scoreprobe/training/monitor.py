@@ -19,6 +19,7 @@ INFO); `monitor.result()` is the clocks Dataset so far. Definitions: docs/defini
 import json
 import logging
 import math
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +37,7 @@ from scoreprobe.sweep.executor import with_step
 from scoreprobe.sweep.identity import model_identity, same, side_effect_free
 
 logger = logging.getLogger(__name__)
+MAX_PENDING = 2   # background measurements waiting at once (each holds a copy of the model)
 
 
 class Monitor:
@@ -52,11 +54,16 @@ class Monitor:
     n_samples, seed, n_steps, sampler, device, chunk_size, keep_bits : as for `clocks`.
     rule_threshold, mem_threshold, n_boot : as for `taus` (τ and CIs after each measured step).
     overwrite : replace an existing store at `out` (built beside it, swapped in at the first step).
+    background : measure off the training thread: at a due step the model is copied (`copy.deepcopy`, in
+        eval mode) and sampled on one worker thread while the loop goes on; the call returns None and
+        the step is committed (store, τ, log) at a later call, in step order. At most MAX_PENDING
+        measurements wait; a due step beyond them waits for the oldest. `wait()` (and `result()`,
+        `steps`) commits every pending one. The results are those of the foreground monitor.
     """
 
     def __init__(self, dataset, rule=None, every=500, out=None, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS,
                  sampler=None, device=None, chunk_size=None, keep_bits=False, rule_threshold=RULE_THRESHOLD,
-                 mem_threshold=MEM_THRESHOLD, n_boot=1000, overwrite=False, steps=None):
+                 mem_threshold=MEM_THRESHOLD, n_boot=1000, overwrite=False, steps=None, background=False):
         rule = getattr(dataset, "rule", None) if rule is None else rule
         if rule is None or not hasattr(dataset, "train"):
             raise ConfigError("Monitor needs the training data (an object with .train and .heldout bits, e.g. "
@@ -79,6 +86,7 @@ class Monitor:
             "source": {"type": "monitor"}, "data": _dataset_identity(dataset, rule)})
         self.parts, self.models, self.tau = {}, {}, None
         self._overwrite = bool(overwrite)
+        self.background, self._pool, self._pending = bool(background), None, {}   # pending: step -> (identity, future)
         if out is not None:
             self._resume(out)
 
@@ -125,14 +133,54 @@ class Monitor:
                 raise StoreError(f"Monitor: step {step} was measured on another model (or one that cannot be "
                                  "identified); pass overwrite=True or another out= to start afresh")
             return self.parts[step]
+        if self.background:
+            self._submit(step, model, ident)
+            return None
         with side_effect_free(model):   # eval mode, the loop's random streams untouched
             ds = clock_step(model, self.dataset, self.rule, sampler=self.spec, **self.kw)
+        return self._commit(step, ds, ident)
+
+    def _commit(self, step, ds, ident):
+        """Record one measured step (ds: clock_step's Dataset): store, memory, τ and log; its Dataset."""
         part = with_step(ds, step)
         if self.out is not None:
             self._write(part, ident)
         self.parts[step], self.models[step] = part, ident
         self._update(step)
         return part
+
+    # -- off the training thread (background=True) ------------------------------------------------
+
+    def _submit(self, step, model, ident):
+        """Copy `model` and sample the copy on the worker thread; commit what has finished first."""
+        if step in self._pending:
+            return
+        self._collect()
+        while len(self._pending) >= MAX_PENDING:
+            self._collect(wait=1)
+        copy = snapshot(model)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scoreprobe-monitor")
+        self._pending[step] = (ident, self._pool.submit(self._measure, copy))
+
+    def _measure(self, model):
+        import torch
+        with torch.no_grad():   # grad mode is per thread
+            return clock_step(model, self.dataset, self.rule, sampler=self.spec, **self.kw)
+
+    def _collect(self, wait=0):
+        """Commit finished measurements in step order, waiting for the first `wait` (None: all) of them."""
+        for i, step in enumerate(sorted(self._pending)):
+            ident, future = self._pending[step]
+            if not (wait is None or i < wait or future.done()):
+                break
+            del self._pending[step]
+            self._commit(step, future.result(), ident)
+
+    def wait(self):
+        """Commit every pending background measurement (a no-op in the foreground); returns self."""
+        self._collect(wait=None)
+        return self
 
     def _update(self, step):
         """Re-read τ from every step so far; log the step's values and the τ known now."""
@@ -153,12 +201,14 @@ class Monitor:
 
     @property
     def steps(self):
-        """The measured steps, ascending."""
+        """The measured steps, ascending (pending background measurements committed first)."""
+        self.wait()
         return sorted(self.parts)
 
     def result(self):
         """The clocks Dataset of the steps measured so far (as `clocks` returns it: the curves, the
         per-sample states, τ with CIs and the window in attrs and as data variables)."""
+        self.wait()
         if not self.parts:
             raise ConfigError("Monitor: no step measured yet")
         ds = self._concat()
@@ -168,6 +218,24 @@ class Monitor:
     def __repr__(self):
         where = f", out={str(Path(self.out))!r}" if self.out is not None else ""
         return f"Monitor(every={self.every}, n_samples={self.kw['n_samples']}, steps measured={len(self.parts)}{where})"
+
+
+def snapshot(model):
+    """A copy of `model` to sample while the loop trains the original: `copy.deepcopy`, modules (and the
+    module a wrapper names in `__wrapped__`) in eval mode without gradients. ConfigError when it cannot
+    be copied."""
+    import copy
+    import torch
+    try:
+        out = copy.deepcopy(model)
+    except Exception as exc:   # noqa: BLE001  (any object a user passes)
+        raise ConfigError(f"Monitor(background=True) copies the model at each measured step, and this one "
+                          f"({type(model).__name__}) cannot be copied ({exc}); use background=False") from exc
+    for m in (out, getattr(out, "__wrapped__", None)):
+        if isinstance(m, torch.nn.Module):
+            m.eval()
+            m.requires_grad_(False)
+    return out
 
 
 def _step_set(steps):
