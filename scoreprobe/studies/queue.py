@@ -152,8 +152,9 @@ def run_queue(fn, args, runs, on_done, estimate_s, hours=None, jobs=1, log_name=
 
     if jobs <= 1:
         with one_thread(args.device, jobs):
-            for run in [r for r in todo if fits(r)]:
-                _done(on_done, guarded(fn, args, run, log_name), log)
+            for run in todo:   # the deadline read when each run would start, not once for all at the start
+                if fits(run):
+                    _done(on_done, guarded(fn, args, run, log_name), log)
         return skipped
     queue = (fn, args, fits, on_done, log, log_name)
     while todo:
