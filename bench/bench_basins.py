@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 import scoreprobe as sp
-from scoreprobe.ode import edm_sigmas, integrate
+from scoreprobe.ode import integrate
 from scoreprobe.probes.basins import basin_map
 from scoreprobe.slices import classify
 
