@@ -96,3 +96,21 @@ def test_the_slope_difference_is_the_interaction_of_one_least_squares_fit():
     censored = [row(N, y) for N, y in zip(Ns, yb)]
     censored[0]["curves"]["tau_mem"][3] = math.inf
     assert math.isnan(T.slope_difference([row(N, y) for N, y in zip(Ns, ya)], censored, {30, 60, 120})["value"])
+
+
+def test_the_design_line_names_the_learning_rate_and_where_a_larger_model_memorizes_later():
+    """design_lines: one lr for every size is stated, and each N where the larger DiT's pooled τ_mem (0.1) is the
+    later one is named; with τ_mem falling with size at every N it says none does."""
+    T = _analysis("capacity_exponent.tables")
+    runs = _analysis("capacity_exponent.grid").plan("cpu")
+    j = 3   # memorization 0.1 in MEM_THRESHOLDS (0.01, 0.02, 0.05, 0.1, ...)
+
+    def rows(size, params, taus):
+        return [{"params": params, "meta": {"N": N, "size": size},
+                 "curves": {"tau_mem": [t if k == j else None for k in range(6)]}} for N, t in taus for _ in (0, 1)]
+    small = rows("80x4", 5e5, [(30, 1600.0), (60, 4200.0)])
+    later = {"80x4": small, "192x4": rows("192x4", 3e6, [(30, 1400.0), (60, 6100.0)])}
+    text = T.design_lines(later, runs)[0]
+    assert "lr 0.002" in text and "N = 60: 80x4 4200, 192x4 6100" in text and "N = 30" not in text
+    earlier = {"80x4": small, "192x4": rows("192x4", 3e6, [(30, 1400.0), (60, 3900.0)])}
+    assert "no N shows a larger DiT memorizing later" in T.design_lines(earlier, runs)[0]

@@ -54,10 +54,11 @@ def capacity_lines(results):
         said = (f"b(largest) − b(smallest) over the common N: {d['value']:+.2f} [{lo:+.2f}, {hi:+.2f}] (one least-squares "
                 "fit with a size × ln N term, t interval, memorization 0.1, one test): " + (
                     "b is smaller for the larger model, toward the field's b = 1 — what a capacity effect near n* "
-                    "would give, read on two sizes only" if hi < 0 else
+                    f"would give, read on {len(q['sizes'])} sizes only" if hi < 0 else
                                                                 "b is larger for the larger model" if lo > 0 else
                                                                 "no change of b with capacity is resolved"))
-    return lines + ["", f"- {said}. {BONNAIRE}", ""]
+    design = [f"- {q['design']}"] if q.get("design") else []
+    return lines + ["", f"- {said}. {BONNAIRE}", *design, ""]
 
 
 def _done(c):
