@@ -1,12 +1,16 @@
 """One run of a study, start to end: train (or resume) it, measure the clocks of every checkpoint
 (`queue.measured_clocks`, store <run dir>/clocks.zarr, resumed) and write its export (`export.export_run`,
 <exports>/<run>.npz); a stage already done is skipped, and its time kept from the earlier export."""
+import json
 import logging
+import math
+import statistics
 import time
 from pathlib import Path
 
 from scoreprobe.data.curriculum import piece_valid
 from scoreprobe.data.rules import rule_from_spec
+from scoreprobe.errors import CheckpointError
 from scoreprobe.loading.series import load_series
 from scoreprobe.models.build import param_count
 from scoreprobe.studies.export import export_run, load_exports
@@ -20,13 +24,40 @@ def run_dir(args, run):
     return Path(args.out) / run.folder / run.name
 
 
+DIVERGE_FACTOR = 10.0   # a logged loss this many times the median of the DIVERGE_WINDOW lines before it
+DIVERGE_WINDOW = 10
+
+
+def divergence(path, factor=DIVERGE_FACTOR, window=DIVERGE_WINDOW):
+    """The first line of <path>/train_log.jsonl whose loss is not finite or exceeds `factor` × the median of the
+    `window` lines before it: {"step", "loss", "median"}; None when training never blew up (or there is no log)."""
+    log = Path(path) / "train_log.jsonl"
+    if not log.is_file():
+        return None
+    losses = [(d["step"], d["loss"]) for d in map(json.loads, filter(str.strip, log.read_text().splitlines()))
+              if "loss" in d]
+    for i in range(window, len(losses)):
+        step, loss = losses[i]
+        median = statistics.median(v for _, v in losses[i - window:i])
+        if not math.isfinite(loss) or loss > factor * median:
+            return {"step": int(step), "loss": float(loss), "median": float(median)}
+    return None
+
+
 def run_one(args, run):
-    """Train (or resume) one run, measure its clocks and export it; returns the run's name."""
+    """Train (or resume) one run, measure its clocks and export it; returns the run's name. A run whose training
+    diverged (`divergence`) is refused before its clocks: a CheckpointError, nothing exported."""
     path, t0 = run_dir(args, run), time.time()
     if not finished(path, run.cfg):
         train_run(run.cfg, path, device=args.device, progress=False)
     train_s = time.time() - t0
     logger.info("%s: trained (%.0f s)", run.name, train_s)
+    blown = divergence(path)
+    if blown is not None:
+        raise CheckpointError(f"{run.name}: training diverged at step {blown['step']} (loss {blown['loss']:.3g}, "
+                              f"{blown['loss'] / blown['median']:.0f}× the median {blown['median']:.3g} of the "
+                              f"{DIVERGE_WINDOW} log lines before); not measured or exported: its τ would read a "
+                              "broken network (a lower learning rate or a warm-up is needed)")
     if args.train_only:
         return run.name
     t1 = time.time()
