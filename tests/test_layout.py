@@ -125,7 +125,7 @@ def test_probes_reach_no_stats_through_a_lower_module_either():
 
 
 def test_studies_sit_between_stats_and_viz():
-    """stats -> studies -> viz -> reports -> cli (DESIGN.md): nothing in stats (or below) reaches the studies, and
+    """stats -> studies -> viz -> cli (the README's layout): nothing in stats (or below) reaches the studies, and
     the studies reach neither the figures, the reports nor the command line."""
     graph = import_graph()
     low = [m for m in graph if _inside(m, "scoreprobe.stats") or _inside(m, "scoreprobe.probes")]

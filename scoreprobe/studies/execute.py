@@ -12,8 +12,9 @@ exists with the same TrainConfig is skipped (a rerun resumes the grid and rewrit
 
 Locally (scheduler None) the runs go through `scoreprobe.studies.queue.run_queue`: in grid order, `jobs` at a
 time in one-thread worker processes (jobs ≤ 1: in this process, one torch thread); a run that raises is
-logged and the others go on; a worker process that dies (killed, out of memory) is retried alone once. With a
-scheduler, see `scoreprobe.studies.distributed`. Nothing is printed: progress goes to the "grid" logger.
+logged and the others go on; a worker process that dies (killed, out of memory) is retried alone once. With
+a scheduler, the same queue hands each run to `scoreprobe.studies.distributed`. Nothing is printed: progress
+goes to the "grid" logger.
 """
 import dataclasses
 import logging
@@ -45,9 +46,8 @@ class Summary:
 
 def _args(grid, device, n_samples, n_steps, jobs):
     """The namespace runner.run_one reads (absolute paths: a dask worker may run in another folder)."""
-    out = Path(grid.out).resolve()
-    return SimpleNamespace(out=out, exports=out / "exports", device=device, n_samples=int(n_samples),
-                           n_steps=n_steps, train_only=False, keep_bits=False, jobs=jobs)
+    return SimpleNamespace(out=Path(grid.out).resolve(), exports=Path(grid.exports).resolve(), device=device,
+                           n_samples=int(n_samples), n_steps=n_steps, train_only=False, keep_bits=False, jobs=jobs)
 
 
 def _check(jobs, n_samples, n_steps, hours, scheduler, device):
@@ -102,12 +102,8 @@ def run(grid, jobs=1, scheduler=None, device="cpu", n_samples=1000, n_steps=None
         if progress is not None:
             progress(name)
 
-    if scheduler is None:
-        not_started = run_queue(runner.run_one, args, todo, on_done, lambda r: run_seconds(r, n_samples), hours,
-                                jobs, "grid")
-    else:
-        from scoreprobe.studies.distributed import run_on_dask
-        not_started = run_on_dask(scheduler, args, todo, on_done, resources, fn=runner.run_one)
+    not_started = run_queue(runner.run_one, args, todo, on_done, lambda r: run_seconds(r, n_samples), hours, jobs,
+                            "grid", scheduler, resources)
     order = [r.name for r in grid.runs]
     failed = [n for n in order if n not in exported and n not in done and n not in not_started]
     summary = Summary([n for n in order if n in done], [n for n in order if n in exported], failed,

@@ -123,7 +123,8 @@ def guarded(fn, args, run, log_name):
         return None
 
 
-def run_queue(fn, args, runs, on_done, estimate_s, hours=None, jobs=1, log_name="queue", scheduler=None):
+def run_queue(fn, args, runs, on_done, estimate_s, hours=None, jobs=1, log_name="queue", scheduler=None,
+              resources=None):
     """fn(args, run) (top-level, picklable; returns the run's name) over `runs` in order, `jobs` at a time: a run
     starts when a worker is free; on_done(name) after each success. With `hours`, a run whose estimate_s(run) ×
     LOAD_FACTOR would end past now + hours is not started (logged). A worker process that dies (SIGKILL, the
@@ -133,13 +134,15 @@ def run_queue(fn, args, runs, on_done, estimate_s, hours=None, jobs=1, log_name=
 
     With `scheduler` (a distributed.Client, "tcp://HOST:PORT" or ("local", n)) each run is a dask task instead
     (scoreprobe.studies.distributed: a dead worker's run is run again elsewhere and resumes), `jobs` and `hours`
-    unused: the cluster decides how many run at once, and every run is submitted."""
+    unused: the cluster decides how many run at once, and every run is submitted; `resources`: the dask worker
+    resources each run needs (e.g. {"GPU": 1})."""
     log = logging.getLogger(log_name)
     if scheduler is not None:
         from scoreprobe.studies.distributed import run_on_dask
         if hours is not None:
             log.info("--hours is not applied on a dask cluster: every run is submitted")
-        return run_on_dask(scheduler, shared_paths(args), list(runs), lambda name: _done(on_done, name, log), fn=fn)
+        return run_on_dask(scheduler, shared_paths(args), list(runs), lambda name: _done(on_done, name, log),
+                           resources, fn=fn)
     deadline = None if hours is None else time.time() + hours * 3600
     skipped, todo = [], list(runs)
 
