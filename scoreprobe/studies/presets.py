@@ -10,7 +10,7 @@ from pathlib import Path
 
 from scoreprobe.studies import recipes, runner
 from scoreprobe.studies.export import load_exports
-from scoreprobe.studies.queue import finish_times, run_queue
+from scoreprobe.studies.queue import finish_times, run_queue, train_stacked
 
 
 def run_one(args, run, folder):
@@ -33,12 +33,16 @@ def exported(runs, folder_of):
 def run_all(args, runs, folder_of, on_done):
     """run_one over the runs not yet exported, in plan order, `args.jobs` at a time; on_done(name) after each (a
     failure is logged, the rest go on). With args.hours, no run starts that would not be done by then
-    (estimated rate × LOAD_FACTOR). Returns False when some run was not started for the deadline."""
+    (estimated rate × LOAD_FACTOR). Returns False when some run was not started for the deadline. With
+    args.ensemble (a study's default on CUDA) and no scheduler, the runs train first as stacked ensembles
+    (queue.train_stacked, `args.jobs` groups at a time, --hours not applied), then run_one measures and exports."""
     done = exported(runs, folder_of)
     todo = [r for r in runs if r.name not in done]
     scheduler = getattr(args, "scheduler", None)
     folders = {r.name: Path(folder_of(r)).resolve() if scheduler else folder_of(r)   # picklable, unlike folder_of,
                for r in todo}                                     # for the workers (absolute: a dask worker's cwd)
+    if getattr(args, "ensemble", False) and scheduler is None and todo:   # on CUDA: stacked ensembles train first
+        train_stacked([r.cfg for r in todo], [runner.run_dir(args, r) for r in todo], args.device, args.jobs)
     skipped = run_queue(functools.partial(_run_in, folders=folders), args, todo, on_done,
                         lambda r: recipes.run_seconds(r, args.n_samples), getattr(args, "hours", None),
                         args.jobs, "presets", scheduler)

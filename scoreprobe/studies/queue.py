@@ -83,6 +83,25 @@ def train_ensembles(cfgs, run_dirs, device):
                         time.time() - t0)
 
 
+def _train_group(cfgs, run_dirs, device):
+    """train_ensembles in a worker process; a group that raises is logged, not fatal (the others go on, and
+    run_one then trains its runs alone)."""
+    try:
+        train_ensembles(cfgs, run_dirs, device)
+    except Exception as e:   # noqa: BLE001
+        logger.error("ensemble of %s failed: %s: %s", ", ".join(Path(d).name for d in run_dirs), type(e).__name__, e)
+
+
+def train_stacked(cfgs, run_dirs, device, jobs):
+    """Train (or resume) the runs as stacked ensembles (`ensemble_groups`: one per architecture and step count),
+    `jobs` groups at a time in worker processes: on a GPU one process per run is bound by kernel launches, and a
+    stacked group launches the kernels of one run for all its members."""
+    groups = ensemble_groups(cfgs)
+    calls = [([cfgs[i] for i in g], [run_dirs[i] for i in g], device) for g in groups]
+    logger.info("training %d runs as %d stacked ensembles, %d at a time", len(cfgs), len(calls), min(jobs, len(calls)))
+    in_parallel(_train_group, calls, min(jobs, len(calls)))
+
+
 def measured_clocks(series, out, **kw):
     """sp.clocks(series, out=out, **kw) resumed from its store; a store with other settings (or sampled
     with other noise, before 2026-12-01) is replaced: it is derived from the run, which is kept."""

@@ -70,11 +70,21 @@ def run_one(args, run):
     clocks_s = time.time() - t1
     export = args.exports / f"{run.name}.npz"
     earlier = _previous(export, run) if min(train_s, clocks_s) <= 5 else {}   # a skipped stage keeps its time
-    export_run(ds, run.cfg, param_count(run.cfg), export, meta=run.meta,
+    export_run(ds, run.cfg, param_count(run.cfg), export, meta=with_device(run.meta, args.device),
                train_s=train_s if train_s > 5 else earlier.get("train_s"),
                clocks_s=clocks_s if clocks_s > 5 else earlier.get("clocks_s"), piece_valid=piece)
     logger.info("%s: clocks (%.0f s), exported to %s", run.name, clocks_s, export)
     return run.name
+
+
+def with_device(meta, device):
+    """meta, plus {"device": "cuda: <its name>"} when the study ran on a device other than the CPU (a run's τ may
+    differ in rounding between devices; exports made on the CPU, all before 2026-12-05, carry no field)."""
+    if str(device) == "cpu":
+        return meta
+    import torch
+    name = torch.cuda.get_device_name(torch.device(device)) if str(device).startswith("cuda") else str(device)
+    return {**meta, "device": f"{device}: {name}"}
 
 
 def _previous(export, run):
