@@ -19,6 +19,7 @@ default, so CPU time is the compute; wall time on a shared machine adds the wait
     python bench/bench_monitor.py                      # ≈ 4 min on 2 busy cores
     python bench/bench_monitor.py --n-samples 256 --every 1000
     python bench/bench_monitor.py --sampler adaptive   # the engine from σ_max (defaults.SAMPLE_ENGINE)
+    python bench/bench_monitor.py --defaults           # Monitor() as shipped, over the shipped recipe (issue 59)
 """
 import argparse
 import logging
@@ -78,6 +79,33 @@ def background(args, series, model, train_step, t_train):
           f"({os.cpu_count()} CPUs; other jobs share them)")
 
 
+def at_defaults(args, series, t_train):
+    """`sp.Monitor` at its defaults (schedule `log_steps()`, sampler defaults.MONITOR_SAMPLER, 1000 samples) over the
+    shipped recipe's `total_steps`: every due step measured once, on the shipped checkpoint nearest to it on a log
+    axis (step 0 for step 0), in CPU time; overhead = their sum / (total_steps × train step)."""
+    import math
+    total = int(series.config.get("total_steps", series.steps[-1]))
+    ckpts = [s for s in series.steps if s > 0]
+
+    def nearest(step):
+        return 0 if step == 0 else min(ckpts, key=lambda c: abs(math.log(c) - math.log(step)))
+
+    costs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        monitor = sp.Monitor(series.dataset, series.rule, out=Path(tmp) / "m.zarr")
+        for step in (s for s in range(total + 1) if monitor.due(s)):
+            model = series.denoiser(nearest(step))
+            t = time.process_time()
+            monitor(step, model)
+            costs.append((step, nearest(step), time.process_time() - t))
+    print(f"sp.Monitor at its defaults ({monitor!r}, sampler {monitor.spec.name}) over the shipped recipe's {total} "
+          f"steps; {torch.get_num_threads()} torch thread(s); CPU time; load average {os.getloadavg()[0]:.1f}")
+    print(f"train step            {1e3 * t_train:9.2f} ms  ({total} steps: {total * t_train:.0f} s)")
+    print("due step (checkpoint measured): CPU s  " + ", ".join(f"{s} ({c}): {t:.2f}" for s, c, t in costs))
+    spent = sum(t for _, _, t in costs)
+    print(f"{len(costs)} measurements, {spent:.1f} s: overhead {spent / (total * t_train):.1%} of the loop's time")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n-samples", type=int, default=1000)
@@ -87,6 +115,8 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--background", action="store_true", help="Monitor(background=True): wall time of `every` "
                    "training steps with one measurement on the worker thread against the same steps without")
+    p.add_argument("--defaults", action="store_true", help="the monitor at its defaults over the shipped recipe: "
+                   "every step its log-spaced schedule measures, on the nearest shipped checkpoint")
     p.add_argument("--sampler", default="heun", help="the monitor's sampler: heun (its default) or adaptive "
                    "(the engine at defaults.SAMPLE_ENGINE)")
     args = p.parse_args()
@@ -112,6 +142,8 @@ def main():
         opt.step()
 
     t_train = _best(lambda: [train_step() for _ in range(20)], args.repeat) / 20
+    if args.defaults:
+        return at_defaults(args, series, t_train)
     if args.background:
         return background(args, series, model, train_step, t_train)
     with tempfile.TemporaryDirectory() as tmp:

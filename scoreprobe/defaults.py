@@ -31,6 +31,14 @@ DEFAULT_N_STEPS = 32
 # in docs/definitions.md). Printed next to the clocks so that nobody reads τ without it.
 SAMPLER_BIAS = {"n_steps": DEFAULT_N_STEPS, "vs_n_steps": 4 * DEFAULT_N_STEPS, "rule_acc": 0.0073, "mem_ratio": 0.0010}
 
+# `sp.Monitor`'s defaults (issue 59: at most 10% of a training loop's time, bench/RESULTS.md, "The monitor at its
+# defaults"): step 0 and the steps round(first · 10^(k / per_decade)), k = 0, 1, ... (100, 126, 158, ..., 36 000
+# after 26: about the density of the shipped checkpoint series, whose τ every study reads off a log axis), each
+# sampled with the adaptive engine ("adaptive": SAMPLE_ENGINE, bias against Heun 128 as small as Heun 32's at 2.3x
+# fewer evaluations). A loop that passes every= or steps= picks its own schedule, sampler="heun" `clocks`' sampler.
+MONITOR_SCHEDULE = {"first": 100, "per_decade": 10}
+MONITOR_SAMPLER = "adaptive"
+
 RULE_THRESHOLD = 0.9   # τ_rule: rule_acc reaches this (and τ_novel: this × the oracle's novel_valid)
 MEM_THRESHOLD = 0.1    # τ_mem: mem_ratio reaches this
 

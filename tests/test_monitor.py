@@ -37,7 +37,8 @@ def test_monitor_gives_the_taus_of_clocks_on_the_same_checkpoints(doc_run):
     monitor, checkpoints, data, rule = (doc_run[k] for k in ("monitor", "checkpoints", "data", "rule"))
     assert monitor.steps == [0, 500, 1000, 1500, 2000, 2500] == sorted(checkpoints)
     got = monitor.result()
-    want = sp.clocks(checkpoints, dataset=data, rule=rule, n_samples=300, progress=False)
+    assert monitor.spec == sp.Sampler("adaptive")   # the monitor's default sampler: clocks with it read the same
+    want = sp.clocks(checkpoints, dataset=data, rule=rule, n_samples=300, sampler="adaptive", progress=False)
     np.testing.assert_array_equal(got["state"].values, want["state"].values)
     for key in ("rule_acc", "mem_ratio", "novel_valid"):
         np.testing.assert_array_equal(got[key].values, want[key].values)
@@ -168,3 +169,29 @@ def test_overwrite_starts_afresh_in_an_existing_store(tmp_path):
     fresh(5, sp.EmpiricalDenoiser(data.train))
     assert sp.written_steps(out) == [5] and fresh.steps == [5]
     assert float(sp.open_store(out)["mem_ratio"].values[0]) == 1.0
+
+
+def test_the_default_schedule_is_log_spaced_and_needs_no_total():
+    from scoreprobe.training.monitor import log_steps
+    rule = sp.Parity(G=2, shape=(4, 4))
+    monitor = Monitor(sp.make_dataset(rule, n_train=8, n_heldout=8, seed=0))
+    due = [s for s in range(36001) if monitor.due(s)]
+    assert due[:8] == [0, 100, 126, 158, 200, 251, 316, 398] and due[-1] == 31623 and len(due) == 27
+    assert all(b / a < 1.27 for a, b in zip(due[1:], due[2:]))   # 10 per decade: ratio 10 ** 0.1 = 1.259
+    assert "log-spaced" in repr(monitor) and monitor.spec == sp.Sampler("adaptive")
+    assert sorted(log_steps(first=10, per_decade=1))[:4] == [0, 10, 100, 1000]
+    assert Monitor(monitor.dataset, every=7).due(14) and not Monitor(monitor.dataset, every=7).due(100)
+    with pytest.raises(ConfigError, match="not both"):
+        Monitor(monitor.dataset, every=7, steps=[1])
+
+
+def test_a_token_model_is_refused_under_the_default_sampler_with_the_setting_that_works():
+    rule = sp.Parity(G=2, shape=(4, 4))
+
+    class Tokens(torch.nn.Module):   # a GPT-like model: it samples itself
+        def sample(self, n, seed):
+            return np.zeros((n, 16), np.uint8)
+
+    monitor = Monitor(sp.make_dataset(rule, n_train=8, n_heldout=8, seed=0), n_samples=4)
+    with pytest.raises(ConfigError, match="sampler='heun'"):
+        monitor(0, Tokens())
