@@ -3,7 +3,7 @@ seed), then training seeds at that rate on the evaluation split; the GPT in patc
 order; τ_rule and τ_mem over thresholds per step and per training FLOP; abruptness of memorization over one
 common band.
 
-Phase 1 trains the sweep (grid.tuning_runs: 3 rates per model on data seed 1); choice.py chooses each model's
+Phase 1 trains the sweep (grid.tuning_runs: 3 rates per model on data seed 1); grid.choices chooses each model's
 rate from those exports alone (the earliest τ_rule at 0.8); phase 2 trains the chosen rates' seeds on the
 evaluation split (data seed 0); phase 3 trains the evaluation runs again with denser checkpoints
 (grid.dense_runs), read for the abruptness over the common band alone. Runs train `--jobs` at a time in
@@ -30,7 +30,6 @@ backward, × batch), checked against torch's FlopCounterMode in tests/test_flops
 import logging
 
 from analyses.gpt_dit_match import grid as grid_mod
-from analyses.gpt_dit_match import choice
 from scoreprobe.cli.study import drive
 from scoreprobe.studies import presets
 from scoreprobe.cli import study as study_cli
@@ -53,7 +52,7 @@ def describe(run):
 
 def plan_lines(args):
     tuning = grid_mod.tuning_runs(args.preset)
-    chosen = choice.choices(args.results, args.preset)
+    chosen = grid_mod.choices(args.results, args.preset)
     ready, pending = grid_mod.chosen_eval_runs(args.preset, chosen)
     dense = grid_mod.dense_runs(args.preset, chosen)
     lines = presets.plan_lines(tuning + ready + dense, args, folder_of(args), describe, pending)
@@ -75,7 +74,7 @@ def main(argv=None):
         if not presets.run_all(args, grid_mod.tuning_runs(args.preset), folder_of(args), on_done):
             return False
         if not args.train_only:   # the chosen rates are read from the sweep's exports
-            chosen = choice.choices(args.results, args.preset)
+            chosen = grid_mod.choices(args.results, args.preset)
             ready, _ = grid_mod.chosen_eval_runs(args.preset, chosen)
             dense = grid_mod.dense_runs(args.preset, chosen)
             presets.run_all(args, ready + dense, folder_of(args), on_done)
