@@ -111,7 +111,7 @@ def test_cpu_plan_reuses_the_scaling_parity_runs_and_fits_its_budget():
     exact = [r for r in plan if grid.has_counts(r)]
     assert sorted({r.cfg.rule["k"] for r in exact}) == [3, 9, 18] and {r.cfg.n_train for r in plan} == {240}
     assert {r.steps for r in plan} == {30000} and all(r.cfg.n_heldout == 1024 for r in exact)
-    each = {grid.run_seconds(r, args.n_samples) for r in exact}
+    each = {importlib.import_module("scoreprobe.studies.recipes").run_seconds(r, args.n_samples) for r in exact}
     assert len(each) == 1                                   # equal runs: 9 of them two at a time take 5 rounds
     each = each.pop()
     assert math.ceil(len(exact) / args.jobs) * each / 3600 <= 1.05 * grid.CPU_BUDGET_H

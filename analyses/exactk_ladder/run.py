@@ -27,18 +27,19 @@ error and chance levels"), Clopper–Pearson intervals for the step-0 accuracy.
 """
 import argparse
 import copy
+import importlib
 import logging
-import time
 
 from analyses.exactk_ladder import grid as grid_mod
 from scoreprobe.cli import study as study_cli
 from scoreprobe.cli.study import drive
-from scoreprobe.studies import presets
+from scoreprobe.studies import presets, recipes
 from scoreprobe.studies import runner as scaling_run
-from scoreprobe.studies.queue import run_queue, train_ensembles
+from scoreprobe.studies.queue import run_queue, throttled, train_ensembles
 
 logger = logging.getLogger("exactk_ladder")
-WRITE_EVERY_S = 300   # rewrite the tables after a finished run at most this often (and always at the end)
+WRITE_EVERY_S = 300   # rewrite the tables after a finished run at most this often (and always at the end): a
+# CPU-preset run takes ≈ 25 min, so after every run there; a smoke run seconds: once, at the end
 
 
 def parse_args(argv=None):
@@ -52,9 +53,8 @@ def run_one(args, run):
     """scaling's run_one (train or resume, clocks, export) into the run's own export folder; exact-K runs
     keep the bits, so that their export holds each sample's Σ bits."""
     a = copy.copy(args)
-    a.exports = grid_mod.export_folders(args.results, args.preset, run)[0]
     a.keep_bits = grid_mod.has_counts(run)
-    return scaling_run.run_one(a, run)
+    return presets.run_one(a, run, folder_of(args)(run))
 
 
 def folder_of(args):
@@ -72,29 +72,12 @@ def run_all(args, runs, on_done):
     runs = [r for r in runs if r.name not in done]
     if args.ensemble and runs:
         train_ensembles([r.cfg for r in runs], [scaling_run.run_dir(args, r) for r in runs], args.device)
-    return run_queue(run_one, args, runs, on_done, lambda r: grid_mod.run_seconds(r, args.n_samples), args.hours,
+    return run_queue(run_one, args, runs, on_done, lambda r: recipes.run_seconds(r, args.n_samples), args.hours,
                      1 if args.ensemble else args.jobs, "exactk_ladder", args.scheduler)
 
 
 def describe(run):
     return f"{grid_mod.label(run):16s} training seed {run.seed} data seed {run.cfg.data_seed}"
-
-
-def _throttled(on_done, every_s=WRITE_EVERY_S):
-    """on_done (the tables rewritten) after a finished run only when the last call is `every_s` old (a
-    CPU-preset run takes ≈ 25 min, so after every run there; a smoke run seconds: once, at the end)."""
-    last = [time.time()]
-
-    def throttled(name):
-        if time.time() - last[0] >= every_s:
-            on_done(name)
-            last[0] = time.time()
-    return throttled
-
-
-def _write(args, runs):
-    from analyses.exactk_ladder.tables import write_all   # imported when first needed
-    return write_all(args, runs)
 
 
 def main(argv=None):
@@ -103,9 +86,10 @@ def main(argv=None):
     runs = grid_mod.plan(args.preset)
 
     def train(on_done):
-        run_all(args, runs, _throttled(on_done))
+        run_all(args, runs, throttled(on_done, WRITE_EVERY_S))
     plan = lambda: presets.plan_lines(runs, args, folder_of(args), describe)   # noqa: E731
-    drive(args, plan, train, lambda: _write(args, runs), logger)
+    tables = lambda: importlib.import_module("analyses.exactk_ladder.tables")   # noqa: E731  (when first needed)
+    drive(args, plan, train, lambda: tables().write_all(args, runs), logger)
 
 
 if __name__ == "__main__":

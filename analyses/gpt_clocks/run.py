@@ -25,14 +25,13 @@ import scoreprobe as sp
 from scoreprobe.atomic import atomic_write_text
 from scoreprobe.store import normalize_config
 from scoreprobe.studies import shipped_clocks as C
-from scoreprobe.training.train import TrainConfig, ckpt_path, train_run
+from scoreprobe.training.train import TrainConfig, train_run
 from scoreprobe.reports.clock_tables import models_table
 from scoreprobe.viz.clock_runs import curves_figure
 
 logger = logging.getLogger("gpt_clocks")
 GPT_SETTINGS = dict(model="gpt", size="tiny", hidden_size=None, lr=1e-3, total_steps=12000, n_checkpoints=20,
                     first_checkpoint=100)   # everything else (data, batch 96, EMA, fp16) as the shipped DiT
-KEYS = ("tau_rule", "tau_novel", "tau_mem", "window_intervals", "window_log10_width", "under_resolved")
 
 
 def parse_args(argv=None):
@@ -47,19 +46,6 @@ def parse_args(argv=None):
 def gpt_config(dit):
     """The shipped DiT's training config with the GPT settings: same rule, N, split, batch, seeds."""
     return TrainConfig.from_dict({**dit.config, **GPT_SETTINGS})
-
-
-def n_params(series):
-    ckpt = torch.load(ckpt_path(series.path, series.steps[-1]), map_location="cpu", weights_only=True)
-    return int(sum(v.numel() for v in ckpt["ema"].values()))
-
-
-def row(name, series, curves, attrs):
-    cfg = series.config
-    return {"model": name, "params": n_params(series), "steps": int(max(curves["step"])),
-            "views_per_step": cfg["batch_size"] / cfg["n_train"], **{k: attrs[k] for k in KEYS},
-            **{k + "_ci": attrs.get(k + "_ci") for k in KEYS[:3]}, "peak_rule_acc": float(max(curves["rule_acc"])),
-            "final_mem_ratio": float(curves["mem_ratio"][-1])}
 
 
 def markdown(rows, n_samples):
@@ -82,7 +68,7 @@ def main(argv=None):
         raise SystemExit("the GPT run's training set differs from the shipped series'")
     measured = C.measured(gpt, args.n_samples, Path(args.run) / "clocks.zarr", logger.info)[:2]
     sets = [("GPT", gpt, measured), ("DiT", dit, C.shipped(dit))]   # the DiT: checkpoints/measure.py's clocks.json
-    rows = [row(name, s, *m) for name, s, m in sets]
+    rows = [C.model_row(name, s, *m) for name, s, m in sets]
     results = Path(args.results)
     results.mkdir(parents=True, exist_ok=True)
     atomic_write_text(results / "gpt_clocks.md", markdown(rows, args.n_samples))

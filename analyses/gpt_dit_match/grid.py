@@ -111,14 +111,6 @@ def eval_runs(preset, chosen):
     return _tag(runs)
 
 
-def chosen_eval_runs(preset, chosen):
-    """(evaluation runs at a chosen rate, pending ones of the models whose sweep is not done); chosen:
-    {model: (lr, sweep rows)} (`choices`)."""
-    lrs = {m: lr for m, (lr, _) in chosen.items()}
-    runs = eval_runs(preset, lrs)
-    return [r for r in runs if r.meta["match_model"] in lrs], [r for r in runs if r.meta["match_model"] not in lrs]
-
-
 def dense_runs(preset, chosen):
     """The evaluation runs at a chosen rate (`chosen` {model: lr}, or {model: (lr, sweep rows)} as `choices`
     gives it) again, with the preset's dense_checkpoints (none when it has none): their own runs (name suffix
@@ -159,3 +151,13 @@ def choices(results, preset):
     p = PRESETS[preset]
     runs = {m: [r for r in tuning_runs(preset) if r.meta["match_model"] == m] for m in p["models"]}
     return lr_choice.choices(runs, lambda r: export_folder(results, preset, r), p["tune_data_seed"], TUNE_THRESHOLD)
+
+
+def phases(results, preset):
+    """(tuning runs, evaluation runs at a chosen rate, pending evaluation runs of the models whose sweep is not
+    done, dense runs, the choices {model: (lr, sweep rows)}) as the sweep's exports under `results` have them now."""
+    chosen = choices(results, preset)
+    runs = eval_runs(preset, {m: lr for m, (lr, _) in chosen.items()})
+    ready = [r for r in runs if r.meta["match_model"] in chosen]                  # a chosen rate
+    pending = [r for r in runs if r.meta["match_model"] not in chosen]            # their sweep is not done
+    return tuning_runs(preset), ready, pending, dense_runs(preset, chosen), chosen

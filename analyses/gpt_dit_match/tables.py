@@ -2,6 +2,7 @@
 scoreprobe.reports.model_match over the sweep, the evaluation runs and the dense-checkpoint runs, then the runs."""
 import math
 
+from scoreprobe.cli.study import folder
 from scoreprobe.reports import model_match as M
 from scoreprobe.reports.study_report import regenerate_command, runs_json, write_study
 from scoreprobe.stats import model_match as S
@@ -13,10 +14,6 @@ from scoreprobe.viz.model_match import match_figure
 from analyses.gpt_dit_match import grid as grid_mod
 
 LABELS = grid_mod.LABELS
-
-
-def collect(args, runs):
-    return presets.collect(runs, lambda run: grid_mod.export_folder(args.results, args.preset, run), S.run_row)
 
 
 def section_runs(rows, missing):
@@ -34,11 +31,8 @@ def section_runs(rows, missing):
 def report(args):
     """(markdown lines, JSON-able report, evaluation rows by model)."""
     p = grid_mod.PRESETS[args.preset]
-    chosen = grid_mod.choices(args.results, args.preset)
-    tuning = grid_mod.tuning_runs(args.preset)
-    ready, pending = grid_mod.chosen_eval_runs(args.preset, chosen)
-    dense = grid_mod.dense_runs(args.preset, chosen)
-    rows, missing = collect(args, tuning + ready + dense)
+    tuning, ready, pending, dense, chosen = grid_mod.phases(args.results, args.preset)
+    rows, missing = presets.collect(tuning + ready + dense, folder(grid_mod, args), S.run_row)
     rows_by, dense_by = (M.by_model(rows, split, p["models"]) for split in ("evaluation", "dense"))
     curves = curves_of([r for r in rows if r["split"] != "tuning"])
     lines = [f"# A fair GPT–DiT match: parity G = {p['G']}, N = {p['N']} (preset {args.preset})", "",

@@ -22,9 +22,8 @@ from pathlib import Path
 import torch
 
 import scoreprobe as sp
-from scoreprobe.atomic import atomic_write_text
 from scoreprobe.defaults import DEFAULT_N_STEPS
-from scoreprobe.reports.clock_tables import sampler_table
+from scoreprobe.reports.clock_tables import read_rows, sampler_table, write_rows
 from scoreprobe.studies import shipped_clocks as C
 
 logger = logging.getLogger("sampler_clocks")
@@ -99,24 +98,13 @@ def _label(fields):
             "ancestral": "ancestral (DDIM η = 1)"}.get(name, name)
 
 
-def table(rows):
-    """The Markdown table of the README (scoreprobe.reports.clock_tables.sampler_table, paired with Heun)."""
-    return sampler_table(rows, _label)
-
-
 def write(path, series, rows):
-    """The JSON and the Markdown table of `rows` ({label: row}) at path (.json) and path (.md)."""
+    """The JSON and the Markdown table of `rows` ({label: row}, in SAMPLERS order) at path (.json) and path (.md)."""
+    here, shown = Path.cwd().resolve(), Path(series.path).resolve()
     ordered = [rows[k] for k in SAMPLERS if k in rows]
-    here = Path.cwd().resolve()
-    shown = Path(series.path).resolve()
-    meta = {"series": str(shown.relative_to(here) if shown.is_relative_to(here) else shown), "seed": 0, "n_steps": DEFAULT_N_STEPS, "steps": ordered[0]["curves"]["step"]}
-    atomic_write_text(path, json.dumps({**meta, "rows": ordered}, indent=1, default=float) + "\n")
-    atomic_write_text(path.with_suffix(".md"), table(ordered) + "\n")
-    return table(ordered)
-
-
-def _rows(path):
-    return {r["label"]: r for r in json.loads(Path(path).read_text())["rows"]} if Path(path).exists() else {}
+    meta = {"series": str(shown.relative_to(here) if shown.is_relative_to(here) else shown), "seed": 0,
+            "n_steps": DEFAULT_N_STEPS, "steps": ordered[0]["curves"]["step"]}
+    return write_rows(path, meta, ordered, sampler_table(ordered, _label))   # the README's table
 
 
 def main(argv=None):
@@ -128,10 +116,10 @@ def main(argv=None):
     labels = list(SAMPLERS) if args.only is None else [s.strip() for s in args.only.split(",")]
     Path(args.results).mkdir(parents=True, exist_ok=True)
     path = Path(args.results) / f"{args.name}.json"
-    rows = _rows(path)
+    rows = read_rows(path)
     if args.combine:
         for other in args.combine.split(","):
-            rows.update(_rows(other))
+            rows.update(read_rows(other))
         print(write(path, series, rows))
         return
     for label in labels:

@@ -22,6 +22,7 @@ Usage:
   python analyses/sampler_scaling --from-results   # the tables from the exports, seconds
   python analyses/sampler_scaling --plan           # the runs, order and estimated time
 """
+import functools
 import logging
 
 from scoreprobe.cli import study as study_cli
@@ -45,18 +46,6 @@ def parse_args(argv=None):
     return args
 
 
-def run_one(args, run):
-    """Regenerate (or find) one run, check it is the shipped one, measure it with the stochastic sampler, export
-    (scoreprobe.studies.remeasure)."""
-    return remeasure(args, run, SAMPLER, LABEL, args.scaling_exports, args.exports)
-
-
-def plan_lines(runs, args):
-    return presets.plan_lines(runs, args, lambda r: args.exports,
-                              lambda r: f"N = {r.meta['N']:4d} training seed {r.seed} data seed {r.cfg.data_seed}",
-                              seconds=lambda r: run_seconds(r, args.n_samples))
-
-
 def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -65,10 +54,15 @@ def main(argv=None):
 
     def train(on_done):
         done = set(load_exports(runs, args.exports)[0])
+        run_one = functools.partial(remeasure, sampler=SAMPLER, label=LABEL, shipped=args.scaling_exports,
+                                    exports=args.exports)   # regenerate, check it is the shipped run, measure, export
         run_queue(run_one, args, [r for r in runs if r.name not in done], on_done,
                   lambda r: run_seconds(r, args.n_samples), args.hours, args.jobs, "sampler_scaling",
                   args.scheduler)
-    drive(args, lambda: plan_lines(runs, args), train, lambda: write_all(args, runs), logger)
+    plan_lines = lambda: presets.plan_lines(   # noqa: E731
+        runs, args, lambda r: args.exports, lambda r: f"N = {r.meta['N']:4d} training seed {r.seed} data seed "
+        f"{r.cfg.data_seed}", seconds=lambda r: run_seconds(r, args.n_samples))
+    drive(args, plan_lines, train, lambda: write_all(args, runs), logger)
 
 
 if __name__ == "__main__":

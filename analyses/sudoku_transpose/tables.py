@@ -1,6 +1,7 @@
 """The tables of analyses/sudoku_transpose (markdown and JSON) and its figure, from the exports only: per
 architecture scoreprobe.reports.transpose_split (families, ratios, kept and reversed parts, verdicts, which seed
 sets the order), the decision table first, the runs last."""
+from scoreprobe.cli.study import folder
 from scoreprobe.reports import transpose_split as T
 from scoreprobe.reports.study_report import regenerate_command, runs_json, write_study
 from scoreprobe.stats import transpose_split as S
@@ -21,8 +22,7 @@ HOLM_FAMILY = "3 architectures × 2 parts × 2 components × their readable thre
 
 def collect(args, runs):
     """rows (per run), missing {run: why} of the planned runs, each read from its own export folder."""
-    return presets.collect(runs, lambda run: grid_mod.export_folder(args.results, args.preset, run),
-                           lambda run, info: run_stats(run.name, run, info)[0])
+    return presets.collect(runs, folder(grid_mod, args), lambda run, info: run_stats(run.name, run, info)[0])
 
 
 def section_runs(rows, missing):

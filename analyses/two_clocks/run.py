@@ -26,23 +26,17 @@ What the paper (arXiv 2605.10019) reports: τ_rule grows about tenfold per unit 
 with N; τ_mem grows nearly linearly with N (≈ 35·N^1.14 for its reference DiT) and barely with G.
 """
 import argparse
-import functools
 import json
 import logging
-import time
 from pathlib import Path
 
-import numpy as np
-
 from scoreprobe.atomic import atomic_write_text
-from scoreprobe.loading.series import load_series
 from scoreprobe.reports.clock_tables import fit_lines, ratio_lines, sweep_table
-from scoreprobe.stats.extrapolate import extrapolate_tau
 from scoreprobe.stats.run_ci_fits import g_ratio, mem_fit
 from scoreprobe.store import normalize_config
-from scoreprobe.studies.queue import apply_preset, finished, in_parallel, measured_clocks, train_ensembles
+from scoreprobe.studies.queue import apply_preset
+from scoreprobe.studies.recipe_runs import plan_runs, run_all
 from scoreprobe.studies.recipes import run_name, total_steps, train_config  # noqa: F401  (two_clocks' recipe)
-from scoreprobe.training.train import train_run
 from scoreprobe.viz.clock_runs import run_figure, scaling_figure
 
 logger = logging.getLogger("two_clocks")
@@ -95,56 +89,9 @@ def parse_args(argv=None):
     return args
 
 
-def plan_runs(args):
-    """[(G, N, seed)] for the G sweep at N_fixed and the N sweep at G_fixed, each seed, without
-    duplicates, longest first."""
-    grid = list(dict.fromkeys([(G, args.N_fixed) for G in args.Gs] + [(args.G_fixed, N) for N in args.Ns]))
-    return sorted([(G, N, s) for G, N in grid for s in args.seeds], key=lambda r: -total_steps(args, r[1]))
-
-
-def run_one(args, G, N, seed):
-    """Train (or resume) one run and measure its clocks; returns the row of the table (None: train only)."""
-    name = run_name(G, N, seed)
-    run_dir = Path(args.out) / name
-    cfg = train_config(args, G, N, seed)
-    t0 = time.time()
-    if not finished(run_dir, cfg):
-        train_run(cfg, run_dir, device=args.device, progress=False)
-    t1 = time.time()
-    logger.info("%s: trained (%.0f s)", name, t1 - t0)
-    if args.train_only:
-        return None
-    return measure_run(args, run_dir, name, G, N, seed, train_s=t1 - t0)
-
-
-def run_all(args, runs):
-    """run_one over `runs` (rows in `runs` order): `args.jobs` at a time in one-thread worker processes,
-    or, with args.ensemble, training first as stacked ensembles (`grid.train_ensembles`)."""
-    if args.ensemble:
-        train_ensembles([train_config(args, *r) for r in runs], [Path(args.out) / run_name(*r) for r in runs],
-                        args.device)
-    return in_parallel(functools.partial(run_one, args), runs, 1 if args.ensemble else args.jobs)
-
-
-def measure_run(args, run_dir, name, G, N, seed, train_s):
-    """Clocks of one trained run (resumable store in the run directory); the row of the table."""
-    t0 = time.time()
-    kw = {} if args.n_steps is None else {"n_steps": args.n_steps}
-    ds = measured_clocks(load_series(run_dir), run_dir / "clocks.zarr", n_samples=args.n_samples, device=args.device,
-                         **kw)
+def run_figure_of(ds, args, name, G, N):
+    """The per-run figure (scoreprobe.viz.clock_runs.run_figure) beside the tables."""
     run_figure(ds, Path(args.results) / f"two_clocks_{args.preset}_{name}.png", title=f"G={G}, N={N}")
-    a = ds.attrs
-    keys = ("tau_rule", "tau_rule_ci", "tau_novel", "tau_novel_ci", "tau_mem", "tau_mem_ci", "window_open",
-            "window_intervals", "window_log10_width", "window_log10_width_ci", "window_hi_censored",
-            "under_resolved", "log10_ratio")
-    row = {"run": name, "G": G, "N": N, "seed": seed, "steps": int(ds.step.max()), **{k: a.get(k) for k in keys},
-           "peak_rule_acc": float(ds.rule_acc.max()), "final_rule_acc": float(ds.rule_acc[-1]),
-           "final_mem_ratio": float(ds.mem_ratio[-1]), "train_s": round(train_s, 1),
-           "clocks_s": round(time.time() - t0, 1)}
-    if not np.isfinite(row["tau_rule"]):
-        row["tau_rule_extrapolated"] = extrapolate_tau(ds)
-    logger.info("%s: τ_rule=%s τ_mem=%s (clocks %.0f s)", name, row["tau_rule"], row["tau_mem"], row["clocks_s"])
-    return row
 
 
 def markdown(rows, fit, ratios, args):
@@ -168,7 +115,7 @@ def main(argv=None):
     logger.info("%d runs on %s (preset %s, %s): %s", len(runs), args.device, args.preset,
                 "stacked ensembles" if args.ensemble else f"{args.jobs} at a time",
                 [(G, N, s, total_steps(args, N)) for G, N, s in runs])
-    rows = run_all(args, runs)
+    rows = run_all(args, runs, run_figure_of)
     if args.train_only:
         return
     write_results(rows, args)

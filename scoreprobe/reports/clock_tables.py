@@ -1,8 +1,11 @@
 """Markdown tables of single runs' clocks with their bootstrap CIs (`sp.clocks` attrs: τ_rule, τ_novel, τ_mem with
 "<key>_ci", the window): a sweep of runs with its G ratios and N power law (analyses/two_clocks), models side by
 side (analyses/gpt_clocks), and samplers against Heun (analyses/sampler_clocks)."""
+import json
 import math
+from pathlib import Path
 
+from scoreprobe.atomic import atomic_write_text
 from scoreprobe.stats.paired_states import paired
 
 
@@ -107,3 +110,15 @@ def sampler_table(rows, label_of):
             cells += [f"{delta:+.3f} ({se:.3f})", f"{changed:.3f}"]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
+
+
+def write_rows(path, meta, rows, table):
+    """{**meta, "rows": rows} as JSON at `path` and the markdown `table` beside it (.md); returns `table`."""
+    atomic_write_text(path, json.dumps({**meta, "rows": rows}, indent=1, default=float) + "\n")
+    atomic_write_text(path.with_suffix(".md"), table + "\n")
+    return table
+
+
+def read_rows(path):
+    """{label: row} of a JSON that write_rows wrote ({} when there is none yet)."""
+    return {r["label"]: r for r in json.loads(Path(path).read_text())["rows"]} if Path(path).exists() else {}

@@ -8,6 +8,7 @@ from pathlib import Path
 import scoreprobe as sp
 
 TAUS = ("tau_rule", "tau_novel", "tau_mem")
+MODEL_KEYS = TAUS + ("window_intervals", "window_log10_width", "under_resolved")
 
 
 def shipped(series, keys=("step", "rule_acc", "mem_ratio")):
@@ -45,3 +46,21 @@ def clocks_row(a, steps, curve, ds):
             "peak_rule_acc": max(curve["rule_acc"]), "final_rule_acc": curve["rule_acc"][-1],
             "final_mem_ratio": curve["mem_ratio"][-1], "final_novel_valid": curve["novel_valid"][-1],
             "curves": {"step": steps, **curve}, "final_state": ds["state"].isel(step=-1).values.astype(int).tolist()}
+
+
+def n_params(series):
+    """The parameter count of a series' last checkpoint (its EMA weights)."""
+    import torch
+    from scoreprobe.training.train import ckpt_path
+    ckpt = torch.load(ckpt_path(series.path, series.steps[-1]), map_location="cpu", weights_only=True)
+    return int(sum(v.numel() for v in ckpt["ema"].values()))
+
+
+def model_row(name, series, curves, attrs):
+    """One model's row (scoreprobe.reports.clock_tables.models_table): parameters, steps, views per step, the τ
+    with CIs, the window, the peak rule accuracy and the final memorized share."""
+    cfg = series.config
+    return {"model": name, "params": n_params(series), "steps": int(max(curves["step"])),
+            "views_per_step": cfg["batch_size"] / cfg["n_train"], **{k: attrs[k] for k in MODEL_KEYS},
+            **{k + "_ci": attrs.get(k + "_ci") for k in TAUS}, "peak_rule_acc": float(max(curves["rule_acc"])),
+            "final_mem_ratio": float(curves["mem_ratio"][-1])}
