@@ -90,7 +90,7 @@ def test_chance_copies_are_the_perfect_generalizers_memorized_share():
     k = 3 of 36 at N = 240 copies 3.4% by chance, so memorization thresholds 0.01 and 0.02 are below it."""
     from types import SimpleNamespace
     from scoreprobe.probes.clocks import novel_oracle
-    S = _analysis("exactk_ladder.stats")
+    S = importlib.import_module("scoreprobe.stats.count_error")
     for rule in (ExactK(3), ExactK(18), Parity(2, layout="offset")):
         c = S.chance(rule.spec(), 240)["copies"]
         assert Fraction(*c["fraction"]) == Fraction(240, int(rule.n_valid))
@@ -111,14 +111,15 @@ def test_cpu_plan_reuses_the_scaling_parity_runs_and_fits_its_budget():
     exact = [r for r in plan if grid.has_counts(r)]
     assert sorted({r.cfg.rule["k"] for r in exact}) == [3, 9, 18] and {r.cfg.n_train for r in plan} == {240}
     assert {r.steps for r in plan} == {30000} and all(r.cfg.n_heldout == 1024 for r in exact)
-    each = {grid.run_seconds(r, args.n_samples) for r in exact}
+    each = {importlib.import_module("scoreprobe.studies.recipes").run_seconds(r, args.n_samples) for r in exact}
     assert len(each) == 1                                   # equal runs: 9 of them two at a time take 5 rounds
     each = each.pop()
     assert math.ceil(len(exact) / args.jobs) * each / 3600 <= 1.05 * grid.CPU_BUDGET_H
-    left = [r for r in exact if r.name not in run.exported(args, plan)]   # the exact-K runs shipped so far count
+    presets = importlib.import_module("scoreprobe.studies.presets")
+    left = [r for r in exact if r.name not in presets.exported(plan, run.folder_of(args))]   # shipped so far count
     hours = math.ceil(len(left) / args.jobs) * each / 3600
-    first = run.plan_lines(plan, args)[0]
-    assert first.startswith(f"18 runs, preset cpu, N = 240 ({18 - len(left)} exported already), 2 at a time")
+    first = presets.plan_lines(plan, args, run.folder_of(args), run.describe)[0]
+    assert first.startswith(f"18 runs, preset cpu ({18 - len(left)} exported already), 2 at a time")
     assert f"{hours:.2f} h" in first
     assert len(left) == 9 - len(list((args.results / "exactk_ladder_cpu").glob("exactk*.npz")))
 
@@ -131,7 +132,7 @@ def test_bad_cli_input_is_one_line_and_exit_2(capsys):
 
 
 def test_step0_interval_counts_identical_samples_once():
-    S = _analysis("exactk_ladder.stats")
+    S = importlib.import_module("scoreprobe.stats.count_error")
     rows = [{"curve": {"step": [0, 5], "rule_acc": [0.125, 0.5]}, "n_samples": 32, "step0_states": "a"}
             for _ in range(3)]
     same = S.step0(rows, 0.132)
@@ -226,20 +227,21 @@ def _planted(label, taus, steps=30000):
 def test_ratios_of_planted_taus_and_bounds_where_one_side_never_reaches():
     """exact-K at 1000, 2000, 4000 against parity at 8000 × the same: ratio 1/8 with a Welch interval; against
     a parity that never reaches: censored, with the bound gm(τ_exact) / budget = 2000 / 30000."""
-    tables = _analysis("exactk_ladder.tables")
+    tables = importlib.import_module("scoreprobe.reports.rule_ladder")
+    bounded = importlib.import_module("scoreprobe.stats.ratio_bounds").bounded_ratio_curve
     ex, c1 = _planted("exactk", [1000, 2000, 4000])
     par, c2 = _planted("parity", [8000, 16000, 32000])
     never, c3 = _planted("never", [math.inf] * 3)
     curves = {**c1, **c2, **c3}
-    fast = tables._bounded(par, ex, curves, "tau_rule")
+    fast = bounded(par, ex, curves, "tau_rule")
     assert math.isclose(fast[0]["value"], 1 / 8) and fast[0]["ci"][0] < 1 / 8 < fast[0]["ci"][1] < 1
     assert "bound" not in fast[0]
-    cens = tables._bounded(never, ex, curves, "tau_rule")
+    cens = bounded(never, ex, curves, "tau_rule")
     assert cens[0]["censored"] and cens[0]["bound"]["side"] == "<"
     assert math.isclose(cens[0]["bound"]["value"], 2000 / 30000)
     assert "exactk learned earlier (bound: every exactk seed reaches it, no never seed does) at 0.3–0.95" in \
         tables._bound_text(cens, "never", "exactk")
-    mirror = tables._bounded(ex, never, curves, "tau_rule")[0]["bound"]
+    mirror = bounded(ex, never, curves, "tau_rule")[0]["bound"]
     assert mirror["side"] == ">" and math.isclose(mirror["value"], 30000 / 2000)
     line = tables.bounded_table("rule threshold", [("a", fast), ("b", cens)], 0.9)[2]
     assert line.startswith("| 0.3 | 0.12 [") and line.endswith("| < 0.07 (bound: one side reaches in no seed) |")
@@ -248,7 +250,7 @@ def test_ratios_of_planted_taus_and_bounds_where_one_side_never_reaches():
 def test_pooled_counts_at_selected_steps_of_planted_runs():
     """Two seeds with planted count errors: the mean |Σ − k| and its t interval over the seeds, the shares as
     means over the seeds, at step 0, the first, every 4th, the last and the peak of rule_acc."""
-    S = _analysis("exactk_ladder.stats")
+    S = importlib.import_module("scoreprobe.stats.count_error")
     assert S.selected_steps(21, 7) == [0, 1, 5, 7, 9, 13, 17, 20] and S.selected_steps(3, 2) == [0, 1, 2]
     steps = list(range(0, 60, 10))                                                      # 6 checkpoints
     rows = []

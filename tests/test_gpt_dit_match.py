@@ -53,22 +53,22 @@ def _info(rule_acc, data_seed=1, n=100):
 
 
 def test_the_choice_takes_the_earliest_rate_to_the_criterion_and_refuses_other_splits():
-    choice = _analysis("gpt_dit_match.choice")
+    choice = importlib.import_module("scoreprobe.studies.lr_choice")
     slow = _info([0, 0, 0.1, 0.3, 0.6, 0.85, 0.95, 0.95])
     fast = _info([0, 0.1, 0.5, 0.85, 0.9, 0.95, 0.95, 0.9])
     never = _info([0, 0, 0.2, 0.5, 0.7, 0.75, 0.75, 0.7])
     lower = _info([0, 0, 0.1, 0.3, 0.5, 0.6, 0.65, 0.65])
-    lr, rows = choice.choose({5e-4: slow, 1e-3: fast, 2e-3: never}, 1)
+    lr, rows = choice.choose({5e-4: slow, 1e-3: fast, 2e-3: never}, 1, 0.8)
     assert lr == 1e-3 and [r["chosen"] for r in rows] == [False, True, False]
     assert rows[1]["tau"] < rows[0]["tau"] and math.isinf(rows[2]["tau"])
-    assert choice.choose({5e-4: lower, 1e-3: never}, 1)[0] == 1e-3            # none reaches it: the higher peak
-    assert choice.choose({5e-4: fast, 1e-3: fast}, 1)[0] == 5e-4                # a tie: the smaller rate
+    assert choice.choose({5e-4: lower, 1e-3: never}, 1, 0.8)[0] == 1e-3            # none reaches it: the higher peak
+    assert choice.choose({5e-4: fast, 1e-3: fast}, 1, 0.8)[0] == 5e-4                # a tie: the smaller rate
     with pytest.raises(ValueError, match="data seed 0, not the tuning split's 1"):
-        choice.choose({5e-4: slow, 1e-3: _info([0, 0.9, 1, 1, 1, 1, 1, 1], data_seed=0)}, 1)
+        choice.choose({5e-4: slow, 1e-3: _info([0, 0.9, 1, 1, 1, 1, 1, 1], data_seed=0)}, 1, 0.8)
 
 
 def test_the_abruptness_comes_from_the_dense_runs_once_every_seed_is_done(monkeypatch):
-    S = _analysis("gpt_dit_match.stats")
+    S = importlib.import_module("scoreprobe.stats.model_match")
 
     def rows(values, flops=1.0):
         return [{"abrupt_common": {"abruptness": v}, "step_flops": flops, "seed": i} for i, v in enumerate(values)]
@@ -87,7 +87,7 @@ def test_the_abruptness_comes_from_the_dense_runs_once_every_seed_is_done(monkey
 
 
 def test_per_flop_is_per_step_times_the_flops_per_step():
-    S = _analysis("gpt_dit_match.stats")
+    S = importlib.import_module("scoreprobe.stats.model_match")
     curve = [{"threshold": 0.5, "value": 0.1, "ci": [0.05, 0.2], "censored": False},
              {"threshold": 0.9, "value": math.nan, "ci": [math.nan, math.nan], "censored": True}]
     out = S.per_flop(curve, 6.0)
@@ -96,8 +96,8 @@ def test_per_flop_is_per_step_times_the_flops_per_step():
 
 
 def test_smoke_then_from_results_and_the_choice_reads_the_tuning_split_only(tmp_path, monkeypatch):
-    run, choice, export = _analysis("gpt_dit_match"), _analysis("gpt_dit_match.choice"), importlib.import_module("scoreprobe.studies.export")
-    grid = _analysis("gpt_dit_match.grid")
+    run, export = _analysis("gpt_dit_match"), importlib.import_module("scoreprobe.studies.export")
+    grid = choice = _analysis("gpt_dit_match.grid")
     run.main(["--smoke", "--out", str(tmp_path)])
     md, js = (tmp_path / "gpt_dit_match_smoke.md").read_text(), (tmp_path / "gpt_dit_match_smoke.json").read_text()
     rep = json.loads(js)

@@ -1,6 +1,7 @@
 """Issue 54, part B (Sudoku rows vs columns): the verdict words of sudoku_transpose_cpu.md are
 `scoreprobe.stats.verdict`'s on the json's numbers (the paper's 0.9 first), the data part is read by draw and by
 the draw-level test, not by its pooled CI, and the variance-component Holm is computed in its stated families."""
+import importlib
 import json
 import math
 import re
@@ -29,7 +30,7 @@ def _curve(values, lo, hi, censored=()):
     ([0.5] * 8 + [1.5, 1.5], 0.9, 1.1, (), "threshold-dependent"),   # contradicted at 0.9, supported below
 ])
 def test_the_verdict_word_reads_the_papers_threshold_first(values, lo, hi, censored, word):
-    R = _analysis("sudoku_transpose.readings")
+    R = importlib.import_module("scoreprobe.reports.transpose_split")
     assert R.curve_verdict(_curve(values, lo, hi, censored)).word == word
 
 

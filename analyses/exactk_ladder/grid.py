@@ -72,8 +72,3 @@ def export_folders(results, preset, run):
     stands in for τ and accuracy until the run is measured again); parity runs are scaling_<preset>/'s."""
     scaling = results / f"scaling_{PRESETS[preset]['scaling']}"
     return [results / f"exactk_ladder_{preset}", scaling] if has_counts(run) else [scaling]
-
-
-def run_seconds(run, n_samples):
-    """Estimated one-thread seconds (scaling.grid's rates; keeping the bits costs nothing measurable)."""
-    return scaling_grid.run_seconds(run, n_samples)

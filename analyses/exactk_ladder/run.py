@@ -27,17 +27,19 @@ error and chance levels"), Clopper–Pearson intervals for the step-0 accuracy.
 """
 import argparse
 import copy
+import importlib
 import logging
-import time
 
 from analyses.exactk_ladder import grid as grid_mod
-from scoreprobe.cli.study import drive
-from scoreprobe.studies.queue import finish_times, run_queue
 from scoreprobe.cli import study as study_cli
+from scoreprobe.cli.study import drive
+from scoreprobe.studies import presets, recipes
 from scoreprobe.studies import runner as scaling_run
+from scoreprobe.studies.queue import run_queue, throttled, train_ensembles
 
 logger = logging.getLogger("exactk_ladder")
-WRITE_EVERY_S = 300   # rewrite the tables after a finished run at most this often (and always at the end)
+WRITE_EVERY_S = 300   # rewrite the tables after a finished run at most this often (and always at the end): a
+# CPU-preset run takes ≈ 25 min, so after every run there; a smoke run seconds: once, at the end
 
 
 def parse_args(argv=None):
@@ -51,68 +53,31 @@ def run_one(args, run):
     """scaling's run_one (train or resume, clocks, export) into the run's own export folder; exact-K runs
     keep the bits, so that their export holds each sample's Σ bits."""
     a = copy.copy(args)
-    a.exports = grid_mod.export_folders(args.results, args.preset, run)[0]
     a.keep_bits = grid_mod.has_counts(run)
-    return scaling_run.run_one(a, run)
+    return presets.run_one(a, run, folder_of(args)(run))
 
 
-def exported(args, runs):
-    """Names of the runs done: exported to their own folder with the same TrainConfig (an exact-K export of the
-    scaling study, without Σ bits, is not: the run is measured again, its training skipped when its run
-    directory is there)."""
-    from scoreprobe.studies.export import load_exports
-    return {r.name for r in runs
-            if r.name in load_exports([r], grid_mod.export_folders(args.results, args.preset, r)[0])[0]}
+def folder_of(args):
+    """run -> the export folder it is written to (the first of grid.export_folders)."""
+    return lambda run: grid_mod.export_folders(args.results, args.preset, run)[0]
 
 
 def run_all(args, runs, on_done):
-    """run_one over the runs not yet exported (scoreprobe.studies.queue.run_queue: `args.jobs` at a time, a run starting
-    when a worker is free, none past --hours), or trained first as stacked ensembles with --ensemble;
-    on_done(name) after each (a failure is logged, the rest go on)."""
-    from scoreprobe.studies.queue import train_ensembles
-    done = exported(args, runs)
+    """run_one over the runs not yet exported to their own folder with the same TrainConfig (an exact-K export of
+    the scaling study, without Σ bits, is not: the run is measured again, its training skipped when its run
+    directory is there), through scoreprobe.studies.queue.run_queue (`args.jobs` at a time, a run starting when a
+    worker is free, none past --hours), or trained first as stacked ensembles with --ensemble; on_done(name) after
+    each (a failure is logged, the rest go on)."""
+    done = presets.exported(runs, folder_of(args))
     runs = [r for r in runs if r.name not in done]
     if args.ensemble and runs:
         train_ensembles([r.cfg for r in runs], [scaling_run.run_dir(args, r) for r in runs], args.device)
-    return run_queue(run_one, args, runs, on_done, lambda r: grid_mod.run_seconds(r, args.n_samples), args.hours,
+    return run_queue(run_one, args, runs, on_done, lambda r: recipes.run_seconds(r, args.n_samples), args.hours,
                      1 if args.ensemble else args.jobs, "exactk_ladder", args.scheduler)
 
 
-def plan_lines(runs, args):
-    """The plan as text: the first line the total (wall time as run_all runs them, scoreprobe.studies.queue.finish_times),
-    then one line per run with the time by which it is done."""
-    done = exported(args, runs)
-    todo = [r for r in runs if r.name not in done]
-    secs = {r.name: grid_mod.run_seconds(r, args.n_samples) for r in runs}
-    ends, t = finish_times([secs[r.name] for r in todo], args.jobs)
-    finish = {r.name: e for r, e in zip(todo, ends)}
-    rates = " at one CPU thread's rates (GPU throughput is not measured here)" if args.preset == "gpu" else ""
-    lines = [f"{len(runs)} runs, preset {args.preset}, N = {grid_mod.PRESETS[args.preset]['N']} ({len(done)} exported "
-             f"already), {args.jobs} at a time: estimated{rates} {t / 3600:.2f} h for the rest "
-             f"({sum(secs[r.name] for r in todo) / 3600:.1f} thread-hours)"]
-    for i, r in enumerate(runs):
-        state = "exported" if r.name in done else \
-            f"~{secs[r.name] / 60:5.1f} min, done by ~{finish[r.name] / 3600:4.2f} h"
-        lines.append(f"  {i + 1:3d} {r.name:18s} {grid_mod.label(r):16s} training seed {r.seed} data seed "
-                     f"{r.cfg.data_seed}  {r.steps:6d} steps  {state}")
-    return lines
-
-
-def _throttled(on_done, every_s=WRITE_EVERY_S):
-    """on_done (the tables rewritten) after a finished run only when the last call is `every_s` old (a
-    CPU-preset run takes ≈ 25 min, so after every run there; a smoke run seconds: once, at the end)."""
-    last = [time.time()]
-
-    def throttled(name):
-        if time.time() - last[0] >= every_s:
-            on_done(name)
-            last[0] = time.time()
-    return throttled
-
-
-def _write(args, runs):
-    from analyses.exactk_ladder.tables import write_all   # imported when first needed
-    return write_all(args, runs)
+def describe(run):
+    return f"{grid_mod.label(run):16s} training seed {run.seed} data seed {run.cfg.data_seed}"
 
 
 def main(argv=None):
@@ -121,8 +86,10 @@ def main(argv=None):
     runs = grid_mod.plan(args.preset)
 
     def train(on_done):
-        run_all(args, runs, _throttled(on_done))
-    drive(args, lambda: plan_lines(runs, args), train, lambda: _write(args, runs), logger)
+        run_all(args, runs, throttled(on_done, WRITE_EVERY_S))
+    plan = lambda: presets.plan_lines(runs, args, folder_of(args), describe)   # noqa: E731
+    tables = lambda: importlib.import_module("analyses.exactk_ladder.tables")   # noqa: E731  (when first needed)
+    drive(args, plan, train, lambda: tables().write_all(args, runs), logger)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ gets its own sweep. Splits: the same rule, N and held-out size, drawn with anoth
 .data_seed: the N training images and the held-out set):
 
   tuning split      data seed 1, training seed 0: the sweep (3 learning rates per model); the choice
-                    (choice.py) reads these runs only
+                    (`choices`, scoreprobe.studies.lr_choice) reads these runs only
   evaluation split  data seed 0 (the scaling study's split): the chosen rate, the preset's training seeds
 
 A run whose TrainConfig equals a run of another study *is* that run (same name, run directory and export
@@ -22,10 +22,15 @@ of each sweep, marked pending (their cost does not depend on the rate).
 """
 import dataclasses
 
+from scoreprobe.studies import lr_choice
 from scoreprobe.studies import recipes as scaling_grid
 
 MODELS = ("dit", "gpt-patch", "gpt-raster", "gpt-random")
 LABELS = {"dit": "DiT", "gpt-patch": "GPT patch order", "gpt-raster": "GPT raster order", "gpt-random": "GPT random order"}
+# the learning-rate criterion (stated before any run): τ_rule at rule accuracy 0.8, not the paper's 0.9: the DiT at
+# G = 2, N = 120 peaks at 0.89–0.96 over seeds (analyses/results/scaling_cpu.md), so 0.9 would leave its sweep to
+# the tie rule (scoreprobe.studies.lr_choice)
+TUNE_THRESHOLD = 0.8
 DIT_LRS, GPT_LRS = [1e-3, 2e-3, 4e-3], [5e-4, 1e-3, 2e-3]   # factors of 2 around each model's rate so far
 PRESETS = {
     "smoke": dict(scaling="smoke", G=2, N=8, models=["dit", "gpt-patch", "gpt-random"], lrs={"dit": DIT_LRS[:2],
@@ -106,16 +111,8 @@ def eval_runs(preset, chosen):
     return _tag(runs)
 
 
-def chosen_eval_runs(preset, chosen):
-    """(evaluation runs at a chosen rate, pending ones of the models whose sweep is not done); chosen:
-    {model: (lr, sweep rows)} (choice.choices)."""
-    lrs = {m: lr for m, (lr, _) in chosen.items()}
-    runs = eval_runs(preset, lrs)
-    return [r for r in runs if r.meta["match_model"] in lrs], [r for r in runs if r.meta["match_model"] not in lrs]
-
-
 def dense_runs(preset, chosen):
-    """The evaluation runs at a chosen rate (`chosen` {model: lr}, or {model: (lr, sweep rows)} as choice.choices
+    """The evaluation runs at a chosen rate (`chosen` {model: lr}, or {model: (lr, sweep rows)} as `choices`
     gives it) again, with the preset's dense_checkpoints (none when it has none): their own runs (name suffix
     -c<n>, split "dense"), read for the abruptness only. The GPT orders' first, then the DiT's (added after the
     GPT's were done: its 20 checkpoints left 2–3 in the band per seed)."""
@@ -146,3 +143,21 @@ def export_folder(results, preset, run):
     name = PRESETS[preset]["scaling"]
     return results / {"two_clocks": f"scaling_{name}", "scaling": f"scaling_{name}",
                       "data_draws": f"data_draws_{name}"}.get(run.folder, f"gpt_dit_match_{preset}")
+
+
+def choices(results, preset):
+    """{model: (lr, sweep rows)} of every model whose whole sweep is exported under `results`, read from the
+    tuning runs' exports only (scoreprobe.studies.lr_choice.choices)."""
+    p = PRESETS[preset]
+    runs = {m: [r for r in tuning_runs(preset) if r.meta["match_model"] == m] for m in p["models"]}
+    return lr_choice.choices(runs, lambda r: export_folder(results, preset, r), p["tune_data_seed"], TUNE_THRESHOLD)
+
+
+def phases(results, preset):
+    """(tuning runs, evaluation runs at a chosen rate, pending evaluation runs of the models whose sweep is not
+    done, dense runs, the choices {model: (lr, sweep rows)}) as the sweep's exports under `results` have them now."""
+    chosen = choices(results, preset)
+    runs = eval_runs(preset, {m: lr for m, (lr, _) in chosen.items()})
+    ready = [r for r in runs if r.meta["match_model"] in chosen]                  # a chosen rate
+    pending = [r for r in runs if r.meta["match_model"] not in chosen]            # their sweep is not done
+    return tuning_runs(preset), ready, pending, dense_runs(preset, chosen), chosen

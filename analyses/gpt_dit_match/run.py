@@ -3,7 +3,7 @@ seed), then training seeds at that rate on the evaluation split; the GPT in patc
 order; τ_rule and τ_mem over thresholds per step and per training FLOP; abruptness of memorization over one
 common band.
 
-Phase 1 trains the sweep (grid.tuning_runs: 3 rates per model on data seed 1); choice.py chooses each model's
+Phase 1 trains the sweep (grid.tuning_runs: 3 rates per model on data seed 1); grid.choices chooses each model's
 rate from those exports alone (the earliest τ_rule at 0.8); phase 2 trains the chosen rates' seeds on the
 evaluation split (data seed 0); phase 3 trains the evaluation runs again with denser checkpoints
 (grid.dense_runs), read for the abruptness over the common band alone. Runs train `--jobs` at a time in
@@ -27,10 +27,10 @@ Usage:
 Training FLOPs: scoreprobe.models.flops (matmuls of one forward from the architecture, × 3 for forward and
 backward, × batch), checked against torch's FlopCounterMode in tests/test_flops.py.
 """
+import importlib
 import logging
 
 from analyses.gpt_dit_match import grid as grid_mod
-from analyses.gpt_dit_match import choice
 from scoreprobe.cli.study import drive
 from scoreprobe.studies import presets
 from scoreprobe.cli import study as study_cli
@@ -42,41 +42,29 @@ def parse_args(argv=None):
     return study_cli.parse(study_cli.parser(__doc__, grid_mod.PRESETS, "smoke"), argv, grid_mod.PRESETS, "smoke")
 
 
-def folder_of(args):
-    return lambda run: grid_mod.export_folder(args.results, args.preset, run)
-
-
 def describe(run):
     m = run.meta
     return f"{m['split']:10s} {m['match_model']:10s} lr {m['lr']:<7g} data seed {m['data_seed']} training seed {run.seed}"
 
 
 def plan_lines(args):
-    tuning = grid_mod.tuning_runs(args.preset)
-    chosen = choice.choices(args.results, args.preset)
-    ready, pending = grid_mod.chosen_eval_runs(args.preset, chosen)
-    dense = grid_mod.dense_runs(args.preset, chosen)
-    lines = presets.plan_lines(tuning + ready + dense, args, folder_of(args), describe, pending)
+    tuning, ready, pending, dense, _ = grid_mod.phases(args.results, args.preset)
+    lines = presets.plan_lines(tuning + ready + dense, args, study_cli.folder(grid_mod, args), describe, pending)
     return lines + (["  pending: the evaluation runs of " + ", ".join(sorted({r.meta["match_model"] for r in pending}))
                      + ", listed at the middle rate of their sweep: their rate is chosen once the sweep is exported"]
                     if pending else [])
-
-
-def _write(args):
-    from analyses.gpt_dit_match.tables import write_all   # imported when first needed
-    return write_all(args)
 
 
 def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
+    tables = lambda: importlib.import_module("analyses.gpt_dit_match.tables")   # noqa: E731  (when first needed)
+
     def train(on_done):   # False (no tables) when --hours left part of the sweep undone
-        if not presets.run_all(args, grid_mod.tuning_runs(args.preset), folder_of(args), on_done):
+        if not presets.run_all(args, grid_mod.tuning_runs(args.preset), study_cli.folder(grid_mod, args), on_done):
             return False
         if not args.train_only:   # the chosen rates are read from the sweep's exports
-            chosen = choice.choices(args.results, args.preset)
-            ready, _ = grid_mod.chosen_eval_runs(args.preset, chosen)
-            dense = grid_mod.dense_runs(args.preset, chosen)
-            presets.run_all(args, ready + dense, folder_of(args), on_done)
-    drive(args, lambda: plan_lines(args), train, lambda: _write(args), logger)
+            _, ready, _, dense, _ = grid_mod.phases(args.results, args.preset)
+            presets.run_all(args, ready + dense, study_cli.folder(grid_mod, args), on_done)
+    drive(args, lambda: plan_lines(args), train, lambda: tables().write_all(args), logger)

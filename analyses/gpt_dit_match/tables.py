@@ -1,158 +1,19 @@
-"""The tables (markdown and JSON) and the figure of the GPT–DiT match, from the exports only."""
+"""The tables (markdown and JSON) and the figure of the GPT–DiT match, from the exports only: the sections of
+scoreprobe.reports.model_match over the sweep, the evaluation runs and the dense-checkpoint runs, then the runs."""
 import math
 
-from scoreprobe.studies import presets
-from analyses.gpt_dit_match import grid as grid_mod
-from analyses.gpt_dit_match import choice
-from analyses.gpt_dit_match import stats as S
-from scoreprobe.stats import curves as C
-from scoreprobe.studies import format as F
-from scoreprobe.studies.format import ci_text, curve_table, fmt, pooled_cell
+from scoreprobe.cli.study import folder
+from scoreprobe.reports import model_match as M
+from scoreprobe.reports.study_report import regenerate_command, runs_json, write_study
+from scoreprobe.stats import model_match as S
 from scoreprobe.stats.curves import curves_of
-from scoreprobe.models.build import param_count
-from scoreprobe.models.flops import counted_flops, forward_flops, n_tokens, step_flops
-from scoreprobe.viz.common import save_figure
+from scoreprobe.studies import format as F
+from scoreprobe.studies import presets
+from scoreprobe.studies.format import fmt
+from scoreprobe.viz.model_match import match_figure
+from analyses.gpt_dit_match import grid as grid_mod
 
 LABELS = grid_mod.LABELS
-
-
-def _g(v):
-    return "—" if v is None or not math.isfinite(v) else f"{v:.3g}"
-
-
-def collect(args, runs):
-    return presets.collect(runs, lambda run: grid_mod.export_folder(args.results, args.preset, run), S.run_row)
-
-
-def section_flops(args):
-    """Per model: parameters, forward FLOPs per item (formula and FlopCounterMode), per step, budget."""
-    p = grid_mod.PRESETS[args.preset]
-    runs = {r.meta["match_model"]: r for r in grid_mod.eval_runs(args.preset, {})}
-    lines = ["## Training compute", "", "Matmul FLOPs (2 per multiply-add) of one forward pass on one training item from "
-             "the architecture (scoreprobe.models.flops; attention as full T × T products), the same count by torch's "
-             "FlopCounterMode on the built model, and a training step = 3 × forward × batch.", "",
-             "| model | parameters | tokens | forward FLOPs per item (formula) | FlopCounterMode | per step | "
-             "steps | budget (FLOPs) |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    out = {}
-    for m in p["models"]:
-        r = runs[m]
-        f, counted, per_step, tokens = forward_flops(r.cfg), counted_flops(r.cfg), step_flops(r.cfg), n_tokens(r.cfg)
-        out[m] = {"params": param_count(r.cfg), "forward_flops": f, "counted": counted, "step_flops": per_step,
-                  "steps": r.steps, "budget_flops": per_step * r.steps}
-        lines.append(f"| {LABELS[m]} | {out[m]['params']:,} | {tokens} | {f:,} | {counted:,.0f} | {_g(per_step)} | "
-                     f"{r.steps} | {_g(per_step * r.steps)} |")
-    return lines + [""], out
-
-
-def section_sweep(chosen, p):
-    lines = ["## The learning-rate sweep (tuning split)", "",
-             f"Data seed {p['tune_data_seed']} (its own training and held-out images), training seed {p['tune_seed']}. "
-             f"Criterion, fixed before the runs (choice.py): the earliest τ_rule at rule accuracy "
-             f"{choice.TUNE_THRESHOLD:g}; a rate that never reaches it ranks after those that do, by peak rule accuracy. "
-             "The evaluation split enters no part of it.", "",
-             "| model | lr | τ_rule at the criterion | peak rule_acc | chosen |", "|---|---:|---:|---:|---|"]
-    for m, (_, rows) in chosen.items():
-        for r in rows:
-            tau = fmt(r["tau"]) if math.isfinite(r["tau"]) else "not reached"
-            lines.append(f"| {LABELS[m]} | {r['lr']:g} | {tau} | {r['peak']:.3f} | {'**chosen**' if r['chosen'] else ''} |")
-    return lines + [""]
-
-
-def section_models(rows_by, curves):
-    lines = ["## Each model at its chosen rate (evaluation split)", "",
-             "Pooled over training seeds (t interval on ln τ; '> x at a budget': a seed does not reach it). FLOPs: τ in "
-             "steps × the model's FLOPs per step. Abruptness: slope of logit(memorized share) per decade of steps over "
-             f"the checkpoints whose memorized share lies in {S.COMMON_BAND[0]:g}–{S.COMMON_BAND[1]:g}, the same band for "
-             "every model (per decade of FLOPs it is the same number: FLOPs ∝ steps).", "",
-             "| model | lr | seeds | τ_rule at 0.9 [steps] | τ_mem at 0.1 [steps] | τ_rule at 0.9 [FLOPs] | "
-             "τ_mem at 0.1 [FLOPs] | abruptness, common band |", "|---|---:|---:|---|---|---|---|---|"]
-    out = {}
-    for m, rs in rows_by.items():
-        f = rs[0]["step_flops"]
-        rule, mem = S.pooled_at(rs, curves, "tau_rule", 0.9), S.pooled_at(rs, curves, "tau_mem", 0.1)
-        ab = S.abrupt_pooled(rs)
-        out[m] = {"lr": rs[0]["lr"], "tau_rule": rule, "tau_mem": mem, "abruptness": ab, "step_flops": f}
-        ab_cell = (f"{fmt(ab['pooled'], 2)} {ci_text(ab['ci'], 2)}" if math.isfinite(ab["pooled"]) else "—") + \
-            " (checkpoints in the band: " + " / ".join(str(r["abrupt_common"]["n_band"]) for r in rs) + \
-            (f"; {ab['n_unmeasured']} seed(s) with < 2 left out" if ab["n_unmeasured"] else "") + ")"
-        lines.append(f"| {LABELS[m]} | {rs[0]['lr']:g} | {len(rs)} | {pooled_cell(rule).split(' (')[0]} | "
-                     f"{pooled_cell(mem).split(' (')[0]} | {_flop_cell(rule, f)} | {_flop_cell(mem, f)} | {ab_cell} |")
-    return lines + [""], out
-
-
-def _flop_cell(p, f):
-    if p["lower_bound"]:
-        return f"> {_g(p['pooled'] * f)}"
-    return f"{_g(p['pooled'] * f)} [{_g(p['ci'][0] * f)}, {_g(p['ci'][1] * f)}]"
-
-
-def section_dense(dense_by, rows_by, curves, n, n_eval):
-    """The dense-checkpoint runs of every model: their common-band abruptness per seed and pooled, and their τ beside
-    the evaluation runs' (the same configurations trained again: a replication of the clocks)."""
-    if not dense_by:
-        return [], {}
-    lines = ["## Abruptness with dense checkpoints", "",
-             f"The evaluation runs trained again with {n} checkpoints instead of {n_eval}, read for the common-band "
-             "abruptness (the comparison below uses a model's dense runs once every seed of them is done). Their τ "
-             "beside the evaluation runs' is a replication of the clocks with the same TrainConfig but for the checkpoints.",
-             "", "| model | seeds | abruptness, common band (checkpoints in it) | τ_rule at 0.9, dense / evaluation runs "
-             "| τ_mem at 0.1, dense / evaluation runs |", "|---|---:|---|---|---|"]
-    out = {}
-    for m, rs in dense_by.items():
-        ab = S.abrupt_pooled(rs)
-        taus = {k: (S.pooled_at(rs, curves, k, t), S.pooled_at(rows_by.get(m, []), curves, k, t) if rows_by.get(m) else None)
-                for k, t in (("tau_rule", 0.9), ("tau_mem", 0.1))}
-        out[m] = {"abruptness": ab, **{k: {"dense": d, "evaluation": e} for k, (d, e) in taus.items()}}
-        ab_cell = (f"{fmt(ab['pooled'], 2)} {ci_text(ab['ci'], 2)}" if math.isfinite(ab["pooled"]) else "—") + \
-            " (" + " / ".join(str(r["abrupt_common"]["n_band"]) for r in rs) + ")"
-        cells = [" / ".join(pooled_cell(x).split(" (")[0] if x else "—" for x in pair) for pair in taus.values()]
-        lines.append(f"| {LABELS[m]} | {len(rs)} | {ab_cell} | {cells[0]} | {cells[1]} |")
-    return lines + [""], out
-
-
-def ahead_lines(vs, key):
-    """Per GPT order, per training FLOP: the thresholds where it is earlier than the DiT (CI below 1) with each value
-    and interval, and where it is not, plainly."""
-    out = []
-    for m, v in vs.items():
-        curve = v[key]["flop"]
-        rel, grid = C.relation(curve, 1.0), [r["threshold"] for r in curve]
-        ahead = ", ".join(f"{t:g}: {fmt(C.at(curve, t)['value'], 2)} {ci_text(C.at(curve, t)['ci'], 2)}"
-                          for t in rel["below"]) or "at no threshold"
-        rest = "; ".join(f"{what} at {C.span(rel[k], grid)}" for k, what in (
-            ("includes", "CI includes 1"), ("above", "behind (CI above 1)"), ("censored", "censored"),
-            ("under_resolved", "under-resolved")) if rel[k])
-        out.append(f"- Per FLOP, {LABELS[m]} earlier than the DiT ({'τ_rule' if key == 'tau_rule' else 'τ_mem'}, CI below "
-                   f"1): {ahead}" + (f"; {rest}" if rest else "") + ".")
-    return out
-
-
-def section_versus(vs):
-    lines = ["## Every GPT order against the DiT, over thresholds", "",
-             "GPT / DiT of the geometric-mean τ over training seeds (Welch t interval on ln τ, 95%), per training step and "
-             "per training FLOP (the step ratio × the GPT's FLOPs per step / the DiT's); censored where a seed does not "
-             "reach the threshold.", ""]
-    words = {"below": "the GPT earlier", "includes": "CI includes 1", "above": "the GPT later"}
-    for key, head, paper in (("tau_rule", "rule threshold", 0.9), ("tau_mem", "memorization threshold", 0.1)):
-        cols = [(f"{LABELS[m]} / DiT per {'step' if unit == 'step' else 'FLOP'}", v[key][unit]) for m, v in vs.items()
-                for unit in ("step", "flop")]
-        if not cols:
-            continue
-        lines += curve_table(head, cols, paper) + [""]
-        lines += [f"- {label}: {C.robust(c, 1.0, words)}; ratio {C.range_text(c)}." for label, c in cols] + [""]
-        lines += ahead_lines(vs, key) + [""]
-    for m, v in vs.items():
-        d = v["abruptness"]
-        if d.get("censored"):
-            text = "not measured (a seed of either has fewer than 2 checkpoints in the band)"
-        else:
-            verdict = "more abrupt" if d["ci"][0] > 0 else "less abrupt" if d["ci"][1] < 0 else "not distinguishable"
-            text = f"{fmt(d['value'], 2)} {ci_text(d['ci'], 2)} logit per decade (Welch t): {verdict}"
-        runs = "; ".join(f"{who}: {'dense-checkpoint' if v.get(key) == 'dense' else 'evaluation'} runs"
-                         for who, key in (("GPT", "abruptness_from"), ("DiT", "dit_abruptness_from")))
-        lines.append(f"- abruptness {LABELS[m]} − DiT over the common band ({runs}): {text}; the GPT's FLOPs per step are "
-                     f"{fmt(v['flop_factor'], 2)}× the DiT's.")
-    return lines + [""]
 
 
 def section_runs(rows, missing):
@@ -163,90 +24,42 @@ def section_runs(rows, missing):
     return F.runs_section(rows, missing, [
         F.RUN, F.col("split", lambda r: r["split"], False), F.col("model", lambda r: LABELS[r["match_model"]], False),
         F.col("lr", lambda r: f"{r['lr']:g}"), F.DATA_SEED, F.TRAINING_SEED, F.STEPS,
-        F.col("budget FLOPs", lambda r: _g(r["budget_flops"])), F.tau_col("tau_rule"), F.tau_col("tau_mem"),
+        F.col("budget FLOPs", lambda r: M._g(r["budget_flops"])), F.tau_col("tau_rule"), F.tau_col("tau_mem"),
         F.col("abruptness (band steps)", band, False), F.PEAK, F.FINAL_MEM])
 
 
 def report(args):
-    """(markdown, JSON-able report, evaluation rows by model)."""
+    """(markdown lines, JSON-able report, evaluation rows by model)."""
     p = grid_mod.PRESETS[args.preset]
-    chosen = choice.choices(args.results, args.preset)
-    tuning = grid_mod.tuning_runs(args.preset)
-    ready, pending = grid_mod.chosen_eval_runs(args.preset, chosen)
-    dense = grid_mod.dense_runs(args.preset, chosen)
-    rows, missing = collect(args, tuning + ready + dense)
-    rows_by, dense_by = (_by_model(rows, split, p["models"]) for split in ("evaluation", "dense"))
+    tuning, ready, pending, dense, chosen = grid_mod.phases(args.results, args.preset)
+    rows, missing = presets.collect(tuning + ready + dense, folder(grid_mod, args), S.run_row)
+    rows_by, dense_by = (M.by_model(rows, split, p["models"]) for split in ("evaluation", "dense"))
     curves = curves_of([r for r in rows if r["split"] != "tuning"])
-    cmd = "python analyses/gpt_dit_match" + ("" if args.preset == "cpu" else f" --preset {args.preset}") + " --from-results"
     lines = [f"# A fair GPT–DiT match: parity G = {p['G']}, N = {p['N']} (preset {args.preset})", "",
-             f"Regenerate: `{cmd}` (from the .npz exports only). {len(rows)} of {len(tuning) + len(ready) + len(pending) + len(dense)} "
+             f"Regenerate: `{regenerate_command('gpt_dit_match', args.preset)}` (from the .npz exports only). "
+             f"{len(rows)} of {len(tuning) + len(ready) + len(pending) + len(dense)} "
              f"planned runs done. Tuning split: data seed {p['tune_data_seed']}; evaluation split: data seed "
              f"{p['eval_data_seed']} (the scaling study's); training seeds named per run. τ in training steps (reliably "
              "exceeds, definitions version 6), over rule thresholds 0.3–0.95 and memorization thresholds 0.01–0.2.", "",
-             samplers_text(rows), ""]
-    text_f, flops = section_flops(args)
-    text_m, models = section_models(rows_by, curves)
-    text_d, dense_rep = section_dense(dense_by, rows_by, curves, p.get("dense_checkpoints"),
-                                       next((r.cfg.n_checkpoints for r in ready if r.meta["match_model"] != "dit"), None))
+             M.samplers_text(rows, LABELS), ""]
+    one = {r.meta["match_model"]: r for r in grid_mod.eval_runs(args.preset, {})}   # a run of each model
+    text_f, flops = M.section_flops({m: one[m] for m in p["models"]}, LABELS)
+    text_m, models = M.section_models(rows_by, curves, LABELS)
+    text_d, dense_rep = M.section_dense(dense_by, rows_by, curves, p.get("dense_checkpoints"),
+                                        next((r.cfg.n_checkpoints for r in ready if r.meta["match_model"] != "dit"),
+                                             None), LABELS)
     vs = S.versus_dit(rows_by, curves, dense_by)
-    lines += text_f + section_sweep(chosen, p) + text_m + text_d + section_versus(vs) + section_runs(rows, missing)
+    lines += text_f + M.section_sweep(chosen, p, grid_mod.TUNE_THRESHOLD, LABELS) + text_m + text_d
+    lines += M.section_versus(vs, LABELS) + section_runs(rows, missing)
     if pending:
         lines.append("Waiting for their sweep: " + ", ".join(sorted({LABELS[r.meta['match_model']] for r in pending})) + ".")
     rep = {"preset": args.preset, "flops": flops, "sweep": {m: {"lr": lr, "rows": rs} for m, (lr, rs) in chosen.items()},
-           "models": models, "dense": dense_rep, "versus_dit": vs, "missing": missing,
-           "runs": [{k: v for k, v in r.items() if k not in ("curve", "curves")} for r in rows]}
-    return "\n".join(lines) + "\n", rep, rows_by
-
-
-def samplers_text(rows):
-    """Which sampler each model's clocks were read with (every run's export), and what that means for the match."""
-    by = {}
-    for r in rows:
-        by.setdefault(LABELS[r["match_model"]], set()).add(r["sampler"])
-    kinds = "; ".join(f"{m}: {' / '.join(sorted(v))}" for m, v in by.items())
-    differ = len({frozenset(v) for v in by.values()}) > 1
-    return (f"**Samplers** (each run's export, its clocks settings): {kinds}. " + (
-        "The models are not read with one sampler, and how many samples copy depends on the sampler (analyses/README.md, "
-        "'Memorization depends on the sampler'), so a GPT − DiT difference in τ_mem or in copy rates holds for these "
-        "samplers, not for the architectures alone." if differ else "One sampler for every model."))
-
-
-def _by_model(rows, split, models):
-    """{model: its rows of `split`, by training seed} for the models that have any."""
-    by = {m: sorted([r for r in rows if r["split"] == split and r["match_model"] == m], key=lambda r: r["seed"])
-          for m in models}
-    return {m: rs for m, rs in by.items() if rs}
-
-
-def figure(rows_by, path):
-    """Rule accuracy and memorized share per step (top) and per training FLOP (bottom), a colour per model."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
-    for i, (m, rs) in enumerate(rows_by.items()):
-        for r in rs:
-            s = np.asarray(r["curve"]["step"], dtype=float) + 1
-            for row, x in enumerate((s, s * r["step_flops"])):
-                axes[row, 0].plot(x, r["curve"]["rule_acc"], color=f"C{i}", label=LABELS[m] if r is rs[0] and row == 0 else None)
-                axes[row, 1].plot(x, r["curve"]["mem_ratio"], color=f"C{i}")
-    for row, unit in enumerate(("training step + 1", "training FLOPs (step + 1 steps)")):
-        for col, name in enumerate(("rule accuracy", "memorized share")):
-            axes[row, col].set(xscale="log", xlabel=unit, ylabel=name)
-    for lo in S.COMMON_BAND:
-        for row in range(2):
-            axes[row, 1].axhline(lo, color="0.6", lw=0.6, ls=":")
-    if rows_by:
-        axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
-    save_figure(fig, path, dpi=110)
-    plt.close(fig)
+           "models": models, "dense": dense_rep, "versus_dit": vs, "missing": missing, "runs": runs_json(rows)}
+    return lines, rep, rows_by
 
 
 def write_all(args):
     """Write <results>/gpt_dit_match_<preset>.md, .json and .png; returns the .md path."""
-    text, rep, rows_by = report(args)
-    stem = presets.write_report(args.results, f"gpt_dit_match_{args.preset}", text, rep)
-    figure(rows_by, stem.with_suffix(".png"))
-    return stem.with_suffix(".md")
+    lines, rep, rows_by = report(args)
+    return write_study(args.results, f"gpt_dit_match_{args.preset}", lines, rep,
+                       lambda png: match_figure(rows_by, LABELS, S.COMMON_BAND, png))

@@ -17,16 +17,14 @@ docs/definitions.md, "Samplers"; the clocks: "Clocks".
 import argparse
 import json
 import logging
-import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 import scoreprobe as sp
-from scoreprobe.atomic import atomic_write_text
-from scoreprobe.data.datasets import STATE_CODES
 from scoreprobe.defaults import DEFAULT_N_STEPS
+from scoreprobe.reports.clock_tables import read_rows, sampler_table, write_rows
+from scoreprobe.studies import shipped_clocks as C
 
 logger = logging.getLogger("sampler_clocks")
 SAMPLERS = {   # label: Sampler fields
@@ -38,7 +36,7 @@ SAMPLERS = {   # label: Sampler fields
     "edm-churn10-noise1.007": {"name": "edm-stochastic", "s_churn": 10.0, "s_noise": 1.007},
     "edm-churn40-noise1.007": {"name": "edm-stochastic", "s_churn": 40.0, "s_noise": 1.007},
 }
-TAUS = ("tau_rule", "tau_novel", "tau_mem")
+CURVE = ("rule_acc", "mem_ratio", "novel_valid")
 
 
 def parse_args(argv=None):
@@ -65,22 +63,11 @@ def _slug(label):
 
 def measure(series, label, fields, args, steps):
     """One sampler's row: its config, the τ with CIs, the window and the curves."""
-    t0 = time.time()
     spec = sp.Sampler(**fields)
-    ds = sp.clocks(series, n_samples=args.n_samples, seed=0, steps=steps, sampler=spec, progress=False,
-                   out=str(Path(args.stores) / f"{_slug(label)}.zarr"))
-    a = ds.attrs
-    logger.info("%s: %.0f s", label, time.time() - t0)
-    rule_acc, mem = ds["rule_acc"].values, ds["mem_ratio"].values                  # (step,)
+    curve, a, ds = C.measured(series, args.n_samples, Path(args.stores) / f"{_slug(label)}.zarr",
+                              lambda m: logger.info("%s: %s", label, m), CURVE, steps=steps, sampler=spec)
     return {"label": label, "sampler": spec.config(), "sampler_fields": fields, "n_samples": args.n_samples,
-            **{k: a[k] for k in TAUS}, **{k + "_ci": a.get(k + "_ci") for k in TAUS},
-            "window_open": bool(a["window_open"]), "window_log10_width": a["window_log10_width"],
-            "window_log10_width_ci": a.get("window_log10_width_ci"), "under_resolved": a.get("under_resolved"),
-            "peak_rule_acc": float(rule_acc.max()), "final_rule_acc": float(rule_acc[-1]),
-            "final_mem_ratio": float(mem[-1]), "final_novel_valid": float(ds["novel_valid"].values[-1]),
-            "curves": {"step": ds.step.values.tolist(), "rule_acc": rule_acc.tolist(), "mem_ratio": mem.tolist(),
-                       "novel_valid": ds["novel_valid"].values.tolist()},
-            "final_state": ds["state"].isel(step=-1).values.astype(int).tolist()}
+            **C.clocks_row(a, ds.step.values.tolist(), curve, ds), "window_open": bool(a["window_open"])}
 
 
 def shipped_heun(series, args):
@@ -93,42 +80,14 @@ def shipped_heun(series, args):
     if not same:
         raise SystemExit("clocks.json was measured with other settings; run with --heun-check all")
     check = sorted({*[int(s) for s in args.heun_check.split(",")], int(series.steps[-1])})
-    ds = sp.clocks(series, n_samples=args.n_samples, seed=0, steps=check, progress=False,
-                   out=str(Path(args.stores) / "heun.zarr"))
-    table_ = {r["step"]: r for r in shipped["table"]}
-    diff = max(abs(float(ds[k].sel(step=s)) - table_[s][k]) for s in check for k in ("rule_acc", "mem_ratio",
-                                                                                       "novel_valid", "group_acc"))
+    shipped, ds, diff = C.recheck(series, check, args.n_samples, Path(args.stores) / "heun.zarr")
     if diff != 0:
         raise SystemExit(f"the Heun re-measurement differs from clocks.json by {diff}; run with --heun-check all")
-    a, steps = shipped["taus"], [r["step"] for r in shipped["table"]]
-    curve = {k: [table_[s][k] for s in steps] for k in ("rule_acc", "mem_ratio", "novel_valid")}
+    curve, _ = C.shipped(series, CURVE)
+    steps = [r["step"] for r in shipped["table"]]
     return {"label": "heun", "sampler": {"name": "heun"}, "sampler_fields": SAMPLERS["heun"],
             "n_samples": args.n_samples, "from": "checkpoints/parity-default/clocks.json",
-            "rechecked_steps": check, "recheck_max_abs_diff": diff,
-            **{k: a[k] for k in TAUS}, **{k + "_ci": a.get(k + "_ci") for k in TAUS},
-            "window_open": a["window_open"], "window_log10_width": a["window_log10_width"],
-            "window_log10_width_ci": a.get("window_log10_width_ci"), "under_resolved": a.get("under_resolved"),
-            "peak_rule_acc": max(curve["rule_acc"]), "final_rule_acc": curve["rule_acc"][-1],
-            "final_mem_ratio": curve["mem_ratio"][-1], "final_novel_valid": curve["novel_valid"][-1],
-            "curves": {"step": steps, **curve},
-            "final_state": ds["state"].isel(step=-1).values.astype(int).tolist()}
-
-
-def _fmt_tau(v, ci):
-    def one(x):
-        return "not reached" if x is None or not np.isfinite(x) else f"{x:.0f}"
-    return one(v) + (f" [{one(ci[0])}, {one(ci[1])}]" if ci else "")
-
-
-MEMORIZED = STATE_CODES["valid_memorized"]
-
-
-def paired(row, base):
-    """(fraction of samples whose final state differs from Heun's, Δ final mem_ratio, its paired s.e.):
-    the same initial noise, so the difference is taken sample by sample."""
-    a, b = np.asarray(row["final_state"]), np.asarray(base["final_state"])                # (n,) each
-    d = (a == MEMORIZED).astype(float) - (b == MEMORIZED)                                  # (n,)
-    return float(np.mean(a != b)), float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
+            "rechecked_steps": check, "recheck_max_abs_diff": diff, **C.clocks_row(shipped["taus"], steps, curve, ds)}
 
 
 def _label(fields):
@@ -139,39 +98,13 @@ def _label(fields):
             "ancestral": "ancestral (DDIM η = 1)"}.get(name, name)
 
 
-def table(rows):
-    """The Markdown table of the README."""
-    base = next((r for r in rows if r["label"] == "heun"), None)
-    out = ["| sampler | τ_rule [95% CI] | τ_mem [95% CI] | window, log10 width | peak rule_acc | final rule_acc |"
-           " final mem_ratio | Δ final mem_ratio vs Heun (paired s.e.) | final states changed vs Heun |",
-           "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        width = f"{r['window_log10_width']:.2f}" if r["window_open"] else "closed"
-        cells = [_label(r["sampler_fields"]), _fmt_tau(r["tau_rule"], r["tau_rule_ci"]),
-                 _fmt_tau(r["tau_mem"], r["tau_mem_ci"]), width, f"{r['peak_rule_acc']:.3f}",
-                 f"{r['final_rule_acc']:.3f}", f"{r['final_mem_ratio']:.3f}"]
-        if base is None:
-            cells += ["–", "–"]
-        else:
-            changed, delta, se = paired(r, base)
-            cells += [f"{delta:+.3f} ({se:.3f})", f"{changed:.3f}"]
-        out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out)
-
-
 def write(path, series, rows):
-    """The JSON and the Markdown table of `rows` ({label: row}) at path (.json) and path (.md)."""
+    """The JSON and the Markdown table of `rows` ({label: row}, in SAMPLERS order) at path (.json) and path (.md)."""
+    here, shown = Path.cwd().resolve(), Path(series.path).resolve()
     ordered = [rows[k] for k in SAMPLERS if k in rows]
-    here = Path.cwd().resolve()
-    shown = Path(series.path).resolve()
-    meta = {"series": str(shown.relative_to(here) if shown.is_relative_to(here) else shown), "seed": 0, "n_steps": DEFAULT_N_STEPS, "steps": ordered[0]["curves"]["step"]}
-    atomic_write_text(path, json.dumps({**meta, "rows": ordered}, indent=1, default=float) + "\n")
-    atomic_write_text(path.with_suffix(".md"), table(ordered) + "\n")
-    return table(ordered)
-
-
-def _rows(path):
-    return {r["label"]: r for r in json.loads(Path(path).read_text())["rows"]} if Path(path).exists() else {}
+    meta = {"series": str(shown.relative_to(here) if shown.is_relative_to(here) else shown), "seed": 0,
+            "n_steps": DEFAULT_N_STEPS, "steps": ordered[0]["curves"]["step"]}
+    return write_rows(path, meta, ordered, sampler_table(ordered, _label))   # the README's table
 
 
 def main(argv=None):
@@ -183,10 +116,10 @@ def main(argv=None):
     labels = list(SAMPLERS) if args.only is None else [s.strip() for s in args.only.split(",")]
     Path(args.results).mkdir(parents=True, exist_ok=True)
     path = Path(args.results) / f"{args.name}.json"
-    rows = _rows(path)
+    rows = read_rows(path)
     if args.combine:
         for other in args.combine.split(","):
-            rows.update(_rows(other))
+            rows.update(read_rows(other))
         print(write(path, series, rows))
         return
     for label in labels:

@@ -22,21 +22,16 @@ Usage:
   python analyses/sampler_scaling --from-results   # the tables from the exports, seconds
   python analyses/sampler_scaling --plan           # the runs, order and estimated time
 """
+import functools
 import logging
-import time
 
-
-from scoreprobe.cli.study import drive
-from scoreprobe.studies.queue import finished, measured_clocks, run_queue
-from analyses.sampler_scaling.grid import LABEL, PRESETS, SAMPLER, plan, run_seconds
-from scoreprobe.studies import presets
 from scoreprobe.cli import study as study_cli
-from scoreprobe.studies import runner as scaling_run
-from scoreprobe.studies.export import export_run, load_exports
-from scoreprobe.loading.series import load_series
-from scoreprobe.models.build import param_count
-from scoreprobe.ode.samplers import Sampler
-from scoreprobe.training.train import train_run
+from scoreprobe.cli.study import drive
+from scoreprobe.studies import presets
+from scoreprobe.studies.export import load_exports
+from scoreprobe.studies.queue import run_queue
+from scoreprobe.studies.remeasure import remeasure
+from analyses.sampler_scaling.grid import LABEL, PRESETS, SAMPLER, plan, run_seconds
 
 logger = logging.getLogger("sampler_scaling")
 
@@ -51,50 +46,6 @@ def parse_args(argv=None):
     return args
 
 
-def identity_check(series, path, reference, args):
-    """The last checkpoint's Heun states of the regenerated run against the shipped export's: (share equal, n)."""
-    last = int(series.steps[-1])
-    kw = {} if args.n_steps is None else {"n_steps": args.n_steps}
-    ds = measured_clocks(series, path / "clocks_check.zarr", n_samples=args.n_samples, device=args.device,
-                         steps=[last], **kw)
-    ref = reference["ds"]
-    if int(ref.step.values[-1]) != last or ref.sizes["sample"] != ds.sizes["sample"]:
-        return 0.0, 0
-    same = ds.state.values[-1] == ref.state.values[-1]
-    return float(same.mean()), int(same.size)
-
-
-def run_one(args, run):
-    """Regenerate (or find) one run, check it is the shipped one, measure it with the stochastic sampler, export."""
-    reference = load_exports([run], args.scaling_exports)[0].get(run.name)
-    if reference is None:
-        raise RuntimeError(f"no scaling export of {run.name} with this TrainConfig in {args.scaling_exports}")
-    path, t0 = scaling_run.run_dir(args, run), time.time()
-    if not finished(path, run.cfg):
-        train_run(run.cfg, path, device=args.device, progress=False)
-    train_s, series = time.time() - t0, load_series(path)
-    share, n = identity_check(series, path, reference, args)
-    meta = {**run.meta, "identity_share": share, "identity_n": n, "identical": bool(n and share == 1.0)}
-    kw = {} if args.n_steps is None else {"n_steps": args.n_steps}
-    if not meta["identical"]:   # another model: Heun on it too, so that the comparison stays paired
-        logger.warning("%s: the regenerated run's states differ from the shipped export (%.3f equal)", run.name, share)
-        heun = measured_clocks(series, path / "clocks.zarr", n_samples=args.n_samples, device=args.device, **kw)
-        export_run(heun, run.cfg, param_count(run.cfg), args.exports / "heun" / f"{run.name}.npz", meta=meta)
-    t1 = time.time()
-    ds = measured_clocks(series, path / f"clocks_{LABEL}.zarr", n_samples=args.n_samples, device=args.device,
-                         sampler=Sampler(**SAMPLER), **kw)
-    export_run(ds, run.cfg, param_count(run.cfg), args.exports / f"{run.name}.npz", meta=meta,
-               train_s=train_s if train_s > 5 else None, clocks_s=time.time() - t1)
-    logger.info("%s: identical to the shipped run: %s; stochastic clocks exported", run.name, meta["identical"])
-    return run.name
-
-
-def plan_lines(runs, args):
-    return presets.plan_lines(runs, args, lambda r: args.exports,
-                              lambda r: f"N = {r.meta['N']:4d} training seed {r.seed} data seed {r.cfg.data_seed}",
-                              seconds=lambda r: run_seconds(r, args.n_samples))
-
-
 def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -103,10 +54,15 @@ def main(argv=None):
 
     def train(on_done):
         done = set(load_exports(runs, args.exports)[0])
+        run_one = functools.partial(remeasure, sampler=SAMPLER, label=LABEL, shipped=args.scaling_exports,
+                                    exports=args.exports)   # regenerate, check it is the shipped run, measure, export
         run_queue(run_one, args, [r for r in runs if r.name not in done], on_done,
                   lambda r: run_seconds(r, args.n_samples), args.hours, args.jobs, "sampler_scaling",
                   args.scheduler)
-    drive(args, lambda: plan_lines(runs, args), train, lambda: write_all(args, runs), logger)
+    plan_lines = lambda: presets.plan_lines(   # noqa: E731
+        runs, args, lambda r: args.exports, lambda r: f"N = {r.meta['N']:4d} training seed {r.seed} data seed "
+        f"{r.cfg.data_seed}", seconds=lambda r: run_seconds(r, args.n_samples))
+    drive(args, plan_lines, train, lambda: write_all(args, runs), logger)
 
 
 if __name__ == "__main__":

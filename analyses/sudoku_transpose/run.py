@@ -22,12 +22,9 @@ Usage:
   python analyses/sudoku_transpose --plan          # the run list, order and estimated time, nothing run
   python analyses/sudoku_transpose --hours 3       # start no run that would not end within 3 h (resumable)
 
-Statistics (stats.py): per run the ratio τ_rows / τ_columns at each family threshold (0.3 … 0.95); pooled over
-data seeds × training seeds with the two-level t interval of scoreprobe.stats.seeds.pool_seeds where the grid
-is complete; the architecture's part sqrt(R_orig · R_transposed) and the data's part sqrt(R_orig /
-R_transposed) per matched (data seed, training seed) pair, pooled two-level over the pairs; per data seed
-for the data's part, its training seeds as units; verdicts over thresholds
-(scoreprobe.stats.curves.robust).
+Statistics: scoreprobe.stats.transpose_split (the ratio per run, pooled two-level over data seeds × training
+seeds; its architecture's and data's parts per matched pair; per data seed); the verdicts over thresholds and
+which seed sets the order: scoreprobe.reports.transpose_split.
 """
 import logging
 

@@ -246,3 +246,15 @@ def finish_times(seconds, jobs=1):
         free[i] += s
         done.append(free[i])
     return done, max(free)
+
+
+def throttled(on_done, every_s):
+    """on_done(name) after a finished run only when the last call is `every_s` seconds old (a study whose tables
+    take long to rewrite: after every run of a long preset, once at the end of a fast one)."""
+    last = [time.time()]
+
+    def call(name):
+        if time.time() - last[0] >= every_s:
+            on_done(name)
+            last[0] = time.time()
+    return call

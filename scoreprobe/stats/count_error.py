@@ -1,5 +1,7 @@
-"""Statistics of analyses/exactk_ladder from the exports: the count error per run and step, pooled over
-training seeds at selected checkpoints, the chance levels of every rule with the measured accuracy at step 0."""
+"""The count error |Σ bits − k| of exact-K runs and the chance levels of a rule, from the study exports
+(analyses/exactk_ladder): the count error per run and step, pooled over training seeds at selected checkpoints;
+the chance levels of every rule (uniformly random bits, exact) with the measured accuracy at step 0
+(docs/definitions.md, "Count error and chance levels")."""
 import math
 from fractions import Fraction
 
@@ -104,25 +106,3 @@ def states_key(state):
     """A short digest of one checkpoint's per-sample states (n,) (equal digests: the same samples' states)."""
     import hashlib
     return hashlib.sha1(np.ascontiguousarray(state, dtype=np.int8).tobytes()).hexdigest()[:16]
-
-
-def ratio_bounds(rows_a, rows_b, curves, key, thresholds):
-    """Where the ratio b / a is censored but one side reaches a threshold in every seed and the other in
-    none: a bound from the budget. [{"threshold", "side" ("<": b / a below value; ">": above; None),
-    "value"}]: every seed of b reached, none of a -> b / a < geometric mean τ_b / geometric mean budget_a
-    (each unreached τ_a exceeds its run's last step); the mirror case gives ">"."""
-    A = np.array([curves[r["run"]][key] for r in rows_a], dtype=np.float64)      # (S_a, T)
-    B = np.array([curves[r["run"]][key] for r in rows_b], dtype=np.float64)
-    last_a = np.array([float(r["steps"]) for r in rows_a])
-    last_b = np.array([float(r["steps"]) for r in rows_b])
-    gm = lambda v: float(np.exp(np.mean(np.log(v))))   # noqa: E731
-    out = []
-    for j, t in enumerate(thresholds):
-        a_in, b_in = np.isfinite(A[:, j]), np.isfinite(B[:, j])
-        if b_in.all() and not a_in.any():
-            out.append({"threshold": float(t), "side": "<", "value": gm(B[:, j]) / gm(last_a)})
-        elif a_in.all() and not b_in.any():
-            out.append({"threshold": float(t), "side": ">", "value": gm(last_b) / gm(A[:, j])})
-        else:
-            out.append({"threshold": float(t), "side": None, "value": math.nan})
-    return out

@@ -1,6 +1,8 @@
-"""Statistics of the GPT–DiT match from the exports: per run the scaling study's numbers, its training compute
-(scoreprobe.models.flops) and the abruptness of memorization over one common band; per GPT order against the
-DiT the ratio of τ over thresholds per step and per training FLOP, and the difference in abruptness."""
+"""Models matched per step and per training FLOP (analyses/gpt_dit_match): per run the scaling study's numbers,
+its training compute (scoreprobe.models.flops) and the abruptness of memorization over one common band; per
+model against a reference model (the DiT) the ratio of τ over thresholds per step and per training FLOP, and the
+difference in abruptness.
+"""
 import math
 
 import numpy as np

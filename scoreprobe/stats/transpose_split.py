@@ -1,6 +1,6 @@
-"""Statistics of analyses/sudoku_transpose from the per-run rows of scoreprobe.stats.runs.run_stats: the ratio
-τ_rows / τ_columns (image coordinates) per run at every family threshold, pooled over data seeds × training
-seeds, and its split into the architecture's part and the data's part.
+"""A ratio of two constraint families within each run (τ_rows / τ_columns) on crossed data seed × training seed
+grids, and its split under a transform of the data that swaps the two families (transposing a Sudoku grid), from
+the per-run rows of scoreprobe.stats.runs.run_stats (analyses/sudoku_transpose).
 
 With R_o (original data) and R_t (the same grids transposed), both in image coordinates, and a model whose
 ln R = a + δ on the original data and a − δ on the transposed data (a: the architecture's preference for
@@ -13,8 +13,10 @@ into image columns):
 Both are formed per matched (data seed, training seed) pair, the runs of both orientations at that pair, so δ
 cancels exactly from the architecture part; the pairs' values are pooled with the two-level t interval over the
 data seed × training seed grid (a training seed's init is shared by every data seed: the pairs are not
-independent units, and an init-driven asymmetry repeats across them). A uniform draw of Sudoku grids is as likely as its transpose, so δ averages to 0 over data
-seeds; a data preference is a property of one draw and is read per data seed (training seeds as units).
+independent units, and an init-driven asymmetry repeats across them). A uniform draw of Sudoku grids is as likely
+as its transpose, so δ averages to 0 over data seeds; a data preference is a property of one draw and is read per
+data seed (training seeds as units). Which seed sets a part: `component_tests` and `holm_tables` (the two-level F
+tests of its variance components, Holm-adjusted in two named families).
 """
 import math
 
@@ -136,3 +138,43 @@ def family_curves(rows, curves, families):
         grid = [runs[i * I:(i + 1) * I] for i in range(D)]
         return {f: draws_stats.two_level_curve(grid, curves, family_key(f)) for f in families}
     return {f: C.pooled_curve(runs, curves, family_key(f)) for f in families}
+
+
+# ---------------------------------------------------------------------------------------------
+# Which seed sets a part: the two-level F tests of its variance components
+# ---------------------------------------------------------------------------------------------
+
+PARTS = {"architecture_part": "kept (architecture)", "data_part": "reversed (data)"}
+COMPONENTS = {"p_init": "training seed", "p_data": "data seed"}
+
+
+def component_tests(reps, parts=PARTS, components=COMPONENTS):
+    """[(config, part, component, threshold, p)] of every two-level F test with a finite p in the parts of
+    `reps` ({config: {part: curve}}, e.g. an architecture's report)."""
+    return [(arch, part, comp, r["threshold"], float(r[comp])) for arch, rep in reps.items() for part in parts
+            for r in rep.get(part, []) for comp in components if _finite(r.get(comp))]
+
+
+def _finite(v):
+    return isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def holm_tables(tests):
+    """({(config, part, comp): Holm-adjusted p (T,) over its own readable thresholds}, {test tuple: Holm-adjusted
+    p over every test of `tests`}), keyed so each family is explicit."""
+    from scoreprobe.stats.pvalues import adjust_pvalues
+    own = {}
+    for key in dict.fromkeys(t[:3] for t in tests):
+        own[key] = adjust_pvalues(np.array([[t[4] for t in tests if t[:3] == key]]), "holm")[0]
+    study = adjust_pvalues(np.array([[t[4] for t in tests]]), "holm")[0] if tests else []
+    return own, dict(zip(tests, study))
+
+
+def means_by_seed(row, comp):
+    """{seed: geometric mean of a part's per-pair values} at one threshold's row, per training seed (comp
+    "p_init") or data seed ("p_data"), over the other seed."""
+    key = 1 if comp == "p_init" else 0
+    by = {}
+    for (d, s), v in zip(row["pair_seeds"], row["per_pair"]):
+        by.setdefault((d, s)[key], []).append(v)
+    return {k: math.exp(np.mean(np.log(v))) for k, v in sorted(by.items())}
