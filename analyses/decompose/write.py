@@ -16,10 +16,11 @@ from scoreprobe.viz.disjoint import plot_disjoint_pairs
 
 SERIES_TEXT = {"open": "the shipped recipe (parity G = 2, N = 120, 36 000 steps: its window opens)",
                "closed": "the closed-window series (parity G = 2, N = 30, 3750 steps: τ_mem before any τ_rule; "
-                         "analyses/mechanism_seeds' config, trained here: models_stage.train_closed)"}
+                         "analyses/mechanism_seeds' config, trained here: studies.trained_models.train_closed)"}
 
 
 def summaries(res):
+    """What the md and figures read, computed from the measurements (written into the json as "summary")."""
     cross, ex = res["crossover"], res["excess_by_n"]
     out = {"models": models_summary(res.get("models")), "models_closed": models_summary(res.get("models_closed")),
            "tau_cross": cross["tau_cross"], "tau_cross_sigma": dict(zip([f"{s:.3g}" for s in cross["sigma"]],
@@ -45,6 +46,7 @@ def findings(res, s):
 
 
 def markdown(res, s, prefix):
+    """The whole report: header and sizes, findings, then sections 1 (1b), 2 and 3 from the library's reports."""
     t, p = res["taus"], res["params"]
     L = [f"# What kind of denoiser is it? ({res['preset']} preset)", "",
          "Made by `analyses/decompose` (issue 38). Shipped series: parity G = 2 (offset layout), N = 120, "
@@ -67,6 +69,7 @@ def markdown(res, s, prefix):
 
 
 def write_all(res, out, prefix=""):
+    """The json (with its summary), the four figures and the md under `out` -> the summary."""
     s = summaries(res)
     res_s = dict(res, summary=s)
     atomic_write_text(out / f"{prefix}decompose.json", json.dumps(res_s, indent=1))
