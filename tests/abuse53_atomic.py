@@ -17,6 +17,7 @@ from pathlib import Path
 from abuse_issue33 import TRAIN_ARGS
 from abuse_issue53 import Attack
 from full_disk import cli_on_full_disk, intact, one_clean_line
+
 from scoreprobe.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,6 +43,7 @@ def _save_on_full_disk(work, budget, earlier=True):
 def _new_run_on_full_disk(work, budget):
     """train_run creating a run on a full disk: its dataset.npz is the first file it writes."""
     from abuse_corpus import CFG
+
     from scoreprobe.training.train import TrainConfig, train_run
     return intact(work, lambda: train_run(TrainConfig(**CFG), work / "run", progress=False), budget=budget)
 
@@ -74,14 +76,17 @@ def _analyses_on_full_disk(work, budget):
 def _analyses_figure_on_full_disk(work, budget):
     """One figure of the decompose study (its heat map, savefig through scoreprobe.viz.common.save_figure)
     rewritten over the earlier one on a full disk with `budget` bytes left: the disk fills inside the PNG."""
-    from analyses.decompose.models_write import fig_models
+    from scoreprobe.viz.common import save_figure
+    from scoreprobe.viz.decompose import plot_calls_map
     _, res = _decompose_results(work)
-    return intact(work, lambda: fig_models(res["models"], work / "decompose_heatmap.png"), budget=budget)
+    return intact(work, lambda: save_figure(plot_calls_map(res["models"]), work / "decompose_heatmap.png", dpi=110),
+                  budget=budget)
 
 
 def _export_on_full_disk(work, budget):
     """analyses/scaling's per-run export (.npz) rewritten on a full disk."""
     import numpy as np
+
     from scoreprobe.studies.export import save_npz
     path = work / "exports" / "run.npz"
     save_npz(path, {"step": np.arange(5), "state": np.zeros((5, 8), np.int8)})

@@ -50,7 +50,7 @@ def test_best_oracle_names_only_defined_cells():
 def test_circuits_decay_reads_only_defined_checkpoints():
     """A diverged checkpoint (NaN metric) takes no part in the decay step (was NaN from interpolating through
     it; an all-NaN curve raised ValueError)."""
-    from analyses.circuits.run import decay
+    from scoreprobe.stats.circuit_effects import decay
     steps = np.array([0.0, 10.0, 100.0])
     assert decay(steps, np.array([1.0, np.nan, 0.4])) == decay(steps[[0, 2]], np.array([1.0, 0.4]))
     assert np.isnan(decay(steps, np.full(3, np.nan)))

@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
-from analyses.atp_agreement.run import _fmt, _spearman, agreement, markdown
+from analyses.atp_agreement.run import _fmt, markdown
+from scoreprobe.stats.attribution_agreement import agreement, spearman
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "analyses" / "results"
@@ -29,5 +30,5 @@ def test_one_cell_by_hand():
 
 
 def test_a_constant_side_has_no_ranking():
-    assert np.isnan(_spearman([0.0, 0.0, 0.0], [1.0, 2.0, 3.0]))
+    assert np.isnan(spearman([0.0, 0.0, 0.0], [1.0, 2.0, 3.0]))
     assert _fmt([0.5, float("nan")]) == "undefined in 1 of 2"

@@ -1,16 +1,18 @@
-"""Disjoint pairs read between a floor and a ceiling (analyses/decompose pairs): planted denoisers whose answer is
+"""Disjoint pairs read between a floor and a ceiling (scoreprobe.stats.disjoint_pairs; analyses/decompose's pairs): planted denoisers whose answer is
 known — two memorizers of disjoint sets (the floor), the rule oracle with itself (the ceiling, 1 by construction), a
 pair that is the rule oracle plus independent perturbations (in between) — and training sets really disjoint."""
 import numpy as np
 import pytest
 from scipy import stats as st
 
-from analyses.decompose.pairs import disjoint_data_seeds, pair_configs, pair_members
-from analyses.decompose.pairs_write import one_pair, over_replicates, t_interval, wilson
+from analyses.decompose.stages import pair_configs
 from scoreprobe.data.datasets import make_dataset
 from scoreprobe.data.rules import Parity, rule_from_spec
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
-from scoreprobe.probes.disjoint import compare_pair, disjoint_check
+from scoreprobe.probes.disjoint import compare_pair, disjoint_check, disjoint_data_seeds
+from scoreprobe.stats.disjoint_pairs import one_pair, over_replicates, pair_members
+from scoreprobe.stats.unit_intervals import t_triple as t_interval
+from scoreprobe.stats.unit_intervals import wilson_triple as wilson
 
 SPEC = {"name": "parity", "G": 2, "shape": [4, 4], "layout": "offset", "seed": 0}
 KW = dict(sigmas=(0.2, 0.5, 1.0, 2.0, 5.0), n_points=32, n_samples=48, n_planes=1, res=6, n_steps=10)
@@ -92,7 +94,7 @@ def test_disjoint_data_seeds_are_pairwise_disjoint():
 def test_members_differ_in_data_and_init():
     p = dict(pair_Ns=[12], pair_replicates=3, pair_same_data=[0], pair_heldout=4, pair_width=16, pair_depth=1,
              pair_batch=8, pair_steps=10, pair_checkpoints=2, pair_first=5)
-    names = [m[0] for m in pair_members(p)]
+    names = [m[0] for m in pair_members(p["pair_Ns"], p["pair_replicates"], p["pair_same_data"])]
     assert names == ["n12-r0-a", "n12-r0-b", "n12-r0-c", "n12-r1-a", "n12-r1-b", "n12-r2-a", "n12-r2-b"]
     cfg = dict(pair_configs(p, SPEC))
     assert len({c.seed for c in cfg.values()}) == len(cfg)             # every member its own init

@@ -24,11 +24,11 @@ import argparse
 import json
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import spearmanr
+
+from scoreprobe.stats.attribution_agreement import agreement, attribution_sums, block_errors
 
 HERE = Path(__file__).resolve().parent
 STEPS = (2876, 36000)
@@ -39,15 +39,6 @@ OFFSET = {"copy": 1, "rule": 2}
 METHODS = ("AtP", "AtP*", "|AtP|", "GradDrop")
 
 
-def sites(net):
-    """The grid's labels, and the q and k sites of every head."""
-    from scoreprobe.inside.sites import site_grid
-    grid = [s.label for s in site_grid(net)]
-    L, H = len(net.blocks), net.blocks[0].attn.num_heads
-    qk = [f"blocks.{i}.attn.hook_{w}[head={h}]" for i in range(L) for w in ("q", "k") for h in range(H)]
-    return grid, qk
-
-
 def pairs(series, n):
     """{"rule": (clean, corrupt, direction), "copy": (clean, corrupt, None)}."""
     from scoreprobe.probes.circuits import copy_pairs, rule_pairs
@@ -55,27 +46,12 @@ def pairs(series, n):
     return {"rule": (c, r, w), "copy": (*copy_pairs(series.dataset, n), None)}
 
 
-def one(sp, D, kind, pair, sigma, draw, labels):
-    """Per-site Σ over pairs of the numerators of patching, AtP, AtP* and GradDrop, and the contrasts."""
-    clean, corrupt, direction = pair
-    kw = dict(sites=labels, method="both", direction=direction, seed=10 * draw + OFFSET[kind])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)                    # undefined pooled values: not used here
-        plain = sp.patch(D, clean, corrupt, sigma, **kw)
-        star = sp.patch(D, clean, corrupt, sigma, atp_star=True, **kw)
-    r = lambda v: [round(float(x), 7) for x in v]                        # noqa: E731
-    return {"step": None, "kind": kind, "sigma": sigma, "draw": draw,
-            "exact": r(plain.effect_numerator.sum("sample").values),
-            "atp": r(plain.effect_atp_numerator.sum("sample").values),
-            "atp_star": r(star.effect_atp_numerator.sum("sample").values),
-            "graddrop": r(star.effect_atp_graddrop_numerator.sum("sample").values),
-            "contrast": r((plain.metric_clean - plain.metric_corrupt).values)}
-
-
 def measure(log=print):
     import scoreprobe as sp
+    from scoreprobe.inside.sites import qk_sites, site_grid
     series = sp.load_series()
-    grid, qk = sites(series.denoiser(STEPS[-1]).net)
+    net = series.denoiser(STEPS[-1]).net
+    grid, qk = [s.label for s in site_grid(net)], qk_sites(net)
     kinds = pairs(series, N_PAIRS)
     rows, t0 = [], time.time()
     for step in STEPS:
@@ -83,51 +59,12 @@ def measure(log=print):
         for kind, pair in kinds.items():
             for sigma in SIGMAS:
                 for draw in range(DRAWS):
-                    rows.append({**one(sp, D, kind, pair, sigma, draw, grid + qk), "step": step})
+                    rows.append({"step": step, "kind": kind, "sigma": sigma, "draw": draw,
+                                 **attribution_sums(D, pair[0], pair[1], sigma, grid + qk, direction=pair[2],
+                                                    seed=10 * draw + OFFSET[kind])})
         log(f"step {step}: {time.time() - t0:.0f} s")
     return {"series": "checkpoints/parity-default", "steps": list(STEPS), "sigmas": list(SIGMAS), "draws": DRAWS,
             "n_pairs": N_PAIRS, "grid": grid, "qk": qk, "rows": rows, "seconds": round(time.time() - t0, 1)}
-
-
-def _spearman(a, b):
-    """Spearman over sites; NaN where either side is constant (no ranking)."""
-    a, b = np.asarray(a), np.asarray(b)
-    if np.ptp(a) == 0 or np.ptp(b) == 0:
-        return float("nan")
-    return float(spearmanr(a, b).statistic)
-
-
-def agreement(doc):
-    """{(step, kind, sigma, set): {method: [Spearman per draw]}}."""
-    n = len(doc["grid"])
-    parts = {"grid": slice(0, n), "q/k": slice(n, None)}
-    out = {}
-    for row in doc["rows"]:
-        for part, sl in parts.items():
-            ex = np.asarray(row["exact"])[sl]
-            est = {"AtP": _spearman(row["atp"][sl], ex), "AtP*": _spearman(row["atp_star"][sl], ex),
-                   "|AtP|": _spearman(np.abs(row["atp"][sl]), np.abs(ex)),
-                   "GradDrop": _spearman(row["graddrop"][sl], np.abs(ex))}
-            cell = out.setdefault((row["step"], row["kind"], row["sigma"], part), {})
-            for method, v in est.items():
-                cell.setdefault(method, []).append(v)
-    return out
-
-
-def block_errors(doc):
-    """{(step, kind): (joint, per-atom sum)}: mean over σ, draws and blocks of |estimate − exact| / Σ|contrast|."""
-    grid = doc["grid"]
-    out = {}
-    for row in doc["rows"]:
-        scale = float(np.sum(np.abs(row["contrast"])))
-        for i, lab in enumerate(grid):
-            if "." in lab[len("blocks."):]:
-                continue                                                 # only the block sites
-            parts = [grid.index(f"{lab}.hook_{s}_out") for s in ("attn", "mlp")]
-            joint = abs(row["atp"][i] - row["exact"][i]) / scale
-            summed = abs(sum(row["atp"][j] for j in parts) - row["exact"][i]) / scale
-            out.setdefault((row["step"], row["kind"]), []).append((joint, summed))
-    return {k: tuple(np.mean(v, axis=0)) for k, v in out.items()}
 
 
 def _fmt(values):

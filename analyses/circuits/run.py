@@ -5,42 +5,51 @@
     python analyses/circuits                   # CPU preset: 3 models x 24 checkpoints, ≈ 5 min on 1 thread
     python analyses/circuits --models s0       # a subset of the models
     python analyses/circuits --series closed   # the closed-window series (trained by analyses/decompose)
-    python analyses/circuits --series gpt      # 3 GPTs patched with the logit metric (trains them: gpt.py)
+    python analyses/circuits --series gpt      # 3 GPTs patched with the logit metric (trains them: run_gpt)
     python analyses/circuits --from-results    # rewrite the .md (and .png) from the .json
 
 Through the API only: `sp.circuits` over each model's series (resumable stores analyses/results/
 circuits_<model>.zarr, not committed). Every effect is read per σ (a site can carry +a at one σ and −a at
-another; a mean over σ would call that nothing). Per model (analyses/circuits/models.py): the pooled
+another; a mean over σ would call that nothing). Per model (scoreprobe.stats.circuit_effects): the pooled
 effect at the last checkpoint per σ and site, NaN with the reason where the pairs' contrasts have mixed
 sign or are below the floor, with a bootstrap CI over pairs; the step at which it reaches half of that,
 in units of the model's own τ (its clocks.json: checkpoints/measure.py); the copy contrast per σ with
-its sign. Across models (models are the units, analyses/circuits/across.py): mean, t interval (n − 1 df),
+its sign. Across models (models are the units,
+scoreprobe.stats.circuit_effects_across): mean, t interval (n − 1 df),
 per-model values, Holm over the stated family. At the last checkpoint, patching along the PF-ODE
 (sp.patch_ode) with outcomes split into to-clean / to-corrupt / to-a-third basin over the pairs that end
 apart unpatched. Results: analyses/results/circuits.{md,json,png}.
 """
 import argparse
+import dataclasses
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
-from analyses.circuits import across
-from analyses.circuits import report as circuits_report
-from analyses.circuits.models import crossing, decay, read_model  # noqa: F401  (crossing, decay: tests)
 from scoreprobe.atomic import atomic_write_text
-from scoreprobe.errors import ConfigError
 from scoreprobe.inside.ratio import DEN_FLOOR
+from scoreprobe.probes.circuits import ode_outcomes
+from scoreprobe.reports import circuits_gpt_md, circuits_md
+from scoreprobe.stats import circuit_effects_across as across
+from scoreprobe.stats.circuit_effects import gpt_effects, read_model
+from scoreprobe.store.json_ready import json_ready
+from scoreprobe.studies.trained_models import CLOSED_RUNS, SHIPPED_RUNS, clock_summary, train_and_clock
+from scoreprobe.viz.circuits import plot_effect_maps
+from scoreprobe.viz.common import save_figure
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-SERIES = {"open": {"s0": "checkpoints/parity-default", "s1": "runs/shipped/s1", "s2": "runs/shipped/s2"},
-          "closed": {f"closed-s{i}": f"runs/closed-window/closed-s{i}" for i in range(3)},   # analyses/decompose trains them
+SERIES = {"open": dict(zip(("s0", "s1", "s2"), SHIPPED_RUNS)),
+          "closed": {f"closed-s{i}": d for i, d in enumerate(CLOSED_RUNS)},   # analyses/decompose trains them
           "gpt": {f"gpt-s{i}": f"runs/circuits-gpt/s{i}" for i in range(3)}}
 RESULT_NAME = {"open": "circuits", "closed": "circuits_closed", "gpt": "circuits_gpt"}
+SERIES_WHO = {"open": "trained DiTs of the shipped recipe (N = 120: the window opens)",
+              "closed": "trained DiTs of the closed-window series (N = 30: τ_mem before any τ_rule; trained by "
+                        "analyses/decompose, runs/closed-window)"}
+COMMAND = "python analyses/circuits --series open|closed|gpt"
+GPT_COMMAND = "python analyses/circuits --series gpt"
 
 PRESETS = {
     "cpu": dict(models=None, steps=None, n_pairs=16, sigmas=[0.3, 0.7, 1.5], sites=["block", "sub", "head"],
@@ -52,48 +61,31 @@ PRESETS = {
 }
 
 
-def read_taus(path):
-    """τ_rule, τ_mem (CIs, share of resamples reaching them; None: not reached) and the largest and last rule
-    accuracy from a series' clocks.json (checkpoints/measure.py); ConfigError if absent."""
-    f = Path(path) / "clocks.json"
-    if not f.is_file():
-        raise ConfigError(f"{f} is missing: measure the clocks first (python checkpoints/measure.py {path}; the "
-                          "closed-window models: python analyses/decompose --models-only trains and measures them)")
-    c = json.loads(f.read_text())
-    t = c["taus"]
-    return {**{k: t.get(k) for k in ("tau_rule", "tau_rule_ci", "tau_rule_reached", "tau_mem", "tau_mem_ci",
-                                     "tau_mem_reached", "rule_threshold")},
-            "rule_acc_max": max(r["rule_acc"] for r in c["table"]), "rule_acc_last": c["table"][-1]["rule_acc"]}
+def plan(cfg):
+    steps = "all 24 checkpoints" if cfg["steps"] is None else f"checkpoints {cfg['steps']}"
+    n_sites = sum({"block": 4, "sub": 8, "head": 16}[g] for g in cfg["sites"])
+    n_steps = 24 if cfg["steps"] is None else len(cfg["steps"])
+    fw = len(cfg["models"]) * n_steps * 2 * len(cfg["sigmas"]) * (n_sites + 3)
+    return (f"sp.circuits on models {cfg['models']}: {steps}, σ {cfg['sigmas']} (read one by one), {cfg['n_pairs']} "
+            f"copy and {cfg['n_pairs']} rule pairs, sites {cfg['sites']} ({n_sites} on the shipped DiT), floor "
+            f"{cfg['floor']:g}\n≈ {fw} patched forwards of {cfg['n_pairs']} rows (≈ {fw * 0.02 / 60:.1f} min at 20 ms "
+            f"each, 1 thread), then {cfg['n_boot']} bootstrap resamples over pairs per model, t intervals over "
+            f"models, Holm per pair kind, and sp.patch_ode at each model's last checkpoint ({cfg['ode_pairs']} "
+            f"pairs, σ_start {cfg['ode_sigma_start']}, σ* {cfg['ode_stars']}, {cfg['ode_steps']} Heun steps)")
 
 
-def ode_sites(cells, sigmas, kinds_of):
-    """The top sub-block and top head (by mean effect over models) at each σ, once each, then `*`."""
-    out = []
-    for s in sigmas:
-        for k in ("sub", "head"):
-            best = next((c["site"] for c in across.ranked(cells, s, kinds_of, n_top=0) if kinds_of[c["site"]] == k), None)
-            if best is not None and best not in out:
-                out.append(best)
-    return out + ["*"]
+GPT_RECIPE = dict(model="gpt", size="tiny", hidden_size=None, lr=1e-3, total_steps=1500, n_checkpoints=20,
+                  first_checkpoint=100)      # analyses/gpt_clocks' GPT_SETTINGS, stopped at 1500 steps
 
 
-def ode_flips(sp, series, sites, cfg):
-    """At the last checkpoint of one model: outcome shares of patching each site at σ ≤ σ* (sp.patch_ode)."""
-    from scoreprobe.probes.circuits import copy_pairs, rule_pairs
-    D = series.denoiser(int(max(series.steps)))
-    n = cfg["ode_pairs"]
-    pairs = {"copy": copy_pairs(series.dataset, n), "rule": rule_pairs(series.dataset, series.rule, n, 0)[:2]}
-    out = []
-    for kind in ("rule", "copy"):
-        for star in cfg["ode_stars"]:
-            f = sp.patch_ode(D, *pairs[kind], sites[kind], sigma_star=star, sigma_start=cfg["ode_sigma_start"],
-                             n_steps=cfg["ode_steps"], seed=5)
-            for s in sites[kind]:
-                c = f.sel(site=s)
-                out.append({"kind": kind, "site": s, "sigma_star": star, "n_apart": int(f.attrs["n_apart"]),
-                            "n_together": int(f.attrs["n_together"]), "together_moved": int(c.together_moved),
-                            **{k: float(c[f"{k}_share"]) for k in ("to_clean", "to_corrupt", "to_third")}})
-    return out
+def gpt_models(root, seeds, runs="runs/circuits-gpt", total_steps=None):
+    """{f"gpt-s{seed}": (TrainConfig, run dir)} of the shipped DiT's config with GPT_RECIPE at each seed."""
+    from scoreprobe.training.config import TrainConfig, stored_config
+    dit = json.loads((Path(root) / "checkpoints" / "parity-default" / "run.json").read_text())["config"]
+    base = TrainConfig.from_dict({**stored_config(dit), **GPT_RECIPE})
+    if total_steps is not None:
+        base = dataclasses.replace(base, total_steps=total_steps)
+    return {f"gpt-s{s}": (dataclasses.replace(base, seed=s), Path(root) / runs / f"s{s}") for s in seeds}
 
 
 def probe_models(sp, cfg, out_dir, name, log):
@@ -102,7 +94,7 @@ def probe_models(sp, cfg, out_dir, name, log):
     got, t0 = {}, time.time()
     for model in cfg["models"]:
         series = sp.load_series(ROOT / SERIES[cfg["series"]][model])     # smoke: the steps of the shipped series
-        taus = read_taus(series.path)
+        taus = clock_summary(series.path)
         ds = sp.circuits(series, sigmas=cfg["sigmas"], n_pairs=cfg["n_pairs"], sites=cfg["sites"], steps=cfg["steps"],
                          floor=cfg["floor"], out=out_dir / f"{name}_{model}.zarr")
         got[model] = (series, ds, taus)
@@ -129,58 +121,59 @@ def run(cfg, out_dir, name, log):
     for kind in ("rule", "copy"):
         cells[kind], family[kind] = across.effects_across(per_model, kind, names, sites, sigmas)
     t1 = time.time()
-    chosen = {k: ode_sites(cells[k], sigmas, kinds_of) for k in ("rule", "copy")}
-    ode = {n: ode_flips(sp, got[n][0], chosen, cfg) for n in names}
+    chosen = {k: across.ode_sites(cells[k], sigmas, kinds_of) for k in ("rule", "copy")}
+    ode = {n: ode_outcomes(got[n][0], chosen, cfg["ode_pairs"], cfg["ode_stars"], cfg["ode_sigma_start"],
+                           cfg["ode_steps"]) for n in names}
     result = {"preset": cfg, "series": cfg["series"], "models": {n: str(Path(SERIES[cfg["series"]][n])) for n in names},
               "steps": [int(s) for s in first.step.values], "sites": sites, "site_kinds": kinds_of, "sigmas": sigmas,
               "taus": {n: got[n][2] for n in names}, "per_model": per_model, "cells": cells, "family": family,
               "contrasts": across.contrasts_across(per_model, names), "ode": ode,
-              "ode_across": across.ode_across(_clean(ode), names), "seconds": {"probe": round(t_probe, 1), "ode": round(time.time() - t1, 1)}}
-    result = _clean(result)
+              "ode_across": across.ode_across(json_ready(ode), names),
+              "seconds": {"probe": round(t_probe, 1), "ode": round(time.time() - t1, 1)}}
+    result = json_ready(result)
     atomic_write_text(out_dir / f"{name}.json", json.dumps(result, indent=1))
-    circuits_report.write(result, out_dir, name)
+    write(result, out_dir, name)
     log(f"wrote {out_dir / name}.{{json,md,png}} (probe {t_probe:.0f} s)")
     return result
 
 
 def run_gpt(cfg, out_dir, name, log):
-    """The GPT reading (analyses/circuits/gpt.py): train and clock the GPTs (resumable), patch every checkpoint
-    with the logit metric, models as units at the checkpoints nearest the clocks and the last."""
+    """The GPT reading (issue 55 item 7): a GPT has no noise level, so it is patched teacher-forced on bits with
+    the logit metric (`scoreprobe.stats.circuit_effects.gpt_effects`; rule pairs flip a parity group's first member
+    and read the log-odds at its last: `scoreprobe.probes.circuits.gpt_rule_pairs`). Train and clock the GPTs
+    (resumable; clocks.json from 1000 ancestral samples), patch every checkpoint, models as units at the
+    checkpoints nearest the clocks and the last. With a constant learning rate seed 0 follows gpt_clocks'
+    12 000-step run (their step-100 weights are equal); its τ differ a little because they are read on another
+    checkpoint grid (τ_mem 894 [873, 915] here, 898 [874, 922] there)."""
     import torch
-
-    import scoreprobe as sp
-    from analyses.circuits import gpt, gpt_report
     torch.set_num_threads(1)
     seeds = [int(m.rsplit("-s", 1)[1]) for m in cfg["models"]]
-    models = gpt.gpt_models(ROOT, seeds, cfg["gpt_runs"] or Path(out_dir).resolve() / "gpt_runs", cfg["gpt_steps"])
-    series = gpt.train_and_clock(sp, models, cfg["gpt_clock_samples"], log)
+    models = gpt_models(ROOT, seeds, cfg["gpt_runs"] or Path(out_dir).resolve() / "gpt_runs", cfg["gpt_steps"])
+    series = train_and_clock(models, cfg["gpt_clock_samples"], log)
     t0 = time.time()
-    per_model = {n: gpt.gpt_circuits(sp, s, cfg, log) for n, s in series.items()}
+    per_model = {n: gpt_effects(s, cfg["n_pairs"], cfg["sites"], cfg["floor"], cfg["n_boot"], log)
+                 for n, s in series.items()}
     names = list(per_model)
-    taus = {n: read_taus(models[n][1]) for n in names}
-    at = gpt.read_steps(per_model[names[0]]["steps"], taus)
-    result = _clean({"preset": cfg, "series": "gpt", "models": {n: os.path.relpath(models[n][1], ROOT) for n in names},
+    taus = {n: clock_summary(models[n][1]) for n in names}
+    at = across.read_steps(per_model[names[0]]["steps"], taus)
+    result = json_ready({"preset": cfg, "series": "gpt",
+                         "models": {n: os.path.relpath(models[n][1], ROOT) for n in names},
                      "steps": per_model[names[0]]["steps"], "taus": taus, "read_steps": at, "per_model": per_model,
-                     "across": gpt.gpt_across(per_model, names, at), "seconds": {"probe": round(time.time() - t0, 1)}})
+                     "across": across.gpt_across(per_model, names, at),
+                     "seconds": {"probe": round(time.time() - t0, 1)}})
     atomic_write_text(out_dir / f"{name}.json", json.dumps(result, indent=1))
-    gpt_report.write(result, out_dir, name)
+    write(result, out_dir, name)
     log(f"wrote {out_dir / name}.{{json,md}}")
     return result
 
 
-def _clean(v):
-    """json-ready: numpy scalars to floats, NaN / inf to None."""
-    if isinstance(v, dict):
-        return {k: _clean(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_clean(x) for x in v]
-    if isinstance(v, (float, np.floating)):
-        return float(v) if np.isfinite(v) else None
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, np.str_):
-        return str(v)
-    return v
+def write(res, out_dir, name):
+    """The .md (and, for a DiT series, the heat map .png) of one result, from its json."""
+    if res.get("series") == "gpt":
+        atomic_write_text(Path(out_dir) / f"{name}.md", circuits_gpt_md.markdown(res, GPT_COMMAND))
+        return
+    atomic_write_text(Path(out_dir) / f"{name}.md", circuits_md.markdown(res, SERIES_WHO, RESULT_NAME, COMMAND))
+    save_figure(plot_effect_maps(res), Path(out_dir) / f"{name}.png", dpi=110)
 
 
 def main(argv=None):
@@ -207,15 +200,10 @@ def main(argv=None):
     out_dir.mkdir(parents=True, exist_ok=True)
     name = RESULT_NAME[a.series] + ("" if preset == "cpu" else "_smoke")
     if a.plan:
-        print(circuits_report.plan(cfg))
+        print(plan(cfg))
         return 0
     if a.from_results:
-        result = json.loads((out_dir / f"{name}.json").read_text())
-        if a.series == "gpt":
-            from analyses.circuits import gpt_report
-            gpt_report.write(result, out_dir, name)
-        else:
-            circuits_report.write(result, out_dir, name)
+        write(json.loads((out_dir / f"{name}.json").read_text()), out_dir, name)
         print(f"wrote {out_dir / name} (.md, and .png for a DiT series)")
         return 0
     (run_gpt if a.series == "gpt" else run)(cfg, out_dir, name, print)

@@ -34,12 +34,20 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-from analyses.decompose.crossover_stage import measure_cross_ci, measure_cross_ci_data, measure_excess_by_n
-from analyses.decompose.models_stage import measure_models, with_clocks
-from analyses.decompose.pairs import measure_pairs, train_pairs
+from analyses.decompose.stages import (
+    measure_cross_ci,
+    measure_cross_ci_data,
+    measure_excess_by_n,
+    measure_models,
+    measure_pairs,
+    train_pairs,
+    with_clocks,
+)
 from scoreprobe.atomic import atomic_write_text
+from scoreprobe.probes.crossover import crossover_json
+from scoreprobe.studies.stage_cache import cached_json
+from scoreprobe.studies.trained_models import clock_taus
 
-logger = logging.getLogger("decompose")
 
 PRESETS = {
     "smoke": dict(steps=[500, 36000], model_steps=[500, 36000], closed_steps=[100, 3750], model_patch=[3], model_boot=50, sigmas=[0.3, 1.0, 3.0], n_points=8, n_noise=1,
@@ -75,7 +83,7 @@ def parse_args(argv=None):
                     help="run directories of the disjoint pairs and cached stage results (resumable; not committed)")
     ap.add_argument("--no-pairs", action="store_true", help="only the shipped-series stages (cached), no json")
     ap.add_argument("--models-only", action="store_true",
-                    help="only section 1 over the trained models of both series (models_stage.py), merged into the "
+                    help="only section 1 over the trained models of both series (stages.py), merged into the "
                          "existing json")
     ap.add_argument("--pairs-only", action="store_true",
                     help="only the disjoint pairs (train, resumable; measure) and the crossover intervals (τ_cross over "
@@ -105,31 +113,6 @@ def plan(p, name):
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------------------------------------
-# Measurements
-# ---------------------------------------------------------------------------------------------
-
-def shipped_taus():
-    c = json.loads((ROOT / "checkpoints" / "parity-default" / "clocks.json").read_text())["taus"]
-    return {k: c[k] for k in ("tau_rule", "tau_rule_ci", "tau_mem", "tau_mem_ci")}
-
-
-def measure_crossover(p, series):
-    import scoreprobe as sp
-    ds = sp.crossover(series, sigmas=p["cross_sigmas"], n_noise=p["cross_noise"], steps=p["cross_steps"],
-                      progress=False)
-    return {"steps": [int(s) for s in ds.step.values], "sigma": [float(s) for s in ds.sigma.values],
-            "oracle": list(ds.oracle.values), "loss": ds.loss.values.tolist(), "loss_avg": ds.loss_avg.values.tolist(),
-            "oracle_loss": ds.oracle_loss.values.tolist(), "oracle_loss_avg": ds.oracle_loss_avg.values.tolist(),
-            "excess": ds.excess.values.tolist(), "sigma_weight": ds.sigma_weight.values.tolist(),
-            "tau_cross": _num(ds.attrs.get("tau_cross")),
-            "tau_cross_sigma": [_num(v) for v in ds.tau_cross_sigma.values]}
-
-
-def _num(v):
-    return None if v is None or not np.isfinite(v) else float(v)
-
-
 STAGE_KEYS = {"models": ("sigmas", "n_points", "n_noise", "model_steps", "model_patch", "model_boot"),
               "models_closed": ("sigmas", "n_points", "n_noise", "closed_steps", "model_patch", "model_boot"),
               "crossover": ("cross_sigmas", "cross_noise", "cross_steps"),
@@ -140,18 +123,9 @@ STAGE_KEYS = {"models": ("sigmas", "n_points", "n_noise", "model_steps", "model_
 
 
 def cached_stage(runs_dir, key, p, fn, res, timings):
-    """res[key] = fn(), or the result saved under runs_dir by a run with the same parameters of that stage."""
-    params = json.loads(json.dumps({k: p[k] for k in STAGE_KEYS[key]}))
-    cache = runs_dir / f"stage_{key}.json"
-    if cache.is_file() and json.loads(cache.read_text())["params"] == params:
-        saved = json.loads(cache.read_text())
-        res[key], timings[key] = saved["result"], saved["seconds"]
-        return
-    t = time.time()
-    res[key] = fn()
-    timings[key] = round(time.time() - t, 1)
-    atomic_write_text(cache, json.dumps({"params": params, "result": res[key], "seconds": timings[key]}))
-    logger.info("%s done in %.0f s", key, timings[key])
+    """res[key], timings[key] = fn() and its seconds, or those saved under runs_dir by a run with the same
+    parameters of that stage (STAGE_KEYS)."""
+    res[key], timings[key] = cached_json(runs_dir / f"stage_{key}.json", {k: p[k] for k in STAGE_KEYS[key]}, fn)
 
 
 def run(p, name, args, old=None):
@@ -164,11 +138,13 @@ def run(p, name, args, old=None):
     runs_dir = Path(args.runs) / name
     runs_dir.mkdir(parents=True, exist_ok=True)
     res = dict(old) if old else {}
-    res.update({"preset": name, "params": p, "taus": shipped_taus()})
+    res.update({"preset": name, "params": p, "taus": clock_taus(ROOT / "checkpoints" / "parity-default")})
     timings = dict(res.get("timings_s", {}))
     stages = {"models": lambda: measure_models(p, ROOT, runs_dir),
               "models_closed": lambda: measure_models(p, ROOT, runs_dir, "closed", train=name == "cpu"),
-              "crossover": lambda: measure_crossover(p, series),
+              "crossover": lambda: crossover_json(sp.crossover(series, sigmas=p["cross_sigmas"],
+                                                               n_noise=p["cross_noise"], steps=p["cross_steps"],
+                                                               progress=False)),
               "excess_by_n": lambda: measure_excess_by_n(p, series.rule, ROOT),
               "cross_ci": lambda: measure_cross_ci(p, ROOT, runs_dir),
               "cross_ci_data": lambda: measure_cross_ci_data(p, ROOT, runs_dir)}
@@ -222,7 +198,7 @@ def main(argv=None):
             return 0
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(js, json.dumps(res, indent=1))
-    from analyses.decompose.write import write_all      # after the json is safe: the measurements never wait on it
+    from analyses.decompose.write import write_all  # after the json is safe: the measurements never wait on it
     write_all(res, out, prefix)
     print(f"wrote {js} and {out / (prefix + 'decompose.md')}")
     return 0

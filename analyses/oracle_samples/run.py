@@ -19,10 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from scoreprobe.stats.intervals import t_interval
+from scoreprobe.probes.oracle_samples import oracle_samples_json
+from scoreprobe.stats.unit_intervals import clipped_summary as _mean_ci
+from scoreprobe.studies.trained_models import SHIPPED_RUNS, existing_series
 
 ROOT = Path(__file__).resolve().parents[2]
-MODELS = {"seed0": "checkpoints/parity-default", "seed1": "runs/shipped/s1", "seed2": "runs/shipped/s2"}
+MODELS = dict(zip(("seed0", "seed1", "seed2"), SHIPPED_RUNS))
 STEPS = (0, 1950, 9233, 36000)
 N_SAMPLES = 256
 
@@ -33,28 +35,13 @@ def measure(results):
     import scoreprobe as sp
     torch.set_num_threads(1)
     out = {"steps": list(STEPS), "n_samples": N_SAMPLES, "models": {}}
-    for name, rel in MODELS.items():
-        if not (ROOT / rel / "run.json").is_file():
-            continue
+    for name, series in existing_series(ROOT, MODELS, STEPS).items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ds = sp.oracle_samples(sp.load_series(str(ROOT / rel)), n_samples=N_SAMPLES, seed=0, steps=list(STEPS),
-                                   progress=False)
-        cls = ds.class_agree.transpose("step", "oracle", "pixel_class")
+            ds = sp.oracle_samples(series, n_samples=N_SAMPLES, seed=0, steps=list(STEPS), progress=False)
         out["oracle"] = [str(o) for o in ds.oracle.values]
-        out["models"][name] = {
-            "dir": rel, **{v: np.round(ds[v].transpose("step", "oracle").values, 4).tolist()
-                           for v in ("agree", "agree_low", "agree_high", "hamming")},
-            "border": np.round(cls.sel(pixel_class="border").values, 4).tolist(),
-            "interior": np.round(cls.sel(pixel_class="interior").values, 4).tolist(),
-            "net_train_item": np.round(ds.net_train_item.values, 4).tolist(),
-            "net_valid": np.round(ds.net_valid.values, 4).tolist()}
+        out["models"][name] = {"dir": MODELS[name], **oracle_samples_json(ds)}
     return out
-
-
-def _mean_ci(vals):
-    m, lo, hi = t_interval(np.moveaxis(np.asarray(vals, float), 0, -1))        # models (first axis) as units
-    return m, np.clip(lo, 0, 1), np.clip(hi, 0, 1)     # shares and distances / D live in [0, 1] (NaN stays NaN)
 
 
 def _cell(m, lo, hi):

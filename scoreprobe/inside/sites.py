@@ -182,3 +182,10 @@ def resolve_sites(net, sites):
         else:
             out.append(s if isinstance(s, Site) else parse_site(s, points))
     return out
+
+
+def qk_sites(net):
+    """The query and key sites of every head (where AtP*'s QK fix applies): ['blocks.i.attn.hook_q[head=h]', …,
+    'blocks.i.attn.hook_k[head=h]', …] layer by layer."""
+    L, H = len(net.blocks), net.blocks[0].attn.num_heads
+    return [f"blocks.{i}.attn.hook_{w}[head={h}]" for i in range(L) for w in ("q", "k") for h in range(H)]

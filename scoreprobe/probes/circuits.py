@@ -242,3 +242,41 @@ def circuits(D_or_series, sigmas=DEFAULT_SIGMAS, n_pairs=32, sites="all", seed=0
             warn_undefined(ds[f"{name}_effect_undefined"].values, what=f"circuits: {name} pooled effects "
                            "(step, σ, site)", floor=floor)
     return ds
+
+
+def gpt_rule_pairs(dataset, rule, n, seed):
+    """(clean, corrupt uint8 (n, D), positions float (n, D)) for a GPT read teacher-forced: held-out items, the first
+    member (token order = bit index) of a randomly chosen parity group flipped; positions one-hot at that group's
+    last member, the bit parity fixes given the others (read it with `patch(..., metric="logit_diff",
+    positions=...)`: the rule's own log-odds)."""
+    groups = np.sort(np.asarray(rule.groups), axis=1)                          # (n_groups, G), ascending
+    clean = dataset.heldout[:n].copy()
+    g = np.random.default_rng(seed).integers(0, len(groups), len(clean))
+    rows = np.arange(len(clean))
+    corrupt = clean.copy()
+    corrupt[rows, groups[g, 0]] ^= 1
+    positions = np.zeros(clean.shape)
+    positions[rows, groups[g, -1]] = 1.0
+    return clean, corrupt, positions
+
+
+def ode_outcomes(series, sites, n_pairs, sigma_stars, sigma_start, n_steps, seed=5):
+    """At the last checkpoint of a series: where patching each site at every PF-ODE evaluation with σ ≤ σ* sends
+    the corrupt trajectory (`scoreprobe.inside.patch_ode`), for n_pairs rule and copy pairs; `sites` {"rule":
+    [label], "copy": [label]}. -> [{kind, site, sigma_star, n_apart, n_together, together_moved, to_clean,
+    to_corrupt, to_third}]: shares of the pairs that end apart unpatched, counts over pairs."""
+    from scoreprobe.inside import patch_ode
+    D = series.denoiser(int(max(series.steps)))
+    pairs = {"copy": copy_pairs(series.dataset, n_pairs),
+             "rule": rule_pairs(series.dataset, series.rule, n_pairs, 0)[:2]}
+    out = []
+    for kind in ("rule", "copy"):
+        for star in sigma_stars:
+            f = patch_ode(D, *pairs[kind], sites[kind], sigma_star=star, sigma_start=sigma_start, n_steps=n_steps,
+                          seed=seed)
+            for s in sites[kind]:
+                c = f.sel(site=s)
+                out.append({"kind": kind, "site": s, "sigma_star": star, "n_apart": int(f.attrs["n_apart"]),
+                            "n_together": int(f.attrs["n_together"]), "together_moved": int(c.together_moved),
+                            **{k: float(c[f"{k}_share"]) for k in ("to_clean", "to_corrupt", "to_third")}})
+    return out

@@ -216,3 +216,37 @@ def model_cells(source, dataset, rule, sig, weights, n_draws, seed, sigma_data, 
         sd, _ = _sigma_data_of(D, sigma_data)
         rows.append(weights @ draw_losses(D, bits, sig, n_draws, seed, sd, dtype, device) - ref)
     return np.array([k for k, _ in pairs], np.float64), np.array(rows)
+
+
+def crossover_json(ds):
+    """A `crossover` Dataset -> JSON-able dict: steps, σ, oracles, the network's loss (step, σ) and σ-average, the
+    oracles' (oracle, σ) and averages, the excess, the σ weights, τ_cross and τ_cross per σ (None: never)."""
+    from scoreprobe.store.json_ready import number_or_none as _num
+    return {"steps": [int(s) for s in ds.step.values], "sigma": [float(s) for s in ds.sigma.values],
+            "oracle": list(ds.oracle.values), "loss": ds.loss.values.tolist(), "loss_avg": ds.loss_avg.values.tolist(),
+            "oracle_loss": ds.oracle_loss.values.tolist(), "oracle_loss_avg": ds.oracle_loss_avg.values.tolist(),
+            "excess": ds.excess.values.tolist(), "sigma_weight": ds.sigma_weight.values.tolist(),
+            "tau_cross": _num(ds.attrs.get("tau_cross")),
+            "tau_cross_sigma": [_num(v) for v in ds.tau_cross_sigma.values]}
+
+
+def excess_by_n(rule, Ns, seeds, sigmas, n_noise):
+    """The rule oracle's and the memorizer's σ-averaged weighted training loss for datasets of N items (`Ns`), per
+    data seed (`seeds`); the first seed's as `rule`, `memorizer`, `excess` (N); every seed's excess as
+    `excess_by_seed` (seed, N) -> JSON-able dict."""
+    from scoreprobe.data.datasets import make_dataset
+    from scoreprobe.oracles import RuleDenoiser
+    gen = RuleDenoiser(rule)
+    by = {}
+    for seed in seeds:
+        rows = []
+        for n in Ns:
+            c = crossover(gen, dataset=make_dataset(rule, n, 1, seed=seed), rule=rule, sigmas=sigmas,
+                          n_noise=n_noise, oracles=("memorizer", "rule"), progress=False)
+            avg = dict(zip(c.oracle.values, c.oracle_loss_avg.values))
+            rows.append((float(avg["rule"]), float(avg["memorizer"])))
+        by[seed] = np.array(rows)                                            # (N, 2)
+    s0 = by[seeds[0]]
+    return {"N": list(Ns), "rule": s0[:, 0].tolist(), "memorizer": s0[:, 1].tolist(),
+            "excess": (s0[:, 0] - s0[:, 1]).tolist(), "excess_seeds": list(seeds),
+            "excess_by_seed": [(by[k][:, 0] - by[k][:, 1]).tolist() for k in seeds]}

@@ -172,3 +172,33 @@ def disjoint_agreement(a, b, rule=None, *, steps=None, **kw):
         raise ConfigError("the two series have no training step in common")
     parts = [compare_pair(pa[s](), pb[s](), rule, **kw).expand_dims(step=[s]) for s in common]
     return concat_steps(parts).assign_attrs(attrs)
+
+
+def disjoint_data_seeds(rule_spec, n, n_heldout, k, first=0, tries=200):
+    """k data seeds (the first `first`) whose training sets of n items are pairwise disjoint -> [int] * k.
+
+    Greedy over seeds first, first + 1, ...: a seed is kept when its training set shares no image with any kept
+    one. RuntimeError when `tries` seeds do not give k."""
+    from scoreprobe.data.datasets import make_dataset
+    from scoreprobe.data.rules import rule_from_spec
+    rule = rule_from_spec(rule_spec)
+    kept, seen = [], set()
+    for s in range(first, first + tries):
+        rows = {bytes(r) for r in np.asarray(make_dataset(rule, n, n_heldout, s).train, np.uint8)}
+        if not rows & seen:
+            kept.append(s)
+            seen |= rows
+            if len(kept) == k:
+                return kept
+    raise RuntimeError(f"no {k} pairwise disjoint training sets of {n} items among {tries} data seeds")
+
+
+def agreement_json(ds):
+    """A `compare_pair` / `disjoint_agreement` Dataset -> JSON-able dict ([step] first where present)."""
+    out = {"sigma": [float(v) for v in ds.sigma.values], "sigma_start": [float(v) for v in ds.sigma_start.values]}
+    if "step" in ds.dims:
+        out["steps"] = [int(v) for v in ds.step.values]
+    for v in ("cosine", "cosine_sd", "rms_diff", "sample_same", "sample_hamming", "sample_nonfinite", "basin_same",
+              "basin_nonfinite"):
+        out[v] = np.asarray(ds[v].values).tolist()
+    return out

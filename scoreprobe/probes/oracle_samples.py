@@ -361,3 +361,14 @@ def oracle_samples(D_or_series, dataset=None, rule=None, oracles=None, n_samples
     sweep_device = "cpu" if device is None else str(resolve_device(device))
     return run_probe(probe, D_or_series, config, steps=steps, out=out, device=sweep_device, progress=progress,
                      overwrite=overwrite, model_id=model_id)
+
+
+def oracle_samples_json(ds, digits=4):
+    """The headline variables of an `oracle_samples` Dataset as JSON-able lists rounded to `digits`: agree,
+    agree_low, agree_high, hamming (step, oracle); border and interior class agreement (step, oracle); the
+    network's own share of training items and of valid images (step,)."""
+    cls = ds.class_agree.transpose("step", "oracle", "pixel_class")
+    r = lambda a: np.round(a, digits).tolist()                                  # noqa: E731
+    return {**{v: r(ds[v].transpose("step", "oracle").values) for v in ("agree", "agree_low", "agree_high", "hamming")},
+            "border": r(cls.sel(pixel_class="border").values), "interior": r(cls.sel(pixel_class="interior").values),
+            "net_train_item": r(ds.net_train_item.values), "net_valid": r(ds.net_valid.values)}

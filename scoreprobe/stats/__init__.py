@@ -23,6 +23,13 @@ composes the two here (`stats.clocks`).
     timing.py        half-change steps over training
     dsm_stats.py     band means, paired gaps and their correction over σ of DSM cubes
     tau_cross.py     τ_cross with intervals (loss crossover)
+    crossover_summary.py   the generalizer's excess closed at the clocks; log-log slopes in N over data seeds
+    unit_intervals.py      means over units (models, pairs, seeds) with t / Wilson intervals, arrays or triples
+    nearest_steps.py       the checkpoint nearest a step of interest, in ln(step + 1)
+    circuit_effects.py, circuit_effects_across.py   patching effects per model; models as the units
+    decompose_models.py    the decompose calls over several trained models, as JSON
+    disjoint_pairs.py      trained models on disjoint data: members, measurement, intervals
+    attribution_agreement.py   how well AtP / AtP* / GradDrop rank the sites patching ranks
     decompose_boot.py, decompose_calls.py  resampling a decompose result; the calls with intervals
     compare.py, compare_text.py            runs side by side (sp.compare) and its text
 """

@@ -67,3 +67,28 @@ def plot_circuits(ds, kinds=("rule", "copy"), n_sites=16, taus=None):
     if not drawn:
         raise ConfigError("no checkpoint after step 0 has a defined effect to plot")
     return fig
+
+
+def plot_effect_maps(res, n_sites=12):
+    """Heat maps (site × step) of the pooled effect over several models, mean over models, one panel per pair kind
+    and σ, the n_sites largest at the last step; cells undefined in any model blank. `res`: the JSON of
+    `scoreprobe.reports.circuits_md` (models, steps, sigmas, sites, per_model[m].effects[kind].curve (step, σ,
+    site)). -> Figure."""
+    names, steps = list(res["models"]), np.asarray(res["steps"], float)
+    fig = new_figure((3.6 * len(res["sigmas"]), 0.25 * n_sites * 2 + 3.0))
+    keep_steps = steps > 0
+    for r, kind in enumerate(("rule", "copy")):
+        curve = np.array([res["per_model"][n]["effects"][kind]["curve"] for n in names], float).mean(0)  # (step, σ, site)
+        for i, s in enumerate(res["sigmas"]):
+            ax = fig.add_subplot(2, len(res["sigmas"]), r * len(res["sigmas"]) + i + 1)
+            v = curve[keep_steps, i, :]
+            top = np.sort(np.argsort(-np.nan_to_num(np.abs(v[-1]), nan=-1.0), kind="stable")[:n_sites])
+            mesh = ax.pcolormesh(np.arange(keep_steps.sum() + 1), np.arange(len(top) + 1), v[:, top].T, cmap="RdBu_r",
+                                 vmin=-1.5, vmax=1.5)
+            ax.set_yticks(np.arange(len(top)) + 0.5, [res["sites"][j] for j in top], fontsize=5)
+            ax.set_xticks(np.arange(keep_steps.sum())[::4] + 0.5, [f"{x:.0f}" for x in steps[keep_steps][::4]],
+                          fontsize=5, rotation=60)
+            ax.invert_yaxis()
+            ax.set_title(f"{kind} pairs, σ {s:g} (mean over {len(names)} models)", fontsize=7)
+            fig.colorbar(mesh, ax=ax, fraction=0.04)
+    return fig

@@ -75,3 +75,28 @@ def plot_decompose(ds, split="heldout", var="r2", taus=None, fig=None, n_boot=10
     axes[0].set_yticks(yt, [f"{s:.2g}" for s in sig], fontsize=7)
     axes[0].set_ylabel(f"σ ({split} points)")
     return fig
+
+
+def plot_calls_map(m):
+    """Held-out calls of `scoreprobe.stats.decompose_models.calls_over_models` over (step, σ): one colour per label.
+    -> Figure (pyplot's, Agg)."""
+    import matplotlib
+
+    from scoreprobe.stats.decompose_models import NO_CALL, labels
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    lab = labels(m, "heldout")
+    names = sorted(set(lab.ravel()), key=lambda n: (n in NO_CALL, n))
+    idx = np.vectorize(names.index)(lab).T.astype(float)                         # (σ, step)
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    cmap = matplotlib.colormaps["tab10"].resampled(max(len(names), 2))
+    ax.imshow(idx, aspect="auto", origin="lower", cmap=cmap, vmin=-0.5, vmax=len(names) - 0.5)
+    ax.set_xticks(range(len(m["steps"])), [str(s) for s in m["steps"]], rotation=60, fontsize=7)
+    ax.set_yticks(range(len(m["sigma"])), [f"{x:g}" for x in m["sigma"]], fontsize=7)
+    ax.set_xlabel("step"), ax.set_ylabel("σ")
+    handles = [matplotlib.patches.Patch(color=cmap(q), label=n) for q, n in enumerate(names)]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.set_title(f"{m.get('series', 'open')} series: held-out calls over {len(m['models'])} models "
+                 "(two-level bootstrap)", fontsize=9)
+    fig.tight_layout()
+    return fig

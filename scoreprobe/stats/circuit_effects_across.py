@@ -1,42 +1,18 @@
-"""Trained models as the units: per σ and site, the mean over models of a per-model value with a t interval
-(n − 1 df), the per-model values, and a one-sample t test of "≠ 0" Holm-adjusted over a stated family.
+"""Trained models as the units of the patching readings (`scoreprobe.stats.circuit_effects`, one dict per model):
+per σ and site, the mean over models of a per-model value with a t interval (n − 1 df), the per-model values, and
+a one-sample t test of "≠ 0" Holm-adjusted over a stated family; the outcomes along the PF-ODE; for a GPT, the
+same at reading steps near the models' clocks.
 
 A cell undefined in any model (its pooled effect NaN: contrasts of mixed sign or below the floor) stays
 undefined across models, with the models and reasons that made it so.
 """
 import numpy as np
-from scipy import stats
 
+from scoreprobe.stats.nearest_steps import nearest_step
 from scoreprobe.stats.pvalues import adjust_family
-from scoreprobe.stats.intervals import t_interval
+from scoreprobe.stats.unit_intervals import t_summary, why_undefined
 
 ALPHA = 0.05
-
-
-def t_summary(values, ci=0.95):
-    """values (M, ...) over models -> mean, lo, hi, p (two-sided one-sample t test of mean 0), each (...);
-    NaN wherever a model's value is NaN, or fewer than 2 models."""
-    v = np.asarray(values, np.float64)
-    m = v.shape[0]
-    mean, lo, hi = t_interval(np.moveaxis(v, 0, -1), ci)                         # models (first axis) as units
-    if m < 2:
-        return mean, lo, hi, np.full(mean.shape, np.nan)
-    se = v.std(0, ddof=1) / np.sqrt(m)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = 2 * stats.t.sf(np.abs(mean / se), m - 1)
-    p = np.where(se > 0, p, np.where(mean != 0, 0.0, 1.0))
-    p = np.where(np.isfinite(mean), p, np.nan)
-    return mean, lo, hi, p
-
-
-def why_undefined(reasons, names):
-    """reasons (M, ...) per model ("" defined) -> (...) object: "" or e.g. "s1: mixed sign; s2: below floor"."""
-    r = np.asarray(reasons, dtype=object)
-    out = np.full(r.shape[1:], "", dtype=object)
-    for idx in np.ndindex(r.shape[1:]):
-        parts = [f"{n}: {r[(i,) + idx]}" for i, n in enumerate(names) if r[(i,) + idx]]
-        out[idx] = "; ".join(parts)
-    return out
 
 
 def effects_across(per_model, kind, names, sites, sigmas):
@@ -117,4 +93,52 @@ def contrasts_across(per_model, names):
     for kind in ("rule", "copy"):
         out[f"{kind}_attn_minus_mlp"] = scalar_across(per_model, names, lambda m, k=kind: np.subtract(
             m["sub_blocks"][k]["attn"], m["sub_blocks"][k]["mlp"]))
+    return out
+
+
+def ode_sites(cells, sigmas, kinds_of):
+    """The top sub-block and top head (by mean effect over models) at each σ, once each, then `*`."""
+    out = []
+    for s in sigmas:
+        for k in ("sub", "head"):
+            best = next((c["site"] for c in ranked(cells, s, kinds_of, n_top=0) if kinds_of[c["site"]] == k), None)
+            if best is not None and best not in out:
+                out.append(best)
+    return out + ["*"]
+
+
+def read_steps(steps, taus):
+    """The common checkpoints nearest (in ln(step + 1)) to the models' mean τ_rule and τ_mem, and the last
+    -> {"tau_rule": step, "tau_mem": step, "last": step} (a clock no model reaches is left out)."""
+    out = {}
+    for k in ("tau_rule", "tau_mem"):
+        v = [t.get(k) for t in taus.values() if t.get(k) is not None]
+        if v:
+            out[k] = nearest_step(steps, np.mean(v))
+    out["last"] = int(steps[-1])
+    return out
+
+
+def gpt_across(per_model, names, at):
+    """Per pair kind, reading step (`at`) and site: the effect over models (mean, t CI, per-model values, the
+    undefined models' reasons) and a one-sample t test of ≠ 0, Holm over every defined (reading, site) cell of
+    the kind; the contrast per reading over models."""
+    first = per_model[names[0]]
+    idx = {k: first["steps"].index(s) for k, s in at.items()}
+    out = {}
+    for kind in ("rule", "copy"):
+        e = np.array([[per_model[n][kind]["effect"][i] for i in idx.values()] for n in names], float)  # (M, R, site)
+        mean, lo, hi, p = t_summary(e)
+        p_holm = adjust_family(p)
+        why = why_undefined([[per_model[n][kind]["reason"][i] for i in idx.values()] for n in names], names)
+        c = np.array([[per_model[n][kind]["contrast_mean"][i] for i in idx.values()] for n in names], float)
+        cm, clo, chi, _ = t_summary(c)
+        cells = [{"read": r, "step": at[r], "site": site, "mean": mean[a, j], "ci": [lo[a, j], hi[a, j]],
+                  "per_model": e[:, a, j].tolist(), "p": p[a, j], "p_holm": p_holm[a, j], "undefined": why[a, j]}
+                 for a, r in enumerate(idx) for j, site in enumerate(first["sites"])]
+        out[kind] = {"cells": cells, "family": {"size": int(np.isfinite(p).sum()), "alpha": ALPHA, "method": "holm",
+                                                "what": f"{kind} pairs: effect ≠ 0 (one-sample t over models), every "
+                                                        "defined (reading step, site) cell"},
+                     "contrast": {r: {"mean": cm[a], "ci": [clo[a], chi[a]], "per_model": c[:, a].tolist()}
+                                  for a, r in enumerate(idx)}}
     return out

@@ -1,45 +1,13 @@
-"""Section 1 of the decompose study, from the json alone: the calls over trained models (models_stage.py).
-
-A cell (step, σ, split) names an oracle only where the two-level bootstrap (models, then points) puts the best
-oracle's lead over the runner-up above 0 and its margin over the shrinkage baseline c·x above 0
-(`sp.decompose_summary`); otherwise "undecided", "indistinguishable" (the top two oracles within 0.01 of the
-network's variance of each other), "shrinkage" (the network is a linear shrinkage, r² of c·x ≥ 0.999: the
-untrained adaLN-Zero network) or "undefined". The mixture weights with intervals are the primary attribution.
+"""The markdown of the decompose calls over trained models (`scoreprobe.stats.decompose_models`), from the study's
+JSON alone: the headline lines, and a section with the cells of each label per split, the call per held-out cell,
+each model's agreement with the pooled call, the mixture weights (the primary attribution) and the best patch size
+per σ. The map beside it: `scoreprobe.viz.decompose.plot_calls_map`.
 """
 import numpy as np
 
-from scoreprobe.viz.common import save_figure
+from scoreprobe.stats.decompose_models import NO_CALL
 
 MIX_SIGMAS = (0.5, 1.0, 2.0, 5.0)
-NO_CALL = ("undecided", "indistinguishable", "shrinkage", "undefined")
-
-
-def _labels(m, split, which="pooled"):
-    """(step, σ) labels of one split."""
-    j = m["split"].index(split)
-    return np.array(m[which]["label"] if which == "pooled" else m["per_model"][which]["label"], dtype=object)[:, :, j]
-
-
-def regions(m, split):
-    """{label: {cells, steps [lo, hi], sigma [lo, hi]}} of the pooled calls of one split."""
-    lab = _labels(m, split)
-    out = {}
-    for name in sorted(set(lab.ravel()), key=lambda n: (n in NO_CALL, n)):
-        i, k = np.nonzero(lab == name)
-        steps, sig = [m["steps"][a] for a in i], [m["sigma"][b] for b in k]
-        out[name] = {"cells": int(len(i)), "steps": [min(steps), max(steps)], "sigma": [min(sig), max(sig)]}
-    return out
-
-
-def models_summary(m):
-    if not m:
-        return None
-    per_model_agree = {}
-    for name in m["models"]:
-        a, b = _labels(m, "heldout"), _labels(m, "heldout", name)
-        called = ~np.isin(a, NO_CALL)
-        per_model_agree[name] = [int((a[called] == b[called]).sum()), int(called.sum())]
-    return {"regions": {sp: regions(m, sp) for sp in m["split"]}, "per_model_agree": per_model_agree}
 
 
 def _cell(m, step, sigma, split="heldout"):
@@ -62,11 +30,6 @@ def _call_text(m, i, k, j):
     return f"{lab} (lead {m['pooled']['lead'][i][k][j]:+.3f} [{lo:+.3f}, {hi:+.3f}])"
 
 
-SERIES_TEXT = {"open": "the shipped recipe (parity G = 2, N = 120, 36 000 steps: its window opens)",
-               "closed": "the closed-window series (parity G = 2, N = 30, 3750 steps: τ_mem before any τ_rule; "
-                         "analyses/mechanism_seeds' config, trained here: models_stage.train_closed)"}
-
-
 def _taus_text(m):
     """'name τ_rule …, τ_mem …' per model from the clocks each series' run directory holds."""
     def one(t, k):
@@ -77,11 +40,13 @@ def _taus_text(m):
                      for n in m["models"])
 
 
-def models_findings(m, s, t, key="models"):
+def models_findings(m, s, t, series_text, key="models"):
+    """The headline lines of one series' calls (`s`: the study's summary, `s[key]` its `models_summary`);
+    `series_text` {series: what the series is}."""
     if not m:
         return [f"- Section 1 ({key}) was not measured (no trained models found)."]
     reg = s[key]["regions"]["heldout"]
-    text = SERIES_TEXT[m.get("series", "open")]
+    text = series_text[m.get("series", "open")]
     out = [f"- {text[0].upper() + text[1:]}, over {len(m['models'])} trained models "
            f"({', '.join(m['models'])}), held-out points: "
            + "; ".join(f"{n} in {r['cells']} cells (steps {r['steps'][0]}–{r['steps'][1]}, σ {r['sigma'][0]:g}–"
@@ -100,11 +65,13 @@ def models_findings(m, s, t, key="models"):
     return out
 
 
-def models_section(m, s, t, prefix, key="models", title="1. Which oracle explains the network (over trained models)"):
+def models_section(m, s, t, prefix, series_text, key="models",
+                   title="1. Which oracle explains the network (over trained models)"):
+    """The section of one series' calls; the map is <prefix>decompose_heatmap[_<series>].png."""
     if not m:
         return [f"## {title}", "", "Not measured (no trained models of this series found).", ""]
     clk = f" Clocks (each model's clocks.json): {_taus_text(m)}." if m.get("taus") else ""
-    L = [f"## {title}", "", f"Series: {SERIES_TEXT[m.get('series', 'open')]}.{clk}", "",
+    L = [f"## {title}", "", f"Series: {series_text[m.get('series', 'open')]}.{clk}", "",
          f"Models: {', '.join(f'{n} ({d})' for n, d in m['model_dirs'].items())}. Oracles: {', '.join(m['oracle'])}. "
          f"A cell names an oracle only where a two-level bootstrap ({m['n_boot']} resamples: models, then points "
          "within each) puts its lead over the runner-up above 0 and its margin over the best shrinkage c·x above 0; "
@@ -149,25 +116,3 @@ def _patch_lines(m):
         cells = ["/".join("?" if not np.isfinite(v) else f"{v:.0f}" for v in arr[i, k, j]) for k in range(len(m["sigma"]))]
         L.append(f"| {st} | " + " | ".join(cells) + " |")
     return L
-
-
-def fig_models(m, path):
-    """Held-out calls over (step, σ): one colour per label."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    lab = _labels(m, "heldout")
-    names = sorted(set(lab.ravel()), key=lambda n: (n in NO_CALL, n))
-    idx = np.vectorize(names.index)(lab).T.astype(float)                         # (σ, step)
-    fig, ax = plt.subplots(figsize=(8, 3.6))
-    cmap = matplotlib.colormaps["tab10"].resampled(max(len(names), 2))
-    ax.imshow(idx, aspect="auto", origin="lower", cmap=cmap, vmin=-0.5, vmax=len(names) - 0.5)
-    ax.set_xticks(range(len(m["steps"])), [str(s) for s in m["steps"]], rotation=60, fontsize=7)
-    ax.set_yticks(range(len(m["sigma"])), [f"{x:g}" for x in m["sigma"]], fontsize=7)
-    ax.set_xlabel("step"), ax.set_ylabel("σ")
-    handles = [matplotlib.patches.Patch(color=cmap(q), label=n) for q, n in enumerate(names)]
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    ax.set_title(f"{m.get('series', 'open')} series: held-out calls over {len(m['models'])} models "
-                 "(two-level bootstrap)", fontsize=9)
-    fig.tight_layout()
-    save_figure(fig, path, dpi=110)

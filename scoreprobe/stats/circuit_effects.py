@@ -1,8 +1,10 @@
-"""Per-model readings of one `sp.circuits` Dataset (one trained model): every quantity per σ, never averaged
-over σ; pooled effects through the checked ratio (scoreprobe.probes.circuits.reduce_pairs), NaN with the reason
-where the pairs' contrasts have mixed sign or are below the floor.
+"""Per-model readings of patching effects (`sp.circuits` on a DiT, `sp.patch` with the logit metric on a GPT): every
+quantity per σ, never averaged over σ; pooled effects through the checked ratio
+(scoreprobe.probes.circuits.reduce_pairs), NaN with the reason where the pairs' contrasts have mixed sign or are
+below the floor, with bootstrap intervals over pairs.
 
-All functions are pure: Dataset in, plain dict of lists out (json-ready; NaN -> None at the end of run.py).
+All functions are pure: Dataset (or series) in, plain dict of lists out (json-ready once NaN is made None:
+`scoreprobe.store.json_ready`).
 """
 import warnings
 
@@ -127,3 +129,47 @@ def read_model(ds, taus, n_boot, seed, floor):
                         for k in ("rule", "copy")},
             "copy_contrast": copy_contrast(ds, taus["tau_mem"]), "rule_contrast": rule_contrast(ds),
             "attention": attention(ds), "sub_blocks": {k: sub_blocks(ds, k, floor) for k in ("rule", "copy")}}
+
+
+def _logit_patch(net, pair, sites, floor):
+    """(numerators (site, pair), contrasts (pair,), site labels) of one pair kind at one GPT checkpoint; pair =
+    (clean, corrupt) or (clean, corrupt, positions)."""
+    from scoreprobe.inside import patch
+    ds = patch(net, pair[0], pair[1], None, sites=sites, metric="logit_diff", floor=floor,
+               positions=pair[2] if len(pair) > 2 else None)
+    den = (ds.metric_clean - ds.metric_corrupt).values
+    return ds.effect_numerator.transpose("site", "sample").values, den, [str(s) for s in ds.site.values]
+
+
+def gpt_effects(series, n_pairs, sites, floor, n_boot, log=None):
+    """JSON-able readings of one GPT series, every checkpoint patched teacher-forced with the logit metric
+    (copy pairs: `copy_pairs`; rule pairs: `gpt_rule_pairs`): per pair kind, the pooled effect per (step, site),
+    its reason and a pair-bootstrap CI, the contrast's mean and negative pairs per step (logit units), and the
+    step at which each site's effect first reaches half of its last value. `log(str)` hears of each step."""
+    from scoreprobe.probes.circuits import copy_pairs, gpt_rule_pairs
+    steps = [int(s) for s in series.steps]
+    pairs = {"copy": copy_pairs(series.dataset, n_pairs),
+             "rule": gpt_rule_pairs(series.dataset, series.rule, n_pairs, 0)}
+    num = {k: [] for k in pairs}
+    den = {k: [] for k in pairs}
+    labels = None
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning)               # undefined cells: kept with reasons
+        for st in steps:
+            net = series.sampler(st)
+            for k, pair in pairs.items():
+                n_, d_, labels = _logit_patch(net, pair, sites, floor)
+                num[k].append(n_)
+                den[k].append(d_)
+            if log is not None:
+                log(f"gpt step {st}: patched")
+    out = {"steps": steps, "sites": labels, "n_pairs": n_pairs}
+    for k in pairs:
+        nu, de = np.stack(num[k]), np.stack(den[k])                             # (step, site, pair), (step, pair)
+        pooled, reason, _ = reduce_pairs(nu, de, floor)                  # (step, site)
+        lo, hi, share = pair_ci(nu, de, n_boot, 0, floor)         # (step, site) each
+        half = [crossing(np.asarray(steps, float), pooled[:, j], pooled[-1, j]) for j in range(len(labels))]
+        out[k] = {"effect": pooled.tolist(), "reason": reason.tolist(), "ci": np.stack([lo, hi], -1).tolist(),
+                  "ci_defined_share": share.tolist(), "half_step": half,
+                  "contrast_mean": de.mean(1).tolist(), "contrast_negative": (de < 0).sum(1).tolist()}
+    return out

@@ -1,42 +1,16 @@
-"""Markdown, figure and plan of analyses/circuits/run.py (formatting only; the numbers come from the json)."""
-from pathlib import Path
-
+"""The markdown report of patching over several trained models of one series (`scoreprobe.stats.circuit_effects`
+per model, `scoreprobe.stats.circuit_effects_across` over them), written from the study's JSON alone (so a study's
+--from-results rewrites it byte for byte): the clocks, the top sites per σ with intervals over models and Holm, the
+copy contrast with its sign, the heads beside their attention, attention against MLP sub-blocks, and the outcomes
+along the PF-ODE. The heat map beside it: `scoreprobe.viz.circuits.plot_effect_maps`.
+"""
 import numpy as np
 
-from scoreprobe.atomic import atomic_write_text
-from scoreprobe.viz.common import save_figure
+from scoreprobe.reports.interval_text import ci_pair as _ci
+from scoreprobe.reports.interval_text import num as _n
+from scoreprobe.reports.interval_text import per_model as _models
 
 N_SHOW = 4          # sites per σ in the top tables
-OTHER = {"open": "circuits", "closed": "circuits_closed", "gpt": "circuits_gpt"}       # the result names per series
-RESULT_FIG = {k: f"{v}.png" for k, v in OTHER.items()}
-SERIES_WHO = {"open": "trained DiTs of the shipped recipe (N = 120: the window opens)",
-              "closed": "trained DiTs of the closed-window series (N = 30: τ_mem before any τ_rule; trained by "
-                        "analyses/decompose, runs/closed-window)"}
-
-
-def _n(v, fmt="{:+.2f}", none="–"):
-    return none if v is None else fmt.format(v)
-
-
-def _ci(ci, fmt="{:+.2f}"):
-    return "CI open" if not ci or any(v is None for v in ci) else f"[{fmt.format(ci[0])}, {fmt.format(ci[1])}]"
-
-
-def _models(vals, names, fmt="{:+.2f}"):
-    return ", ".join(f"{n} {_n(v, fmt, 'NaN')}" for n, v in zip(names, vals))
-
-
-def plan(cfg):
-    steps = "all 24 checkpoints" if cfg["steps"] is None else f"checkpoints {cfg['steps']}"
-    n_sites = sum({"block": 4, "sub": 8, "head": 16}[g] for g in cfg["sites"])
-    n_steps = 24 if cfg["steps"] is None else len(cfg["steps"])
-    fw = len(cfg["models"]) * n_steps * 2 * len(cfg["sigmas"]) * (n_sites + 3)
-    return (f"sp.circuits on models {cfg['models']}: {steps}, σ {cfg['sigmas']} (read one by one), {cfg['n_pairs']} "
-            f"copy and {cfg['n_pairs']} rule pairs, sites {cfg['sites']} ({n_sites} on the shipped DiT), floor "
-            f"{cfg['floor']:g}\n≈ {fw} patched forwards of {cfg['n_pairs']} rows (≈ {fw * 0.02 / 60:.1f} min at 20 ms "
-            f"each, 1 thread), then {cfg['n_boot']} bootstrap resamples over pairs per model, t intervals over "
-            f"models, Holm per pair kind, and sp.patch_ode at each model's last checkpoint ({cfg['ode_pairs']} "
-            f"pairs, σ_start {cfg['ode_sigma_start']}, σ* {cfg['ode_stars']}, {cfg['ode_steps']} Heun steps)")
 
 
 def _tau(t, k):
@@ -50,14 +24,14 @@ def _tau(t, k):
     return f"{t[k]:.0f} [{_n(lo, '{:.0f}', 'open')}, {_n(hi, '{:.0f}', 'not reached')}{tail}]"
 
 
-def _header(res):
+def _header(res, series_who):
     names, p = list(res["models"]), res["preset"]
     taus = "; ".join(f"{n} (`{res['models'][n]}`): τ_rule {_tau(t, 'tau_rule')}, τ_mem {_tau(t, 'tau_mem')}, "
                      f"rule accuracy at most {t.get('rule_acc_max', np.nan):.3f} (last {t.get('rule_acc_last', np.nan):.3f})"
                      for n, t in res["taus"].items())
     series = res.get("series", "open")
-    who = (f"{len(names)} {SERIES_WHO[series]} carry" if len(names) > 1 else
-           "the shipped DiT carries" if series == "open" else f"one of the {SERIES_WHO[series]} carries")
+    who = (f"{len(names)} {series_who[series]} carry" if len(names) > 1 else
+           "the shipped DiT carries" if series == "open" else f"one of the {series_who[series]} carries")
     return [f"# Circuits: where {who} the rule and the copies, read per σ", "",
             f"Models (training seeds of one recipe, one dataset): {taus} (each series' clocks.json). Checkpoints "
             f"{res['steps'][0]}–{res['steps'][-1]} ({len(res['steps'])}); {p['n_pairs']} pairs of each kind, σ "
@@ -249,43 +223,17 @@ def _reasons(res, kind, s):
     return " | ".join(sorted({c["undefined"] for c in res["cells"][kind] if c["sigma"] == s and c["undefined"]}))
 
 
-def markdown(res):
-    lines = [*_header(res), *_summary(res), "## Rule pairs, per σ: sites ranked by effect", "",
+def markdown(res, series_who, result_names, command):
+    """The report of one series' result `res` (the study's JSON): `series_who` {series: who its models are},
+    `result_names` {series: the file stem of its report} (the figure is <stem>.png; the other series are named),
+    `command` the command that switches series."""
+    series = res.get("series", "open")
+    lines = [*_header(res, series_who), *_summary(res), "## Rule pairs, per σ: sites ranked by effect", "",
              *_top_table(res, "rule"), "", *_pair_ci_table(res, "rule"), "", *_copy(res), *_heads(res),
              *_sub_blocks(res), *_ode(res),
-             f"Figure `{RESULT_FIG[res.get('series', 'open')]}`: per pair kind and σ, the pooled effect (site × "
+             f"Figure `{result_names[series]}.png`: per pair kind and σ, the pooled effect (site × "
              "checkpoint), mean over models; blank where it is undefined in at least one model.", "",
-             "The other series: " + ", ".join(f"`{v}.md`" for k, v in OTHER.items() if k != res.get("series", "open"))
-             + " (`python analyses/circuits --series open|closed|gpt`). Not done here: the copy effects where the "
+             "The other series: " + ", ".join(f"`{v}.md`" for k, v in result_names.items() if k != series)
+             + f" (`{command}`). Not done here: the copy effects where the "
              "pairs' contrasts have mixed sign stay undefined (no sign-split reading is attempted).", ""]
     return "\n".join(lines) + "\n"
-
-
-def figure(res, n_sites=12):
-    """Heat maps (site × step) of the pooled effect, mean over models, one panel per pair kind and σ; cells
-    undefined in any model blank."""
-    from scoreprobe.viz.common import new_figure
-    names, steps = list(res["models"]), np.asarray(res["steps"], float)
-    fig = new_figure((3.6 * len(res["sigmas"]), 0.25 * n_sites * 2 + 3.0))
-    keep_steps = steps > 0
-    for r, kind in enumerate(("rule", "copy")):
-        curve = np.array([res["per_model"][n]["effects"][kind]["curve"] for n in names], float).mean(0)  # (step, σ, site)
-        for i, s in enumerate(res["sigmas"]):
-            ax = fig.add_subplot(2, len(res["sigmas"]), r * len(res["sigmas"]) + i + 1)
-            v = curve[keep_steps, i, :]
-            top = np.sort(np.argsort(-np.nan_to_num(np.abs(v[-1]), nan=-1.0), kind="stable")[:n_sites])
-            mesh = ax.pcolormesh(np.arange(keep_steps.sum() + 1), np.arange(len(top) + 1), v[:, top].T, cmap="RdBu_r",
-                                 vmin=-1.5, vmax=1.5)
-            ax.set_yticks(np.arange(len(top)) + 0.5, [res["sites"][j] for j in top], fontsize=5)
-            ax.set_xticks(np.arange(keep_steps.sum())[::4] + 0.5, [f"{x:.0f}" for x in steps[keep_steps][::4]],
-                          fontsize=5, rotation=60)
-            ax.invert_yaxis()
-            ax.set_title(f"{kind} pairs, σ {s:g} (mean over {len(names)} models)", fontsize=7)
-            fig.colorbar(mesh, ax=ax, fraction=0.04)
-    return fig
-
-
-def write(res, out_dir, name):
-    """The .md and the heat map (.png) of one run, both from the json."""
-    atomic_write_text(Path(out_dir) / f"{name}.md", markdown(res))
-    save_figure(figure(res), Path(out_dir) / f"{name}.png", dpi=110)

@@ -1,10 +1,13 @@
-"""Markdown of the GPT reading of analyses/circuits (`--series gpt`; formatting only, numbers from the json)."""
-from pathlib import Path
-
+"""The markdown report of GPTs patched with the logit metric over several trained models
+(`scoreprobe.stats.circuit_effects.gpt_effects` per model, `circuit_effects_across.gpt_across` over them), from the
+study's JSON alone: per reading step near the models' clocks, the largest effects with intervals over models and
+Holm, and the contrast over training."""
 import numpy as np
 
-from analyses.circuits.report import _ci, _models, _n, _tau
-from scoreprobe.atomic import atomic_write_text
+from scoreprobe.reports.circuits_md import _tau
+from scoreprobe.reports.interval_text import ci_pair as _ci
+from scoreprobe.reports.interval_text import num as _n
+from scoreprobe.reports.interval_text import per_model as _models
 
 N_SHOW = 5
 READ_TEXT = {"tau_rule": "nearest the mean τ_rule", "tau_mem": "nearest the mean τ_mem", "last": "last checkpoint"}
@@ -37,12 +40,13 @@ def _table(res, kind):
     return L + [""]
 
 
-def markdown(res):
+def markdown(res, made_by):
+    """The report of `res` (the study's JSON); `made_by`: the command that made it."""
     names, p = list(res["models"]), res["preset"]
     taus = "; ".join(f"{n} (`{res['models'][n]}`): τ_rule {_tau(t, 'tau_rule')}, τ_mem {_tau(t, 'tau_mem')}"
                      for n, t in res["taus"].items())
     L = ["# Circuits of a GPT, patched with a logit metric", "",
-         f"Made by `python analyses/circuits --series gpt`. Models: {len(names)} GPTs of analyses/gpt_clocks' recipe "
+         f"Made by `{made_by}`. Models: {len(names)} GPTs of analyses/gpt_clocks' recipe "
          f"(the shipped DiT's data and split; {', '.join(names)}; {res['steps'][-1]} steps): {taus} (1000 ancestral "
          f"samples, each run's clocks.json). {p['n_pairs']} pairs of each kind, sites {p['sites']}, contrast floor "
          f"{p['floor']:g}; {len(res['steps'])} checkpoints patched; {res['seconds']['probe']:.0f} s.", "",
@@ -64,7 +68,3 @@ def markdown(res):
                                  for i, st in enumerate(res["steps"]))
         for kind in ("rule", "copy")) + ".", ""]
     return "\n".join(L) + "\n"
-
-
-def write(res, out_dir, name):
-    atomic_write_text(Path(out_dir) / f"{name}.md", markdown(res))

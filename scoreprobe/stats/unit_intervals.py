@@ -1,0 +1,74 @@
+"""Means over units (trained models, replicate pairs, data seeds, points) with their intervals, in the two forms
+the study reports read: arrays with the models on the first axis (`t_summary`, with a one-sample t test of 0), and
+JSON-ready [mean, lo, hi] triples with None for what is undefined (`t_triple`, `mean_interval`, `wilson_triple`).
+
+A t interval has n − 1 degrees of freedom; with fewer than 2 units there is a mean and no interval, and a unit
+whose value is undefined (NaN) leaves the mean undefined too: a mean of "never" is no number.
+"""
+import numpy as np
+from scipy import stats
+
+from scoreprobe.probes.wilson import wilson_interval
+from scoreprobe.stats.intervals import t_interval
+
+CI = 0.95
+
+
+def t_summary(values, ci=CI):
+    """values (M, ...) over models -> mean, lo, hi, p (two-sided one-sample t test of mean 0), each (...);
+    NaN wherever a model's value is NaN, or fewer than 2 models."""
+    v = np.asarray(values, np.float64)
+    m = v.shape[0]
+    mean, lo, hi = t_interval(np.moveaxis(v, 0, -1), ci)                         # models (first axis) as units
+    if m < 2:
+        return mean, lo, hi, np.full(mean.shape, np.nan)
+    se = v.std(0, ddof=1) / np.sqrt(m)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = 2 * stats.t.sf(np.abs(mean / se), m - 1)
+    p = np.where(se > 0, p, np.where(mean != 0, 0.0, 1.0))
+    p = np.where(np.isfinite(mean), p, np.nan)
+    return mean, lo, hi, p
+
+
+def clipped_summary(values, lo_end=0.0, hi_end=1.0, ci=CI):
+    """mean, lo, hi (each (...)) of values (M, ...) over models, the interval clipped to [lo_end, hi_end] (where
+    shares and distances / D live); NaN stays NaN."""
+    m, lo, hi = t_interval(np.moveaxis(np.asarray(values, float), 0, -1), ci)
+    return m, np.clip(lo, lo_end, hi_end), np.clip(hi, lo_end, hi_end)
+
+
+def why_undefined(reasons, names):
+    """reasons (M, ...) per model ("" defined) -> (...) object: "" or e.g. "s1: mixed sign; s2: below floor"."""
+    r = np.asarray(reasons, dtype=object)
+    out = np.full(r.shape[1:], "", dtype=object)
+    for idx in np.ndindex(r.shape[1:]):
+        parts = [f"{n}: {r[(i,) + idx]}" for i, n in enumerate(names) if r[(i,) + idx]]
+        out[idx] = "; ".join(parts)
+    return out
+
+
+def t_triple(values, ci=CI):
+    """[mean, lo, hi] of values over units (t, n − 1 df); lo, hi None with fewer than 2 units; all None when a
+    value is undefined or there is none."""
+    v = np.asarray(values, np.float64)
+    if not np.isfinite(v).all() or len(v) == 0:
+        return [None, None, None]
+    if len(v) < 2:
+        return [float(v.mean()), None, None]
+    return [float(x) for x in t_interval(v, ci)]
+
+
+def mean_interval(mean, sd, n, ci=CI):
+    """[mean, lo, hi] of a mean of n points with standard deviation sd (t, n − 1 df)."""
+    if mean is None or not np.isfinite(mean) or n < 2 or not np.isfinite(sd):
+        return [None if mean is None or not np.isfinite(mean) else float(mean), None, None]
+    half = stats.t.ppf(0.5 + ci / 2, n - 1) * sd / np.sqrt(n)
+    return [float(mean), float(mean - half), float(mean + half)]
+
+
+def wilson_triple(share, n, ci=CI):
+    """[share, lo, hi]: Wilson interval of a share of n trials (None when undefined: NaN share or n = 0)."""
+    if share is None or n <= 0 or not np.isfinite(share):
+        return [None, None, None]
+    lo, hi = wilson_interval(share, n, stats.norm.ppf(0.5 + ci / 2))
+    return [float(share), float(lo), float(hi)]
