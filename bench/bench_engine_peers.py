@@ -1,7 +1,7 @@
 """Issue 59 item 1: the basins engine against the fastest general ODE library at equal agreement, at every
 checkpoint of the shipped series (the early ones included), in one run.
 
-For each checkpoint: every point of `scoreprobe basins`' default plane (res × res, σ_start 1) integrated to
+For each checkpoint: every point of `scoreprobe basins`' automatic plane (res × res, 16² by default, σ_start 1) integrated to
 σ = 0 by
   reference   scoreprobe Heun, --ref-steps fixed steps (128: the issue's reference);
   engine      `integrate(solver="adaptive")` at its defaults;
@@ -65,7 +65,7 @@ def one_checkpoint(D, x0, s0, args):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", default=None, help="checkpoints (default: every one of the shipped series)")
-    p.add_argument("--res", type=int, default=24, help="grid points per axis (scoreprobe basins' default)")
+    p.add_argument("--res", type=int, default=16, help="grid points per axis (16: the issue's plane)")
     p.add_argument("--ref-steps", type=int, default=128)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)

@@ -1,4 +1,4 @@
-"""(The measuring studies: decompose, circuits, atp_agreement, oracle_samples.) The library pieces the measuring studies (decompose, circuits, atp_agreement, oracle_samples) are built from:
+"""The library pieces the measuring studies (decompose, circuits, atp_agreement, oracle_samples) are built from:
 nearest checkpoints, strict JSON, the stage cache, the runs' clocks, the crossover summary, intervals over units,
 the table cells, the q/k sites, the oracle-samples JSON and the attribution sums; and the circuits reports
 regenerated from the shipped JSON byte for byte."""
