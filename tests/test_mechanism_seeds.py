@@ -162,7 +162,9 @@ def test_claims_on_a_planted_series_come_out_as_planted():
     and the highest memorization threshold (within a factor 2 of all), training basins at 3 τ_mem(0.1), t − h at
     2.5 τ_mem(0.05–0.2 … all > 2×: contrary to "near"), off-vertex at τ_rule(0.6) (before some thresholds,
     after others: not decided), capture at 2.5 τ_mem(0.1) with 90% of it nearer its own item."""
-    series, claims = _analysis("mechanism_seeds.series"), _analysis("mechanism_seeds.claims")
+    from scoreprobe.reports.holm_claims import claims_table
+    from scoreprobe.studies import battery_series as series
+    claims = _analysis("mechanism_seeds.claims")
     tau_mem = lambda t: 10000 * math.exp(0.3 * math.log(t / 0.6 / (1 - t / 0.6)))   # noqa: E731  mem = 0.6·logistic
     tau_rule = lambda t: 2000 * math.exp(0.3 * math.log(t / (1 - t)))               # noqa: E731
     middle = math.sqrt(tau_mem(0.01) * tau_mem(0.2))
@@ -194,7 +196,7 @@ def test_claims_on_a_planted_series_come_out_as_planted():
     assert "| open | t − h basin (symmetric planes) above" not in md and "**contrary**" in md
     assert "Null and contrary results, plainly:" in md and "## open: DSM split" in md
     assert "**Interim:** 8 of the study's 13 claims are testable now" in md     # the closed series is missing
-    full = _analysis("mechanism_seeds.tables").claims_table({"claims": list(rows.values()) * 2})[:6]
+    full = claims_table({"claims": list(rows.values()) * 2}, 13)[:6]
     assert not any("Interim" in line for line in full)
 
 

@@ -5,42 +5,39 @@ or within ±0.1 of an exponent (over N = 30…240, a factor 8, ±0.1 in b is a f
 margin); "invariant" / "barely depends" as a ratio within [0.8, 1.25]; a direction ("earlier", "falls") as the
 half-line. The margins are ours, stated here and on the page, so a reader can re-read with others.
 """
+import json
 import math
-from dataclasses import dataclass
+from pathlib import Path
 
-from analyses.findings import readings as R
+from scoreprobe.reports.verdict_table import Claim
+from scoreprobe.stats import claim_readings as R
 
 NEAR = 1.25        # "about X": within a factor 1.25 of X
 NEAR_B = 0.1       # "about b": within ±0.1
+RESULTS = Path("analyses/results")
 
 
-@dataclass(frozen=True)
-class Claim:
-    key: str
-    paper: str            # the paper's words
-    paper_number: str     # the paper's number, as it gives it
-    region: tuple         # (lo, hi) of the effect the claim asserts
-    region_text: str
-    effect: str           # what is measured, in words
-    study: str            # the study and the command that regenerates it
-    read: object          # read(results folder) -> Reading or None (study not shipped)
+def load(name, results=RESULTS):
+    """The JSON report `name` (e.g. "scaling_cpu") of analyses/results; None when it is not there."""
+    path = Path(results) / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def _scaling(results):
-    return R.load("scaling_cpu", results)
+    return load("scaling_cpu", results)
 
 
 def g_factor(results):
     """The 9 + 9 runs of analyses/data_draws (data seeds × training seeds, both variance components, bounds
     against G = 2's upper CI end) when shipped, else the scaling study's 3 + 3."""
-    d = R.load("data_draws_cpu", results)
+    d = load("data_draws_cpu", results)
     if d is not None and "factor" in d:
         rows = d["factor"]["readings"]
         bound = [r["kind"] == "bound" for r in rows]
         lo = [r["ci"][0] if r["ci"][0] is not None else math.nan for r in rows]
         hi = [math.inf if b else (r["ci"][1] if r["ci"][1] is not None else math.nan) for r, b in zip(rows, bound)]
-        r = R.Reading([float(x["threshold"]) for x in rows], [math.nan if b else x["value"] for x, b in zip(rows, bound)],
-                      lo, hi, bound, 0.9)
+        est = [math.nan if b else x["value"] for x, b in zip(rows, bound)]
+        r = R.CurveReading([float(x["threshold"]) for x in rows], est, lo, hi, bound, 0.9)
         r.notes.append(f"{d['factor']['design'][0]} data seeds × {d['factor']['design'][1]} training seeds per G at N = "
                        f"{d['factor']['N']}; intervals with both variance components (analyses/data_draws, coverage "
                        "measured at this design); where G = 3 never reliably exceeds a threshold the factor is a bound "
@@ -66,7 +63,7 @@ def n_invariance(results):
 
 def b_exponent(size="80x4"):
     def read(results):
-        c = R.load("capacity_exponent_cpu", results)
+        c = load("capacity_exponent_cpu", results)
         if c is None or size not in c["sizes"]:
             return None
         r = R.from_curve(c["sizes"][size]["b_curve"])

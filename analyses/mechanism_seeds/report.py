@@ -1,15 +1,18 @@
-"""The report of analyses/mechanism_seeds: from the exports alone, the per-series statistics (series.py), the
-claims (claims.py), the markdown (tables.py), the json and the figure (figures.py)."""
+"""The report of analyses/mechanism_seeds: from the exports alone, the per-series statistics (scoreprobe.studies.
+battery_series), the claims (claims.py), the markdown (tables.py), the json and the figure (scoreprobe.viz.
+mechanism.models_figure)."""
 import json
 
 from analyses.mechanism_seeds import grid as G
-from analyses.mechanism_seeds.claims import copies_at, evaluate, evaluate_controls
-from analyses.mechanism_seeds.export import load_exports
+from analyses.mechanism_seeds.claims import evaluate, evaluate_controls
 from analyses.mechanism_seeds.measure import settings
-from analyses.mechanism_seeds.series import model_rows, series_report
-from analyses.mechanism_seeds.tables import claim_statistic, markdown
+from analyses.mechanism_seeds.tables import markdown
 from scoreprobe.atomic import atomic_write_text
+from scoreprobe.reports.holm_claims import claim_statistic
+from scoreprobe.stats.claim_tests import copies_at
 from scoreprobe.store import normalize_config
+from scoreprobe.studies.battery_export import load_exports
+from scoreprobe.studies.battery_series import model_rows, series_report
 
 
 def build(args, models):
@@ -41,8 +44,8 @@ def write_all(args, models, figures=True):
     stem.parent.mkdir(parents=True, exist_ok=True)
     fig = None
     if figures and any(r.get("n_models", 0) >= 2 for r in report["series"].values()):
-        from analyses.mechanism_seeds.figures import figure
-        figure(report, stem.with_suffix(".png"))
+        from scoreprobe.viz.mechanism import models_figure
+        models_figure(report, stem.with_suffix(".png"))
         fig = stem.with_suffix(".png").name
     atomic_write_text(stem.with_suffix(".md"), markdown(report, fig))
     atomic_write_text(stem.with_suffix(".json"), json.dumps(normalize_config(report), indent=1))

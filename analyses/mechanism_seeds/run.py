@@ -5,7 +5,7 @@ every interval, the study's claims read over thresholds and corrected by Holm.
 
 Trains every model of a preset (grid.py) `--jobs` at a time in one-thread worker processes (or resumes it),
 measures its clocks and the probes (stores under <out>/mechanism_seeds/<model>/, resumed step by step) and
-exports it (export.py: one .npz per model); after every finished model the tables are rewritten from the
+exports it (scoreprobe.studies.battery_export: one .npz per model); after every finished model the tables are rewritten from the
 exports:
 
   <results>/mechanism_seeds[_<preset>]/<model>.npz   per model: clocks, per-plane / item / pair values
@@ -19,7 +19,7 @@ Usage:
   python analyses/mechanism_seeds --plan           # the models, their order and estimated time, nothing run
   python analyses/mechanism_seeds --jobs 2 --hours 1.5   # start only the models that fit in 1.5 h
 
-Statistics: stats.py, claims.py; docs/definitions.md "Trained models and units".
+Statistics: scoreprobe.stats.models_units, claims.py; docs/definitions.md "Trained models and units".
 """
 import logging
 from pathlib import Path
@@ -28,7 +28,7 @@ from scoreprobe.cli import study as study_cli
 from scoreprobe.cli.study import drive
 from scoreprobe.studies.queue import finish_times, run_queue
 from analyses.mechanism_seeds import grid as G
-from analyses.mechanism_seeds.export import load_exports
+from scoreprobe.studies.battery_export import load_exports
 from analyses.mechanism_seeds.measure import settings
 
 logger = logging.getLogger("mechanism_seeds")
