@@ -13,6 +13,8 @@ import json
 import math
 from pathlib import Path
 
+from scoreprobe.reports.report_cells import p_text as _p
+
 # the 3-model study's quantity -> this study's half-change quantity of the same curve
 ONE_MODEL = {"violating basin": "violating basin share (all planes, σ_start 1.0)",
              "held-out basin": "heldout basin share (all planes, σ_start 1.0)",
@@ -39,10 +41,6 @@ def one_model_reading(report, claim):
     ratio = step / tau
     agrees = SAYS[test[0]](ratio)
     return f"{'' if agrees else 'not '}{WORDS[test[0]]} {clock}: {step:.0f} / {tau:.0f} = {ratio:.2f}", agrees
-
-
-def _p(p):
-    return "—" if p is None or not math.isfinite(p) else f"{p:.2g}" if p >= 1e-4 else "< 1e-4"
 
 
 def evidence_lines(report, seeds_json):

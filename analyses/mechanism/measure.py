@@ -8,9 +8,7 @@ from pathlib import Path
 
 from scoreprobe.studies.queue import apply_preset, finished, measured_clocks
 from scoreprobe.loading.series import load_series
-from scoreprobe.studies.battery import (KINDS, RET_SIGMAS, basin_sets, chosen_steps, distinct_planes,  # noqa: F401
-                                        measure_animation, measure_basins, measure_dsm, measure_retention,
-                                        plane_cluster, planes_of, retention_settings)
+from scoreprobe.studies.battery import KINDS, RET_SIGMAS, chosen_steps, measure_all
 from scoreprobe.studies.recipes import closed_window_config
 from scoreprobe.training.train import train_run
 
@@ -118,25 +116,10 @@ def open_series(args, name):
 
 
 def measure_series(args, name):
-    """Fill every store of series `name` (resumable); returns {what: seconds}."""
-    t = {"start": time.time()}
+    """Fill every store of series `name` (resumable; battery.measure_all); returns {what: seconds}."""
+    t0 = time.time()
     series, _ = open_series(args, name)
-    t["series_and_clocks"] = time.time() - t.pop("start")
-    steps = chosen_steps(series, args.n_ckpt)
-    for seed in args.seeds:             # the cheapest first: a run cut short keeps the most statistics
-        t0 = time.time()
-        measure_dsm(args, name, series, steps, seed)
-        t[f"dsm_s{seed}"] = time.time() - t0
-        t0 = time.time()
-        measure_retention(args, name, series, steps, seed)
-        t[f"retention_s{seed}"] = time.time() - t0
-    for kind, extent in basin_sets(args):
-        t0 = time.time()
-        measure_basins(args, name, series, steps, kind, extent)
-        t[f"basins_{kind}_{extent}"] = time.time() - t0
-    if "anim" in args.kinds:
-        t0 = time.time()
-        measure_animation(args, name, series, steps)
-        t["animation"] = time.time() - t0
+    t = {"series_and_clocks": time.time() - t0}
+    t.update(measure_all(args, name, series, chosen_steps(series, args.n_ckpt)))
     logger.info("%s: measured in %s", name, {k: round(v) for k, v in t.items()})
     return t

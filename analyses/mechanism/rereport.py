@@ -11,19 +11,16 @@ shipped means weight a plane drawn by two seeds twice). Not derivable: any CI ov
 units and the capture geometry (they need the per-plane / per-item stores).
 """
 import json
-import math
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-import scipy.stats
 
 from analyses.mechanism import measure as M
-from scoreprobe.stats.dsm_stats import first_significant_step, significant_sets
-from scoreprobe.stats.pvalues import adjust_family, adjust_pvalues
-from scoreprobe.stats.timing import fit_log_sigmoid, plateau_shares
-
-DSM_BAND = (0.2, 2.0)
+from scoreprobe.stats.dsm_stats import family_from_z, max_abs_error, paired_gap_stats
+from scoreprobe.stats.timing import fitted_midpoint, sigmoid_half_change
+from scoreprobe.studies.battery import KINDS, measure_dsm
+from scoreprobe.studies.battery_summary import DSM_BAND, drawn_units, dsm_pair_gaps, dsm_pair_losses
 
 
 def series_data(args, name):
@@ -39,82 +36,10 @@ def series_data(args, name):
     return SimpleNamespace(dataset=make_dataset(rule, cfg.n_train, cfg.n_heldout, cfg.data_seed), rule=rule)
 
 
-def unit_counts(args, name):
-    """How many independent units the shipped statistics had: planes drawn vs distinct (and their
-    clusters), retention items drawn vs distinct, DSM pairs and noise seeds. No model is needed."""
-    from scoreprobe.probes.retention import retention_points
-    s = series_data(args, name)
-    out = {"trained_models": 1, "plane_seeds": list(args.seeds)}
-    for kind in M.KINDS:
-        planes, drawn_by = M.distinct_planes(kind, s, args)
-        out[f"{kind}/local"] = {"drawn": sum(len(d) for d in drawn_by), "distinct_planes": len(planes),
-                                "clusters": len({M.plane_cluster(kind, p) for p in planes})}
-    n_train = len(s.dataset.train)
-    kw = M.retention_settings(args, 0, n_train=n_train)
-    for split in ("train", "heldout"):
-        seen = []
-        for seed in args.seeds:
-            _, sp, idx = retention_points(s.dataset, kw["n_train"], kw["n_heldout"], seed)
-            seen += idx[sp == split].tolist()
-        out[f"retention_{split}_items"] = {"drawn": len(seen), "distinct": len(set(seen))}
-    out["dsm_pairs"] = min(n_train, args.dsm_heldout, len(s.dataset.heldout))
-    out["dsm_noise_seeds"] = len(args.seeds)
-    return out
-
-
-def max_abs_error(a, b):
-    """max |a − b| over the cells where both are defined; inf when a cell is NaN in one and not in the other
-    (an undefined value reproduces only an undefined one), NaN when no cell is defined in either."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if (np.isnan(a) != np.isnan(b)).any():
-        return math.inf
-    both = ~np.isnan(a)
-    return float(np.abs(a - b)[both].max()) if both.any() else math.nan
-
-
-def dsm_family(dsm, steps):
-    """Holm and BH over the whole step × σ family from the stored paired z and pair counts (one-sided
-    t-test, n − 1 degrees of freedom, as paired_gap_stats); checks that Holm per step reproduces the
-    stored adjusted p-values."""
-    z, n = np.asarray(dsm["z"], dtype=float), np.asarray(dsm["n_pairs"], dtype=float)
-    with np.errstate(invalid="ignore"):
-        p = np.where(n >= 2, scipy.stats.t.sf(z, np.maximum(n - 1, 1)), np.nan)
-    stored = np.asarray(dsm["p_adjusted"], dtype=float)
-    err = max_abs_error(adjust_pvalues(p, "holm"), stored)
-    out = {"sigma": dsm["sigma"], "n_pairs": int(n.flat[0]), "p_value": p.tolist(), "alpha": dsm["alpha"],
-           "per_step_holm_reproduced_max_abs_error": err, "family_size": int(np.isfinite(p).sum())}
-    for method in ("holm", "bh"):
-        adj = adjust_family(p, method)
-        out[method] = {"p_adjusted": adj.tolist(), "significant_sigma": significant_sets(adj, dsm["sigma"]),
-                       "first_significant_step": first_significant_step(adj, steps)}
-    per_step = stored < dsm["alpha"]
-    out["per_step_holm"] = {"significant_sigma": significant_sets(stored, dsm["sigma"]),
-                            "first_significant_step": first_significant_step(stored, steps)}
-    out["per_step_holm"]["checkpoints_with_a_significant_sigma"] = int(per_step.any(axis=1).sum())
-    return out
-
-
-def fitted_midpoint(steps, curve, until="extreme"):
-    """{step (None: censored), censored, fit_steps, share_before_first, share_after_last}: the
-    fitted-sigmoid half-change of one mean curve (timing.sigmoid_half_change without a CI)."""
-    curve = np.asarray(curve, dtype=float)
-    steps = np.asarray(steps, dtype=float)
-    end = steps.size if until == "last" else int(np.nanargmax(np.abs(curve - curve[0]))) + 1   # NaN knot: no fit
-    fit_steps = [float(steps[0]), float(steps[end - 1])]
-    if end < 4 or not np.isfinite(curve[:end]).all():
-        return {"step": None, "censored": "too few checkpoints", "fit_steps": fit_steps}
-    fit = fit_log_sigmoid(steps[:end], curve[:end][None])
-    m = float(fit["m"][0])
-    lo, hi = math.log(steps[0]), math.log(steps[end - 1])
-    censored = "before" if m < lo else "after" if m > hi else None
-    return {"step": math.exp(m) if censored is None else None, "censored": censored, "fit_steps": fit_steps,
-            **plateau_shares(fit, steps[:end])}
-
-
 def curves_of(r):
     """{quantity: (mean curve, {seed: curve}, units)} of the old half-change table, from the shipped json."""
     b, out = r["basins"], {}
-    kinds = [f"{k}/local" for k in M.KINDS if f"{k}/local" in b]
+    kinds = [f"{k}/local" for k in KINDS if f"{k}/local" in b]
     for q in ("valid", "violating", "training", "heldout"):
         per_kind = [b[k]["1.0"][q] for k in kinds]
         mean = np.mean([c["mean"] for c in per_kind], axis=0)
@@ -165,7 +90,7 @@ def dsm_from_stores(args, name, steps):
         return None
     out = {}
     for seed in args.seeds:
-        ds = M.measure_dsm(args, name, series, steps, seed, run=False)
+        ds = measure_dsm(args, name, series, steps, seed, run=False)
         if ds is None or not set(steps) <= set(int(v) for v in ds.step.values):
             return None
         out[seed] = ds.sel(step=steps)
@@ -175,9 +100,6 @@ def dsm_from_stores(args, name, steps):
 def dsm_half_change_with_ci(args, r, stores):
     """The DSM gap's fitted half-change with its bootstrap CI over the pairs, from the stores, and how
     closely the stores reproduce the shipped per-σ paired gaps (max abs difference)."""
-    from analyses.mechanism.report import dsm_pair_gaps, dsm_pair_losses
-    from scoreprobe.stats.dsm_stats import paired_gap_stats
-    from scoreprobe.stats.timing import sigmoid_half_change
     col = {"dsm": stores, "steps": r["steps"]}
     h = sigmoid_half_change(r["steps"], dsm_pair_gaps(col), until="extreme", n_boot=args.n_boot)
     loss, d0 = dsm_pair_losses(col)
@@ -194,7 +116,7 @@ def rereport(args, path):
     old = (report.pop("re_report", None) or {}).get("series", {})
     new = {}
     for name, r in report["series"].items():
-        new[name] = {"units": unit_counts(args, name), "dsm": dsm_family(r["dsm"], r["steps"]),
+        new[name] = {"units": drawn_units(args, series_data(args, name)), "dsm": family_from_z(r["dsm"], r["steps"]),
                      "half_change": half_changes(r), "capture": capture_note(r)}
         stores = dsm_from_stores(args, name, r["steps"])
         if stores is not None:   # remeasured: the DSM gap's half-change gets its CI over pairs

@@ -6,18 +6,19 @@ from pathlib import Path
 from analyses.mechanism.evidence import evidence_lines
 from analyses.mechanism.rereport import rereport
 from scoreprobe.atomic import atomic_write_text
+from scoreprobe.reports.battery_tables import dsm_rows, half_cell, shares_table, symmetry_table
+from scoreprobe.reports.report_cells import num, step_text, tau_cell as _tau_cell, window_text as _window
 
 
 def _s(v):
-    return "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.0f}"
+    return step_text(v, "—")
 
 
 def _f(v, d=3):
-    return "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.{d}f}"
+    return num(v, d)
 
 
 def rereport_markdown(report, args, remeasured=None):
-    from analyses.mechanism.markdown import _tau_cell, _window, sigma_runs
     rr = report["re_report"]["series"]
     lines = ["# The mechanism, measured (preset cpu), re-reported with the statistics of issue 35", "",
              ("Measured by `python analyses/mechanism` (2026-12-01; stores under `runs/mechanism`, git-ignored and "
@@ -48,7 +49,7 @@ def rereport_markdown(report, args, remeasured=None):
         lines.append(f"| {name} | {len(r['steps'])} ({r['steps'][0]}–{r['steps'][-1]}) | {_tau_cell(t, 'tau_rule')} | "
                      f"{_tau_cell(t, 'tau_mem')} | {_window(t)} |")
     for name, r in report["series"].items():
-        lines += [""] + _half_md(name, r, rr[name]) + [""] + _dsm_md(name, r, rr[name]["dsm"], sigma_runs)
+        lines += [""] + _half_md(name, r, rr[name]) + [""] + _dsm_md(name, r, rr[name]["dsm"])
         lines += [""] + _capture_md(name, r, rr[name]["capture"]) + [""] + _symmetry_md(name, r)
         lines += [""] + _shares_md(name, r)
     lines += ["", *evidence_lines(report, Path(remeasured).with_name("mechanism_seeds.json") if remeasured else ""),
@@ -144,7 +145,6 @@ def _half_md(name, r, rr):
     for q, h in rr["half_change"].items():
         step, st = h["step"], rr.get("dsm_half_change_from_stores")
         if h["exact_mean_curve"] and st is not None:     # the DSM stores were remeasured: with its CI
-            from analyses.mechanism.markdown import half_cell
             rel = [(_f(st["step"] / t[k], 2) if st.get("step") and isinstance(t.get(k), float) else "—")
                    for k in ("tau_rule", "tau_mem")]
             err = st["reproduces_shipped_paired_gap_max_abs"]
@@ -166,8 +166,8 @@ def _half_md(name, r, rr):
     return lines
 
 
-def _dsm_md(name, r, d, sigma_runs):
-    grid, n = d["sigma"], len(d["sigma"])
+def _dsm_md(name, r, d):
+    n = len(d["sigma"])
     ps = d["per_step_holm"]
     lines = [f"## DSM split, multiplicity over steps × σ: {name}", "",
              (f"One-sided paired t-test of held-out > train over {d['n_pairs']} pairs (each pair's loss averaged over "
@@ -180,11 +180,7 @@ def _dsm_md(name, r, d, sigma_runs):
                  f"{_s(ps['first_significant_step'])}.", "",
              "| step | significant σ, Holm over steps × σ | count | significant σ, BH over steps × σ | count | "
              "shipped: Holm per step |", "|---|---|---|---|---|---|"]
-    for i, step in enumerate(r["steps"]):
-        h, b, old = d["holm"]["significant_sigma"][i], d["bh"]["significant_sigma"][i], ps["significant_sigma"][i]
-        lines.append(f"| {step} | {sigma_runs(h, grid)} | {len(h)} of {n} | {sigma_runs(b, grid)} | {len(b)} of {n} | "
-                     f"{sigma_runs(old, grid)} ({len(old)}) |")
-    return lines
+    return lines + dsm_rows(r["steps"], d, ps["significant_sigma"])
 
 
 def _capture_md(name, r, c):
@@ -211,25 +207,13 @@ def _symmetry_md(name, r):
              ("Training − held-out: share of the symmetric plane ending on t minus on h, and retention of training "
               "minus held-out items at σ = 1. Pointwise 95% CIs as shipped, over the planes / items drawn "
               "(too narrow: see Units)."), "",
-             "| step | vs τ_mem | basin t − h [95% CI] | retention train − held-out, σ 1 [95% CI] |", "|---|---|---|---|"]
-    for i, step in enumerate(r["steps"]):
-        tm = t.get("tau_mem")
-        side = "—" if not isinstance(tm, float) else ("before" if step < tm else "after")
-        lines.append(f"| {step} | {side} | {_f(b['mean'][i])} [{_f(b['lo'][i])}, {_f(b['hi'][i])}] | "
-                     f"{_f(ret['mean'][i])} [{_f(ret['lo'][i])}, {_f(ret['hi'][i])}] |")
+             *symmetry_table(r["steps"], t.get("tau_mem"), b, ret)]
     return lines
 
 
 def _shares_md(name, r):
-    lines = [f"## Basin shares by plane kind: {name} (σ_start 1.0, local grid; shipped, *not deduplicated*)", "",
-             "| kind | step | training | held-out | novel | violating | off-vertex |", "|---|---|---|---|---|---|---|"]
-    for key, by_sigma in r["basins"].items():
-        cur = by_sigma.get("1.0") or next(iter(by_sigma.values()))
-        for i in sorted({0, len(r["steps"]) // 2, len(r["steps"]) - 1}):
-            cells = [f"{_f(cur[q]['mean'][i])} [{_f(cur[q]['lo'][i], 2)}, {_f(cur[q]['hi'][i], 2)}]"
-                     for q in ("training", "heldout", "novel", "violating", "off_vertex")]
-            lines.append(f"| {key} | {r['steps'][i]} | " + " | ".join(cells) + " |")
-    return lines
+    return [f"## Basin shares by plane kind: {name} (σ_start 1.0, local grid; shipped, *not deduplicated*)", "",
+            *shares_table(r, 1.0, ("training", "heldout", "novel", "violating", "off_vertex"))]
 
 
 def write_rereport(args, path="analyses/results/mechanism.json"):
