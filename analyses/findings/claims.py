@@ -5,22 +5,16 @@ or within ±0.1 of an exponent (over N = 30…240, a factor 8, ±0.1 in b is a f
 margin); "invariant" / "barely depends" as a ratio within [0.8, 1.25]; a direction ("earlier", "falls") as the
 half-line. The margins are ours, stated here and on the page, so a reader can re-read with others.
 """
-import json
 import math
 from pathlib import Path
 
 from scoreprobe.reports.verdict_table import Claim
 from scoreprobe.stats import claim_readings as R
+from scoreprobe.stats.claim_readings import curve_at, load_result as load
 
 NEAR = 1.25        # "about X": within a factor 1.25 of X
 NEAR_B = 0.1       # "about b": within ±0.1
 RESULTS = Path("analyses/results")
-
-
-def load(name, results=RESULTS):
-    """The JSON report `name` (e.g. "scaling_cpu") of analyses/results; None when it is not there."""
-    path = Path(results) / f"{name}.json"
-    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def _scaling(results):
@@ -56,11 +50,6 @@ def g_factor(results):
     return r
 
 
-def n_invariance(results):
-    s = _scaling(results)
-    return None if s is None else R.from_curve(s["N"]["curve_rule_N_G2"]["120"])
-
-
 def b_exponent(size="80x4"):
     def read(results):
         c = load("capacity_exponent_cpu", results)
@@ -71,25 +60,6 @@ def b_exponent(size="80x4"):
                        "threshold enter censored at their budget (censored normal regression), not dropped.")
         return r
     return read
-
-
-def capacity(key):
-    def read(results):
-        s = _scaling(results)
-        return None if s is None else R.from_curve(s["capacity"][f"curve_{key}_G2"])
-    return read
-
-
-def rule_ratio(kind, label):
-    def read(results):
-        s = _scaling(results)
-        return None if s is None else R.from_curve(s["rules"][f"curve_{kind}_vs_parity2"][label])
-    return read
-
-
-def sudoku_order(results):
-    s = _scaling(results)
-    return None if s is None else R.from_curve(s["puzzles"]["sudoku"]["curve_rows_over_columns"])
 
 
 def gpt_rule(results):
@@ -122,22 +92,26 @@ CLAIMS = [
     Claim("G", "τ_rule grows about tenfold per unit of G", "≈ 10× per unit G", (10 / NEAR, 10 * NEAR),
           "[8, 12.5]", "τ_rule(G = 3) / τ_rule(G = 2) at N = 240", DRAWS, g_factor),
     Claim("N_rule", "τ_rule is largely invariant to N", "invariant", (1 / NEAR, NEAR), "[0.8, 1.25]",
-          "τ_rule(N = 120) / τ_rule(N = 240), G = 2", SCALING, n_invariance),
+          "τ_rule(N = 120) / τ_rule(N = 240), G = 2", SCALING, curve_at("scaling_cpu", "N", "curve_rule_N_G2", "120")),
     Claim("b", "τ_mem grows almost linearly with N", "τ_mem ≈ 35·N^1.14", (1.14 - NEAR_B, 1.14 + NEAR_B),
           "[1.04, 1.24]", "b of τ_mem ∝ N^b, G = 2, 0.51M DiT", CAPACITY, b_exponent()),
     Claim("b_field", "τ_mem ∝ n (Bonnaire et al. 2025; Favero et al. 2025)", "b = 1", (1 - NEAR_B, 1 + NEAR_B),
           "[0.9, 1.1]", "b of τ_mem ∝ N^b, G = 2, 0.51M DiT", CAPACITY, b_exponent()),
     Claim("cap_mem", "more capacity: τ_mem comes earlier", "exponent < 0", (-math.inf, 0.0), "< 0",
-          "exponent of τ_mem ∝ params^e, G = 2, N = 120 (0.10M–1.27M)", SCALING, capacity("tau_mem")),
+          "exponent of τ_mem ∝ params^e, G = 2, N = 120 (0.10M–1.27M)", SCALING,
+          curve_at("scaling_cpu", "capacity", "curve_tau_mem_G2")),
     Claim("cap_rule", "more capacity: τ_rule comes earlier", "exponent < 0", (-math.inf, 0.0), "< 0",
-          "exponent of τ_rule ∝ params^e, G = 2, N = 120", SCALING, capacity("tau_rule")),
+          "exponent of τ_rule ∝ params^e, G = 2, N = 120", SCALING,
+          curve_at("scaling_cpu", "capacity", "curve_tau_rule_G2")),
     Claim("exactk", "exact-K (a global count) is learned fast, unlike high-order parity", "faster", (0.0, 1.0),
           "< 1", "τ_rule(exact-K, k = 18) / τ_rule(parity G = 2), N = 120", SCALING,
-          rule_ratio("tau_rule", "exactk k = 18")),
+          curve_at("scaling_cpu", "rules", "curve_tau_rule_vs_parity2", "exactk k = 18")),
     Claim("mem_rule", "τ_mem barely depends on the rule", "≈ same", (1 / NEAR, NEAR), "[0.8, 1.25]",
-          "τ_mem(parity G = 3) / τ_mem(parity G = 2), N = 120", SCALING, rule_ratio("tau_mem", "parity G = 3")),
+          "τ_mem(parity G = 3) / τ_mem(parity G = 2), N = 120", SCALING,
+          curve_at("scaling_cpu", "rules", "curve_tau_mem_vs_parity2", "parity G = 3")),
     Claim("sudoku", "Sudoku: rows are learned before columns", "rows first", (0.0, 1.0), "< 1",
-          "τ_rows / τ_columns within each run, Sudoku 4×4, N = 60", SCALING, sudoku_order),
+          "τ_rows / τ_columns within each run, Sudoku 4×4, N = 60", SCALING,
+          curve_at("scaling_cpu", "puzzles", "sudoku", "curve_rows_over_columns")),
     Claim("gpt", "a GPT shows the same clocks, faster", "faster", (0.0, 1.0), "< 1",
           "τ_rule(GPT, patch order) / τ_rule(DiT), matched 0.49M vs 0.51M, N = 120", SCALING, gpt_rule),
     Claim("abrupt", "the GPT's switch to memorization is more abrupt", "more abrupt", (0.0, math.inf), "> 0",

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 
-from scoreprobe.studies.queue import apply_preset, finished, measured_clocks
+from scoreprobe.studies.queue import add_overrides, apply_preset, finished, measured_clocks
 from scoreprobe.loading.series import load_series
 from scoreprobe.studies.battery import KINDS, RET_SIGMAS, chosen_steps, measure_all
 from scoreprobe.studies.recipes import closed_window_config
@@ -61,13 +61,7 @@ def parse_args(argv=None):
     p.add_argument("--suffix", default=None, help="file stem suffix (default '' for cpu, _<preset> otherwise)")
     p.add_argument("--kinds", default=",".join(ALL_KINDS),
                    help=f"basin plane sets to measure and report, of {','.join(ALL_KINDS)} (default: all)")
-    ints = lambda s: [int(v) for v in s.split(",")]             # noqa: E731
-    floats = lambda s: [float(v) for v in s.split(",")]         # noqa: E731
-    for key, kind in (("seeds", ints), ("sigma_starts", floats), ("reach_sigmas", floats), ("ret_sigmas", floats)):
-        p.add_argument("--" + key.replace("_", "-"), dest=key, type=kind, default=None)
-    for key in ("n_planes", "res", "n_ckpt", "ret_items", "ret_noise", "dsm_sigmas", "dsm_noise", "dsm_heldout",
-                "n_steps", "anim_res", "max_hamming", "n_boot", "clock_samples", "jobs"):
-        p.add_argument("--" + key.replace("_", "-"), dest=key, type=int, default=None)
+    add_overrides(p, PRESETS)                  # --n-planes, --seeds 0,1, ...: any preset value
     args = p.parse_args(argv)
     preset = apply_preset(args, PRESETS)
     args.series = [s.strip() for s in args.series.split(",") if s.strip()]

@@ -6,8 +6,9 @@ from pathlib import Path
 from analyses.mechanism.evidence import evidence_lines
 from analyses.mechanism.rereport import rereport
 from scoreprobe.atomic import atomic_write_text
-from scoreprobe.reports.battery_tables import dsm_rows, half_cell, shares_table, symmetry_table
-from scoreprobe.reports.report_cells import num, step_text, tau_cell as _tau_cell, window_text as _window
+from scoreprobe.reports.battery_tables import (clocks_table, drawn_units_table, dsm_rows, half_cell, shares_table,
+                                               symmetry_table)
+from scoreprobe.reports.report_cells import num, step_text
 
 
 def _s(v):
@@ -31,23 +32,8 @@ def rereport_markdown(report, args, remeasured=None):
               "model, the uncertainty of the measurement given the model, not the spread over training runs. "
               f"Seeds {args.seeds} are the seeds of the plane draws, the retention items and restart noise, and the "
               "DSM noise banks, not training seeds."), "",
-             "## Units: what each number rests on", "",
-             "| series | trained models | symmetric planes: drawn → distinct (pairs) | train_heldout planes | "
-             "random_valid planes | retention training items: drawn → distinct | held-out items | DSM pairs × noise "
-             "seeds |", "|---|---|---|---|---|---|---|---|"]
-    for name, r in rr.items():
-        u = r["units"]
-        pl = [f"{u[k]['drawn']} → {u[k]['distinct_planes']} ({u[k]['clusters']})" for k in
-              ("symmetric/local", "train_heldout/local", "random_valid/local")]
-        it = [f"{u[k]['drawn']} → {u[k]['distinct']}" for k in ("retention_train_items", "retention_heldout_items")]
-        lines.append(f"| {name} | {u['trained_models']} | {' | '.join(pl)} | {' | '.join(it)} | "
-                     f"{u['dsm_pairs']} × {u['dsm_noise_seeds']} |")
-    lines += ["", *_supports(rr), *_remeasured(remeasured), "", "## Series and clocks", "",
-              "| series | checkpoints measured | τ_rule | τ_mem | window |", "|---|---|---|---|---|"]
-    for name, r in report["series"].items():
-        t = r["taus"]
-        lines.append(f"| {name} | {len(r['steps'])} ({r['steps'][0]}–{r['steps'][-1]}) | {_tau_cell(t, 'tau_rule')} | "
-                     f"{_tau_cell(t, 'tau_mem')} | {_window(t)} |")
+             "## Units: what each number rests on", "", *drawn_units_table({n: r["units"] for n, r in rr.items()})]
+    lines += ["", *_supports(rr), *_remeasured(remeasured), "", "## Series and clocks", "", *clocks_table(report)]
     for name, r in report["series"].items():
         lines += [""] + _half_md(name, r, rr[name]) + [""] + _dsm_md(name, r, rr[name]["dsm"])
         lines += [""] + _capture_md(name, r, rr[name]["capture"]) + [""] + _symmetry_md(name, r)

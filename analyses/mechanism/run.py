@@ -31,6 +31,7 @@ Trained seeds: `python analyses/mechanism_seeds` measures this study's probes on
 series with early checkpoints (issue 36 item 3), trained models and units crossed.
 """
 import argparse
+import functools
 import logging
 import time
 from pathlib import Path
@@ -54,8 +55,9 @@ def main(argv=None):
     Path(args.out).mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     if not args.report_only:
-        timings = in_parallel(lambda n: measure_series(args, n), [(n,) for n in args.series], 1) \
-            if args.jobs <= 1 else _parallel(args)
+        # one series per one-thread worker process (both cores on the CPU preset); --jobs 1: here
+        timings = in_parallel(functools.partial(_measure_in_worker, vars(args)), [(n,) for n in args.series],
+                              args.jobs)
         logger.info("measured %s in %.0f s", args.series, time.time() - t0)
     else:
         timings = None
@@ -63,12 +65,6 @@ def main(argv=None):
         return
     from analyses.mechanism.report import write_report
     write_report(args, timings, measure_s=time.time() - t0)
-
-
-def _parallel(args):
-    """One series per one-thread worker process (both cores on the CPU preset)."""
-    import functools
-    return in_parallel(functools.partial(_measure_in_worker, vars(args)), [(n,) for n in args.series], args.jobs)
 
 
 def _measure_in_worker(arg_dict, name):

@@ -34,6 +34,31 @@ def series_table(report):
     return lines
 
 
+def clocks_table(report):
+    """| series | checkpoints measured | τ_rule | τ_mem | window | of every series of `report`."""
+    lines = ["| series | checkpoints measured | τ_rule | τ_mem | window |", "|---|---|---|---|---|"]
+    for name, r in report["series"].items():
+        t = r["taus"]
+        lines.append(f"| {name} | {len(r['steps'])} ({r['steps'][0]}–{r['steps'][-1]}) | {_tau_cell(t, 'tau_rule')} | "
+                     f"{_tau_cell(t, 'tau_mem')} | {_window(t)} |")
+    return lines
+
+
+def drawn_units_table(units):
+    """What each number rests on, per series of `units` ({series: battery_summary.drawn_units dict}): the planes of
+    each local kind drawn → distinct (clusters), the retention items drawn → distinct, DSM pairs × noise seeds."""
+    lines = ["| series | trained models | symmetric planes: drawn → distinct (pairs) | train_heldout planes | "
+             "random_valid planes | retention training items: drawn → distinct | held-out items | DSM pairs × noise "
+             "seeds |", "|---|---|---|---|---|---|---|---|"]
+    for name, u in units.items():
+        pl = [f"{u[k]['drawn']} → {u[k]['distinct_planes']} ({u[k]['clusters']})" for k in
+              ("symmetric/local", "train_heldout/local", "random_valid/local")]
+        it = [f"{u[k]['drawn']} → {u[k]['distinct']}" for k in ("retention_train_items", "retention_heldout_items")]
+        lines.append(f"| {name} | {u['trained_models']} | {' | '.join(pl)} | {' | '.join(it)} | "
+                     f"{u['dsm_pairs']} × {u['dsm_noise_seeds']} |")
+    return lines
+
+
 def series_sections(name, r, s):
     """Every section of one series: half-change steps, symmetry, capture geometry, DSM split, basin shares."""
     lines = half_change_section(name, r) + [""] + symmetry_section(name, r) + [""] + capture_section(name, r)

@@ -70,3 +70,24 @@ def readable_range(reading, digits=2):
     f = lambda x: f"{x:.{digits}f}"   # noqa: E731
     return (f"{f(min(r[0] for r in rows))}–{f(max(r[0] for r in rows))} (95% CI ends {f(min(r[1] for r in rows))}"
             f" to {f(max(r[2] for r in rows))}) at {len(rows)} of {len(reading.thresholds)} thresholds")
+
+
+def load_result(name, results):
+    """The JSON report `name` (e.g. "scaling_cpu") of a results folder; None when it is not there."""
+    import json
+    from pathlib import Path
+    path = Path(results) / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def curve_at(name, *keys):
+    """A reader: results folder -> the CurveReading of the curve at result[keys[0]][keys[1]]… of the JSON report
+    `name` (from_curve), or None when that report is not there."""
+    def read(results):
+        curve = load_result(name, results)
+        if curve is None:
+            return None
+        for k in keys:
+            curve = curve[k]
+        return from_curve(curve)
+    return read
