@@ -187,7 +187,7 @@ def test_claims_on_a_planted_series_come_out_as_planted():
     assert share["value"] == pytest.approx(0.9, abs=0.01) and share["step"] == 36000
     assert len(rows["violating basin"]["readable"]) == 10         # read at every rule threshold
     assert all(r["p_holm"] >= r["p"] for r in rows.values())
-    md = _analysis("mechanism_seeds.tables").markdown({"preset": "cpu", "settings": {"seeds": [0, 1, 2], "extra": [50],
+    md = _analysis("mechanism_seeds.report").markdown({"preset": "cpu", "settings": {"seeds": [0, 1, 2], "extra": [50],
                                                        "probe_seeds": [0], "probes": {**settings["probes"], "n_planes": 1,
                                                        "res": 8, "ret_items": 1, "ret_noise": 1, "dsm_sigmas": 3,
                                                        "dsm_noise": 1}}, "exports": "x", "n_done": 3, "n_planned": 3,

@@ -46,7 +46,7 @@ def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.rereport:
-        from analyses.mechanism.rereport_md import write_rereport
+        from analyses.mechanism.rereport import write_rereport
         print(write_rereport(args, args.rereport))
         return
     if not args.device.startswith("cuda"):

@@ -3,8 +3,8 @@ measured and the estimated time.
 
 A series is one TrainConfig up to its training seed: `open` is the shipped series' own config
 (checkpoints/parity-default/run.json: parity G = 2, N = 120, 36 000 steps, its window opens), `closed`
-the mechanism study's closed-window run (G = 2, N = 30, 3750 steps; analyses.mechanism.measure.
-closed_config). Every model adds the early checkpoints `extra` (TrainConfig.extra_checkpoints: 50, 100,
+the mechanism study's closed-window run (G = 2, N = 30, 3750 steps; scoreprobe.studies.recipes.
+closed_window_config). Every model adds the early checkpoints `extra` (TrainConfig.extra_checkpoints: 50, 100,
 200, 350) to the series' log grid, so the shipped checkpoints (grid from 500, trained before the trainer
 changed: this trainer's step 500 of the shipped config differs from the shipped one in 504 356 of
 507 124 weights, step 0 is equal) cannot be reused: every model, seed 0 too, is trained here. All models
