@@ -23,10 +23,10 @@ from scoreprobe.atomic import atomic_write_text
 from scoreprobe.reports.battery_tables import (clocks_table, drawn_units_table, dsm_rows, half_cell, shares_table,
                                                symmetry_table)
 from scoreprobe.reports.report_cells import num, step_text
-from scoreprobe.stats.dsm_stats import family_from_z, max_abs_error, paired_gap_stats
-from scoreprobe.stats.timing import fitted_midpoint, sigmoid_half_change
-from scoreprobe.studies.battery import KINDS, measure_dsm
-from scoreprobe.studies.battery_summary import DSM_BAND, drawn_units, dsm_pair_gaps, dsm_pair_losses
+from scoreprobe.stats.dsm_stats import family_from_z
+from scoreprobe.stats.timing import fitted_midpoint
+from scoreprobe.studies.battery import KINDS, complete_dsm
+from scoreprobe.studies.battery_summary import DSM_BAND, drawn_units, dsm_half_change
 
 
 def series_data(args, name):
@@ -94,26 +94,7 @@ def dsm_from_stores(args, name, steps):
         series = load_series(Path(args.out) / "closed")
     else:
         return None
-    out = {}
-    for seed in args.seeds:
-        ds = measure_dsm(args, name, series, steps, seed, run=False)
-        if ds is None or not set(steps) <= set(int(v) for v in ds.step.values):
-            return None
-        out[seed] = ds.sel(step=steps)
-    return out
-
-
-def dsm_half_change_with_ci(args, r, stores):
-    """The DSM gap's fitted half-change with its bootstrap CI over the pairs, from the stores, and how
-    closely the stores reproduce the shipped per-σ paired gaps (max abs difference)."""
-    col = {"dsm": stores, "steps": r["steps"]}
-    h = sigmoid_half_change(r["steps"], dsm_pair_gaps(col), until="extreme", n_boot=args.n_boot)
-    loss, d0 = dsm_pair_losses(col)
-    split = np.array([str(v) for v in d0.split.values.tolist()])
-    gap = paired_gap_stats(loss, split, d0.item_index.values, d0.sigma.values)["paired_gap"]
-    h["reproduces_shipped_paired_gap_max_abs"] = max_abs_error(gap, r["dsm"]["paired_gap"])
-    h["n_pairs"] = int(dsm_pair_gaps(col).shape[0])
-    return h
+    return complete_dsm(args, name, series, steps)
 
 
 def rereport(args, path):
@@ -126,7 +107,8 @@ def rereport(args, path):
                      "half_change": half_changes(r), "capture": capture_note(r)}
         stores = dsm_from_stores(args, name, r["steps"])
         if stores is not None:   # remeasured: the DSM gap's half-change gets its CI over pairs
-            new[name]["dsm_half_change_from_stores"] = dsm_half_change_with_ci(args, r, stores)
+            new[name]["dsm_half_change_from_stores"] = dsm_half_change(stores, r["steps"], args.n_boot,
+                                                                       r["dsm"]["paired_gap"])
         elif "dsm_half_change_from_stores" in old.get(name, {}):   # stores gone (not shipped): keep what they gave
             new[name]["dsm_half_change_from_stores"] = old[name]["dsm_half_change_from_stores"]
     report["re_report"] = {"issue": 35, "series": new, "from": "the shipped json (stores not shipped)"}

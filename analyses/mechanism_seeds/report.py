@@ -8,10 +8,9 @@ from analyses.mechanism_seeds import grid as G
 from analyses.mechanism_seeds.claims import CLAIMS, evaluate, evaluate_controls
 from analyses.mechanism_seeds.measure import settings
 from scoreprobe.atomic import atomic_write_text
-from scoreprobe.reports.battery_models_tables import (capture_table, dsm_table, half_change_table, kinds_table,
-                                                      models_table, over_training)
+from scoreprobe.reports.battery_models_tables import (capture_table, design_lines, dsm_table, half_change_table,
+                                                      kinds_table, models_table, over_training)
 from scoreprobe.reports.holm_claims import claim_statistic, claims_table
-from scoreprobe.stats.crossed import CROSSED_METHOD, MODELS_UNITS_METHOD
 from scoreprobe.stats.claim_tests import copies_at
 from scoreprobe.store import normalize_config
 from scoreprobe.studies.battery_export import load_exports
@@ -58,30 +57,11 @@ def write_all(args, models, figures=True):
 def intro(report):
     s, p = report["settings"], report["preset"]
     cmd = "python analyses/mechanism_seeds" + ("" if p == "cpu" else f" --preset {p}") + " --from-results"
-    pr = s["probes"]
     return [f"# The mechanism on trained seeds (preset {p})", "",
             f"Regenerate: `{cmd}` (from the per-model exports in `{report['exports']}/`). {report['n_done']} of "
             f"{report['n_planned']} planned models done" + (f"; not done: {', '.join(report['missing'])}."
                                                              if report["missing"] else "."), "",
-            f"Each series is trained with training seeds {s['seeds']} (weights, minibatches, training noise) at data "
-            "seed 0 (one training set per series: the data draw is not varied here), with the early checkpoints "
-            f"{s['extra']} beside its log grid. Every model is measured with the same probe seeds {s['probe_seeds']} "
-            "(which draw the planes, the retention items with their restart noise and the DSM noise banks), so it "
-            "sees the same units: trained models and units are **crossed**. Basins: planes of three kinds drawn "
-            f"({pr['n_planes']} per kind and probe seed, {pr['res']}² grids, σ_start {pr['sigma_starts']}) plus the "
-            f"symmetric planes on the noise-reach grid (σ {pr['reach_sigmas']}); retention {pr['ret_items']} training "
-            f"+ {pr['ret_items']} held-out items per probe seed × {pr['ret_noise']} restarts at σ {pr['ret_sigmas']}; "
-            f"DSM over {pr['dsm_sigmas']} σ, {pr['dsm_noise']} noise draws per item. One unit per independent thing "
-            "(a plane drawn twice counts once; symmetric planes sharing a training/held-out pair are averaged "
-            "into one unit; a retention item once; a DSM pair once).", "",
-            f"Intervals (95%), docs/definitions.md \"Trained models and units\": a mean over models and units — "
-            f"{CROSSED_METHOD}; it counts the model × unit residual twice (conservative). A statistic computed per "
-            f"model (a half-change step, its ratio to the model's own τ, a ratio of means, a difference of two unit "
-            f"sets) — {MODELS_UNITS_METHOD} (the units resampled once per replicate for all models: a nested "
-            "resampling would divide the shared unit variance by the number of models). Not a percentile bootstrap "
-            "over models: with 3 models it is close to [min, max] of them. `one-model ×` is how many times too "
-            "narrow an interval over the units of one model is for the next trained model; `models' share` the "
-            "part of the mean's variance that comes from the models.", "",
+            *design_lines(s),
             "**This study is the evidence for the mechanism's claims.** The one-model study (`mechanism.md`, "
             "`mechanism_remeasured.md`: one trained model per series, intervals over its units only) reads the same "
             "quantities as point estimates of one model; where its readings say more than the verdicts below, these "

@@ -4,10 +4,36 @@ their ratio to the clocks), the per-step curves with where their variance comes 
 DSM split and the basin shares by plane kind. Each returns markdown lines."""
 from scoreprobe.reports.report_cells import (curve_cell as _cell, finite as _ok, num as _f, step_text as _s,
                                              tau_cell as _tau, window_text as _window)
+from scoreprobe.stats.crossed import CROSSED_METHOD, MODELS_UNITS_METHOD
 from scoreprobe.studies.format import sigma_runs
 
 BASIN_COLUMNS = ("off-vertex (local planes)", "off-vertex (reach planes)", "valid basin", "violating basin",
                  "held-out basin", "training basin", "t − h basin (symmetric planes)")
+
+
+def design_lines(s):
+    """Two paragraphs on the design of study settings `s` (seeds, extra, probe_seeds, probes): trained models and
+    units crossed, what the battery measures and what one unit is; then how the intervals are made."""
+    pr = s["probes"]
+    return [f"Each series is trained with training seeds {s['seeds']} (weights, minibatches, training noise) at data "
+            "seed 0 (one training set per series: the data draw is not varied here), with the early checkpoints "
+            f"{s['extra']} beside its log grid. Every model is measured with the same probe seeds {s['probe_seeds']} "
+            "(which draw the planes, the retention items with their restart noise and the DSM noise banks), so it "
+            "sees the same units: trained models and units are **crossed**. Basins: planes of three kinds drawn "
+            f"({pr['n_planes']} per kind and probe seed, {pr['res']}² grids, σ_start {pr['sigma_starts']}) plus the "
+            f"symmetric planes on the noise-reach grid (σ {pr['reach_sigmas']}); retention {pr['ret_items']} training "
+            f"+ {pr['ret_items']} held-out items per probe seed × {pr['ret_noise']} restarts at σ {pr['ret_sigmas']}; "
+            f"DSM over {pr['dsm_sigmas']} σ, {pr['dsm_noise']} noise draws per item. One unit per independent thing "
+            "(a plane drawn twice counts once; symmetric planes sharing a training/held-out pair are averaged "
+            "into one unit; a retention item once; a DSM pair once).", "",
+            f"Intervals (95%), docs/definitions.md \"Trained models and units\": a mean over models and units — "
+            f"{CROSSED_METHOD}; it counts the model × unit residual twice (conservative). A statistic computed per "
+            f"model (a half-change step, its ratio to the model's own τ, a ratio of means, a difference of two unit "
+            f"sets) — {MODELS_UNITS_METHOD} (the units resampled once per replicate for all models: a nested "
+            "resampling would divide the shared unit variance by the number of models). Not a percentile bootstrap "
+            "over models: with 3 models it is close to [min, max] of them. `one-model ×` is how many times too "
+            "narrow an interval over the units of one model is for the next trained model; `models' share` the "
+            "part of the mean's variance that comes from the models.", ""]
 
 
 def models_table(report):

@@ -14,6 +14,22 @@ def _f(v, d=2):
     return num(v, d)
 
 
+def units_paragraph(s):
+    """What every interval of the one-model tables is over, for study settings `s` (seeds, n_boot, n_planes, res,
+    ret_items, ret_noise, dsm_noise): one model, one unit per independent thing, the bootstrap over these units."""
+    return (f"**Each series is ONE trained model**, so every CI below is over the planes / items / DSM pairs of "
+            "that one model: the uncertainty of the measurement given the model, not the spread over training "
+            f"runs. Seeds {s['seeds']} are the seeds of the plane draws, of the retention items and their restart "
+            "noise and of the DSM noise banks, not training seeds. **One unit per independent thing**: a plane "
+            "drawn by two seeds counts once, and symmetric planes that share a (training, held-out) pair are "
+            "resampled together; a retention item drawn by two seeds counts once (its restarts pooled); a DSM "
+            "pair counts once (its loss averaged over the noise seeds). 95% CIs: bootstrap "
+            f"({s['n_boot']} resamples) over these units. {s['n_planes']} planes drawn per kind and seed, "
+            f"{s['res']}² grids; retention {s['ret_items']} training (all of them where a series has fewer) + "
+            f"{s['ret_items']} held-out items drawn per seed × {s['ret_noise']} restarts; DSM {s['dsm_noise']} "
+            "noise draws per item and seed. `not reached` is never drawn as a number.")
+
+
 def series_table(report):
     """'## Series, clocks and units': per series its trained models, checkpoints, clocks, window and the independent
     units each statistic rests on (distinct of drawn), and the symmetric planes by Hamming(t, h)."""

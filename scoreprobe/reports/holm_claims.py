@@ -1,7 +1,7 @@
 """The claims table of a study whose claims are tested one p-value each with Holm over the family
 (scoreprobe.stats.claim_tests): per claim its statistic and value with the 95% interval, p, Holm p and the verdict;
 the controls beside their claims; then the null and contrary results in plain words."""
-from scoreprobe.reports.report_cells import finite as _ok, num as _f, p_text as _p, step_text as _s
+from scoreprobe.reports.report_cells import num as _f, p_text as _p, step_text as _s
 
 CENSORED = {"before": "before the first step fitted", "after": "after the last step fitted",
             "too few": "too few steps up to its extreme"}

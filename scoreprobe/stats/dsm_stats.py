@@ -96,20 +96,6 @@ def paired_gap_stats(loss, split, position, sigmas, method="holm", alpha=ALPHA):
             "method": method, "alpha": alpha}
 
 
-def significant_sets(p_adjusted, sigmas, alpha=ALPHA):
-    """[[σ, ...] per row]: the σ whose adjusted p-value is below alpha, as a set (a sorted list; gaps
-    stay gaps, unlike a [min, max] band). p_adjusted (n_rows, n_sigma)."""
-    sig = np.asarray(sigmas, dtype=np.float64)
-    return [[float(v) for v in sig[np.asarray(row) < alpha]] for row in np.atleast_2d(p_adjusted)]
-
-
-def first_significant_step(p_adjusted, steps, alpha=ALPHA):
-    """The first of `steps` (n_rows,) whose row of p_adjusted (n_rows, n_sigma) has a σ below alpha;
-    NaN when none."""
-    hit = (np.atleast_2d(p_adjusted) < alpha).any(axis=1)
-    return float(np.asarray(steps, dtype=np.float64)[hit][0]) if hit.any() else float("nan")
-
-
 def max_abs_error(a, b):
     """max |a − b| over the cells where both are defined; inf when a cell is NaN in one and not in the other
     (an undefined value reproduces only an undefined one), NaN when no cell is defined in either."""
@@ -143,3 +129,17 @@ def family_from_z(dsm, steps):
                             "first_significant_step": first_significant_step(stored, steps)}
     out["per_step_holm"]["checkpoints_with_a_significant_sigma"] = int(per_step.any(axis=1).sum())
     return out
+
+
+def significant_sets(p_adjusted, sigmas, alpha=ALPHA):
+    """[[σ, ...] per row]: the σ whose adjusted p-value is below alpha, as a set (a sorted list; gaps
+    stay gaps, unlike a [min, max] band). p_adjusted (n_rows, n_sigma)."""
+    sig = np.asarray(sigmas, dtype=np.float64)
+    return [[float(v) for v in sig[np.asarray(row) < alpha]] for row in np.atleast_2d(p_adjusted)]
+
+
+def first_significant_step(p_adjusted, steps, alpha=ALPHA):
+    """The first of `steps` (n_rows,) whose row of p_adjusted (n_rows, n_sigma) has a σ below alpha;
+    NaN when none."""
+    hit = (np.atleast_2d(p_adjusted) < alpha).any(axis=1)
+    return float(np.asarray(steps, dtype=np.float64)[hit][0]) if hit.any() else float("nan")

@@ -170,6 +170,18 @@ def measure_dsm(args, name, series, steps, seed, run=True):
                    run)
 
 
+def complete_dsm(args, name, series, steps):
+    """{seed: DSM store at `steps`} when every seed's DSM store of series `name` (the settings of `args`) is there
+    with every one of `steps`, else None (nothing is measured)."""
+    out = {}
+    for seed in args.seeds:
+        ds = measure_dsm(args, name, series, steps, seed, run=False)
+        if ds is None or not set(steps) <= set(int(v) for v in ds.step.values):
+            return None
+        out[seed] = ds.sel(step=steps)
+    return out
+
+
 def animation_plane(args, series):
     """The representative symmetric plane: the first of seed 0 (a distance-2 pair when there is one)."""
     planes = symmetric_planes(series.dataset, series.rule, 1, seed=args.seeds[0], max_hamming=args.max_hamming)

@@ -13,7 +13,7 @@ import numpy as np
 
 from scoreprobe.probes.retention import retention_points
 from scoreprobe.slices import hamming_matrix
-from scoreprobe.stats.dsm_stats import first_significant_step, paired_gap_stats, significant_sets
+from scoreprobe.stats.dsm_stats import first_significant_step, max_abs_error, paired_gap_stats, significant_sets
 from scoreprobe.stats.pvalues import ALPHA, adjust_family
 from scoreprobe.stats.timing import _quiet, bootstrap_means, difference_ci, mean_ci, sigmoid_half_change
 from scoreprobe.studies.battery import (KINDS, basin_sets, distinct_planes, dsm_pair_losses, dsm_pairs, item_table,
@@ -152,6 +152,22 @@ def dsm_pair_gaps(col):
     sig = d0.sigma.values
     band = (sig >= DSM_BAND[0]) & (sig <= DSM_BAND[1])
     return (loss[:, band][..., hi] - loss[:, band][..., ti]).mean(axis=1).T                 # (pairs, S)
+
+
+def dsm_half_change(stores, steps, n_boot, reference_gap=None):
+    """The DSM gap's fitted half-change (band-averaged paired gap, sigmoid_half_change up to its extreme) with its
+    bootstrap CI over the pairs, from the DSM `stores` ({seed: Dataset} at `steps`), and n_pairs; with
+    `reference_gap` (steps, σ), how closely the stores reproduce it: max |paired gap − reference| over the cells
+    (stats.dsm_stats.max_abs_error) as `reproduces_shipped_paired_gap_max_abs`."""
+    col = {"dsm": stores, "steps": steps}
+    h = sigmoid_half_change(steps, dsm_pair_gaps(col), until="extreme", n_boot=n_boot)
+    if reference_gap is not None:
+        loss, d0 = dsm_pair_losses(col)
+        split = np.array([str(v) for v in d0.split.values.tolist()])
+        gap = paired_gap_stats(loss, split, d0.item_index.values, d0.sigma.values)["paired_gap"]
+        h["reproduces_shipped_paired_gap_max_abs"] = max_abs_error(gap, reference_gap)
+    h["n_pairs"] = int(dsm_pair_gaps(col).shape[0])
+    return h
 
 
 def half_changes(col, args):

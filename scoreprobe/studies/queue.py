@@ -48,6 +48,20 @@ def apply_preset(args, presets):
     return preset
 
 
+def add_overrides(p, presets):
+    """--<key> on parser `p` for every setting of `presets` ({name: {key: value}}; a dict-valued setting is left
+    out), default None so that apply_preset fills what the command line did not give: an int (or float) as the
+    presets' first non-None value of that key is, or a comma-separated list of them as a list value is."""
+    first = {}
+    for preset in presets.values():
+        for key, value in preset.items():
+            if value is not None and not isinstance(value, dict):
+                first.setdefault(key, value)
+    for key, value in first.items():
+        kind = (lambda s, t=type(value[0]): [t(v) for v in s.split(",")]) if isinstance(value, list) else type(value)
+        p.add_argument("--" + key.replace("_", "-"), dest=key, type=kind, default=None)
+
+
 def worker_init():
     torch.set_num_threads(1)   # one thread per run: two runs use both cores (checkpoints/README.md)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -246,17 +260,3 @@ def finish_times(seconds, jobs=1):
         free[i] += s
         done.append(free[i])
     return done, max(free)
-
-
-def add_overrides(p, presets):
-    """--<key> on parser `p` for every setting of `presets` ({name: {key: value}}; a dict-valued setting is left
-    out), default None so that apply_preset fills what the command line did not give: an int (or float) as the
-    presets' first non-None value of that key is, or a comma-separated list of them as a list value is."""
-    first = {}
-    for preset in presets.values():
-        for key, value in preset.items():
-            if value is not None and not isinstance(value, dict):
-                first.setdefault(key, value)
-    for key, value in first.items():
-        kind = (lambda s, t=type(value[0]): [t(v) for v in s.split(",")]) if isinstance(value, list) else type(value)
-        p.add_argument("--" + key.replace("_", "-"), dest=key, type=kind, default=None)
