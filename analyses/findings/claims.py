@@ -26,12 +26,7 @@ def g_factor(results):
     against G = 2's upper CI end) when shipped, else the scaling study's 3 + 3."""
     d = load("data_draws_cpu", results)
     if d is not None and "factor" in d:
-        rows = d["factor"]["readings"]
-        bound = [r["kind"] == "bound" for r in rows]
-        lo = [r["ci"][0] if r["ci"][0] is not None else math.nan for r in rows]
-        hi = [math.inf if b else (r["ci"][1] if r["ci"][1] is not None else math.nan) for r, b in zip(rows, bound)]
-        est = [math.nan if b else x["value"] for x, b in zip(rows, bound)]
-        r = R.CurveReading([float(x["threshold"]) for x in rows], est, lo, hi, bound, 0.9)
+        r = R.from_readings(d["factor"]["readings"], 0.9)
         r.notes.append(f"{d['factor']['design'][0]} data seeds × {d['factor']['design'][1]} training seeds per G at N = "
                        f"{d['factor']['N']}; intervals with both variance components (analyses/data_draws, coverage "
                        "measured at this design); where G = 3 never reliably exceeds a threshold the factor is a bound "

@@ -3,19 +3,9 @@ and seeds, for a series whose innovation window is open and one whose window is 
 
 Series: `open` = the shipped checkpoints/parity-default (G = 2, N = 120; τ from its clocks.json);
 `closed` = G = 2, N = 30 trained here with the two_clocks CPU settings (its window never opens).
-For each series, at `n_ckpt` log-spaced checkpoints, and for each seed of `seeds`:
-
-  basins     planes of three kinds (slices.symmetric_planes, train_heldout_planes, random_valid_planes;
-             docs/definitions.md, "Plane protocol"), each at `sigma_starts` on the local grid
-             (margin 0.5) and on the noise-reach grid (slices.noise_reach_margin) at `reach_sigmas`
-  retention  `ret_items` training + `ret_items` held-out items, `ret_noise` restarts at `ret_sigmas`
-             (sp.retention, with its breakdown: other valid, violating, captured although closer)
-  dsm        sp.dsm_by_sigma on the first items of each split, noise bank `seed`
-  anim       one symmetric plane at a finer grid at every chosen checkpoint (the animation)
-
-Stores: <out>/<series>/<probe>-s<seed>-<digest>.zarr (retention, DSM) and
-<out>/<series>/basins-<kind>-<extent>-distinct-<digest>.zarr (each distinct plane of all seeds once),
-named by a digest of their settings and resumed step by step (sp.sweep): a rerun reuses every step
+At `n_ckpt` log-spaced checkpoints of each series, for each seed of `seeds`, the battery of
+scoreprobe.studies.battery (basins on planes of three kinds, retention, the DSM split, the animation; its
+docstring names each probe and its store), resumed step by step: a rerun reuses every step
 already measured with the same settings and model. Outputs: <results>/mechanism<suffix>.md, .json
 and figures (basins, retention, DSM heat map, the animation), from the stores alone
 (analyses/mechanism/report.py).

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from scoreprobe.cli import study as study_cli
 from scoreprobe.cli.study import drive
-from scoreprobe.studies.queue import finish_times, run_queue
+from scoreprobe.studies import battery
+from scoreprobe.studies.queue import run_queue
 from analyses.mechanism_seeds import grid as G
 from scoreprobe.studies.battery_export import load_exports
 from analyses.mechanism_seeds.measure import settings
@@ -58,23 +59,13 @@ def exported(args, models):
 
 
 def plan_lines(args, models):
-    secs = [G.model_seconds(args.preset, m) for m in models]
-    done = exported(args, models)
-    todo = [sum(s.values()) for m, s in zip(models, secs) if m.name not in done]
-    part = {k: sum(s[k] for m, s in zip(models, secs) if m.name not in done) / 3600 for k in ("train", "clocks", "probes")}
     p = G.PRESETS[args.preset]
-    lines = [f"{len(models)} models (2 series × training seeds {p['seeds']}, data seed 0), preset {args.preset} "
-             f"({len(done)} exported already), {args.jobs} at a time: estimated "
-             f"{'at one CPU thread’s rates (GPU throughput is not measured here) ' if args.preset == 'gpu' else ''}"
-             f"{finish_times(todo, args.jobs)[1] / 3600:.2f} h for the rest ({sum(todo) / 3600:.1f} thread-hours: "
-             f"training {part['train']:.1f}, clocks {part['clocks']:.1f}, probes {part['probes']:.1f})"]
-    ends = iter(finish_times(todo, args.jobs)[0])
-    for i, (m, s) in enumerate(zip(models, secs)):
-        state = "exported" if m.name in done else f"~{sum(s.values()) / 60:5.1f} min, done by ~{next(ends) / 3600:4.2f} h"
-        lines.append(f"  {i + 1:2d} {m.name:10s} training seed {m.seed} data seed {m.data_seed}  {m.cfg.total_steps:6d} "
-                     f"steps, {len(m.cfg.checkpoint_schedule())} checkpoints, "
-                     f"{len(G.measured_steps(m.cfg, p['n_grid']))} measured  {state}")
-    return lines
+    return battery.plan_lines(
+        models, lambda m: G.model_seconds(args.preset, m), exported(args, models), args.jobs,
+        f"{len(models)} models (2 series × training seeds {p['seeds']}, data seed 0), preset {args.preset}",
+        lambda m: (f"{m.name:10s} training seed {m.seed} data seed {m.data_seed}  {m.cfg.total_steps:6d} steps, "
+                   f"{len(m.cfg.checkpoint_schedule())} checkpoints, {len(G.measured_steps(m.cfg, p['n_grid']))} measured"),
+        "at one CPU thread’s rates (GPU throughput is not measured here) " if args.preset == "gpu" else "")
 
 
 def run_all(args, models, on_done):

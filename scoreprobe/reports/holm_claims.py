@@ -97,3 +97,19 @@ def _why(c):
         cens = f"; not readable at {len(c['censored'])} thresholds" if c["censored"] else ""
         return f" (ratio {_f(c['range'][0], 2)}–{_f(c['range'][1], 2)} over the readable thresholds{cens})."
     return f" (mean {_f(c.get('value'))} [{_f(c['ci'][0])}, {_f(c['ci'][1])}] at step {c['step']})."
+
+
+def beside_table(claims, beside, head):
+    """The claims of a Holm family (claim_tests.evaluate's rows with their `statistic` pair, e.g. read from another
+    study's json) with one more column per claim: beside(claim) -> (text, agrees) (agrees: that reading says what
+    the claim says; None: no reading). `head`: the 7 column headers. Then the claims where a reading agrees but the
+    verdict is not "supported": the verdict stands."""
+    lines = ["| " + " | ".join(head) + " |", "|---:|---|---|---|---:|---|---|"]
+    more = []
+    for i, c in enumerate(claims, 1):
+        text, agrees = beside(c)
+        lines.append(f"| {i} | {c['series']} | {c['claim']} | {c['statistic'][1]} | {_p(c.get('p_holm'))} | "
+                     f"**{c['verdict']}** | {text} |")
+        if agrees and c["verdict"] != "supported":
+            more.append(f"{i} (*{c['claim']}*: one model {text.split(': ')[-1]}; 3 models **{c['verdict']}**)")
+    return lines, more

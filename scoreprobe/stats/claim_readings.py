@@ -39,6 +39,16 @@ def from_curve(curve, paper_threshold=None):
     return CurveReading(t, [v[0] for v in vals], [v[1] for v in vals], [v[2] for v in vals], cens, paper)
 
 
+def from_readings(rows, paper_threshold):
+    """A CurveReading of rows {threshold, kind, value, ci} where kind "bound" marks a censored lower bound: its
+    estimate NaN, its interval [ci[0], inf] (a JSON null end reads NaN)."""
+    bound = [r["kind"] == "bound" for r in rows]
+    lo = [r["ci"][0] if r["ci"][0] is not None else math.nan for r in rows]
+    hi = [math.inf if b else (r["ci"][1] if r["ci"][1] is not None else math.nan) for r, b in zip(rows, bound)]
+    est = [math.nan if b else x["value"] for x, b in zip(rows, bound)]
+    return CurveReading([float(x["threshold"]) for x in rows], est, lo, hi, bound, paper_threshold)
+
+
 def _nan(row):
     """A curve row from JSON with null (how the reports store NaN) read back as NaN in its values and intervals."""
     out = dict(row)

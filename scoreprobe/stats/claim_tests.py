@@ -82,6 +82,21 @@ def mean_claim(rep, quantity, ref, where):
             "per_model": [pm[i] for pm in c["per_model"]]}
 
 
+SAYS = {"before": lambda r: r < 1, "after": lambda r: r > 1, "near": lambda r: 0.5 <= r <= 2}
+WORDS = {"before": "before", "after": "after", "near": "within a factor 2 of"}
+
+
+def point_reading(test, step, tau):
+    """(text, agrees) of ONE point against a clock claim's test ("before" | "after" | "near", clock): the ratio
+    step / tau read as the test reads its interval, never a verdict; agrees is None without two finite numbers."""
+    clock = "τ_rule" if test[1] == "tau_rule" else "τ_mem"
+    if not (isinstance(step, float) and isinstance(tau, float) and math.isfinite(step) and math.isfinite(tau)):
+        return f"{clock} or the half-change not reached: no point", None
+    ratio = step / tau
+    agrees = SAYS[test[0]](ratio)
+    return f"{'' if agrees else 'not '}{WORDS[test[0]]} {clock}: {step:.0f} / {tau:.0f} = {ratio:.2f}", agrees
+
+
 def evaluate(reports, claims):
     """[claim row] of every claim (series, text, quantity, test) in `claims` whose series is reported with at least
     2 models, with p, Holm-adjusted p (over the rows with a p-value) and verdict."""

@@ -4,6 +4,21 @@ held-out items, and the DSM loss by σ, one store per series / probe / kind / se
 settings (so a rerun resumes and a changed setting gets its own store); then the per-unit arrays the
 reports read from those stores.
 
+For each series, at the chosen checkpoints, and for each seed of `seeds`:
+
+  basins     planes of three kinds (slices.symmetric_planes, train_heldout_planes, random_valid_planes;
+             docs/definitions.md, "Plane protocol"), each at `sigma_starts` on the local grid
+             (margin 0.5) and on the noise-reach grid (slices.noise_reach_margin) at `reach_sigmas`
+  retention  `ret_items` training + `ret_items` held-out items, `ret_noise` restarts at `ret_sigmas`
+             (sp.retention, with its breakdown: other valid, violating, captured although closer)
+  dsm        sp.dsm_by_sigma on the first items of each split, noise bank `seed`
+  anim       one symmetric plane at a finer grid at every chosen checkpoint (the animation)
+
+Stores: <out>/<series>/<probe>-s<seed>-<digest>.zarr (retention, DSM) and
+<out>/<series>/basins-<kind>-<extent>-distinct-<digest>.zarr (each distinct plane of all seeds once),
+named by a digest of their settings and resumed step by step (sp.sweep): a rerun reuses every step
+already measured with the same settings and model.
+
 `args` is any namespace with the battery's settings: out, device, seeds, kinds, n_planes, max_hamming, res,
 sigma_starts, reach_sigmas, n_steps, ret_items, ret_noise, ret_sigmas, dsm_sigmas, dsm_noise, dsm_heldout,
 anim_res (analyses/mechanism's PRESETS hold them)."""
@@ -345,3 +360,22 @@ def model_seconds(cfg, probes, n_probe_seeds, clock_samples, n_grid):
     scale = STEPS_PER_S[("dit", 80, 4)] / rate                  # a smaller DiT solves faster
     return {"train": cfg.total_steps / rate, "clocks": clocks,
             "probes": per_step * scale * len(measured_steps(cfg, n_grid))}
+
+
+def plan_lines(models, seconds, done, jobs, head, describe, note=""):
+    """The plan of `models` (each with .name) with seconds(m) -> {"train", "clocks", "probes"} (model_seconds):
+    `head` (what is planned), how many are exported already (`done`: their names), and the hours the rest take
+    `jobs` at a time (queue.finish_times; `note` says whose rates), then one line per model: describe(m) and its
+    estimated minutes and finish time, or "exported"."""
+    from scoreprobe.studies.queue import finish_times
+    secs = [seconds(m) for m in models]
+    todo = [sum(s.values()) for m, s in zip(models, secs) if m.name not in done]
+    part = {k: sum(s[k] for m, s in zip(models, secs) if m.name not in done) / 3600 for k in ("train", "clocks", "probes")}
+    lines = [f"{head} ({len(done)} exported already), {jobs} at a time: estimated {note}"
+             f"{finish_times(todo, jobs)[1] / 3600:.2f} h for the rest ({sum(todo) / 3600:.1f} thread-hours: "
+             f"training {part['train']:.1f}, clocks {part['clocks']:.1f}, probes {part['probes']:.1f})"]
+    ends = iter(finish_times(todo, jobs)[0])
+    for i, (m, s) in enumerate(zip(models, secs)):
+        state = "exported" if m.name in done else f"~{sum(s.values()) / 60:5.1f} min, done by ~{next(ends) / 3600:4.2f} h"
+        lines.append(f"  {i + 1:2d} {describe(m)}  {state}")
+    return lines
