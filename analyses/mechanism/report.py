@@ -7,6 +7,7 @@ from pathlib import Path
 
 from analyses.mechanism import measure as M
 from scoreprobe.atomic import atomic_write_text
+from scoreprobe.cli.study import command_line
 from scoreprobe.reports.battery_tables import claim_lines, series_sections, series_table, units_paragraph
 from scoreprobe.store import normalize_config
 from scoreprobe.studies import battery
@@ -38,19 +39,14 @@ def write_report(args, timings, measure_s):
     return report
 
 
-def _arg(v):
-    return ",".join(str(x) for x in v) if isinstance(v, list) else str(v)
-
-
 def markdown(report, figures, args):
     s = report["settings"]
-    cmd = "python analyses/mechanism" + ("" if s["preset"] == "cpu" else f" --preset {s['preset']}")
     over = s.get("overrides") or {}
     if s.get("series") != ["open", "closed"]:
         over = {**over, "series": s.get("series")}
     if s.get("kinds") and len(s["kinds"]) < 5:
         over = {**over, "kinds": s["kinds"]}
-    cmd += "".join(f" --{k.replace('_', '-')} {_arg(v)}" for k, v in over.items())
+    cmd = command_line("python analyses/mechanism" + ("" if s["preset"] == "cpu" else f" --preset {s['preset']}"), over)
     lines = [f"# The mechanism, measured (preset {s['preset']}{', REDUCED' if over else ''})", "",
              *([(f"**A reduced run, not the {s['preset']} preset**: {over} differ from the preset; its numbers "
                  "are a first look only."), ""] if over else []),

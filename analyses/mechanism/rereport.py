@@ -13,7 +13,6 @@ units and the capture geometry (they need the per-plane / per-item stores). Then
 import json
 import math
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -21,12 +20,13 @@ from analyses.mechanism import measure as M
 from analyses.mechanism.evidence import evidence_lines
 from scoreprobe.atomic import atomic_write_text
 from scoreprobe.reports.battery_tables import (clocks_table, drawn_units_table, dsm_rows, half_cell, shares_table,
-                                               symmetry_table)
-from scoreprobe.reports.report_cells import num, step_text
+                                               symmetry_table, tau_ratios)
+from scoreprobe.reports.report_cells import curve_cell, num, step_text
 from scoreprobe.stats.dsm_stats import family_from_z
 from scoreprobe.stats.timing import fitted_midpoint
 from scoreprobe.studies.battery import KINDS, complete_dsm
 from scoreprobe.studies.battery_summary import DSM_BAND, drawn_units, dsm_half_change
+from scoreprobe.studies.recipes import config_data
 
 
 def series_data(args, name):
@@ -35,11 +35,7 @@ def series_data(args, name):
     if name == "open":
         from scoreprobe.loading.series import load_series
         return load_series(args.open_series)
-    from scoreprobe.data.datasets import make_dataset
-    from scoreprobe.data.rules import rule_from_spec
-    cfg = M.closed_config(args)
-    rule = rule_from_spec(cfg.rule)
-    return SimpleNamespace(dataset=make_dataset(rule, cfg.n_train, cfg.n_heldout, cfg.data_seed), rule=rule)
+    return config_data(M.closed_config(args))
 
 
 def curves_of(r):
@@ -239,8 +235,7 @@ def _half_md(name, r, rr):
     for q, h in rr["half_change"].items():
         step, st = h["step"], rr.get("dsm_half_change_from_stores")
         if h["exact_mean_curve"] and st is not None:     # the DSM stores were remeasured: with its CI
-            rel = [(_f(st["step"] / t[k], 2) if st.get("step") and isinstance(t.get(k), float) else "—")
-                   for k in ("tau_rule", "tau_mem")]
+            rel = tau_ratios(st.get("step"), t)
             err = st["reproduces_shipped_paired_gap_max_abs"]
             how = "exactly" if err == 0 else f"to {err:.1g}"
             lines.append(f"| {q} | {st['n_pairs']} pairs (DSM stores remeasured; they reproduce the shipped paired "
@@ -249,8 +244,7 @@ def _half_md(name, r, rr):
                          f"— | {_s(h['old_step'])} [{_s(h['old_ci'][0])}, {_s(h['old_ci'][1])}] |")
             continue
         cell = _s(step) if step else f"{h['censored']} the checkpoints fitted"
-        rel = [(_f(step / t[k], 2) if step and isinstance(t.get(k), float) and math.isfinite(t[k]) else "—")
-               for k in ("tau_rule", "tau_mem")]
+        rel = tau_ratios(step, t)
         ex = f"{_f(h.get('share_before_first'), 2)} / {_f(h.get('share_after_last'), 2)}"
         flag = " (plateau extrapolated)" if max(h.get("share_before_first", 0), h.get("share_after_last", 0)) > 0.1 else ""
         seeds = ", ".join(_s(v) for v in h["by_seed"].values()) or "— (pairs: one noise-averaged curve)"
@@ -288,9 +282,7 @@ def _capture_md(name, r, c):
              "", "| step | σ 1 [95% CI] | σ 2 [95% CI] |", "|---|---|---|"]
     ho = r["retention"]["heldout"]
     for i, step in enumerate(r["steps"]):
-        cells = [f"{_f(ho[s]['captured']['mean'][i])} [{_f(ho[s]['captured']['lo'][i])}, "
-                 f"{_f(ho[s]['captured']['hi'][i])}]" for s in ("1.0", "2.0")]
-        lines.append(f"| {step} | {cells[0]} | {cells[1]} |")
+        lines.append(f"| {step} | {curve_cell(ho['1.0']['captured'], i)} | {curve_cell(ho['2.0']['captured'], i)} |")
     return lines
 
 

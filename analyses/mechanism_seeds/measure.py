@@ -7,7 +7,7 @@ from pathlib import Path
 
 from scoreprobe.studies import battery
 from scoreprobe.studies.battery_export import basin_arrays, dsm_arrays, export_model, retention_arrays
-from scoreprobe.studies.queue import finished, measured_clocks
+from scoreprobe.studies.queue import trained_with_clocks
 from analyses.mechanism_seeds import grid as G
 
 logger = logging.getLogger("mechanism_seeds")
@@ -25,20 +25,9 @@ def settings(preset):
 
 def measure_model(args, model):
     """Train or resume `model`, its clocks and probes, then write its export; returns its name."""
-    from scoreprobe.loading.series import load_series
-    from scoreprobe.training.train import train_run
-    p, d, sec = G.PRESETS[args.preset], run_dir(args, model), {}
+    p, d = G.PRESETS[args.preset], run_dir(args, model)
     resumed = d.exists()   # an earlier invocation did part of the work: the seconds below are this one's only
-    t0 = time.time()
-    if not finished(d, model.cfg):
-        train_run(model.cfg, d, device=args.device, progress=False)
-    sec["train"] = time.time() - t0
-    series = load_series(d)
-    t0 = time.time()
-    n_steps = p["probes"]["n_steps"]
-    clocks = measured_clocks(series, d / "clocks.zarr", n_samples=p["clock_samples"], device=args.device,
-                             **({} if n_steps is None else {"n_steps": n_steps}))
-    sec["clocks"] = time.time() - t0
+    series, clocks, sec = trained_with_clocks(d, model.cfg, args.device, p["clock_samples"], p["probes"]["n_steps"])
     t0 = time.time()
     pa, steps = G.probe_args(args.preset, d.parent, args.device), battery.measured_steps(model.cfg, p["n_grid"])
     battery.measure_all(pa, model.name, series, steps)

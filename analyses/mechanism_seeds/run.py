@@ -42,11 +42,8 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     args.scheduler = study_cli.scheduler_of(p, args.scheduler)
     args.preset = "smoke" if args.smoke else args.preset
+    study_cli.check_budget(p, args)
     args.jobs = G.PRESETS[args.preset]["jobs"] if args.jobs is None else args.jobs
-    if args.jobs < 1:
-        p.error(f"--jobs must be at least 1, got {args.jobs}")
-    if args.hours is not None and not args.hours > 0:
-        p.error(f"--hours must be positive, got {args.hours}")
     args.results = Path(args.results or (args.out if args.preset == "smoke" else "analyses/results"))
     suffix = "" if args.preset == "cpu" else f"_{args.preset}"
     args.exports = args.results / f"mechanism_seeds{suffix}"

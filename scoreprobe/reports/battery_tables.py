@@ -108,11 +108,17 @@ def half_change_section(name, r):
              "|---|---|---|---|---|---|"]
     for q, h in r["half_change"].items():
         ok = significant_change(h) and not h.get("censored") and _finite(h.get("step"))
-        rel = [(_f(h["step"] / t[k], 2) if ok and _finite(t.get(k)) else "—") for k in ("tau_rule", "tau_mem")]
+        rel = tau_ratios(h["step"] if ok else None, t)
         units = f"{h['n_units']} {h['units']}" + (f" in {h['n_clusters']} clusters" if h["n_clusters"] != h["n_units"] else "")
         lines.append(f"| {q} | {units} | {_f(h.get('q0'), 3)} → {_f(h.get('q_end'), 3)} | {half_cell(h)} | "
                      f"{rel[0]} | {rel[1]} |")
     return lines
+
+
+def tau_ratios(step, taus):
+    """['step / τ_rule', 'step / τ_mem'] with 2 decimals; '—' where the step (non-zero) or that τ is not a number."""
+    return [_f(step / taus[k], 2) if _finite(step) and step and _finite(taus.get(k)) else "—"
+            for k in ("tau_rule", "tau_mem")]
 
 
 def significant_change(h):

@@ -126,6 +126,21 @@ def measured_clocks(series, out, **kw):
         return clocks(series, out=out, progress=False, overwrite=True, **kw)
 
 
+def trained_with_clocks(run_dir, cfg, device, n_samples, n_steps=None):
+    """(series, clocks Dataset, {"train", "clocks": seconds}) of the run of `cfg` in `run_dir`: trained (or resumed)
+    unless finished, then its clocks at every checkpoint (measured_clocks, resumed from run_dir/clocks.zarr)."""
+    from scoreprobe.training.train import train_run
+    t0 = time.time()
+    if not finished(run_dir, cfg):
+        train_run(cfg, run_dir, device=device, progress=False)
+    sec = {"train": time.time() - t0}
+    series, t0 = load_series(run_dir), time.time()
+    clocks = measured_clocks(series, Path(run_dir) / "clocks.zarr", n_samples=n_samples, device=device,
+                             **({} if n_steps is None else {"n_steps": n_steps}))
+    sec["clocks"] = time.time() - t0
+    return series, clocks, sec
+
+
 # ---------------------------------------------------------------------------------------------
 # An unattended queue of runs
 # ---------------------------------------------------------------------------------------------
