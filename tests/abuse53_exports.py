@@ -133,7 +133,7 @@ def _scaling_reader(build):
 
 def _mechanism_missing_basin(work):
     """A mechanism-seeds export whose manifest names a basin array the file lacks."""
-    from analyses.mechanism_seeds.export import FORMAT, read_export
+    from scoreprobe.studies.battery_export import FORMAT, read_export
     a = _arrays()
     arrays = {"format": FORMAT, "config": "{}", "steps": a["step"], "clock_step": a["step"], "clock_state": a["state"],
               "clock_novel_oracle": a["novel_oracle"],

@@ -58,7 +58,7 @@ def test_circuits_decay_reads_only_defined_checkpoints():
 
 def test_a_reproduction_check_counts_an_undefined_mismatch():
     """max |a − b| of a reproduction check: a value NaN on one side only is a mismatch (was skipped: 0.0)."""
-    from analyses.mechanism.rereport import max_abs_error
+    from scoreprobe.stats.dsm_stats import max_abs_error
     assert max_abs_error([0.1, np.nan], [0.1, 0.2]) == np.inf
     assert max_abs_error([0.1, np.nan], [0.15, np.nan]) == pytest.approx(0.05)
     assert np.isnan(max_abs_error([np.nan], [np.nan]))

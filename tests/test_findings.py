@@ -21,14 +21,14 @@ def test_the_page_and_the_readme_table_regenerate_from_the_shipped_results(monke
 
 
 def _claim(read, region=(8.0, 12.5)):
-    from analyses.findings.claims import Claim
+    from scoreprobe.reports.verdict_table import Claim
     return Claim("x", "planted", "≈ 10×", region, "[8, 12.5]", "planted", "none", read)
 
 
 def _reading(est, lo, hi, censored=None):
-    from analyses.findings.readings import Reading
+    from scoreprobe.stats.claim_readings import CurveReading
     t = [0.3, 0.5, 0.7, 0.9]
-    return Reading(t, est, lo, hi, censored or [False] * 4, 0.9)
+    return CurveReading(t, est, lo, hi, censored or [False] * 4, 0.9)
 
 
 @pytest.mark.parametrize("est, lo, hi, censored, word", [
@@ -40,10 +40,10 @@ def _reading(est, lo, hi, censored=None):
     ([5, 5, 5, 10], [4, 4, 4, 9], [6, 6, 6, 11], None, "threshold-dependent"),
 ])
 def test_planted_readings_give_each_word_read_at_the_paper_threshold_first(est, lo, hi, censored, word):
-    page = _analysis("findings.run")
-    r, v = page.judged(_claim(lambda results: _reading(est, lo, hi, censored)), None)
+    from scoreprobe.reports.verdict_table import judged, table
+    r, v = judged(_claim(lambda results: _reading(est, lo, hi, censored)), None)
     assert v.word == word and v.paper.threshold == 0.9
-    lines = page.table([(_claim(None), r, v)])
+    lines = table([(_claim(None), r, v)])
     assert f"**{word}**" in lines[-1]
 
 
@@ -52,3 +52,20 @@ def test_a_study_not_shipped_is_said(tmp_path):
     text, block = page.render(tmp_path)          # an empty results folder
     assert text.count("not shipped") >= 11 and "**" not in block.split("\n", 3)[3]
     assert "Not shipped: analyses/capacity_exponent has no results here." in text
+
+
+def test_a_curve_reading_from_json_rows_with_a_bound_and_the_readme_block():
+    """claim_readings: JSON nulls read back as NaN, a censored bound replaces the paper's threshold, one number is
+    a one-threshold reading; verdict_table.with_summary replaces only what lies between its markers."""
+    from scoreprobe.reports.verdict_table import README_END, README_START, with_summary
+    from scoreprobe.stats.claim_readings import from_curve, once, readable_range, with_bound
+    rows = [{"threshold": 0.5, "value": 2.0, "ci": [1.5, 2.5]},
+            {"threshold": 0.9, "value": None, "ci": [None, None], "censored": True}]
+    r = from_curve(rows, paper_threshold=0.9)
+    assert r.censored == [False, True] and math.isnan(r.estimate[1]) and math.isnan(r.lower[1])
+    assert readable_range(r) == "2.00–2.00 (95% CI ends 1.50 to 2.50) at 1 of 2 thresholds"
+    with_bound(r, lower=3.0)
+    assert r.at_paper()[1:] == (3.0, math.inf, True)
+    assert once(1.0, 0.5, 1.5).thresholds == [0.1]
+    text = f"a {README_START} old {README_END} b"
+    assert with_summary(text, "new") == "a new b" and with_summary("no markers", "new") == "no markers"

@@ -162,7 +162,9 @@ def test_claims_on_a_planted_series_come_out_as_planted():
     and the highest memorization threshold (within a factor 2 of all), training basins at 3 τ_mem(0.1), t − h at
     2.5 τ_mem(0.05–0.2 … all > 2×: contrary to "near"), off-vertex at τ_rule(0.6) (before some thresholds,
     after others: not decided), capture at 2.5 τ_mem(0.1) with 90% of it nearer its own item."""
-    series, claims = _analysis("mechanism_seeds.series"), _analysis("mechanism_seeds.claims")
+    from scoreprobe.reports.holm_claims import claims_table
+    from scoreprobe.studies import battery_series as series
+    claims = _analysis("mechanism_seeds.claims")
     tau_mem = lambda t: 10000 * math.exp(0.3 * math.log(t / 0.6 / (1 - t / 0.6)))   # noqa: E731  mem = 0.6·logistic
     tau_rule = lambda t: 2000 * math.exp(0.3 * math.log(t / (1 - t)))               # noqa: E731
     middle = math.sqrt(tau_mem(0.01) * tau_mem(0.2))
@@ -185,7 +187,7 @@ def test_claims_on_a_planted_series_come_out_as_planted():
     assert share["value"] == pytest.approx(0.9, abs=0.01) and share["step"] == 36000
     assert len(rows["violating basin"]["readable"]) == 10         # read at every rule threshold
     assert all(r["p_holm"] >= r["p"] for r in rows.values())
-    md = _analysis("mechanism_seeds.tables").markdown({"preset": "cpu", "settings": {"seeds": [0, 1, 2], "extra": [50],
+    md = _analysis("mechanism_seeds.report").markdown({"preset": "cpu", "settings": {"seeds": [0, 1, 2], "extra": [50],
                                                        "probe_seeds": [0], "probes": {**settings["probes"], "n_planes": 1,
                                                        "res": 8, "ret_items": 1, "ret_noise": 1, "dsm_sigmas": 3,
                                                        "dsm_noise": 1}}, "exports": "x", "n_done": 3, "n_planned": 3,
@@ -194,7 +196,7 @@ def test_claims_on_a_planted_series_come_out_as_planted():
     assert "| open | t − h basin (symmetric planes) above" not in md and "**contrary**" in md
     assert "Null and contrary results, plainly:" in md and "## open: DSM split" in md
     assert "**Interim:** 8 of the study's 13 claims are testable now" in md     # the closed series is missing
-    full = _analysis("mechanism_seeds.tables").claims_table({"claims": list(rows.values()) * 2})[:6]
+    full = claims_table({"claims": list(rows.values()) * 2}, 13)[:6]
     assert not any("Interim" in line for line in full)
 
 

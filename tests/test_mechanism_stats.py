@@ -136,7 +136,7 @@ def test_the_shipped_series_symmetric_planes_are_20_distinct_in_13_pairs():
 
 def test_items_drawn_by_two_seeds_and_dsm_pairs_count_once():
     import xarray as xr
-    from analyses.mechanism.report import dsm_pair_gaps, item_units
+    from scoreprobe.studies.battery_summary import dsm_pair_gaps, item_units
 
     def ret(items, value):
         n = len(items)
@@ -208,7 +208,7 @@ def test_significant_sigma_are_sets_with_their_gaps():
     assert significant_sets(p, grid) == [[0.1, 0.5, 1.0], []]
     assert first_significant_step(p[::-1], [10, 20]) == 20
     assert math.isnan(first_significant_step(p[1:], [10]))
-    from analyses.mechanism.markdown import sigma_runs
+    from scoreprobe.studies.format import sigma_runs
     assert sigma_runs([0.1, 0.5, 1.0], grid) == "0.1, 0.5–1" and sigma_runs([], grid) == "none"
     assert adjust_family(np.array([[0.01, np.nan], [0.02, 0.04]])).shape == (2, 2)
 
@@ -296,8 +296,7 @@ def test_the_shipped_mechanism_json_re_reports_as_the_issue_found():
     statistic's 'closer' share is ≈ 1."""
     from pathlib import Path
     from analyses.mechanism import measure as M
-    from analyses.mechanism.rereport import rereport
-    from analyses.mechanism.rereport_md import rereport_markdown
+    from analyses.mechanism.rereport import rereport, rereport_markdown
     path = Path(__file__).resolve().parents[1] / "analyses" / "results" / "mechanism.json"
     args = M.parse_args(["--report-only"])
     report = rereport(args, path)

@@ -6,41 +6,27 @@ margin); "invariant" / "barely depends" as a ratio within [0.8, 1.25]; a directi
 half-line. The margins are ours, stated here and on the page, so a reader can re-read with others.
 """
 import math
-from dataclasses import dataclass
+from pathlib import Path
 
-from analyses.findings import readings as R
+from scoreprobe.reports.verdict_table import Claim
+from scoreprobe.stats import claim_readings as R
+from scoreprobe.stats.claim_readings import curve_at, load_result as load
 
 NEAR = 1.25        # "about X": within a factor 1.25 of X
 NEAR_B = 0.1       # "about b": within ±0.1
-
-
-@dataclass(frozen=True)
-class Claim:
-    key: str
-    paper: str            # the paper's words
-    paper_number: str     # the paper's number, as it gives it
-    region: tuple         # (lo, hi) of the effect the claim asserts
-    region_text: str
-    effect: str           # what is measured, in words
-    study: str            # the study and the command that regenerates it
-    read: object          # read(results folder) -> Reading or None (study not shipped)
+RESULTS = Path("analyses/results")
 
 
 def _scaling(results):
-    return R.load("scaling_cpu", results)
+    return load("scaling_cpu", results)
 
 
 def g_factor(results):
     """The 9 + 9 runs of analyses/data_draws (data seeds × training seeds, both variance components, bounds
     against G = 2's upper CI end) when shipped, else the scaling study's 3 + 3."""
-    d = R.load("data_draws_cpu", results)
+    d = load("data_draws_cpu", results)
     if d is not None and "factor" in d:
-        rows = d["factor"]["readings"]
-        bound = [r["kind"] == "bound" for r in rows]
-        lo = [r["ci"][0] if r["ci"][0] is not None else math.nan for r in rows]
-        hi = [math.inf if b else (r["ci"][1] if r["ci"][1] is not None else math.nan) for r, b in zip(rows, bound)]
-        r = R.Reading([float(x["threshold"]) for x in rows], [math.nan if b else x["value"] for x, b in zip(rows, bound)],
-                      lo, hi, bound, 0.9)
+        r = R.from_readings(d["factor"]["readings"], 0.9)
         r.notes.append(f"{d['factor']['design'][0]} data seeds × {d['factor']['design'][1]} training seeds per G at N = "
                        f"{d['factor']['N']}; intervals with both variance components (analyses/data_draws, coverage "
                        "measured at this design); where G = 3 never reliably exceeds a threshold the factor is a bound "
@@ -59,14 +45,9 @@ def g_factor(results):
     return r
 
 
-def n_invariance(results):
-    s = _scaling(results)
-    return None if s is None else R.from_curve(s["N"]["curve_rule_N_G2"]["120"])
-
-
 def b_exponent(size="80x4"):
     def read(results):
-        c = R.load("capacity_exponent_cpu", results)
+        c = load("capacity_exponent_cpu", results)
         if c is None or size not in c["sizes"]:
             return None
         r = R.from_curve(c["sizes"][size]["b_curve"])
@@ -74,25 +55,6 @@ def b_exponent(size="80x4"):
                        "threshold enter censored at their budget (censored normal regression), not dropped.")
         return r
     return read
-
-
-def capacity(key):
-    def read(results):
-        s = _scaling(results)
-        return None if s is None else R.from_curve(s["capacity"][f"curve_{key}_G2"])
-    return read
-
-
-def rule_ratio(kind, label):
-    def read(results):
-        s = _scaling(results)
-        return None if s is None else R.from_curve(s["rules"][f"curve_{kind}_vs_parity2"][label])
-    return read
-
-
-def sudoku_order(results):
-    s = _scaling(results)
-    return None if s is None else R.from_curve(s["puzzles"]["sudoku"]["curve_rows_over_columns"])
 
 
 def gpt_rule(results):
@@ -125,22 +87,26 @@ CLAIMS = [
     Claim("G", "τ_rule grows about tenfold per unit of G", "≈ 10× per unit G", (10 / NEAR, 10 * NEAR),
           "[8, 12.5]", "τ_rule(G = 3) / τ_rule(G = 2) at N = 240", DRAWS, g_factor),
     Claim("N_rule", "τ_rule is largely invariant to N", "invariant", (1 / NEAR, NEAR), "[0.8, 1.25]",
-          "τ_rule(N = 120) / τ_rule(N = 240), G = 2", SCALING, n_invariance),
+          "τ_rule(N = 120) / τ_rule(N = 240), G = 2", SCALING, curve_at("scaling_cpu", "N", "curve_rule_N_G2", "120")),
     Claim("b", "τ_mem grows almost linearly with N", "τ_mem ≈ 35·N^1.14", (1.14 - NEAR_B, 1.14 + NEAR_B),
           "[1.04, 1.24]", "b of τ_mem ∝ N^b, G = 2, 0.51M DiT", CAPACITY, b_exponent()),
     Claim("b_field", "τ_mem ∝ n (Bonnaire et al. 2025; Favero et al. 2025)", "b = 1", (1 - NEAR_B, 1 + NEAR_B),
           "[0.9, 1.1]", "b of τ_mem ∝ N^b, G = 2, 0.51M DiT", CAPACITY, b_exponent()),
     Claim("cap_mem", "more capacity: τ_mem comes earlier", "exponent < 0", (-math.inf, 0.0), "< 0",
-          "exponent of τ_mem ∝ params^e, G = 2, N = 120 (0.10M–1.27M)", SCALING, capacity("tau_mem")),
+          "exponent of τ_mem ∝ params^e, G = 2, N = 120 (0.10M–1.27M)", SCALING,
+          curve_at("scaling_cpu", "capacity", "curve_tau_mem_G2")),
     Claim("cap_rule", "more capacity: τ_rule comes earlier", "exponent < 0", (-math.inf, 0.0), "< 0",
-          "exponent of τ_rule ∝ params^e, G = 2, N = 120", SCALING, capacity("tau_rule")),
+          "exponent of τ_rule ∝ params^e, G = 2, N = 120", SCALING,
+          curve_at("scaling_cpu", "capacity", "curve_tau_rule_G2")),
     Claim("exactk", "exact-K (a global count) is learned fast, unlike high-order parity", "faster", (0.0, 1.0),
           "< 1", "τ_rule(exact-K, k = 18) / τ_rule(parity G = 2), N = 120", SCALING,
-          rule_ratio("tau_rule", "exactk k = 18")),
+          curve_at("scaling_cpu", "rules", "curve_tau_rule_vs_parity2", "exactk k = 18")),
     Claim("mem_rule", "τ_mem barely depends on the rule", "≈ same", (1 / NEAR, NEAR), "[0.8, 1.25]",
-          "τ_mem(parity G = 3) / τ_mem(parity G = 2), N = 120", SCALING, rule_ratio("tau_mem", "parity G = 3")),
+          "τ_mem(parity G = 3) / τ_mem(parity G = 2), N = 120", SCALING,
+          curve_at("scaling_cpu", "rules", "curve_tau_mem_vs_parity2", "parity G = 3")),
     Claim("sudoku", "Sudoku: rows are learned before columns", "rows first", (0.0, 1.0), "< 1",
-          "τ_rows / τ_columns within each run, Sudoku 4×4, N = 60", SCALING, sudoku_order),
+          "τ_rows / τ_columns within each run, Sudoku 4×4, N = 60", SCALING,
+          curve_at("scaling_cpu", "puzzles", "sudoku", "curve_rows_over_columns")),
     Claim("gpt", "a GPT shows the same clocks, faster", "faster", (0.0, 1.0), "< 1",
           "τ_rule(GPT, patch order) / τ_rule(DiT), matched 0.49M vs 0.51M, N = 120", SCALING, gpt_rule),
     Claim("abrupt", "the GPT's switch to memorization is more abrupt", "more abrupt", (0.0, math.inf), "> 0",

@@ -1,7 +1,7 @@
 """The outside literature placed beside our readings (docs/findings.md), and the capacity-exponent section."""
 import math
 
-from analyses.findings import readings as R
+from analyses.findings.claims import load
 
 BONNAIRE = ("Bonnaire, Urfin, Biroli & Mézard 2025 (arXiv 2505.17638, NeurIPS 2025): U-Net DDPMs on downsampled "
             "CelebA and a random-features model — τ_mem grows linearly with the training-set size n, τ_gen does not "
@@ -34,7 +34,7 @@ LITERATURE = {
 
 def capacity_lines(results):
     """'## Does b fall toward 1 as the model grows?': b per DiT size at memorization 0.1 (capacity_exponent)."""
-    c = R.load("capacity_exponent_cpu", results)
+    c = load("capacity_exponent_cpu", results)
     lines = ["## Does b fall toward 1 as the model grows? (the experiment that explains b)", ""]
     if c is None:
         return lines + ["Not shipped: analyses/capacity_exponent has no results here.", ""]

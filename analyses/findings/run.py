@@ -4,86 +4,15 @@ threshold and over the range | verdict | study), then a section per claim with t
 Usage: python analyses/findings [--from-results] [--results analyses/results] [--out docs/findings.md]
 (it only ever reads results: --from-results is accepted for symmetry with the studies). The verdict words come
 from `scoreprobe.stats.verdict.verdict`, the paper's own threshold read first (docs/definitions.md, "Censored runs
-and verdict words"), so the words cannot drift from the numbers."""
+and verdict words"), so the words cannot drift from the numbers; the table, the sections and the README's block
+are `scoreprobe.reports.verdict_table`'s."""
 import argparse
-import math
 from pathlib import Path
 
-from analyses.findings import readings as R
-from analyses.findings.claims import CLAIMS, NEAR, NEAR_B
+from analyses.findings.claims import CLAIMS, NEAR, NEAR_B, RESULTS
 from analyses.findings.literature import LITERATURE, capacity_lines
 from scoreprobe.atomic import atomic_write_text
-from scoreprobe.stats.verdict import verdict
-
-
-def judged(claim, results):
-    """(Reading, Verdict) of a claim, or (None, None) when its study's results are not shipped."""
-    r = claim.read(results)
-    if r is None:
-        return None, None
-    v = verdict(r.thresholds, r.estimate, r.lower, r.upper, region=claim.region, paper_threshold=r.paper_threshold,
-                censored=r.censored)
-    return r, v
-
-
-def _num(x):
-    if not math.isfinite(x):
-        return "∞" if x > 0 else "−∞"
-    return f"{x:.3g}"
-
-
-def at_paper_text(r):
-    e, lo, hi, cens = r.at_paper()
-    t = f"{r.paper_threshold:g}" if len(r.thresholds) > 1 else "one reading"
-    if cens and (math.isfinite(lo) or math.isfinite(hi)):
-        side = f"> {_num(lo)}" if math.isfinite(lo) and not math.isfinite(hi) else f"< {_num(hi)}"
-        return f"{side} at {t} (censored: a bound)"
-    if not all(math.isfinite(x) for x in (e, lo, hi)):
-        return f"not read at {t} (censored, no bound)"
-    return f"{_num(e)} [{_num(lo)}, {_num(hi)}] at {t}"
-
-
-def table(rows):
-    lines = ["| claim (the paper's words) | the paper | region read | ours at the paper's threshold | ours over the "
-             "range | verdict | study |", "|---|---|---|---|---|---|---|"]
-    for c, r, v in rows:
-        if r is None:
-            lines.append(f"| {c.paper} | {c.paper_number} | {c.region_text} | not shipped | — | — | {c.study} |")
-            continue
-        spread = R.readable_range(r) if len(r.thresholds) > 1 else "—"
-        lines.append(f"| {c.paper} | {c.paper_number} | {c.region_text} | {at_paper_text(r)} | {spread} "
-                     f"| **{v.word}** | {c.study} |")
-    return lines
-
-
-def section(c, r, v):
-    lines = [f"## {c.paper}", "", f"Measured: {c.effect}. The paper: {c.paper_number}; read as the region "
-             f"{c.region_text}.", ""]
-    if r is None:
-        return lines + [f"Not shipped: {c.study} has no results here.", ""]
-    said = v.sentence('{:.3g}') if len(r.thresholds) > 1 else f"{v.word}: {at_paper_text(r)}"
-    lines += [f"- **{said}**."] + [f"- {n}" for n in r.notes]
-    lit = LITERATURE.get(c.key)
-    return lines + ([f"- Beside ours: {lit}"] if lit else []) + [""]
-
-
-README_START, README_END = "<!-- findings:start (python analyses/findings) -->", "<!-- findings:end -->"
-
-
-def summary(rows):
-    """The README's short table: claim | verdict | ours at the paper's threshold (between README_START/END)."""
-    lines = [README_START, "| claim (the paper's words) | verdict | ours at the paper's threshold |", "|---|---|---|"]
-    lines += [f"| {c.paper} | {'not shipped' if r is None else f'**{v.word}**'} | "
-              f"{'—' if r is None else at_paper_text(r)} |" for c, r, v in rows]
-    return "\n".join(lines + [README_END])
-
-
-def with_summary(readme, block):
-    """`readme` with the text between the markers replaced by `block`; ConfigError-free: unchanged without markers."""
-    i, j = readme.find(README_START), readme.find(README_END)
-    if i < 0 or j < i:
-        return readme
-    return readme[:i] + block + readme[j + len(README_END):]
+from scoreprobe.reports.verdict_table import judged, section, summary, table, with_summary
 
 
 def render(results):
@@ -102,14 +31,14 @@ def render(results):
             "half-lines — our margins, stated so they can be re-read. Intervals are 95%, over training seeds (t on "
             "ln τ), runs that do not reach a threshold censored at their budget; scale: DiTs of 0.1–2.8M "
             "parameters on 6×6 binary images, 2 CPU cores.", ""]
-    body = [line for c, r, v in rows for line in section(c, r, v)]
+    body = [line for c, r, v in rows for line in section(c, r, v, LITERATURE.get(c.key))]
     return "\n".join(head + table(rows) + [""] + body + capacity_lines(results)) + "\n", summary(rows)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--from-results", action="store_true", help="accepted for symmetry: the page only reads results")
-    p.add_argument("--results", default=str(R.RESULTS), help="folder of the studies' JSON results")
+    p.add_argument("--results", default=str(RESULTS), help="folder of the studies' JSON results")
     p.add_argument("--out", default="docs/findings.md", help="the page written")
     p.add_argument("--readme", default="README.md", help="the README whose summary table is rewritten ('' for none)")
     args = p.parse_args(argv)

@@ -10,8 +10,10 @@ within a factor 2 — a point, with no interval over trained models. Claims read
 one-model counterpart here ("—").
 """
 import json
-import math
 from pathlib import Path
+
+from scoreprobe.reports.holm_claims import beside_table
+from scoreprobe.stats.claim_tests import SAYS, point_reading
 
 # the 3-model study's quantity -> this study's half-change quantity of the same curve
 ONE_MODEL = {"violating basin": "violating basin share (all planes, σ_start 1.0)",
@@ -20,8 +22,6 @@ ONE_MODEL = {"violating basin": "violating basin share (all planes, σ_start 1.0
              "t − h basin (symmetric planes)": "training − held-out basin (symmetric planes)",
              "held-out captured (σ 1)": "held-out captured (σ 1)",
              "DSM gap, σ in [0.2, 2.0]": "DSM paired gap, σ in [0.2, 2.0]"}
-SAYS = {"before": lambda r: r < 1, "after": lambda r: r > 1, "near": lambda r: 0.5 <= r <= 2}
-WORDS = {"before": "before", "after": "after", "near": "within a factor 2 of"}
 
 
 def one_model_reading(report, claim):
@@ -32,17 +32,7 @@ def one_model_reading(report, claim):
     if test[0] not in SAYS or q is None or claim["series"] not in report["re_report"]["series"]:
         return "—", None
     step = report["re_report"]["series"][claim["series"]]["half_change"][q]["step"]
-    tau = report["series"][claim["series"]]["taus"].get(test[1])
-    clock = "τ_rule" if test[1] == "tau_rule" else "τ_mem"
-    if not (isinstance(step, float) and isinstance(tau, float) and math.isfinite(step) and math.isfinite(tau)):
-        return f"{clock} or the half-change not reached: no point", None
-    ratio = step / tau
-    agrees = SAYS[test[0]](ratio)
-    return f"{'' if agrees else 'not '}{WORDS[test[0]]} {clock}: {step:.0f} / {tau:.0f} = {ratio:.2f}", agrees
-
-
-def _p(p):
-    return "—" if p is None or not math.isfinite(p) else f"{p:.2g}" if p >= 1e-4 else "< 1e-4"
+    return point_reading(test, step, report["series"][claim["series"]]["taus"].get(test[1]))
 
 
 def evidence_lines(report, seeds_json):
@@ -51,22 +41,15 @@ def evidence_lines(report, seeds_json):
     path = Path(seeds_json)
     if not path.is_file():
         return []
-    claims = json.loads(path.read_text())["claims"]
+    claims = json.loads(path.read_text())["claims"]   # the statistic worded by the 3-model study (its json)
+    table, more = beside_table(claims, lambda c: one_model_reading(report, c),
+                               ["#", "series", "claim", "3 models: value [95% CI]", "Holm p", "verdict (3 models)",
+                                "this one model, point only"])
     lines = ["## The evidence for the claims: the 3-model study", "",
              f"The claims are decided in `{path.name[:-5]}.md` (three trained models per series, models and units "
              "crossed, Holm over its claims); this study measured one trained model per series, so its readings "
              "below are point estimates of one model, never a verdict. Beside each claim, what this study's point "
-             "would say (its fitted half-change over its τ at the paper's threshold).", "",
-             "| # | series | claim | 3 models: value [95% CI] | Holm p | verdict (3 models) | this one model, point only |",
-             "|---:|---|---|---|---:|---|---|"]
-    more = []
-    for i, c in enumerate(claims, 1):
-        val = c["statistic"][1]   # worded by the 3-model study (its json)
-        text, agrees = one_model_reading(report, c)
-        ph = c.get("p_holm")
-        lines.append(f"| {i} | {c['series']} | {c['claim']} | {val} | {_p(ph)} | **{c['verdict']}** | {text} |")
-        if agrees and c["verdict"] != "supported":
-            more.append(f"{i} (*{c['claim']}*: one model {text.split(': ')[-1]}; 3 models **{c['verdict']}**)")
+             "would say (its fitted half-change over its τ at the paper's threshold).", "", *table]
     if more:
         lines += ["", "Where one model's point says what the claim says but the 3-model study does not decide it, the "
                   "3-model word stands: claims " + "; ".join(more) + "."]

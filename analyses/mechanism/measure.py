@@ -6,13 +6,11 @@ import time
 from pathlib import Path
 
 
-from scoreprobe.studies.queue import apply_preset, finished, measured_clocks
+from scoreprobe.cli.study import names
+from scoreprobe.studies.queue import add_overrides, apply_preset, finished, measured_clocks, trained_with_clocks
 from scoreprobe.loading.series import load_series
-from scoreprobe.studies.battery import (KINDS, RET_SIGMAS, basin_sets, chosen_steps, distinct_planes,  # noqa: F401
-                                        measure_animation, measure_basins, measure_dsm, measure_retention,
-                                        plane_cluster, planes_of, retention_settings)
+from scoreprobe.studies.battery import KINDS, RET_SIGMAS, chosen_steps, measure_all
 from scoreprobe.studies.recipes import closed_window_config
-from scoreprobe.training.train import train_run
 
 logger = logging.getLogger("mechanism")
 
@@ -63,20 +61,10 @@ def parse_args(argv=None):
     p.add_argument("--suffix", default=None, help="file stem suffix (default '' for cpu, _<preset> otherwise)")
     p.add_argument("--kinds", default=",".join(ALL_KINDS),
                    help=f"basin plane sets to measure and report, of {','.join(ALL_KINDS)} (default: all)")
-    ints = lambda s: [int(v) for v in s.split(",")]             # noqa: E731
-    floats = lambda s: [float(v) for v in s.split(",")]         # noqa: E731
-    for key, kind in (("seeds", ints), ("sigma_starts", floats), ("reach_sigmas", floats), ("ret_sigmas", floats)):
-        p.add_argument("--" + key.replace("_", "-"), dest=key, type=kind, default=None)
-    for key in ("n_planes", "res", "n_ckpt", "ret_items", "ret_noise", "dsm_sigmas", "dsm_noise", "dsm_heldout",
-                "n_steps", "anim_res", "max_hamming", "n_boot", "clock_samples", "jobs"):
-        p.add_argument("--" + key.replace("_", "-"), dest=key, type=int, default=None)
+    add_overrides(p, PRESETS)                  # --n-planes, --seeds 0,1, ...: any preset value
     args = p.parse_args(argv)
     preset = apply_preset(args, PRESETS)
-    args.series = [s.strip() for s in args.series.split(",") if s.strip()]
-    args.kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
-    bad = sorted(set(args.kinds) - set(ALL_KINDS))
-    if bad:
-        p.error(f"unknown --kinds {bad}: use {','.join(ALL_KINDS)}")
+    args.series, args.kinds = names(p, "--series", args.series), names(p, "--kinds", args.kinds, ALL_KINDS)
     args.results = args.results or (args.out if preset == "smoke" else "analyses/results")
     args.suffix = ("" if preset == "cpu" else f"_{preset}") if args.suffix is None else args.suffix
     return args
@@ -99,44 +87,25 @@ def open_series(args, name):
         if clocks_json.is_file():
             return series, {**json.loads(clocks_json.read_text())["taus"], "source": str(clocks_json)}
         run_dir = Path(args.out) / "open"
+        ds = measured_clocks(series, run_dir / "clocks.zarr", n_samples=args.clock_samples, device=args.device,
+                             **({} if args.n_steps is None else {"n_steps": args.n_steps}))
     elif name == "closed":
-        run_dir = Path(args.out) / "closed"
-        cfg = closed_config(args)
-        if not finished(run_dir, cfg):
-            if args.report_only:
-                raise SystemExit(f"--report-only: the closed-window run {run_dir} is not trained yet")
-            t0 = time.time()
-            train_run(cfg, run_dir, device=args.device, progress=False)
-            logger.info("closed: trained %d steps in %.0f s", cfg.total_steps, time.time() - t0)
-        series = load_series(run_dir)
+        run_dir, cfg = Path(args.out) / "closed", closed_config(args)
+        if args.report_only and not finished(run_dir, cfg):
+            raise SystemExit(f"--report-only: the closed-window run {run_dir} is not trained yet")
+        series, ds, sec = trained_with_clocks(run_dir, cfg, args.device, args.clock_samples, args.n_steps)
+        logger.info("closed: %d steps trained (or found trained) in %.0f s", cfg.total_steps, sec["train"])
     else:
         raise SystemExit(f"unknown series {name!r}: use open and/or closed")
-    ds = measured_clocks(series, run_dir / "clocks.zarr", n_samples=args.clock_samples, device=args.device,
-                         **({} if args.n_steps is None else {"n_steps": args.n_steps}))
     keep = [k for k in ds.attrs if k.startswith(("tau_", "window_")) or k in ("under_resolved", "log10_ratio")]
     return series, {**{k: ds.attrs[k] for k in keep}, "source": str(run_dir / "clocks.zarr")}
 
 
 def measure_series(args, name):
-    """Fill every store of series `name` (resumable); returns {what: seconds}."""
-    t = {"start": time.time()}
+    """Fill every store of series `name` (resumable; battery.measure_all); returns {what: seconds}."""
+    t0 = time.time()
     series, _ = open_series(args, name)
-    t["series_and_clocks"] = time.time() - t.pop("start")
-    steps = chosen_steps(series, args.n_ckpt)
-    for seed in args.seeds:             # the cheapest first: a run cut short keeps the most statistics
-        t0 = time.time()
-        measure_dsm(args, name, series, steps, seed)
-        t[f"dsm_s{seed}"] = time.time() - t0
-        t0 = time.time()
-        measure_retention(args, name, series, steps, seed)
-        t[f"retention_s{seed}"] = time.time() - t0
-    for kind, extent in basin_sets(args):
-        t0 = time.time()
-        measure_basins(args, name, series, steps, kind, extent)
-        t[f"basins_{kind}_{extent}"] = time.time() - t0
-    if "anim" in args.kinds:
-        t0 = time.time()
-        measure_animation(args, name, series, steps)
-        t["animation"] = time.time() - t0
+    t = {"series_and_clocks": time.time() - t0}
+    t.update(measure_all(args, name, series, chosen_steps(series, args.n_ckpt)))
     logger.info("%s: measured in %s", name, {k: round(v) for k, v in t.items()})
     return t

@@ -3,19 +3,9 @@ and seeds, for a series whose innovation window is open and one whose window is 
 
 Series: `open` = the shipped checkpoints/parity-default (G = 2, N = 120; τ from its clocks.json);
 `closed` = G = 2, N = 30 trained here with the two_clocks CPU settings (its window never opens).
-For each series, at `n_ckpt` log-spaced checkpoints, and for each seed of `seeds`:
-
-  basins     planes of three kinds (slices.symmetric_planes, train_heldout_planes, random_valid_planes;
-             docs/definitions.md, "Plane protocol"), each at `sigma_starts` on the local grid
-             (margin 0.5) and on the noise-reach grid (slices.noise_reach_margin) at `reach_sigmas`
-  retention  `ret_items` training + `ret_items` held-out items, `ret_noise` restarts at `ret_sigmas`
-             (sp.retention, with its breakdown: other valid, violating, captured although closer)
-  dsm        sp.dsm_by_sigma on the first items of each split, noise bank `seed`
-  anim       one symmetric plane at a finer grid at every chosen checkpoint (the animation)
-
-Stores: <out>/<series>/<probe>-s<seed>-<digest>.zarr (retention, DSM) and
-<out>/<series>/basins-<kind>-<extent>-distinct-<digest>.zarr (each distinct plane of all seeds once),
-named by a digest of their settings and resumed step by step (sp.sweep): a rerun reuses every step
+At `n_ckpt` log-spaced checkpoints of each series, for each seed of `seeds`, the battery of
+scoreprobe.studies.battery (basins on planes of three kinds, retention, the DSM split, the animation; its
+docstring names each probe and its store), resumed step by step: a rerun reuses every step
 already measured with the same settings and model. Outputs: <results>/mechanism<suffix>.md, .json
 and figures (basins, retention, DSM heat map, the animation), from the stores alone
 (analyses/mechanism/report.py).
@@ -31,6 +21,7 @@ Trained seeds: `python analyses/mechanism_seeds` measures this study's probes on
 series with early checkpoints (issue 36 item 3), trained models and units crossed.
 """
 import argparse
+import functools
 import logging
 import time
 from pathlib import Path
@@ -45,7 +36,7 @@ def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.rereport:
-        from analyses.mechanism.rereport_md import write_rereport
+        from analyses.mechanism.rereport import write_rereport
         print(write_rereport(args, args.rereport))
         return
     if not args.device.startswith("cuda"):
@@ -54,8 +45,9 @@ def main(argv=None):
     Path(args.out).mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     if not args.report_only:
-        timings = in_parallel(lambda n: measure_series(args, n), [(n,) for n in args.series], 1) \
-            if args.jobs <= 1 else _parallel(args)
+        # one series per one-thread worker process (both cores on the CPU preset); --jobs 1: here
+        timings = in_parallel(functools.partial(_measure_in_worker, vars(args)), [(n,) for n in args.series],
+                              args.jobs)
         logger.info("measured %s in %.0f s", args.series, time.time() - t0)
     else:
         timings = None
@@ -63,12 +55,6 @@ def main(argv=None):
         return
     from analyses.mechanism.report import write_report
     write_report(args, timings, measure_s=time.time() - t0)
-
-
-def _parallel(args):
-    """One series per one-thread worker process (both cores on the CPU preset)."""
-    import functools
-    return in_parallel(functools.partial(_measure_in_worker, vars(args)), [(n,) for n in args.series], args.jobs)
 
 
 def _measure_in_worker(arg_dict, name):

@@ -3,8 +3,8 @@ measured and the estimated time.
 
 A series is one TrainConfig up to its training seed: `open` is the shipped series' own config
 (checkpoints/parity-default/run.json: parity G = 2, N = 120, 36 000 steps, its window opens), `closed`
-the mechanism study's closed-window run (G = 2, N = 30, 3750 steps; analyses.mechanism.measure.
-closed_config). Every model adds the early checkpoints `extra` (TrainConfig.extra_checkpoints: 50, 100,
+the mechanism study's closed-window run (G = 2, N = 30, 3750 steps; scoreprobe.studies.recipes.
+closed_window_config). Every model adds the early checkpoints `extra` (TrainConfig.extra_checkpoints: 50, 100,
 200, 350) to the series' log grid, so the shipped checkpoints (grid from 500, trained before the trainer
 changed: this trainer's step 500 of the shipped config differs from the shipped one in 504 356 of
 507 124 weights, step 0 is equal) cannot be reused: every model, seed 0 too, is trained here. All models
@@ -13,32 +13,22 @@ pairs): trained models and units are crossed.
 
 Measured steps: step 0, the extra steps and `n_grid` log-spaced picks of the grid (`measured_steps`).
 
-Time (`model_seconds`): training at scoreprobe.studies.recipes.STEPS_PER_S, clocks at its CLOCK_S_PER_CKPT per
-checkpoint (every checkpoint of the schedule), and the probes at the mechanism CPU preset's measured
-rates (analyses/mechanism/measure.py PRESETS["cpu"]: 81 CPU-s per checkpoint and probe seed on the loaded
-2 cores, 32 Heun steps; retention 65% of it over 64 items × 8 restarts × 8 σ, basins 33% over 11 planes ×
-8² points × 5 plane sets, the DSM the rest), scaled by the solves each model needs (planes counted as
-drawn, an upper bound: distinct planes are measured once).
+Time (`model_seconds`): scoreprobe.studies.battery.model_seconds (training and clocks at the recipes' rates,
+the probes at the mechanism CPU preset's measured rates, scaled by the solves each model needs).
 """
 import dataclasses
 import json
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
-
-from scoreprobe.studies.battery import RET_SIGMAS
-from scoreprobe.studies.recipes import CLOCK_S_PER_CKPT, STEPS_PER_S, closed_window_config
+from scoreprobe.studies import battery
+from scoreprobe.studies.battery import RET_SIGMAS, measured_steps  # noqa: F401  (the steps a model is measured at)
+from scoreprobe.studies.recipes import closed_window_config
 from scoreprobe.training.config import TrainConfig, stored_config
 
 SHIPPED_RUN = Path(__file__).resolve().parents[2] / "checkpoints" / "parity-default" / "run.json"
 SERIES = ("closed", "open")      # the order they train: the short series first
 KINDS = ["symmetric", "train_heldout", "random_valid", "reach"]
-
-MECHANISM_CPU_S = 81.0                                     # per checkpoint and probe seed, all probes
-RET_S_PER_SOLVE = 0.65 * MECHANISM_CPU_S / (64 * 8 * 8)     # ≈ 12.9 ms per restart and σ
-BASIN_S_PER_POINT = 0.33 * MECHANISM_CPU_S / (11 * 64 * 5)  # ≈ 7.6 ms per grid point
-DSM_S_PER_SEED = 0.02 * MECHANISM_CPU_S                     # per checkpoint and noise bank
 
 PRESETS = {
     "smoke": dict(seeds=[0, 1, 2], probe_seeds=[0], extra=[2, 5], n_grid=3, clock_samples=32, n_boot=100, jobs=1,
@@ -100,15 +90,6 @@ def plan(preset):
             for s in SERIES for seed in PRESETS[preset]["seeds"]]
 
 
-def measured_steps(cfg, n_grid):
-    """Step 0, the extra checkpoints and `n_grid` picks of the log grid nearest to log-spaced targets from
-    its first step to the last (sorted ints)."""
-    grid = np.array([s for s in cfg.checkpoint_schedule() if s >= cfg.first_step()])
-    targets = np.geomspace(grid[0], grid[-1], min(n_grid, grid.size))
-    picks = {int(grid[np.argmin(np.abs(np.log(grid) - np.log(t)))]) for t in targets}
-    return sorted({0, *cfg.extra_checkpoints} | picks)
-
-
 def probe_args(preset, out, device="cpu"):
     """The namespace scoreprobe.studies.battery's probe functions read (stores under <out>/<model name>/)."""
     p = PRESETS[preset]
@@ -116,27 +97,7 @@ def probe_args(preset, out, device="cpu"):
                            **p["probes"])
 
 
-# ---------------------------------------------------------------------------------------------
-# Time
-# ---------------------------------------------------------------------------------------------
-
-def _rate(cfg):
-    """Training steps per second of a DiT of cfg's width (depth 4) on one idle thread."""
-    width = cfg.hidden_size or 80
-    return STEPS_PER_S.get(("dit", width, 4)) or STEPS_PER_S[("dit", 80, 4)] * (80 / width) ** 2
-
-
 def model_seconds(preset, model):
-    """{"train", "clocks", "probes"}: estimated one-thread seconds of one model."""
-    p, cfg = PRESETS[preset], model.cfg
-    pr, seeds = p["probes"], len(p["probe_seeds"])
-    rate = _rate(cfg)
-    clocks = len(cfg.checkpoint_schedule()) * CLOCK_S_PER_CKPT["dit"] * p["clock_samples"] / 1000 \
-        * STEPS_PER_S[("dit", 80, 4)] / rate
-    n_sets = 3 + len(pr["reach_sigmas"])                       # three local plane kinds + reach per σ
-    points = n_sets * pr["n_planes"] * seeds * pr["res"] ** 2
-    restarts = seeds * (min(pr["ret_items"], cfg.n_train) + pr["ret_items"]) * pr["ret_noise"] * len(pr["ret_sigmas"])
-    per_step = points * BASIN_S_PER_POINT + restarts * RET_S_PER_SOLVE + seeds * DSM_S_PER_SEED
-    scale = STEPS_PER_S[("dit", 80, 4)] / rate                  # a smaller DiT solves faster
-    return {"train": cfg.total_steps / rate, "clocks": clocks,
-            "probes": per_step * scale * len(measured_steps(cfg, p["n_grid"]))}
+    """{"train", "clocks", "probes"}: estimated one-thread seconds of one model (battery.model_seconds)."""
+    p = PRESETS[preset]
+    return battery.model_seconds(model.cfg, p["probes"], len(p["probe_seeds"]), p["clock_samples"], p["n_grid"])

@@ -5,7 +5,7 @@ every interval, the study's claims read over thresholds and corrected by Holm.
 
 Trains every model of a preset (grid.py) `--jobs` at a time in one-thread worker processes (or resumes it),
 measures its clocks and the probes (stores under <out>/mechanism_seeds/<model>/, resumed step by step) and
-exports it (export.py: one .npz per model); after every finished model the tables are rewritten from the
+exports it (scoreprobe.studies.battery_export: one .npz per model); after every finished model the tables are rewritten from the
 exports:
 
   <results>/mechanism_seeds[_<preset>]/<model>.npz   per model: clocks, per-plane / item / pair values
@@ -19,16 +19,17 @@ Usage:
   python analyses/mechanism_seeds --plan           # the models, their order and estimated time, nothing run
   python analyses/mechanism_seeds --jobs 2 --hours 1.5   # start only the models that fit in 1.5 h
 
-Statistics: stats.py, claims.py; docs/definitions.md "Trained models and units".
+Statistics: scoreprobe.stats.models_units, claims.py; docs/definitions.md "Trained models and units".
 """
 import logging
 from pathlib import Path
 
 from scoreprobe.cli import study as study_cli
 from scoreprobe.cli.study import drive
-from scoreprobe.studies.queue import finish_times, run_queue
+from scoreprobe.studies import battery
+from scoreprobe.studies.queue import run_queue
 from analyses.mechanism_seeds import grid as G
-from analyses.mechanism_seeds.export import load_exports
+from scoreprobe.studies.battery_export import load_exports
 from analyses.mechanism_seeds.measure import settings
 
 logger = logging.getLogger("mechanism_seeds")
@@ -41,11 +42,8 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     args.scheduler = study_cli.scheduler_of(p, args.scheduler)
     args.preset = "smoke" if args.smoke else args.preset
+    study_cli.check_budget(p, args)
     args.jobs = G.PRESETS[args.preset]["jobs"] if args.jobs is None else args.jobs
-    if args.jobs < 1:
-        p.error(f"--jobs must be at least 1, got {args.jobs}")
-    if args.hours is not None and not args.hours > 0:
-        p.error(f"--hours must be positive, got {args.hours}")
     args.results = Path(args.results or (args.out if args.preset == "smoke" else "analyses/results"))
     suffix = "" if args.preset == "cpu" else f"_{args.preset}"
     args.exports = args.results / f"mechanism_seeds{suffix}"
@@ -58,23 +56,13 @@ def exported(args, models):
 
 
 def plan_lines(args, models):
-    secs = [G.model_seconds(args.preset, m) for m in models]
-    done = exported(args, models)
-    todo = [sum(s.values()) for m, s in zip(models, secs) if m.name not in done]
-    part = {k: sum(s[k] for m, s in zip(models, secs) if m.name not in done) / 3600 for k in ("train", "clocks", "probes")}
     p = G.PRESETS[args.preset]
-    lines = [f"{len(models)} models (2 series × training seeds {p['seeds']}, data seed 0), preset {args.preset} "
-             f"({len(done)} exported already), {args.jobs} at a time: estimated "
-             f"{'at one CPU thread’s rates (GPU throughput is not measured here) ' if args.preset == 'gpu' else ''}"
-             f"{finish_times(todo, args.jobs)[1] / 3600:.2f} h for the rest ({sum(todo) / 3600:.1f} thread-hours: "
-             f"training {part['train']:.1f}, clocks {part['clocks']:.1f}, probes {part['probes']:.1f})"]
-    ends = iter(finish_times(todo, args.jobs)[0])
-    for i, (m, s) in enumerate(zip(models, secs)):
-        state = "exported" if m.name in done else f"~{sum(s.values()) / 60:5.1f} min, done by ~{next(ends) / 3600:4.2f} h"
-        lines.append(f"  {i + 1:2d} {m.name:10s} training seed {m.seed} data seed {m.data_seed}  {m.cfg.total_steps:6d} "
-                     f"steps, {len(m.cfg.checkpoint_schedule())} checkpoints, "
-                     f"{len(G.measured_steps(m.cfg, p['n_grid']))} measured  {state}")
-    return lines
+    return battery.plan_lines(
+        models, lambda m: G.model_seconds(args.preset, m), exported(args, models), args.jobs,
+        f"{len(models)} models (2 series × training seeds {p['seeds']}, data seed 0), preset {args.preset}",
+        lambda m: (f"{m.name:10s} training seed {m.seed} data seed {m.data_seed}  {m.cfg.total_steps:6d} steps, "
+                   f"{len(m.cfg.checkpoint_schedule())} checkpoints, {len(G.measured_steps(m.cfg, p['n_grid']))} measured"),
+        "at one CPU thread’s rates (GPU throughput is not measured here) " if args.preset == "gpu" else "")
 
 
 def run_all(args, models, on_done):

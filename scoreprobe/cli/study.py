@@ -76,6 +76,32 @@ def scheduler_of(p, value):
         p.error(f"--scheduler: {e}")
 
 
+def check_budget(p, args):
+    """--jobs at least 1 and --hours positive (when given), else one line and exit 2."""
+    if args.jobs is not None and args.jobs < 1:
+        p.error(f"--jobs must be at least 1, got {args.jobs}")
+    if args.hours is not None and not args.hours > 0:
+        p.error(f"--hours must be positive, got {args.hours}")
+
+
+def names(p, option, text, allowed=None):
+    """The comma-separated names of `option` ("--kinds") as a list; a name not in `allowed` (when given) is one
+    line and exit 2."""
+    out = [k.strip() for k in text.split(",") if k.strip()]
+    bad = sorted(set(out) - set(allowed)) if allowed is not None else []
+    if bad:
+        p.error(f"unknown {option} {bad}: use {','.join(allowed)}")
+    return out
+
+
+def command_line(base, overrides):
+    """`base` followed by --key value for each of `overrides` ({key: value}; a list as comma-separated values): the
+    command that gives those settings (queue.add_overrides reads them back)."""
+    def text(v):
+        return ",".join(str(x) for x in v) if isinstance(v, list) else str(v)
+    return base + "".join(f" --{k.replace('_', '-')} {text(v)}" for k, v in overrides.items())
+
+
 def parse(p, argv, presets, smoke="smoke", default=None):
     """Parse and resolve: --jobs ≥ 1 and --hours > 0 (else one line, exit 2), the device, the preset (--smoke;
     else `default`(device) or gpu on CUDA and cpu otherwise), --jobs from it, the results folder, and n_samples /

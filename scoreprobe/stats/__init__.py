@@ -20,6 +20,8 @@ composes the two here (`stats.clocks`).
     censored.py      censored normal estimates (runs that never crossed)
     pvalues.py       Holm and Benjamini–Hochberg adjustment
     verdict.py       the verdict words over an interval
+    claim_readings.py  a claim's curve of readings from a study's results (what verdict reads)
+    claim_tests.py   claims tested one p-value each, Holm over the family, plain verdicts
     timing.py        half-change steps over training
     dsm_stats.py     band means, paired gaps and their correction over σ of DSM cubes
     tau_cross.py     τ_cross with intervals (loss crossover)

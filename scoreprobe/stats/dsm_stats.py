@@ -5,12 +5,15 @@ at which a gap is first significant; definitions: docs/definitions.md, "DSM loss
 The per-checkpoint gap statistics the probe stores (`gap_stats`) are measurement-side:
 `scoreprobe.probes.dsm_gap`. Holm / BH adjustment: `scoreprobe.stats.pvalues`.
 """
+import math
+
 import numpy as np
+import scipy.stats
 import xarray as xr
 
 from scoreprobe.errors import ConfigError
 from scoreprobe.probes.dsm_gap import split_stats
-from scoreprobe.stats.pvalues import ALPHA, adjust_pvalues
+from scoreprobe.stats.pvalues import ALPHA, adjust_family, adjust_pvalues
 
 
 def dsm_summary(ds, sigma_range=(0.2, 2.0), var="loss"):
@@ -91,6 +94,41 @@ def paired_gap_stats(loss, split, position, sigmas, method="holm", alpha=ALPHA):
     return {"n_pairs": n, "paired_gap": mean, "paired_gap_se": se, "paired_gap_z": z, "p_value": p,
             "p_adjusted": adj, "first_significant_sigma": np.where(np.isfinite(first), first, np.nan),
             "method": method, "alpha": alpha}
+
+
+def max_abs_error(a, b):
+    """max |a − b| over the cells where both are defined; inf when a cell is NaN in one and not in the other
+    (an undefined value reproduces only an undefined one), NaN when no cell is defined in either."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if (np.isnan(a) != np.isnan(b)).any():
+        return math.inf
+    both = ~np.isnan(a)
+    return float(np.abs(a - b)[both].max()) if both.any() else math.nan
+
+
+def family_from_z(dsm, steps):
+    """Holm and BH over the whole step × σ family from stored paired tests: `dsm` holds z and n_pairs
+    (steps, σ), the per-step Holm p_adjusted, sigma and alpha (paired_gap_stats' output as a report stores it).
+    Raw p from the one-sided t-test (n − 1 degrees of freedom, as paired_gap_stats); checks that Holm per
+    step on them reproduces the stored adjusted p-values (`per_step_holm_reproduced_max_abs_error`). JSON-able:
+    per method the adjusted p, the significant σ as sets and the first significant step; the stored per-step
+    reading beside them."""
+    z, n = np.asarray(dsm["z"], dtype=float), np.asarray(dsm["n_pairs"], dtype=float)
+    with np.errstate(invalid="ignore"):
+        p = np.where(n >= 2, scipy.stats.t.sf(z, np.maximum(n - 1, 1)), np.nan)
+    stored = np.asarray(dsm["p_adjusted"], dtype=float)
+    err = max_abs_error(adjust_pvalues(p, "holm"), stored)
+    out = {"sigma": dsm["sigma"], "n_pairs": int(n.flat[0]), "p_value": p.tolist(), "alpha": dsm["alpha"],
+           "per_step_holm_reproduced_max_abs_error": err, "family_size": int(np.isfinite(p).sum())}
+    for method in ("holm", "bh"):
+        adj = adjust_family(p, method)
+        out[method] = {"p_adjusted": adj.tolist(), "significant_sigma": significant_sets(adj, dsm["sigma"]),
+                       "first_significant_step": first_significant_step(adj, steps)}
+    per_step = stored < dsm["alpha"]
+    out["per_step_holm"] = {"significant_sigma": significant_sets(stored, dsm["sigma"]),
+                            "first_significant_step": first_significant_step(stored, steps)}
+    out["per_step_holm"]["checkpoints_with_a_significant_sigma"] = int(per_step.any(axis=1).sum())
+    return out
 
 
 def significant_sets(p_adjusted, sigmas, alpha=ALPHA):

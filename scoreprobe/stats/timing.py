@@ -279,6 +279,25 @@ def sigmoid_half_change(steps, values, groups=None, until="last", n_boot=N_BOOT,
     return out
 
 
+def fitted_midpoint(steps, curve, until="extreme"):
+    """{step (None: censored), censored, fit_steps, share_before_first, share_after_last}: the
+    fitted-sigmoid half-change of one mean curve (steps (S,), curve (S,)): sigmoid_half_change without a CI,
+    fitted up to the curve's extreme (`until="extreme"`) or its last step; a midpoint outside the fitted steps is
+    censored "before" / "after", fewer than 4 finite points "too few checkpoints"."""
+    curve = np.asarray(curve, dtype=float)
+    steps = np.asarray(steps, dtype=float)
+    end = steps.size if until == "last" else int(np.nanargmax(np.abs(curve - curve[0]))) + 1   # NaN knot: no fit
+    fit_steps = [float(steps[0]), float(steps[end - 1])]
+    if end < 4 or not np.isfinite(curve[:end]).all():
+        return {"step": None, "censored": "too few checkpoints", "fit_steps": fit_steps}
+    fit = fit_log_sigmoid(steps[:end], curve[:end][None])
+    m = float(fit["m"][0])
+    lo, hi = math.log(steps[0]), math.log(steps[end - 1])
+    censored = "before" if m < lo else "after" if m > hi else None
+    return {"step": math.exp(m) if censored is None else None, "censored": censored, "fit_steps": fit_steps,
+            **plateau_shares(fit, steps[:end])}
+
+
 def plateau_shares(fit, steps):
     """{share_before_first, share_after_last}: the fitted change's share that lies before the first /
     after the last fitted step (of fit_log_sigmoid's first curve). Above ~0.1 the plateau on that side is

@@ -4,11 +4,27 @@ held-out items, and the DSM loss by σ, one store per series / probe / kind / se
 settings (so a rerun resumes and a changed setting gets its own store); then the per-unit arrays the
 reports read from those stores.
 
+For each series, at the chosen checkpoints, and for each seed of `seeds`:
+
+  basins     planes of three kinds (slices.symmetric_planes, train_heldout_planes, random_valid_planes;
+             docs/definitions.md, "Plane protocol"), each at `sigma_starts` on the local grid
+             (margin 0.5) and on the noise-reach grid (slices.noise_reach_margin) at `reach_sigmas`
+  retention  `ret_items` training + `ret_items` held-out items, `ret_noise` restarts at `ret_sigmas`
+             (sp.retention, with its breakdown: other valid, violating, captured although closer)
+  dsm        sp.dsm_by_sigma on the first items of each split, noise bank `seed`
+  anim       one symmetric plane at a finer grid at every chosen checkpoint (the animation)
+
+Stores: <out>/<series>/<probe>-s<seed>-<digest>.zarr (retention, DSM) and
+<out>/<series>/basins-<kind>-<extent>-distinct-<digest>.zarr (each distinct plane of all seeds once),
+named by a digest of their settings and resumed step by step (sp.sweep): a rerun reuses every step
+already measured with the same settings and model.
+
 `args` is any namespace with the battery's settings: out, device, seeds, kinds, n_planes, max_hamming, res,
 sigma_starts, reach_sigmas, n_steps, ret_items, ret_noise, ret_sigmas, dsm_sigmas, dsm_noise, dsm_heldout,
 anim_res (analyses/mechanism's PRESETS hold them)."""
 import hashlib
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +37,7 @@ from scoreprobe.probes.retention import retention
 from scoreprobe.slices import noise_reach_margin, random_valid_planes, symmetric_planes, train_heldout_planes
 from scoreprobe.stats.timing import _quiet
 from scoreprobe.store import normalize_config
+from scoreprobe.studies.recipes import CLOCK_S_PER_CKPT, STEPS_PER_S
 from scoreprobe.sweep import run_probe
 
 KINDS = ("symmetric", "train_heldout", "random_valid")
@@ -168,6 +185,18 @@ def measure_dsm(args, name, series, steps, seed, run=True):
                    run)
 
 
+def complete_dsm(args, name, series, steps):
+    """{seed: DSM store at `steps`} when every seed's DSM store of series `name` (the settings of `args`) is there
+    with every one of `steps`, else None (nothing is measured)."""
+    out = {}
+    for seed in args.seeds:
+        ds = measure_dsm(args, name, series, steps, seed, run=False)
+        if ds is None or not set(steps) <= set(int(v) for v in ds.step.values):
+            return None
+        out[seed] = ds.sel(step=steps)
+    return out
+
+
 def animation_plane(args, series):
     """The representative symmetric plane: the first of seed 0 (a distance-2 pair when there is one)."""
     planes = symmetric_planes(series.dataset, series.rule, 1, seed=args.seeds[0], max_hamming=args.max_hamming)
@@ -229,3 +258,124 @@ def dsm_pair_losses(col):
     held-out) pair is one unit, its loss the mean over the noise seeds (the same items under every seed)."""
     dss = list(col["dsm"].values())
     return np.mean([d.loss.values for d in dss], axis=0), dss[0]
+
+
+def dsm_pairs(col):
+    """(loss (steps, σ, samples), the first store, ti, hi, keys): the DSM pairs of `col`, a pair the training and
+    the held-out item at the same position of their splits; ti / hi index their samples in position order, keys
+    are the positions (ints) both splits have."""
+    loss, d0 = dsm_pair_losses(col)
+    split, pos = strs(d0.split.values), d0.item_index.values
+    tr, ho = (np.flatnonzero(split == s) for s in ("train", "heldout"))
+    common = np.intersect1d(pos[tr], pos[ho])
+    ti = tr[np.isin(pos[tr], common)][np.argsort(pos[tr][np.isin(pos[tr], common)])]
+    hi = ho[np.isin(pos[ho], common)][np.argsort(pos[ho][np.isin(pos[ho], common)])]
+    return loss, d0, ti, hi, common
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole battery of one series: measure every store, read them back
+# ---------------------------------------------------------------------------------------------
+
+def measure_all(args, name, series, steps):
+    """Fill every store of the battery for series `name` at `steps` (resumable), the cheapest probes first so a
+    run cut short keeps the most statistics: per seed the DSM then retention, then each plane set of
+    args.kinds, then the animation when "anim" is among them. Returns {what: seconds}."""
+    t = {}
+    for seed in args.seeds:
+        for probe, key in ((measure_dsm, "dsm"), (measure_retention, "retention")):
+            t0 = time.time()
+            probe(args, name, series, steps, seed)
+            t[f"{key}_s{seed}"] = time.time() - t0
+    for kind, extent in basin_sets(args):
+        t0 = time.time()
+        measure_basins(args, name, series, steps, kind, extent)
+        t[f"basins_{kind}_{extent}"] = time.time() - t0
+    if "anim" in args.kinds:
+        t0 = time.time()
+        measure_animation(args, name, series, steps)
+        t["animation"] = time.time() - t0
+    return t
+
+
+def collect(args, name, series, steps):
+    """Everything measured for series `name`, read from its stores at `steps` (nothing is measured):
+    {"steps", "basins": {(kind, extent): (Dataset, planes)}, "retention": {seed: Dataset}, "dsm": {seed: Dataset},
+    "anim": Dataset or None}; a store not there is left out (a plane kind with no plane in the dataset has none)."""
+    out = {"steps": steps, "basins": {}, "retention": {}, "dsm": {}, "anim": None}
+    for kind, extent in basin_sets(args):
+        ds, planes = measure_basins(args, name, series, steps, kind, extent, run=False)
+        if ds is not None:
+            out["basins"][(kind, extent)] = (ds.sel(step=steps), planes)
+    for seed in args.seeds:
+        for probe, key in ((measure_retention, "retention"), (measure_dsm, "dsm")):
+            ds = probe(args, name, series, steps, seed, run=False)
+            if ds is not None:
+                out[key][seed] = ds.sel(step=steps)
+    anim = measure_animation(args, name, series, steps, run=False) if "anim" in args.kinds else None
+    out["anim"] = None if anim is None else anim.sel(step=steps)
+    return out
+
+
+def measured_steps(cfg, n_grid):
+    """Step 0, cfg's extra checkpoints and `n_grid` picks of its log grid nearest to log-spaced targets from the
+    grid's first step to its last (sorted ints): the steps a battery measures on a trained model."""
+    grid = np.array([s for s in cfg.checkpoint_schedule() if s >= cfg.first_step()])
+    targets = np.geomspace(grid[0], grid[-1], min(n_grid, grid.size))
+    picks = {int(grid[np.argmin(np.abs(np.log(grid) - np.log(t)))]) for t in targets}
+    return sorted({0, *cfg.extra_checkpoints} | picks)
+
+
+# ---------------------------------------------------------------------------------------------
+# Time: the battery on one trained model
+# ---------------------------------------------------------------------------------------------
+# The mechanism CPU preset's measured rates (analyses/mechanism PRESETS["cpu"]: 81 CPU-s per checkpoint and probe
+# seed on the loaded 2 cores, 32 Heun steps; retention 65% of it over 64 items × 8 restarts × 8 σ, basins 33% over
+# 11 planes × 8² points × 5 plane sets, the DSM the rest), scaled by the solves each model needs (planes counted
+# as drawn, an upper bound: distinct planes are measured once).
+MECHANISM_CPU_S = 81.0                                     # per checkpoint and probe seed, all probes
+RET_S_PER_SOLVE = 0.65 * MECHANISM_CPU_S / (64 * 8 * 8)     # ≈ 12.9 ms per restart and σ
+BASIN_S_PER_POINT = 0.33 * MECHANISM_CPU_S / (11 * 64 * 5)  # ≈ 7.6 ms per grid point
+DSM_S_PER_SEED = 0.02 * MECHANISM_CPU_S                     # per checkpoint and noise bank
+
+
+def _dit_rate(cfg):
+    """Training steps per second of a DiT of cfg's width (depth 4) on one idle thread."""
+    width = cfg.hidden_size or 80
+    return STEPS_PER_S.get(("dit", width, 4)) or STEPS_PER_S[("dit", 80, 4)] * (80 / width) ** 2
+
+
+def model_seconds(cfg, probes, n_probe_seeds, clock_samples, n_grid):
+    """{"train", "clocks", "probes"}: estimated one-thread seconds of one DiT trained with `cfg`, its clocks at
+    every checkpoint (recipes.CLOCK_S_PER_CKPT, `clock_samples` samples) and the battery with settings `probes`
+    (n_planes, res, reach_sigmas, ret_items, ret_noise, ret_sigmas) and `n_probe_seeds` seeds at the
+    measured_steps(cfg, n_grid); a smaller DiT trains and solves faster in proportion to its training rate."""
+    pr, seeds, rate = probes, n_probe_seeds, _dit_rate(cfg)
+    clocks = len(cfg.checkpoint_schedule()) * CLOCK_S_PER_CKPT["dit"] * clock_samples / 1000 \
+        * STEPS_PER_S[("dit", 80, 4)] / rate
+    n_sets = 3 + len(pr["reach_sigmas"])                       # three local plane kinds + reach per σ
+    points = n_sets * pr["n_planes"] * seeds * pr["res"] ** 2
+    restarts = seeds * (min(pr["ret_items"], cfg.n_train) + pr["ret_items"]) * pr["ret_noise"] * len(pr["ret_sigmas"])
+    per_step = points * BASIN_S_PER_POINT + restarts * RET_S_PER_SOLVE + seeds * DSM_S_PER_SEED
+    scale = STEPS_PER_S[("dit", 80, 4)] / rate                  # a smaller DiT solves faster
+    return {"train": cfg.total_steps / rate, "clocks": clocks,
+            "probes": per_step * scale * len(measured_steps(cfg, n_grid))}
+
+
+def plan_lines(models, seconds, done, jobs, head, describe, note=""):
+    """The plan of `models` (each with .name) with seconds(m) -> {"train", "clocks", "probes"} (model_seconds):
+    `head` (what is planned), how many are exported already (`done`: their names), and the hours the rest take
+    `jobs` at a time (queue.finish_times; `note` says whose rates), then one line per model: describe(m) and its
+    estimated minutes and finish time, or "exported"."""
+    from scoreprobe.studies.queue import finish_times
+    secs = [seconds(m) for m in models]
+    todo = [sum(s.values()) for m, s in zip(models, secs) if m.name not in done]
+    part = {k: sum(s[k] for m, s in zip(models, secs) if m.name not in done) / 3600 for k in ("train", "clocks", "probes")}
+    lines = [f"{head} ({len(done)} exported already), {jobs} at a time: estimated {note}"
+             f"{finish_times(todo, jobs)[1] / 3600:.2f} h for the rest ({sum(todo) / 3600:.1f} thread-hours: "
+             f"training {part['train']:.1f}, clocks {part['clocks']:.1f}, probes {part['probes']:.1f})"]
+    ends = iter(finish_times(todo, jobs)[0])
+    for i, (m, s) in enumerate(zip(models, secs)):
+        state = "exported" if m.name in done else f"~{sum(s.values()) / 60:5.1f} min, done by ~{next(ends) / 3600:4.2f} h"
+        lines.append(f"  {i + 1:2d} {describe(m)}  {state}")
+    return lines

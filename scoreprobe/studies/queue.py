@@ -48,6 +48,20 @@ def apply_preset(args, presets):
     return preset
 
 
+def add_overrides(p, presets):
+    """--<key> on parser `p` for every setting of `presets` ({name: {key: value}}; a dict-valued setting is left
+    out), default None so that apply_preset fills what the command line did not give: an int (or float) as the
+    presets' first non-None value of that key is, or a comma-separated list of them as a list value is."""
+    first = {}
+    for preset in presets.values():
+        for key, value in preset.items():
+            if value is not None and not isinstance(value, dict):
+                first.setdefault(key, value)
+    for key, value in first.items():
+        kind = (lambda s, t=type(value[0]): [t(v) for v in s.split(",")]) if isinstance(value, list) else type(value)
+        p.add_argument("--" + key.replace("_", "-"), dest=key, type=kind, default=None)
+
+
 def worker_init():
     torch.set_num_threads(1)   # one thread per run: two runs use both cores (checkpoints/README.md)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -110,6 +124,21 @@ def measured_clocks(series, out, **kw):
     except StoreError as e:
         logger.warning("%s; measuring again", first_line(e))
         return clocks(series, out=out, progress=False, overwrite=True, **kw)
+
+
+def trained_with_clocks(run_dir, cfg, device, n_samples, n_steps=None):
+    """(series, clocks Dataset, {"train", "clocks": seconds}) of the run of `cfg` in `run_dir`: trained (or resumed)
+    unless finished, then its clocks at every checkpoint (measured_clocks, resumed from run_dir/clocks.zarr)."""
+    from scoreprobe.training.train import train_run
+    t0 = time.time()
+    if not finished(run_dir, cfg):
+        train_run(cfg, run_dir, device=device, progress=False)
+    sec = {"train": time.time() - t0}
+    series, t0 = load_series(run_dir), time.time()
+    clocks = measured_clocks(series, Path(run_dir) / "clocks.zarr", n_samples=n_samples, device=device,
+                             **({} if n_steps is None else {"n_steps": n_steps}))
+    sec["clocks"] = time.time() - t0
+    return series, clocks, sec
 
 
 # ---------------------------------------------------------------------------------------------

@@ -111,6 +111,14 @@ def closed_window_config(c):
                        n_checkpoints=c["n_checkpoints"], first_checkpoint=c["first_checkpoint"], save_dtype="float16")
 
 
+def config_data(cfg):
+    """What a run of TrainConfig `cfg` trains on, without a model: an object with .dataset (the trainer's
+    make_dataset of cfg's sizes and data seed) and .rule."""
+    from scoreprobe.data.datasets import make_dataset
+    rule = rule_from_spec(cfg.rule)
+    return SimpleNamespace(dataset=make_dataset(rule, cfg.n_train, cfg.n_heldout, cfg.data_seed), rule=rule)
+
+
 def parity_run(args, G, N, seed):
     cfg = train_config(args, G, N, seed)
     meta = {"rule": PARITY, "G": G, "N": N, "model": "dit", "width": args.hidden_size, "depth": 4}

@@ -172,3 +172,48 @@ def study_figures(summary, anims, stem):
         if ds is not None:
             paths.append(animate_plane(ds, summary[name]["taus"], stem.with_name(f"{stem.name}_{name}_basins.gif")))
     return paths
+
+
+# ---------------------------------------------------------------------------------------------
+# The battery on several trained models (analyses/mechanism_seeds)
+# ---------------------------------------------------------------------------------------------
+
+MODELS_PANELS = ("violating basin", "t − h basin (symmetric planes)", "held-out captured (σ 1)",
+                 "DSM gap, σ in [0.2, 2.0]")
+
+
+def models_figure(report, path, panels=MODELS_PANELS):
+    """Per series with at least 2 models (rows), the curves `panels` over training (columns): each trained model a
+    thin line, the mean over models and units with its 95% interval (a series report of
+    scoreprobe.studies.battery_series); x is symlog in steps (step 0 included), dashed: the models' τ_mem.
+    Writes `path` (110 dpi)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    series = {k: v for k, v in report["series"].items() if v.get("n_models", 0) >= 2}
+    fig = Figure(figsize=(3.3 * len(panels), 2.8 * len(series)))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(series), len(panels), squeeze=False)
+    for row, (name, rep) in zip(axes, series.items()):
+        steps = np.asarray(rep["steps"], dtype=float)
+        first = min(s for s in steps if s > 0)
+        for ax, q in zip(row, panels):
+            c = rep["curves"].get(q)
+            ax.set_xscale("symlog", linthresh=first)
+            ax.set_title(f"{name}: {q}", fontsize=8)
+            if c is None:
+                continue
+            for i, pm in enumerate(c["per_model"]):
+                ax.plot(steps, np.asarray(pm, dtype=float), lw=0.8, alpha=0.6, color=f"C{i}",
+                        label=f"training seed {rep['models'][i]['training_seed']}")
+            mean, lo, hi = (np.asarray([np.nan if v is None else v for v in c[k]], dtype=float)
+                            for k in ("mean", "lo", "hi"))
+            ax.fill_between(steps, lo, hi, color="k", alpha=0.15, lw=0)
+            ax.plot(steps, mean, color="k", lw=1.6, label="mean [95% CI]")
+            for r in rep["models"]:
+                if _finite(r["tau_mem"]):
+                    ax.axvline(r["tau_mem"], color="grey", ls="--", lw=0.6)
+            ax.set_xlabel("training step", fontsize=8)
+            ax.tick_params(labelsize=7)
+        row[0].legend(fontsize=6)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=110)

@@ -1,54 +1,21 @@
-"""The markdown of analyses/mechanism_seeds, from the report dict alone (every number is in the json)."""
-import math
-
-from scoreprobe.studies.format import sigma_runs
-from analyses.mechanism_seeds.claims import CLAIMS
+"""The tables of the battery on several trained models of a series (scoreprobe.studies.battery_series;
+analyses/mechanism_seeds), from the report dict alone: the models, the half-change steps (per model and pooled,
+their ratio to the clocks), the per-step curves with where their variance comes from, the capture geometry, the
+DSM split and the basin shares by plane kind. Each returns markdown lines."""
+from scoreprobe.reports.report_cells import (curve_cell as _cell, finite as _ok, num as _f, step_text as _s,
+                                             tau_cell as _tau, window_text as _window)
 from scoreprobe.stats.crossed import CROSSED_METHOD, MODELS_UNITS_METHOD
+from scoreprobe.studies.format import sigma_runs
 
-NR = "not reached"
 BASIN_COLUMNS = ("off-vertex (local planes)", "off-vertex (reach planes)", "valid basin", "violating basin",
                  "held-out basin", "training basin", "t − h basin (symmetric planes)")
 
 
-def _ok(v):
-    return isinstance(v, (int, float)) and math.isfinite(v)
-
-
-def _f(v, d=3):
-    return f"{v:.{d}f}" if _ok(v) else "—"
-
-
-def _s(v):
-    return f"{v:.0f}" if _ok(v) else NR
-
-
-def _cell(c, i, d=3):
-    """'mean [lo, hi]' of a curve at step index i."""
-    if c is None or not _ok(c["mean"][i]):
-        return "—"
-    return f"{_f(c['mean'][i], d)} [{_f(c['lo'][i], d)}, {_f(c['hi'][i], d)}]"
-
-
-def _tau(r, key):
-    ci = r.get(key + "_ci") or [None, None]
-    return _s(r[key]) if not _ok(r[key]) else f"{_s(r[key])} [{_s(ci[0])}, {_s(ci[1])}]"
-
-
-def _window(r):
-    if not r.get("window_open"):
-        return "closed"
-    return " ∪ ".join(f"{_s(a)}–{_s(b)}" for a, b in r.get("window_intervals") or [])
-
-
-def intro(report):
-    s, p = report["settings"], report["preset"]
-    cmd = "python analyses/mechanism_seeds" + ("" if p == "cpu" else f" --preset {p}") + " --from-results"
+def design_lines(s):
+    """Two paragraphs on the design of study settings `s` (seeds, extra, probe_seeds, probes): trained models and
+    units crossed, what the battery measures and what one unit is; then how the intervals are made."""
     pr = s["probes"]
-    return [f"# The mechanism on trained seeds (preset {p})", "",
-            f"Regenerate: `{cmd}` (from the per-model exports in `{report['exports']}/`). {report['n_done']} of "
-            f"{report['n_planned']} planned models done" + (f"; not done: {', '.join(report['missing'])}."
-                                                             if report["missing"] else "."), "",
-            f"Each series is trained with training seeds {s['seeds']} (weights, minibatches, training noise) at data "
+    return [f"Each series is trained with training seeds {s['seeds']} (weights, minibatches, training noise) at data "
             "seed 0 (one training set per series: the data draw is not varied here), with the early checkpoints "
             f"{s['extra']} beside its log grid. Every model is measured with the same probe seeds {s['probe_seeds']} "
             "(which draw the planes, the retention items with their restart noise and the DSM noise banks), so it "
@@ -66,14 +33,11 @@ def intro(report):
             "resampling would divide the shared unit variance by the number of models). Not a percentile bootstrap "
             "over models: with 3 models it is close to [min, max] of them. `one-model ×` is how many times too "
             "narrow an interval over the units of one model is for the next trained model; `models' share` the "
-            "part of the mean's variance that comes from the models.", "",
-            "**This study is the evidence for the mechanism's claims.** The one-model study (`mechanism.md`, "
-            "`mechanism_remeasured.md`: one trained model per series, intervals over its units only) reads the same "
-            "quantities as point estimates of one model; where its readings say more than the verdicts below, these "
-            "verdicts stand (`mechanism.md` lists both side by side).", ""]
+            "part of the mean's variance that comes from the models.", ""]
 
 
 def models_table(report):
+    """'## Models': one row per trained model of every series (seeds, steps, τ, window, seconds)."""
     lines = ["## Models", "", "| series | model | training seed | data seed | steps | checkpoints | measured steps | "
              "τ_rule [95% CI] | τ_mem [95% CI] | window | peak rule acc | final mem | seconds train / clocks / probes |",
              "|---|---|---:|---:|---:|---:|---|---|---|---|---:|---:|---|"]
@@ -88,103 +52,8 @@ def models_table(report):
     return lines + [""]
 
 
-CENSORED = {"before": "before the first step fitted", "after": "after the last step fitted",
-            "too few": "too few steps up to its extreme"}
-
-
-def claim_statistic(c):
-    if "at_paper" in c:
-        clock = "τ_rule" if c["test"][1] == "tau_rule" else "τ_mem"
-        a = c.get("at_paper")
-        head = f"half-change {_s(c['half_change'])} / {clock}"
-        if c["censored_models"]:
-            return f"half-change / {clock}", f"censored in {len(c['censored_models'])} model(s): " + \
-                ", ".join(CENSORED[x] for x in c["censored_models"])
-        if a is None or a["censored"]:
-            return f"{head} at {a['threshold'] if a else '—'}", f"{clock} not reached in some model"
-        rng = f"{_f(c['range'][0], 2)}–{_f(c['range'][1], 2)} over {len(c['readable'])} thresholds"
-        return f"{head} at {a['threshold']:g}", f"{_f(a['value'], 2)} [{_f(a['ci'][0], 2)}, {_f(a['ci'][1], 2)}]; {rng}"
-    if "value" not in c:
-        return f"at step {c.get('step', '—')}", c.get("note", "—")
-    per = " / ".join(_f(v) for v in c["per_model"])
-    return f"mean at step {c['step']}", f"{_f(c['value'])} [{_f(c['ci'][0])}, {_f(c['ci'][1])}] (models: {per})"
-
-
-def _interim(n):
-    """A line when some claims cannot be tested yet: Holm is over the testable ones only, so it will tighten."""
-    if n >= len(CLAIMS):
-        return []
-    return ["", f"**Interim:** {n} of the study's {len(CLAIMS)} claims are testable now (a series needs 2 trained "
-            "models); Holm is over these, so every adjusted p grows (and a verdict may change) when the rest are "
-            "added."]
-
-
-def claims_table(report):
-    rows = report["claims"]
-    lines = [f"## Claims ({len(rows)}; Holm over all of them, family-wise error 0.05)", "",
-             "Tests (module claims.py): \"before\" / \"after\" a clock = half-change / τ < 1 / > 1, \"near\" = within a "
-             "factor 2 (TOST), each at every readable threshold of the clock, p = the largest (a claim holds only "
-             "where it holds at every readable threshold); a claim at one step = the crossed mean there, one-sided.",
-             *_interim(len(rows)), "", "| # | series | claim | statistic | value [95% CI] | p | Holm p | verdict |",
-             "|---:|---|---|---|---|---:|---:|---|"]
-    for i, c in enumerate(rows, 1):
-        stat, val = claim_statistic(c)
-        lines.append(f"| {i} | {c['series']} | {c['claim']} | {stat} | {val} | {_p(c['p'])} | {_p(c.get('p_holm'))} | "
-                     f"**{c['verdict']}** |")
-    plain = [f"- {c['series']}: *{c['claim']}* — **{c['verdict']}**{_why(c)}" for c in rows
-             if c["verdict"] != "supported"]
-    return lines + [""] + controls_lines(report) + ["Null and contrary results, plainly:" if plain else
-                                                    "Every claim is supported.", ""] + plain + [""]
-
-
-def controls_lines(report):
-    """Each control beside its claim (claims.CONTROLS: the same test where the claim's reading would not follow;
-    one-sided p, outside the Holm family), what it means for the claim, and the memorized share of the samples
-    at the claim's step."""
-    out, said = [], set()
-    for c in report.get("controls", []):
-        n = c["for_claim"]
-        claim = report["claims"][n - 1]
-        if "value" not in c:
-            out.append(f"- Control for claim {n}: {c['control']} — {c.get('note', 'not measured')}.")
-            continue
-        per = " / ".join(_f(v, 4) for v in c["per_model"])
-        side = "above 0 as well" if c["p"] < 0.05 else "not resolved above 0"
-        out.append(f"- Control for claim {n} ({claim['series']}: {_f(claim['value'], 4)} [{_f(claim['ci'][0], 4)}, "
-                   f"{_f(claim['ci'][1], 4)}] at step {claim['step']}, Holm p {_p(claim.get('p_holm'))}): "
-                   f"{c['control']}: {_f(c['value'], 4)} [{_f(c['ci'][0], 4)}, {_f(c['ci'][1], 4)}] at step {c['step']} "
-                   f"(models: {per}), one-sided p {_p(c['p'])} (a control: outside the Holm family) — {side}.")
-        said.add(n)
-    for n in sorted(said):
-        claim = report["claims"][n - 1]
-        hits = [c for c in report["controls"] if c["for_claim"] == n and "value" in c and c["p"] < 0.05]
-        if hits:
-            where = ", ".join(f"step {c['step']} (p {_p(c['p'])})" for c in hits)
-            out.append(f"- So the gap of claim {n} does not tell the {claim['series']} window from the other: the "
-                       f"{hits[0]['series']}-window series, which learns the rule, has it too before its τ_rule, at "
-                       f"{where}.")
-        copies = report.get("copies_at_claim_steps", {}).get(f"{claim['series']}@{claim['step']}")
-        if copies:
-            out.append(f"- What copying in samples would show at claim {n}'s step {copies['step']}: the memorized share "
-                       f"of each {claim['series']} model's samples there (its clocks) is "
-                       + " / ".join(_f(v) for v in copies["per_model"]) + ".")
-    return out + ([""] if out else [])
-
-
-def _p(p):
-    return "—" if p is None or not _ok(p) else f"{p:.2g}" if p >= 1e-4 else "< 1e-4"
-
-
-def _why(c):
-    if c["verdict"] == "not testable":
-        return f": {c.get('note', 'no number')}."
-    if "at_paper" in c:
-        cens = f"; not readable at {len(c['censored'])} thresholds" if c["censored"] else ""
-        return f" (ratio {_f(c['range'][0], 2)}–{_f(c['range'][1], 2)} over the readable thresholds{cens})."
-    return f" (mean {_f(c.get('value'))} [{_f(c['ci'][0])}, {_f(c['ci'][1])}] at step {c['step']})."
-
-
 def half_change_table(name, rep):
+    """'## <series>: half-change steps': per model, pooled, the units' share and the ratios to τ."""
     lines = [f"## {name}: half-change steps", "",
              "Midpoint of a logistic in ln(step) fitted to each model's mean curve (positive steps up to its extreme; "
              "a midpoint outside the fitted steps is censored). Per model with its one-model interval (units "
@@ -222,6 +91,7 @@ def _vs(step, tau):
 
 
 def over_training(name, rep):
+    """'## <series>: over training': every curve's mean [95% CI] per step, then where its variance comes from."""
     c, steps, tau = rep["curves"], rep["steps"], rep["tau_mem_geomean"]
     cols = [k for k in BASIN_COLUMNS if k in c]
     other = [k for k in c if k not in BASIN_COLUMNS]
@@ -245,6 +115,7 @@ def _med(vals, d):
 
 
 def kinds_table(name, rep):
+    """'## <series>: basin shares by plane kind' at the first, second, middle and last step."""
     steps = rep["steps"]
     pick = sorted({0, 1, len(steps) // 2, len(steps) - 1} & set(range(len(steps))))
     lines = [f"## {name}: basin shares by plane kind (local grid)", "",
@@ -258,6 +129,7 @@ def kinds_table(name, rep):
 
 
 def dsm_table(name, rep):
+    """'## <series>: DSM split': the significant σ per step, crossed and within each model ([] without DSM)."""
     d = rep["dsm"]
     if d is None:
         return []
@@ -276,6 +148,7 @@ def dsm_table(name, rep):
 
 
 def capture_table(name, rep):
+    """'## <series>: capture geometry': captured, nearer own and the median distance ratio per model."""
     lines = [f"## {name}: capture geometry", "", "Median over each model's items with a capture of d(start, own item) "
              "/ d(start, capturing training item) (< 1: the start was nearer its own item), per model.", "",
              "| σ | step | captured | nearer own, share of captured | median distance ratio per model |",
@@ -287,16 +160,3 @@ def capture_table(name, rep):
             m = " / ".join(_f(v[i], 2) for v in med) if med else "—"
             lines.append(f"| {sig} | {s} | {_cell(cap, i)} | {_cell(near, i)} | {m} |")
     return lines + [""]
-
-
-def markdown(report, figure=None):
-    lines = intro(report) + models_table(report) + claims_table(report)
-    for name, rep in report["series"].items():
-        if rep.get("n_models", 0) < 2:
-            lines += [f"## {name}", "", f"{rep.get('n_models', 0)} model(s) done: the tables need 2.", ""]
-            continue
-        lines += (half_change_table(name, rep) + over_training(name, rep) + capture_table(name, rep)
-                  + dsm_table(name, rep) + kinds_table(name, rep))
-    if figure:
-        lines += ["## Figure", "", f"![per-model curves and the pooled mean]({figure})", ""]
-    return "\n".join(lines)

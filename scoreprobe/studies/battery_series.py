@@ -1,7 +1,7 @@
-"""Everything analyses/mechanism_seeds reports about one series, from its models' exports: the models' clocks,
-the per-step curves of each quantity (models and units crossed), the half-change steps with their ratio
-to each model's τ over thresholds, the DSM tests with models and pairs as units, and the capture
-geometry (stats.py has the statistics)."""
+"""The battery on several trained models of one series (analyses/mechanism_seeds), from their exports
+(studies.battery_export): the models' clocks, the per-step curves of each quantity (models and units crossed),
+the half-change steps with their ratio to each model's τ over thresholds, the DSM tests with models and pairs as
+units, and the capture geometry (the statistics: scoreprobe.stats.models_units)."""
 import math
 import warnings
 

@@ -1,5 +1,6 @@
-"""The compact result of one model of analyses/mechanism_seeds, <results>/mechanism_seeds[_<preset>]/<model>.npz:
-everything the tables are computed from (no run directory or store needed).
+"""The compact result of the battery (scoreprobe.studies.battery) on one trained model, one .npz (analyses/
+mechanism_seeds: <results>/mechanism_seeds[_<preset>]/<model>.npz): everything its tables are computed from (no
+run directory or store needed).
 
 One file holds: the model's TrainConfig and the study's settings (JSON), the measured steps (S,), its
 clocks as analyses/scaling exports them (checkpoint steps, per-sample endpoint states int8, novel_oracle:
@@ -18,10 +19,11 @@ import json
 
 import numpy as np
 
-from scoreprobe.studies.export import clocks_dataset, load_matching, save_npz
 from scoreprobe.errors import DataError
 from scoreprobe.loading.npz import check_clocks, field, read_npz
 from scoreprobe.store import normalize_config
+from scoreprobe.studies.battery import dsm_pairs, item_table, plane_cluster, plane_key, plane_shares
+from scoreprobe.studies.export import clocks_dataset, load_matching, save_npz
 
 FORMAT = "scoreprobe-mechanism-seeds-model/1"
 BASIN_Q = ("training", "heldout", "novel", "violating", "invalid", "off_vertex", "anchor0", "anchor1", "anchor2")
@@ -100,3 +102,42 @@ def load_exports(models, folder, settings):
     return load_matching(models, folder, read_export, lambda m, info: (
         info["config"] == json.loads(_json(m.cfg.to_dict()))
         and info["meta"]["settings"] == json.loads(_json(settings))))
+
+
+# ---------------------------------------------------------------------------------------------
+# The per-unit arrays of one model, from its stores (battery.collect)
+# ---------------------------------------------------------------------------------------------
+
+def basin_arrays(args, col):
+    """{"kind/extent@σ": {"counts" (Q, P, S), "n_pixels", "keys", "clusters"}} of every plane set of `col`."""
+    out = {}
+    for (kind, extent), (ds, planes) in col["basins"].items():
+        n_pix = int(ds.sizes["v"] * ds.sizes["u"])
+        for sigma in (args.sigma_starts if extent == "local" else args.reach_sigmas):
+            shares = plane_shares(ds, sigma)
+            out[f"{kind}/{extent}@{sigma:g}"] = {
+                "counts": np.rint(np.stack([shares[q] * n_pix for q in BASIN_Q])).astype(np.uint16),
+                "n_pixels": n_pix, "keys": ["|".join(plane_key(p)) for p in planes],
+                "clusters": ["|".join(plane_cluster(kind, p)) for p in planes]}
+    return out
+
+
+def retention_arrays(args, col):
+    """{(split, σ): {"values" (O, I, S), "outcomes", "keys"}}: each distinct item once (battery.item_table)."""
+    out = {}
+    for split in ("train", "heldout"):
+        for sigma in args.ret_sigmas:
+            keys, res, _ = item_table(col, split, sigma)
+            if keys is not None:
+                names = [o for o in RET_Q if o in res]
+                out[(split, sigma)] = {"values": np.stack([res[o] for o in names]), "outcomes": names, "keys": keys}
+    return out
+
+
+def dsm_arrays(col):
+    """{"gap" (P, S, σ) held-out − training loss per pair, "sigma", "train_loss" (S, σ), "keys"} (battery.dsm_pairs)."""
+    if not col["dsm"]:
+        return None
+    loss, d0, ti, hi, common = dsm_pairs(col)                                     # loss (S, σ, samples)
+    gap = np.moveaxis(loss[..., hi] - loss[..., ti], -1, 0)                     # (P, S, σ)
+    return {"gap": gap, "sigma": d0.sigma.values, "train_loss": loss[..., ti].mean(axis=-1), "keys": common.tolist()}

@@ -1,24 +1,20 @@
-"""Readings of a claim from the studies' result JSONs (analyses/results/*.json): a threshold curve of an effect
-with its intervals, as `scoreprobe.stats.verdict.verdict` reads it.
+"""A claim's reading over thresholds, from a study's result JSON: the threshold curve of an effect with its
+intervals, as `scoreprobe.stats.verdict.verdict` reads it (docs/findings.md; analyses/findings).
 
-A `Reading` holds, per threshold, the estimate and its 95% interval (NaN where undefined: a censored arm
+A `CurveReading` holds, per threshold, the estimate and its 95% interval (NaN where undefined: a censored arm
 without a bound, a crossing before the first checkpoint), the censored flags, and the paper's threshold. Where
 the paper's threshold is censored but a bound is known (e.g. τ_rule(G = 3) > budget, divided by the upper CI end
 of G = 2), the bound enters as a censored interval [bound, inf] (or [0 / −inf, bound])."""
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from scoreprobe.stats import curves as C
 
-RESULTS = Path("analyses/results")
-
 
 @dataclass
-class Reading:
+class CurveReading:
     thresholds: list
     estimate: list
     lower: list
@@ -28,24 +24,29 @@ class Reading:
     notes: list = field(default_factory=list)   # sentences the page prints under the claim
 
     def at_paper(self):
+        """(estimate, lower, upper, censored) at the threshold nearest the paper's."""
         j = int(np.argmin(np.abs(np.asarray(self.thresholds) - self.paper_threshold)))
         return self.estimate[j], self.lower[j], self.upper[j], self.censored[j]
 
 
-def load(name, results=RESULTS):
-    """The JSON report `name` (e.g. "scaling_cpu") of analyses/results; None when it is not there."""
-    path = Path(results) / f"{name}.json"
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def from_curve(curve, paper_threshold=None):
-    """A Reading of a scaling-style curve (rows with threshold and a value/CI pair: pooled, ratio, factor, b)."""
+    """A CurveReading of a scaling-style curve (rows with threshold and a value/CI pair: pooled, ratio, factor, b)."""
     curve = [_nan(r) for r in curve]
     t = [float(r["threshold"]) for r in curve]
     vals = [C.value_of(r) for r in curve]
     cens = [bool(r.get("censored") or r.get("lower_bound")) for r in curve]
     paper = C.paper_threshold_of(curve) if paper_threshold is None else paper_threshold
-    return Reading(t, [v[0] for v in vals], [v[1] for v in vals], [v[2] for v in vals], cens, paper)
+    return CurveReading(t, [v[0] for v in vals], [v[1] for v in vals], [v[2] for v in vals], cens, paper)
+
+
+def from_readings(rows, paper_threshold):
+    """A CurveReading of rows {threshold, kind, value, ci} where kind "bound" marks a censored lower bound: its
+    estimate NaN, its interval [ci[0], inf] (a JSON null end reads NaN)."""
+    bound = [r["kind"] == "bound" for r in rows]
+    lo = [r["ci"][0] if r["ci"][0] is not None else math.nan for r in rows]
+    hi = [math.inf if b else (r["ci"][1] if r["ci"][1] is not None else math.nan) for r, b in zip(rows, bound)]
+    est = [math.nan if b else x["value"] for x, b in zip(rows, bound)]
+    return CurveReading([float(x["threshold"]) for x in rows], est, lo, hi, bound, paper_threshold)
 
 
 def _nan(row):
@@ -67,7 +68,7 @@ def with_bound(reading, lower=-math.inf, upper=math.inf):
 
 def once(value, lo, hi, paper_threshold=0.1):
     """A reading that is not read over thresholds (one number with its interval), placed at `paper_threshold`."""
-    return Reading([paper_threshold], [value], [lo], [hi], [False], paper_threshold)
+    return CurveReading([paper_threshold], [value], [lo], [hi], [False], paper_threshold)
 
 
 def readable_range(reading, digits=2):
@@ -79,3 +80,24 @@ def readable_range(reading, digits=2):
     f = lambda x: f"{x:.{digits}f}"   # noqa: E731
     return (f"{f(min(r[0] for r in rows))}–{f(max(r[0] for r in rows))} (95% CI ends {f(min(r[1] for r in rows))}"
             f" to {f(max(r[2] for r in rows))}) at {len(rows)} of {len(reading.thresholds)} thresholds")
+
+
+def load_result(name, results):
+    """The JSON report `name` (e.g. "scaling_cpu") of a results folder; None when it is not there."""
+    import json
+    from pathlib import Path
+    path = Path(results) / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def curve_at(name, *keys):
+    """A reader: results folder -> the CurveReading of the curve at result[keys[0]][keys[1]]… of the JSON report
+    `name` (from_curve), or None when that report is not there."""
+    def read(results):
+        curve = load_result(name, results)
+        if curve is None:
+            return None
+        for k in keys:
+            curve = curve[k]
+        return from_curve(curve)
+    return read
