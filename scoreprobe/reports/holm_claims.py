@@ -41,7 +41,7 @@ def claims_table(report, n_declared):
     line when fewer than the `n_declared` claims are testable."""
     rows = report["claims"]
     lines = [f"## Claims ({len(rows)}; Holm over all of them, family-wise error 0.05)", "",
-             "Tests (module claims.py): \"before\" / \"after\" a clock = half-change / τ < 1 / > 1, \"near\" = within a "
+             "Tests (scoreprobe.stats.claim_tests): \"before\" / \"after\" a clock = half-change / τ < 1 / > 1, \"near\" = within a "
              "factor 2 (TOST), each at every readable threshold of the clock, p = the largest (a claim holds only "
              "where it holds at every readable threshold); a claim at one step = the crossed mean there, one-sided.",
              *_interim(len(rows), n_declared), "", "| # | series | claim | statistic | value [95% CI] | p | Holm p | verdict |",
