@@ -159,3 +159,13 @@ def sigma_runs(values, grid):
         a, b = grid[run[0]], grid[run[-1]]
         out.append(f"{a:.3g}" if len(run) == 1 else f"{a:.3g}–{b:.3g}")
     return ", ".join(out) if out else "none"
+
+
+def slope_cell(row):
+    """A slope row of `scoreprobe.stats.censored_slopes.censored_slope_curve` (full=True) as a table cell:
+    'b [lo, hi] (n = k, c censored)', why it is undefined, or the under-resolved text."""
+    if row.get("under_resolved"):
+        return under_text(row)
+    if math.isnan(row["b"]):
+        return f"undefined ({row['method']}; {row['n']} runs, {row['n_censored']} censored)"
+    return f"{row['b']:.2f} {ci_text(row['b_ci'], 2, open_end='unbounded')} (n = {row['n']}, {row['n_censored']} censored)"

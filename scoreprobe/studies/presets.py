@@ -135,3 +135,17 @@ def write_tables(results, stem, text, rep, draw=None):
     if draw is not None:
         draw(path.with_suffix(".png"))
     return path.with_suffix(".md")
+
+
+def collect_with_draws(runs, folder):
+    """rows (per run, `scoreprobe.stats.runs.run_stats`, JSON-able), draws {run: {key: (point, draws)}} (its
+    sample-level resamples), missing {run: why} of the planned `runs` exported in `folder`, in plan order."""
+    from scoreprobe.stats.runs import run_stats
+    done, missing = load_exports(runs, folder)
+    rows, draws = [], {}
+    for run in runs:
+        if run.name in done:
+            row, d = run_stats(run.name, run, done[run.name])
+            rows.append(row)
+            draws[run.name] = d
+    return rows, draws, missing

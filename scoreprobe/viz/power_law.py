@@ -1,5 +1,6 @@
-"""The figure of analyses/capacity_exponent: τ_mem (memorization 0.1) against N per DiT size, log-log, every
-run a point (hollow: not reached, drawn at its last step), the censored fit's line, and the field's b = 1."""
+"""τ_mem ∝ N^b per group, drawn (analyses/capacity_exponent): τ_mem (memorization 0.1) against N per DiT size,
+log-log, every run a point (hollow: not reached, drawn at its last step), the censored fit's line, and the
+field's b = 1."""
 import math
 
 import matplotlib
@@ -12,6 +13,8 @@ from scoreprobe.viz.common import save_figure  # noqa: E402
 
 
 def figure(rows_by, fits, path):
+    """rows_by {size: rows (each with "tau_mem", "steps", meta "N")}, fits {size: {"b_curve", "Ns", "params"}}
+    (`censored_slopes.censored_slope_curve`, full): one colour per size, its line through the crossed runs' centre."""
     fig, ax = plt.subplots(figsize=(5.6, 4.2))
     for i, (size, rows) in enumerate(rows_by.items()):
         c = f"C{i}"
