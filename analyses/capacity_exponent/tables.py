@@ -1,6 +1,7 @@
 """The tables of analyses/capacity_exponent (markdown and JSON) and its figure, from the exports only: b of
 τ_mem ∝ N^b per DiT size over memorization thresholds, with censoring handled (not dropped)."""
 import math
+from collections import Counter
 
 import numpy as np
 
@@ -66,9 +67,7 @@ MIN_N, MIN_SEEDS = 3, 2      # a size's b is compared only over this much design
 
 def _ready(rs):
     """At least MIN_N values of N with at least MIN_SEEDS runs each."""
-    counts = {}
-    for r in rs:
-        counts[r["meta"]["N"]] = counts.get(r["meta"]["N"], 0) + 1
+    counts = Counter(r["meta"]["N"] for r in rs)
     return sum(c >= MIN_SEEDS for c in counts.values()) >= MIN_N
 
 
@@ -90,9 +89,9 @@ def section_question(by):
              "|---|---:|---|---|---|"]
     pts, out = [], {"common_N": common, "sizes": {}, "in_progress": sorted(partial)}
     for size, rs in by.items():
-        own = _paper_row(b_curve(rs, curves_of(rs)))
+        own = C.at(b_curve(rs, curves_of(rs)), PAPER_T)
         same = [r for r in rs if r["meta"]["N"] in common]
-        row = _paper_row(b_curve(same, curves_of(same))) if len(common) >= 2 else None
+        row = C.at(b_curve(same, curves_of(same)), PAPER_T) if len(common) >= 2 else None
         out["sizes"][size] = {"common": row, "own": own}
         Ns = sorted({r["meta"]["N"] for r in rs})
         lines.append(f"| {size} | {rs[0]['params']:,} | {b_cell(row) if row else '— (fewer than 2 common N)'} | "
@@ -113,10 +112,6 @@ def section_question(by):
               + f" (the field: b = {FIELD_B:g}; the paper's reference DiT: {PAPER_B}).",
               f"- the difference b({sizes[-1]}) − b({sizes[0]}) over the common N: {difference_text(diff)}.", ""]
     return lines, out
-
-
-def _paper_row(curve):
-    return next(r for r in curve if abs(r["threshold"] - PAPER_T) < 1e-9)
 
 
 INTRO = ("Parity G = 2, the scaling study's recipe (12 000 views per training image, 20 log-spaced checkpoints, 1000 "
@@ -159,11 +154,7 @@ def report(args, runs):
 
 def _todo_text(todo):
     """'192x4 at N = 120 (1 seed), 128x4 at N = 240 (3 seeds)': the runs not done, by size and N."""
-    counts = {}
-    for r in todo:
-        key = (r.meta["size"], r.meta["N"])
-        counts[key] = counts.get(key, 0) + 1
-    return ", ".join(f"{size} at N = {N} ({k} seed{'s' if k > 1 else ''})" for (size, N), k in counts.items()) or "none"
+    return F.todo_text(todo, lambda r: (r.meta["size"], r.meta["N"]), lambda k: f"{k[0]} at N = {k[1]}")
 
 
 def design_lines(by, runs):

@@ -3,8 +3,7 @@ each variant pooled over its seeds, its τ ratio to the reference over threshold
 family: scoreprobe.stats.variant_ratios, holm_families; the md: scoreprobe.reports.holm_md), the runs."""
 from analyses.remedies import g3_grid as grid_mod
 from scoreprobe.reports import holm_md
-from scoreprobe.reports.study_md import header as study_header
-from scoreprobe.stats import curves as C
+from scoreprobe.reports.study_md import header as study_header, pooled_points
 from scoreprobe.stats import holm_families as H
 from scoreprobe.stats import variant_ratios as S
 from scoreprobe.stats.curves import curves_of
@@ -12,7 +11,6 @@ from scoreprobe.stats.piece_clocks import rule_curve
 from scoreprobe.studies import curriculum_rows as R
 from scoreprobe.studies import format as F
 from scoreprobe.studies import presets
-from scoreprobe.studies.format import pooled_cell
 
 LABELS = {"baseline": "baseline", "global_token": "global token", "multiplicative": "multiplicative (GLU)",
           "curriculum": "curriculum", "curriculum_mixed": "curriculum's control (mixed, no order)",
@@ -31,21 +29,15 @@ RUNS = [F.RUN, F.col("variant", lambda r: r["meta"]["variant"], False), F.DATA_S
         F.col("final piece share", lambda r: f"{r['piece_share'][-1]:.3f}" if r["beyond_pieces"] else "—"), F.TRAIN_S]
 
 
+POOLED_AT = (("tau_rule", 0.9), ("tau_rule", 0.8), ("tau_mem", 0.1), ("tau_mem", 0.02))
+
+
 def section_pooled(rows_by, curves):
     """Per variant, τ pooled over the training seeds at the paper's thresholds (a bound where a seed is censored)."""
-    lines = ["## Per variant, pooled over training seeds", "", "t interval on ln τ over the seeds (`pool_seeds`); "
-             "'> x at a budget of T steps': a seed does not reach the threshold, x is the geometric mean with it at T.",
-             "", "| variant | seeds | τ_rule at 0.9 | τ_rule at 0.8 | τ_mem at 0.1 | τ_mem at 0.02 |",
-             "|---|---:|---|---|---|---|"]
-    out = {}
-    for v, rs in rows_by.items():
-        cells, out[v] = [], {}
-        for key, t in (("tau_rule", 0.9), ("tau_rule", 0.8), ("tau_mem", 0.1), ("tau_mem", 0.02)):
-            row = C.at(C.pooled_curve(rs, curves, key), t)
-            out[v][f"{key}@{t:g}"] = row
-            cells.append(pooled_cell(row))
-        lines.append(f"| {LABELS[v]} | {len(rs)} | " + " | ".join(cells) + " |")
-    return lines + [""], out
+    table, out = pooled_points(rows_by, curves, LABELS, POOLED_AT)
+    return ["## Per variant, pooled over training seeds", "", "t interval on ln τ over the seeds (`pool_seeds`); "
+            "'> x at a budget of T steps': a seed does not reach the threshold, x is the geometric mean with it at T.",
+            ""] + table + [""], out
 
 
 def header(args, rows, runs):

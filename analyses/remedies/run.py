@@ -33,17 +33,14 @@ from pathlib import Path
 
 import numpy as np
 
-from scoreprobe.stats.extrapolate import extrapolate_tau
 from scoreprobe.studies.queue import finished, in_parallel, measured_clocks, train_ensembles
 from scoreprobe.loading.series import load_series
-from scoreprobe.data.curriculum import beyond_pieces
-from scoreprobe.stats.taus import tau_summary
-from scoreprobe.data.rules import rule_from_spec
 from scoreprobe.store import normalize_config
 from scoreprobe.training.train import TrainConfig, train_run
 from scoreprobe.reports.holm_md import comparison_lines
 from scoreprobe.reports.variant_table_md import rule_clock, table_lines
 from scoreprobe.stats import paired_seeds
+from scoreprobe.studies.curriculum_rows import beyond_row, clocks_row
 from scoreprobe.viz.variant_runs import run_figure
 from scoreprobe.atomic import atomic_write_text
 
@@ -137,33 +134,13 @@ def run_one(args, variant, seed):
     series, plan = load_series(run_dir), cfg.curriculum_plan()
     ds = measured_clocks(series, run_dir / "clocks.zarr", n_samples=args.n_samples, device=args.device,
                          keep_bits=plan is not None)
-    a = ds.attrs
-    row = {"variant": variant, "seed": seed, "run": name, "params": series.describe()["n_params"],
-           **{k: a.get(k) for k in ("tau_rule", "tau_rule_ci", "tau_mem", "tau_mem_ci", "window_open",
-                                    "window_log10_width", "window_log10_width_ci")},
-           "peak_rule_acc": float(ds.rule_acc.max()), "final_rule_acc": float(ds.rule_acc[-1]),
-           "final_mem_ratio": float(ds.mem_ratio[-1]),
-           "curve": {"step": ds.step.values.tolist(), "rule_acc": ds.rule_acc.values.tolist(),
-                     "mem_ratio": ds.mem_ratio.values.tolist()}, "seconds": round(time.time() - t0, 1)}
-    if not np.isfinite(row["tau_rule"]):
-        row["tau_rule_extrapolated"] = extrapolate_tau(ds)
+    row = {"variant": variant, "seed": seed, "run": name, "params": series.describe()["n_params"], **clocks_row(ds),
+           "seconds": round(time.time() - t0, 1)}
     row["switch"] = plan[1] if plan else None
     row["views"] = round((cfg.total_steps - (row["switch"] or 0)) * cfg.batch_size / cfg.n_train)
     if plan is not None:
         row["beyond"] = beyond_row(ds, cfg, plan[0])
     logger.info("%s: τ_rule=%s τ_mem=%s", name, row["tau_rule"], row["tau_mem"])
-    return row
-
-
-def beyond_row(ds, cfg, g_start):
-    """The rule clock counting only samples that break the curriculum's pieces (`beyond_pieces`)."""
-    out = beyond_pieces(ds, rule_from_spec(cfg.rule), g_start)
-    t = tau_summary(out, warn=False)
-    row = {k: t[k] for k in ("tau_rule", "tau_rule_ci", "window_open", "window_log10_width")}
-    row.update(peak_rule_acc=float(out.rule_acc.max()), final_rule_acc=float(out.rule_acc[-1]),
-               rule_acc=out.rule_acc.values.tolist(), piece_share=out.piece_share.values.tolist())
-    if not np.isfinite(row["tau_rule"]):
-        row["tau_rule_extrapolated"] = extrapolate_tau(out)
     return row
 
 

@@ -22,14 +22,9 @@ def section_runs(rows, missing):
              "brackets after it, the first crossing where it differs.")
     return F.runs_section(rows, missing, [
         F.RUN, F.col("params", lambda r: f"{r['params']:,}"), F.STEPS,
-        F.tau_col("tau_rule", lambda r: _first(r, "tau_rule")), F.tau_col("tau_mem", lambda r: _first(r, "tau_mem")),
+        F.tau_col("tau_rule", lambda r: F.first_crossing_text(r, "tau_rule")),
+        F.tau_col("tau_mem", lambda r: F.first_crossing_text(r, "tau_mem")),
         F.WINDOW, F.PEAK, F.FINAL_MEM, F.TRAIN_S], intro)
-
-
-def _first(r, key):
-    a, b = r[key], r[f"{key}_first_crossing"]
-    same = (a == b) or (a != a and b != b)
-    return "" if same else f" (first crossing {fmt(b)})"
 
 
 def section_G(rows, draws, p, curves):

@@ -1,7 +1,8 @@
 """The per-run row of a study whose runs may hold a curriculum's pieces (analyses/remedies' G = 3 preset): the
 clocks of an export read beyond the curriculum's pieces (`beyond_info`), and `run_row`, scoreprobe.stats.runs.run_stats
-with the rule clock compared read among the samples that break a piece (scoreprobe.stats.piece_clocks); the cells
-of a runs table of such rows."""
+with the rule clock compared read among the samples that break a piece (scoreprobe.stats.piece_clocks); a row
+from measured clocks (`clocks_row`, and a curriculum run's `beyond_row`: analyses/remedies' own presets); the
+cells of a runs table of such rows."""
 import math
 
 import numpy as np
@@ -11,7 +12,10 @@ from scoreprobe.stats.piece_clocks import among_breaking, breaking_taus
 from scoreprobe.stats.runs import run_stats
 from scoreprobe.studies.export import clocks_dataset
 from scoreprobe.studies.format import ci_text, fmt
-from scoreprobe.data.curriculum import beyond_state
+from scoreprobe.data.curriculum import beyond_pieces, beyond_state
+from scoreprobe.data.rules import rule_from_spec
+from scoreprobe.stats.extrapolate import extrapolate_tau
+from scoreprobe.stats.taus import tau_summary
 
 
 def beyond_info(info):
@@ -43,6 +47,35 @@ def run_row(run, info):
         row["tau_rule_all"] = C.run_curves(info["ds"])["tau_rule"].tolist()
         row["curves"]["tau_rule_beyond"] = row["curves"]["tau_rule"]
         row["curves"]["tau_rule"] = breaking_taus(row["curve"]["step"], acc, count, C.thresholds_of("tau_rule")).tolist()
+    return row
+
+
+def clocks_row(ds):
+    """A run's row from its measured clocks `ds` (`sp.clocks` with its τ in attrs): τ_rule, τ_mem with their CIs,
+    the window, peak and final rule accuracy, the final memorized share, the curves, and where τ_rule is not
+    reached its extrapolation from the last checkpoints (`stats.extrapolate`)."""
+    a = ds.attrs
+    row = {**{k: a.get(k) for k in ("tau_rule", "tau_rule_ci", "tau_mem", "tau_mem_ci", "window_open",
+                                    "window_log10_width", "window_log10_width_ci")},
+           "peak_rule_acc": float(ds.rule_acc.max()), "final_rule_acc": float(ds.rule_acc[-1]),
+           "final_mem_ratio": float(ds.mem_ratio[-1]),
+           "curve": {"step": ds.step.values.tolist(), "rule_acc": ds.rule_acc.values.tolist(),
+                     "mem_ratio": ds.mem_ratio.values.tolist()}}
+    if not np.isfinite(row["tau_rule"]):
+        row["tau_rule_extrapolated"] = extrapolate_tau(ds)
+    return row
+
+
+def beyond_row(ds, cfg, g_start):
+    """The rule clock of a curriculum run counting only samples that break its pieces (`beyond_pieces`; g_start:
+    the pieces' group size): τ_rule, the window, peak and final rule accuracy, the curves, the piece share."""
+    out = beyond_pieces(ds, rule_from_spec(cfg.rule), g_start)
+    t = tau_summary(out, warn=False)
+    row = {k: t[k] for k in ("tau_rule", "tau_rule_ci", "window_open", "window_log10_width")}
+    row.update(peak_rule_acc=float(out.rule_acc.max()), final_rule_acc=float(out.rule_acc[-1]),
+               rule_acc=out.rule_acc.values.tolist(), piece_share=out.piece_share.values.tolist())
+    if not np.isfinite(row["tau_rule"]):
+        row["tau_rule_extrapolated"] = extrapolate_tau(out)
     return row
 
 

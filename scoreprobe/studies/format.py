@@ -169,3 +169,20 @@ def slope_cell(row):
     if math.isnan(row["b"]):
         return f"undefined ({row['method']}; {row['n']} runs, {row['n_censored']} censored)"
     return f"{row['b']:.2f} {ci_text(row['b_ci'], 2, open_end='unbounded')} (n = {row['n']}, {row['n_censored']} censored)"
+
+
+def todo_text(runs, key, label):
+    """The runs not done counted by key(run), in first-appearance order: '<label(key)> (k seed(s))' joined by ', '
+    ('none' without any), e.g. '192x4 at N = 120 (1 seed), 128x4 at N = 240 (3 seeds)'."""
+    counts = {}
+    for r in runs:
+        counts[key(r)] = counts.get(key(r), 0) + 1
+    return ", ".join(f"{label(k)} ({n} seed{'s' if n > 1 else ''})" for k, n in counts.items()) or "none"
+
+
+def first_crossing_text(row, key):
+    """' (first crossing T)' beside a run's τ `key` where the first crossing differs from it ('' where they agree,
+    both undefined included)."""
+    a, b = row[key], row[f"{key}_first_crossing"]
+    same = (a == b) or (a != a and b != b)
+    return "" if same else f" (first crossing {fmt(b)})"
