@@ -3,19 +3,16 @@ log-log, every run a point (hollow: not reached, drawn at its last step), the ce
 field's b = 1."""
 import math
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from scoreprobe.viz.common import save_figure  # noqa: E402
+from scoreprobe.viz.common import agg_figure, save_figure
 
 
 def figure(rows_by, fits, path):
     """rows_by {size: rows (each with "tau_mem", "steps", meta "N")}, fits {size: {"b_curve", "Ns", "params"}}
     (`censored_slopes.censored_slope_curve`, full): one colour per size, its line through the crossed runs' centre."""
-    fig, ax = plt.subplots(figsize=(5.6, 4.2))
+    fig = agg_figure((5.6, 4.2))
+    ax = fig.subplots()
     for i, (size, rows) in enumerate(rows_by.items()):
         c = f"C{i}"
         for r in rows:
@@ -42,4 +39,3 @@ def figure(rows_by, fits, path):
     fig.text(0.01, 0.005, "hollow: not reached by the last checkpoint (drawn there: a lower bound)", fontsize=7)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
-    plt.close(fig)

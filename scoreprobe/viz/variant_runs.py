@@ -3,15 +3,13 @@ steps, one colour per variant and one line style per seed. The rule accuracy dra
 (for a curriculum run: its reading beyond, or among the samples that break, the curriculum's pieces)."""
 import numpy as np
 
-from scoreprobe.viz.common import new_figure, save_figure
+from scoreprobe.viz.common import agg_figure, new_figure, save_figure
 
 
 def variant_figure(rows_by, path, labels, rule_of):
     """One colour per variant of `rows_by` ({variant: rows}), a line style per training seed; legend: labels[v]."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig = agg_figure((11, 4.2))
+    ax1, ax2 = fig.subplots(1, 2)
     for i, (v, rs) in enumerate(rows_by.items()):
         for r in rs:
             x = np.asarray(r["curve"]["step"]) + 1
@@ -24,7 +22,6 @@ def variant_figure(rows_by, path, labels, rule_of):
         ax1.legend(fontsize=6)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
-    plt.close(fig)
 
 
 def run_figure(rows, path, variants, rule_of):
