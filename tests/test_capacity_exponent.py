@@ -79,13 +79,16 @@ def test_smoke_then_from_results(tmp_path):
 
 def test_the_slope_difference_is_the_interaction_of_one_least_squares_fit():
     from scipy import stats
-    T = _analysis("capacity_exponent.tables")
+    from scoreprobe.stats.censored_slopes import slope_difference as diff
+
+    def slope_difference(a, b, Ns):
+        return diff(a, b, Ns, lambda r: r["meta"]["N"])
     rng = np.random.default_rng(0)
     Ns = [30, 30, 60, 60, 120, 120]
     ya = [1.3 * math.log(N) + 3 + 0.05 * rng.standard_normal() for N in Ns]
     yb = [1.1 * math.log(N) + 3.2 + 0.05 * rng.standard_normal() for N in Ns]
     row = lambda N, y: {"meta": {"N": N}, "curves": {"tau_mem": [0, 0, 0, math.exp(y), 0, 0]}}   # noqa: E731
-    d = T.slope_difference([row(N, y) for N, y in zip(Ns, ya)], [row(N, y) for N, y in zip(Ns, yb)], {30, 60, 120})
+    d = slope_difference([row(N, y) for N, y in zip(Ns, ya)], [row(N, y) for N, y in zip(Ns, yb)], {30, 60, 120})
     x = np.log(Ns)
     fa, fb = stats.linregress(x, ya), stats.linregress(x, yb)
     assert d["value"] == pytest.approx(fb.slope - fa.slope) and d["df"] == 8
@@ -95,7 +98,7 @@ def test_the_slope_difference_is_the_interaction_of_one_least_squares_fit():
     assert d["ci"] == pytest.approx([d["value"] - stats.t.ppf(0.975, 8) * se, d["value"] + stats.t.ppf(0.975, 8) * se])
     censored = [row(N, y) for N, y in zip(Ns, yb)]
     censored[0]["curves"]["tau_mem"][3] = math.inf
-    assert math.isnan(T.slope_difference([row(N, y) for N, y in zip(Ns, ya)], censored, {30, 60, 120})["value"])
+    assert math.isnan(slope_difference([row(N, y) for N, y in zip(Ns, ya)], censored, {30, 60, 120})["value"])
 
 
 def test_the_design_line_names_the_learning_rate_and_where_a_larger_model_memorizes_later():

@@ -2,6 +2,7 @@
 against the comparison arm's upper CI end, the verdict the md prints at the paper's threshold is the one
 `scoreprobe.stats.verdict` gives on the planted readings, the censored estimate sits beside a partly censored
 threshold, and N's count is compared with the runs of the same data seed."""
+import importlib
 import math
 
 import numpy as np
@@ -10,7 +11,6 @@ import pytest
 from scoreprobe.stats.crossed import crossed_mean
 from scoreprobe.stats.crossed_arms import crossed_difference
 from scoreprobe.stats.verdict import word_at
-from tests.test_analyses import _analysis
 
 T = 10                      # rule thresholds 0.3 … 0.95; the paper's 0.9 is index 8
 BUDGET = 30000
@@ -42,10 +42,10 @@ def _planted(factor, g3_inf=(), seed=0, base=7.0):
 
 @pytest.fixture
 def fast(monkeypatch):
-    F = _analysis("data_draws.factor")
+    F = importlib.import_module("scoreprobe.stats.g_factor")
     monkeypatch.setattr(F, "N_REP", 2000)
     monkeypatch.setattr(F, "N_REP_CENSORED", 30)
-    return _analysis("data_draws.factor_text"), F
+    return importlib.import_module("scoreprobe.reports.g_factor_md"), F
 
 
 def test_the_md_prints_the_verdict_the_planted_readings_give(fast):
@@ -94,7 +94,7 @@ def test_a_partly_censored_threshold_carries_the_censored_estimate(fast):
 
 
 def test_n_count_is_against_the_same_data_seed():
-    L = _analysis("data_draws.large_n")
+    L = importlib.import_module("scoreprobe.reports.large_n_md")
     assert L.fisher(3, 3, 0, 3) == pytest.approx(0.05) and L.fisher(3, 3, 0, 9) == pytest.approx(1 / 220)
 
     def run(N, d, s, tau):

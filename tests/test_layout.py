@@ -215,3 +215,14 @@ def test_no_study_imports_another():
                 if top[0] == "analyses" and (len(top) < 2 or top[1] != study):
                     crossing.append(f"{path.relative_to(ANALYSES)}:{node.lineno} imports {name}")
     assert crossing == []
+
+
+def test_the_library_never_imports_a_study():
+    """What the studies share lives in scoreprobe (issue 57): no library module imports analyses."""
+    bad = []
+    for module, path in _modules(PACKAGE).items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            bad += [f"{module}:{node.lineno} imports {n}" for n in names if n.split(".")[0] == "analyses"]
+    assert bad == []

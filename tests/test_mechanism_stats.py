@@ -271,7 +271,11 @@ def test_seed_t_interval_covers_at_three_and_five_seeds(n_seeds):
 
 
 def test_remedies_comparisons_pair_by_seed_leave_bounds_out_and_adjust_over_the_family():
-    from analyses.remedies.compare import FAMILY, comparisons
+    from analyses.remedies.run import FAMILY, value
+    from scoreprobe.stats.paired_seeds import comparisons as paired
+
+    def comparisons(rows):
+        return paired(rows, FAMILY, value)
 
     def row(variant, seed, acc, mem, tau):
         return {"variant": variant, "seed": seed, "final_rule_acc": acc, "final_mem_ratio": mem, "tau_mem": tau}

@@ -88,8 +88,24 @@ def _rows(values, steps=30000):
     return rows_by, curves
 
 
+def _stats():
+    """The remedies' statistics (scoreprobe.stats.variant_ratios, piece_clocks, studies.curriculum_rows) with the
+    study's COMPARISONS (g3_grid) bound, as one namespace."""
+    import types
+    from functools import partial
+    from scoreprobe.data.curriculum import beyond_state
+    from scoreprobe.stats import piece_clocks, variant_ratios
+    from scoreprobe.studies import curriculum_rows
+    comparisons = _analysis("remedies.g3_grid").COMPARISONS
+    return types.SimpleNamespace(family=partial(variant_ratios.family, comparisons=comparisons),
+                                 endpoint_family=partial(variant_ratios.endpoint_family, comparisons=comparisons),
+                                 verdict=variant_ratios.verdict, since_switch=variant_ratios.since_switch,
+                                 beyond_info=curriculum_rows.beyond_info, among_breaking=piece_clocks.among_breaking,
+                                 breaking_taus=piece_clocks.breaking_taus, beyond_state=beyond_state)
+
+
 def test_ratios_welch_p_and_holm_on_planted_values():
-    S = _analysis("remedies.g3_stats")
+    S = _stats()
     base = [1000.0, 1300.0, 900.0]
     planted = {"baseline": base, "global_token": [b * 0.5 * f for b, f in zip(base, (1.1, 0.9, 1.0))],
                "multiplicative": [1100.0, 1000.0, 1200.0], "curriculum": [400.0, 500.0, 450.0],
@@ -110,7 +126,7 @@ def test_ratios_welch_p_and_holm_on_planted_values():
 
 
 def test_a_censored_side_gives_a_bound_with_its_budget_not_a_ratio():
-    S = _analysis("remedies.g3_stats")
+    S = _stats()
     rows_by, curves = _rows({"baseline": [1000.0, 1200.0, 1100.0], "global_token": [math.inf, 20000.0, 25000.0],
                              "curriculum": [500.0, 600.0, 550.0], "curriculum_mixed": [math.inf, math.inf, 900.0]})
     fam = S.family(rows_by, curves)
@@ -128,7 +144,7 @@ def test_the_curriculum_from_its_switch_is_its_tau_less_the_first_phase():
     """Planted: the curriculum's rule comes exactly as long after its switch as the baseline's after step 0 (ratio
     1, CI around it, in the Holm family of six); a crossing before its first checkpoint after the switch is
     unreadable, not a ratio; a seed that never gets there is a bound at the budget after the switch."""
-    S = _analysis("remedies.g3_stats")
+    S = _stats()
     base, switch = [1500.0, 2500.0, 2000.0], 7500
     rows_by, curves = _rows({"baseline": base, "curriculum": [t + switch for t in base]})
     for r in rows_by["curriculum"]:
@@ -155,7 +171,7 @@ def test_the_curriculum_from_its_switch_is_its_tau_less_the_first_phase():
 def test_endpoints_differences_of_seed_means_holm_over_the_comparisons():
     """Peak rule accuracy (among the piece-breaking samples where a run has them) and the last memorized share:
     b − a of seed means, Welch p, Holm over the comparisons of each endpoint; the since-switch rows left out."""
-    S = _analysis("remedies.g3_stats")
+    S = _stats()
     final = {"baseline": [0.03, 0.04, 0.02], "multiplicative": [0.09, 0.11, 0.10], "curriculum": [0.02, 0.01, 0.02]}
     rows_by = {v: [{"run": f"{v}-s{i}", "final_mem_ratio": m, "curve": {"rule_acc": [0.1, 0.8 + m, 0.5]}}
                    for i, m in enumerate(ms)] for v, ms in final.items()}
@@ -174,7 +190,7 @@ def test_endpoints_differences_of_seed_means_holm_over_the_comparisons():
 
 
 def test_beyond_the_pieces_recodes_valid_samples_on_the_pieces():
-    S = _analysis("remedies.g3_stats")
+    S = _stats()
     export = importlib.import_module("scoreprobe.studies.export")
     from scoreprobe.data.datasets import STATE_CODES
     c = STATE_CODES
@@ -190,7 +206,7 @@ def test_the_rule_clock_among_piece_breaking_samples():
     """At a constant count it is the standard τ (the shipped baseline run, every threshold); a control that
     keeps drawing pieces (a quarter of its samples) and gets every other sample right reads 1.0 among the
     piece-breaking samples and reaches 0.9, where counting its pieces as failures caps it at 0.75."""
-    S, C, export = _analysis("remedies.g3_stats"), importlib.import_module("scoreprobe.stats.curves"), importlib.import_module("scoreprobe.studies.export")
+    S, C, export = _stats(), importlib.import_module("scoreprobe.stats.curves"), importlib.import_module("scoreprobe.studies.export")
     from scoreprobe.data.datasets import STATE_CODES
     info = export.read_export(RESULTS / "scaling_cpu" / "g3-n240.npz")
     ds = info["ds"]

@@ -1,22 +1,22 @@
 """The tables of analyses/capacity_exponent (markdown and JSON) and its figure, from the exports only: b of
 τ_mem ∝ N^b per DiT size over memorization thresholds, with censoring handled (not dropped)."""
 import math
+from collections import Counter
 
 import numpy as np
-from scipy import stats
 
 from analyses.capacity_exponent import grid as grid_mod
+from scoreprobe.reports.study_md import header
 from scoreprobe.stats import curves as C
-from scoreprobe.studies import format as F
-from scoreprobe.studies import recipes as scaling_grid
-from scoreprobe.studies import presets
-from scoreprobe.studies.format import pooled_cell
-from scoreprobe.stats.runs import run_stats
+from scoreprobe.stats.censored_slopes import censored_slope_curve, difference_text, slope_difference
 from scoreprobe.stats.curves import curves_of
 from scoreprobe.stats.seeds import pool_seeds
 from scoreprobe.stats.thresholds import MEM_THRESHOLDS
-from scoreprobe.stats.censored import censored_fit
 from scoreprobe.stats.verdict import verdict
+from scoreprobe.studies import format as F
+from scoreprobe.studies import presets
+from scoreprobe.studies import recipes as scaling_grid
+from scoreprobe.studies.format import pooled_cell, slope_cell as b_cell
 
 PAPER_B, FIELD_B = 1.14, 1.0   # the paper's reference DiT (τ_mem ≈ 35·N^1.14); Bonnaire et al. 2025, Favero et al. 2025
 PAPER_T = C.PAPER["tau_mem"]
@@ -26,35 +26,10 @@ PAPER_T = C.PAPER["tau_mem"]
 COVERAGE = {"design": "4 N × 3 seeds, 2 of 3 at the largest N censored", "n_rep": 2000, "coverage": 0.950}
 
 
-def collect(args, runs):
-    """rows (per run, scaling's run_stats), missing {run: why} of the planned runs, each from its own folder."""
-    return presets.collect(runs, lambda run: grid_mod.export_folder(args.results, args.preset, run),
-                           lambda run, info: run_stats(run.name, run, info)[0])
-
-
 def b_curve(rows, curves):
-    """censored_fit of ln τ_mem on ln N over every run of one size, at each memorization threshold: a run that
-    did not reach the threshold is censored at its last step (kept, not dropped)."""
-    x = np.log([float(r["meta"]["N"]) for r in rows])
-    out = []
-    for j, t in enumerate(MEM_THRESHOLDS):
-        tau = np.array([curves[r["run"]]["tau_mem"][j] for r in rows], dtype=np.float64)
-        cens = ~np.isfinite(tau)
-        y = np.log(np.where(cens, [float(r["steps"]) for r in rows], tau))
-        f = censored_fit(x, y, cens)
-        out.append({"threshold": float(t), "b": f["slope"], "b_ci": [f["lower"], f["upper"]], "n": f["n"],
-                    "n_censored": f["n_censored"], "censored": False, "method": f["method"]})
-        # "censored" False: censored runs are in the likelihood, the slope is an estimate (not a bound)
-    return C.mark_under_resolved(out, rows, curves, "tau_mem")
-
-
-def b_cell(row):
-    if row.get("under_resolved"):
-        return F.under_text(row)
-    if math.isnan(row["b"]):
-        return f"undefined ({row['method']}; {row['n']} runs, {row['n_censored']} censored)"
-    return (f"{row['b']:.2f} {F.ci_text(row['b_ci'], 2, open_end='unbounded')} "
-            f"(n = {row['n']}, {row['n_censored']} censored)")
+    """b of τ_mem ∝ N^b over every run of one size at each memorization threshold (`censored_slope_curve`: a run
+    that did not reach the threshold is censored at its last step, kept, not dropped)."""
+    return censored_slope_curve(rows, curves, [r["meta"]["N"] for r in rows], full=True)
 
 
 def b_verdict(curve, region):
@@ -92,9 +67,7 @@ MIN_N, MIN_SEEDS = 3, 2      # a size's b is compared only over this much design
 
 def _ready(rs):
     """At least MIN_N values of N with at least MIN_SEEDS runs each."""
-    counts = {}
-    for r in rs:
-        counts[r["meta"]["N"]] = counts.get(r["meta"]["N"], 0) + 1
+    counts = Counter(r["meta"]["N"] for r in rs)
     return sum(c >= MIN_SEEDS for c in counts.values()) >= MIN_N
 
 
@@ -116,9 +89,9 @@ def section_question(by):
              "|---|---:|---|---|---|"]
     pts, out = [], {"common_N": common, "sizes": {}, "in_progress": sorted(partial)}
     for size, rs in by.items():
-        own = _paper_row(b_curve(rs, curves_of(rs)))
+        own = C.at(b_curve(rs, curves_of(rs)), PAPER_T)
         same = [r for r in rs if r["meta"]["N"] in common]
-        row = _paper_row(b_curve(same, curves_of(same))) if len(common) >= 2 else None
+        row = C.at(b_curve(same, curves_of(same)), PAPER_T) if len(common) >= 2 else None
         out["sizes"][size] = {"common": row, "own": own}
         Ns = sorted({r["meta"]["N"] for r in rs})
         lines.append(f"| {size} | {rs[0]['params']:,} | {b_cell(row) if row else '— (fewer than 2 common N)'} | "
@@ -132,64 +105,33 @@ def section_question(by):
     apart = first["b_ci"][0] > last["b_ci"][1]
     out["falls"] = bool(apart)
     sizes = list(by)
-    diff = out["difference"] = slope_difference(by[sizes[0]], by[sizes[-1]], common)
+    diff = out["difference"] = slope_difference(by[sizes[0]], by[sizes[-1]], common, lambda r: r["meta"]["N"])
     lines += [f"- over N = {', '.join(map(str, common))}, from {p0:,} to {p1:,} parameters b goes {first['b']:.2f} → "
               f"{last['b']:.2f}; " + ("the intervals do not overlap: b falls with capacity" if apart else
                                       "the intervals overlap")
               + f" (the field: b = {FIELD_B:g}; the paper's reference DiT: {PAPER_B}).",
-              f"- the difference b({sizes[-1]}) − b({sizes[0]}) over the common N: {_diff_text(diff)}.", ""]
+              f"- the difference b({sizes[-1]}) − b({sizes[0]}) over the common N: {difference_text(diff)}.", ""]
     return lines, out
 
 
-def slope_difference(rows_a, rows_b, Ns):
-    """b_b − b_a over the N in `Ns`: least squares of ln τ_mem on ln N with a size term and a size × ln N term (one
-    residual variance), t interval on the interaction (n − 4 df), at memorization 0.1. NaN with its reason where a
-    run is censored there (no censored interaction fit is offered) or too few runs."""
-    j = list(MEM_THRESHOLDS).index(PAPER_T)
-    pts = [(math.log(r["meta"]["N"]), g, r["curves"]["tau_mem"][j]) for g, rs in ((0, rows_a), (1, rows_b))
-           for r in rs if r["meta"]["N"] in Ns]
-    tau = np.array([p[2] if p[2] is not None else math.inf for p in pts], dtype=float)
-    if not np.all(np.isfinite(tau)) or len(pts) < 6:
-        return {"value": math.nan, "ci": [math.nan, math.nan], "why": "a run censored at 0.1 or fewer than 6 runs"}
-    x, g = np.array([p[0] for p in pts]), np.array([p[1] for p in pts], dtype=float)
-    X = np.column_stack([np.ones_like(x), x, g, g * x])
-    beta, *_ = np.linalg.lstsq(X, np.log(tau), rcond=None)
-    dof = len(x) - 4
-    resid = np.log(tau) - X @ beta
-    se = math.sqrt(resid @ resid / dof * np.linalg.inv(X.T @ X)[3, 3])
-    t = stats.t.ppf(0.975, dof)
-    return {"value": float(beta[3]), "ci": [float(beta[3] - t * se), float(beta[3] + t * se)], "df": dof, "why": ""}
-
-
-def _diff_text(d):
-    if not math.isfinite(d["value"]):
-        return f"undefined ({d['why']})"
-    lo, hi = d["ci"]
-    side = "b smaller for the larger model" if hi < 0 else "b larger for the larger model" if lo > 0 else \
-        "the interval includes 0: no difference resolved"
-    return f"{d['value']:+.2f} [{lo:+.2f}, {hi:+.2f}] (least squares with an interaction, t with {d['df']} df): {side}"
-
-
-def _paper_row(curve):
-    return next(r for r in curve if abs(r["threshold"] - PAPER_T) < 1e-9)
+INTRO = ("Parity G = 2, the scaling study's recipe (12 000 views per training image, 20 log-spaced checkpoints, 1000 "
+         "samples each, data seed 0), DiT width × depth as named; τ_mem in training steps, reliably exceeds (definitions "
+         "version 6, docs/definitions.md), over memorization thresholds 0.01–0.2 (the paper's 0.1 in bold). b: slope of "
+         "ln τ_mem on ln N over every run, a normal likelihood with right-censoring at each run's budget "
+         "(`scoreprobe.stats.censored.censored_fit`; with no run censored it is least squares with the t interval, "
+         "n − 2 df); its 95% interval's coverage at this design ({design}) is {coverage}.")
+RUNS = [F.RUN, F.col("params", lambda r: f"{r['params']:,}"), F.STEPS, F.tau_col("tau_mem"), F.PEAK, F.FINAL_MEM,
+        F.TRAIN_S]
 
 
 def report(args, runs):
     """(markdown, JSON-able report, rows by size)."""
-    rows, missing = collect(args, runs)
+    rows, missing = presets.collect_stats(args, runs, grid_mod.export_folder)
     sizes = [f"{w}x{d}" for w, d in grid_mod.PRESETS[args.preset]["sizes"]]
     by = {s: [r for r in rows if r["meta"]["size"] == s] for s in sizes}
     by = {s: rs for s, rs in by.items() if rs}
-    cmd = "python analyses/capacity_exponent" + ("" if args.preset == "cpu" else f" --preset {args.preset}")
-    lines = [f"# τ_mem ∝ N^b per model size (preset {args.preset})", "",
-             f"Regenerate: `{cmd} --from-results` (from the .npz exports only). {len(rows)} of {len(runs)} planned runs "
-             "done. Parity G = 2, the scaling study's recipe (12 000 views per training image, 20 log-spaced "
-             "checkpoints, 1000 samples each, data seed 0), DiT width × depth as named; τ_mem in training steps, "
-             "reliably exceeds (definitions version 6, docs/definitions.md), over memorization thresholds "
-             "0.01–0.2 (the paper's 0.1 in bold). b: slope of ln τ_mem on ln N over every run, a normal likelihood "
-             "with right-censoring at each run's budget (`scoreprobe.stats.censored.censored_fit`; with no run "
-             "censored it is least squares with the t interval, n − 2 df); its 95% interval's coverage "
-             f"at this design ({COVERAGE['design']}) is {_coverage_text()}.", ""]
+    lines = header("τ_mem ∝ N^b per model size", "capacity_exponent", args, len(rows), len(runs),
+                   INTRO.format(design=COVERAGE["design"], coverage=_coverage_text()))
     todo = [r for r in runs if r.name in missing]
     hours = sum(scaling_grid.run_seconds(r, args.n_samples) for r in todo) / 3600
     lines += [f"Not done: {len(todo)} runs ({_todo_text(todo)}), {hours:.1f} thread-hours at the one-thread idle rates "
@@ -197,28 +139,22 @@ def report(args, runs):
               "2 cores). A session finishes only the runs it starts (`--hours`); the GPU preset (`--preset gpu`: N = "
               "32…512, four sizes up to 5.0M, 5 seeds, the scaling GPU recipe) is the extension, not run here (no "
               "GPU).", ""]
-    rep = {"preset": args.preset, "n_planned": len(runs), "missing": missing, "coverage": COVERAGE, "sizes": {},
-           "todo_thread_hours": round(hours, 2)}
+    per_size = {}
     for s, rs in by.items():
-        text, rep["sizes"][s] = section_size(s, rs)
+        text, per_size[s] = section_size(s, rs)
         lines += text
-    text, rep["question"] = section_question(by)
+    text, question = section_question(by)
     design = design_lines(by, runs)
-    rep["question"]["design"] = design[0][2:]   # the findings page quotes it
-    lines += text + design
-    lines += F.runs_section(rows, missing, [F.RUN, F.col("params", lambda r: f"{r['params']:,}"), F.STEPS,
-                                            F.tau_col("tau_mem"), F.PEAK, F.FINAL_MEM, F.TRAIN_S])
-    rep["runs"] = [{k: v for k, v in r.items() if k not in ("curve", "curves")} for r in rows]
+    question["design"] = design[0][2:]   # the findings page quotes it
+    lines += text + design + F.runs_section(rows, missing, RUNS)
+    rep = presets.report_json(args, runs, missing, rows, coverage=COVERAGE, sizes=per_size,
+                              todo_thread_hours=round(hours, 2), question=question)
     return "\n".join(lines) + "\n", rep, by
 
 
 def _todo_text(todo):
     """'192x4 at N = 120 (1 seed), 128x4 at N = 240 (3 seeds)': the runs not done, by size and N."""
-    counts = {}
-    for r in todo:
-        key = (r.meta["size"], r.meta["N"])
-        counts[key] = counts.get(key, 0) + 1
-    return ", ".join(f"{size} at N = {N} ({k} seed{'s' if k > 1 else ''})" for (size, N), k in counts.items()) or "none"
+    return F.todo_text(todo, lambda r: (r.meta["size"], r.meta["N"]), lambda k: f"{k[0]} at N = {k[1]}")
 
 
 def design_lines(by, runs):
@@ -252,8 +188,7 @@ def _coverage_text():
 
 def write_all(args, runs):
     """Write <results>/capacity_exponent_<preset>.md, .json and .png; returns the .md path."""
-    from analyses.capacity_exponent.figures import figure
+    from scoreprobe.viz.power_law import figure
     text, rep, by = report(args, runs)
-    stem = presets.write_report(args.results, f"capacity_exponent_{args.preset}", text, rep)
-    figure(by, rep["sizes"], stem.with_suffix(".png"))
-    return stem.with_suffix(".md")
+    return presets.write_tables(args.results, f"capacity_exponent_{args.preset}", text, rep,
+                                lambda png: figure(by, rep["sizes"], png))

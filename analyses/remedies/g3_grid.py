@@ -36,6 +36,11 @@ PRESETS = {
 VARIANTS = ("baseline", "global_token", "multiplicative", "curriculum", "curriculum_mixed")
 CURRICULUM_G = 2          # pieces of 2 inside groups of 3 (the only tiling a group of 3 has)
 CURRICULUM_SHARE = 0.25   # the first phase: a quarter of the steps (analyses/remedies' default)
+# (variant, reference): the family of comparisons, Holm-adjusted together at each threshold (the curriculum from
+# its switch: its τ less the first phase's steps, added after the first seed was read)
+COMPARISONS = (("global_token", "baseline"), ("multiplicative", "baseline"), ("curriculum", "baseline"),
+               ("curriculum_mixed", "baseline"), ("curriculum", "curriculum_mixed"),
+               ("curriculum_since_switch", "baseline"))
 
 
 def switch_step(total_steps):

@@ -27,22 +27,21 @@ import argparse
 import functools
 import json
 import logging
+import math
 import time
 from pathlib import Path
 
 import numpy as np
 
-from scoreprobe.stats.extrapolate import extrapolate_tau
 from scoreprobe.studies.queue import finished, in_parallel, measured_clocks, train_ensembles
-from analyses.remedies.compare import comparison_lines, comparisons
 from scoreprobe.loading.series import load_series
-from scoreprobe.data.curriculum import beyond_pieces
-from scoreprobe.stats.taus import tau_summary
-from scoreprobe.data.rules import rule_from_spec
 from scoreprobe.store import normalize_config
 from scoreprobe.training.train import TrainConfig, train_run
-from scoreprobe.viz import new_figure
-from scoreprobe.viz.common import save_figure
+from scoreprobe.reports.holm_md import comparison_lines
+from scoreprobe.reports.variant_table_md import rule_clock, table_lines
+from scoreprobe.stats import paired_seeds
+from scoreprobe.studies.curriculum_rows import beyond_row, clocks_row
+from scoreprobe.viz.variant_runs import run_figure
 from scoreprobe.atomic import atomic_write_text
 
 logger = logging.getLogger("remedies")
@@ -61,6 +60,23 @@ VARIANTS = {"baseline": {}, "global_token": {"global_token": True}, "multiplicat
 # baseline_matched: the baseline stopped after the curriculum's second phase's steps, so it has seen each
 # training image as often as a curriculum run has by its end (memorization follows views per image);
 # with a constant learning rate its steps are the baseline's first ones, bit for bit on CPU.
+# (variant, reference, quantity): the comparisons the README's verdicts rest on
+FAMILY = [(v, "baseline", q) for q in ("final_rule_acc", "final_mem_ratio")
+          for v in ("global_token", "multiplicative", "curriculum", "all")] + \
+         [("curriculum", "baseline_matched", q) for q in ("final_rule_acc", "final_mem_ratio")] + \
+         [("multiplicative", "baseline", "log_tau_mem")]
+LABELS = {"final_rule_acc": "final rule accuracy (curriculum runs: beyond the pieces)",
+          "final_mem_ratio": "final memorized share", "log_tau_mem": "τ_mem ratio"}
+
+
+def value(row, quantity):
+    """A run's value of `quantity`; NaN for a τ not reached (a bound, left out of any difference)."""
+    if quantity == "final_rule_acc":
+        return float(row["beyond"]["final_rule_acc"] if "beyond" in row else row["final_rule_acc"])
+    if quantity == "final_mem_ratio":
+        return float(row["final_mem_ratio"])
+    tau = row.get("tau_mem")
+    return math.log(tau) if isinstance(tau, (int, float)) and math.isfinite(tau) else math.nan
 
 
 def parse_args(argv=None):
@@ -118,16 +134,8 @@ def run_one(args, variant, seed):
     series, plan = load_series(run_dir), cfg.curriculum_plan()
     ds = measured_clocks(series, run_dir / "clocks.zarr", n_samples=args.n_samples, device=args.device,
                          keep_bits=plan is not None)
-    a = ds.attrs
-    row = {"variant": variant, "seed": seed, "run": name, "params": series.describe()["n_params"],
-           **{k: a.get(k) for k in ("tau_rule", "tau_rule_ci", "tau_mem", "tau_mem_ci", "window_open",
-                                    "window_log10_width", "window_log10_width_ci")},
-           "peak_rule_acc": float(ds.rule_acc.max()), "final_rule_acc": float(ds.rule_acc[-1]),
-           "final_mem_ratio": float(ds.mem_ratio[-1]),
-           "curve": {"step": ds.step.values.tolist(), "rule_acc": ds.rule_acc.values.tolist(),
-                     "mem_ratio": ds.mem_ratio.values.tolist()}, "seconds": round(time.time() - t0, 1)}
-    if not np.isfinite(row["tau_rule"]):
-        row["tau_rule_extrapolated"] = extrapolate_tau(ds)
+    row = {"variant": variant, "seed": seed, "run": name, "params": series.describe()["n_params"], **clocks_row(ds),
+           "seconds": round(time.time() - t0, 1)}
     row["switch"] = plan[1] if plan else None
     row["views"] = round((cfg.total_steps - (row["switch"] or 0)) * cfg.batch_size / cfg.n_train)
     if plan is not None:
@@ -136,133 +144,11 @@ def run_one(args, variant, seed):
     return row
 
 
-def beyond_row(ds, cfg, g_start):
-    """The rule clock counting only samples that break the curriculum's pieces (`beyond_pieces`)."""
-    out = beyond_pieces(ds, rule_from_spec(cfg.rule), g_start)
-    t = tau_summary(out, warn=False)
-    row = {k: t[k] for k in ("tau_rule", "tau_rule_ci", "window_open", "window_log10_width")}
-    row.update(peak_rule_acc=float(out.rule_acc.max()), final_rule_acc=float(out.rule_acc[-1]),
-               rule_acc=out.rule_acc.values.tolist(), piece_share=out.piece_share.values.tolist())
-    if not np.isfinite(row["tau_rule"]):
-        row["tau_rule_extrapolated"] = extrapolate_tau(out)
-    return row
-
-
-def _fmt(v, ci=None, budget=None):
-    """'1234 [1100, 1400]'; a τ not reached is a bound at the run's budget: '> 15000 (not reached)'."""
-    if v is None or not np.isfinite(v):
-        return "not reached" if budget is None else f"> {budget} (not reached)"
-    out = f"{v:.0f}"
-    if ci and ci[0] is not None:     # an upper end not reached (inf, or None in an export) reads ∞)
-        hi = ci[1] if ci[1] is not None and np.isfinite(ci[1]) else None
-        out += f" [{ci[0]:.0f}, {hi:.0f}]" if hi is not None else f" [{ci[0]:.0f}, ∞)"
-    return out
-
-
-def _extrapolated(ext, row):
-    """' (extrapolated τ [lo, hi])' from the logit trend of the last checkpoints, '' without one."""
-    if not ext:
-        return ""
-    last = row["curve"]["step"][-1]
-    if ext["tau"] > 1000 * max(last, 1):
-        return f" (extrapolated beyond 1000x the last step, {last})"
-    lo, hi = ext["ci"]
-    return f" (extrapolated {ext['tau']:.3g} [{lo:.3g}, {hi:.3g}])"
-
-
-def rule_clock(row):
-    """The rule clock to report for a run: beyond the curriculum's pieces for a curriculum run."""
-    return row.get("beyond", row)
-
-
-def by_variant(rows):
-    """Per variant, the seeds side by side: peak and final rule accuracy, final copies, τ_mem, windows."""
-    lines = ["| variant | seeds | peak rule_acc | final rule_acc | final mem | τ_mem | windows open |",
-             "|---|---:|---|---|---|---|---:|"]
-    for v in dict.fromkeys(r["variant"] for r in rows):
-        rs = [r for r in rows if r["variant"] == v]
-        peak, final = (" / ".join(f"{rule_clock(r)[k]:.3f}" for r in rs) for k in ("peak_rule_acc", "final_rule_acc"))
-        mem = " / ".join(f"{r['final_mem_ratio']:.3f}" for r in rs)
-        tau_mem = " / ".join(_fmt(r["tau_mem"], None, r["curve"]["step"][-1]) for r in rs)
-        lines.append(f"| {v} | {len(rs)} | {peak} | {final} | {mem} | {tau_mem} "
-                     f"| {sum(bool(rule_clock(r)['window_open']) for r in rs)} of {len(rs)} |")
-    return lines
-
-
 def markdown(rows, skipped, args):
-    steps = rows[0]["curve"]["step"][-1] if rows else 0
-    lines = [f"# Remedies at G = {args.G}, N = {args.N} (preset {args.preset})", "",
-             f"Generated by `python analyses/remedies{'' if args.preset == 'cpu' else ' --preset ' + args.preset}`: "
-             f"{steps} training steps (batch {args.batch_size}, {args.views} views per image), {args.n_checkpoints} "
-             f"log-spaced checkpoints, clocks from {args.n_samples} samples each (docs/definitions.md: rule accuracy "
-             "0.9 for τ_rule, copies 0.1 for τ_mem, 95% bootstrap CIs). The switches: docs/remedies.md.", "",
-             "| variant | seed | parameters | steps | views | τ_rule [95% CI] | τ_mem [95% CI] | window (log10 width) "
-             "| peak rule_acc |", "|---|---:|---:|---:|---:|---|---|---|---:|"]
-    for r in rows:
-        c, mark = rule_clock(r), " †" if "beyond" in r else ""
-        budget = r["curve"]["step"][-1]
-        rule = _fmt(c["tau_rule"], c["tau_rule_ci"], budget) + _extrapolated(c.get("tau_rule_extrapolated"), r)
-        width = f"{c['window_log10_width']:.2f}" if c["window_open"] else "closed"
-        lines.append(f"| {r['variant']} | {r['seed']} | {r['params']:,} | {r['curve']['step'][-1]} | {r['views']} "
-                     f"| {rule}{mark} | {_fmt(r['tau_mem'], r['tau_mem_ci'], budget)} | {width}{mark} "
-                     f"| {c['peak_rule_acc']:.3f}{mark} |")
-    if any("beyond" in r for r in rows):
-        lines += ["", "views: passes over each image of the run's own training set (a curriculum's first phase "
-                  "draws other images). † curriculum runs: the rule clock beyond the curriculum's images (last "
-                  "section); rule accuracy alone reads " + ", ".join(
-                      f"{r['run']} τ_rule {_fmt(r['tau_rule'], r['tau_rule_ci'])} (peak {r['peak_rule_acc']:.3f})"
-                      for r in rows if "beyond" in r) + "."]
-    lines += [f"\n{v}: left out — {why}" for v, why in skipped.items()]
-    lines += ["", "## By variant (seeds in the order of the table above)", ""] + by_variant(rows)
-    lines += beyond_lines(rows)
-    cmp = comparisons(rows)
-    lines += comparison_lines(cmp, sum(1 for c in cmp if np.isfinite(c["p"])))
+    """The study's md: the tables of `variant_table_md`, then the comparisons across seeds (Holm over FAMILY)."""
+    cmp = paired_seeds.comparisons(rows, FAMILY, value)
+    lines = table_lines(rows, skipped, args) + comparison_lines(cmp, sum(1 for c in cmp if np.isfinite(c["p"])), LABELS)
     return "\n".join(lines) + "\n"
-
-
-def beyond_lines(rows):
-    """The curriculum runs' rule clock beyond the pieces (docs/remedies.md), when there are any."""
-    rs = [r for r in rows if "beyond" in r]
-    if not rs:
-        return []
-    lines = ["", "## Curriculum runs: the rule clock beyond the curriculum's images", "",
-             "Every image of the curriculum's first phase is valid under the rule, so rule accuracy cannot tell a "
-             "model that learned only that narrower set from one that learned the rule. Here a valid, non-copied "
-             "sample counts only when it breaks a piece (`scoreprobe.data.curriculum.beyond_pieces`; a uniform sampler "
-             "of the rule's images does so with probability 1 − 2^-(number of pieces − groups)).", "",
-             "| run | τ_rule beyond [95% CI] | window | peak | final | piece share: peak / final |",
-             "|---|---|---|---:|---:|---|"]
-    for r in rs:
-        b = r["beyond"]
-        width = f"{b['window_log10_width']:.2f}" if b["window_open"] else "closed"
-        lines.append(f"| {r['run']} | {_fmt(b['tau_rule'], b['tau_rule_ci'], r['curve']['step'][-1])}"
-                     f"{_extrapolated(b.get('tau_rule_extrapolated'), r)} "
-                     f"| {width} | {b['peak_rule_acc']:.3f} | {b['final_rule_acc']:.3f} "
-                     f"| {max(b['piece_share']):.3f} / {b['piece_share'][-1]:.3f} |")
-    return lines
-
-
-def figure(rows, path):
-    fig = new_figure((11, 4.2))
-    ax1, ax2 = fig.subplots(1, 2)
-    colours = dict(zip(VARIANTS, ("black", "tab:blue", "tab:orange", "tab:green", "tab:red", "tab:gray")))
-    for r in rows:
-        c, ls = r["curve"], "-" if r["seed"] == rows[0]["seed"] else "--"
-        x = np.asarray(c["step"]) + 1
-        colour, label = colours[r["variant"]], f"{r['variant']} s{r['seed']}"
-        if "beyond" in r:   # the curriculum's own images count too in the faint line; the reported clock does not
-            ax1.plot(x, c["rule_acc"], ls, color=colour, lw=0.8, alpha=0.35)
-            ax1.axvline(r["switch"] + 1, color="0.6", ls=":", lw=0.8)
-        ax1.plot(x, rule_clock(r)["rule_acc"] if "beyond" in r else c["rule_acc"], ls, color=colour, label=label)
-        ax2.plot(x, c["mem_ratio"], ls, color=colour)
-    for ax, name in ((ax1, "rule accuracy (curriculum runs: beyond the pieces;\nfaint: every valid sample; dotted: switch)"),
-                     (ax2, "memorized share")):
-        ax.set_xscale("log")
-        ax.set_xlabel("training step + 1")
-        ax.set_ylabel(name)
-    if rows:
-        ax1.legend(fontsize=7)
-    save_figure(fig, path, dpi=110)
 
 
 def rereport(paths):
@@ -278,7 +164,7 @@ def rereport(paths):
     if len(paths) > 1:
         md = md.replace("\n\n", f"\n\nRe-reported (issue 35) by `python analyses/remedies --rereport "
                         f"{','.join(map(str, paths))}`: the runs of every export together.\n\n", 1)
-    first["comparisons"] = comparisons(rows)
+    first["comparisons"] = paired_seeds.comparisons(rows, FAMILY, value)
     first["extra_runs_from"] = [str(p) for p in paths[1:]]
     atomic_write_text(paths[0], json.dumps(normalize_config(first), indent=1))
     atomic_write_text(Path(paths[0]).with_suffix(".md"), md)
@@ -315,9 +201,9 @@ def main(argv=None):
     rows = in_parallel(functools.partial(run_one, args), runs, 1 if args.ensemble else args.jobs)
     stem = Path(args.results) / f"remedies_{args.preset}"
     atomic_write_text(stem.with_suffix(".md"), markdown(rows, skipped, args))
-    report = {"args": vars(args), "runs": rows, "skipped": skipped, "comparisons": comparisons(rows)}
+    report = {"args": vars(args), "runs": rows, "skipped": skipped, "comparisons": paired_seeds.comparisons(rows, FAMILY, value)}
     atomic_write_text(stem.with_suffix(".json"), json.dumps(normalize_config(report), indent=1))
-    figure(rows, stem.with_suffix(".png"))
+    run_figure(rows, stem.with_suffix(".png"), VARIANTS, lambda r: rule_clock(r)["rule_acc"] if "beyond" in r else r["curve"]["rule_acc"])
     print(stem.with_suffix(".md").read_text())
 
 

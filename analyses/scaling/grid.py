@@ -46,9 +46,10 @@ CPU_BUDGET_H = 5.9
 
 
 def _preset(recipe, **axes):
-    """A preset: the shared recipe's settings (scoreprobe.studies.recipes.RECIPES) and this study's axes."""
+    """A preset: the shared recipe's settings (scoreprobe.studies.recipes.RECIPES, named by "scaling" as every
+    study's preset names its recipe) and this study's axes."""
     r = RECIPES[recipe]
-    return dict(base=r["base"], n_samples=r["n_samples"], n_steps=r["n_steps"], jobs=r["jobs"], **axes)
+    return dict(scaling=recipe, base=r["base"], n_samples=r["n_samples"], n_steps=r["n_steps"], jobs=r["jobs"], **axes)
 
 
 PRESETS = {

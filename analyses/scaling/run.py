@@ -38,7 +38,6 @@ the third seeds (≈ 5.9 h). The sizing choices and what each costs: grid.py's d
 """
 import argparse
 import logging
-from pathlib import Path
 
 from analyses.scaling import grid as grid_mod
 from scoreprobe.cli import study as study_cli
@@ -46,42 +45,23 @@ from scoreprobe.cli.study import drive
 from scoreprobe.studies.queue import run_queue, train_ensembles
 from scoreprobe.studies.runner import run_dir, run_one
 from analyses.scaling.tables import write_all as write_tables
-from scoreprobe.probes.clocks import resolve_device
 
 logger = logging.getLogger("scaling")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--preset", choices=sorted(grid_mod.PRESETS), default=None, help="default: gpu on CUDA, else cpu")
-    p.add_argument("--smoke", action="store_true", help="same as --preset smoke")
+    """The options every study has (scoreprobe.cli.study.parser), --only (axes) and --ensemble."""
+    p = study_cli.parser(__doc__, grid_mod.PRESETS)
     p.add_argument("--only", default=",".join(grid_mod.AXES), help="axes, comma-separated: " + ", ".join(grid_mod.AXES))
-    p.add_argument("--jobs", type=int, default=None, help="runs at a time, one thread each (default: the preset's)")
-    p.add_argument("--device", default="auto", help="cpu, cuda or auto")
     p.add_argument("--ensemble", action=argparse.BooleanOptionalAction, default=None,
                    help="train runs of one architecture and length as stacked ensembles (default: on CUDA)")
-    p.add_argument("--train-only", action="store_true", help="train (or resume) the runs, measure nothing")
-    p.add_argument("--from-results", action="store_true", help="tables and figures from the .npz exports only")
-    p.add_argument("--plan", action="store_true", help="print the runs in order with their estimated time, run nothing")
-    p.add_argument("--out", default="runs", help="folder of the run directories (two_clocks/, scaling/)")
-    p.add_argument("--results", default=None, help="folder of the tables, figures and exports (default: "
-                   "analyses/results, or --out for --smoke)")
-    study_cli.add_scheduler(p)
-    args = p.parse_args(argv)
-    args.scheduler = study_cli.scheduler_of(p, args.scheduler)
-    args.device = resolve_device(args.device)
-    args.preset = "smoke" if args.smoke else args.preset or ("gpu" if args.device.startswith("cuda") else "cpu")
+    args = study_cli.parse(p, argv, grid_mod.PRESETS)
     only = [a for a in args.only.split(",") if a]
     bad = sorted(set(only) - set(grid_mod.AXES))
     if bad:
         p.error(f"--only: unknown axes {bad}; choose from {', '.join(grid_mod.AXES)}")
     args.only = tuple(only)
-    preset = grid_mod.PRESETS[args.preset]
-    args.jobs = preset["jobs"] if args.jobs is None else args.jobs
-    args.ensemble = args.device.startswith("cuda") if args.ensemble is None else args.ensemble
-    args.results = Path(args.results or (args.out if args.preset == "smoke" else "analyses/results"))
     args.exports = args.results / f"scaling_{args.preset}"
-    args.n_samples, args.n_steps = preset["n_samples"], preset["n_steps"]
     return args
 
 
@@ -89,11 +69,11 @@ def run_all(args, runs, on_done):
     """run_one over `runs` in order, `args.jobs` at a time in one-thread worker processes, or as dask tasks with
     --scheduler (scoreprobe.studies.queue.run_queue: a dead worker's run is run again and resumes); on_done(name)
     after each. A run or a table update that fails is logged and the others go on (an unattended preset must not
-    stop on one)."""
+    stop on one). With --hours, no run starts that would not be done by then."""
     if args.ensemble:   # DiTs on 6x6 images (one architecture per group); GPTs and the 4x4 puzzles train alone
         stack = [r for r in runs if r.meta["model"] == "dit" and r.meta["rule"] not in ("sudoku", "latin")]
         train_ensembles([r.cfg for r in stack], [run_dir(args, r) for r in stack], args.device)
-    run_queue(run_one, args, runs, on_done, lambda r: grid_mod.run_seconds(r, args.n_samples), None,
+    run_queue(run_one, args, runs, on_done, lambda r: grid_mod.run_seconds(r, args.n_samples), args.hours,
               1 if args.ensemble else args.jobs, "scaling", args.scheduler)
 
 

@@ -1,34 +1,20 @@
-"""The tables of analyses/scaling (markdown and JSON), from the exports only; the figures are drawn by
-figures.py from the same numbers."""
-import json
+"""The tables of analyses/scaling (markdown and JSON), from the exports only: the parity G and N axes here (τ_rule
+against G, τ_mem and τ_rule against N), the other axes from scoreprobe.reports (scaling_axes_md: capacity, other
+rules, the matched GPT; families_md: the puzzles' constraint families; windows_md: why a window is closed); the
+figures (scoreprobe.viz.scaling_panels) from the same numbers."""
 import math
 
-import numpy as np
-
 from analyses.scaling import grid as scaling_grid
-from analyses.scaling import sections as sec
-from scoreprobe.studies.export import load_exports
-from analyses.scaling.figures import figures
+from scoreprobe.reports import families_md, scaling_axes_md as sec, windows_md
+from scoreprobe.reports.study_md import curve_claims, header
 from scoreprobe.stats import curves as C
+from scoreprobe.stats.censored_slopes import censored_slope_curve
+from scoreprobe.stats.curves import curves_of
+from scoreprobe.stats.runs import axis_fit
 from scoreprobe.studies import format as F
-from scoreprobe.studies.format import cells as _cells, ci_text, fmt, select, statuses as _statuses
-from scoreprobe.stats.runs import axis_fit, run_stats
-from scoreprobe.atomic import atomic_write_text
-from scoreprobe.stats.curves import curves_of  # noqa: F401  (re-exported for the scaling sections)
-from scoreprobe.studies.presets import keys_to_str
-from scoreprobe.store import normalize_config
-
-
-def collect(runs, folder):
-    """rows (per run, JSON-able), draws {run: {key: (point, draws)}}, missing {run: why} of the planned runs."""
-    done, missing = load_exports(runs, folder)
-    rows, draws = [], {}
-    for run in runs:
-        if run.name in done:
-            row, d = run_stats(run.name, run, done[run.name])
-            rows.append(row)
-            draws[run.name] = d
-    return rows, draws, missing
+from scoreprobe.studies.format import cells as _cells, ci_text, curve_table, fmt, select, statuses as _statuses
+from scoreprobe.studies.presets import collect_with_draws, write_tables
+from scoreprobe.viz.scaling_panels import figures
 
 
 def section_runs(rows, missing):
@@ -36,14 +22,9 @@ def section_runs(rows, missing):
              "brackets after it, the first crossing where it differs.")
     return F.runs_section(rows, missing, [
         F.RUN, F.col("params", lambda r: f"{r['params']:,}"), F.STEPS,
-        F.tau_col("tau_rule", lambda r: _first(r, "tau_rule")), F.tau_col("tau_mem", lambda r: _first(r, "tau_mem")),
+        F.tau_col("tau_rule", lambda r: F.first_crossing_text(r, "tau_rule")),
+        F.tau_col("tau_mem", lambda r: F.first_crossing_text(r, "tau_mem")),
         F.WINDOW, F.PEAK, F.FINAL_MEM, F.TRAIN_S], intro)
-
-
-def _first(r, key):
-    a, b = r[key], r[f"{key}_first_crossing"]
-    same = (a == b) or (a != a and b != b)
-    return "" if same else f" (first crossing {fmt(b)})"
 
 
 def section_G(rows, draws, p, curves):
@@ -73,14 +54,9 @@ def section_G(rows, draws, p, curves):
                                                    "includes": "consistent with ≈ 10×", "above": "above 10×"})
     lines += ["", "τ_rule over rule thresholds (pooled over seeds; factor: ln τ_rule = c + G ln f by least squares "
               "over every seed, t interval; a G with a censored seed is left out, so at most thresholds it is G = 2 → 3):", ""]
-    lines += fmt_curve_table("rule threshold", cols, 0.9)
+    lines += curve_table("rule threshold", cols, 0.9)
     lines += ["", f"- per-unit-G factor over thresholds: {C.range_text(out['curve_factor'])}; {verdict}"]
     return lines, out
-
-
-def fmt_curve_table(head, cols, paper):
-    from scoreprobe.studies.format import curve_table
-    return curve_table(head, cols, paper)
 
 
 def _lower_bounds(groups, fit, out, per_G):
@@ -131,35 +107,24 @@ def section_N(rows, draws, p, curves):
     return lines, out
 
 
+B_WORDS = {"above": "steeper than the paper's 1.14", "includes": "consistent with 1.14", "below": "shallower than 1.14"}
+B_LINES = {"b (censored N left out)": "b over thresholds, censored N left out",
+           "b (every run kept)": "b over thresholds, every run kept"}
+
+
 def _mem_curve(groups, curves, out):
+    """b over memorization thresholds two ways: an N with a censored seed left out (`fit_curve`), and every run kept,
+    censored at its budget (`censored_slope_curve`, the method of analyses/capacity_exponent)."""
     if len(groups) < 2:
         return []
     c = out["curve_b"] = C.fit_curve(list(groups.values()), list(groups), curves, "tau_mem", "power")
-    verdict = C.robust(c, 1.14, {"above": "steeper than the paper's 1.14", "includes": "consistent with 1.14",
-                                 "below": "shallower than 1.14"})
-    kept = out["curve_b_censored"] = _censored_b(groups, curves)
+    kept = out["curve_b_censored"] = censored_slope_curve([r for rs in groups.values() for r in rs], curves,
+                                                          [N for N, rs in groups.items() for _ in rs])
     return ["", "τ_mem = a·N^b over memorization thresholds (every seed's ln τ_mem, t interval on b; an N with a "
             "censored seed left out), and with every run kept, a run that does not reach the threshold censored at "
             "its budget (`censored_fit`, the method of analyses/capacity_exponent):", ""] + \
-        fmt_curve_table("memorization threshold", [("b (censored N left out)", c), ("b (every run kept)", kept)], 0.1) + \
-        ["", f"- b over thresholds, censored N left out: {C.range_text(c)}; {verdict}",
-         f"- b over thresholds, every run kept: {C.range_text(kept)}; " + C.robust(kept, 1.14, {
-             "above": "steeper than the paper's 1.14", "includes": "consistent with 1.14", "below": "shallower than 1.14"})]
-
-
-def _censored_b(groups, curves):
-    """b at each memorization threshold by `censored_fit` over every run of `groups` ({N: rows})."""
-    from scoreprobe.stats.censored import censored_fit
-    rows = [r for rs in groups.values() for r in rs]
-    x = np.log([float(N) for N, rs in groups.items() for _ in rs])
-    out = []
-    for j, t in enumerate(C.thresholds_of("tau_mem")):
-        tau = np.array([curves[r["run"]]["tau_mem"][j] for r in rows], dtype=np.float64)
-        cens = ~np.isfinite(tau)
-        f = censored_fit(x, np.log(np.where(cens, [float(r["steps"]) for r in rows], tau)), cens)
-        out.append({"threshold": float(t), "b": f["slope"], "b_ci": [f["lower"], f["upper"]], "n_points": f["n"],
-                    "n_censored": f["n_censored"]})
-    return C.mark_under_resolved(out, rows, curves, "tau_mem")
+        curve_claims("memorization threshold", [("b (censored N left out)", c), ("b (every run kept)", kept)], 0.1, 1.14,
+                     B_WORDS, B_LINES.get)
 
 
 def _fit_lines(fit, G):
@@ -190,7 +155,7 @@ def _invariance_lines(out, groups_by_G, curves):
                 for N in Ns[:-1]]
         out[f"curve_rule_N_G{G}"] = {N: c for N, (_, c) in zip(Ns[:-1], cols)}
         lines += ["", f"τ_rule across N at G = {G} over rule thresholds (Welch t on ln τ_rule):", ""]
-        lines += fmt_curve_table("rule threshold", cols, 0.9) + [""]
+        lines += curve_table("rule threshold", cols, 0.9) + [""]
         for N, (_, c) in zip(Ns[:-1], cols):
             words = {"includes": "consistent with invariance", "below": f"earlier at N = {N}",
                      "above": f"later at N = {N}"}
@@ -201,11 +166,9 @@ def _invariance_lines(out, groups_by_G, curves):
 def report(args, runs):
     """(markdown text, JSON-able report) of every table, from the exports in args.exports."""
     p = scaling_grid.PRESETS[args.preset]
-    rows, draws, missing = collect(runs, args.exports)
+    rows, draws, missing = collect_with_draws(runs, args.exports)
     curves = curves_of(rows)
-    cmd = "python analyses/scaling" + ("" if args.preset == "cpu" else f" --preset {args.preset}") + " --from-results"
-    lines = [f"# Scaling of the two clocks (preset {args.preset})", "",
-             f"Regenerate: `{cmd}` (from {args.exports}/*.npz only). {len(rows)} of {len(runs)} planned runs done. "
+    lines = header("Scaling of the two clocks", "scaling", args, len(rows), len(runs), (
              "τ in training steps, read as the paper defines it: the step from which the curve *reliably* exceeds "
              "its threshold (the 95% Wilson lower bound at or above it at two consecutive checkpoints; definitions "
              "version 6, docs/definitions.md). Pooled = geometric mean over seeds (abruptness: arithmetic); "
@@ -224,13 +187,13 @@ def report(args, runs):
              "median among the open ones (a closed window is not a width of 0). Every claim is read at the paper's "
              "threshold first (0.9 and 0.1, in bold), then over the range (rule 0.3–0.95, memorization 0.01–0.2); "
              "'robust' only where one reading holds at every readable threshold including the paper's. The verdict "
-             "words of each claim: docs/findings.md (`python analyses/findings`).", ""]
+             "words of each claim: docs/findings.md (`python analyses/findings`)."), source=f"{args.exports}/*.npz")
     report = {"preset": args.preset, "n_planned": len(runs), "missing": missing}
     sections = [("G", lambda: section_G(rows, draws, p, curves)), ("N", lambda: section_N(rows, draws, p, curves)),
                 ("capacity", lambda: sec.section_capacity(rows, draws, p, curves)),
                 ("rules", lambda: sec.section_rules(rows, draws, p, curves)),
-                ("puzzles", lambda: sec.section_puzzles(rows, draws, p, curves)),
-                ("gpt", lambda: sec.section_gpt(rows, draws, p, curves)), ("windows", lambda: sec.section_windows(rows))]
+                ("puzzles", lambda: families_md.section_puzzles(rows, draws, p, curves)),
+                ("gpt", lambda: sec.section_gpt(rows, draws, p, curves)), ("windows", lambda: windows_md.section_windows(rows))]
     for name, make in sections:
         if name in args.only or name == "windows":
             text, report[name] = make()
@@ -243,8 +206,5 @@ def report(args, runs):
 def write_all(args, runs):
     """Write <results>/scaling_<preset>.md, .json and the figures; returns the .md path."""
     text, rep = report(args, runs)
-    stem = args.results / f"scaling_{args.preset}"
-    atomic_write_text(stem.with_suffix(".md"), text)
-    atomic_write_text(stem.with_suffix(".json"), json.dumps(normalize_config(keys_to_str(rep)), indent=1))
-    figures(rep, args, stem)
-    return stem.with_suffix(".md")
+    return write_tables(args.results, f"scaling_{args.preset}", text, rep,
+                        lambda png: figures(rep, args, png.with_suffix("")))

@@ -159,3 +159,30 @@ def sigma_runs(values, grid):
         a, b = grid[run[0]], grid[run[-1]]
         out.append(f"{a:.3g}" if len(run) == 1 else f"{a:.3g}–{b:.3g}")
     return ", ".join(out) if out else "none"
+
+
+def slope_cell(row):
+    """A slope row of `scoreprobe.stats.censored_slopes.censored_slope_curve` (full=True) as a table cell:
+    'b [lo, hi] (n = k, c censored)', why it is undefined, or the under-resolved text."""
+    if row.get("under_resolved"):
+        return under_text(row)
+    if math.isnan(row["b"]):
+        return f"undefined ({row['method']}; {row['n']} runs, {row['n_censored']} censored)"
+    return f"{row['b']:.2f} {ci_text(row['b_ci'], 2, open_end='unbounded')} (n = {row['n']}, {row['n_censored']} censored)"
+
+
+def todo_text(runs, key, label):
+    """The runs not done counted by key(run), in first-appearance order: '<label(key)> (k seed(s))' joined by ', '
+    ('none' without any), e.g. '192x4 at N = 120 (1 seed), 128x4 at N = 240 (3 seeds)'."""
+    counts = {}
+    for r in runs:
+        counts[key(r)] = counts.get(key(r), 0) + 1
+    return ", ".join(f"{label(k)} ({n} seed{'s' if n > 1 else ''})" for k, n in counts.items()) or "none"
+
+
+def first_crossing_text(row, key):
+    """' (first crossing T)' beside a run's τ `key` where the first crossing differs from it ('' where they agree,
+    both undefined included)."""
+    a, b = row[key], row[f"{key}_first_crossing"]
+    same = (a == b) or (a != a and b != b)
+    return "" if same else f" (first crossing {fmt(b)})"

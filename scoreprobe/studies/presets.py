@@ -111,3 +111,41 @@ def keys_to_str(obj):
     if isinstance(obj, (list, tuple)):
         return [keys_to_str(v) for v in obj]
     return obj
+
+
+def collect_stats(args, runs, export_folder, row_of=None):
+    """rows, missing {run: why} of the planned `runs` (`collect`), each read from export_folder(args.results,
+    args.preset, run) (a study's grid.export_folder); a row is `row_of`(run, export), by default the run's numbers
+    of `scoreprobe.stats.runs.run_stats`."""
+    from scoreprobe.stats.runs import run_stats
+    return collect(runs, lambda run: export_folder(args.results, args.preset, run),
+                   row_of or (lambda run, info: run_stats(run.name, run, info)[0]))
+
+
+def report_json(args, runs, missing, rows, **parts):
+    """The JSON report every study writes: preset, n_planned, missing, the study's `parts`, and "runs" (each row
+    without its curves, which the exports hold)."""
+    return {"preset": args.preset, "n_planned": len(runs), "missing": missing, **parts,
+            "runs": [{k: v for k, v in r.items() if k not in ("curve", "curves")} for r in rows]}
+
+
+def write_tables(results, stem, text, rep, draw=None):
+    """`write_report`, then draw(<stem>.png) (the study's figure, optional); returns the .md path."""
+    path = write_report(results, stem, text, rep)
+    if draw is not None:
+        draw(path.with_suffix(".png"))
+    return path.with_suffix(".md")
+
+
+def collect_with_draws(runs, folder):
+    """rows (per run, `scoreprobe.stats.runs.run_stats`, JSON-able), draws {run: {key: (point, draws)}} (its
+    sample-level resamples), missing {run: why} of the planned `runs` exported in `folder`, in plan order."""
+    from scoreprobe.stats.runs import run_stats
+    done, missing = load_exports(runs, folder)
+    rows, draws = [], {}
+    for run in runs:
+        if run.name in done:
+            row, d = run_stats(run.name, run, done[run.name])
+            rows.append(row)
+            draws[run.name] = d
+    return rows, draws, missing

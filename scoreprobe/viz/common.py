@@ -80,3 +80,11 @@ def save_gif(images, path, fps):
         images[0].save(tmp, format="GIF", save_all=True, append_images=images[1:], duration=int(round(1000 / fps)),
                        loop=0)
     return path
+
+
+def agg_figure(figsize):
+    """A headless Figure (Agg canvas) without a layout engine: lay it out with fig.tight_layout(), as pyplot's
+    figures are; no pyplot state is touched."""
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    return fig

@@ -1,14 +1,14 @@
-"""Multiplicity of the remedies where the baseline learns (g3_stats, g3_tables): every Welch p of the study under
-each family it can be counted in, the family named with its size, so that "survives Holm" is said only of the
-family it survives in.
+"""Multiplicity over named families (analyses/remedies' G = 3 preset: scoreprobe.stats.variant_ratios, its tables
+scoreprobe.reports.holm_md): every Welch p of a study under each family it can be counted in, the family named
+with its size, so that "survives Holm" is said only of the family it survives in.
 
 Families (FAMILIES), from the narrowest to the widest:
 
     readable   the comparisons with a p at the same clock and threshold (a censored or under-resolved
                comparison has no p and is left out: the family shrinks where the runs do not reach)
-    planned    the comparisons of g3_stats.COMPARISONS at the same clock and threshold (6: five planned, the
-               curriculum from its switch added after the first seed was read), whether or not they are
-               readable there: one without a p is counted with p = 1 (it takes a rank and never rejects), so the
+    planned    the study's planned comparisons at the same clock and threshold (the remedies: six, five
+               planned and the curriculum from its switch added after the first seed was read), whether or
+               not they are readable there: one without a p is counted with p = 1 (it takes a rank and never rejects), so the
                family is the one fixed before the runs, not one that depends on which runs reached
     tau_tests  every τ-ratio test of the study with a p (both clocks, every threshold)
     all_tests  every test of the study with a p (the τ ratios and the two endpoints)
@@ -49,22 +49,22 @@ def holm_in_family(p, size=None):
 
 def _set(cells, family, size=None):
     """Holm over `cells` (dicts with "p") as `family`: cell["holm"][family] = {"p", "size", "significant"}."""
-    adj = holm_in_family([_p(c) for c in cells], size)
-    k = size if size is not None else sum(math.isfinite(_p(c)) for c in cells)
+    adj = holm_in_family([p_of(c) for c in cells], size)
+    k = size if size is not None else sum(math.isfinite(p_of(c)) for c in cells)
     for c, a in zip(cells, adj):
         c.setdefault("holm", {})[family] = {"p": float(a), "size": int(k),
                                             "significant": bool(math.isfinite(a) and a < ALPHA)}
 
 
-def _p(cell):
+def p_of(cell):
     p = cell.get("p")
     return math.nan if p is None else float(p)
 
 
 def assign(fam, ends, n_planned):
     """Set cell["holm"] = {family: {"p", "size", "significant"}} on every τ-ratio cell of `fam` ({key:
-    {(variant, reference): [row per threshold]}}, g3_stats.family) and every endpoint cell of `ends` ({name:
-    {(variant, reference): row}}, g3_stats.endpoint_family); `n_planned`: the size of the planned family at a
+    {(variant, reference): [row per threshold]}}, variant_ratios.family) and every endpoint cell of `ends` ({name:
+    {(variant, reference): row}}, variant_ratios.endpoint_family); `n_planned`: the size of the planned family at a
     threshold. Returns the family sizes {"planned", "tau_tests", "all_tests", "endpoint": {name: size}}."""
     tau_cells = []
     for curves in fam.values():
@@ -84,8 +84,8 @@ def assign(fam, ends, n_planned):
     _set(tau_cells + end_cells, "all_tests")
     for c in end_cells:                       # an endpoint is not a τ test: no tau_tests entry
         c["holm"].pop("tau_tests", None)
-    finite = [c for c in tau_cells + end_cells if math.isfinite(_p(c))]
-    return {"planned": n_planned, "tau_tests": sum(math.isfinite(_p(c)) for c in tau_cells),
+    finite = [c for c in tau_cells + end_cells if math.isfinite(p_of(c))]
+    return {"planned": n_planned, "tau_tests": sum(math.isfinite(p_of(c)) for c in tau_cells),
             "all_tests": len(finite), "endpoint": {n: len(c) for n, c in ends.items()}}
 
 

@@ -2,12 +2,7 @@
 (marker), per configuration."""
 import math
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from scoreprobe.viz.common import save_figure  # noqa: E402
+from scoreprobe.viz.common import agg_figure, save_figure
 
 MARKERS = "osD^v<>px*"
 
@@ -15,7 +10,8 @@ MARKERS = "osD^v<>px*"
 def figure(rows_by, path):
     """One column per configuration, rows τ_rule and τ_mem; censored runs drawn hollow at their last step."""
     n = max(len(rows_by), 1)
-    fig, axes = plt.subplots(2, n, figsize=(3.4 * n, 5.6), squeeze=False)
+    fig = agg_figure((3.4 * n, 5.6))
+    axes = fig.subplots(2, n, squeeze=False)
     for j, ((G, N), rows) in enumerate(rows_by.items()):
         for i, (key, label) in enumerate((("tau_rule", "τ_rule (0.9)"), ("tau_mem", "τ_mem (0.1)"))):
             ax = axes[i, j]
@@ -32,4 +28,3 @@ def figure(rows_by, path):
     fig.text(0.01, 0.005, "hollow: not reached, drawn at the run's last step (a lower bound)", fontsize=7)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
-    plt.close(fig)

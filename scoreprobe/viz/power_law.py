@@ -1,18 +1,18 @@
-"""The figure of analyses/capacity_exponent: τ_mem (memorization 0.1) against N per DiT size, log-log, every
-run a point (hollow: not reached, drawn at its last step), the censored fit's line, and the field's b = 1."""
+"""τ_mem ∝ N^b per group, drawn (analyses/capacity_exponent): τ_mem (memorization 0.1) against N per DiT size,
+log-log, every run a point (hollow: not reached, drawn at its last step), the censored fit's line, and the
+field's b = 1."""
 import math
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from scoreprobe.viz.common import save_figure  # noqa: E402
+from scoreprobe.viz.common import agg_figure, save_figure
 
 
 def figure(rows_by, fits, path):
-    fig, ax = plt.subplots(figsize=(5.6, 4.2))
+    """rows_by {size: rows (each with "tau_mem", "steps", meta "N")}, fits {size: {"b_curve", "Ns", "params"}}
+    (`censored_slopes.censored_slope_curve`, full): one colour per size, its line through the crossed runs' centre."""
+    fig = agg_figure((5.6, 4.2))
+    ax = fig.subplots()
     for i, (size, rows) in enumerate(rows_by.items()):
         c = f"C{i}"
         for r in rows:
@@ -39,4 +39,3 @@ def figure(rows_by, fits, path):
     fig.text(0.01, 0.005, "hollow: not reached by the last checkpoint (drawn there: a lower bound)", fontsize=7)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
-    plt.close(fig)

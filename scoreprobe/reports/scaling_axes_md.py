@@ -1,11 +1,10 @@
-"""Sections of the scaling tables beyond the parity G and N axes: capacity, other rules, Sudoku / Latin
-constraint families, the matched GPT, and why each window is closed."""
-import math
-
+"""Sections of analyses/scaling's tables beyond the parity G and N axes, each one axis of configurations against a
+reference over training seeds: capacity (τ ∝ params^b), other rules against parity G = 2, the matched GPT against
+the DiT. The constraint families: `families_md`; why each window is closed: `windows_md`."""
+from scoreprobe.reports.study_md import curve_claims
 from scoreprobe.stats import curves as C
-from scoreprobe.stats.runs import axis_fit, by_group, family_order, pooled, ratio_pooled
-from scoreprobe.studies.format import cells as _cells, ci_text, curve_table, fmt, pooled_cell, select, \
-    statuses as _statuses
+from scoreprobe.stats.runs import axis_fit, ratio_pooled
+from scoreprobe.studies.format import cells as _cells, ci_text, curve_table, fmt, select
 
 KEYS3 = ["tau_rule", "tau_mem", "window_log10_width"]
 HEAD3 = "τ_rule pooled [95% CI] (per seed) | τ_mem pooled [95% CI] (per seed) | window: log10 width"
@@ -48,37 +47,14 @@ def section_capacity(rows, draws, p, curves):
         if not cols:
             continue
         lines += ["", f"{key.replace('tau_', 'τ_')} ∝ params^b over thresholds (every seed's ln τ; sizes with a censored "
-                  "seed left out):", ""] + curve_table(head, cols, paper) + [""]
-        lines += [f"- {key.replace('tau_', 'τ_')} {label}: {C.range_text(c)}; {C.robust(c, 0.0, EXPONENT_WORDS)}"
-                  for label, c in cols]
+                  "seed left out):", ""]
+        lines += curve_claims(head, cols, paper, 0.0, EXPONENT_WORDS, lambda label: f"{key.replace('tau_', 'τ_')} {label}")
     if "curve_window_G2" in out:
         cols = [(f"window at {size.replace('x', ' × ')}", c) for size, c in out["curve_window_G2"].items()]
         lines += ["", "The window at G = 2 over rule thresholds (memorization 0.1): open in k of 3 seeds, median log10 "
                   "width among the open ones ('≥': still open at the last checkpoint):", ""]
         lines += curve_table("rule threshold", cols, 0.9)
     return lines + ["", "- the paper: τ_rule falls and τ_mem comes earlier with capacity (exponents < 0)"], out
-
-
-def section_windows(rows):
-    lines = ["## Why a window is closed", "", "| configuration | per seed |", "|---|---|"]
-    for g, rs in by_group(rows).items():
-        lines.append(f"| {g} | {_statuses(rs)} |")
-    lost = [r for r in rows if r["peak_rule_acc"] >= 0.9 and r["final_rule_acc"] <= r["peak_rule_acc"] - 0.15
-            and r["final_mem_ratio"] < 0.1]
-    rising = [r for r in rows if not r["window_open"] and r["curve"]["rule_acc"][-1] >= max(r["curve"]["rule_acc"][-4:])
-              and r["final_rule_acc"] < 0.9]
-    lines += ["", "- every status is read at these budgets (the runs' last checkpoints): \"never reaches\" means "
-              "not by the last step, and a window closed at one budget may open at a longer one."]
-    if rising:
-        lines.append("- rule accuracy (copies included) is still at its highest at the last checkpoint in "
-                     + ", ".join(f"{r['run']} ({r['final_rule_acc']:.3f})" for r in rising)
-                     + ": their 'never reaches 0.9' is a statement about this budget only")
-    if lost:
-        lines.append("- a third way to close: rule accuracy reaches 0.9 and falls again while memorization stays "
-                     "below 0.1 — " + ", ".join(f"{r['run']} (peak {r['peak_rule_acc']:.3f} → {r['final_rule_acc']:.3f}"
-                                              f" at the end, copies ≤ {max(r['curve']['mem_ratio']):.3f})" for r in lost))
-    return lines, {"status": {g: [r["window_status"] for r in rs] for g, rs in by_group(rows).items()},
-                   "rising_at_the_end": [r["run"] for r in rising], "lost_without_copying": [r["run"] for r in lost]}
 
 
 def section_rules(rows, draws, p, curves):
@@ -110,59 +86,9 @@ def section_rules(rows, draws, p, curves):
         cols = [(f"{k} / parity G = 2", C.ratio_curve(base, groups[k], curves, key)) for k in others]
         out[f"curve_{key}_vs_parity2"] = {k: c for k, (_, c) in zip(others, cols)}
         lines += ["", f"{claim}, over thresholds (Welch t on ln τ; censored where a seed does not reach it):", ""]
-        lines += curve_table(head, cols, paper) + [""]
-        lines += [f"- {label}: {C.range_text(c)}; {C.robust(c, 1.0, words)}" for label, c in cols]
+        lines += curve_claims(head, cols, paper, 1.0, words)
     return lines + ["- the paper: exact-K (a global count) is learned fast, unlike high-order parity; τ_mem barely "
                     "depends on the rule"], out
-
-
-def section_puzzles(rows, draws, p, curves):
-    N = p["puzzles"]["N"]
-    lines, out = [f"## Sudoku 4×4 and Latin 4×4: constraint families (N = {N})", ""], {}
-    for spec in p["puzzles"]["rules"]:
-        rs = sorted(select(rows, rule_label=spec["name"] + str(spec["n"]), N=N), key=lambda r: r["seed"])
-        if not rs:
-            continue
-        if "families" not in rs[0]:
-            lines += [f"- {spec['name']}: no family variables in the export (clocks without families)", ""]
-            continue
-        fams = rs[0]["family_names"]
-        res = {f: pooled(rs, draws, f"tau_family:{f}") for f in fams}
-        res["all (τ_rule)"] = pooled(rs, draws, "tau_rule")
-        lines += [f"### {spec['name']} {spec['n']}×{spec['n']} ({len(rs)} seeds)", "",
-                  "| family | τ at 0.9 pooled [95% CI] (per seed) |", "|---|---|"]
-        lines += [f"| {f} | {pooled_cell(v)} |" for f, v in res.items()]
-        order = family_order(rs, draws) if {"rows", "columns"} <= set(fams) else None
-        out[spec["name"]] = {"families": res, "rows<columns": order}
-        if order and order["n_reached"] == 0:
-            lines += ["", "- rows before columns: not decidable at 0.9, no seed reaches 0.9 in rows or in columns"]
-        elif order:
-            lines += ["", order_line(order, rs)]
-        if order:
-            c = out[spec["name"]]["curve_rows_over_columns"] = C.paired_curve(rs, curves, "tau_family:rows",
-                                                                              "tau_family:columns")
-            words = {"below": "rows first", "above": "columns first", "includes": "no order resolved"}
-            lines += ["", "τ_rows / τ_columns within each run, over thresholds (t interval over the seeds' ln ratios; "
-                      "censored where a seed does not reach both):", ""]
-            lines += curve_table("family threshold", [("τ_rows / τ_columns", c)], 0.9)
-            lines += ["", f"- rows vs columns: {C.range_text(c)}; {C.robust(c, 1.0, words)}; per seed at each "
-                      "threshold in the JSON"]
-        lines.append("")
-    return lines, out
-
-
-def order_line(order, rs):
-    """The rows-before-columns line at 0.9: per-seed ratios (a censored family makes that seed's ratio a bound at
-    the run's last step), a pooled ratio only when every seed reaches both (a bound never enters a mean), and the
-    share of each seed's resamples in which rows reach 0.9 first."""
-    per = " / ".join("—" if not math.isfinite(v) else f"{b} {fmt(v, 2)}".strip()
-                     for v, b in zip(order["per_seed"], order["per_seed_bound"]))
-    censored = ", ".join(f"s{r['seed']}" for r, b in zip(rs, order["per_seed_bound"]) if b)
-    share = " / ".join(fmt(s, 2) for s in order["per_seed_share_first"])
-    pooled = (f"pooled {fmt(order['pooled'], 2)}" if not censored and order["n_reached"] == order["n_seeds"]
-              else f"no pooled ratio: a family is censored by the {fmt(float(rs[0]['steps']))}-step budget in {censored}")
-    return (f"- rows before columns at 0.9: τ_rows / τ_columns per seed {per} ({pooled}); share of each seed's "
-            f"resamples in which rows reach 0.9 first: {share}")
 
 
 def section_gpt(rows, draws, p, curves):
@@ -195,8 +121,7 @@ def section_gpt(rows, draws, p, curves):
         out.setdefault("curves", {})[f"{key}_vs_dit"] = {label: c for label, c in cols}
         words = {"below": "earlier than the DiT", "includes": "not distinguishable", "above": "later than the DiT"}
         lines += ["", f"{key.replace('tau_', 'τ_')} of the GPT / the DiT over thresholds (Welch t on ln τ):", ""]
-        lines += curve_table(head, cols, paper) + [""]
-        lines += [f"- {label}: {C.range_text(c)}; {C.robust(c, 1.0, words)}" for label, c in cols]
+        lines += curve_claims(head, cols, paper, 1.0, words)
     return lines + ["- abruptness: the least-squares slope of logit(mem_ratio) per decade of steps over the checkpoints "
                     "with at least 20 of 1000 samples on each side (docs/definitions.md); the paper: memorization "
                     "is more abrupt for the GPT"], out

@@ -1,7 +1,7 @@
-"""G = 3 across N at data seed 0 (analyses/data_draws, issue 36 item 5 and issue 54's omitted items): does a larger
-N let G = 3 reach the rule, and keep it? τ_rule pooled per N, each seed's rule accuracy from its peak to its last
-checkpoint beside its memorized share, and the count of seeds reaching the paper's threshold compared with the runs
-of the same data seed at the smaller N (Fisher's exact test)."""
+"""The section "G = 3 at larger N" of analyses/data_draws (issue 36 item 5 and issue 54's omitted items): does a
+larger N let G = 3 reach the rule, and keep it? τ_rule pooled per N at data seed 0, each seed's rule accuracy from
+its peak to its last checkpoint beside its memorized share, and the count of seeds reaching the paper's threshold
+compared with the runs of the same data seed at the smaller N (Fisher's exact test)."""
 import math
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The G factor of analyses/data_draws: τ_rule(G = 3) / τ_rule(G = 2) at one N over the rule thresholds, each arm
+"""The G factor (analyses/data_draws, reported by scoreprobe.reports.g_factor_md): τ_rule(G = 3) / τ_rule(G = 2) at one N over the rule thresholds, each arm
 a crossed block of data seeds × training seeds (issue 54 items 1–3).
 
 Per threshold one reading:

@@ -1,4 +1,4 @@
-"""Figures of analyses/scaling, drawn from the report of tables.py (so from the exports only):
+"""The figures of analyses/scaling, drawn from its JSON report (so from the exports only):
 pooled τ with seed-inclusive 95% CI ribbons, per-seed points, lower bounds and unbounded CIs as arrows,
 the paper's reference laws dashed."""
 import math

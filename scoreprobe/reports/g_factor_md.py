@@ -1,9 +1,9 @@
-"""The G factor's section of analyses/data_draws (markdown and JSON) from `factor`'s readings: the paper's threshold
-first, in the words of `scoreprobe.stats.verdict`, then the curve, the coverage of every interval at this design
-and the censored estimates."""
+"""The G factor's section of analyses/data_draws (markdown and JSON) from the readings of
+`scoreprobe.stats.g_factor`: the paper's threshold first, in the words of `scoreprobe.stats.verdict`, then the
+curve, the coverage of every interval at this design and the censored estimates."""
 import math
 
-from analyses.data_draws import factor as Fa
+from scoreprobe.stats import g_factor as Fa
 from scoreprobe.stats import curves as C
 from scoreprobe.studies.format import fmt, threshold_label
 from scoreprobe.stats.curves import curves_of
