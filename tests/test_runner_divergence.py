@@ -38,3 +38,13 @@ def test_run_one_refuses_a_diverged_run_before_its_clocks(tmp_path, monkeypatch)
     args = types.SimpleNamespace(out=tmp_path, train_only=False, n_steps=None, device="cpu")
     with pytest.raises(CheckpointError, match="diverged at step 1200"):
         runner.run_one(args, run)
+
+
+def test_an_unfinished_run_that_already_diverged_is_not_trained_further(tmp_path, monkeypatch):
+    run = types.SimpleNamespace(name="r", folder="f", cfg=None)
+    _log(tmp_path / "f" / "r", [0.11] * 12 + [5.0])
+    monkeypatch.setattr(runner, "finished", lambda path, cfg: False)
+    monkeypatch.setattr(runner, "train_run", lambda *a, **k: pytest.fail("resumed a diverged run"))
+    args = types.SimpleNamespace(out=tmp_path, train_only=False, n_steps=None, device="cpu")
+    with pytest.raises(CheckpointError, match="diverged at step 1200.*not trained further"):
+        runner.run_one(args, run)

@@ -139,6 +139,9 @@ def report(args, runs):
               "2 cores). A session finishes only the runs it starts (`--hours`); the GPU preset (`--preset gpu`: N = "
               "32…512, four sizes up to 5.0M, 5 seeds, the scaling GPU recipe) is the extension, not run here (no "
               "GPU).", ""]
+    diverged = grid_mod.DIVERGED.get(args.preset, {})
+    lines += [f"Diverged, not planned again and excluded from every fit: {name}, {why}." for name, why in diverged.items()]
+    lines += [""] if diverged else []
     per_size = {}
     for s, rs in by.items():
         text, per_size[s] = section_size(s, rs)
@@ -148,7 +151,7 @@ def report(args, runs):
     question["design"] = design[0][2:]   # the findings page quotes it
     lines += text + design + F.runs_section(rows, missing, RUNS)
     rep = presets.report_json(args, runs, missing, rows, coverage=COVERAGE, sizes=per_size,
-                              todo_thread_hours=round(hours, 2), question=question)
+                              todo_thread_hours=round(hours, 2), question=question, diverged=diverged)
     return "\n".join(lines) + "\n", rep, by
 
 

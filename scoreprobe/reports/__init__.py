@@ -10,6 +10,11 @@ checked against scoreprobe.limits, the page's size), `checks` (store contents by
 (the HTML), `safe` (the one escaping path and the Content-Security-Policy), `markdown`
 (docs/definitions.md into the page); `page.html`, `page.css`, `page.js` are the page's template,
 styles and script (package data).
+
+The package also writes the studies' markdown (analyses/): the claims and verdict tables (`verdict_table`,
+`holm_claims`, `holm_md`), the table cells (`report_cells`, `interval_text`), a study's header and files
+(`study_md`, `study_report`), and one module per kind of report, named after its concept (`g_factor_md`,
+`battery_tables`, `circuits_md`, `clock_tables`, ...). They read `stats` and `studies`; nothing below imports them.
 """
 import dataclasses
 import datetime

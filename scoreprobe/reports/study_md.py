@@ -2,6 +2,7 @@
 the command that regenerates it, how many planned runs are done) and a claim read over thresholds (its curve
 table, then one line per column: the range of the readable values and the verdict of `stats.curves.robust`), and
 groups pooled over their seeds at a few thresholds."""
+from scoreprobe.reports.study_report import regenerate_command
 from scoreprobe.stats import curves as C
 from scoreprobe.studies.format import curve_table, pooled_cell
 
@@ -9,7 +10,7 @@ from scoreprobe.studies.format import curve_table, pooled_cell
 def header(title, study, args, n_done, n_planned, text, default="cpu", source="the .npz exports"):
     """['# title (preset p)', '', 'Regenerate: `python analyses/<study> [--preset p] --from-results` (from `source`
     only). k of n planned runs done. ' + text, '']: --preset is named unless it is `default` (None: always)."""
-    cmd = f"python analyses/{study}" + ("" if args.preset == default else f" --preset {args.preset}") + " --from-results"
+    cmd = regenerate_command(study, args.preset, default)
     return [f"# {title} (preset {args.preset})", "",
             f"Regenerate: `{cmd}` (from {source} only). {n_done} of {n_planned} planned runs done. " + text, ""]
 

@@ -8,15 +8,10 @@ def regenerate_command(study, preset, default="cpu"):
     return f"python analyses/{study}" + ("" if preset == default else f" --preset {preset}") + " --from-results"
 
 
-def runs_json(rows, drop=("curve", "curves")):
-    """The per-run rows without their (long) curves: the "runs" of a report's JSON."""
-    return [{k: v for k, v in r.items() if k not in drop} for r in rows]
+runs_json = presets.runs_json   # the per-run rows without their curves
 
 
 def write_study(results, stem, lines, rep, figure=None):
-    """Write <results>/<stem>.md ("\\n".join(lines) + "\\n") and .json (rep), then figure(<stem>.png) when given;
-    returns the .md path."""
-    path = presets.write_report(results, stem, "\n".join(lines) + "\n", rep)
-    if figure is not None:
-        figure(path.with_suffix(".png"))
-    return path.with_suffix(".md")
+    """`presets.write_tables` of the report's lines ("\n".join(lines) + "\n"): <stem>.md, .json and, with
+    `figure`, figure(<stem>.png); returns the .md path."""
+    return presets.write_tables(results, stem, "\n".join(lines) + "\n", rep, figure)

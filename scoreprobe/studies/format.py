@@ -1,4 +1,5 @@
-"""Formatting and selection helpers of the scaling tables (analyses/scaling/tables.py, sections.py)."""
+"""Formatting and selection helpers of the studies' tables: cells of τ with intervals, bounds, slopes, and what is
+left to run."""
 import math
 
 from scoreprobe.stats.runs import pooled

@@ -122,11 +122,14 @@ def collect_stats(args, runs, export_folder, row_of=None):
                    row_of or (lambda run, info: run_stats(run.name, run, info)[0]))
 
 
+def runs_json(rows, drop=("curve", "curves")):
+    """The per-run rows without their (long) curves, which the exports hold: the "runs" of a report's JSON."""
+    return [{k: v for k, v in r.items() if k not in drop} for r in rows]
+
+
 def report_json(args, runs, missing, rows, **parts):
-    """The JSON report every study writes: preset, n_planned, missing, the study's `parts`, and "runs" (each row
-    without its curves, which the exports hold)."""
-    return {"preset": args.preset, "n_planned": len(runs), "missing": missing, **parts,
-            "runs": [{k: v for k, v in r.items() if k not in ("curve", "curves")} for r in rows]}
+    """The JSON report every study writes: preset, n_planned, missing, the study's `parts`, and "runs" (`runs_json`)."""
+    return {"preset": args.preset, "n_planned": len(runs), "missing": missing, **parts, "runs": runs_json(rows)}
 
 
 def write_tables(results, stem, text, rep, draw=None):

@@ -44,20 +44,27 @@ def divergence(path, factor=DIVERGE_FACTOR, window=DIVERGE_WINDOW):
     return None
 
 
-def run_one(args, run):
-    """Train (or resume) one run, measure its clocks and export it; returns the run's name. A run whose training
-    diverged (`divergence`) is refused before its clocks: a CheckpointError, nothing exported."""
-    path, t0 = run_dir(args, run), time.time()
-    if not finished(path, run.cfg):
-        train_run(run.cfg, path, device=args.device, progress=False)
-    train_s = time.time() - t0
-    logger.info("%s: trained (%.0f s)", run.name, train_s)
+def _refuse_diverged(path, run, what):
+    """CheckpointError when <path>'s training log shows a blow-up (`divergence`)."""
     blown = divergence(path)
     if blown is not None:
         raise CheckpointError(f"{run.name}: training diverged at step {blown['step']} (loss {blown['loss']:.3g}, "
                               f"{blown['loss'] / blown['median']:.0f}× the median {blown['median']:.3g} of the "
-                              f"{DIVERGE_WINDOW} log lines before); not measured or exported: its τ would read a "
-                              "broken network (a lower learning rate or a warm-up is needed)")
+                              f"{DIVERGE_WINDOW} log lines before); {what}: its τ would read a broken network (a lower "
+                              "learning rate or a warm-up is needed)")
+
+
+def run_one(args, run):
+    """Train (or resume) one run, measure its clocks and export it; returns the run's name. A run whose training
+    diverged (`divergence`) is refused, before it resumes and before its clocks: a CheckpointError, nothing
+    exported."""
+    path, t0 = run_dir(args, run), time.time()
+    if not finished(path, run.cfg):
+        _refuse_diverged(path, run, "not trained further")   # a resumed blow-up stays one: no more steps spent on it
+        train_run(run.cfg, path, device=args.device, progress=False)
+    train_s = time.time() - t0
+    logger.info("%s: trained (%.0f s)", run.name, train_s)
+    _refuse_diverged(path, run, "not measured or exported")
     if args.train_only:
         return run.name
     t1 = time.time()
