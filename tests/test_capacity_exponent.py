@@ -15,7 +15,9 @@ def test_the_scaling_runs_are_reused_and_the_new_sizes_are_planned_in_order():
     plan = _analysis("capacity_exponent.grid").plan("cpu")
     scaling = {r.name: r for r in _analysis("scaling.grid").plan("cpu")}
     reused = [r for r in plan if r.name in scaling]
-    assert len(plan) == 36 and len({r.name for r in plan}) == 36
+    diverged = _analysis("capacity_exponent.grid").DIVERGED["cpu"]   # the 2.83M DiT at N = 120, seed 2: not planned
+    assert len(plan) == 36 - len(diverged) == 35 and len({r.name for r in plan}) == 35
+    assert not set(diverged) & {r.name for r in plan} and "w192d4-g2-n120-s1" in {r.name for r in plan}
     assert {(r.meta["size"], r.meta["N"]) for r in reused} == \
         {("80x4", N) for N in (30, 60, 120, 240)} | {("128x4", 120)}
     assert all(r.cfg == scaling[r.name].cfg for r in reused)
