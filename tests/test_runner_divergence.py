@@ -30,21 +30,23 @@ def test_ordinary_training_is_not_flagged(tmp_path):
     assert runner.divergence(tmp_path / "absent") is None
 
 
-def test_run_one_refuses_a_diverged_run_before_its_clocks(tmp_path, monkeypatch):
-    run = types.SimpleNamespace(name="r", folder="f", cfg=None)
+def _diverged(tmp_path, monkeypatch, finished):
+    """(args, run) of a run whose log blew up at step 1200; `finished`: whether its training is complete."""
     _log(tmp_path / "f" / "r", [0.11] * 12 + [5.0])
-    monkeypatch.setattr(runner, "finished", lambda path, cfg: True)
-    monkeypatch.setattr(runner, "measured_clocks", lambda *a, **k: pytest.fail("clocks of a diverged run"))
+    monkeypatch.setattr(runner, "finished", lambda path, cfg: finished)
     args = types.SimpleNamespace(out=tmp_path, train_only=False, n_steps=None, device="cpu")
+    return args, types.SimpleNamespace(name="r", folder="f", cfg=None)
+
+
+def test_run_one_refuses_a_diverged_run_before_its_clocks(tmp_path, monkeypatch):
+    args, run = _diverged(tmp_path, monkeypatch, finished=True)
+    monkeypatch.setattr(runner, "measured_clocks", lambda *a, **k: pytest.fail("clocks of a diverged run"))
     with pytest.raises(CheckpointError, match="diverged at step 1200"):
         runner.run_one(args, run)
 
 
 def test_an_unfinished_run_that_already_diverged_is_not_trained_further(tmp_path, monkeypatch):
-    run = types.SimpleNamespace(name="r", folder="f", cfg=None)
-    _log(tmp_path / "f" / "r", [0.11] * 12 + [5.0])
-    monkeypatch.setattr(runner, "finished", lambda path, cfg: False)
+    args, run = _diverged(tmp_path, monkeypatch, finished=False)
     monkeypatch.setattr(runner, "train_run", lambda *a, **k: pytest.fail("resumed a diverged run"))
-    args = types.SimpleNamespace(out=tmp_path, train_only=False, n_steps=None, device="cpu")
     with pytest.raises(CheckpointError, match="diverged at step 1200.*not trained further"):
         runner.run_one(args, run)
