@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
+from scoreprobe.stats import claim_tests
+from scoreprobe.studies.battery_series import DSM_GAP
 from tests.test_analyses import _analysis
 
 RESULTS = Path(__file__).resolve().parents[1] / "analyses" / "results"
@@ -18,11 +20,10 @@ RESULTS = Path(__file__).resolve().parents[1] / "analyses" / "results"
 
 def _series(means, se=0.002, df=30.0, steps=(0, 50, 200, 500, 900), first=200, n=3):
     """A planted series report: the DSM gap's crossed mean per step (se, df) and n models around it."""
-    DSM = _analysis("mechanism_seeds.series").DSM_GAP
     m = np.asarray(means, float)
     curve = {"mean": m.tolist(), "se": [se] * len(m), "df": [df] * len(m), "lo": (m - 2 * se).tolist(),
              "hi": (m + 2 * se).tolist(), "per_model": [(m + d).tolist() for d in (-1e-4, 0, 1e-4)]}
-    return {"n_models": n, "steps": list(steps), "first_grid_step": first, "curves": {DSM: curve}, "half_change": {},
+    return {"n_models": n, "steps": list(steps), "first_grid_step": first, "curves": {DSM_GAP: curve}, "half_change": {},
             "models": [{"mem_ratio_by_step": {str(s): 0.0 for s in steps}} for _ in range(n)]}
 
 
@@ -36,7 +37,7 @@ def test_the_control_is_the_same_test_on_the_other_series_outside_holm():
     assert [c["step"] for c in ctrl] == [500, 200]                 # its own first grid step, then the claim's step
     for c, mean in zip(ctrl, (0.006, 0.003)):
         assert c["p"] == pytest.approx(scipy.stats.t.sf(mean / 0.002, 30.0)) and "p_holm" not in c
-    assert claims.copies_at(reports["closed"], "first grid") == {"step": 200, "per_model": [0.0, 0.0, 0.0]}
+    assert claim_tests.copies_at(reports["closed"], "first grid") == {"step": 200, "per_model": [0.0, 0.0, 0.0]}
 
 
 def test_the_shipped_md_says_what_is_measured_beside_its_control():
@@ -44,7 +45,7 @@ def test_the_shipped_md_says_what_is_measured_beside_its_control():
     md = (RESULTS / "mechanism_seeds.md").read_text()
     assert "the model copies before any rule" not in md and len(rep["claims"]) == 13
     ctrl = {c["step"]: c for c in rep["controls"]}
-    c = rep["series"]["open"]["curves"][_analysis("mechanism_seeds.series").DSM_GAP]
+    c = rep["series"]["open"]["curves"][DSM_GAP]
     i = rep["series"]["open"]["steps"].index(rep["series"]["open"]["first_grid_step"])
     p = scipy.stats.t.sf(c["mean"][i] / c["se"][i], c["df"][i])       # recomputed from the curve itself
     assert ctrl[rep["series"]["open"]["first_grid_step"]]["p"] == pytest.approx(p)
