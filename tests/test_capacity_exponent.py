@@ -119,3 +119,20 @@ def test_the_design_line_names_the_learning_rate_and_where_a_larger_model_memori
     assert "lr 0.002" in text and "N = 60: 80x4 4200, 192x4 6100" in text and "N = 30" not in text
     earlier = {"80x4": small, "192x4": rows("192x4", 3e6, [(30, 1400.0), (60, 3900.0)])}
     assert "no N shows a larger DiT memorizing later" in T.design_lines(earlier, runs)[0]
+
+
+def test_a_recovered_spike_is_kept_named_and_its_run_left_out_beside():
+    """A run whose training loss spiked and recovered (export meta "loss_spikes") stays in b's fit; the md names it
+    and prints b without it beside b with it."""
+    T = _analysis("capacity_exponent.tables")
+    Ns = [30, 30, 60, 60, 120, 120, 240, 240]
+    rows, curves = _rows([(N, 20 * N ** 1.3 * f) for N, f in zip(Ns, [1.05, 0.95] * 4)], [125 * N for N in Ns])
+    for r in rows:
+        r["curves"] = curves[r["run"]]
+    rows[-1]["loss_spikes"] = [{"step": 15900, "loss": 6.12, "median": 0.127, "after": 0.149}]
+    lines, out = T.spike_lines({"128x4": rows})
+    assert list(out["128x4"]["runs"]) == ["r7"] and "r7 at step 15,900 (loss 6.12, 48× the median" in lines[0]
+    assert out["128x4"]["b_with"]["b"] == pytest.approx(T.b_curve(rows, curves)[3]["b"])
+    assert out["128x4"]["b_without"]["b"] == pytest.approx(T.b_curve(rows[:-1], curves)[3]["b"])
+    assert out["128x4"]["b_with"]["b"] != out["128x4"]["b_without"]["b"]
+    assert T.spike_lines({"128x4": rows[:-1]}) == ([], {})

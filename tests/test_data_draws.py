@@ -26,13 +26,15 @@ def test_data_seed_zero_is_the_scaling_run_itself():
     scaling = {r.name: r for r in _analysis("scaling.grid").plan("cpu", ("N", "G"))}
     zero = [r for r in plan if r.meta["data_seed"] == 0 and r.meta["scaling_run"]]
     large = [r for r in plan if r.meta["data_seed"] == 0 and not r.meta["scaling_run"]]   # G = 3, N = 480 and 960
-    assert len(plan) == 33 and len(zero) == 9 and plan[-6:] == large
+    draws = [r for r in plan if r.meta["N"] == 480 and r.meta["data_seed"]]   # N = 480 at data seeds 1, 2
+    assert len(plan) == 35 and len(zero) == 9 and plan[-8:] == large[:3] + draws + large[3:]
     assert {(r.meta["G"], r.meta["N"], r.seed) for r in large} == {(3, N, s) for N in (480, 960) for s in range(3)}
-    assert all(r.name not in scaling for r in large)
+    assert [(r.meta["G"], r.cfg.data_seed, r.seed, r.folder) for r in draws] == [(3, d, 0, "data_draws") for d in (1, 2)]
+    assert all(r.name not in scaling for r in large + draws)
     for r in zero:
         assert r.cfg == scaling[r.name].cfg and r.folder == "two_clocks"
     others = [r for r in plan if r.meta["data_seed"]]
-    assert {r.cfg.data_seed for r in others} == {1, 2} and len({r.name for r in plan}) == 33
+    assert {r.cfg.data_seed for r in others} == {1, 2} and len({r.name for r in plan}) == 35
     assert all(r.cfg.seed == r.seed for r in plan)
 
 

@@ -108,3 +108,23 @@ def test_n_count_is_against_the_same_data_seed():
     assert "against 0 of 3 at N = 240 with the same data seed (0): one-sided Fisher exact p = 0.050" in lines[0]
     late = L.late_fall(rows[0])
     assert (late["peak"], late["peak_step"], late["last"], late["final_mem"]) == (0.95, 50, 0.8, 0.005)
+
+
+def test_the_large_n_over_data_seeds_sits_beside_the_same_seeds_at_the_grid_n():
+    """G = 3 at N = 480 over data seeds 0-2 (training seed 0): data seed 1 reaches 0.9 at N = 480, data seed 2 is not
+    exported yet; each row beside the same data seed at N = 240 (not reached)."""
+    L = importlib.import_module("scoreprobe.reports.large_n_md")
+    p = {"configs": [(2, 240), (3, 240)], "large_N_draws": [(3, 480, 1), (3, 480, 2)]}
+
+    def run(N, d, tau, acc):
+        return {"run": f"g3-n{N}-d{d}-s0", "seed": 0, "steps": 100, "tau_rule": tau, "final_mem_ratio": 0.0,
+                "meta": {"G": 3, "N": N, "data_seed": d}, "curve": {"step": [0, 50, 100], "rule_acc": acc}}
+    rows = [run(480, 0, 40.0, [0.1, 0.97, 0.8]), run(480, 1, 45.0, [0.1, 0.95, 0.9])]
+    rows += [run(240, d, math.inf, [0.1, 0.88, 0.6]) for d in range(3)] + [run(480, 0, 41.0, [0.1, 0.9, 0.9])]
+    rows[-1]["seed"] = 1                                           # another training seed: not in the table
+    lines, out = L.draw_lines(rows, p)
+    assert "| 1 | 45 | 0.950 → 0.900 | > 100 (not reached) | 0.880 → 0.600 |" in lines
+    assert "| 2 | no export yet | — | > 100 (not reached) | 0.880 → 0.600 |" in lines
+    assert out[1]["big"]["reached"] and not out[1]["small"]["reached"] and out[2]["big"] is None
+    assert "2 of 2 data seeds exported at N = 480 reliably exceed 0.9 (training seed 0; 1 not yet exported)" in lines[-2]
+    assert L.draw_lines(rows, {"configs": [(3, 240)]}) == ([], {})

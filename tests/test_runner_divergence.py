@@ -1,12 +1,14 @@
-"""A run whose training blew up is refused before its clocks (scoreprobe.studies.runner.divergence): the 2.83M DiT
-at N = 120, seed 2, went from loss 0.105 to 1.1, 14 and 214 within 300 steps and settled at 1.0 (a network that
-predicts nothing), which an export would have read as a run that never memorizes."""
+"""A run whose training blew up is refused before its clocks (scoreprobe.studies.divergence): the 2.83M DiT at
+N = 120, seed 2, went from loss 0.105 to 1.1, 14 and 214 within 300 steps and settled at 1.0 (a network that predicts
+nothing), which an export would have read as a run that never memorizes. A spike training recovers from (the 1.27M DiT
+at N = 240, seed 1: 0.124 → 6.1 → 0.17, 0.15, …) is not a blow-up: the run is kept and its spike recorded."""
 import json
 import types
 
 import pytest
 
 from scoreprobe.errors import CheckpointError
+from scoreprobe.studies import divergence as dv
 from scoreprobe.studies import runner
 
 
@@ -17,22 +19,39 @@ def _log(path, losses):
 
 
 def test_a_blow_up_is_found_at_its_first_line(tmp_path):
-    _log(tmp_path, [1.0, 0.5, 0.3] + [0.11] * 12 + [1.12, 14.2, 213.7, 1.0, 1.0])
-    assert runner.divergence(tmp_path) == {"step": 1500, "loss": 1.12, "median": 0.11}
+    _log(tmp_path, [1.0, 0.5, 0.3] + [0.11] * 12 + [1.12, 14.2, 213.7] + [1.0] * 8)
+    assert dv.divergence(tmp_path) == {"step": 1500, "loss": 1.12, "median": 0.11, "after": 1.0, "recovered": False}
+    assert [s["step"] for s in dv.loss_spikes(tmp_path)] == [1500, 1600, 1700]
+    assert dv.recovered_spikes(tmp_path) == []
+    _log(tmp_path, [0.2] * 12 + [float("nan"), float("nan")])
+    assert dv.divergence(tmp_path)["step"] == 1200     # a non-finite line after it counts as no recovery
     _log(tmp_path, [0.2] * 12 + [float("nan")])
-    assert runner.divergence(tmp_path)["step"] == 1200
+    assert dv.divergence(tmp_path) == {"step": 1200, "loss": dv.divergence(tmp_path)["loss"], "median": 0.2,
+                                       "after": None, "recovered": None}   # pending: the log ends at it
+
+
+def test_a_spike_training_recovers_from_is_kept_and_recorded(tmp_path):
+    """The shape of the 1.27M DiT's log at N = 240, seed 1 (steps 15 000-17 000, rounded)."""
+    before = [0.13, 0.133, 0.131, 0.133, 0.127, 0.132, 0.133, 0.122, 0.125, 0.135, 0.124, 0.126, 0.124]
+    after = [0.173, 0.151, 0.254, 0.148, 0.136, 0.157, 0.169, 0.139, 0.128, 0.133, 0.129]
+    _log(tmp_path, before + [0.335, 6.12] + after)
+    assert dv.divergence(tmp_path) is None
+    (spike,) = dv.recovered_spikes(tmp_path)
+    assert spike["step"] == 1400 and spike["loss"] == 6.12 and spike["after"] < dv.RECOVER * spike["median"]
+    _log(tmp_path, before + [0.335, 6.12] + [0.7] * 10)     # the same spike, staying 5x up: not recovered
+    assert dv.divergence(tmp_path)["step"] == 1400
 
 
 def test_ordinary_training_is_not_flagged(tmp_path):
     falling = [1.0 / (1 + i) for i in range(40)]
     _log(tmp_path, falling[:20] + [falling[19] * 5] + falling[20:])      # a 5× bump: noisy, not a blow-up
-    assert runner.divergence(tmp_path) is None
-    assert runner.divergence(tmp_path / "absent") is None
+    assert dv.divergence(tmp_path) is None and dv.loss_spikes(tmp_path) == []
+    assert dv.divergence(tmp_path / "absent") is None
 
 
-def _diverged(tmp_path, monkeypatch, finished):
-    """(args, run) of a run whose log blew up at step 1200; `finished`: whether its training is complete."""
-    _log(tmp_path / "f" / "r", [0.11] * 12 + [5.0])
+def _diverged(tmp_path, monkeypatch, finished, tail=(5.0, 1.0, 1.0)):
+    """(args, run) of a run whose log spiked at step 1200 (then `tail`); `finished`: whether its training is done."""
+    _log(tmp_path / "f" / "r", [0.11] * 12 + list(tail))
     monkeypatch.setattr(runner, "finished", lambda path, cfg: finished)
     args = types.SimpleNamespace(out=tmp_path, train_only=False, n_steps=None, device="cpu")
     return args, types.SimpleNamespace(name="r", folder="f", cfg=None)
@@ -50,3 +69,12 @@ def test_an_unfinished_run_that_already_diverged_is_not_trained_further(tmp_path
     monkeypatch.setattr(runner, "train_run", lambda *a, **k: pytest.fail("resumed a diverged run"))
     with pytest.raises(CheckpointError, match="diverged at step 1200.*not trained further"):
         runner.run_one(args, run)
+
+
+def test_a_spike_on_the_last_line_is_pending_before_a_resume_and_refused_after_training(tmp_path, monkeypatch):
+    args, run = _diverged(tmp_path, monkeypatch, finished=False, tail=(5.0,))
+    resumed = []
+    monkeypatch.setattr(runner, "train_run", lambda *a, **k: resumed.append(1))   # the steps after it decide
+    with pytest.raises(CheckpointError, match="diverged at step 1200.*nothing logged after it.*not measured"):
+        runner.run_one(args, run)
+    assert resumed == [1]

@@ -15,6 +15,7 @@ from scoreprobe.stats.thresholds import MEM_THRESHOLDS
 from scoreprobe.stats.verdict import verdict
 from scoreprobe.studies import format as F
 from scoreprobe.studies import presets
+from scoreprobe.studies.divergence import RECOVER, WINDOW
 from scoreprobe.studies import recipes as scaling_grid
 from scoreprobe.studies.format import pooled_cell, slope_cell as b_cell
 
@@ -142,6 +143,8 @@ def report(args, runs):
     diverged = grid_mod.DIVERGED.get(args.preset, {})
     lines += [f"Diverged, not planned again and excluded from every fit: {name}, {why}." for name, why in diverged.items()]
     lines += [""] if diverged else []
+    text, spikes = spike_lines(by)
+    lines += text
     per_size = {}
     for s, rs in by.items():
         text, per_size[s] = section_size(s, rs)
@@ -151,8 +154,29 @@ def report(args, runs):
     question["design"] = design[0][2:]   # the findings page quotes it
     lines += text + design + F.runs_section(rows, missing, RUNS)
     rep = presets.report_json(args, runs, missing, rows, coverage=COVERAGE, sizes=per_size,
-                              todo_thread_hours=round(hours, 2), question=question, diverged=diverged)
+                              todo_thread_hours=round(hours, 2), question=question, diverged=diverged,
+                              recovered_spikes=spikes)
     return "\n".join(lines) + "\n", rep, by
+
+
+def spike_lines(by):
+    """The runs whose training loss spiked and recovered (row "loss_spikes", `scoreprobe.studies.divergence`):
+    kept in every fit, named, and b at the paper's threshold of their size over its own N without them beside it."""
+    lines, out = [], {}
+    for size, rs in by.items():
+        spiked = [r for r in rs if r.get("loss_spikes")]
+        if not spiked:
+            continue
+        kept = [r for r in rs if r not in spiked]
+        with_, without = (C.at(b_curve(x, curves_of(x)), PAPER_T) for x in (rs, kept))
+        out[size] = {"runs": {r["run"]: r["loss_spikes"] for r in spiked}, "b_with": with_, "b_without": without}
+        named = "; ".join(f"{r['run']} at step {s['step']:,} (loss {s['loss']:.3g}, {s['loss'] / s['median']:.0f}× the "
+                          f"median of the lines before, {s['after'] / s['median']:.1f}× after)"
+                          for r in spiked for s in r["loss_spikes"])
+        lines += [f"Training-loss spikes that recovered (the median of the {WINDOW} logged losses after a spike within "
+                  f"{RECOVER:g}× the one before), kept in every fit: leaving a run out would select on its outcome. "
+                  f"{named}. b({size}) at 0.1 over its own N: {b_cell(with_)} with them, {b_cell(without)} without.", ""]
+    return lines, out
 
 
 def _todo_text(todo):

@@ -10,7 +10,9 @@ train to <out>/data_draws/<name> and export to <results>/data_draws_<preset>/<na
 The preset's `large_N` runs (data seed 0, every training seed) ask item 5's other question: does a larger N
 let G = 3 reach the rule reliably? (G = 3 at N = 480 and 960: 60 000 and 120 000 steps, the recipe's 12 000
 views per image; ≈ 45 and 90 min each on one idle thread.) They train after the grid and export to
-data_draws_<preset>/ (they are not scaling runs).
+data_draws_<preset>/ (they are not scaling runs). `large_N_draws` (G, N, data seed) at training seed 0 ask whether
+the first large N's answer holds beyond data seed 0 (issue 54: N = 480's 3 of 3 rests on one draw of the training
+set); they train after the first large N, before the larger one.
 
 Order: by training seed, then configuration (N = 240 before N = 120: the G factor at N = 240 needs the
 most runs), then data seed, so an interrupted preset has the widest data × seed grid it can. The CPU
@@ -22,11 +24,12 @@ from scoreprobe.studies import recipes as scaling_grid
 
 PRESETS = {
     "smoke": dict(scaling="smoke", configs=[(2, 8), (3, 8)], data_seeds=[0, 1], seeds=[0, 1], jobs=1,
-                  large_N=[(3, 16)]),
+                  large_N=[(3, 16)], large_N_draws=[(3, 16, 1)]),
     "cpu": dict(scaling="cpu", configs=[(2, 240), (3, 240), (2, 120)], data_seeds=[0, 1, 2], seeds=[0, 1, 2], jobs=2,
-                large_N=[(3, 480), (3, 960)]),
+                large_N=[(3, 480), (3, 960)], large_N_draws=[(3, 480, 1), (3, 480, 2)]),
     "gpu": dict(scaling="gpu", configs=[(2, 256), (3, 256), (2, 128)], data_seeds=[0, 1, 2, 3, 4],
-                seeds=[0, 1, 2, 3, 4], jobs=1, large_N=[(3, 512), (3, 1024)]),
+                seeds=[0, 1, 2, 3, 4], jobs=1, large_N=[(3, 512), (3, 1024)],
+                large_N_draws=[(3, 512, d) for d in (1, 2, 3, 4)]),
 }
 
 
@@ -47,7 +50,10 @@ def plan(preset):
     for s in p["seeds"]:
         for G, N in sorted(p["configs"], key=lambda c: (-c[1], c[0])):
             runs += [draw_run(args, G, N, d, s) for d in p["data_seeds"]]
-    runs += [draw_run(args, G, N, 0, s, scaling_run=False) for G, N in p["large_N"] for s in p["seeds"]]
+    large = [draw_run(args, G, N, 0, s, scaling_run=False) for G, N in p["large_N"] for s in p["seeds"]]
+    draws = [draw_run(args, G, N, d, p["seeds"][0]) for G, N, d in p["large_N_draws"]]
+    first_N = p["large_N"][0][1]   # the other data seeds at the first large N train before the larger N
+    runs += [r for r in large if r.meta["N"] == first_N] + draws + [r for r in large if r.meta["N"] != first_N]
     for r in runs:
         r.axes = ("data",)
     return runs

@@ -45,6 +45,8 @@ def section(rows, p):
     lines += [""] + late_lines(groups, out)
     count, out["count_test"] = count_lines(rows, groups)
     lines += count or [""]
+    draws, out["data_seeds"] = draw_lines(rows, p)
+    lines += draws
     missing = [N for N in Ns if N not in groups]
     if missing:
         lines += [f"No export yet (not run, or still training): N = {', '.join(map(str, missing))}.", ""]
@@ -107,6 +109,35 @@ def count_lines(rows, groups):
                  f"but {len(every) - len(small)} of them are at data seeds N = {n_big} was not run at, and runs that share "
                  "seeds are not independent: that is not the comparison.")
     return [line, ""], out
+
+
+def draw_lines(rows, p):
+    """The first large N at training seed 0 over data seeds (the preset's `large_N_draws`), each beside the same data
+    seed and training seed at G = 3's grid N: does the larger N's answer hold beyond data seed 0?"""
+    draws = p.get("large_N_draws", [])
+    if not draws:
+        return [], {}
+    (G, N), small = draws[0][:2], max(N for G_, N in p["configs"] if G_ == 3)
+    pick = lambda n, d: next((r for r in rows if (r["meta"]["G"], r["meta"]["N"], r["meta"]["data_seed"], r["seed"])   # noqa: E731
+                              == (G, n, d, 0)), None)
+    seeds = [0] + [d for G_, N_, d in draws if (G_, N_) == (G, N)]
+    lines = [f"G = {G} at N = {N} over data seeds (training seed 0), beside the same seeds at N = {small}:", "",
+             f"| data seed | N = {N}: τ_rule | peak → last rule_acc | N = {small}: τ_rule | peak → last rule_acc |",
+             "|---:|---|---|---|---|"]
+    out = {}
+    cell = lambda r: ("no export yet", "—") if r is None else (   # noqa: E731
+        f"{r['tau_rule']:.0f}" if math.isfinite(r["tau_rule"]) else f"> {r['steps']} (not reached)",
+        f"{late_fall(r)['peak']:.3f} → {late_fall(r)['last']:.3f}")
+    for d in seeds:
+        big, sm = pick(N, d), pick(small, d)
+        out[d] = {"big": None if big is None else late_fall(big) | {"reached": bool(math.isfinite(big["tau_rule"]))},
+                  "small": None if sm is None else late_fall(sm) | {"reached": bool(math.isfinite(sm["tau_rule"]))}}
+        lines.append(f"| {d} | " + " | ".join(cell(big)) + " | " + " | ".join(cell(sm)) + " |")
+    done = [v["big"] for v in out.values() if v["big"] is not None]
+    lines += ["", f"- {sum(b['reached'] for b in done)} of {len(done)} data seeds exported at N = {N} reliably exceed "
+              f"{PAPER:g} (training seed 0; {len(seeds) - len(done)} not yet exported)"
+              + ("." if len(done) == len(seeds) else ": the question is open until they are."), ""]
+    return lines, out
 
 
 def fisher(k_a, n_a, k_b, n_b):

@@ -3,8 +3,6 @@
 <exports>/<run>.npz); a stage already done is skipped, and its time kept from the earlier export."""
 import json
 import logging
-import math
-import statistics
 import time
 from pathlib import Path
 
@@ -13,6 +11,7 @@ from scoreprobe.data.rules import rule_from_spec
 from scoreprobe.errors import CheckpointError
 from scoreprobe.loading.series import load_series
 from scoreprobe.models.build import param_count
+from scoreprobe.studies.divergence import RECOVER, WINDOW, divergence, recovered_spikes
 from scoreprobe.studies.export import export_run, load_exports
 from scoreprobe.studies.queue import finished, measured_clocks
 from scoreprobe.training.train import train_run
@@ -24,47 +23,31 @@ def run_dir(args, run):
     return Path(args.out) / run.folder / run.name
 
 
-DIVERGE_FACTOR = 10.0   # a logged loss this many times the median of the DIVERGE_WINDOW lines before it
-DIVERGE_WINDOW = 10
-
-
-def divergence(path, factor=DIVERGE_FACTOR, window=DIVERGE_WINDOW):
-    """The first line of <path>/train_log.jsonl whose loss is not finite or exceeds `factor` × the median of the
-    `window` lines before it: {"step", "loss", "median"}; None when training never blew up (or there is no log)."""
-    log = Path(path) / "train_log.jsonl"
-    if not log.is_file():
-        return None
-    losses = [(d["step"], d["loss"]) for d in map(json.loads, filter(str.strip, log.read_text().splitlines()))
-              if "loss" in d]
-    for i in range(window, len(losses)):
-        step, loss = losses[i]
-        median = statistics.median(v for _, v in losses[i - window:i])
-        if not math.isfinite(loss) or loss > factor * median:
-            return {"step": int(step), "loss": float(loss), "median": float(median)}
-    return None
-
-
-def _refuse_diverged(path, run, what):
-    """CheckpointError when <path>'s training log shows a blow-up (`divergence`)."""
+def _refuse_diverged(path, run, what, final):
+    """CheckpointError when <path>'s training log shows a blow-up (`divergence.divergence`); a spike on the log's
+    last line is pending before a resume (the steps after it decide) and a blow-up once training is done."""
     blown = divergence(path)
-    if blown is not None:
-        raise CheckpointError(f"{run.name}: training diverged at step {blown['step']} (loss {blown['loss']:.3g}, "
-                              f"{blown['loss'] / blown['median']:.0f}× the median {blown['median']:.3g} of the "
-                              f"{DIVERGE_WINDOW} log lines before); {what}: its τ would read a broken network (a lower "
-                              "learning rate or a warm-up is needed)")
+    if blown is None or (blown["recovered"] is None and not final):
+        return
+    after = ("nothing logged after it" if blown["after"] is None else
+             f"the median after it {blown['after']:.3g}, not within {RECOVER:g}× the one before")
+    raise CheckpointError(f"{run.name}: training diverged at step {blown['step']} (loss {blown['loss']:.3g}, "
+                          f"{blown['loss'] / blown['median']:.0f}× the median {blown['median']:.3g} of the {WINDOW} log "
+                          f"lines before; {after}); {what}: its τ would read a broken network (a lower learning rate "
+                          "or a warm-up is needed)")
 
 
 def run_one(args, run):
     """Train (or resume) one run, measure its clocks and export it; returns the run's name. A run whose training
-    diverged (`divergence`) is refused, before it resumes and before its clocks: a CheckpointError, nothing
-    exported."""
+    diverged (`divergence.divergence`: a loss spike it did not recover from) is refused, before it resumes and before
+    its clocks: a CheckpointError, nothing exported; spikes it recovered from go into the export's meta."""
     path, t0 = run_dir(args, run), time.time()
     if not finished(path, run.cfg):
-        _refuse_diverged(path, run, "not trained further")   # a resumed blow-up stays one: no more steps spent on it
+        _refuse_diverged(path, run, "not trained further", final=False)   # no more steps spent on a blow-up
         train_run(run.cfg, path, device=args.device, progress=False)
     train_s = time.time() - t0
     logger.info("%s: trained (%.0f s)", run.name, train_s)
-    _refuse_diverged(path, run, "not measured or exported")
+    _refuse_diverged(path, run, "not measured or exported", final=True)
     if args.train_only:
         return run.name
     t1 = time.time()
@@ -77,7 +60,9 @@ def run_one(args, run):
     clocks_s = time.time() - t1
     export = args.exports / f"{run.name}.npz"
     earlier = _previous(export, run) if min(train_s, clocks_s) <= 5 else {}   # a skipped stage keeps its time
-    export_run(ds, run.cfg, param_count(run.cfg), export, meta=with_device(run.meta, args.device),
+    spikes = recovered_spikes(path)   # kept, and named: a run that recovered is a working network
+    meta = with_device({**run.meta, **({"loss_spikes": spikes} if spikes else {})}, args.device)
+    export_run(ds, run.cfg, param_count(run.cfg), export, meta=meta,
                train_s=train_s if train_s > 5 else earlier.get("train_s"),
                clocks_s=clocks_s if clocks_s > 5 else earlier.get("clocks_s"), piece_valid=piece)
     logger.info("%s: clocks (%.0f s), exported to %s", run.name, clocks_s, export)
