@@ -136,3 +136,22 @@ def test_a_recovered_spike_is_kept_named_and_its_run_left_out_beside():
     assert out["128x4"]["b_without"]["b"] == pytest.approx(T.b_curve(rows[:-1], curves)[3]["b"])
     assert out["128x4"]["b_with"]["b"] != out["128x4"]["b_without"]["b"]
     assert T.spike_lines({"128x4": rows[:-1]}) == ([], {})
+
+
+def test_start_steps_give_b_counted_from_the_start_and_a_run_that_never_started_is_left_out():
+    """Planted τ_mem = start + 20·N^1.3: counted from each run's start, b is 1.3 again; over τ_mem it is below."""
+    T = _analysis("capacity_exponent.tables")
+    Ns = [30, 30, 60, 60, 120, 120]
+    starts = [1300, 200, 700, 200, 900, 300]
+    rows, curves = _rows([(N, s + 20 * N ** 1.3 * f) for N, s, f in zip(Ns, starts, [1.02, 0.98] * 3)],
+                         [125 * N for N in Ns])
+    for r, s in zip(rows, starts):
+        r.update(curves=curves[r["run"]], train_start=s)
+    never = {**rows[0], "run": "stuck", "train_start": None}
+    lines, out = T.start_lines({"192x4": rows}, [never])
+    row = out["192x4"]
+    assert (row["min"], row["max"]) == (200, 1300) and row["b_from_start"]["b"] == pytest.approx(1.3, abs=0.02)
+    assert row["b"]["b"] < 1.2 and "steps 200–1300 (median 500; 6 of 6 runs)" in lines[0]
+    assert "Training never started in stuck" in lines[0] and "left out of every fit" in lines[0]
+    lines, out = T.start_lines({"80x4": [{k: v for k, v in r.items() if k != "train_start"} for r in rows]})
+    assert out == {} and "80x4: no run's log kept" in lines[0]

@@ -78,3 +78,50 @@ def test_a_spike_on_the_last_line_is_pending_before_a_resume_and_refused_after_t
     with pytest.raises(CheckpointError, match="diverged at step 1200.*nothing logged after it.*not measured"):
         runner.run_one(args, run)
     assert resumed == [1]
+
+
+def test_training_starts_at_the_first_loss_below_half(tmp_path):
+    """The 2.83M DiT sits at ≈ 1 (an untrained network's loss) for up to 1,300 steps before it learns."""
+    _log(tmp_path, [1.0, 0.99, 0.98, 0.7, 0.45, 0.2])
+    assert dv.training_start(tmp_path) == 400 and dv.log_meta(tmp_path) == {"train_start": 400}
+    _log(tmp_path, [1.0, 0.99, 0.98])
+    assert dv.training_start(tmp_path) is None and dv.log_meta(tmp_path) == {"train_start": None}
+    assert dv.log_meta(tmp_path / "absent") == {}
+
+
+def _export_and_run_dir(tmp_path):
+    """A shipped export copied to tmp_path, and a run directory of the same run with a training log."""
+    import shutil
+    from pathlib import Path
+    from scoreprobe.studies.export import read_export
+    from tests.test_analyses import _analysis
+    run = next(r for r in _analysis("capacity_exponent.grid").plan("cpu") if r.name == "w192d4-g2-n30-s0")
+    export = tmp_path / "e.npz"
+    shutil.copy(Path(__file__).resolve().parents[1] / "analyses/results/capacity_exponent_cpu" / f"{run.name}.npz", export)
+    path = tmp_path / "out" / run.folder / run.name
+    _log(path, [1.0] * 3 + [0.3] * 12 + [6.0] + [0.31] * 10)
+    (path / "run.json").write_text(json.dumps({"config": read_export(export)["config"]}))
+    return types.SimpleNamespace(out=tmp_path / "out"), run, export, path
+
+
+def test_recording_the_log_in_an_export_keeps_every_other_field(tmp_path):
+    import numpy as np
+    from scoreprobe.studies.export import read_export
+    args, run, export, path = _export_and_run_dir(tmp_path)
+    before = dict(np.load(export))
+    fields = runner.record_log_meta(args, run, export)
+    assert fields["train_start"] == 300 and [s["step"] for s in fields["loss_spikes"]] == [1500]
+    after = np.load(export)
+    assert sorted(after.files) == sorted(before)
+    assert all(np.array_equal(after[k], before[k], equal_nan=after[k].dtype.kind == "f") for k in before if k != "meta")
+    assert read_export(export)["meta"]["train_start"] == 300 and read_export(export)["meta"]["size"] == "192x4"
+    assert runner.record_log_meta(args, run, export) is None                 # recorded already: nothing to do
+
+
+def test_another_runs_log_is_never_recorded(tmp_path):
+    args, run, export, path = _export_and_run_dir(tmp_path)
+    cfg = json.loads((path / "run.json").read_text())
+    cfg["config"]["lr"] = 1e-3
+    (path / "run.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match="another TrainConfig"):
+        runner.record_log_meta(args, run, export)

@@ -10,6 +10,7 @@ import pytest
 from scoreprobe.errors import ConfigError
 from scoreprobe.stats.curves import run_curves
 from scoreprobe.stats.seeds import pool_seeds
+from scoreprobe.studies.divergence import training_start
 from scoreprobe.studies.execute import run
 from scoreprobe.studies.export import read_export
 from scoreprobe.studies.grid import Grid
@@ -63,6 +64,10 @@ def test_collect_holds_run_curves_of_each_export(ran):
             np.testing.assert_array_equal(cell[key].values, np.where(np.isfinite(want[key]), want[key], np.nan))
         assert cell.params == info["params"] and cell.budget == 300
         assert cell.peak_rule_acc == info["ds"].rule_acc.max() and cell.final_mem == info["ds"].mem_ratio[-1]
+        start = training_start(grid.run_dir(r))                  # read again from the run's log
+        assert info["meta"]["train_start"] == start and cell.loss_spikes == 0
+        assert (bool(cell.never_started), float(cell.train_start) if start is not None else None) == (
+            start is None, None if start is None else float(start))
     assert ds.mem_reached.sel(N=2).any()          # the tiny runs do cross something: the check is not all-NaN
 
 

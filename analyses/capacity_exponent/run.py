@@ -13,6 +13,8 @@ Usage:
   python analyses/capacity_exponent --smoke              # 4 toy runs: ≈ 30 s
   python analyses/capacity_exponent --from-results       # every table and figure from the .npz files, seconds
   python analyses/capacity_exponent --plan               # the run list, order and estimated time, nothing run
+  python -m analyses.capacity_exponent.log_meta          # record each run's training start and recovered loss
+                                                         # spikes (from its log) in exports made before the runner did
 
 Statistics: b is the slope of ln τ_mem on ln N over every seed's run (a size's N with a censored seed are not
 dropped: a normal likelihood with right-censoring at each run's budget, `scoreprobe.stats.censored.censored_fit`,

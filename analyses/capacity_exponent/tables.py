@@ -15,7 +15,7 @@ from scoreprobe.stats.thresholds import MEM_THRESHOLDS
 from scoreprobe.stats.verdict import verdict
 from scoreprobe.studies import format as F
 from scoreprobe.studies import presets
-from scoreprobe.studies.divergence import RECOVER, WINDOW
+from scoreprobe.studies.divergence import RECOVER, START_LOSS, WINDOW
 from scoreprobe.studies import recipes as scaling_grid
 from scoreprobe.studies.format import pooled_cell, slope_cell as b_cell
 
@@ -129,7 +129,8 @@ def report(args, runs):
     """(markdown, JSON-able report, rows by size)."""
     rows, missing = presets.collect_stats(args, runs, grid_mod.export_folder)
     sizes = [f"{w}x{d}" for w, d in grid_mod.PRESETS[args.preset]["sizes"]]
-    by = {s: [r for r in rows if r["meta"]["size"] == s] for s in sizes}
+    never = [r for r in rows if "train_start" in r and r["train_start"] is None]   # read an untrained network
+    by = {s: [r for r in rows if r["meta"]["size"] == s and r not in never] for s in sizes}
     by = {s: rs for s, rs in by.items() if rs}
     lines = header("τ_mem ∝ N^b per model size", "capacity_exponent", args, len(rows), len(runs),
                    INTRO.format(design=COVERAGE["design"], coverage=_coverage_text()))
@@ -145,6 +146,8 @@ def report(args, runs):
     lines += [""] if diverged else []
     text, spikes = spike_lines(by)
     lines += text
+    text, starts = start_lines(by, never)
+    lines += text
     per_size = {}
     for s, rs in by.items():
         text, per_size[s] = section_size(s, rs)
@@ -155,7 +158,7 @@ def report(args, runs):
     lines += text + design + F.runs_section(rows, missing, RUNS)
     rep = presets.report_json(args, runs, missing, rows, coverage=COVERAGE, sizes=per_size,
                               todo_thread_hours=round(hours, 2), question=question, diverged=diverged,
-                              recovered_spikes=spikes)
+                              recovered_spikes=spikes, training_start=starts)
     return "\n".join(lines) + "\n", rep, by
 
 
@@ -177,6 +180,42 @@ def spike_lines(by):
                   f"{RECOVER:g}× the one before), kept in every fit: leaving a run out would select on its outcome. "
                   f"{named}. b({size}) at 0.1 over its own N: {b_cell(with_)} with them, {b_cell(without)} without.", ""]
     return lines, out
+
+
+def start_lines(by, never=()):
+    """When each size's training started (row "train_start", `scoreprobe.studies.divergence.training_start`, from the
+    runs' logs where kept) and, where it varies, b at the paper's threshold over τ_mem − start (the clock counted from
+    the start) beside b over τ_mem, both over the runs with a recorded start; `never`: rows whose training never
+    started, left out of `by` (named here)."""
+    out, parts = {}, []
+    for size, rs in by.items():
+        known = [r for r in rs if r.get("train_start") is not None]
+        if not known:
+            parts.append(f"{size}: no run's log kept")
+            continue
+        st = sorted(r["train_start"] for r in known)
+        row = {"runs": {r["run"]: r["train_start"] for r in known}, "min": st[0], "max": st[-1]}
+        parts.append(f"{size}: steps {st[0]}–{st[-1]} (median {np.median(st):g}; {len(known)} of {len(rs)} runs)")
+        if len(known) >= 3 and st[-1] > st[0]:
+            shifted = [{**r, "steps": r["steps"] - r["train_start"], "curves": {**r["curves"], "tau_mem": [
+                t - r["train_start"] for t in r["curves"]["tau_mem"]]}} for r in known]
+            row["b"], row["b_from_start"] = (C.at(b_curve(x, curves_of(x)), PAPER_T) for x in (known, shifted))
+            parts[-1] += f"; b at 0.1 over them {b_cell(row['b'])}, counted from each run's start {b_cell(row['b_from_start'])}"
+        out[size] = row
+    lines = [f"When training started (the first logged loss below {START_LOSS:g}; an untrained network's is ≈ 1, the "
+             f"0.51M DiT of the shipped recipe is below it by step 200): " + "; ".join(parts) + ". A late start delays "
+             "every clock of its run by about as much, more of a small N's τ_mem than of a large N's."]
+    moved = [(size, r["b"]["b"], r["b_from_start"]["b"]) for size, r in out.items() if "b" in r]
+    if moved:
+        up = all(b1 > b0 for _, b0, b1 in moved)
+        lines[0] += (" Counted from each run's start, b is " + ("higher" if up else "not higher") + " for "
+                     + ("every size" if up else "some size") + " whose starts vary ("
+                     + ", ".join(f"{size} {b0:.2f} → {b1:.2f}" for size, b0, b1 in moved) + ")"
+                     + (": late starts lower b; they do not make it exceed 1." if up else "."))
+    if never:
+        lines[0] += (f" Training never started in {', '.join(r['run'] for r in never)}: its τ would read an untrained "
+                     "network (a τ_mem censored at the budget), so it is left out of every fit.")
+    return lines + [""], out
 
 
 def _todo_text(todo):

@@ -33,8 +33,9 @@ def run_stats(name, run, info):
                                 "window_open", "window_intervals", "window_log10_width", "window_log10_width_ci",
                                 "window_hi_censored", "under_resolved")},
            **{f"{k}_first_crossing": first[k] for k in ("tau_rule", "tau_mem", "window_status")}}
-    if info["meta"].get("loss_spikes"):   # training-loss spikes the run recovered from (studies.divergence)
-        out["loss_spikes"] = info["meta"]["loss_spikes"]
+    for k in ("train_start", "loss_spikes"):   # what its training log says (studies.divergence), where recorded
+        if k in info["meta"]:
+            out[k] = info["meta"][k]
     out["curve"] = {"step": ds.step.values.tolist(), "rule_acc": ds.rule_acc.values.tolist(),
                     "mem_ratio": ds.mem_ratio.values.tolist()}
     draws = {k: tau_draws(ds, k, n_boot=N_BOOT) for k in KEYS}

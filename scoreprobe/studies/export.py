@@ -64,6 +64,16 @@ def export_run(ds, cfg, params, path, train_s=None, clocks_s=None, meta=None, pi
     save_npz(path, arrays)
 
 
+def set_meta(path, fields):
+    """Add `fields` to the meta of the export at `path` (atomically; every other field kept byte for byte): what a
+    run's training log says of it (`scoreprobe.studies.divergence.log_meta`), recorded after the export was made."""
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays["meta"]))
+    arrays["meta"] = json.dumps(normalize_config({**meta, **fields}), sort_keys=True)
+    save_npz(path, arrays)
+
+
 def save_npz(path, arrays):
     """np.savez_compressed of `arrays` at exactly `path` atomically (scoreprobe.atomic: a fresh temporary file,
     then os.replace): a kill or a full disk leaves the earlier file or none, never half of one, and no temporary."""

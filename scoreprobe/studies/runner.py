@@ -11,9 +11,11 @@ from scoreprobe.data.rules import rule_from_spec
 from scoreprobe.errors import CheckpointError
 from scoreprobe.loading.series import load_series
 from scoreprobe.models.build import param_count
-from scoreprobe.studies.divergence import RECOVER, WINDOW, divergence, recovered_spikes
-from scoreprobe.studies.export import export_run, load_exports
+from scoreprobe.studies.divergence import RECOVER, WINDOW, divergence, log_meta
+from scoreprobe.studies.export import export_run, load_exports, read_export, set_meta
 from scoreprobe.studies.queue import finished, measured_clocks
+from scoreprobe.store import normalize_config
+from scoreprobe.training.config import stored_config
 from scoreprobe.training.train import train_run
 
 logger = logging.getLogger("scaling")
@@ -25,7 +27,8 @@ def run_dir(args, run):
 
 def _refuse_diverged(path, run, what, final):
     """CheckpointError when <path>'s training log shows a blow-up (`divergence.divergence`); a spike on the log's
-    last line is pending before a resume (the steps after it decide) and a blow-up once training is done."""
+    last line is pending before a resume (the steps after it decide) and a blow-up once training is done. When
+    training started (`divergence.training_start`) is not judged here: it goes into the export's meta."""
     blown = divergence(path)
     if blown is None or (blown["recovered"] is None and not final):
         return
@@ -60,13 +63,27 @@ def run_one(args, run):
     clocks_s = time.time() - t1
     export = args.exports / f"{run.name}.npz"
     earlier = _previous(export, run) if min(train_s, clocks_s) <= 5 else {}   # a skipped stage keeps its time
-    spikes = recovered_spikes(path)   # kept, and named: a run that recovered is a working network
-    meta = with_device({**run.meta, **({"loss_spikes": spikes} if spikes else {})}, args.device)
+    meta = with_device({**run.meta, **log_meta(path)}, args.device)   # its start and the spikes it recovered from
     export_run(ds, run.cfg, param_count(run.cfg), export, meta=meta,
                train_s=train_s if train_s > 5 else earlier.get("train_s"),
                clocks_s=clocks_s if clocks_s > 5 else earlier.get("clocks_s"), piece_valid=piece)
     logger.info("%s: clocks (%.0f s), exported to %s", run.name, clocks_s, export)
     return run.name
+
+
+def record_log_meta(args, run, export):
+    """Add what `run`'s training log says (`divergence.log_meta`) to the meta of its `export` made before the runner
+    recorded it; returns the fields, or None when there is no log or the export already has them. A CheckpointError
+    when the run directory's TrainConfig is not the export's (another run's log is never recorded)."""
+    path = run_dir(args, run)
+    fields, info = log_meta(path), read_export(export)
+    if not fields or all(k in info["meta"] for k in fields):
+        return None
+    stored = normalize_config(stored_config(json.loads((path / "run.json").read_text()).get("config", {})))
+    if stored != info["config"]:
+        raise CheckpointError(f"{run.name}: the run directory {path} holds another TrainConfig than {export}")
+    set_meta(export, fields)
+    return fields
 
 
 def with_device(meta, device):

@@ -40,11 +40,19 @@ def _cell_values(info):
     ds, c = info["ds"], run_curves(info["ds"])
     out = {"budget": float(ds.step.values[-1]), "resolved_from": float(c["resolved_from"][0]),
            "params": float(info["params"]), "peak_rule_acc": float(ds.rule_acc.max()),
-           "final_mem": float(ds.mem_ratio[-1])}
+           "final_mem": float(ds.mem_ratio[-1]), "train_start": _train_start(info["meta"]),
+           "never_started": "train_start" in info["meta"] and info["meta"]["train_start"] is None,
+           "loss_spikes": float(len(info["meta"].get("loss_spikes", [])))}
     for key, (_, reached) in KEYS.items():
         tau = np.asarray(c[key], dtype=np.float64)
         out[key], out[reached] = np.where(np.isfinite(tau), tau, np.nan), np.isfinite(tau)
     return out
+
+
+def _train_start(meta):
+    """The step training started (export meta, `scoreprobe.studies.divergence`); NaN when not recorded or never."""
+    start = meta.get("train_start")
+    return math.nan if start is None else float(start)
 
 
 def collect(grid):
@@ -57,15 +65,17 @@ def collect(grid):
     not reached or not exported); rule_reached, mem_reached (bool, same dims); exported (axes) bool; budget
     (axes) the last checkpoint step; resolved_from (axes) the first checkpoint after step 0; params (axes);
     peak_rule_acc (axes) the largest rule accuracy of any checkpoint; final_mem (axes) the memorized share at
-    the last checkpoint. attrs: grid, axes (JSON), base_config (JSON), missing (JSON {run: why}), units.
+    the last checkpoint; train_start (axes) the first logged step with loss below 0.5 (NaN: not recorded, or
+    never); never_started (axes) bool, True where the log shows the loss never fell below 0.5; loss_spikes (axes)
+    how many loss spikes training recovered from. attrs: grid, axes (JSON), base_config (JSON), missing (JSON {run: why}), units.
     """
     shape = tuple(grid.sizes.values())
     T = {"tau_rule": len(RULE_THRESHOLDS), "tau_mem": len(MEM_THRESHOLDS)}
     arrays = {k: np.full(shape + (T[k],), np.nan) for k in KEYS}
     arrays.update({r: np.zeros(shape + (T[k],), bool) for k, (_, r) in KEYS.items()})
-    scalars = ("budget", "resolved_from", "params", "peak_rule_acc", "final_mem")
+    scalars = ("budget", "resolved_from", "params", "peak_rule_acc", "final_mem", "train_start", "loss_spikes")
     arrays.update({k: np.full(shape, np.nan) for k in scalars})
-    exported = np.zeros(shape, bool)
+    exported, arrays["never_started"] = np.zeros(shape, bool), np.zeros(shape, bool)
     done, missing = load_exports(grid.runs, grid.exports)
     for idx, run in zip(np.ndindex(*shape), grid.runs):
         if run.name in done:
@@ -76,7 +86,7 @@ def collect(grid):
     data = {k: (axes + [KEYS[k][0]], arrays[k]) for k in KEYS}
     data.update({r: (axes + [t], arrays[r]) for t, r in KEYS.values()})
     data.update({k: (axes, arrays[k]) for k in scalars})
-    data["exported"] = (axes, exported)
+    data["exported"], data["never_started"] = (axes, exported), (axes, arrays["never_started"])
     coords = {**grid.coords(), "rule_threshold": list(RULE_THRESHOLDS), "mem_threshold": list(MEM_THRESHOLDS)}
     ds = xr.Dataset(data, coords=coords)
     _describe(ds)
@@ -94,6 +104,10 @@ def _describe(ds):
     ds["params"].attrs.update(units="parameters", long_name="trainable parameters of the network")
     ds["peak_rule_acc"].attrs.update(units="1", long_name="largest rule accuracy over the checkpoints")
     ds["final_mem"].attrs.update(units="1", long_name="share of samples equal to a training item, last checkpoint")
+    ds["train_start"].attrs.update(units=STEPS, long_name="first logged step with loss below 0.5 (NaN: never, or "
+                                   "not recorded)")
+    ds["loss_spikes"].attrs.update(units="1", long_name="loss spikes training recovered from")
+    ds["never_started"].attrs.update(long_name="the training log shows no loss below 0.5 (an untrained network)")
 
 
 def _check_dims(ds, *dims):
