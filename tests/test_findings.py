@@ -69,3 +69,14 @@ def test_a_curve_reading_from_json_rows_with_a_bound_and_the_readme_block():
     assert once(1.0, 0.5, 1.5).thresholds == [0.1]
     text = f"a {README_START} old {README_END} b"
     assert with_summary(text, "new") == "a new b" and with_summary("no markers", "new") == "no markers"
+
+
+def test_the_training_start_line_says_what_the_numbers_say():
+    L = _analysis("findings.literature")
+    row = lambda b: {"b": b, "b_ci": [b - 0.1, b + 0.1], "n": 8, "n_censored": 0}   # noqa: E731
+    up = {"training_start": {"192x4": {"min": 200, "max": 1300, "b": row(1.44), "b_from_start": row(1.54)},
+                             "80x4": {"min": 200, "max": 200}}}
+    (line,) = L._start_lines(up)
+    assert "192x4 at steps 200–1300" in line and "80x4" not in line and "Late starts lower b" in line
+    up["training_start"]["192x4"]["b_from_start"] = row(1.40)
+    assert "not higher for every size" in L._start_lines(up)[0] and L._start_lines({}) == []

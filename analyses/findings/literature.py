@@ -58,7 +58,20 @@ def capacity_lines(results):
                                                                 "b is larger for the larger model" if lo > 0 else
                                                                 "no change of b with capacity is resolved"))
     design = [f"- {q['design']}"] if q.get("design") else []
-    return lines + ["", f"- {said}. {BONNAIRE}", *design, ""]
+    return lines + ["", f"- {said}. {BONNAIRE}", *design, *_start_lines(c), ""]
+
+
+def _start_lines(c):
+    """The sizes whose training started late in some run, and b counted from each run's start (training_start)."""
+    moved = {size: r for size, r in (c.get("training_start") or {}).items() if r.get("b_from_start")}
+    if not moved:
+        return []
+    return ["- Training start (the first logged loss below 0.5): " + "; ".join(
+        f"{size} at steps {r['min']}–{r['max']}, b {_b(r['b'])} counted from step 0, {_b(r['b_from_start'])} from "
+        "each run's start" for size, r in moved.items()) + (
+        ". Late starts lower b; they do not make it exceed 1" if all(r["b_from_start"]["b"] > r["b"]["b"]
+                                                                     for r in moved.values()) else
+        ". Counted from the start, b is not higher for every size") + " (the capacity md, 'When training started')."]
 
 
 def _done(c):
