@@ -14,8 +14,8 @@ Order (an interrupted preset has the most informative grid it can): the 1.27M Di
 N = 120 runs are the scaling study's), every seed: b for a second size over the same N; then the 2.83M
 DiT at N = 30, 60, 120 seed by seed; then N = 240 for both new sizes (30 000 steps each, the longest).
 CPU preset: 27 runs, 5 reused; ≈ 17 thread-hours at the plan's rates (`--plan`), i.e. ≈ 9 h on 2 cores:
-more than one session, and runs/ does not survive a session, so a session finishes the runs it starts
-(`--hours`). The GPU preset extends it: the scaling GPU recipe (batch 256, 14 000 views per image),
+more than one session: a session starts only the runs it can finish (`--hours`); a run cut off resumes from its
+run directory in runs/ (kept between sessions here, not guaranteed elsewhere). The GPU preset extends it: the scaling GPU recipe (batch 256, 14 000 views per image),
 N = 32…512, four sizes up to 5.0M, 5 seeds (not timed: no GPU here).
 """
 from scoreprobe.studies import recipes as scaling_grid
@@ -31,7 +31,8 @@ PRESETS = {
 
 
 # Runs of a preset whose training blows up under its recipe: not trained again, never exported, excluded from every
-# fit and named in the tables (scoreprobe.studies.runner.divergence finds them).
+# fit and named in the tables (scoreprobe.studies.divergence finds them: a spike training does not recover from; a
+# spike it recovers from, as the 1.27M DiT's at N = 240, seed 1, is kept and named in the md).
 DIVERGED = {"cpu": {"w192d4-g2-n120-s2": (
     "diverged at step 10,700 (loss 0.105, then 1.1, 14, 214 and 1.0: a network that predicts nothing); an "
     "uninterrupted retrain from scratch (2026-12-05) repeated the first 12,200 steps of its log bit for bit, the "
