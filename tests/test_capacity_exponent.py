@@ -129,9 +129,10 @@ def test_a_recovered_spike_is_kept_named_and_its_run_left_out_beside():
     rows, curves = _rows([(N, 20 * N ** 1.3 * f) for N, f in zip(Ns, [1.05, 0.95] * 4)], [125 * N for N in Ns])
     for r in rows:
         r["curves"] = curves[r["run"]]
-    rows[-1]["loss_spikes"] = [{"step": 15900, "loss": 6.12, "median": 0.127, "after": 0.149}]
+    rows[-1]["loss_spikes"] = [{"step": 15900, "loss": 6.12, "median": 0.127, "after": 0.149, "back_at": 16900}]
     lines, out = T.spike_lines({"128x4": rows})
     assert list(out["128x4"]["runs"]) == ["r7"] and "r7 at step 15,900 (loss 6.12, 48× the median" in lines[0]
+    assert "back within 2× by step 16,900" in lines[0]
     assert out["128x4"]["b_with"]["b"] == pytest.approx(T.b_curve(rows, curves)[3]["b"])
     assert out["128x4"]["b_without"]["b"] == pytest.approx(T.b_curve(rows[:-1], curves)[3]["b"])
     assert out["128x4"]["b_with"]["b"] != out["128x4"]["b_without"]["b"]

@@ -174,10 +174,11 @@ def spike_lines(by):
         with_, without = (C.at(b_curve(x, curves_of(x)), PAPER_T) for x in (rs, kept))
         out[size] = {"runs": {r["run"]: r["loss_spikes"] for r in spiked}, "b_with": with_, "b_without": without}
         named = "; ".join(f"{r['run']} at step {s['step']:,} (loss {s['loss']:.3g}, {s['loss'] / s['median']:.0f}× the "
-                          f"median of the lines before, {s['after'] / s['median']:.1f}× after)"
+                          f"median of the lines before; back within {RECOVER:g}× by step {s['back_at']:,})"
                           for r in spiked for s in r["loss_spikes"])
-        lines += [f"Training-loss spikes that recovered (the median of the {WINDOW} logged losses after a spike within "
-                  f"{RECOVER:g}× the one before), kept in every fit: leaving a run out would select on its outcome. "
+        lines += [f"Training-loss spikes that recovered (some {WINDOW} consecutive logged losses after a spike with a "
+                  f"median within {RECOVER:g}× the one before), kept in every fit: leaving a run out would select on its "
+                  "outcome. "
                   f"{named}. b({size}) at 0.1 over its own N: {b_cell(with_)} with them, {b_cell(without)} without.", ""]
     return lines, out
 

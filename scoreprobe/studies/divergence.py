@@ -6,14 +6,16 @@ by step 200. The larger DiTs under the same recipe (lr 2e-3, no warm-up) sit at 
 first; a start that late shifts every clock of the run.
 
 A *spike* is a logged training loss that is not finite or exceeds FACTOR × the median of the WINDOW lines before it.
-It is a *blow-up* (the run diverged) unless training recovers: the median of the (up to) WINDOW lines after it is
-within RECOVER × the median before it. Two spikes seen in the studies (lr 2e-3, no warm-up) show the difference:
+It is a *blow-up* (the run diverged) unless training recovers: some WINDOW consecutive lines after it (all of them when
+fewer follow) have a median within RECOVER × the median before it. Recovery may take a while (the 2.83M DiT at N = 240,
+seed 0: loss 0.14, then 259 at step 19,100, 4.3, 0.54, 0.37, …), so a run is judged once its training is done. Two
+spikes seen in the studies (lr 2e-3, no warm-up) show the difference:
 
-- the 2.83M DiT at N = 120, seed 2: 0.105 → 1.1, 14, 214, then 1.0 for good (a network that predicts nothing): the
-  median after is 9× the median before, a blow-up;
-- the 1.27M DiT at N = 240, seed 1: 0.124 → 0.34, 6.1, then 0.17, 0.15, … (held-out loss unmoved): the median after
-  is 1.2× the median before, recovered; the run is a working network at every checkpoint after it and is kept
-  (leaving it out would select runs on their outcome), its spike is recorded in the export's meta.
+- the 2.83M DiT at N = 120, seed 2: 0.105 → 1.1, 14, 214, then 1.0 up to step 14,500 (a network that predicts
+  nothing): no median after it comes within 9× the median before, a blow-up;
+- the 1.27M DiT at N = 240, seed 1: 0.124 → 0.34, 6.1, then 0.17, 0.15, … (held-out loss unmoved): the 10 lines
+  after it have a median 1.2× the one before, recovered. A run that recovered is kept (leaving it out would select
+  runs on their outcome) and its spike recorded in the export's meta.
 
 A spike with no line after it (the log ends there) is *pending*: nothing shows it recovered.
 """
@@ -39,18 +41,22 @@ def _losses(path):
 
 def loss_spikes(path, factor=FACTOR, window=WINDOW, recover=RECOVER):
     """Every spike of <path>'s training log, in order: [{"step", "loss", "median" (of the `window` lines before),
-    "after" (median of up to `window` lines after; None when none follow), "recovered" (bool; None when pending)}].
-    A spike's own run of spike lines (14, 214 after 1.1) is part of its "after"."""
+    "after" (the lowest median of `window` consecutive lines after it, or of all of them when fewer follow; None
+    when none do), "back_at" (the last step of the first such window within `recover` × "median"; None if none),
+    "recovered" (bool; None when no line follows)}]. A spike's own run of spike lines (14, 214 after 1.1) is part of
+    what follows it."""
     losses, out = _losses(path), []
     for i in range(window, len(losses)):
         step, loss = losses[i]
         median = statistics.median(v for _, v in losses[i - window:i])
         if math.isfinite(loss) and loss <= factor * median:
             continue
-        later = [v if math.isfinite(v) else math.inf for _, v in losses[i + 1:i + 1 + window]]
-        after = statistics.median(later) if later else None
-        out.append({"step": step, "loss": loss, "median": median, "after": after,
-                    "recovered": None if after is None else bool(after <= recover * median)})
+        later = [(s, v if math.isfinite(v) else math.inf) for s, v in losses[i + 1:]]
+        spans = [later[j:j + window] for j in range(max(1, len(later) - window + 1))] if later else []
+        medians = [(statistics.median(v for _, v in w), w[-1][0]) for w in spans]
+        back = next((at for m, at in medians if m <= recover * median), None)
+        out.append({"step": step, "loss": loss, "median": median, "after": min(medians)[0] if medians else None,
+                    "back_at": back, "recovered": None if not medians else back is not None})
     return out
 
 
@@ -61,8 +67,9 @@ def divergence(path, factor=FACTOR, window=WINDOW, recover=RECOVER):
 
 
 def recovered_spikes(path):
-    """[{"step", "loss", "median", "after"}] of the spikes training recovered from, for an export's meta."""
-    return [{k: s[k] for k in ("step", "loss", "median", "after")} for s in loss_spikes(path) if s["recovered"]]
+    """[{"step", "loss", "median", "after", "back_at"}] of the spikes training recovered from, for an export's meta."""
+    return [{k: s[k] for k in ("step", "loss", "median", "after", "back_at")} for s in loss_spikes(path)
+            if s["recovered"]]
 
 
 def training_start(path, start_loss=START_LOSS):

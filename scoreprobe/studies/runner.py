@@ -25,15 +25,16 @@ def run_dir(args, run):
     return Path(args.out) / run.folder / run.name
 
 
-def _refuse_diverged(path, run, what, final):
-    """CheckpointError when <path>'s training log shows a blow-up (`divergence.divergence`); a spike on the log's
-    last line is pending before a resume (the steps after it decide) and a blow-up once training is done. When
-    training started (`divergence.training_start`) is not judged here: it goes into the export's meta."""
+def _refuse_diverged(path, run, what):
+    """CheckpointError when <path>'s finished training log shows a blow-up (`divergence.divergence`; a spike on its
+    last line counts: nothing shows it recovered). When training started is not judged here: it goes into the
+    export's meta."""
     blown = divergence(path)
-    if blown is None or (blown["recovered"] is None and not final):
+    if blown is None:
         return
     after = ("nothing logged after it" if blown["after"] is None else
-             f"the median after it {blown['after']:.3g}, not within {RECOVER:g}× the one before")
+             f"no {WINDOW} lines after it with a median within {RECOVER:g}× the one before (lowest "
+             f"{blown['after']:.3g})")
     raise CheckpointError(f"{run.name}: training diverged at step {blown['step']} (loss {blown['loss']:.3g}, "
                           f"{blown['loss'] / blown['median']:.0f}× the median {blown['median']:.3g} of the {WINDOW} log "
                           f"lines before; {after}); {what}: its τ would read a broken network (a lower learning rate "
@@ -42,15 +43,14 @@ def _refuse_diverged(path, run, what, final):
 
 def run_one(args, run):
     """Train (or resume) one run, measure its clocks and export it; returns the run's name. A run whose training
-    diverged (`divergence.divergence`: a loss spike it did not recover from) is refused, before it resumes and before
+    diverged (`divergence.divergence`: a loss spike it did not recover from by the end of training) is refused before
     its clocks: a CheckpointError, nothing exported; spikes it recovered from go into the export's meta."""
     path, t0 = run_dir(args, run), time.time()
-    if not finished(path, run.cfg):
-        _refuse_diverged(path, run, "not trained further", final=False)   # no more steps spent on a blow-up
+    if not finished(path, run.cfg):   # a spike is judged once training is done: recovery may take a while
         train_run(run.cfg, path, device=args.device, progress=False)
     train_s = time.time() - t0
     logger.info("%s: trained (%.0f s)", run.name, train_s)
-    _refuse_diverged(path, run, "not measured or exported", final=True)
+    _refuse_diverged(path, run, "not measured or exported")
     if args.train_only:
         return run.name
     t1 = time.time()
@@ -73,11 +73,11 @@ def run_one(args, run):
 
 def record_log_meta(args, run, export):
     """Add what `run`'s training log says (`divergence.log_meta`) to the meta of its `export` made before the runner
-    recorded it; returns the fields, or None when there is no log or the export already has them. A CheckpointError
+    recorded it (or an older reading of it); returns the fields, or None when there is no log or the export has them. A CheckpointError
     when the run directory's TrainConfig is not the export's (another run's log is never recorded)."""
     path = run_dir(args, run)
     fields, info = log_meta(path), read_export(export)
-    if not fields or all(k in info["meta"] for k in fields):
+    if not fields or all(info["meta"].get(k) == v for k, v in fields.items()):
         return None
     stored = normalize_config(stored_config(json.loads((path / "run.json").read_text()).get("config", {})))
     if stored != info["config"]:
