@@ -34,7 +34,8 @@ PRESETS = {
 # fit and named in the tables (scoreprobe.studies.divergence finds them: a spike training does not recover from; a
 # spike it recovers from, as the 1.27M DiT's at N = 240, seed 1, is kept and named in the md).
 DIVERGED = {"cpu": {"w192d4-g2-n120-s2": (
-    "diverged at step 10,700 (loss 0.105, then 1.1, 14, 214 and 1.0: a network that predicts nothing); an "
+    "diverged at step 10,700 (loss 0.105, then 1.1, 14, 214 and 1.0: a network that predicts nothing, still at 1.0 "
+    "when its training ended at step 15,000, so it never recovered); an "
     "uninterrupted retrain from scratch (2026-12-05) repeated the first 12,200 steps of its log bit for bit, the "
     "blow-up included, so it comes from the recipe (lr 2e-3 without warm-up at 2.83M parameters), not from the "
     "resume at step 10,000")}}
