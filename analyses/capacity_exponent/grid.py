@@ -15,8 +15,9 @@ N = 120 runs are the scaling study's), every seed: b for a second size over the 
 DiT at N = 30, 60, 120 seed by seed; then N = 240 for both new sizes (30 000 steps each, the longest).
 CPU preset: 27 runs, 5 reused; ≈ 17 thread-hours at the plan's rates (`--plan`), i.e. ≈ 9 h on 2 cores:
 more than one session: a session starts only the runs it can finish (`--hours`); a run cut off resumes from its
-run directory in runs/ (kept between sessions here, not guaranteed elsewhere). The GPU preset extends it: the scaling GPU recipe (batch 256, 14 000 views per image),
-N = 32…512, four sizes up to 5.0M, 5 seeds (not timed: no GPU here).
+run directory in runs/ (kept between sessions here, not guaranteed elsewhere). The GPU preset extends it: the
+scaling GPU recipe (batch 256, 14 000 views per image), N = 32…512, four sizes up to 5.0M, 5 seeds (not timed: no
+GPU here).
 """
 from scoreprobe.studies import recipes as scaling_grid
 from scoreprobe.studies.export import load_exports

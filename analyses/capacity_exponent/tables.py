@@ -130,7 +130,8 @@ def report(args, runs):
     rows, missing = presets.collect_stats(args, runs, grid_mod.export_folder)
     sizes = [f"{w}x{d}" for w, d in grid_mod.PRESETS[args.preset]["sizes"]]
     never = [r for r in rows if "train_start" in r and r["train_start"] is None]   # read an untrained network
-    by = {s: [r for r in rows if r["meta"]["size"] == s and r not in never] for s in sizes}
+    out = {r["run"] for r in never}
+    by = {s: [r for r in rows if r["meta"]["size"] == s and r["run"] not in out] for s in sizes}
     by = {s: rs for s, rs in by.items() if rs}
     lines = header("τ_mem ∝ N^b per model size", "capacity_exponent", args, len(rows), len(runs),
                    INTRO.format(design=COVERAGE["design"], coverage=_coverage_text()))
@@ -201,7 +202,8 @@ def start_lines(by, never=()):
             shifted = [{**r, "steps": r["steps"] - r["train_start"], "curves": {**r["curves"], "tau_mem": [
                 t - r["train_start"] for t in r["curves"]["tau_mem"]]}} for r in known]
             row["b"], row["b_from_start"] = (C.at(b_curve(x, curves_of(x)), PAPER_T) for x in (known, shifted))
-            parts[-1] += f"; b at 0.1 over them {b_cell(row['b'])}, counted from each run's start {b_cell(row['b_from_start'])}"
+            parts[-1] += (f"; b at 0.1 over them {b_cell(row['b'])}, counted from each run's start "
+                          f"{b_cell(row['b_from_start'])}")
         out[size] = row
     lines = [f"When training started (the first logged loss below {START_LOSS:g}; an untrained network's is ≈ 1, the "
              f"0.51M DiT of the shipped recipe is below it by step 200): " + "; ".join(parts) + ". A late start delays "

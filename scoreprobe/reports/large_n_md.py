@@ -118,26 +118,38 @@ def draw_lines(rows, p):
     if not draws:
         return [], {}
     (G, N), small = draws[0][:2], max(N for G_, N in p["configs"] if G_ == 3)
-    pick = lambda n, d: next((r for r in rows if (r["meta"]["G"], r["meta"]["N"], r["meta"]["data_seed"], r["seed"])   # noqa: E731
-                              == (G, n, d, 0)), None)
     seeds = [0] + [d for G_, N_, d in draws if (G_, N_) == (G, N)]
     lines = [f"G = {G} at N = {N} over data seeds (training seed 0), beside the same seeds at N = {small}:", "",
              f"| data seed | N = {N}: τ_rule | peak → last rule_acc | N = {small}: τ_rule | peak → last rule_acc |",
              "|---:|---|---|---|---|"]
-    out = {}
-    cell = lambda r: ("no export yet", "—") if r is None else (   # noqa: E731
-        f"{r['tau_rule']:.0f}" if math.isfinite(r["tau_rule"]) else f"> {r['steps']} (not reached)",
-        f"{late_fall(r)['peak']:.3f} → {late_fall(r)['last']:.3f}")
-    for d in seeds:
-        big, sm = pick(N, d), pick(small, d)
-        out[d] = {"big": None if big is None else late_fall(big) | {"reached": bool(math.isfinite(big["tau_rule"]))},
-                  "small": None if sm is None else late_fall(sm) | {"reached": bool(math.isfinite(sm["tau_rule"]))}}
-        lines.append(f"| {d} | " + " | ".join(cell(big)) + " | " + " | ".join(cell(sm)) + " |")
+    runs = {d: (_seed_run(rows, G, N, d), _seed_run(rows, G, small, d)) for d in seeds}
+    out = {d: {"big": _summary(big), "small": _summary(sm)} for d, (big, sm) in runs.items()}
+    for d, (big, sm) in runs.items():
+        lines.append(f"| {d} | " + " | ".join(_seed_cells(big, out[d]["big"]) + _seed_cells(sm, out[d]["small"])) + " |")
     done = [v["big"] for v in out.values() if v["big"] is not None]
     lines += ["", f"- {sum(b['reached'] for b in done)} of {len(done)} data seeds exported at N = {N} reliably exceed "
               f"{PAPER:g} (training seed 0; {len(seeds) - len(done)} not yet exported)"
               + ("." if len(done) == len(seeds) else ": the question is open until they are."), ""]
     return lines, out
+
+
+def _seed_run(rows, G, N, data_seed):
+    """The row of the run at (G, N, data seed, training seed 0); None if not exported."""
+    return next((r for r in rows if (r["meta"]["G"], r["meta"]["N"], r["meta"]["data_seed"], r["seed"])
+                 == (G, N, data_seed, 0)), None)
+
+
+def _summary(r):
+    """`late_fall` of a run with "reached" (its τ_rule is finite); None for no run."""
+    return None if r is None else late_fall(r) | {"reached": bool(math.isfinite(r["tau_rule"]))}
+
+
+def _seed_cells(r, summary):
+    """[τ_rule cell, peak → last cell] of a run and its `_summary`."""
+    if r is None:
+        return ["no export yet", "—"]
+    tau = f"{r['tau_rule']:.0f}" if summary["reached"] else f"> {r['steps']} (not reached)"
+    return [tau, f"{summary['peak']:.3f} → {summary['last']:.3f}"]
 
 
 def fisher(k_a, n_a, k_b, n_b):

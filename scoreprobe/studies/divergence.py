@@ -26,7 +26,7 @@ from pathlib import Path
 
 FACTOR = 10.0    # a logged loss this many times the median of the WINDOW lines before it is a spike
 WINDOW = 10
-RECOVER = 2.0    # recovered: the median of the WINDOW lines after the spike is within this many times the one before
+RECOVER = 2.0    # recovered: some WINDOW consecutive lines after it have a median within this × the one before
 START_LOSS = 0.5   # training has started once a logged loss is below this (an untrained network's is ≈ 1)
 
 
@@ -45,7 +45,12 @@ def loss_spikes(path, factor=FACTOR, window=WINDOW, recover=RECOVER):
     when none do), "back_at" (the last step of the first such window within `recover` × "median"; None if none),
     "recovered" (bool; None when no line follows)}]. A spike's own run of spike lines (14, 214 after 1.1) is part of
     what follows it."""
-    losses, out = _losses(path), []
+    return _spikes(_losses(path), factor, window, recover)
+
+
+def _spikes(losses, factor=FACTOR, window=WINDOW, recover=RECOVER):
+    """`loss_spikes` of a log already read ([(step, loss)])."""
+    out = []
     for i in range(window, len(losses)):
         step, loss = losses[i]
         median = statistics.median(v for _, v in losses[i - window:i])
@@ -66,22 +71,29 @@ def divergence(path, factor=FACTOR, window=WINDOW, recover=RECOVER):
     return next((s for s in loss_spikes(path, factor, window, recover) if s["recovered"] is not True), None)
 
 
+SPIKE_META = ("step", "loss", "median", "after", "back_at")   # what an export's meta keeps of a recovered spike
+
+
 def recovered_spikes(path):
     """[{"step", "loss", "median", "after", "back_at"}] of the spikes training recovered from, for an export's meta."""
-    return [{k: s[k] for k in ("step", "loss", "median", "after", "back_at")} for s in loss_spikes(path)
-            if s["recovered"]]
+    return [{k: s[k] for k in SPIKE_META} for s in loss_spikes(path) if s["recovered"]]
 
 
 def training_start(path, start_loss=START_LOSS):
     """The first logged step of <path>'s training log with a loss below `start_loss`; None when there is none
     (training has not started, or there is no log)."""
-    return next((step for step, loss in _losses(path) if loss < start_loss), None)
+    return _start(_losses(path), start_loss)
+
+
+def _start(losses, start_loss=START_LOSS):
+    return next((step for step, loss in losses if loss < start_loss), None)
 
 
 def log_meta(path):
-    """What an export's meta records of the training log: {"train_start": step (None: never started)} and, when
-    training recovered from any spike, {"loss_spikes": `recovered_spikes`}; {} when there is no log."""
-    if not _losses(path):
+    """What an export's meta records of the training log (read once): {"train_start": step (None: never started)}
+    and, when training recovered from any spike, {"loss_spikes": `recovered_spikes`}; {} when there is no log."""
+    losses = _losses(path)
+    if not losses:
         return {}
-    spikes = recovered_spikes(path)
-    return {"train_start": training_start(path), **({"loss_spikes": spikes} if spikes else {})}
+    spikes = [{k: s[k] for k in SPIKE_META} for s in _spikes(losses) if s["recovered"]]
+    return {"train_start": _start(losses), **({"loss_spikes": spikes} if spikes else {})}

@@ -73,8 +73,8 @@ def run_one(args, run):
 
 def record_log_meta(args, run, export):
     """Add what `run`'s training log says (`divergence.log_meta`) to the meta of its `export` made before the runner
-    recorded it (or an older reading of it); returns the fields, or None when there is no log or the export has them. A CheckpointError
-    when the run directory's TrainConfig is not the export's (another run's log is never recorded)."""
+    recorded it (or an older reading of it); returns the fields, or None when there is no log or the export has them.
+    A CheckpointError when the run directory's TrainConfig is not the export's (another run's log is never recorded)."""
     path = run_dir(args, run)
     fields, info = log_meta(path), read_export(export)
     if not fields or all(info["meta"].get(k) == v for k, v in fields.items()):

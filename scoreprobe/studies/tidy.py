@@ -67,7 +67,8 @@ def collect(grid):
     peak_rule_acc (axes) the largest rule accuracy of any checkpoint; final_mem (axes) the memorized share at
     the last checkpoint; train_start (axes) the first logged step with loss below 0.5 (NaN: not recorded, or
     never); never_started (axes) bool, True where the log shows the loss never fell below 0.5; loss_spikes (axes)
-    how many loss spikes training recovered from. attrs: grid, axes (JSON), base_config (JSON), missing (JSON {run: why}), units.
+    how many loss spikes training recovered from. attrs: grid, axes (JSON), base_config (JSON), missing (JSON
+    {run: why}), units.
     """
     shape = tuple(grid.sizes.values())
     T = {"tau_rule": len(RULE_THRESHOLDS), "tau_mem": len(MEM_THRESHOLDS)}
