@@ -79,7 +79,7 @@ def test_smoke_then_from_results(tmp_path):
     assert (tmp_path / "capacity_exponent_smoke.json").read_text() == js
 
 
-def test_the_slope_difference_is_the_interaction_of_one_least_squares_fit():
+def test_the_slope_difference_is_the_interaction_of_one_fit():
     from scipy import stats
     from scoreprobe.stats.censored_slopes import slope_difference as diff
 
@@ -98,9 +98,16 @@ def test_the_slope_difference_is_the_interaction_of_one_least_squares_fit():
               for y, f in ((ya, fa), (yb, fb)))
     se = math.sqrt(rss / 8 * 2 / ((x - x.mean()) @ (x - x.mean())))
     assert d["ci"] == pytest.approx([d["value"] - stats.t.ppf(0.975, 8) * se, d["value"] + stats.t.ppf(0.975, 8) * se])
-    censored = [row(N, y) for N, y in zip(Ns, yb)]
-    censored[0]["curves"]["tau_mem"][3] = math.inf
-    assert math.isnan(slope_difference([row(N, y) for N, y in zip(Ns, ya)], censored, {30, 60, 120})["value"])
+    # a censored run is kept in the likelihood (censored_coef); a group left with 2 crossed runs has no slope
+    censored = [{**row(N, y), "steps": 1000} for N, y in zip(Ns, yb)]
+    censored[-1]["curves"]["tau_mem"][3] = math.inf
+    crossed = [{**row(N, y), "steps": 1000} for N, y in zip(Ns, ya)]
+    d = slope_difference(crossed, censored, {30, 60, 120})
+    assert math.isfinite(d["value"]) and d["n_censored"] == 1 and d["ci"][0] < d["value"] < d["ci"][1]
+    for r in censored[1:4]:
+        r["curves"]["tau_mem"][3] = None
+    d = slope_difference(crossed, censored, {30, 60, 120})
+    assert math.isnan(d["value"]) and "fewer than 3 crossed runs" in d["why"]
 
 
 def test_the_design_line_names_the_learning_rate_and_where_a_larger_model_memorizes_later():
@@ -156,3 +163,28 @@ def test_start_steps_give_b_counted_from_the_start_and_a_run_that_never_started_
     assert "Training never started in stuck" in lines[0] and "left out of every fit" in lines[0]
     lines, out = T.start_lines({"80x4": [{k: v for k, v in r.items() if k != "train_start"} for r in rows]})
     assert out == {} and "80x4: no run's log kept" in lines[0]
+
+
+def test_coverage_is_simulated_at_the_runs_design_and_kept_only_for_that_design(tmp_path, monkeypatch):
+    """coverage.shares counts a run that did not reach the threshold (None or inf) in its N's share, capped; the
+    cache measures a design once, quotes it again unchanged, and drops designs no longer asked for."""
+    cov = _analysis("capacity_exponent.coverage")
+    row = lambda N, t: {"meta": {"N": N}, "curves": {"tau_mem": [t]}}   # noqa: E731
+    rows = [row(30, 5.0), row(30, 6.0), row(60, None), row(60, 9.0), row(120, math.inf), row(120, None)]
+    n_of = lambda r: r["meta"]["N"]                                      # noqa: E731
+    x, share, design, j = cov.size_design(rows, 0, n_of)
+    assert share == [0, 0, 0.5, 0.5, cov.CAP, cov.CAP] and design is None and j == 1
+    assert cov.describe(x, share) == "30 ×2, 60 ×2 (0.50 censored), 120 ×2 (0.95 censored)"
+    x, share, design, j = cov.difference_design(rows[:4], rows[2:], 0, n_of)
+    assert j == 3 and [d[2] for d in design] == [0] * 4 + [1] * 4 and design[5][3] == pytest.approx(math.log(60))
+    path = tmp_path / "c.json"
+    cache = cov.Cache(path, "smoke")
+    first = cache.get([math.log(n) for n in (30, 30, 60, 60, 120, 120)], [0, 0, 0, 0, 0.5, 0.5])
+    assert first["n_rep"] == 40 and 0 < first["coverage"] <= 1
+    cache.get([math.log(n) for n in (30, 60, 120)], [0, 0, 0])
+    cache.store()
+    again = cov.Cache(path, "smoke")
+    monkeypatch.setattr(cov, "coverage_fit", lambda *a, **k: pytest.fail("a stored design was simulated again"))
+    assert again.get([math.log(n) for n in (30, 30, 60, 60, 120, 120)], [0, 0, 0, 0, 0.5, 0.5]) == first
+    again.store()
+    assert len(json.loads(path.read_text())) == 1

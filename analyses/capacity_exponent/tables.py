@@ -5,6 +5,7 @@ from collections import Counter
 
 import numpy as np
 
+from analyses.capacity_exponent import coverage as cov
 from analyses.capacity_exponent import grid as grid_mod
 from scoreprobe.reports.study_md import header
 from scoreprobe.stats import curves as C
@@ -21,10 +22,11 @@ from scoreprobe.studies.format import pooled_cell, slope_cell as b_cell
 
 PAPER_B, FIELD_B = 1.14, 1.0   # the paper's reference DiT (τ_mem ≈ 35·N^1.14); Bonnaire et al. 2025, Favero et al. 2025
 PAPER_T = C.PAPER["tau_mem"]
-# coverage of censored_fit's 95% interval at this study's design (4 N × 3 seeds, two of three N = 240 runs
-# censored, as for the 0.51M DiT): scoreprobe.stats.censored.coverage_fit(ln N, [0]*9 + [0.67]*3, 2000, seed 0), measured
-# 2026-12-05 (tests/test_censored.py re-measures it with 300 designs)
-COVERAGE = {"design": "4 N × 3 seeds, 2 of 3 at the largest N censored", "n_rep": 2000, "coverage": 0.950}
+J_PAPER = list(MEM_THRESHOLDS).index(PAPER_T)
+
+
+def n_of(r):
+    return r["meta"]["N"]
 
 
 def b_curve(rows, curves):
@@ -40,8 +42,9 @@ def b_verdict(curve, region):
                    region=region, paper_threshold=PAPER_T)
 
 
-def section_size(size, rows):
-    """One DiT size: τ_mem per N pooled over seeds, b over thresholds and its verdicts."""
+def section_size(size, rows, cache):
+    """One DiT size: τ_mem per N pooled over seeds, b over thresholds and its verdicts; the coverage of b's interval
+    at this size's design (`cache`: a coverage.Cache)."""
     curves = curves_of(rows)
     Ns = sorted({r["meta"]["N"] for r in rows})
     lines = [f"## DiT {size} ({rows[0]['params']:,} parameters)", "",
@@ -57,6 +60,10 @@ def section_size(size, rows):
     lines += [f"| {F.threshold_label(r['threshold'], PAPER_T)} | {b_cell(r)} |" for r in curve]
     if len(Ns) < 2:
         return lines + ["", f"Only N = {Ns[0]} so far: no slope.", ""], out
+    x, share, *_ = design = cov.size_design(rows, J_PAPER, n_of)
+    out["coverage"] = {"design": cov.describe(x, share), **cache.get(*design)}
+    lines += ["", f"Coverage of the 95% interval of b at 0.1 at this size's design (N = "
+              f"{out['coverage']['design']}): {cov.text(out['coverage'])}."]
     field = b_verdict(curve, (FIELD_B, math.inf))
     out["verdict_b_above_1"] = field.word
     lines += ["", f"- b > 1 (the field's b = 1 excluded from above): {field.sentence('{:.3g}')}", ""]
@@ -72,7 +79,7 @@ def _ready(rs):
     return sum(c >= MIN_SEEDS for c in counts.values()) >= MIN_N
 
 
-def section_question(by):
+def section_question(by, cache):
     """Does b fall toward 1 as the DiT grows? b at the paper's threshold per size over the N every size with a
     slope has (a slope depends on the N range it is read over), then over each size's own N."""
     partial = {size: rs for size, rs in by.items() if not _ready(rs)}
@@ -106,12 +113,22 @@ def section_question(by):
     apart = first["b_ci"][0] > last["b_ci"][1]
     out["falls"] = bool(apart)
     sizes = list(by)
-    diff = out["difference"] = slope_difference(by[sizes[0]], by[sizes[-1]], common, lambda r: r["meta"]["N"])
+    diff = out["difference"] = slope_difference(by[sizes[0]], by[sizes[-1]], common, n_of)
+    cover = ""
+    if math.isfinite(diff["value"]):
+        pair = [[r for r in by[s] if n_of(r) in common] for s in (sizes[0], sizes[-1])]
+        x, share, *_ = design = cov.difference_design(*pair, J_PAPER, n_of)
+        diff["coverage"] = {"design": f"{sizes[0]}: {cov.describe(x[:len(pair[0])], share[:len(pair[0])])}; "
+                                      f"{sizes[-1]}: {cov.describe(x[len(pair[0]):], share[len(pair[0]):])}",
+                            **cache.get(*design)}
+        cover = (f" Its interval's coverage at this design (N = {diff['coverage']['design']}): "
+                 f"{cov.text(diff['coverage'])}.")
     lines += [f"- over N = {', '.join(map(str, common))}, from {p0:,} to {p1:,} parameters b goes {first['b']:.2f} → "
               f"{last['b']:.2f}; " + ("the intervals do not overlap: b falls with capacity" if apart else
                                       "the intervals overlap")
               + f" (the field: b = {FIELD_B:g}; the paper's reference DiT: {PAPER_B}).",
-              f"- the difference b({sizes[-1]}) − b({sizes[0]}) over the common N: {difference_text(diff)}.", ""]
+              f"- the difference b({sizes[-1]}) − b({sizes[0]}) over the common N: {difference_text(diff)}.{cover}",
+              ""]
     return lines, out
 
 
@@ -120,7 +137,8 @@ INTRO = ("Parity G = 2, the scaling study's recipe (12 000 views per training im
          "version 6, docs/definitions.md), over memorization thresholds 0.01–0.2 (the paper's 0.1 in bold). b: slope of "
          "ln τ_mem on ln N over every run, a normal likelihood with right-censoring at each run's budget "
          "(`scoreprobe.stats.censored.censored_fit`; with no run censored it is least squares with the t interval, "
-         "n − 2 df); its 95% interval's coverage at this design ({design}) is {coverage}.")
+         "n − 2 df); each interval's coverage is simulated at the design it was read on (its runs per N, each N's "
+         "share censored at 0.1; `analyses/capacity_exponent/coverage.py`) and quoted beside it.")
 RUNS = [F.RUN, F.col("params", lambda r: f"{r['params']:,}"), F.STEPS, F.tau_col("tau_mem"), F.PEAK, F.FINAL_MEM,
         F.TRAIN_S]
 
@@ -134,7 +152,7 @@ def report(args, runs):
     by = {s: [r for r in rows if r["meta"]["size"] == s and r["run"] not in out] for s in sizes}
     by = {s: rs for s, rs in by.items() if rs}
     lines = header("τ_mem ∝ N^b per model size", "capacity_exponent", args, len(rows), len(runs),
-                   INTRO.format(design=COVERAGE["design"], coverage=_coverage_text()))
+                   INTRO)
     todo = [r for r in runs if r.name in missing]
     hours = sum(scaling_grid.run_seconds(r, args.n_samples) for r in todo) / 3600
     lines += [f"Not done: {len(todo)} runs ({_todo_text(todo)}), {hours:.1f} thread-hours at the one-thread idle rates "
@@ -149,15 +167,16 @@ def report(args, runs):
     lines += text
     text, starts = start_lines(by, never)
     lines += text
-    per_size = {}
+    per_size, cache = {}, cov.Cache(args.results / f"capacity_exponent_{args.preset}_coverage.json", args.preset)
     for s, rs in by.items():
-        text, per_size[s] = section_size(s, rs)
+        text, per_size[s] = section_size(s, rs, cache)
         lines += text
-    text, question = section_question(by)
+    text, question = section_question(by, cache)
+    cache.store()
     design = design_lines(by, runs)
     question["design"] = design[0][2:]   # the findings page quotes it
     lines += text + design + F.runs_section(rows, missing, RUNS)
-    rep = presets.report_json(args, runs, missing, rows, coverage=COVERAGE, sizes=per_size,
+    rep = presets.report_json(args, runs, missing, rows, sizes=per_size,
                               todo_thread_hours=round(hours, 2), question=question, diverged=diverged,
                               recovered_spikes=spikes, training_start=starts)
     return "\n".join(lines) + "\n", rep, by
@@ -230,7 +249,7 @@ def design_lines(by, runs):
     """What the size comparison cannot separate: one learning rate for every size (read from the planned configs),
     and each N where a larger DiT memorizes later than a smaller one (pooled τ_mem at 0.1, every seed reached)."""
     lrs = sorted({r.cfg.lr for r in runs})
-    j = list(MEM_THRESHOLDS).index(PAPER_T)
+    j = J_PAPER
     later = []
     for N in sorted({r["meta"]["N"] for rs in by.values() for r in rs}):
         pooled = []
@@ -248,11 +267,6 @@ def design_lines(by, runs):
              "steps). b per size is this recipe's exponent, not capacity alone." if later else
              "; no N shows a larger DiT memorizing later than a smaller one (pooled τ_mem at 0.1).")
     return [text, ""]
-
-
-def _coverage_text():
-    c = COVERAGE["coverage"]
-    return "not measured" if c is None else f"{c:.3f} ({COVERAGE['n_rep']} simulated designs)"
 
 
 def write_all(args, runs):

@@ -51,8 +51,11 @@ def capacity_lines(results):
         said = f"the difference of b between the smallest and largest size is undefined ({d.get('why')})"
     else:
         lo, hi = d["ci"]
-        said = (f"b(largest) − b(smallest) over the common N: {d['value']:+.2f} [{lo:+.2f}, {hi:+.2f}] (one least-squares "
-                "fit with a size × ln N term, t interval, memorization 0.1, one test): " + (
+        how = (f"a censored normal regression, {d['n_censored']} of {d['n']} runs censored at their budget, profile "
+               "interval" if d.get("n_censored") else "least squares, t interval")
+        cover = f"; coverage at this design {d['coverage']['coverage']:.3f}" if d.get("coverage") else ""
+        said = (f"b(largest) − b(smallest) over the common N: {d['value']:+.2f} [{lo:+.2f}, {hi:+.2f}] (one fit with a "
+                f"size × ln N term, {how}{cover}; memorization 0.1, one test): " + (
                     "b is smaller for the larger model, toward the field's b = 1 — what a capacity effect near n* "
                     f"would give, read on {len(q['sizes'])} sizes only" if hi < 0 else
                                                                 "b is larger for the larger model" if lo > 0 else

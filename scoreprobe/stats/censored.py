@@ -55,10 +55,8 @@ def censored_fit(x, y, censored, level=0.95):
     """Slope b of y = a + b·x over runs with right-censoring (e.g. ln τ_mem on ln N: τ_mem ∝ N^b).
 
     x: (n,) the covariate; y: (n,) ln τ of each run (its crossing, or ln of its budget where `censored`);
-    censored: (n,) bools. The model is y ~ N(a + b·x, s²); (a, b, s) by maximum likelihood, b's interval the
-    profile-likelihood set with q = n·ln(1 + t²_{n−2, 1−α/2}/(n − 2)): with no censoring exactly least squares
-    and its t interval on the slope (n − 2 df), as `censored_mean` is for a mean. At a fixed b the profile is
-    `censored_mean`'s likelihood of the residuals y − b·x (censored at c − b·x), maximized over (a, s).
+    censored: (n,) bools. `censored_coef` with the design [1, x] and the coefficient of x: with no censoring
+    exactly least squares and its t interval on the slope (n − 2 df), as `censored_mean` is for a mean.
     Returns dict(slope, lower, upper, intercept, sd, n, n_censored, method); NaN (method: the reason) with
     fewer than 3 crossed runs or fewer than 2 distinct x among them; an end ±inf where the data do not bound b.
     """
@@ -66,30 +64,61 @@ def censored_fit(x, y, censored, level=0.95):
     y, cens = _checked(y, censored, level)
     if x.size != y.size or not np.all(np.isfinite(x)):
         raise ConfigError(f"censored_fit: x must be finite and as long as y (got {x.size} for {y.size})")
-    n, k = y.size, int(cens.sum())
-    out = dict(n=n, n_censored=k, method="censored normal regression, profile interval (t-calibrated)")
-    if n - k < 3 or np.unique(x[~cens]).size < 2:
+    if (~cens).sum() < 3 or np.unique(x[~cens]).size < 2:
         nan = dict.fromkeys(("slope", "lower", "upper", "intercept", "sd"), math.nan)
-        return {**out, **nan, "method": "fewer than 3 runs crossed, or fewer than 2 distinct x among them"}
-    q = n * math.log1p(stats.t.ppf(1 - (1 - level) / 2, n - 2) ** 2 / (n - 2))
-    ols = stats.linregress(x[~cens], y[~cens])
-    if k == 0:
-        half = math.sqrt(math.expm1(q / n) * (n - 2)) * ols.stderr   # = t · se of the slope
-        sd = math.sqrt(np.sum((y - ols.intercept - ols.slope * x) ** 2) / (n - 2))
-        return {**out, "slope": ols.slope, "lower": ols.slope - half, "upper": ols.slope + half,
-                "intercept": ols.intercept, "sd": sd}
+        return {"n": y.size, "n_censored": int(cens.sum()), **nan,
+                "method": "fewer than 3 runs crossed, or fewer than 2 distinct x among them"}
+    r = censored_coef(np.column_stack([np.ones_like(x), x]), y, cens, 1, level=level)
+    return {"slope": r["coef"], "lower": r["lower"], "upper": r["upper"], "intercept": r["beta"][0],
+            "sd": r["sd"], "n": r["n"], "n_censored": r["n_censored"],
+            "method": "censored normal regression, profile interval (t-calibrated)"}
 
-    def profile(b):   # (max over a, ln s of the log-likelihood at slope b, a, ln s)
-        a, log_s, value = _fit(y - b * x, cens)
-        return value, a, log_s
-    b_hat = optimize.minimize_scalar(lambda b: -profile(b)[0], bracket=(ols.slope - 0.1, ols.slope + 0.1)).x
-    best, a_hat, log_s = profile(b_hat)
+
+def censored_coef(X, y, censored, j, level=0.95):
+    """Coefficient j of y = X·β over runs with right-censoring (a slope, or a difference of slopes as the
+    interaction of a group term with the covariate).
+
+    X: (n, p) the design (full column rank over the crossed runs); y: (n,) ln τ of each run (its crossing, or ln
+    of its budget where `censored`); censored: (n,) bools. The model is y ~ N(X·β, s²); (β, s) by maximum
+    likelihood, β_j's interval the profile-likelihood set {b : 2[ℓ̂ − max_{β_−j, s} ℓ(β_j = b)] ≤ q} with
+    q = n·ln(1 + t²_{n−p, 1−α/2}/(n − p)): with no censoring exactly least squares and its t interval (n − p df),
+    the profile statistic being n·ln(1 + t²/(n − p)).
+    Returns dict(coef, lower, upper, beta (p,), sd, n, n_censored, df, method); NaN (method: the reason) where
+    the crossed runs do not identify β with a residual degree of freedom; an end ±inf where the data do not bound β_j.
+    """
+    X = np.asarray(X, dtype=float)
+    y, cens = _checked(y, censored, level)
+    if X.ndim != 2 or X.shape[0] != y.size or not np.all(np.isfinite(X)) or not 0 <= j < X.shape[1]:
+        raise ConfigError(f"censored_coef: X must be a finite (n, p) design with n = {y.size} and 0 <= j < p "
+                          f"(got shape {X.shape}, j = {j})")
+    (n, p), k = X.shape, int(cens.sum())
+    out = dict(n=n, n_censored=k, df=n - p, method="censored normal regression, profile interval (t-calibrated)")
+    obs = X[~cens]
+    if n - k <= p or np.linalg.matrix_rank(obs) < p:
+        return {**out, "coef": math.nan, "lower": math.nan, "upper": math.nan, "beta": [math.nan] * p,
+                "sd": math.nan, "method": "the crossed runs do not identify the model with a residual degree of freedom"}
+    q = n * math.log1p(stats.t.ppf(1 - (1 - level) / 2, n - p) ** 2 / (n - p))
+    ols, *_ = np.linalg.lstsq(obs, y[~cens], rcond=None)
+    rss = float(np.sum((y[~cens] - obs @ ols) ** 2))
+    se = math.sqrt(rss / (n - k - p) * np.linalg.inv(obs.T @ obs)[j, j])
+    if k == 0:
+        half = math.sqrt(math.expm1(q / n) * (n - p)) * se   # = t · se of β_j
+        return {**out, "coef": float(ols[j]), "lower": float(ols[j] - half), "upper": float(ols[j] + half),
+                "beta": ols.tolist(), "sd": math.sqrt(rss / (n - p))}
+    rest = np.delete(X, j, axis=1)
+
+    def profile(b):   # (max over β_−j, ln s of the log-likelihood at β_j = b, β_−j, ln s)
+        beta, log_s, value = _fit(y - b * X[:, j], cens, rest)
+        return value, beta, log_s
+    b_hat = optimize.minimize_scalar(lambda b: -profile(b)[0], bracket=(ols[j] - 0.1, ols[j] + 0.1)).x
+    best, beta, log_s = profile(b_hat)
 
     def gap(b):
         return 2 * (best - profile(b)[0]) - q
-    scale = max(float(ols.stderr), 1e-3)
+    scale = max(se, 1e-3)
     lower, upper = _end(gap, b_hat, -scale), _end(gap, b_hat, +scale)
-    return {**out, "slope": float(b_hat), "lower": lower, "upper": upper, "intercept": a_hat, "sd": math.exp(log_s)}
+    return {**out, "coef": float(b_hat), "lower": lower, "upper": upper,
+            "beta": np.insert(beta, j, b_hat).tolist(), "sd": math.exp(log_s)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,19 +126,21 @@ def censored_fit(x, y, censored, level=0.95):
 # ---------------------------------------------------------------------------------------------
 
 def _loglik(mu, log_s, y, cens):
-    return _loglik_grad(np.array([mu, log_s]), y, cens)[0]
+    return _loglik_grad(np.array([mu, log_s]), y, cens, np.ones((y.size, 1)))[0]
 
 
-def _loglik_grad(p, y, cens):
-    """(ℓ, (∂ℓ/∂μ, ∂ℓ/∂ln s)) at p = (μ, ln s): crossed runs ln φ(z) − ln s, censored ln(1 − Φ(z)), z = (y − μ)/s;
-    a censored run's derivatives carry the inverse Mills ratio λ(z) = φ(z)/(1 − Φ(z))."""
-    mu, log_s = float(p[0]), float(p[1])
-    z = (y - mu) / math.exp(log_s)
+def _loglik_grad(p, y, cens, X):
+    """(ℓ, (∂ℓ/∂β, ∂ℓ/∂ln s)) at p = (β, ln s) with the mean X·β (X (n, q)): crossed runs ln φ(z) − ln s, censored
+    ln(1 − Φ(z)), z = (y − X·β)/s; a censored run's derivatives carry the inverse Mills ratio λ(z) = φ(z)/(1 − Φ(z))."""
+    beta, log_s = np.asarray(p[:-1], dtype=float), float(p[-1])
+    z = (y - X @ beta) / math.exp(log_s)
     zo, zc = z[~cens], z[cens]
     log_sf = special.log_ndtr(-zc)
     lam = np.exp(stats.norm.logpdf(zc) - log_sf)
     value = float(np.sum(-0.5 * zo ** 2 - log_s) - zo.size * 0.5 * math.log(2 * math.pi) + np.sum(log_sf))
-    grad = np.array([(zo.sum() + lam.sum()) / math.exp(log_s), float(np.sum(zo ** 2 - 1) + np.sum(lam * zc))])
+    r = np.where(cens, 0.0, z)
+    r[cens] = lam
+    grad = np.append(X.T @ r / math.exp(log_s), float(np.sum(zo ** 2 - 1) + np.sum(lam * zc)))
     return value, grad
 
 
@@ -119,13 +150,19 @@ def _profile(mu, y, cens, start):
     return -float(res.fun), float(res.x)
 
 
-def _fit(y, cens):
-    """(μ̂, ln ŝ, ℓ max) from the crossed runs' mean and sd as the start."""
-    obs = y[~cens]
-    x0 = np.array([obs.mean(), math.log(max(obs.std(ddof=1), 1e-3))])
-    res = optimize.minimize(lambda p: tuple(-v for v in _loglik_grad(p, y, cens)), x0, jac=True, method="BFGS",
+def _fit(y, cens, X=None):
+    """(β̂, ln ŝ, ℓ max) of the mean X·β (X (n, q); None: a constant, β̂ then the scalar μ̂), from the crossed
+    runs' least squares and residual sd as the start."""
+    const = X is None
+    X = np.ones((y.size, 1)) if const else X
+    beta0, *_ = np.linalg.lstsq(X[~cens], y[~cens], rcond=None)
+    resid = y[~cens] - X[~cens] @ beta0
+    sd0 = math.sqrt(float(resid @ resid) / max(resid.size - 1, 1))
+    x0 = np.append(beta0, math.log(max(sd0, 1e-3)))
+    res = optimize.minimize(lambda p: tuple(-v for v in _loglik_grad(p, y, cens, X)), x0, jac=True, method="BFGS",
                             options=dict(gtol=1e-9, maxiter=500))
-    return float(res.x[0]), float(res.x[1]), -float(res.fun)
+    beta = float(res.x[0]) if const else res.x[:-1]
+    return beta, float(res.x[-1]), -float(res.fun)
 
 
 def _end(gap, center, step):
@@ -177,10 +214,11 @@ def coverage(n, censored_share, n_rep=2000, seed=0, level=0.95):
                 defined=defined / n_rep)
 
 
-def coverage_fit(x, censored_share, n_rep=1000, seed=0, level=0.95):
+def coverage_fit(x, censored_share, n_rep=1000, seed=0, level=0.95, design=None, j=1):
     """Share of `n_rep` simulated designs whose `censored_fit` interval holds the true slope, at the design x
-    (n,) with run i censored with probability censored_share[i] (a scalar: the same for every run). The true
-    line is y = 0 (a = b = 0, s = 1): the interval is equivariant under y → y + a + b·x and x → k·x, so the
+    (n,) with run i censored with probability censored_share[i] (a scalar: the same for every run); with `design`
+    (n, p) the `censored_coef` interval of its coefficient j instead (x then unused but for its length). The true
+    mean is 0 (β = 0, s = 1): the interval is equivariant under y → y + X·β and a rescaled column, so the
     coverage depends only on the design's pattern and its censoring. Replicates with no estimate count as
     misses in `coverage` and are left out of `coverage_defined`. Returns dict(coverage, coverage_defined, defined)."""
     x = np.asarray(x, dtype=float).reshape(-1)
@@ -191,8 +229,13 @@ def coverage_fit(x, censored_share, n_rep=1000, seed=0, level=0.95):
     for _ in range(n_rep):
         draw = rng.standard_normal(x.size)
         cens = draw > c
-        r = censored_fit(x, np.where(cens, c, draw), cens, level=level)
-        if not math.isnan(r["slope"]):
+        y = np.where(cens, c, draw)
+        if design is None:
+            r = censored_fit(x, y, cens, level=level)
+            r = {"coef": r["slope"], "lower": r["lower"], "upper": r["upper"]}
+        else:
+            r = censored_coef(design, y, cens, j, level=level)
+        if not math.isnan(r["coef"]):
             defined += 1
             hits += r["lower"] <= 0 <= r["upper"]
     return dict(coverage=hits / n_rep, coverage_defined=hits / defined if defined else math.nan,
