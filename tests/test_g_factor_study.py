@@ -128,3 +128,9 @@ def test_the_large_n_over_data_seeds_sits_beside_the_same_seeds_at_the_grid_n():
     assert out[1]["big"]["reached"] and not out[1]["small"]["reached"] and out[2]["big"] is None
     assert "2 of 2 data seeds exported at N = 480 reliably exceed 0.9 (training seed 0; 1 not yet exported)" in lines[-2]
     assert L.draw_lines(rows, {"configs": [(3, 240)]}) == ([], {})
+    rows.append(run(480, 2, 50.0, [0.1, 0.96, 0.85]))            # every draw exported: the comparison and the fall
+    rows[1]["curve"]["rule_acc"] = [0.1, 0.95, 0.7]
+    text = L.draw_lines(rows, p)[0][-2]
+    assert ("3 of 3 data seeds at N = 480 reliably exceed 0.9 (training seed 0), against 0 of 3 at N = 240 with the "
+            "same data seeds: one-sided Fisher exact p = 0.050 (the smallest 3 against 3 runs can give is 0.050") in text
+    assert "peak 0.950–0.970 → last 0.700–0.850) with at most 0.0% of samples copies" in text
