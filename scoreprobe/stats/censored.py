@@ -64,14 +64,11 @@ def censored_fit(x, y, censored, level=0.95):
     y, cens = _checked(y, censored, level)
     if x.size != y.size or not np.all(np.isfinite(x)):
         raise ConfigError(f"censored_fit: x must be finite and as long as y (got {x.size} for {y.size})")
-    if (~cens).sum() < 3 or np.unique(x[~cens]).size < 2:
-        nan = dict.fromkeys(("slope", "lower", "upper", "intercept", "sd"), math.nan)
-        return {"n": y.size, "n_censored": int(cens.sum()), **nan,
-                "method": "fewer than 3 runs crossed, or fewer than 2 distinct x among them"}
-    r = censored_coef(np.column_stack([np.ones_like(x), x]), y, cens, 1, level=level)
+    r = censored_coef(np.column_stack([np.ones_like(x), x]), y, cens, 1, level=level)   # NaN: < 3 crossed or 1 x
     return {"slope": r["coef"], "lower": r["lower"], "upper": r["upper"], "intercept": r["beta"][0],
             "sd": r["sd"], "n": r["n"], "n_censored": r["n_censored"],
-            "method": "censored normal regression, profile interval (t-calibrated)"}
+            "method": r["method"] if math.isfinite(r["coef"]) else
+            "fewer than 3 runs crossed, or fewer than 2 distinct x among them"}
 
 
 def censored_coef(X, y, censored, j, level=0.95):
@@ -138,7 +135,7 @@ def _loglik_grad(p, y, cens, X):
     log_sf = special.log_ndtr(-zc)
     lam = np.exp(stats.norm.logpdf(zc) - log_sf)
     value = float(np.sum(-0.5 * zo ** 2 - log_s) - zo.size * 0.5 * math.log(2 * math.pi) + np.sum(log_sf))
-    r = np.where(cens, 0.0, z)
+    r = z.copy()
     r[cens] = lam
     grad = np.append(X.T @ r / math.exp(log_s), float(np.sum(zo ** 2 - 1) + np.sum(lam * zc)))
     return value, grad
@@ -225,16 +222,12 @@ def coverage_fit(x, censored_share, n_rep=1000, seed=0, level=0.95, design=None,
     share = np.broadcast_to(np.asarray(censored_share, dtype=float), x.shape)
     rng = np.random.default_rng(seed)
     c = np.where(share > 0, stats.norm.isf(np.clip(share, 1e-300, 1)), math.inf)
+    X, j = (np.column_stack([np.ones_like(x), x]), 1) if design is None else (design, j)   # censored_fit's design
     hits = defined = 0
     for _ in range(n_rep):
         draw = rng.standard_normal(x.size)
         cens = draw > c
-        y = np.where(cens, c, draw)
-        if design is None:
-            r = censored_fit(x, y, cens, level=level)
-            r = {"coef": r["slope"], "lower": r["lower"], "upper": r["upper"]}
-        else:
-            r = censored_coef(design, y, cens, j, level=level)
+        r = censored_coef(X, np.where(cens, c, draw), cens, j, level=level)
         if not math.isnan(r["coef"]):
             defined += 1
             hits += r["lower"] <= 0 <= r["upper"]
