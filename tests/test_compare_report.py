@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from abuse_report import VECTORS, injected_markup
+from abuse_report import VECTORS
+from page_markup import injected_markup
 from browser import Browser, find_chromium, wait_for
 
 import scoreprobe as sp

@@ -104,10 +104,25 @@ def test_n_count_is_against_the_same_data_seed():
     rows = [run(480, 0, s, 40.0) for s in range(3)] + [run(240, d, s, math.inf) for d in range(3) for s in range(3)]
     groups = {240: [r for r in rows if r["meta"]["N"] == 240 and r["meta"]["data_seed"] == 0], 480: rows[:3]}
     lines, out = L.count_lines(rows, groups)
-    assert out["p_same_data_seed"] == pytest.approx(0.05) and out["p_every_data_seed"] == pytest.approx(1 / 220)
+    t = out["tests"][0]
+    assert out["family"] == 1 and t["p_same_data_seed"] == pytest.approx(0.05)
+    assert t["p_every_data_seed"] == pytest.approx(1 / 220)
     assert "against 0 of 3 at N = 240 with the same data seed (0): one-sided Fisher exact p = 0.050" in lines[0]
+    assert "Holm" not in lines[0]
+    rows += [run(960, 0, s, 80.0 if s else math.inf) for s in range(3)]        # a second comparison: one family
+    lines, out = L.count_lines(rows, groups | {960: rows[-3:]})
+    (a, b), p960 = out["tests"], L.fisher(2, 3, 0, 3)
+    assert out["family"] == 2 and (a["N"], b["N"]) == ([240, 480], [240, 960]) and b["reached"] == [0, 2]
+    assert a["p_holm"] == pytest.approx(min(1.0, 2 * min(0.05, p960))) and b["p_holm"] == pytest.approx(max(a["p_holm"], p960))
+    assert f"Holm-adjusted over the 2 comparisons against N = 240: p = {b['p_holm']:.3f})." in lines[1]
     late = L.late_fall(rows[0])
     assert (late["peak"], late["peak_step"], late["last"], late["final_mem"]) == (0.95, 50, 0.8, 0.005)
+    rows[-1]["curve"] = {"step": [0, 50, 100], "rule_acc": [0.2, 0.95, 0.5]}            # N = 960: mean last 0.7
+    two = {N: groups[N] for N in (240, 480)} | {960: rows[-3:]}
+    across = L.late_lines(two, {N: {"late": [L.late_fall(r) for r in rs]} for N, rs in two.items()})[-1]
+    assert across.startswith("- Across N, rule accuracy at the last checkpoint (mean over seeds): 0.800 (N = 240, "
+                             "step 100, at most 0.5% copies), 0.800 (N = 480, step 100, at most 0.5% copies), 0.700 (N = 960")
+    assert "N and training length are not separated here" in across
 
 
 def test_the_large_n_over_data_seeds_sits_beside_the_same_seeds_at_the_grid_n():

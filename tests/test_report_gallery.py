@@ -172,7 +172,8 @@ def test_a_click_on_a_basin_cell_shows_its_endpoint_in_chromium(built, tmp_path)
 def test_puzzles_are_drawn_as_symbols_and_hostile_anchor_labels_as_text(tmp_path):
     """A Sudoku series of your own denoiser (its samples copy training items), on a plane whose anchors are
     named with markup: the gallery writes symbols 1..4 per cell, the anchors' names only as text."""
-    from abuse_report import VECTORS, injected_markup
+    from abuse_report import VECTORS
+    from page_markup import injected_markup
     rule = sp.Sudoku(4)
     data = sp.make_dataset(rule, 24, 24, seed=0)
     D = sp.EmpiricalDenoiser(data.train)

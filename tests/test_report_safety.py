@@ -15,7 +15,8 @@ import pytest
 
 import scoreprobe as sp
 from abuse_corpus import CFG
-from abuse_report import VECTORS, _edit, injected_markup
+from abuse_report import VECTORS, _edit
+from page_markup import injected_markup
 from browser import Browser, find_chromium, wait_for
 from scoreprobe.cli import main
 from scoreprobe.errors import StoreError

@@ -27,7 +27,7 @@ from pathlib import Path
 from scoreprobe.cli import study as study_cli
 from scoreprobe.cli.study import drive
 from scoreprobe.studies import battery
-from scoreprobe.studies.queue import run_queue
+from scoreprobe.studies.queue import run_queue, shared_cores
 from analyses.mechanism_seeds import grid as G
 from scoreprobe.studies.battery_export import load_exports
 from analyses.mechanism_seeds.measure import settings
@@ -62,7 +62,8 @@ def plan_lines(args, models):
         f"{len(models)} models (2 series × training seeds {p['seeds']}, data seed 0), preset {args.preset}",
         lambda m: (f"{m.name:10s} training seed {m.seed} data seed {m.data_seed}  {m.cfg.total_steps:6d} steps, "
                    f"{len(m.cfg.checkpoint_schedule())} checkpoints, {len(G.measured_steps(m.cfg, p['n_grid']))} measured"),
-        "at one CPU thread’s rates (GPU throughput is not measured here) " if args.preset == "gpu" else "")
+        "at one CPU thread’s rates (GPU throughput is not measured here) " if args.preset == "gpu" else "",
+        shared_cores(args.device, args.jobs))
 
 
 def run_all(args, models, on_done):

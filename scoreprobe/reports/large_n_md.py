@@ -8,6 +8,7 @@ import numpy as np
 import scipy.stats
 
 from scoreprobe.stats import curves as C
+from scoreprobe.stats.pvalues import adjust_family
 from scoreprobe.studies.format import curve_table, pooled_cell
 from scoreprobe.stats.curves import curves_of
 from scoreprobe.stats.seeds import pool_seeds
@@ -84,31 +85,58 @@ def late_lines(groups, out):
             text += (f"; {sum(math.isfinite(r['tau_rule']) for r in rs)} of {len(rs)} seeds reliably exceed {PAPER:g}, "
                      f"{sum(f['last'] < PAPER for f in fs)} of {len(fs)} end below it.")
         lines.append(text)
-    return lines
+    return lines + across_n(out, groups)
+
+
+def across_n(out, groups):
+    """Where there are several N: each N's mean last rule accuracy (and step) beside its largest copied share, with
+    the confound stated (the budget is 12 000 views per image, so a larger N also trains longer)."""
+    if len(groups) < 2:
+        return []
+    cells = [f"{np.mean([f['last'] for f in out[N]['late']]):.3f} (N = {N}, step {out[N]['late'][0]['last_step']}, "
+             f"at most {100 * max(f['final_mem'] for f in out[N]['late']):.1f}% copies)" for N in groups]
+    return [f"- Across N, rule accuracy at the last checkpoint (mean over seeds): {', '.join(cells)}. The budget is "
+            "12 000 views per image, so a larger N also trains longer: N and training length are not separated here."]
 
 
 def count_lines(rows, groups):
-    """Seeds reaching the paper's threshold at the largest N against the same data seed's runs at the smallest N
-    (one-sided Fisher exact), and what the count against every run of the smaller N would wrongly add."""
+    """Seeds reaching the paper's threshold at each larger N against the same data seed's runs at the smallest N
+    (one-sided Fisher exact; Holm over the family of these comparisons where there are several), and what the count
+    against every run of the smaller N would wrongly add."""
     if len(groups) < 2:
         return [], {}
-    n_small, n_big = min(groups), max(groups)
-    reached = lambda rs: sum(math.isfinite(r["tau_rule"]) for r in rs)   # noqa: E731
-    big, small = groups[n_big], groups[n_small]
+    n_small = min(groups)
+    small, bigs = groups[n_small], [N for N in groups if N != n_small]
     every = [r for r in rows if r["meta"]["G"] == 3 and r["meta"]["N"] == n_small]
-    p_same = fisher(reached(big), len(big), reached(small), len(small))
-    p_every = fisher(reached(big), len(big), reached(every), len(every))
-    out = {"N": [n_small, n_big], "data_seed": 0, "reached": [reached(small), reached(big)], "n": [len(small), len(big)],
-           "p_same_data_seed": p_same, "n_every": len(every), "reached_every": reached(every), "p_every_data_seed": p_every}
-    line = (f"- seeds reliably exceeding {PAPER:g}: {reached(big)} of {len(big)} at N = {n_big} against {reached(small)} "
-            f"of {len(small)} at N = {n_small} with the same data seed (0): one-sided Fisher exact p = {p_same:.3f} "
-            f"(the smallest p {len(big)} against {len(small)} runs can give is "
-            f"{fisher(len(big), len(big), 0, len(small)):.3f}).")
-    if len(every) > len(small):
-        line += (f" Against all {len(every)} N = {n_small} runs ({reached(every)} reached) it would read p = {p_every:.4f}, "
-                 f"but {len(every) - len(small)} of them are at data seeds N = {n_big} was not run at, and runs that share "
-                 "seeds are not independent: that is not the comparison.")
-    return [line, ""], out
+    tests = [_count_test(groups[N], small, every, N, n_small) for N in bigs]
+    holm = adjust_family([t["p_same_data_seed"] for t in tests])
+    for t, ph in zip(tests, holm):
+        t["p_holm"] = float(ph)
+    return [_count_text(t, len(every), len(tests)) for t in tests] + [""], {"family": len(tests), "tests": tests}
+
+
+def _count_test(big, small, every, n_big, n_small):
+    """The counts and one-sided Fisher p of `big` against `small` (same data seed) and against `every` run at N small."""
+    reached = lambda rs: sum(math.isfinite(r["tau_rule"]) for r in rs)   # noqa: E731
+    return {"N": [n_small, n_big], "data_seed": 0, "reached": [reached(small), reached(big)],
+            "n": [len(small), len(big)], "p_same_data_seed": fisher(reached(big), len(big), reached(small), len(small)),
+            "n_every": len(every), "reached_every": reached(every),
+            "p_every_data_seed": fisher(reached(big), len(big), reached(every), len(every))}
+
+
+def _count_text(t, n_every, family):
+    """One comparison of `_count_test` in words, its Holm-adjusted p where the family has several."""
+    (n_small, n_big), (k_s, k_b), (m_s, m_b) = t["N"], t["reached"], t["n"]
+    holm = (f"; Holm-adjusted over the {family} comparisons against N = {n_small}: p = {t['p_holm']:.3f}"
+            if family > 1 else "")
+    line = (f"- seeds reliably exceeding {PAPER:g}: {k_b} of {m_b} at N = {n_big} against {k_s} of {m_s} at N = "
+            f"{n_small} with the same data seed (0): one-sided Fisher exact p = {t['p_same_data_seed']:.3f} (the "
+            f"smallest p {m_b} against {m_s} runs can give is {fisher(m_b, m_b, 0, m_s):.3f}{holm}).")
+    if n_every > m_s:
+        line += (f" Against all {n_every} N = {n_small} runs ({t['reached_every']} reached) it would read p = "
+                 f"{t['p_every_data_seed']:.4f}, but {n_every - m_s} of them are at data seeds N = {n_big} was not run "
+                 "at, and runs that share seeds are not independent: that is not the comparison.")
+    return line
 
 
 def draw_lines(rows, p):

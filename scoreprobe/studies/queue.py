@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import multiprocessing
+import os
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -175,7 +176,8 @@ def run_queue(fn, args, runs, on_done, estimate_s, hours=None, jobs=1, log_name=
               resources=None):
     """fn(args, run) (top-level, picklable; returns the run's name) over `runs` in order, `jobs` at a time: a run
     starts when a worker is free; on_done(name) after each success. With `hours`, a run whose estimate_s(run) ×
-    LOAD_FACTOR would end past now + hours is not started (logged). A worker process that dies (SIGKILL, the
+    LOAD_FACTOR (× jobs / cores where CPU workers outnumber the cores: `shared_cores`) would end past now + hours is not
+    started (logged). A worker process that dies (SIGKILL, the
     out-of-memory killer) breaks its pool: the runs in flight then are run again one at a time, each in a fresh
     one-worker pool (a training run resumes from its last state), the one whose worker dies again is logged and
     skipped, and the queue goes on with a new pool. Returns the names not started.
@@ -192,10 +194,11 @@ def run_queue(fn, args, runs, on_done, estimate_s, hours=None, jobs=1, log_name=
         return run_on_dask(scheduler, shared_paths(args), list(runs), lambda name: _done(on_done, name, log),
                            resources, fn=fn)
     deadline = None if hours is None else time.time() + hours * 3600
-    skipped, todo = [], list(runs)
+    skipped, todo, cores = [], list(runs), shared_cores(args.device, jobs)
+    slow = jobs / cores if cores else 1.0
 
     def fits(run):
-        ok = deadline is None or time.time() + LOAD_FACTOR * estimate_s(run) <= deadline
+        ok = deadline is None or time.time() + LOAD_FACTOR * slow * estimate_s(run) <= deadline
         if not ok:
             log.info("not started: %s would not be done within --hours %s", run.name, hours)
             skipped.append(run.name)
@@ -266,15 +269,41 @@ def _done(on_done, name, log):
             log.error("after %s: %s: %s", name, type(e).__name__, e)
 
 
-def finish_times(seconds, jobs=1):
-    """When each of the runs with these estimated `seconds` is done (same order) and the total, as run_queue runs
-    them: in order, each started on the first free of `jobs` workers."""
-    free, done = [0.0] * max(jobs, 1), []
-    for s in seconds:
-        i = min(range(len(free)), key=free.__getitem__)
-        free[i] += s
-        done.append(free[i])
-    return done, max(free)
+def finish_times(seconds, jobs=1, cores=None):
+    """When each of the runs with these estimated one-thread `seconds` is done (same order) and the total, as
+    run_queue runs them: in order, each started on the first free of `jobs` workers. With `cores` fewer than the
+    runs in flight, they share the cores equally (each at cores / in-flight of its one-thread rate); None: a core
+    per worker."""
+    jobs = max(jobs, 1)
+    cores = jobs if cores is None else max(cores, 1)
+    waiting, left, done, now = list(enumerate(seconds)), {}, [0.0] * len(seconds), 0.0
+    while waiting or left:
+        while waiting and len(left) < jobs:
+            i, s = waiting.pop(0)
+            left[i] = float(s)
+        rate = min(1.0, cores / len(left))              # each run's share of a core
+        first = min(left, key=left.get)
+        dt = left.pop(first) / rate
+        now, done[first] = now + dt, now + dt
+        left = {i: s - dt * rate for i, s in left.items()}
+    return done, now
+
+
+def cpu_cores():
+    """The CPU cores this process may run on (its affinity where the OS tells it, else os.cpu_count())."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:     # not on Linux
+        return os.cpu_count() or 1
+
+
+def shared_cores(device, jobs):
+    """The CPU cores `jobs` one-thread runs share where they outnumber them (each then runs at cores / jobs of its
+    one-thread rate), else None: a core each, and on CUDA, whose throughput is not modelled here."""
+    if str(device).startswith("cuda") or (device == "auto" and torch.cuda.is_available()):
+        return None
+    cores = cpu_cores()
+    return cores if jobs > cores else None
 
 
 def throttled(on_done, every_s):
