@@ -123,6 +123,9 @@ def test_n_count_is_against_the_same_data_seed():
     assert across.startswith("- Across N, rule accuracy at the last checkpoint (mean over seeds): 0.800 (N = 240, "
                              "step 100, at most 0.5% copies), 0.800 (N = 480, step 100, at most 0.5% copies), 0.700 (N = 960")
     assert "N and training length are not separated here" in across
+    kept = [dict(r, curve={"step": [0, 50, 100], "rule_acc": [0.2, 0.95, 0.92]}, tau_rule=40.0) for r in rows[-3:]]
+    line = L.late_lines({960: kept}, {960: {"late": [L.late_fall(r) for r in kept]}})[-1]
+    assert line.endswith("every seed reliably exceeds 0.9 and is still above it at its last checkpoint.")
 
 
 def test_the_large_n_over_data_seeds_sits_beside_the_same_seeds_at_the_grid_n():

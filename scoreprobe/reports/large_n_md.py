@@ -81,6 +81,8 @@ def late_lines(groups, out):
         if reached and all(f["last"] < PAPER for f in fs):
             text += (f": every seed reliably exceeds {PAPER:g} and every seed ends below it, not by copying. N lets "
                      "G = 3 reach the rule, not keep it.")
+        elif reached and all(f["last"] >= PAPER for f in fs):
+            text += f": every seed reliably exceeds {PAPER:g} and is still above it at its last checkpoint."
         else:
             text += (f"; {sum(math.isfinite(r['tau_rule']) for r in rs)} of {len(rs)} seeds reliably exceed {PAPER:g}, "
                      f"{sum(f['last'] < PAPER for f in fs)} of {len(fs)} end below it.")
