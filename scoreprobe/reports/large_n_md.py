@@ -119,11 +119,11 @@ def count_lines(rows, groups):
 
 def _count_test(big, small, every, n_big, n_small):
     """The counts and one-sided Fisher p of `big` against `small` (same data seed) and against `every` run at N small."""
-    reached = lambda rs: sum(math.isfinite(r["tau_rule"]) for r in rs)   # noqa: E731
-    return {"N": [n_small, n_big], "data_seed": 0, "reached": [reached(small), reached(big)],
-            "n": [len(small), len(big)], "p_same_data_seed": fisher(reached(big), len(big), reached(small), len(small)),
-            "n_every": len(every), "reached_every": reached(every),
-            "p_every_data_seed": fisher(reached(big), len(big), reached(every), len(every))}
+    (k_b, k_s, k_e), (m_b, m_s, m_e) = ([sum(math.isfinite(r["tau_rule"]) for r in rs) for rs in (big, small, every)],
+                                        [len(big), len(small), len(every)])
+    return {"N": [n_small, n_big], "data_seed": 0, "reached": [k_s, k_b], "n": [m_s, m_b],
+            "p_same_data_seed": fisher(k_b, m_b, k_s, m_s), "n_every": m_e, "reached_every": k_e,
+            "p_every_data_seed": fisher(k_b, m_b, k_e, m_e)}
 
 
 def _count_text(t, n_every, family):

@@ -365,14 +365,14 @@ def model_seconds(cfg, probes, n_probe_seeds, clock_samples, n_grid):
 def plan_lines(models, seconds, done, jobs, head, describe, note="", cores=None):
     """The plan of `models` (each with .name) with seconds(m) -> {"train", "clocks", "probes"} (model_seconds):
     `head` (what is planned), how many are exported already (`done`: their names), and the hours the rest take
-    `jobs` at a time (queue.finish_times, sharing `cores` where given; `note` says whose rates), then one line per model: describe(m) and its
-    estimated minutes and finish time, or "exported"."""
-    from scoreprobe.studies.queue import finish_times
+    `jobs` at a time (queue.finish_times, sharing `cores` where given; `note` says whose rates), then one line per
+    model: describe(m) and its estimated minutes and finish time, or "exported"."""
+    from scoreprobe.studies.queue import at_a_time, finish_times
     secs = [seconds(m) for m in models]
     todo = [sum(s.values()) for m, s in zip(models, secs) if m.name not in done]
     part = {k: sum(s[k] for m, s in zip(models, secs) if m.name not in done) / 3600 for k in ("train", "clocks", "probes")}
     ends, total = finish_times(todo, jobs, cores)
-    lines = [f"{head} ({len(done)} exported already), {jobs} at a time{f' sharing {cores} cores' if cores else ''}: "
+    lines = [f"{head} ({len(done)} exported already), {at_a_time(jobs, cores)}: "
              f"estimated {note}{total / 3600:.2f} h for the rest ({sum(todo) / 3600:.1f} thread-hours: "
              f"training {part['train']:.1f}, clocks {part['clocks']:.1f}, probes {part['probes']:.1f})"]
     ends = iter(ends)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from scoreprobe.studies import recipes, runner
 from scoreprobe.studies.export import load_exports
-from scoreprobe.studies.queue import finish_times, run_queue, shared_cores, train_stacked
+from scoreprobe.studies.queue import at_a_time, finish_times, run_queue, shared_cores, train_stacked
 
 
 def run_one(args, run, folder):
@@ -65,8 +65,8 @@ def plan_lines(runs, args, folder_of, describe, pending=(), seconds=None):
     worst = finish_times([secs[r.name] for r in every if r.name not in done or r in pending], args.jobs, cores)[1]
     finish = {r.name: e for r, e in zip(todo, ends)}
     gpu = "; GPU throughput is not measured here" if "gpu" in args.preset else ""
-    lines = [f"{len(every)} runs, preset {args.preset} ({len(done)} exported already), {args.jobs} at a time"
-             f"{f' sharing {cores} cores' if cores else ''}: estimated "
+    lines = [f"{len(every)} runs, preset {args.preset} ({len(done)} exported already), "
+             f"{at_a_time(args.jobs, cores)}: estimated "
              f"{total / 3600:.2f} h for the rest ({sum(secs[r.name] for r in todo) / 3600:.1f} thread-hours, one-thread "
              f"rates of scoreprobe/studies/recipes.py{gpu})" + (f"; {worst / 3600:.2f} h if no pending run is reused"
                                                            if worst > total else "")]

@@ -176,9 +176,8 @@ def run_queue(fn, args, runs, on_done, estimate_s, hours=None, jobs=1, log_name=
               resources=None):
     """fn(args, run) (top-level, picklable; returns the run's name) over `runs` in order, `jobs` at a time: a run
     starts when a worker is free; on_done(name) after each success. With `hours`, a run whose estimate_s(run) ×
-    LOAD_FACTOR (× jobs / cores where CPU workers outnumber the cores: `shared_cores`) would end past now + hours is not
-    started (logged). A worker process that dies (SIGKILL, the
-    out-of-memory killer) breaks its pool: the runs in flight then are run again one at a time, each in a fresh
+    LOAD_FACTOR (× jobs / cores where CPU workers outnumber the cores: `shared_cores`) would end past now + hours
+    is not started (logged). A worker process that dies (SIGKILL, the out-of-memory killer) breaks its pool: the runs in flight then are run again one at a time, each in a fresh
     one-worker pool (a training run resumes from its last state), the one whose worker dies again is logged and
     skipped, and the queue goes on with a new pool. Returns the names not started.
 
@@ -304,6 +303,11 @@ def shared_cores(device, jobs):
         return None
     cores = cpu_cores()
     return cores if jobs > cores else None
+
+
+def at_a_time(jobs, cores):
+    """How a plan names its parallelism: "3 at a time", with " sharing 2 cores" where `shared_cores` gave cores."""
+    return f"{jobs} at a time" + (f" sharing {cores} cores" if cores else "")
 
 
 def throttled(on_done, every_s):
