@@ -27,13 +27,14 @@ error and chance levels"), Clopper–Pearson intervals for the step-0 accuracy.
 """
 import argparse
 import copy
+import functools
 import importlib
 import logging
 
 from analyses.exactk_ladder import grid as grid_mod
 from scoreprobe.cli import study as study_cli
 from scoreprobe.cli.study import drive
-from scoreprobe.studies import presets, recipes
+from scoreprobe.studies import presets
 from scoreprobe.studies import runner as scaling_run
 from scoreprobe.studies.queue import run_queue, throttled, train_ensembles
 
@@ -72,7 +73,7 @@ def run_all(args, runs, on_done):
     runs = [r for r in runs if r.name not in done]
     if args.ensemble and runs:
         train_ensembles([r.cfg for r in runs], [scaling_run.run_dir(args, r) for r in runs], args.device)
-    return run_queue(run_one, args, runs, on_done, lambda r: recipes.run_seconds(r, args.n_samples), args.hours,
+    return run_queue(run_one, args, runs, on_done, functools.partial(scaling_run.seconds_left, args), args.hours,
                      1 if args.ensemble else args.jobs, "exactk_ladder", args.scheduler)
 
 

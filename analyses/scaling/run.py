@@ -37,13 +37,14 @@ exact-K, row-K, Sudoku, Latin, the GPTs and the capacity sizes (≈ 2.9 h: every
 the third seeds (≈ 5.9 h). The sizing choices and what each costs: grid.py's docstring.
 """
 import argparse
+import functools
 import logging
 
 from analyses.scaling import grid as grid_mod
 from scoreprobe.cli import study as study_cli
 from scoreprobe.cli.study import drive
 from scoreprobe.studies.queue import run_queue, train_ensembles
-from scoreprobe.studies.runner import run_dir, run_one
+from scoreprobe.studies.runner import run_dir, run_one, seconds_left
 from analyses.scaling.tables import write_all as write_tables
 
 logger = logging.getLogger("scaling")
@@ -73,7 +74,7 @@ def run_all(args, runs, on_done):
     if args.ensemble:   # DiTs on 6x6 images (one architecture per group); GPTs and the 4x4 puzzles train alone
         stack = [r for r in runs if r.meta["model"] == "dit" and r.meta["rule"] not in ("sudoku", "latin")]
         train_ensembles([r.cfg for r in stack], [run_dir(args, r) for r in stack], args.device)
-    run_queue(run_one, args, runs, on_done, lambda r: grid_mod.run_seconds(r, args.n_samples), args.hours,
+    run_queue(run_one, args, runs, on_done, functools.partial(seconds_left, args), args.hours,
               1 if args.ensemble else args.jobs, "scaling", args.scheduler)
 
 

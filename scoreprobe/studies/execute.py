@@ -17,6 +17,7 @@ a scheduler, the same queue hands each run to `scoreprobe.studies.distributed`. 
 goes to the "grid" logger.
 """
 import dataclasses
+import functools
 import logging
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,7 +26,6 @@ from scoreprobe.errors import ConfigError
 from scoreprobe.studies import runner
 from scoreprobe.studies.export import load_exports
 from scoreprobe.studies.queue import run_queue
-from scoreprobe.studies.recipes import run_seconds
 
 logger = logging.getLogger("grid")
 
@@ -78,7 +78,7 @@ def run(grid, jobs=1, scheduler=None, device="cpu", n_samples=1000, n_steps=None
         (`scoreprobe.sweep.dask.check_scheduler`). The grid's folder must be the same path on every worker.
     device : where training and the clocks run ("cpu", "cuda": on the workers with a scheduler).
     n_samples, n_steps : the clocks' samples per checkpoint and ODE steps (None: the default).
-    hours : locally, start no run that would not be done by then (recipes.run_seconds × 1.5).
+    hours : locally, start no run that would not be done by then (runner.seconds_left: what is left of each run, × 1.5).
     progress : None or a callable progress(name) called here as each run is exported.
     resources : with a scheduler, dask worker resources each run needs (e.g. {"GPU": 1}).
 
@@ -102,7 +102,7 @@ def run(grid, jobs=1, scheduler=None, device="cpu", n_samples=1000, n_steps=None
         if progress is not None:
             progress(name)
 
-    not_started = run_queue(runner.run_one, args, todo, on_done, lambda r: run_seconds(r, n_samples), hours, jobs,
+    not_started = run_queue(runner.run_one, args, todo, on_done, functools.partial(runner.seconds_left, args), hours, jobs,
                             "grid", scheduler, resources)
     order = [r.name for r in grid.runs]
     failed = [n for n in order if n not in exported and n not in done and n not in not_started]

@@ -8,7 +8,7 @@ import copy
 import functools
 from pathlib import Path
 
-from scoreprobe.studies import recipes, runner
+from scoreprobe.studies import runner
 from scoreprobe.studies.export import load_exports
 from scoreprobe.studies.queue import at_a_time, finish_times, run_queue, shared_cores, train_stacked
 
@@ -44,22 +44,24 @@ def run_all(args, runs, folder_of, on_done):
     if getattr(args, "ensemble", False) and scheduler is None and todo:   # on CUDA: stacked ensembles train first
         train_stacked([r.cfg for r in todo], [runner.run_dir(args, r) for r in todo], args.device, args.jobs)
     skipped = run_queue(functools.partial(_run_in, folders=folders), args, todo, on_done,
-                        lambda r: recipes.run_seconds(r, args.n_samples), getattr(args, "hours", None),
+                        functools.partial(runner.seconds_left, args), getattr(args, "hours", None),
                         args.jobs, "presets", scheduler)
     return not skipped
 
 
 def plan_lines(runs, args, folder_of, describe, pending=(), seconds=None):
     """The first line (runs, exported, estimated hours as run_all runs them, scoreprobe.studies.queue.finish_times) and one
-    line per run: its name, describe(run), steps, estimated minutes and the time by which it is done. `pending`:
+    line per run: its name, describe(run), steps, estimated minutes, the time by which it is done and the step it
+    resumes at. `pending`:
     runs whose settings wait on other runs' results, listed after at provisional settings; one already exported
     at them is counted as done, and the first line gives the time should none of them be. seconds(run): the
-    estimate (default scoreprobe.studies.recipes.run_seconds at args.n_samples)."""
+    estimate (default runner.seconds_left: what is left of the run after its resume.pt, at args.n_samples)."""
     every = list(runs) + list(pending)
     done = exported(every, folder_of)
-    seconds = seconds or (lambda r: recipes.run_seconds(r, args.n_samples))
+    seconds = seconds or functools.partial(runner.seconds_left, args)
     secs = {r.name: seconds(r) for r in every}
     todo = [r for r in every if r.name not in done]
+    trained = {r.name: runner.trained_steps(args, r) for r in todo}
     cores = shared_cores(args.device, args.jobs)
     ends, total = finish_times([secs[r.name] for r in todo], args.jobs, cores)
     worst = finish_times([secs[r.name] for r in every if r.name not in done or r in pending], args.jobs, cores)[1]
@@ -72,6 +74,7 @@ def plan_lines(runs, args, folder_of, describe, pending=(), seconds=None):
                                                            if worst > total else "")]
     for i, r in enumerate(every):
         state = "exported" if r.name in done else f"~{secs[r.name] / 60:5.1f} min, done by ~{finish[r.name] / 3600:4.2f} h"
+        state += f" (resumes at step {trained[r.name]:,})" if trained.get(r.name) else ""
         lines.append(f"  {i + 1:3d} {r.name:40s} {describe(r)}  {r.steps:6d} steps  {state}"
                      + ("  (pending)" if i >= len(runs) else ""))
     return lines

@@ -195,10 +195,11 @@ def _gpt_tokens(spec):
     return H * W if spec["name"] in PUZZLE_RULES else C * H * W
 
 
-def run_seconds(run, n_samples=1000):
+def run_seconds(run, n_samples=1000, trained=0):
     """Estimated one-thread seconds of a run: training at STEPS_PER_S (per token count: GPT_RATE_TOKENS,
     PUZZLE_STEP_FACTOR), clocks at CLOCK_S_PER_CKPT per checkpoint (scaled by n_samples / 1000 and, for DiT
-    sizes, by their step rate; PUZZLE_CLOCK_FACTOR on 4x4 puzzles)."""
+    sizes, by their step rate; PUZZLE_CLOCK_FACTOR on 4x4 puzzles). `trained`: steps already trained (a run that
+    resumes, `runner.trained_steps`): only the steps left count; the clocks all come after training."""
     m = run.meta
     rate = STEPS_PER_S.get((m["model"], m["width"], m["depth"]))
     if rate is None:   # a size not measured: cost ∝ width² · depth from the width-80 DiT
@@ -210,7 +211,7 @@ def run_seconds(run, n_samples=1000):
         rate *= GPT_RATE_TOKENS / _gpt_tokens(run.cfg.rule)
     elif m["rule"] in PUZZLE_RULES:
         rate *= PUZZLE_STEP_FACTOR
-    return run.steps / rate + run.cfg.n_checkpoints * clock
+    return max(run.steps - trained, 0) / rate + run.cfg.n_checkpoints * clock
 
 
 def budget(runs, jobs, n_samples=1000):

@@ -15,7 +15,9 @@ from scoreprobe.studies.divergence import RECOVER, WINDOW, divergence, log_meta
 from scoreprobe.studies.export import export_run, load_exports, read_export, set_meta
 from scoreprobe.studies.queue import finished, measured_clocks
 from scoreprobe.store import normalize_config
-from scoreprobe.training.config import stored_config
+from scoreprobe.studies.recipes import run_seconds
+from scoreprobe.training.config import RESUME_STATE, stored_config
+from scoreprobe.training.guard import read_state
 from scoreprobe.training.train import train_run
 
 logger = logging.getLogger("scaling")
@@ -23,6 +25,24 @@ logger = logging.getLogger("scaling")
 
 def run_dir(args, run):
     return Path(args.out) / run.folder / run.name
+
+
+def trained_steps(args, run):
+    """Steps the run's directory has already trained: the step of its resume.pt, 0 when it has none or it does
+    not read as this run's training state (training then says why)."""
+    path = run_dir(args, run) / RESUME_STATE
+    if not path.exists():
+        return 0
+    try:
+        return read_state(path, "cpu", run.steps)["step"]
+    except CheckpointError:
+        return 0
+
+
+def seconds_left(args, run):
+    """recipes.run_seconds of what is left of `run` (its steps after `trained_steps`, then all its clocks) at
+    args.n_samples: what plans print and --hours checks."""
+    return run_seconds(run, args.n_samples, trained_steps(args, run))
 
 
 def _refuse_diverged(path, run, what):

@@ -1,0 +1,49 @@
+"""Plans and --hours count only what is left of a run that resumes: runner.seconds_left reads the step of the run
+directory's resume.pt (recipes.run_seconds with `trained`), and the plan line names the step it resumes at."""
+import pytest
+
+from analyses.capacity_exponent import grid as grid_mod
+from scoreprobe.cli import study as study_cli
+from scoreprobe.studies import presets, recipes, runner
+from scoreprobe.training import train as train_mod
+
+
+def _killed_run(tmp_path, monkeypatch, at):
+    """The smoke preset's first run (30 steps, checkpoints 0, 5, 9, 17, 30) killed at training step `at`."""
+    args = study_cli.parse(study_cli.parser("x", grid_mod.PRESETS), ["--smoke", "--out", str(tmp_path / "runs"),
+                                                                      "--device", "cpu"], grid_mod.PRESETS)
+    run = grid_mod.plan("smoke")[0]
+    real_step, calls = train_mod._train_step, {"n": 0}
+
+    def dying_step(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == at:
+            raise KeyboardInterrupt
+        return real_step(*a, **k)
+    monkeypatch.setattr(train_mod, "_train_step", dying_step)
+    with pytest.raises(KeyboardInterrupt):
+        train_mod.train_run(run.cfg, runner.run_dir(args, run), progress=False)
+    monkeypatch.setattr(train_mod, "_train_step", real_step)
+    return args, run
+
+
+def test_seconds_left_counts_the_steps_after_resume_pt(tmp_path, monkeypatch):
+    args, run = _killed_run(tmp_path, monkeypatch, at=13)       # last resume point: checkpoint step 9
+    assert runner.trained_steps(args, run) == 9
+    full, left = recipes.run_seconds(run, args.n_samples), runner.seconds_left(args, run)
+    no_clocks = recipes.run_seconds(run, 0)                   # training only: steps / rate
+    assert left == pytest.approx(full - no_clocks * 9 / run.steps, rel=1e-12)
+    assert recipes.run_seconds(run, args.n_samples, run.steps + 5) == pytest.approx(full - no_clocks)   # never < clocks
+    line = [ln for ln in presets.plan_lines([run], args, lambda r: tmp_path / "exports", str) if run.name in ln][0]
+    assert "resumes at step 9" in line and f"~{left / 60:5.1f} min" in line
+
+
+def test_a_run_without_a_readable_resume_pt_counts_whole(tmp_path, monkeypatch):
+    args, run = _killed_run(tmp_path, monkeypatch, at=13)
+    (runner.run_dir(args, run) / "resume.pt").write_bytes(b"not a training state")
+    assert runner.trained_steps(args, run) == 0
+    assert runner.seconds_left(args, run) == recipes.run_seconds(run, args.n_samples)
+    (runner.run_dir(args, run) / "resume.pt").unlink()
+    assert runner.trained_steps(args, run) == 0
+    line = [ln for ln in presets.plan_lines([run], args, lambda r: tmp_path / "exports", str) if run.name in ln][0]
+    assert "resumes" not in line
