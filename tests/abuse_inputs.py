@@ -3,7 +3,7 @@ since the first corpus -- `trust`, sizes before allocation, settings from any so
 files, numeric options, silent acceptances -- each built in a copy `d` of the good run directory.
 
 An attempt is (API call or None, CLI argv or None, typed error, the reason its message must give);
-`cases()` lists them with the item of issue 21 each belongs to. abuse_corpus.run_attempt classifies what
+`cases()` lists them with the item of issue 21 each belongs to. abuse_attempt.run_attempt classifies what
 happened, and `python tests/abuse_corpus.py` prints the counts.
 """
 import argparse

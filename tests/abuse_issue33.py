@@ -1,7 +1,7 @@
 """The abuse corpus of issue 33, sections 2 and 5 (`--denoiser` and `train`; part of tests/abuse_corpus.py):
 each attempt is built in a copy `d` of the good run directory, with d.parent as the work folder.
 
-Each attempt is classified as abuse_corpus.run_attempt does ("clean": the typed error for the stated
+Each attempt is classified as abuse_attempt.run_attempt does ("clean": the typed error for the stated
 reason within 2 s, the CLI one `error:` line and exit 2; "code execution", "silent", "traceback",
 "wrong reason", "slow"), and then by what it did to the work folder: a file that existed before and
 changed or went is "data lost"; a file that appeared (a store, a checkpoint, run.json rewritten as a
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import torch
 
-from abuse_corpus import CFG, NOISE, CreatesFile, run_attempt
+from abuse_attempt import run_attempt
+from abuse_corpus import CFG, NOISE, CreatesFile
 from abuse_inputs import Attempt
 
 SURFACES = {"denoiser": "--denoiser (your own code)", "train": "train (resume, extension, the run directory)"}

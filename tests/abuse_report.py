@@ -3,7 +3,7 @@ the good run directory of tests/abuse_corpus.py.
 
 Two kinds of attempt:
 - a refusal (abuse_inputs.Attempt: API call, CLI argv, typed error, reason): clean when both refuse
-  within 2 s with one line (abuse_corpus.run_attempt) *and* nothing was computed first: a report
+  within 2 s with one line (abuse_attempt.run_attempt) *and* nothing was computed first: a report
   store written or changed under d.parent / "r.cache" during the attempt is a "late refusal";
 - a page or figure that must be made (`Made`): clean when the API and the CLI make it, warnings
   match `warn`, and the page holds no markup that came from the data (`injected_markup`): else
@@ -24,7 +24,7 @@ import warnings
 from collections import namedtuple
 from pathlib import Path
 
-import abuse_corpus
+import abuse_attempt
 from abuse_inputs import Attempt
 from page_markup import injected_markup
 
@@ -383,7 +383,7 @@ def _cli(argv, cwd):
 
 def run_report_attempt(build, d, cwd):
     """(outcome, detail) of one attempt of `cases()` built in the run copy `d`, CLI run from `cwd`:
-    abuse_corpus.run_attempt's outcomes, plus "late refusal" (a report store was written or changed
+    abuse_attempt.run_attempt's outcomes, plus "late refusal" (a report store was written or changed
     before the refusal), "injection ran" (a page holds markup from the data) and "refused" (a page
     that should have been made was refused)."""
     cache = d.parent / "r.cache"
@@ -392,7 +392,7 @@ def run_report_attempt(build, d, cwd):
     if isinstance(attempt, Made):
         outcome = _made(attempt, cwd)
     else:
-        outcome = abuse_corpus.run_attempt(lambda _: attempt, d, cwd)
+        outcome = abuse_attempt.run_attempt(lambda _: attempt, d, cwd)
         if outcome[0] in ("clean", "slow", "wrong reason") and _stores_state(cache) != before:
             return "late refusal", f"a report store changed before the refusal: {outcome[1]}"
     if (d.parent / "MARKER").exists():

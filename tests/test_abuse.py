@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-import abuse_corpus
+import abuse_attempt
 import abuse_inputs
 import abuse_report
 from abuse_corpus import CFG, CKPT, DATA_CASES, RESUME_CASES, RUN_CASES, STEP, STEP_CASES
@@ -194,7 +194,7 @@ def test_hardened_input(name, item, build, sandbox):
     d, store, before = sandbox
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        outcome, detail = abuse_corpus.run_attempt(build, d, d.parent)
+        outcome, detail = abuse_attempt.run_attempt(build, d, d.parent)
     assert outcome == "clean", detail
     assert _tree(store) == before
 
