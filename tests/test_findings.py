@@ -80,3 +80,24 @@ def test_the_training_start_line_says_what_the_numbers_say():
     assert "192x4 at steps 200–1300" in line and "80x4" not in line and "Late starts lower b" in line
     up["training_start"]["192x4"]["b_from_start"] = row(1.40)
     assert "not higher for every size" in L._start_lines(up)[0] and L._start_lines({}) == []
+
+
+def test_the_larger_n_line_counts_seeds_and_states_the_holm_family_and_the_confound():
+    """A planted large_N block: N = 240 none reached, N = 480 two of three reached and one still ≥ 0.9 at the end."""
+    from analyses.findings.claims import larger_n_note
+
+    def tau(n_reached, n, ci=None):
+        return {"n_reached": n_reached, "n_seeds": n, "lower_bound": ci is None, "pooled": 1234.0 if ci else 30000.0,
+                "ci": list(ci) if ci else [None, None]}
+    late = lambda lasts, step, mem: [{"last": v, "last_step": step, "final_mem": m} for v, m in zip(lasts, mem)]  # noqa: E731
+    large = {"240": {"tau_rule": tau(0, 3), "late": late([0.60, 0.70, 0.65], 30000, [0.01, 0.045, 0.02])},
+             "480": {"tau_rule": tau(2, 3, (1000.0, 1500.5)), "late": late([0.95, 0.80, 0.85], 60000, [0.0, 0.007, 0.0])},
+             "count_test": {"family": 1, "tests": [{"N": [240, 480], "reached": [0, 2], "n": [3, 3],
+                                                    "p_same_data_seed": 0.2, "p_holm": 0.2}]}}
+    text = larger_n_note(large)
+    assert "N = 240: 0 of 3 seeds reliably exceed 0.9, last rule accuracy 0.600–0.700 at step 30,000 (0 of 3 still " \
+           "≥ 0.9), at most 4.5% copies" in text
+    assert "N = 480: 2 of 3 seeds reliably exceed 0.9 (τ_rule 1,234 [1,000, 1,500])" in text
+    assert "(1 of 3 still ≥ 0.9), at most 0.7% copies" in text
+    assert "one Holm family of 1): N = 480 2 of 3 vs 0 of 3: one-sided Fisher p 0.200, Holm 0.200" in text
+    assert "N and training length are not separated" in text

@@ -31,6 +31,8 @@ def g_factor(results):
                        f"{d['factor']['N']}; intervals with both variance components (analyses/data_draws, coverage "
                        "measured at this design); where G = 3 never reliably exceeds a threshold the factor is a bound "
                        "against G = 2's upper CI end, which grows with the budget.")
+        if "large_N" in d:
+            r.notes.append(larger_n_note(d["large_N"]))
         return r
     s = _scaling(results)
     if s is None:
@@ -43,6 +45,29 @@ def g_factor(results):
                        f"> {bound:.1f}× against G = 2's upper CI end (> {s['G']['lower_bounds']['3']['factor_above']:.1f}× "
                        "against its pooled value), a bound that grows with the budget.")
     return r
+
+
+def larger_n_note(large):
+    """The data_draws json's `large_N` block (G = 3 at N = 240 and larger N, data seed 0, at the paper's 0.9) as one
+    line: seeds reaching 0.9 with τ_rule, rule accuracy and copies at the last checkpoint, the count tests' Holm
+    family, and the confound that the budget (views per image) makes a larger N train longer."""
+    parts = []
+    for N in sorted((k for k in large if k.isdigit()), key=int):
+        tau, late = large[N]["tau_rule"], large[N]["late"]
+        last = [x["last"] for x in late]
+        cell = f"N = {N}: {tau['n_reached']} of {tau['n_seeds']} seeds reliably exceed 0.9"
+        if not tau["lower_bound"] and tau["ci"][0] is not None:
+            cell += f" (τ_rule {tau['pooled']:,.0f} [{tau['ci'][0]:,.0f}, {tau['ci'][1]:,.0f}])"
+        cell += (f", last rule accuracy {min(last):.3f}–{max(last):.3f} at step {late[0]['last_step']:,} "
+                 f"({sum(v >= 0.9 for v in last)} of {len(last)} still ≥ 0.9), at most "
+                 f"{100 * max(x['final_mem'] for x in late):.1f}% copies")
+        parts.append(cell)
+    ct = large["count_test"]
+    tests = "; ".join(f"N = {t['N'][1]} {t['reached'][1]} of {t['n'][1]} vs {t['reached'][0]} of {t['n'][0]}: one-sided "
+                      f"Fisher p {t['p_same_data_seed']:.3f}, Holm {t['p_holm']:.3f}" for t in ct["tests"])
+    return ("At larger N (G = 3, data seed 0; the budget is a number of views per image, so a larger N also trains "
+            "longer: N and training length are not separated): " + "; ".join(parts) + f". Counts against N = 240 "
+            f"(one Holm family of {ct['family']}): {tests}.")
 
 
 def b_exponent(size="80x4"):
