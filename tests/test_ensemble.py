@@ -13,6 +13,7 @@ from scoreprobe.training.ensemble import train_ensemble
 from scoreprobe.errors import ConfigError
 from scoreprobe.data.rules import rule_from_spec
 from scoreprobe.training.train import TrainConfig, ckpt_path, train_run
+from tests.kill import killed_at
 
 RULE = {"name": "parity", "G": 2, "shape": [4, 4], "layout": "random", "seed": 0}
 # Largest |ensemble − sequential| over every tensor of every checkpoint (EMA and raw weights) after
@@ -124,18 +125,7 @@ def test_a_member_directory_holding_another_run_is_refused_before_any_is_written
 
 def _kill(monkeypatch, dirs, at=19):
     """Run the ensemble of MEMBERS into `dirs` and kill it before optimizer step `at` (1-based)."""
-    real, calls = ens_mod._ensemble_step, {"n": 0}
-
-    def dying(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == at:
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
-    monkeypatch.setattr(ens_mod, "_ensemble_step", dying)
-    with pytest.raises(KeyboardInterrupt):
-        train_ensemble(MEMBERS, dirs, progress=False)
-    monkeypatch.setattr(ens_mod, "_ensemble_step", real)
+    killed_at(monkeypatch, ens_mod, "_ensemble_step", at, lambda: train_ensemble(MEMBERS, dirs, progress=False))
     assert all((d / "resume.pt").exists() for d in dirs)
 
 

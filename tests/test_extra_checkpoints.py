@@ -12,6 +12,7 @@ from scoreprobe.training.ensemble import train_ensemble
 from scoreprobe.training.extend import extension_steps, schedule_ratio
 from scoreprobe.training.guard import read_meta, run_digest
 from scoreprobe.training.train import TrainConfig, checkpoint_steps, ckpt_path, train_run
+from tests.kill import killed_at
 
 RULE = {"name": "parity", "G": 2, "shape": [4, 4], "layout": "random", "seed": 0}
 EXTRA = [2, 5, 9]
@@ -59,19 +60,9 @@ def test_extra_checkpoints_are_written_without_changing_the_trajectory(plain_and
 
 def test_a_kill_between_extra_checkpoints_resumes_to_the_uninterrupted_run(plain_and_extra, tmp_path, monkeypatch):
     _, full = plain_and_extra
-    real_step, calls = train_mod._train_step, {"n": 0}
-
-    def dying_step(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 8:                               # after the extra checkpoint 5, before 9
-            raise KeyboardInterrupt
-        return real_step(*a, **k)
-
-    monkeypatch.setattr(train_mod, "_train_step", dying_step)
-    with pytest.raises(KeyboardInterrupt):
-        train_run(tiny_cfg(extra_checkpoints=EXTRA), tmp_path / "killed", progress=False)
+    killed_at(monkeypatch, train_mod, "_train_step", 8,      # after the extra checkpoint 5, before 9
+              lambda: train_run(tiny_cfg(extra_checkpoints=EXTRA), tmp_path / "killed", progress=False))
     assert (tmp_path / "killed" / "resume.pt").exists() and not ckpt_path(tmp_path / "killed", 9).exists()
-    monkeypatch.setattr(train_mod, "_train_step", real_step)
     resumed = train_run(tiny_cfg(extra_checkpoints=EXTRA), tmp_path / "killed", progress=False)
     for s in _steps(full):
         assert _same(_ema(full, s), _ema(resumed, s)), s

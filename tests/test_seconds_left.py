@@ -6,6 +6,7 @@ from analyses.capacity_exponent import grid as grid_mod
 from scoreprobe.cli import study as study_cli
 from scoreprobe.studies import presets, recipes, runner
 from scoreprobe.training import train as train_mod
+from tests.kill import killed_at
 
 
 def _killed_run(tmp_path, monkeypatch, at):
@@ -13,17 +14,8 @@ def _killed_run(tmp_path, monkeypatch, at):
     args = study_cli.parse(study_cli.parser("x", grid_mod.PRESETS), ["--smoke", "--out", str(tmp_path / "runs"),
                                                                       "--device", "cpu"], grid_mod.PRESETS)
     run = grid_mod.plan("smoke")[0]
-    real_step, calls = train_mod._train_step, {"n": 0}
-
-    def dying_step(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == at:
-            raise KeyboardInterrupt
-        return real_step(*a, **k)
-    monkeypatch.setattr(train_mod, "_train_step", dying_step)
-    with pytest.raises(KeyboardInterrupt):
-        train_mod.train_run(run.cfg, runner.run_dir(args, run), progress=False)
-    monkeypatch.setattr(train_mod, "_train_step", real_step)
+    killed_at(monkeypatch, train_mod, "_train_step", at,
+              lambda: train_mod.train_run(run.cfg, runner.run_dir(args, run), progress=False))
     return args, run
 
 

@@ -8,6 +8,7 @@ import torch
 from scoreprobe.training import train as train_mod
 from scoreprobe.errors import ConfigError
 from scoreprobe.training.train import TrainConfig, checkpoint_steps, ckpt_path, lr_at, train_run
+from tests.kill import killed_at
 
 RULE = {"name": "parity", "G": 2, "shape": [4, 4], "layout": "random", "seed": 0}
 
@@ -54,19 +55,9 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path, monkeypatch, sched
     cfg = tiny_cfg(lr_schedule=schedule, warmup_steps=4, lr_min=2e-4, lr_drop_step=12)
     full = train_run(cfg, tmp_path / "full", progress=False)
 
-    real_step, calls = train_mod._train_step, {"n": 0}
-
-    def dying_step(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 19:
-            raise KeyboardInterrupt  # simulated kill between resume points
-        return real_step(*a, **k)
-
-    monkeypatch.setattr(train_mod, "_train_step", dying_step)
-    with pytest.raises(KeyboardInterrupt):
-        train_run(cfg, tmp_path / "killed", progress=False)
+    # simulated kill between resume points
+    killed_at(monkeypatch, train_mod, "_train_step", 19, lambda: train_run(cfg, tmp_path / "killed", progress=False))
     assert (tmp_path / "killed" / "resume.pt").exists()
-    monkeypatch.setattr(train_mod, "_train_step", real_step)
     resumed = train_run(cfg, tmp_path / "killed", progress=False)
     log_steps = lambda run: [json.loads(l)["step"] for l in (run / "train_log.jsonl").read_text().splitlines()]  # noqa: E731
     assert log_steps(resumed) == log_steps(full)   # no step logged twice after the resume
@@ -84,21 +75,11 @@ def test_kill_before_the_first_resume_point_leaves_no_duplicate_log_lines(tmp_pa
     last line the kill cut short) are dropped, so the finished log equals an uninterrupted one."""
     cfg = tiny_cfg(resume_every=1000)
     full = train_run(cfg, tmp_path / "full", progress=False)
-    real_step, calls = train_mod._train_step, {"n": 0}
-
-    def dying_step(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 12:   # after two log lines (log_every 5), before any resume point but step 0
-            raise KeyboardInterrupt
-        return real_step(*a, **k)
-
-    monkeypatch.setattr(train_mod, "_train_step", dying_step)
-    with pytest.raises(KeyboardInterrupt):
-        train_run(cfg, tmp_path / "killed", progress=False)
+    # after two log lines (log_every 5), before any resume point but step 0
+    killed_at(monkeypatch, train_mod, "_train_step", 12, lambda: train_run(cfg, tmp_path / "killed", progress=False))
     log = tmp_path / "killed" / "train_log.jsonl"
     (tmp_path / "killed" / "resume.pt").unlink(missing_ok=True)   # as if killed before step 0's resume write
     log.write_text(log.read_text() + '{"step": 15, "lo')          # a line the kill cut short
-    monkeypatch.setattr(train_mod, "_train_step", real_step)
     resumed = train_run(cfg, tmp_path / "killed", progress=False)
     assert (resumed / "train_log.jsonl").read_text() == (full / "train_log.jsonl").read_text()
 

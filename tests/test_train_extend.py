@@ -10,6 +10,7 @@ from scoreprobe.errors import CheckpointError, ConfigError, SettingWarning
 from scoreprobe.training.extend import extension_steps, schedule_ratio
 from scoreprobe.training.train import FINAL_STATE, TrainConfig, checkpoint_steps, ckpt_path, train_run
 from scoreprobe.training.trainlog import SIGMA_EDGES, bucket_labels, bucket_sums, log_record
+from tests.kill import killed_at
 
 RULE = {"name": "parity", "G": 2, "shape": [4, 4], "layout": "random", "seed": 0}
 
@@ -34,18 +35,8 @@ def test_extension_keeps_the_first_part_and_follows_the_run_trained_to_the_new_t
     never = train_run(tiny_cfg(**kw), tmp_path / "never", progress=False)       # never extended
     ext = train_run(tiny_cfg(**kw), tmp_path / "ext", progress=False)
     first = {s: ckpt_path(ext, s).read_bytes() for s in checkpoint_steps(30, 6)}
-    real_step, calls = train_mod._train_step, {"n": 0}
-
-    def dying_step(*a, **k):                 # a kill in the middle of the extension, then the same command
-        calls["n"] += 1
-        if calls["n"] == 25:
-            raise KeyboardInterrupt
-        return real_step(*a, **k)
-
-    monkeypatch.setattr(train_mod, "_train_step", dying_step)
-    with pytest.raises(KeyboardInterrupt):
-        train_run(tiny_cfg(total_steps=90, **kw), ext, progress=False)
-    monkeypatch.setattr(train_mod, "_train_step", real_step)
+    killed_at(monkeypatch, train_mod, "_train_step", 25,     # a kill in the middle of the extension, then the same command
+              lambda: train_run(tiny_cfg(total_steps=90, **kw), ext, progress=False))
     train_run(tiny_cfg(total_steps=90, **kw), ext, progress=False)
     meta = json.loads((ext / "run.json").read_text())
     old = checkpoint_steps(30, 6)

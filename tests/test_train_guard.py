@@ -19,6 +19,7 @@ from scoreprobe.training import train as train_mod
 from scoreprobe.training.guard import RunLock, planned_steps
 from scoreprobe.training.train import FINAL_STATE, TrainConfig, ckpt_path, train_run
 from scoreprobe.training.trainlog import LOG_NAME, truncate_log
+from tests.kill import killed_at
 
 RULE = {"name": "parity", "G": 2, "shape": [4, 4], "layout": "random", "seed": 0}
 
@@ -284,17 +285,8 @@ def test_a_truncated_run_json_is_one_typed_error(run0):
 
 
 def test_extended_from_records_only_totals_reached(run0, tmp_path, monkeypatch):
-    real, calls = train_mod._train_step, {"n": 0}
-
-    def dying(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 20:
-            raise KeyboardInterrupt
-        return real(*a, **k)
-    monkeypatch.setattr(train_mod, "_train_step", dying)
-    with pytest.raises(KeyboardInterrupt):
-        train_run(tiny_cfg(total_steps=90), run0, progress=False)          # killed at step 50 of 30 -> 90
-    monkeypatch.setattr(train_mod, "_train_step", real)
+    killed_at(monkeypatch, train_mod, "_train_step", 20,      # killed at step 50 of 30 -> 90
+              lambda: train_run(tiny_cfg(total_steps=90), run0, progress=False))
     train_run(tiny_cfg(total_steps=120), run0, progress=False)             # the target raised while under way
     meta = json.loads((run0 / "run.json").read_text())
     assert meta["extended_from"] == [30] and meta["checkpoint_steps"] == planned_steps(meta)
