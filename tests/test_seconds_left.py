@@ -1,5 +1,6 @@
-"""Plans and --hours count only what is left of a run that resumes: runner.seconds_left reads the step of the run
-directory's resume.pt (recipes.run_seconds with `trained`), and the plan line names the step it resumes at."""
+"""Plans and --hours count only what is left: runner.seconds_left reads the step of a resuming run directory's
+resume.pt (recipes.run_seconds with `trained`), the plan line names the step it resumes at, and the scaling study's
+plan counts its exported runs as done."""
 import pytest
 
 from analyses.capacity_exponent import grid as grid_mod
@@ -39,3 +40,19 @@ def test_a_run_without_a_readable_resume_pt_counts_whole(tmp_path, monkeypatch):
     assert runner.trained_steps(args, run) == 0
     line = [ln for ln in presets.plan_lines([run], args, lambda r: tmp_path / "exports", str) if run.name in ln][0]
     assert "resumes" not in line
+
+
+def test_the_scaling_plan_counts_its_shipped_exports_as_done():
+    """analyses/scaling --plan printed the whole grid's hours (5.75 h at 2 jobs) with every run exported; now the
+    first line is what is left, and the whole grid's cost is a line of its own."""
+    from tests.test_analyses import _analysis
+    run = _analysis("scaling.run")
+    args = run.parse_args(["--device", "cpu", "--jobs", "2"])
+    runs = _analysis("scaling.grid").plan("cpu", args.only)
+    lines = run.plan_lines(runs, args)
+    done = presets.exported(runs, lambda r: args.exports)
+    assert lines[0].startswith(f"{len(runs)} runs, preset cpu ({len(done)} exported already), 2 at a time")
+    assert len(done) == len(runs) and "estimated 0.00 h for the rest" in lines[0]   # all 51 ship: nothing left
+    total = sum(recipes.run_seconds(r, args.n_samples) for r in runs) / 3600
+    assert lines[1].startswith(f"  the whole grid: {sum(r.steps for r in runs)} training steps, {total:.1f} thread-hours")
+    assert sum("exported" in ln for ln in lines[2:]) == len(done)

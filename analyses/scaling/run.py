@@ -43,6 +43,7 @@ import logging
 from analyses.scaling import grid as grid_mod
 from scoreprobe.cli import study as study_cli
 from scoreprobe.cli.study import drive
+from scoreprobe.studies import presets
 from scoreprobe.studies.queue import run_queue, train_ensembles
 from scoreprobe.studies.runner import run_dir, run_one, seconds_left
 from analyses.scaling.tables import write_all as write_tables
@@ -79,18 +80,13 @@ def run_all(args, runs, on_done):
 
 
 def plan_lines(runs, args):
-    b = grid_mod.budget(runs, args.jobs, args.n_samples)
-    rates = "" if args.preset != "gpu" else " at one CPU thread's rates (GPU throughput is not measured here)"
-    lines = [f"{len(runs)} runs, preset {args.preset}, {args.jobs} at a time: {b['steps']} training steps, "
-             f"estimated{rates} {b['wall_h']:.2f} h ({b['thread_s'] / 3600:.1f} thread-hours)"]
-    lines += [f"  {axis}: {h:.2f} h" for axis, h in b["wall_h_by_axis"].items()]
-    done = 0.0
-    for i, r in enumerate(runs):
-        sec = grid_mod.run_seconds(r, args.n_samples)
-        done += sec / args.jobs
-        lines.append(f"  {i + 1:3d} {r.name:24s} {r.steps:6d} steps ~{sec / 60:5.1f} min, all done by ~{done / 3600:4.2f} h"
-                     f"  ({', '.join(r.axes)})")
-    return lines
+    """presets.plan_lines over the grid (runs exported already counted as done, a run that resumes by its steps left,
+    `--jobs` sharing the cores), then the whole grid's cost: training steps and one-thread hours per axis."""
+    b = grid_mod.budget(runs, 1, args.n_samples)   # at 1 job: one-thread hours
+    lines = presets.plan_lines(runs, args, lambda r: args.exports, lambda r: f"{'(' + ', '.join(r.axes) + ')':30s}")
+    axes = ", ".join(f"{axis} {h:.2f}" for axis, h in b["wall_h_by_axis"].items())
+    return lines[:1] + [f"  the whole grid: {b['steps']} training steps, {b['thread_s'] / 3600:.1f} thread-hours "
+                        f"({axes})"] + lines[1:]
 
 
 def main(argv=None):
