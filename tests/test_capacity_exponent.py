@@ -161,6 +161,9 @@ def test_start_steps_give_b_counted_from_the_start_and_a_run_that_never_started_
     assert (row["min"], row["max"]) == (200, 1300) and row["b_from_start"]["b"] == pytest.approx(1.3, abs=0.02)
     assert row["b"]["b"] < 1.2 and "steps 200–1300 (median 500; 6 of 6 runs)" in lines[0]
     assert "Training never started in stuck" in lines[0] and "left out of every fit" in lines[0]
+    stuck = {**never, "lowest_loss": {"step": 1100, "loss": 0.8294}, "last_loss": {"step": 30000, "loss": 0.9913}}
+    assert "never started in stuck (lowest logged loss 0.83 at step 1,100; 0.99 at step 30,000): its τ" in \
+        T.start_lines({"192x4": rows}, [stuck])[0][0]
     lines, out = T.start_lines({"80x4": [{k: v for k, v in r.items() if k != "train_start"} for r in rows]})
     assert out == {} and "80x4: no run's log kept" in lines[0]
 

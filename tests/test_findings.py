@@ -101,3 +101,12 @@ def test_the_larger_n_line_counts_seeds_and_states_the_holm_family_and_the_confo
     assert "(1 of 3 still ≥ 0.9), at most 0.7% copies" in text
     assert "one Holm family of 1): N = 480 2 of 3 vs 0 of 3: one-sided Fisher p 0.200, Holm 0.200" in text
     assert "N and training length are not separated" in text
+
+
+def test_the_capacity_section_names_the_runs_left_out_of_every_fit():
+    from analyses.findings.literature import _excluded_lines
+    c = {"diverged": {"w192-n120-s2": "why"}, "runs": [{"run": "a", "train_start": 200}, {"run": "b", "train_start": None},
+                                                       {"run": "c"}]}
+    line = _excluded_lines(c)[0]
+    assert "diverged: w192-n120-s2; training never started (no logged loss below 0.5): b." in line
+    assert _excluded_lines({"diverged": {}, "runs": [{"run": "c"}]}) == []

@@ -96,8 +96,9 @@ def test_training_starts_at_the_first_loss_below_half(tmp_path):
     """The 2.83M DiT sits at ≈ 1 (an untrained network's loss) for up to 1,300 steps before it learns."""
     _log(tmp_path, [1.0, 0.99, 0.98, 0.7, 0.45, 0.2])
     assert dv.training_start(tmp_path) == 400 and dv.log_meta(tmp_path) == {"train_start": 400}
-    _log(tmp_path, [1.0, 0.99, 0.98])
-    assert dv.training_start(tmp_path) is None and dv.log_meta(tmp_path) == {"train_start": None}
+    _log(tmp_path, [1.0, 0.9, 0.98])          # never below 0.5: how close it came, and where it ended
+    assert dv.training_start(tmp_path) is None and dv.log_meta(tmp_path) == {
+        "train_start": None, "lowest_loss": {"step": 100, "loss": 0.9}, "last_loss": {"step": 200, "loss": 0.98}}
     assert dv.log_meta(tmp_path / "absent") == {}
 
 

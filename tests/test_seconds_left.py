@@ -56,3 +56,18 @@ def test_the_scaling_plan_counts_its_shipped_exports_as_done():
     total = sum(recipes.run_seconds(r, args.n_samples) for r in runs) / 3600
     assert lines[1].startswith(f"  the whole grid: {sum(r.steps for r in runs)} training steps, {total:.1f} thread-hours")
     assert sum("exported" in ln for ln in lines[2:]) == len(done)
+
+
+def test_an_export_of_a_resumed_run_says_where_its_training_time_starts(tmp_path, monkeypatch):
+    """train_s of a run that resumed times only the steps after its resume.pt: the export's meta says from which
+    step, and the runs tables print it beside the time."""
+    from scoreprobe.studies.export import read_export
+    from scoreprobe.studies.format import TRAIN_S
+    args, run = _killed_run(tmp_path, monkeypatch, at=13)
+    args.exports = tmp_path / "exports"
+    args.exports.mkdir()
+    runner.run_one(args, run)
+    meta = read_export(args.exports / f"{run.name}.npz")["meta"]
+    assert meta["train_s_from_step"] == 9
+    row = {"train_s": 12.0, "steps": 30, "train_s_from_step": 9}
+    assert TRAIN_S[1](row) == "12 (steps 9–30)" and TRAIN_S[1]({"train_s": 12.0, "steps": 30}) == "12"

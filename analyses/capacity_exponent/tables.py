@@ -155,11 +155,12 @@ def report(args, runs):
                    INTRO)
     todo = [r for r in runs if r.name in missing]
     hours = sum(scaling_grid.run_seconds(r, args.n_samples) for r in todo) / 3600
-    lines += [f"Not done: {len(todo)} runs ({_todo_text(todo)}), {hours:.1f} thread-hours at the one-thread idle rates "
-              "of scoreprobe/studies/recipes.py (`--plan`; runs took ≈ 1.7× those rates with two runs and other work on "
-              "2 cores). A session finishes only the runs it starts (`--hours`); the GPU preset (`--preset gpu`: N = "
-              "32…512, four sizes up to 5.0M, 5 seeds, the scaling GPU recipe) is the extension, not run here (no "
-              "GPU).", ""]
+    gpu = ("the GPU preset (`--preset gpu`: N = 32…512, four sizes up to 5.0M, 5 seeds, the scaling GPU recipe) is the "
+           "extension, not run here (no GPU).")
+    lines += [(f"Not done: {len(todo)} runs ({_todo_text(todo)}), {hours:.1f} thread-hours at the one-thread idle "
+               "rates of scoreprobe/studies/recipes.py (`--plan`; runs took ≈ 1.7× those rates with two runs and other "
+               f"work on 2 cores). A session finishes only the runs it starts (`--hours`); {gpu}") if todo else
+              f"Every planned run is done; {gpu}", ""]
     diverged = grid_mod.DIVERGED.get(args.preset, {})
     lines += [f"Diverged, not planned again and excluded from every fit: {name}, {why}." for name, why in diverged.items()]
     lines += [""] if diverged else []
@@ -235,9 +236,19 @@ def start_lines(by, never=()):
                      + ", ".join(f"{size} {b0:.2f} → {b1:.2f}" for size, b0, b1 in moved) + ")"
                      + (": late starts lower b; they do not make it exceed 1." if up else "."))
     if never:
-        lines[0] += (f" Training never started in {', '.join(r['run'] for r in never)}: its τ would read an untrained "
+        lines[0] += (f" Training never started in {', '.join(map(_never_text, never))}: its τ would read an untrained "
                      "network (a τ_mem censored at the budget), so it is left out of every fit.")
     return lines + [""], out
+
+
+def _never_text(r):
+    """'w192d4-g2-n240-s2 (lowest logged loss 0.83 at step 1,100; 0.99 at step 30,000)': the run and, where its
+    export records them (`divergence.log_meta`), how close its loss came to the start and where it ended."""
+    low, last = r.get("lowest_loss"), r.get("last_loss")
+    if not low:
+        return r["run"]
+    return (f"{r['run']} (lowest logged loss {low['loss']:.2f} at step {low['step']:,}; {last['loss']:.2f} at step "
+            f"{last['step']:,})")
 
 
 def _todo_text(todo):

@@ -61,7 +61,17 @@ def capacity_lines(results):
                                                                 "b is larger for the larger model" if lo > 0 else
                                                                 "no change of b with capacity is resolved"))
     design = [f"- {q['design']}"] if q.get("design") else []
-    return lines + ["", f"- {said}. {BONNAIRE}", *design, *_start_lines(c), ""]
+    return lines + ["", f"- {said}. {BONNAIRE}", *design, *_start_lines(c), *_excluded_lines(c), ""]
+
+
+def _excluded_lines(c):
+    """The planned runs left out of every fit: declared diverged, and those whose training never started."""
+    never = [r["run"] for r in c.get("runs", []) if "train_start" in r and r["train_start"] is None]
+    parts = ([f"diverged: {', '.join(c['diverged'])}"] if c.get("diverged") else []) + (
+        [f"training never started (no logged loss below 0.5): {', '.join(never)}"] if never else [])
+    return [f"- Left out of every fit, and named in the study's md: {'; '.join(parts)}. Every size trains at the "
+            "recipe's lr 2e-3 without warm-up; leaving these runs out selects the runs that trained, which the fit "
+            "cannot correct."] if parts else []
 
 
 def _start_lines(c):

@@ -33,7 +33,9 @@ def run_stats(name, run, info):
                                 "window_open", "window_intervals", "window_log10_width", "window_log10_width_ci",
                                 "window_hi_censored", "under_resolved")},
            **{f"{k}_first_crossing": first[k] for k in ("tau_rule", "tau_mem", "window_status")}}
-    for k in ("train_start", "loss_spikes"):   # what its training log says (studies.divergence), where recorded
+    # what its training log says (studies.divergence.log_meta) and the step its train_s starts at when training
+    # resumed (studies.runner.run_one), where recorded
+    for k in ("train_start", "lowest_loss", "last_loss", "loss_spikes", "train_s_from_step"):
         if k in info["meta"]:
             out[k] = info["meta"][k]
     out["curve"] = {"step": ds.step.values.tolist(), "rule_acc": ds.rule_acc.values.tolist(),

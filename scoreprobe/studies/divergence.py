@@ -90,10 +90,15 @@ def _start(losses, start_loss=START_LOSS):
 
 
 def log_meta(path):
-    """What an export's meta records of the training log (read once): {"train_start": step (None: never started)}
-    and, when training recovered from any spike, {"loss_spikes": `recovered_spikes`}; {} when there is no log."""
+    """What an export's meta records of the training log (read once): {"train_start": step (None: never started)};
+    when training never started, {"lowest_loss": {"step", "loss"}, "last_loss": {"step", "loss"}} (how far from
+    START_LOSS it stayed); when training recovered from any spike, {"loss_spikes": `recovered_spikes`}; {} when
+    there is no log."""
     losses = _losses(path)
     if not losses:
         return {}
     spikes = [{k: s[k] for k in SPIKE_META} for s in _spikes(losses) if s["recovered"]]
-    return {"train_start": _start(losses), **({"loss_spikes": spikes} if spikes else {})}
+    start = _start(losses)
+    never = {} if start is not None else {"lowest_loss": dict(zip(("step", "loss"), min(losses, key=lambda x: x[1]))),
+                                          "last_loss": dict(zip(("step", "loss"), losses[-1]))}
+    return {"train_start": start, **never, **({"loss_spikes": spikes} if spikes else {})}

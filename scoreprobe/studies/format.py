@@ -133,7 +133,8 @@ TRAINING_SEED = col("training seed", lambda r: str(r["seed"]))
 STEPS = col("steps", lambda r: str(r["steps"]))
 PEAK = col("peak rule_acc", lambda r: f"{r['peak_rule_acc']:.3f}")
 FINAL_MEM = col("final mem", lambda r: f"{r['final_mem_ratio']:.3f}")
-TRAIN_S = col("train s", lambda r: fmt(r["train_s"]))
+TRAIN_S = col("train s", lambda r: fmt(r["train_s"]) + (f" (steps {r['train_s_from_step']:,}–{r['steps']:,})"
+                                                           if r.get("train_s_from_step") else ""))
 WINDOW = col("window", lambda r: str(r["window_status"]), numeric=False)
 
 

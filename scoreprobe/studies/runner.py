@@ -66,7 +66,10 @@ def run_one(args, run):
     diverged (`divergence.divergence`: a loss spike it did not recover from by the end of training) is refused before
     its clocks: a CheckpointError, nothing exported; spikes it recovered from go into the export's meta."""
     path, t0 = run_dir(args, run), time.time()
+    resumed = {}
     if not finished(path, run.cfg):   # a spike is judged once training is done: recovery may take a while
+        step = trained_steps(args, run)
+        resumed = {"train_s_from_step": step} if step else {}   # train_s then times the steps after it only
         train_run(run.cfg, path, device=args.device, progress=False)
     train_s = time.time() - t0
     logger.info("%s: trained (%.0f s)", run.name, train_s)
@@ -83,7 +86,8 @@ def run_one(args, run):
     clocks_s = time.time() - t1
     export = args.exports / f"{run.name}.npz"
     earlier = _previous(export, run) if min(train_s, clocks_s) <= 5 else {}   # a skipped stage keeps its time
-    meta = with_device({**run.meta, **log_meta(path)}, args.device)   # its start and the spikes it recovered from
+    meta = with_device({**run.meta, **log_meta(path), **resumed}, args.device)   # its start, the spikes it recovered
+    # from, and where train_s starts when it resumed
     export_run(ds, run.cfg, param_count(run.cfg), export, meta=meta,
                train_s=train_s if train_s > 5 else earlier.get("train_s"),
                clocks_s=clocks_s if clocks_s > 5 else earlier.get("clocks_s"), piece_valid=piece)
