@@ -16,7 +16,7 @@ from scoreprobe.stats.thresholds import MEM_THRESHOLDS
 from scoreprobe.stats.verdict import verdict
 from scoreprobe.studies import format as F
 from scoreprobe.studies import presets
-from scoreprobe.studies.divergence import RECOVER, START_LOSS, WINDOW
+from scoreprobe.studies.divergence import RECOVER, START_LOSS, WINDOW, never_started
 from scoreprobe.studies import recipes as scaling_grid
 from scoreprobe.studies.format import pooled_cell, slope_cell as b_cell
 
@@ -147,7 +147,7 @@ def report(args, runs):
     """(markdown, JSON-able report, rows by size)."""
     rows, missing = presets.collect_stats(args, runs, grid_mod.export_folder)
     sizes = [f"{w}x{d}" for w, d in grid_mod.PRESETS[args.preset]["sizes"]]
-    never = [r for r in rows if "train_start" in r and r["train_start"] is None]   # read an untrained network
+    never = [r for r in rows if never_started(r)]   # they read an untrained network
     out = {r["run"] for r in never}
     by = {s: [r for r in rows if r["meta"]["size"] == s and r["run"] not in out] for s in sizes}
     by = {s: rs for s, rs in by.items() if rs}

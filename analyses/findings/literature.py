@@ -2,6 +2,7 @@
 import math
 
 from analyses.findings.claims import load
+from scoreprobe.studies.divergence import never_started
 
 BONNAIRE = ("Bonnaire, Urfin, Biroli & Mézard 2025 (arXiv 2505.17638, NeurIPS 2025): U-Net DDPMs on downsampled "
             "CelebA and a random-features model — τ_mem grows linearly with the training-set size n, τ_gen does not "
@@ -66,7 +67,7 @@ def capacity_lines(results):
 
 def _excluded_lines(c):
     """The planned runs left out of every fit: declared diverged, and those whose training never started."""
-    never = [r["run"] for r in c.get("runs", []) if "train_start" in r and r["train_start"] is None]
+    never = [r["run"] for r in c.get("runs", []) if never_started(r)]
     parts = ([f"diverged: {', '.join(c['diverged'])}"] if c.get("diverged") else []) + (
         [f"training never started (no logged loss below 0.5): {', '.join(never)}"] if never else [])
     return [f"- Left out of every fit, and named in the study's md: {'; '.join(parts)}. Every size trains at the "

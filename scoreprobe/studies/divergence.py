@@ -89,6 +89,12 @@ def _start(losses, start_loss=START_LOSS):
     return next((step for step, loss in losses if loss < start_loss), None)
 
 
+def never_started(record):
+    """Whether an export's meta, or a run's row that copies it, records that training never started: a
+    `train_start` of None (no logged loss below START_LOSS). A record without the field says nothing: False."""
+    return "train_start" in record and record["train_start"] is None
+
+
 def log_meta(path):
     """What an export's meta records of the training log (read once): {"train_start": step (None: never started)};
     when training never started, {"lowest_loss": {"step", "loss"}, "last_loss": {"step", "loss"}} (how far from

@@ -8,7 +8,7 @@ import copy
 import functools
 from pathlib import Path
 
-from scoreprobe.studies import runner
+from scoreprobe.studies import recipes, runner
 from scoreprobe.studies.export import load_exports
 from scoreprobe.studies.queue import at_a_time, finish_times, run_queue, shared_cores, train_stacked
 
@@ -55,13 +55,13 @@ def plan_lines(runs, args, folder_of, describe, pending=(), seconds=None):
     resumes at. `pending`:
     runs whose settings wait on other runs' results, listed after at provisional settings; one already exported
     at them is counted as done, and the first line gives the time should none of them be. seconds(run): the
-    estimate (default runner.seconds_left: what is left of the run after its resume.pt, at args.n_samples)."""
+    estimate (default: runner.seconds_left's, recipes.run_seconds of what is left after the run's resume.pt)."""
     every = list(runs) + list(pending)
     done = exported(every, folder_of)
-    seconds = seconds or functools.partial(runner.seconds_left, args)
-    secs = {r.name: seconds(r) for r in every}
     todo = [r for r in every if r.name not in done]
-    trained = {r.name: runner.trained_steps(args, r) for r in todo}
+    trained = {r.name: runner.trained_steps(args, r) for r in todo}      # each resume.pt read once
+    seconds = seconds or (lambda r: recipes.run_seconds(r, args.n_samples, trained.get(r.name, 0)))
+    secs = {r.name: seconds(r) for r in every}
     cores = shared_cores(args.device, args.jobs)
     ends, total = finish_times([secs[r.name] for r in todo], args.jobs, cores)
     worst = finish_times([secs[r.name] for r in every if r.name not in done or r in pending], args.jobs, cores)[1]

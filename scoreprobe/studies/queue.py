@@ -177,9 +177,10 @@ def run_queue(fn, args, runs, on_done, estimate_s, hours=None, jobs=1, log_name=
     """fn(args, run) (top-level, picklable; returns the run's name) over `runs` in order, `jobs` at a time: a run
     starts when a worker is free; on_done(name) after each success. With `hours`, a run whose estimate_s(run) ×
     LOAD_FACTOR (× jobs / cores where CPU workers outnumber the cores: `shared_cores`) would end past now + hours
-    is not started (logged). A worker process that dies (SIGKILL, the out-of-memory killer) breaks its pool: the runs in flight then are run again one at a time, each in a fresh
-    one-worker pool (a training run resumes from its last state), the one whose worker dies again is logged and
-    skipped, and the queue goes on with a new pool. Returns the names not started.
+    is not started (logged). A worker process that dies (SIGKILL, the out-of-memory killer) breaks its pool: the
+    runs in flight then are run again one at a time, each in a fresh one-worker pool (a training run resumes from
+    its last state), the one whose worker dies again is logged and skipped, and the queue goes on with a new pool.
+    Returns the names not started.
 
     With `scheduler` (a distributed.Client, "tcp://HOST:PORT" or ("local", n)) each run is a dask task instead
     (scoreprobe.studies.distributed: a dead worker's run is run again elsewhere and resumes), `jobs` and `hours`

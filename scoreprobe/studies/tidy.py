@@ -29,6 +29,7 @@ from scoreprobe.errors import ConfigError
 from scoreprobe.stats.curves import run_curves
 from scoreprobe.stats.seeds import pool_seeds, seed_fit
 from scoreprobe.stats.thresholds import MEM_THRESHOLDS, RULE_THRESHOLDS
+from scoreprobe.studies.divergence import never_started
 from scoreprobe.studies.export import load_exports
 
 KEYS = {"tau_rule": ("rule_threshold", "rule_reached"), "tau_mem": ("mem_threshold", "mem_reached")}
@@ -41,7 +42,7 @@ def _cell_values(info):
     out = {"budget": float(ds.step.values[-1]), "resolved_from": float(c["resolved_from"][0]),
            "params": float(info["params"]), "peak_rule_acc": float(ds.rule_acc.max()),
            "final_mem": float(ds.mem_ratio[-1]), "train_start": _train_start(info["meta"]),
-           "never_started": "train_start" in info["meta"] and info["meta"]["train_start"] is None,
+           "never_started": never_started(info["meta"]),
            "loss_spikes": float(len(info["meta"].get("loss_spikes", [])))}
     for key, (_, reached) in KEYS.items():
         tau = np.asarray(c[key], dtype=np.float64)
