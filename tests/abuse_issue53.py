@@ -4,7 +4,8 @@ value must never become an answer and a bad file or option must be refused befor
 Each attack is an `Attack`; the attacks live beside their tests in tests/abuse53_*.py (one module per part of
 the issue) as a list `ATTACKS`. `run(attack, work)` classifies one attempt in an empty work folder:
 
-    "clean"         refused with the typed error for the stated reason within `slow_s`
+    "clean"         refused with the typed error for the stated reason within `slow_s` of CPU time (this
+                    process's: a loaded machine stretches wall time, not the work a refusal did)
                     (the CLI: exit 2 with one `error:` line, no traceback)
     "right"         an attempt where answering is right (`answer` given): it ran and its check passed
     "silent wrong"  no refusal where one was due, or an answer whose check failed (a wrong number or label)
@@ -104,20 +105,20 @@ def _one_error_line(code, err):
 
 def _refused(attack, call):
     """(outcome, detail) of an attempt that must be refused."""
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     try:
         result = call()
     except attack.error as e:
         if attack.match is not None and not re.search(attack.match, str(e)):
             return "wrong reason", f"{type(e).__name__}: {e}"
-        return ("slow" if time.perf_counter() - t0 > attack.slow_s else "clean"), f"{type(e).__name__}: {e}"
+        return ("slow" if time.process_time() - t0 > attack.slow_s else "clean"), f"{type(e).__name__}: {e}"
     except Exception as e:   # noqa: BLE001  (untyped, or the wrong typed error)
         return "traceback", f"{type(e).__name__}: {e}"
     return "silent wrong", f"no error (returned {type(result).__name__})"
 
 
 def _cli_refused(attack, argv):
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     try:
         code, _, err = cli(argv)
     except Exception as e:   # noqa: BLE001
@@ -128,7 +129,7 @@ def _cli_refused(attack, argv):
         return "traceback", f"exit {code}: {err}"
     if attack.match is not None and not re.search(attack.match, err):
         return "wrong reason", err
-    return ("slow" if time.perf_counter() - t0 > attack.slow_s else "clean"), err
+    return ("slow" if time.process_time() - t0 > attack.slow_s else "clean"), err
 
 
 def _answered(attack, call):

@@ -76,10 +76,10 @@ def _assert_one_error(code, err):
 
 
 def _api(fn, error):
-    t0 = time.perf_counter()
+    t0 = time.process_time()   # CPU time: the work done before the refusal, whatever the machine's load
     with pytest.raises(error):
         fn()
-    assert time.perf_counter() - t0 < 2.0, "a bad input must fail fast"
+    assert time.process_time() - t0 < 2.0, "a bad input must fail fast"
 
 
 def _clocks_argv(d):
