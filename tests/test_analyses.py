@@ -40,6 +40,7 @@ def test_two_clocks_smoke(tmp_path, capsys):
         [{k: v for k, v in r.items() if k not in timing} for r in report["runs"]]
 
 
+@pytest.mark.slow   # trains three remedy variants and a G = 6 pair end to end
 def test_remedies_smoke(tmp_path, capsys):
     remedies = _analysis("remedies")
     remedies.main(["--smoke", "--out", str(tmp_path), "--jobs", "1", "--variants", "baseline,curriculum,all"])
@@ -54,6 +55,7 @@ def test_remedies_smoke(tmp_path, capsys):
     assert "curriculum: left out — --curriculum-g 6 must be > 1 and < G = 6" in (tmp_path / "g6" / "remedies_smoke.md").read_text()
 
 
+@pytest.mark.slow   # trains 4 runs as a stacked ensemble end to end (test_two_clocks_smoke stays in the default suite)
 def test_two_clocks_smoke_with_seeds_as_ensembles(tmp_path, caplog):
     """--ensemble (the GPU preset's default) trains the runs of one length as one stacked ensemble."""
     two_clocks = _analysis("two_clocks")
@@ -68,6 +70,7 @@ def test_two_clocks_smoke_with_seeds_as_ensembles(tmp_path, caplog):
     assert set(report["tau_rule_vs_G"]) <= {"G3/G2 (seed 0)", "G3/G2 (seed 1)"}
 
 
+@pytest.mark.slow   # trains the closed-window series and measures every store of both series: the study's own unit tests stay in the default suite
 def test_mechanism_smoke(tmp_path, capsys):
     """analyses/mechanism --smoke: both series (the shipped one, a tiny closed-window run trained here),
     every store, the report and the figures; a rerun reuses every store and gives the same numbers."""

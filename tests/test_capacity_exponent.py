@@ -67,6 +67,7 @@ def test_b_is_the_censored_regression_and_keeps_a_censored_run():
     assert math.isnan(one_n[0]["b"]) and "undefined" in T.b_cell(one_n[0])
 
 
+@pytest.mark.slow   # trains the study's smoke runs end to end
 def test_smoke_then_from_results(tmp_path):
     run = _analysis("capacity_exponent.run")
     run.main(["--smoke", "--out", str(tmp_path)])

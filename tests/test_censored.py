@@ -100,6 +100,7 @@ def _direct_mle(x, y, cens):
     return best.x[0], best.x[1], np.exp(best.x[2])
 
 
+@pytest.mark.slow   # a brute-force likelihood grid against the fit
 def test_censored_slope_is_the_maximum_likelihood_one_and_moves_where_censoring_says_so():
     rng = np.random.default_rng(1)
     y = 1.3 * X + 3 + 0.1 * rng.standard_normal(X.size)
@@ -122,6 +123,7 @@ def test_slope_is_undefined_without_enough_crossed_runs():
         censored_fit(X[:-1], X, np.zeros(X.size, bool))
 
 
+@pytest.mark.slow   # a coverage simulation: 300 censored fits at the capacity design
 def test_slope_coverage_at_the_capacity_design_with_its_censoring():
     # two of three N = 240 runs censored, as for the 0.51M DiT (scaling study); 300 replicates: 0.95 reads ≥ 0.92
     # with probability ≈ 0.99 (docs/definitions.md quotes 2000)
@@ -201,6 +203,7 @@ def test_a_coefficient_the_crossed_runs_do_not_identify_is_undefined():
         censored_coef(DESIGN[:, :2], y, cens, 3)
 
 
+@pytest.mark.slow   # a coverage simulation: 150 censored two-size fits
 def test_difference_coverage_at_the_capacity_design_with_its_censoring():
     # two sizes over 4 N × 3 seeds, two of three N = 240 runs censored in each; 150 replicates: 0.95 reads ≥ 0.90
     # with probability ≈ 0.997 (analyses/capacity_exponent quotes its own design's, 2000 replicates)

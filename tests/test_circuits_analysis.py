@@ -1,4 +1,5 @@
 """python analyses/circuits --smoke (issue #37): the study end to end at toy size, and --from-results."""
+import pytest
 import json
 
 from tests.test_analyses import _analysis
@@ -31,6 +32,7 @@ def test_circuits_smoke_and_from_results(tmp_path, capsys):
     assert (tmp_path / "circuits_smoke.md").read_text() == md
 
 
+@pytest.mark.slow   # trains a GPT series and patches every step
 def test_gpt_series_smoke_patches_with_the_logit_metric(tmp_path):
     """--series gpt: trains a toy GPT under <out>/gpt_runs, clocks it, patches every checkpoint with logit_diff;
     the contrast of the json is the logit difference sp.patch measures, and --from-results rewrites the md."""

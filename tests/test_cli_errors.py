@@ -280,6 +280,7 @@ def _interrupt(args, wait_for, delay, tmp_path):
 @pytest.mark.parametrize("wait_for,delay", [("ready", 0.05), ("ready", 0.5), ("clocks of", 0.0),
                                             ("clocks of", 1.0), ("sampler", 2.5)],
                          ids=["start-up", "loading", "run-start", "mid-run", "later"])
+@pytest.mark.slow   # real SIGINTs to a CLI subprocess measuring 2000 samples (it must still be running when the signal comes)
 def test_ctrl_c_is_one_line_and_exit_130(series, wait_for, delay, tmp_path):
     args = ["-q", "clocks", str(series.path), "--n-samples", "2000", "--n-steps", "50", "--device", "cpu",
             "--out", "c.zarr"]
@@ -290,6 +291,7 @@ def test_ctrl_c_is_one_line_and_exit_130(series, wait_for, delay, tmp_path):
         assert set(written_steps(tmp_path / "c.zarr")) <= set(series.steps)
 
 
+@pytest.mark.slow   # a real SIGINT once a CLI subprocess has committed its first step of 2000 samples
 def test_ctrl_c_while_the_store_is_written(series, tmp_path):
     """SIGINT as soon as the store appears (first step being written or just committed): one line,
     exit 130, and the store is still readable with only whole steps in it."""

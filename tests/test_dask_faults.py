@@ -25,6 +25,8 @@ def probe_failing(kind, bad, out):
         if step == bad:
             while len(written_steps(out)) < bad:   # the steps before it committed first: what is kept is known
                 time.sleep(0.05)
+            with open(out + ".tries", "a") as f:   # one line per attempt at the bad step, whichever worker ran it
+                f.write("try\n")
             if kind == "raise":
                 raise RuntimeError("boom in the probe")
             if kind == "memory":
@@ -44,7 +46,8 @@ def attempt(kind, scheduler, out, bad=2, n=4):
         what = "finished"
     except ScoreprobeError as e:
         what = f"{type(e).__name__}: {e}"
-    print(f"{kind} | {time.monotonic() - t0:.1f} s | kept {written_steps(out)} | {what}", flush=True)
+    tries = open(out + ".tries").read().count("try") if os.path.exists(out + ".tries") else 0
+    print(f"{kind} | {time.monotonic() - t0:.1f} s | kept {written_steps(out)} | {what} | {tries}", flush=True)
 """
 
 LOCAL = COMMON + r"""
@@ -100,19 +103,22 @@ def _run(script, *args, timeout):
     return [line.split(" | ") for line in p.stdout.splitlines()], p.stderr
 
 
+@pytest.mark.slow   # a dask LocalCluster in a subprocess whose worker dies three times
 def test_a_raising_task_a_memory_error_and_a_dying_worker_each_end_in_one_typed_error(tmp_path):
     """On a LocalCluster of 2 workers: a plain RuntimeError and a MemoryError in the task end at
-    once (not retried), a task that os._exit()s its worker every time after 1 + ALLOWED_FAILURES
+    once (tried once, not retried), a task that os._exit()s its worker every time after 1 + ALLOWED_FAILURES
     tries; each a WorkerError naming the step and the error, steps 0 and 1 kept."""
     lines, err = _run(LOCAL, tmp_path, 2, "raise,memory,exit", timeout=240)
-    got = {kind: (float(t.split()[0]), kept, what) for kind, t, kept, what in lines}
+    got = {kind: (int(tries), kept, what) for kind, t, kept, what, tries in lines}
     assert sorted(got) == ["exit", "memory", "raise"], lines
     assert got["raise"][2] == ("WorkerError: step 2 failed on a dask worker (RuntimeError: boom in the probe); "
                                "the steps before it are written; rerun to resume")
     assert got["memory"][2].startswith("WorkerError: step 2 failed on a dask worker (MemoryError: cannot allocate")
     assert got["exit"][2].startswith("WorkerError: step 2: its task ended the worker process that ran it 3 times")
     assert all(kept == "kept [0, 1]" for _, kept, _ in got.values()), got
-    assert got["raise"][0] < 30 and got["memory"][0] < 30 and got["exit"][0] < 120, got
+    # at once: the raising tasks ran once (not retried), the dying one 1 + ALLOWED_FAILURES times; counted, not timed
+    # (a loaded machine stretched "at once" past the 30 s this used to allow)
+    assert got["raise"][0] == 1 and got["memory"][0] == 1 and got["exit"][0] == 3, got
     assert "Traceback" not in err and "Exception ignored" not in err, err
 
 
@@ -126,7 +132,7 @@ def test_no_worker_left_and_a_killed_scheduler_end_in_one_typed_error(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     lines, err = _run(REMOTE, tmp_path, port, timeout=300)
-    got = {kind: (float(t.split()[0]), kept, what) for kind, t, kept, what in lines}
+    got = {kind: (float(t.split()[0]), kept, what) for kind, t, kept, what, _ in lines}
     assert got["exit"][2] == ("WorkerError: step 2: the dask cluster has had no worker for 4 s; the steps before "
                               "it are written; rerun to resume"), got
     assert got["exit"][1] == "kept [0, 1]" and got["exit"][0] < 60, got
@@ -150,6 +156,7 @@ def test_a_protocol_dask_lacks_is_one_line_before_any_work(tmp_path, monkeypatch
     assert made == [] and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow   # a CLI subprocess waiting out dask's connect timeout
 def test_a_scheduler_that_refuses_is_one_line_without_a_late_traceback(tmp_path):
     """A tcp port that refuses: one line after the connect timeout (3 s here), and nothing printed
     later by the half-made Client when it is garbage-collected."""

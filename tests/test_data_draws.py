@@ -1,6 +1,7 @@
 """analyses/data_draws: the data seed × training seed grid reuses the scaling runs at data seed 0, splits the
 variance of ln τ into its data and initialisation parts (checked on planted values), and regenerates its
 tables from the exports alone."""
+import pytest
 import json
 import math
 
@@ -89,6 +90,7 @@ def test_factor_with_data_seeds_as_units_is_wider_and_needs_two_data_seeds():
     assert math.isnan(one["value"]) and "one data seed" in one["note"]
 
 
+@pytest.mark.slow   # trains the study's smoke runs (data seeds × training seeds) end to end: the study's own unit tests stay in the default suite
 def test_smoke_then_from_results(tmp_path):
     run = _analysis("data_draws.run")
     run.main(["--smoke", "--out", str(tmp_path)])

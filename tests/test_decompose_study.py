@@ -1,4 +1,5 @@
 """python analyses/decompose --smoke, --plan and --from-results end to end at toy size."""
+import pytest
 import json
 
 from tests.test_analyses import _analysis
@@ -7,6 +8,7 @@ def _study():
     return _analysis("decompose")
 
 
+@pytest.mark.slow   # trains the study's smoke runs and decomposes every step: the study's own unit tests stay in the default suite
 def test_decompose_study_smoke_plan_and_from_results(tmp_path, capsys):
     study = _study()
     assert study.main(["--smoke", "--plan"]) == 0

@@ -4,7 +4,8 @@ run's, resumes, and typed errors and warnings raised on a worker reach the calle
 
 Worker processes (not threads): the probes are mostly Python and hold the GIL, and recording a
 task's warnings needs one task per process; on 2 cores the cluster starts in about 5 s, and each
-worker's first task pays its torch import (about 8 s), so one cluster serves the whole module."""
+worker's first task pays its torch import (about 8 s), so one cluster serves the whole module. The tests on a
+cluster run under -m slow; the configuration errors, which start none, stay in the default suite."""
 import functools
 import shutil
 import sys
@@ -62,6 +63,7 @@ def _field(series, plane, steps, out, **kw):
     return score_field(series, plane, [1.0], res=4, steps=steps, out=out, progress=False, **kw)
 
 
+@pytest.mark.slow   # on a dask LocalCluster of 2 worker processes (each imports torch)
 def test_score_field_store_equals_the_local_run(series, plane, steps, client, tmp_path):
     local = _field(series, plane, steps, tmp_path / "local.zarr")
     with using(client):
@@ -75,6 +77,7 @@ def test_score_field_store_equals_the_local_run(series, plane, steps, client, tm
     xr.testing.assert_identical(in_memory, _field(series, plane, steps, None))
 
 
+@pytest.mark.slow   # on a dask LocalCluster of 2 worker processes (each imports torch)
 def test_clocks_store_equals_the_local_run(series, steps, client, tmp_path):
     kw = dict(n_samples=8, n_steps=2, steps=steps, n_boot=20, progress=False)
     clocks(series, out=tmp_path / "local.zarr", **kw)
@@ -94,6 +97,7 @@ PROBES = {
 }
 
 
+@pytest.mark.slow   # on a dask LocalCluster of 2 worker processes (each imports torch)
 @pytest.mark.parametrize("name", sorted(PROBES))
 def test_every_probe_reaches_the_cluster_through_using(name, series, plane, steps, client):
     from distributed import get_task_stream
@@ -104,6 +108,7 @@ def test_every_probe_reaches_the_cluster_through_using(name, series, plane, step
     xr.testing.assert_identical(remote, local)
 
 
+@pytest.mark.slow   # on a dask LocalCluster of 2 worker processes (each imports torch)
 def test_run_probe_passes_scheduler_on(series, plane, steps, client):
     from distributed import get_task_stream
     probe = functools.partial(score_field, plane=plane, sigmas=[1.0], res=2)
@@ -114,6 +119,7 @@ def test_run_probe_passes_scheduler_on(series, plane, steps, client):
     xr.testing.assert_identical(remote, local)
 
 
+@pytest.mark.slow   # on a dask LocalCluster of 2 worker processes (each imports torch)
 def test_resume_computes_only_the_missing_steps(series, plane, steps, client, tmp_path):
     from distributed import get_task_stream
     _field(series, plane, steps, tmp_path / "local.zarr")
@@ -136,6 +142,7 @@ def _copy_series(series, steps, dest):
     return load_series(dest)
 
 
+@pytest.mark.slow   # on a dask LocalCluster of 2 worker processes (each imports torch)
 def test_a_typed_error_on_a_worker_reaches_the_caller_and_a_rerun_resumes(series, plane, steps, client, tmp_path):
     copy = _copy_series(series, steps, tmp_path / "run")
     broken = copy.checkpoint_path(steps[1])
@@ -158,6 +165,7 @@ class NanDenoiser(torch.nn.Module):
         return torch.full_like(x, float("nan"))
 
 
+@pytest.mark.slow   # on a dask LocalCluster of 2 worker processes (each imports torch)
 def test_worker_warnings_reach_the_caller(plane, client, tmp_path):
     import cloudpickle
     cloudpickle.register_pickle_by_value(sys.modules[__name__])   # workers cannot import this test module
@@ -170,6 +178,7 @@ def test_worker_warnings_reach_the_caller(plane, client, tmp_path):
     assert np.isnan(ds.score_u.values).all()
 
 
+@pytest.mark.slow   # on a dask LocalCluster of 2 worker processes (each imports torch)
 def test_an_unpicklable_probe_is_refused_before_the_store_is_opened(series, steps, client, tmp_path):
     lock = threading.Lock()
 
@@ -197,6 +206,7 @@ def test_without_dask_a_scheduler_says_how_to_install_it(series, monkeypatch, tm
     assert not (tmp_path / "x.zarr").exists()
 
 
+@pytest.mark.slow   # on a dask LocalCluster of 2 worker processes (each imports torch)
 def test_cli_dask_local_writes_the_local_runs_store(series, steps, tmp_path, monkeypatch, capsys):
     pytest.importorskip("distributed")
     monkeypatch.chdir(tmp_path)
@@ -207,6 +217,7 @@ def test_cli_dask_local_writes_the_local_runs_store(series, steps, tmp_path, mon
     xr.testing.assert_identical(_stored(tmp_path / "local.zarr"), _stored(tmp_path / "dask.zarr"))
 
 
+@pytest.mark.slow   # on a dask LocalCluster of 2 worker processes (each imports torch)
 def test_cli_scheduler_address(series, steps, client, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     args = ["clocks", "--n-samples", "8", "--n-steps", "2", "--steps", ",".join(map(str, steps))]

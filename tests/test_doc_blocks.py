@@ -46,6 +46,8 @@ EXTERNAL = {
 CLAIMS = {"README.md#4": 2, "docs/distributed.md#2": 1, "docs/inside.md#1": 5}
 # Pages whose blocks the default suite runs elsewhere (here: under -m slow).
 DELEGATED = {"README.md": "tests/test_readme.py"}
+# Pages whose blocks of one language together take long: they run only under -m slow.
+SLOW_PAGES = {("docs/commands.md", "bash"): "every command of the reference at toy size, about 25 s idle"}
 # Toy sizes beside test_readme.TOY, and what stands for a user's placeholder (a fixture's name).
 TOY_TRAIN = {"--total-steps": "4", "--n-checkpoints": "3", "--batch-size": "8", "--n-heldout": "16",
              "--hidden-size": "16", "--depth": "1", "--num-heads": "2"}
@@ -62,9 +64,9 @@ def _runs():
         for lang in ("bash", "python"):
             todo = [b for b in ALL if b.page == page and b.lang == lang]
             plain, cpu = [b for b in todo if not b.marks], [b for b in todo if "gpu" not in b.marks]
-            if plain and page not in DELEGATED:
+            if plain and page not in DELEGATED and (page, lang) not in SLOW_PAGES:
                 params.append(pytest.param(page, lang, "default", plain, id=f"{page}:{lang}"))
-            if cpu and (page in DELEGATED or any("slow" in b.marks for b in cpu)):
+            if cpu and (page in DELEGATED or (page, lang) in SLOW_PAGES or any("slow" in b.marks for b in cpu)):
                 params.append(pytest.param(page, lang, "slow", cpu, id=f"{page}:{lang}:slow",
                                            marks=pytest.mark.slow))
             if any("gpu" in b.marks for b in todo):
@@ -115,13 +117,12 @@ def test_every_code_block_runs_in_some_mode():
         if "gpu" in b.marks:
             want = "gpu"
         else:
-            want = "slow" if b.marks or b.page in DELEGATED else "default"
+            want = "slow" if b.marks or b.page in DELEGATED or (b.page, b.lang) in SLOW_PAGES else "default"
         assert want in ran[b.id], (b.id, ran[b.id])
 
 
 def test_the_readme_blocks_are_all_run_by_test_readme():
-    """tests/test_readme.py runs README.md's blocks in the default suite: its tour (the first python
-    block), the five-line denoiser (the one with sp.Dataset), every scoreprobe command line at toy
+    """tests/test_readme.py runs README.md's blocks: its tour (the first python block, under -m slow), the five-line denoiser (the one with sp.Dataset), every scoreprobe command line at toy
     size, and `scoreprobe basins` of the install line."""
     py = [b.code for b in ALL if b.page == "README.md" and b.lang == "python"]
     assert py == test_readme._blocks("python") and len(py) == 2 and "sp.Dataset(" in py[1]

@@ -149,6 +149,7 @@ def smoke(tmp_path_factory):
     return out, (out / "exactk_ladder_smoke.md").read_text(), (out / "exactk_ladder_smoke.json").read_text()
 
 
+@pytest.mark.slow   # its fixture trains the study's smoke runs
 def test_smoke_exports_hold_the_bit_sums_of_the_clocks_bits(smoke):
     """Σ bits of each exact-K export = the sum of the bits the clocks stored; error 0 = the rule's own validity
     (states); the step-0 bits are the signs of the sampler's starting noise (the untrained DiT outputs 0)."""
@@ -173,6 +174,7 @@ def test_smoke_exports_hold_the_bit_sums_of_the_clocks_bits(smoke):
         assert int(ds.step[0]) == 0 and np.array_equal(bits[0], (noise > 0).astype(np.uint8))
 
 
+@pytest.mark.slow   # its fixture trains the study's smoke runs
 def test_smoke_tables_then_from_results_byte_identical(smoke):
     out, md, js = smoke
     rep = json.loads(js)

@@ -95,6 +95,7 @@ def test_per_flop_is_per_step_times_the_flops_per_step():
     assert curve[0]["value"] == 0.1                                                # the step curve is left as it was
 
 
+@pytest.mark.slow   # trains the study's 18 smoke runs (3 models × 3 splits × seeds) end to end: the study's own unit tests stay in the default suite
 def test_smoke_then_from_results_and_the_choice_reads_the_tuning_split_only(tmp_path, monkeypatch):
     run, export = _analysis("gpt_dit_match"), importlib.import_module("scoreprobe.studies.export")
     grid = choice = _analysis("gpt_dit_match.grid")

@@ -231,6 +231,7 @@ def test_the_rule_clock_among_piece_breaking_samples():
     assert np.isinf(S.breaking_taus(steps, *S.among_breaking(state, few), [0.5])[0])
 
 
+@pytest.mark.slow   # trains the study's smoke variants end to end: the study's own unit tests stay in the default suite
 def test_smoke_then_from_results(tmp_path):
     run = _analysis("remedies")
     run.main(["--preset", "g3-smoke", "--out", str(tmp_path)])

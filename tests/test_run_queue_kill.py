@@ -1,6 +1,7 @@
 """Issue 53 item 3: one dead worker does not stop a study. scoreprobe.studies.queue.run_queue with jobs = 2, where a run's
 worker process is really killed (SIGKILL, as the out-of-memory killer does): the other runs complete, the
 killed run is named in the log, and a run whose worker died once but not again completes on its rerun."""
+import pytest
 import logging
 import os
 import signal
@@ -32,6 +33,7 @@ def _queue(tmp_path, kills, caplog):
     return done, skipped
 
 
+@pytest.mark.slow   # real SIGKILLs of worker processes, each respawned worker imports torch
 def test_a_killed_worker_is_logged_and_the_other_runs_complete(tmp_path, caplog):
     """r2 kills its worker at every attempt, r4 at its first only: every other run completes (r4 on its rerun)."""
     done, skipped = _queue(tmp_path, {2: "always", 4: "once"}, caplog)

@@ -1,6 +1,7 @@
 """analyses/sampler_scaling: a scaling run regenerated from its TrainConfig is checked against the shipped
 states before it is re-measured with the stochastic sampler; a run whose states differ is measured with both
 samplers (a paired comparison on its own checkpoints) and marked."""
+import pytest
 import importlib
 import json
 
@@ -13,6 +14,7 @@ def _export_states(path):
     return importlib.import_module("scoreprobe.studies.export").read_export(path)["ds"].state.values
 
 
+@pytest.mark.slow   # trains the smoke runs and samples them with every sampler: the study's own unit tests stay in the default suite
 def test_smoke_checks_identity_then_measures_the_stochastic_sampler(tmp_path):
     scaling, sampler = _analysis("scaling.run"), _analysis("sampler_scaling.run")
     scaling.main(["--smoke", "--only", "N", "--out", str(tmp_path)])

@@ -38,11 +38,13 @@ def test_every_parity_group_spans_at_least_two_tokens(series):
     assert all(len(set(t)) >= 2 for t in token.tolist())
 
 
+@pytest.mark.slow   # 1000 Heun samples of a shipped checkpoint (binomial s.d. <= 0.016)
 def test_first_checkpoint_knows_nothing(series):
     rule_acc, mem = _measure(series, series.steps[0])
     assert rule_acc < 0.05 and mem < 0.05
 
 
+@pytest.mark.slow   # 1000 Heun samples of a shipped checkpoint (binomial s.d. <= 0.016)
 def test_some_checkpoint_is_in_the_innovation_window(series):
     """Rule accuracy >= 0.9 while memorization < 0.1 at the checkpoint that measure.py picked."""
     measured = json.loads((Path(series.path) / "clocks.json").read_text())
@@ -52,6 +54,7 @@ def test_some_checkpoint_is_in_the_innovation_window(series):
     assert rule_acc >= 0.9 and mem < 0.1
 
 
+@pytest.mark.slow   # 1000 Heun samples of a shipped checkpoint (binomial s.d. <= 0.016)
 def test_last_checkpoint_memorizes(series):
     """Past τ_mem: at least half of the samples of the last checkpoint are copies of training items."""
     _, mem = _measure(series, series.steps[-1])

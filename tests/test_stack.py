@@ -73,6 +73,7 @@ def test_fields_of_a_stack_equal_the_single_fields():
             np.testing.assert_allclose(b[key], a[key], rtol=1e-4, atol=1e-5, err_msg=key)
 
 
+@pytest.mark.slow   # integrates 3 models' maps one at a time and stacked; the row-by-row equality stays in the default suite
 def test_basin_maps_of_a_stack_equal_the_single_maps():
     rule, data, plane, models = _setup()
     one = [basin_map(D, plane, [0.5, 1.0], 6, 4, data, rule, chunk_size=10) for D in models]
@@ -100,6 +101,7 @@ def test_clocks_of_a_stack_equal_the_single_clocks():
         xr.testing.assert_identical(a, b)
 
 
+@pytest.mark.slow   # restarts the adaptive ODE for 3 models × 2 σ × 8 items; the row-by-row, field, clocks and dsm equalities stay in the default suite
 def test_retention_of_a_stack_equals_the_single_retention():
     from scoreprobe.probes.retention import retention, retention_counts
     rule, data, plane, models = _setup()

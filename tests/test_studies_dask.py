@@ -59,6 +59,7 @@ def _kill_mid_training(client, grid, target, killed, stop):
         time.sleep(0.02)
 
 
+@pytest.mark.slow   # a real SIGKILL of a dask worker mid-run on a LocalCluster
 def test_a_worker_killed_mid_run_is_retried_and_the_grid_completes(tmp_path, caplog):
     from scoreprobe.sweep.dask import client_for
     grid = Grid(BASE, {"N": [2, 4, 3], "seed": [0]}, name="dask", out=tmp_path / "grid")

@@ -33,6 +33,7 @@ def _run(code, tmp_path, monkeypatch, capsys):
     return capsys.readouterr().out
 
 
+@pytest.mark.slow   # trains the page's study at toy size (18 runs)
 def test_the_pages_study_runs_at_toy_size(tmp_path, monkeypatch, capsys, request):
     code, block = study_code()
     kept = [line for line in block.code.splitlines() if not line.rstrip().endswith("# sizes")]

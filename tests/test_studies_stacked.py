@@ -1,6 +1,7 @@
 """A study's run_all on CUDA trains its runs as stacked ensembles first (scoreprobe.studies.queue.train_stacked,
 one per architecture and step count), then measures and exports each: here forced on the CPU with the
 capacity_exponent smoke preset, whose 4 runs make 4 groups (2 sizes × 2 step counts)."""
+import pytest
 import logging
 
 import torch
@@ -13,6 +14,7 @@ from scoreprobe.studies.queue import ensemble_groups
 from scoreprobe.training.train import train_run
 
 
+@pytest.mark.slow   # trains the capacity smoke preset as 4 stacked ensembles and one run again alone
 def test_run_all_trains_stacked_then_exports(tmp_path, caplog):
     args = study_cli.parse(study_cli.parser("x", grid_mod.PRESETS), ["--smoke", "--out", str(tmp_path / "runs"),
                                                                       "--device", "cpu"], grid_mod.PRESETS)

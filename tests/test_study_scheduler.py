@@ -21,6 +21,7 @@ def _untimed(md):
     return head + "\n".join(line.rsplit("|", 2)[0] if line.startswith("|") else line for line in runs.split("\n"))
 
 
+@pytest.mark.slow   # starts a dask LocalCluster (worker processes import torch) and trains the study twice
 def test_a_study_on_a_local_dask_cluster_exports_what_the_local_run_does(tmp_path):
     run = _analysis("capacity_exponent.run")
     run.main(["--smoke", "--out", str(tmp_path / "here")])

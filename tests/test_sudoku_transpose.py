@@ -146,6 +146,7 @@ def test_the_split_recovers_a_planted_architecture_preference():
     assert not S.architecture_part(ro, rt, curves)[8]["censored"]
 
 
+@pytest.mark.slow   # trains both orientations' smoke runs end to end: the study's own unit tests stay in the default suite
 def test_smoke_then_from_results(tmp_path):
     run = _analysis("sudoku_transpose.run")
     run.main(["--smoke", "--out", str(tmp_path)])

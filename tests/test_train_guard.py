@@ -77,6 +77,7 @@ KILLED_REWRITE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow   # real SIGKILLs of training subprocesses at random moments
 def test_a_kill_at_random_moments_of_the_log_rewrite_leaves_the_old_or_the_new_log(tmp_path):
     """300 000 lines, rewritten to keep the first 150 000; SIGKILL at random moments of the whole call
     and of its write (temp file, fsync, rename; calibrated on an unkilled rewrite): the log is the old
