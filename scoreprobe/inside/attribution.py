@@ -15,6 +15,8 @@ Per head: a_i splits over heads through the output projection, gate_msa · (z_h 
 bias as its own component). DiTs with a broadcasting global token (`--global-token`) add a term the
 decomposition does not follow: refused. Only EDM-parameterized denoisers (scoreprobe's own) are taken.
 """
+import warnings
+
 import numpy as np
 import torch
 import xarray as xr
@@ -96,13 +98,30 @@ def _run(D, net, x, sigma):
     return kept, out
 
 
+def _undefined(arr, skip, bias, total):
+    """(B,) bool: samples whose shares do not sum to the network's own output (beyond float rounding), e.g. at a σ
+    whose σ² overflows the float32 forward (σ = 1e30: total 0, shares summing to 90), or a non-finite output."""
+    parts = np.abs(arr).sum(0) + np.abs(skip) + np.abs(bias)
+    gap = np.abs(arr.sum(0) + skip + bias - total)
+    with np.errstate(invalid="ignore"):
+        return ~(gap <= 1e-4 * parts + 1e-6) | ~np.isfinite(total)
+
+
 def _dataset(comps, shares, skip, bias, total):
     arr = torch.stack(shares).cpu().numpy()                                  # (C, B)
+    skip, bias, total = skip.cpu().numpy(), bias.cpu().numpy(), total.cpu().numpy()
+    bad = _undefined(arr, skip, bias, total)
+    if bad.any():
+        arr, skip, bias, total = arr.copy(), skip.copy(), bias.copy(), total.copy()
+        arr[:, bad] = skip[bad] = bias[bad] = total[bad] = np.nan
+        warnings.warn(f"direct_attribution: for {int(bad.sum())} of {len(bad)} samples the shares do not add up to "
+                      "the network's output (its float32 forward over- or underflows at this σ, or is not finite): "
+                      "left undefined (NaN)", stacklevel=4)
     coords = {"component": [c[0] for c in comps], "layer": ("component", [c[1] for c in comps]),
               "sample": np.arange(arr.shape[1])}
     return xr.Dataset({
         "share": (("component", "sample"), arr, {"long_name": "component's share of ⟨D(x, σ), w⟩"}),
-        "skip": ("sample", skip.cpu().numpy(), {"long_name": "c_skip·⟨x, w⟩"}),
-        "bias": ("sample", bias.cpu().numpy(), {"long_name": "final layer shift and bias"}),
-        "total": ("sample", total.cpu().numpy(), {"long_name": "⟨D(x, σ), w⟩"}),
+        "skip": ("sample", skip, {"long_name": "c_skip·⟨x, w⟩"}),
+        "bias": ("sample", bias, {"long_name": "final layer shift and bias"}),
+        "total": ("sample", total, {"long_name": "⟨D(x, σ), w⟩"}),
     }, coords=coords, attrs={"layernorm": "final LayerNorm scale frozen at its value on each input"})

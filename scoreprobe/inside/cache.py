@@ -33,20 +33,42 @@ def forward(D, net, kind, x, sigma):
         if sigma is not None:
             raise ConfigError("a GPT has no noise level: pass sigma=None")
         return net(gpt_inputs(net, x))                                       # (B, T, V)
-    if sigma is None:
-        raise ConfigError("a DiT denoiser needs sigma (a scalar or one per sample)")
+    check_sigma(sigma, len(x))
     if D is net:
         raise ConfigError("pass the denoiser (series.denoiser(step), load_checkpoint(...)), not the bare DiT: "
                           "its preconditioning is part of the output")
     return D(x, sigma)
 
 
+def check_sigma(sigma, n):
+    """A DiT's σ: a real number or n of them (a tensor, array or list); ConfigError otherwise (NaN passes: the
+    output then stays undefined)."""
+    if sigma is None:
+        raise ConfigError("a DiT denoiser needs sigma (a scalar or one per sample)")
+    if isinstance(sigma, (str, bytes, bool)) or getattr(sigma, "dtype", None) in (torch.bool, np.bool_):
+        raise ConfigError(f"sigma must be a number or {n} numbers, got {sigma!r}")
+    try:
+        s = torch.as_tensor(sigma)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise ConfigError(f"sigma must be a number or {n} numbers, got {type(sigma).__name__}") from e
+    if not (s.is_floating_point() or s.dtype in (torch.int32, torch.int64)) or s.ndim > 1 or s.numel() not in (1, n):
+        raise ConfigError(f"sigma must be a number or {n} numbers (one per row of x), got {s.dtype} "
+                          f"{tuple(s.shape)}")
+
+
 def check_input(D, kind, x):
-    """x as a tensor (B, D) on the model's device; DataError for a wrong shape."""
-    x = torch.as_tensor(x)
+    """x as a tensor (B, D) on the model's device, B >= 1; DataError for a wrong shape or an empty batch."""
+    if isinstance(x, (str, bytes)):
+        raise DataError(f"x must be a (B, D) array or tensor, got {type(x).__name__}")
+    try:
+        x = torch.as_tensor(x)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise DataError(f"x must be a (B, D) numeric array or tensor, got {type(x).__name__}") from e
     dim = D.n_bits if kind == "gpt" else getattr(D, "dim", None)
     if x.ndim != 2 or (dim is not None and x.shape[1] != dim):
         raise DataError(f"expected x of shape (B, {dim}), got {tuple(x.shape)}")
+    if len(x) == 0:
+        raise DataError("x has no rows (an empty batch): pass at least one")
     device = next(D.parameters()).device
     return x.to(device) if kind == "gpt" else x.to(device, torch.float32 if not x.is_floating_point() else x.dtype)
 
@@ -74,6 +96,8 @@ def run_with_cache(D, x, sigma=None, names=None, return_type="dataset", dtype=No
     """
     net, kind = network_of(D)
     x = check_input(D, kind, x)
+    if kind == "dit":
+        check_sigma(sigma, len(x))
     points = hook_points(net)
     chosen = select(points, names)
     check_cache_size(D, net, kind, x, sigma, chosen)
