@@ -76,8 +76,8 @@ def checked(name, a, new):
     if not isinstance(new, torch.Tensor):
         raise ConfigError(f"the hook on {name!r} returned {type(new).__name__}; a hook returns a tensor or None")
     if new.shape != a.shape or new.dtype != a.dtype or new.device != a.device:
-        raise ConfigError(f"the hook on {name!r} returned {new.dtype} {tuple(new.shape)} on {new.device}; the activation "
-                          f"is {a.dtype} {tuple(a.shape)} on {a.device}: return one like it (e.g. .to(a.dtype))")
+        raise ConfigError(f"the hook on {name!r} returned {new.dtype} {tuple(new.shape)} on {new.device}; the "
+                          f"activation is {a.dtype} {tuple(a.shape)} on {a.device}: return one like it (e.g. .to(a.dtype))")
     return new
 
 
