@@ -136,3 +136,54 @@ class HookedModel:
                 h.remove()
             kept = self.__dict__.get("_persistent_hooks", [])
             self.__dict__["_persistent_hooks"] = [h for h in kept if h not in handles]
+
+
+class SigmaWindowHooks(torch.nn.Module):
+    """A denoiser that runs `base` with forward hooks while σ is in [lo, hi] (both ends included) and plain outside:
+    an intervention over a σ window of a sampling loop, a basin map or any analysis taking a denoiser.
+
+    Rows of one call with σ inside and outside the window are run apart (each row sees exactly one of the two)."""
+
+    def __init__(self, base, fwd_hooks, sigma_window=None):
+        super().__init__()
+        if not isinstance(base, HookedModel):
+            raise ConfigError(f"{type(base).__name__} has no hook points: fwd_hooks need a scoreprobe denoiser "
+                              "(series.denoiser(step), load_checkpoint(...))")
+        self.base, self.fwd_hooks = base, list(fwd_hooks)
+        self.lo, self.hi = _window(sigma_window)
+        with base.hooks(fwd_hooks=self.fwd_hooks):          # names, patterns and predicates checked now
+            pass
+
+    @property
+    def dim(self):
+        return self.base.dim
+
+    def forward(self, x, sigma):
+        """x (B, D), sigma scalar or (B,) -> (B, D)."""
+        s = torch.as_tensor(sigma, dtype=torch.float64, device=x.device).reshape(-1).expand(len(x))
+        inside = (s >= self.lo) & (s <= self.hi)                            # (B,)
+        if not inside.any():
+            return self.base(x, sigma)
+        sig = torch.as_tensor(sigma, device=x.device)
+        per_row = sig.numel() > 1
+        with self.base.hooks(fwd_hooks=self.fwd_hooks):
+            if inside.all():
+                return self.base(x, sigma)
+            hooked = self.base(x[inside], sig.reshape(-1)[inside] if per_row else sigma)
+        out = self.base(x[~inside], sig.reshape(-1)[~inside] if per_row else sigma)
+        full = torch.empty((len(x),) + tuple(out.shape[1:]), dtype=out.dtype, device=out.device)
+        full[inside], full[~inside] = hooked, out
+        return full
+
+
+def _window(sigma_window):
+    """(lo, hi) floats with 0 <= lo <= hi (inf allowed): None is every σ."""
+    if sigma_window is None:
+        return 0.0, float("inf")
+    try:
+        lo, hi = (float(v) for v in sigma_window)
+    except (TypeError, ValueError):
+        raise ConfigError(f"sigma_window is (lo, hi), two numbers, got {sigma_window!r}") from None
+    if isinstance(sigma_window, str) or not (0 <= lo <= hi):
+        raise ConfigError(f"sigma_window needs 0 <= lo <= hi (not NaN), got {sigma_window!r}")
+    return lo, hi
