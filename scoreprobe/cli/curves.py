@@ -63,7 +63,9 @@ def _clock_summary(a):
            f"{a['novel_threshold']:.3f} ({a['rule_threshold']} x the perfect generalizer's)")
     yield f"tau_mem   = {_fmt_tau(a['tau_mem'])}{_fmt_ci(a, 'tau_mem')}   mem_ratio reaches {a['mem_threshold']}"
     if not a["window_open"]:
-        yield "innovation window: closed (no step where rule_acc >= threshold and mem_ratio < threshold)"
+        status = str(a.get("window_status") or "")            # the store's own reason (stats.taus.window_status)
+        yield ("innovation window: " + status if status.startswith("closed")
+               else "innovation window: closed (no step where rule_acc >= threshold and mem_ratio < threshold)")
         return
     spans = ", ".join(f"{_fmt_tau(lo)}–{_fmt_tau(hi)}" for lo, hi in a["window_intervals"])
     width = f"log10 width {a['window_log10_width']:.2f}"
