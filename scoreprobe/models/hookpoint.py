@@ -25,8 +25,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.modules import module as _torch_module
 
-_GLOBAL_HOOKS = (_torch_module._global_forward_hooks, _torch_module._global_forward_pre_hooks,
-                 _torch_module._global_backward_hooks, _torch_module._global_backward_pre_hooks)
+# torch's global module hooks (register_module_forward_hook, ...): dicts mutated in place, never rebound
+_G_FWD, _G_PRE = _torch_module._global_forward_hooks, _torch_module._global_forward_pre_hooks
+_G_BWD, _G_BWD_PRE = _torch_module._global_backward_hooks, _torch_module._global_backward_pre_hooks
 
 
 class HookPoint(nn.Module):
@@ -43,17 +44,21 @@ class HookPoint(nn.Module):
         return x
 
     def __call__(self, x):
-        """x, or fn(x); through nn.Module.__call__ first when torch hooks are registered (module docstring)."""
-        if self.torch_hooked():
+        """x, or fn(x); through nn.Module.__call__ first when torch hooks are registered (module docstring). The
+        look is inlined (dict lookups, no method call): it runs on every call of every hook point."""
+        d = self.__dict__
+        if (d["_forward_hooks"] or d["_forward_pre_hooks"] or d["_backward_hooks"] or d["_backward_pre_hooks"]
+                or "forward" in d or _G_FWD or _G_PRE or _G_BWD or _G_BWD_PRE):
             x = nn.Module.__call__(self, x)
-        fn = self.fn
+        fn = d["fn"]
         return x if fn is None else fn(x)
 
     def torch_hooked(self):
         """True when torch hooks (this module's, global ones) or a replaced `forward` are there: the cases
-        nn.Module.__call__ is needed for; the idle fast path is these few dict tests."""
-        return bool(self._forward_hooks or self._forward_pre_hooks or self._backward_hooks
-                    or self._backward_pre_hooks or "forward" in self.__dict__ or any(_GLOBAL_HOOKS))
+        nn.Module.__call__ is needed for."""
+        d = self.__dict__
+        return bool(d["_forward_hooks"] or d["_forward_pre_hooks"] or d["_backward_hooks"] or d["_backward_pre_hooks"]
+                    or "forward" in d or _G_FWD or _G_PRE or _G_BWD or _G_BWD_PRE)
 
     @property
     def active(self):
