@@ -51,6 +51,7 @@ def test_a_monitor_writes_curves_with_intervals_tau_and_samples(tmp_path):
                      tensorboard=str(tmp_path / "tb"))
     for step in (0, 10, 20):
         mon(step, EmpiricalDenoiser(data.train))
+    mon.close()
     ev = _events(tmp_path / "tb")
     assert [e[1] for e in ev["clocks/rule_acc"]] == [0, 10, 20]
     y = mon.result()["rule_acc"].values

@@ -3,7 +3,8 @@
     scoreprobe train --tensorboard tb/ ...          # then: tensorboard --logdir tb/   (updates as it trains)
     monitor = sp.Monitor(ds, every=500, tensorboard="tb/run1")
 
-What is written (each event at the wall time it is written, flushed after each step's events):
+What is written (each event at the wall time it is made; tensorboardX's thread puts it on disk within FLUSH_SECS,
+and `close()` — at the end of training, `Monitor.close()` — writes what is left):
 - from the training log, at each logged step: `train/loss`, `train/loss_by_sigma/<bucket>`, `heldout/loss`,
   `heldout/loss_by_sigma/<bucket>`;
 - from a Monitor, at each measured step: `clocks/<curve>` (rule_acc, novel_valid, mem_ratio) with their 95% Wilson
@@ -25,6 +26,7 @@ from scoreprobe.probes.wilson import wilson_interval
 CURVES = ("rule_acc", "novel_valid", "mem_ratio")
 CLOCKS = ("tau_rule", "tau_novel", "tau_mem")
 Z95 = 1.959963984540054
+FLUSH_SECS = 2          # tensorboardX writes from a queue on its own thread and reaches the disk at most this late
 
 
 class LiveBoard:
@@ -39,7 +41,7 @@ class LiveBoard:
             raise ConfigError("live TensorBoard events need tensorboardX: pip install 'scoreprobe[tensorboard]'") \
                 from None
         self.logdir = str(logdir)
-        self.writer = SummaryWriter(self.logdir)
+        self.writer = SummaryWriter(self.logdir, flush_secs=FLUSH_SECS)
         self.writer.add_custom_scalars({"clocks": {
             c: ["Margin", [f"clocks/{c}", f"clocks/{c}_lo", f"clocks/{c}_hi"]] for c in CURVES}})
 
@@ -80,6 +82,7 @@ class LiveBoard:
             self.writer.add_scalar(tag, float(value), int(step))
 
     def close(self):
+        """Write every pending event and close the file (idempotent)."""
         self.writer.close()
 
 
