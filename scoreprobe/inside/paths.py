@@ -13,7 +13,11 @@ For a clean / corrupt pair at one σ (the inputs and metric of `sp.patch`):
 
 effect = (m(2) − m_corrupt) / (m(clean*) − m_corrupt), as `sp.patch`'s effect: 0 = nothing passes along the
 path, 1 = the whole clean-vs-corrupt difference. Senders: 'blocks.i.attn.hook_z[head=h]' or
-'blocks.i.hook_mlp_out'; receivers: 'blocks.j.attn[head=h]', 'blocks.j.mlp' or 'final', with i < j.
+'blocks.i.hook_mlp_out'; receivers: 'blocks.j.attn[head=h]', 'blocks.j.mlp' or 'final', with i < j — or, in the
+site naming of `sp.patch` / `sp.ablate`, the receiver's input itself: 'blocks.j.attn.hook_q[head=h]' (also hook_k,
+hook_v: that input only), 'blocks.j.mlp.hook_pre', 'final.hook_out'. A receiver *set* joins receivers with '+'
+('blocks.2.attn[head=0]+blocks.3.mlp'): their inputs are recorded in one run (step 1) and replaced together
+(step 2), the effect through all of them at once; the sender must come before every one of them.
 """
 import re
 import warnings
@@ -32,6 +36,7 @@ from scoreprobe.inside.ratio import DEN_FLOOR, pooled_ratio, unit_ratio
 
 _SENDER = re.compile(r"^blocks\.(\d+)\.(attn\.hook_z\[head=(\d+)\]|hook_mlp_out)$")
 _RECEIVER = re.compile(r"^(?:blocks\.(\d+)\.(attn\[head=(\d+)\]|mlp)|final)$")
+_RECEIVER_SITE = re.compile(r"^blocks\.(\d+)\.attn\.hook_([qkv])\[head=(\d+)\]$")
 
 
 def _sender(label, n_heads):
@@ -41,13 +46,35 @@ def _sender(label, n_heads):
     return int(m.group(1)), label
 
 
-def _receiver(label, n_heads, which):
-    """(layer, {hook name: head index or None}) of a receiver."""
-    m = _RECEIVER.match(label)
-    if not m or (m.group(3) is not None and int(m.group(3)) >= n_heads):
-        raise ConfigError(f"unknown receiver {label!r}: 'blocks.j.attn[head=h]', 'blocks.j.mlp' or 'final'")
-    if label == "final":
+def _receiver(label, n_heads, which, depth):
+    """(first layer, {hook name: set of head indices, or None for the whole input}) of a receiver or a '+' set."""
+    layer, hooks_ = None, {}
+    for part in str(label).split("+"):
+        lj, part_hooks = _one_receiver(part.strip(), n_heads, which, depth)
+        layer = lj if layer is None else min(layer, lj)
+        for h, head in part_hooks.items():
+            heads = hooks_.setdefault(h, set())
+            if heads is not None:
+                hooks_[h] = None if head is None else heads | {head}
+    return layer, hooks_
+
+
+def _one_receiver(label, n_heads, which, depth):
+    """(layer, {hook name: head index or None}) of one receiver, in either naming (module docstring)."""
+    site = _RECEIVER_SITE.match(label)
+    if site and int(site.group(3)) < n_heads and int(site.group(1)) < depth:
+        j = int(site.group(1))
+        return j, {f"blocks.{j}.attn.hook_{site.group(2)}": int(site.group(3))}
+    if label in ("final", FINAL):
         return 10 ** 9, {FINAL: None}
+    m = re.match(r"^blocks\.(\d+)\.mlp\.hook_pre$", label)
+    if m and int(m.group(1)) < depth:
+        return int(m.group(1)), {label: None}
+    m = _RECEIVER.match(label)
+    if not m or (m.group(3) is not None and int(m.group(3)) >= n_heads) or int(m.group(1)) >= depth:
+        raise ConfigError(f"unknown receiver {label!r}: 'blocks.j.attn[head=h]', 'blocks.j.mlp', 'final', their "
+                          "inputs as patch sites ('blocks.j.attn.hook_q[head=h]', 'blocks.j.mlp.hook_pre', "
+                          "'final.hook_out'), or a set joined with '+'")
     j = int(m.group(1))
     if m.group(2) == "mlp":
         return j, {f"blocks.{j}.mlp.hook_pre": None}
@@ -109,7 +136,7 @@ def path_patch(D, clean, corrupt, sigma, senders, receivers, which="qkv", seed=0
     receivers = [receivers] if isinstance(receivers, str) else list(receivers)
     H = net.blocks[0].attn.num_heads
     snd = [_sender(s, H) for s in senders]
-    rcv = [_receiver(r, H, sorted(set(which))) for r in receivers]
+    rcv = [_receiver(r, H, sorted(set(which)), len(net.blocks)) for r in receivers]
     xc, xr, s, delta = pair_inputs(D, clean, corrupt, sigma, seed)
     delta = delta if direction is None else _direction(direction, delta)
     needed = sorted({f"blocks.{i}.{h}" for i in range(len(net.blocks)) for h in ("attn.hook_z", "hook_mlp_out")}
@@ -136,8 +163,8 @@ def _one_path(D, net, xr, s, sender, hooks_, acts_r, acts_c, delta):
     with installed(net, freeze), installed(net, {h: _recorder(recorded, h) for h in hooks_}, compose=True):
         D(xr, s)
     points, fns = hook_points(net), {}
-    for h, head in hooks_.items():
-        atoms = [Atom(h) if head is None else Atom(h, (("head", head),))]
+    for h, heads in hooks_.items():
+        atoms = [Atom(h)] if heads is None else [Atom(h, (("head", hd),)) for hd in sorted(heads)]
         fns[h] = (lambda p, new, ats: lambda a: with_atoms(a, new, p, ats))(points[h], recorded[h], atoms)
     with installed(net, fns):
         return metric(D(xr, s), delta)
