@@ -18,7 +18,6 @@ def test_the_printed_window_line_is_the_stores_reason():
     assert lines[-1] == "innovation window: closed: rule accuracy never reaches 0.9 (peak 0.46)"
 
 
-@pytest.mark.slow
 def test_clocks_prints_the_stores_reason_for_a_closed_window(tmp_path, capsys):
     main(["clocks", "--n-samples", "24", "--steps", "2876", "--n-steps", "4", "--out", str(tmp_path / "c.zarr")])
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("innovation window"))
