@@ -28,6 +28,7 @@ def _events(folder):
     return out
 
 
+@pytest.mark.slow          # 0.4 s after other tests, 8 s alone on a busy machine (imports, first training step)
 def test_training_writes_its_log_as_live_events(tmp_path):
     from scoreprobe.training.train import TrainConfig, train_run
     cfg = TrainConfig(rule={"name": "parity", "G": 2, "shape": [4, 4], "layout": "random", "seed": 0}, n_train=16,
