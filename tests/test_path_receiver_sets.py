@@ -64,3 +64,22 @@ def test_bad_receivers_are_named(shipped, bad):
     clean, corrupt = flipped(data, 2, 0)
     with pytest.raises(ConfigError, match="unknown receiver"):
         sp.path_patch(D, clean, corrupt, 0.7, senders=SENDER, receivers=bad)
+
+
+def test_gpt_path_patching_equals_patching_where_nothing_else_responds():
+    from scoreprobe.models.gpt import GPT, GPTConfig
+    torch.manual_seed(0)
+    g = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=16)).eval()
+    clean = torch.randint(0, 2, (4, 36), generator=torch.Generator().manual_seed(2)).numpy()
+    corrupt = clean.copy()
+    corrupt[:, 3] ^= 1
+    last = "blocks.1.hook_mlp_out"
+    for metric in ("log_lik", "logit_diff"):
+        paths = sp.path_patch(g, clean, corrupt, None, senders=[last, "blocks.0.attn.hook_z[head=1]"],
+                              receivers=["final", "blocks.1.attn[head=0]+blocks.1.mlp"], metric=metric)
+        patched = sp.patch(g, clean, corrupt, None, sites=last, metric=metric)
+        np.testing.assert_allclose(paths.effect_numerator.sel(sender=last, receiver="final").values,
+                                   patched.effect_numerator.values[0], rtol=1e-6, atol=1e-8)
+        assert np.isfinite(paths.effect_numerator.sel(sender="blocks.0.attn.hook_z[head=1]")).all()
+    with pytest.raises(ConfigError, match="sigma=None"):
+        sp.path_patch(g, clean, corrupt, 0.5, senders=last, receivers="final")
