@@ -7,6 +7,9 @@ run_with_cache reading every hook point.
     PYTHONPATH=$PWD python bench/bench_hooks.py [--rounds 15] [--reps 20] [--batches 1,64,512]
 
 The A/A column times the old module against a copy of itself: the noise floor of the ratio here.
+The "torch-aware" column (issue 78) times today's hook points, which look for torch hooks on every call so
+that `register_forward_hook` runs, against the same network whose hook points skip that look (the fast path
+before issue 78, `FastOnly` below), same weights and inputs, in the same run.
 """
 import argparse
 import copy
@@ -34,6 +37,26 @@ def old_module(name):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def fast_only(net):
+    """A copy of `net` whose hook points take the pre-issue-78 path: fn or identity, no look for torch hooks."""
+    from scoreprobe.models.hookpoint import HookPoint
+
+    class FastOnly(HookPoint):
+        def __call__(self, x):
+            fn = self.fn
+            return x if fn is None else fn(x)
+
+        @property
+        def active(self):
+            return self.fn is not None
+
+    net = copy.deepcopy(net)
+    for m in net.modules():
+        if type(m) is HookPoint:
+            m.__class__ = FastOnly
+    return net
 
 
 def timed(fn, reps):
@@ -71,6 +94,13 @@ def hook_call_cost(net, reps=2000):
     return timed(calls, reps), n
 
 
+def look_cost(net, net_fast, plain, a):
+    """What looking for torch hooks adds to one forward, timed directly: the idle hook calls of `net` minus those
+    of its fast-only copy, over the plain forward (median over rounds)."""
+    return statistics.median((hook_call_cost(net)[0] - hook_call_cost(net_fast)[0]) / timed(plain, a.reps)
+                             for _ in range(a.rounds))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=15)
@@ -99,9 +129,11 @@ def main(argv=None):
           f"(the shipped series), GPT tiny; {a.rounds * a.reps} alternating calls each; ratio of median call times")
     net_old2 = copy.deepcopy(net_old)
     g_old2 = copy.deepcopy(g_old)
+    net_fast, g_fast = fast_only(net_new), fast_only(g_new)
     print("| model | batch | plain (before hooks) ms | hooks idle ms | idle / plain | A/A control (plain / plain copy) "
-          "| idle hook calls / plain (timed directly) | run_with_cache ms | cache / plain |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| idle hook calls / plain (timed directly) | run_with_cache ms | cache / plain | torch-aware / fast-only "
+          "| the torch-hook look, timed directly / plain |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     with torch.no_grad():
         for B in a.batches:
             x = torch.randn(B, 1, 6, 6)
@@ -115,8 +147,10 @@ def main(argv=None):
                               max(2, a.reps // 4))
             direct = statistics.median(hook_call_cost(D.net)[0] / timed(lambda: net_old(x, t), a.reps)
                                        for _ in range(a.rounds))
-            print(f"| DiT | {B} | {to:.3f} | {tn:.3f} | {r:.3f} | {aa:.3f} | {direct:.4f} | {tc:.3f} | {rc:.2f} |",
-                  flush=True)
+            tf, _, _ = ratio(lambda: net_new(x, t), lambda: net_fast(x, t), a.rounds, a.reps)
+            look = look_cost(D.net, net_fast, lambda: net_old(x, t), a)
+            print(f"| DiT | {B} | {to:.3f} | {tn:.3f} | {r:.3f} | {aa:.3f} | {direct:.4f} | {tc:.3f} | {rc:.2f} "
+                  f"| {tf:.3f} | {look:.4f} |", flush=True)
         for B in a.batches:
             idx = torch.randint(0, 3, (B, 36))
             for _ in range(10):
@@ -125,7 +159,10 @@ def main(argv=None):
             aa, _, _ = ratio(lambda: g_old2(idx), lambda: g_old(idx), a.rounds, a.reps)
             direct = statistics.median(hook_call_cost(g_new)[0] / timed(lambda: g_old(idx), a.reps)
                                        for _ in range(a.rounds))
-            print(f"| GPT | {B} | {to:.3f} | {tn:.3f} | {r:.3f} | {aa:.3f} | {direct:.4f} | – | – |", flush=True)
+            tf, _, _ = ratio(lambda: g_new(idx), lambda: g_fast(idx), a.rounds, a.reps)
+            look = look_cost(g_new, g_fast, lambda: g_old(idx), a)
+            print(f"| GPT | {B} | {to:.3f} | {tn:.3f} | {r:.3f} | {aa:.3f} | {direct:.4f} | – | – | {tf:.3f} "
+                  f"| {look:.4f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -57,6 +57,8 @@ _API = {
     "scoreprobe.reports": "report",
     "scoreprobe.reports.compare_page": "compare_report",
     "scoreprobe.inside": "patch patch_ode run_with_cache",
+    "scoreprobe.inside.activations": "ActivationCache",
+    "scoreprobe.models.hooked": "SigmaWindowHooks",
     "scoreprobe.inside.intervene": "ablate hooks run_with_hooks",
     "scoreprobe.inside.attribution": "direct_attribution",
     "scoreprobe.inside.paths": "path_patch",

@@ -144,4 +144,6 @@ def test_a_transformerlens_style_dict_cache_in_a_lower_dtype(shipped):
     with pytest.raises(ConfigError, match="return_type"):
         sp.run_with_cache(D, x, 0.7, return_type="list")
     with pytest.raises(ConfigError, match="dtype"):
-        sp.run_with_cache(D, x, 0.7, dtype=torch.bfloat16)
+        sp.run_with_cache(D, x, 0.7, dtype=torch.bfloat16, return_type="dataset")
+    _, c16 = sp.run_with_cache(D, x, 0.7, names="blocks.1.attn.hook_z", dtype=torch.bfloat16)   # the default cache
+    assert c16["blocks.1.attn.hook_z"].dtype == torch.bfloat16 and c16.to_xarray().attn_z.dtype == np.float32

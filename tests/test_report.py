@@ -73,8 +73,8 @@ def test_window_is_worded_as_window_status(case):
     ds.attrs.update(tau_summary(ds, n_boot=0, warn=False))
     payload = clocks_payload(ds)
     assert payload["window"]["status"] == expected == window_status(ds) == ds.attrs["window_status"]
-    if expected != "open":
-        assert f"<td>{html.escape(expected)}</td>" in _clock_table(payload)
+    if expected != "open":      # then, where the peak's interval reaches 0.9 (peak 0.899 here), " — not decided ..."
+        assert f"<td>{html.escape(expected)}" in _clock_table(payload)
 
 
 def test_page_stands_alone_and_holds_every_section(built):

@@ -87,6 +87,9 @@ def test_a_worker_killed_mid_run_is_retried_and_the_grid_completes(tmp_path, cap
     assert summary.done == [target.name, grid.runs[1].name] and summary.failed == [refused.name], summary
     assert sorted(p.stem for p in grid.exports.glob("*.npz")) == sorted([target.name, grid.runs[1].name])
     assert f"{refused.name} failed: ConfigError: " in caplog.text   # raised on its worker: logged, not retried
+    assert f"{target.name} started on tcp://" in caplog.text              # issue 78: the runs as they go
+    assert f"{target.name}: the worker running it died (1 time(s))" in caplog.text
+    assert "submitted 3 runs to tcp://" in caplog.text
     assert killed["pid"] not in pids                      # that worker process is gone (the nanny started another)
     run_dir = grid.run_dir(target)
     for name, (ino, mtime) in killed["files"].items():   # continued, not restarted: nothing before the kill rewritten

@@ -92,6 +92,14 @@ def choose_steps(text, series, n_auto=8):
     return chosen
 
 
+def with_stored(chosen, text, series, reused):
+    """--steps auto over a store that already holds other checkpoints of the series (an earlier --steps choice, or
+    the auto choice before the run was extended): those are measured already and stay in the table."""
+    if parse_steps(text, words=("all", "auto")) != "auto" or not reused:
+        return chosen
+    return sorted(set(chosen) | (set(reused) & set(series.steps)))
+
+
 def figure_path(ctx, param, value):
     """--plot callback: refuse, before any computing, a file type matplotlib cannot write."""
     import os

@@ -7,7 +7,7 @@ from scoreprobe.limits import MAX_ITEMS, MAX_SAMPLES, MAX_SIGMAS
 from scoreprobe.cli.common import (ODE_STEPS, SEED, autocast_option, check_figure, check_writable, choose_steps,
                                    default_output, models_per_pass_option, on_scheduler, parse_steps, plot_file,
                                    require_denoiser, save_figure, scheduler_of, steps_in_store, store_line,
-                                   sweep_options)
+                                   sweep_options, with_stored)
 from scoreprobe.cli.source import source_options
 
 
@@ -63,7 +63,9 @@ def _clock_summary(a):
            f"{a['novel_threshold']:.3f} ({a['rule_threshold']} x the perfect generalizer's)")
     yield f"tau_mem   = {_fmt_tau(a['tau_mem'])}{_fmt_ci(a, 'tau_mem')}   mem_ratio reaches {a['mem_threshold']}"
     if not a["window_open"]:
-        yield "innovation window: closed (no step where rule_acc >= threshold and mem_ratio < threshold)"
+        status = str(a.get("window_status") or "")            # the store's own reason (stats.taus.window_status)
+        yield ("innovation window: " + status if status.startswith("closed")
+               else "innovation window: closed (no step where rule_acc >= threshold and mem_ratio < threshold)")
         return
     spans = ", ".join(f"{_fmt_tau(lo)}–{_fmt_tau(hi)}" for lo, hi in a["window_intervals"])
     width = f"log10 width {a['window_log10_width']:.2f}"
@@ -133,6 +135,7 @@ def clocks(source, n_samples, seed, n_steps, sampler_name, s_churn, s_noise, s_t
     out, plot = default_output(s, "clocks.zarr", out), plot_file(plot, s, "clocks.png")
     _check_outputs(out, plot)
     reused = steps_in_store(out, overwrite)
+    chosen = with_stored(chosen, steps, s, reused)
     click.echo(f"clocks of {s.path} ({getattr(s, 'kind_label', s.kind)}, {len(chosen)} of {len(s.steps)} checkpoints), "
                f"{n_samples} samples, "
                f"seed {seed}, on {device}" + ("" if len(chosen) == len(s.steps) else "; --steps all for every one"))
@@ -181,6 +184,7 @@ def _clocks_of_runs(run_dirs, steps, out, overwrite, plot, **kw):
     results = []
     for name, s, ch, store in zip(names, series, chosen, stores):
         reused = steps_in_store(store, overwrite)
+        ch = with_stored(ch, steps, s, reused)
         click.echo(f"clocks of {s.path} ({s.kind}, {len(ch)} of {len(s.steps)} checkpoints), {kw['n_samples']} "
                    f"samples, seed {kw['seed']}")
         ds = run_clocks(s, steps=ch, out=store, overwrite=overwrite, **kw)

@@ -108,10 +108,13 @@ def _step_list(ctx, param, text):
 @click.option("--keep-state/--no-keep-state", default=True, show_default=True,
               help="Keep the last training state (model, EMA, optimizer, RNG) in RUN_DIR/final_state.pt, "
                    "so that a larger --total-steps can extend the finished run.")
+@click.option("--tensorboard", "tensorboard", metavar="DIR", default=None,
+              help="Also write the log as live TensorBoard events to DIR while training (`tensorboard --logdir "
+                   "DIR`); needs tensorboardX: pip install 'scoreprobe[tensorboard]'.")
 @_train_options
 @click.pass_context
 def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads, ensemble_spec, keep_state,
-          **settings):
+          tensorboard, **settings):
     """Train a model and write log-spaced checkpoints to RUN_DIR (rerun the same command to resume);
     with --ensemble, a grid of DiT runs at once, one run directory each under RUN_DIR.
 
@@ -136,6 +139,9 @@ def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads
         check_writable(run_dir, "RUN_DIR")
         if threads:
             torch.set_num_threads(threads)
+        if tensorboard is not None:
+            raise click.BadParameter("live events are written for one run; with --ensemble use `scoreprobe export-tb`",
+                                     param_hint="--tensorboard")
         return _train_ensemble(run_dir, grid, rule_args, device, settings)
     cfg = TrainConfig(rule=_rule_spec(**rule_args), **settings)
     cfg.validate()   # every number in range and the model within the size limits before anything is said or made
@@ -147,7 +153,7 @@ def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads
         torch.set_num_threads(threads)
     _say(f"training {cfg.model} on {cfg.rule} (N={cfg.n_train}) for {cfg.total_steps} steps on {device} "
                f"-> {run_dir}")
-    path = train_run(cfg, run_dir, device=device, keep_state=keep_state)
+    path = train_run(cfg, run_dir, device=device, keep_state=keep_state, tensorboard=tensorboard)
     _say(f"done: {path}")
 
 

@@ -15,6 +15,8 @@ Per head: a_i splits over heads through the output projection, gate_msa · (z_h 
 bias as its own component). DiTs with a broadcasting global token (`--global-token`) add a term the
 decomposition does not follow: refused. Only EDM-parameterized denoisers (scoreprobe's own) are taken.
 """
+import warnings
+
 import numpy as np
 import torch
 import xarray as xr
@@ -44,13 +46,19 @@ def _components(net, kept):
 
 @torch.no_grad()
 def direct_attribution(D, x, sigma, direction):
-    """Each component's share of ⟨D(x, σ), direction⟩ for a DiT denoiser.
+    """Each component's share of ⟨D(x, σ), direction⟩ for a DiT denoiser (or of ⟨logits, direction⟩ for a GPT).
 
-    x : (B, D) noisy signed images; sigma : scalar or (B,); direction : (B, D) or (D,).
+    x : (B, D) noisy signed images; sigma : scalar or (B,); direction : (B, D) or (D,). A GPT: x (B, D) 0/1 bits
+    (teacher forced), sigma None, direction (B, T, V), (T, V) or (V,) weights on its logits (e.g. +1/−1 on the two
+    tokens at one position: a logit difference); `skip` is 0 and `bias` the final LayerNorm's bias term.
     Returns xarray.Dataset: `share` (component, sample) — summing with `skip` (c_skip·⟨x, w⟩) and `bias`
     (the final layer's shift and bias) to `total` = ⟨D(x, σ), w⟩ (sample); coords component, layer (-1:
     outside the blocks); attrs: the frozen-LayerNorm statement."""
     net, kind = network_of(D)
+    if kind == "gpt":
+        if sigma is not None:
+            raise ConfigError("a GPT has no noise level: pass sigma=None")
+        return _gpt_attribution(net, check_input(D, kind, x), direction)
     if kind != "dit" or not isinstance(D, EDMDenoiser) or getattr(D, "label", None) is not None:
         raise ConfigError("direct_attribution takes an EDM denoiser wrapping a scoreprobe DiT (series.denoiser(step))")
     if any(b.broadcast is not None for b in net.blocks):
@@ -81,6 +89,40 @@ def direct_attribution(D, x, sigma, direction):
     return _dataset(comps, shares, skip, bias, (total.double() * w).sum(1))
 
 
+def _gpt_attribution(net, bits, direction):
+    """The GPT's logit attribution: the stream entering ln_f is embed + pos_embed + Σ heads (z_h W_O,h) + Σ proj
+    biases + Σ MLP outputs; with ln_f's scale frozen, ⟨lm_head(ln_f(r)), w⟩ splits over them exactly."""
+    from scoreprobe.inside.cache import gpt_inputs
+    L = len(net.transformer.h)
+    names = ["hook_embed", "hook_pos_embed"] + [f"blocks.{i}.{h}" for i in range(L)
+                                                for h in ("attn.hook_z", "hook_attn_out", "hook_mlp_out")]
+    fns, kept = keepers(names)
+    with installed(net, fns, compose=True):
+        logits = net(gpt_inputs(net, bits)).double()                         # (B, T, V)
+    w = torch.as_tensor(np.asarray(direction), dtype=torch.float64, device=logits.device)
+    if w.ndim > 3 or w.shape != logits.shape[3 - w.ndim:] or not torch.isfinite(w).all():
+        raise ConfigError(f"a GPT's direction weighs its logits: finite, of shape {tuple(logits.shape)} or a "
+                          "trailing part of it")
+    w = w.expand_as(logits)
+    comps = [("embed", -1, kept["hook_embed"]), ("pos_embed", -1, kept["hook_pos_embed"].expand_as(kept["hook_embed"]))]
+    for i, blk in enumerate(net.transformer.h):
+        z, W = kept[f"blocks.{i}.attn.hook_z"].double(), blk.attn.c_proj.weight.double()   # (B, h, T, hd), (d, h·hd)
+        hd = z.shape[3]
+        comps += [(f"blocks.{i}.attn.hook_result[head={h}]", i, z[:, h] @ W[:, h * hd:(h + 1) * hd].T)
+                  for h in range(z.shape[1])]
+        if blk.attn.c_proj.bias is not None:
+            comps.append((f"blocks.{i}.attn.proj_bias", i, blk.attn.c_proj.bias.double().expand_as(comps[0][2])))
+        comps.append((f"blocks.{i}.hook_mlp_out", i, kept[f"blocks.{i}.hook_mlp_out"]))
+    ln, head = net.transformer.ln_f, net.lm_head.weight.double()
+    r = sum(c.double() for _, _, c in comps)                                 # (B, T, d)
+    scale = (r.var(-1, unbiased=False, keepdim=True) + ln.eps).sqrt()
+    gamma = ln.weight.double() if ln.weight is not None else 1.0
+    project = lambda y: (y @ head.T * w).sum((1, 2))                         # noqa: E731  (B, T, d) -> (B,)
+    shares = [project((c.double() - c.double().mean(-1, keepdim=True)) / scale * gamma) for _, _, c in comps]
+    bias = project(ln.bias.double().expand_as(r)) if ln.bias is not None else torch.zeros(len(r), dtype=torch.float64)
+    return _dataset(comps, shares, torch.zeros_like(bias), bias, (logits * w).sum((1, 2)))
+
+
 def _first_channels(net, D, y):
     """(B, T, p·p·C_out) -> the first C channels of its unpatchify, flattened (B, D)."""
     return net.unpatchify(y)[:, :D.image_shape[0]].reshape(len(y), -1)
@@ -96,13 +138,30 @@ def _run(D, net, x, sigma):
     return kept, out
 
 
+def _undefined(arr, skip, bias, total):
+    """(B,) bool: samples whose shares do not sum to the network's own output (beyond float rounding), e.g. at a σ
+    whose σ² overflows the float32 forward (σ = 1e30: total 0, shares summing to 90), or a non-finite output."""
+    parts = np.abs(arr).sum(0) + np.abs(skip) + np.abs(bias)
+    gap = np.abs(arr.sum(0) + skip + bias - total)
+    with np.errstate(invalid="ignore"):
+        return ~(gap <= 1e-4 * parts + 1e-6) | ~np.isfinite(total)
+
+
 def _dataset(comps, shares, skip, bias, total):
     arr = torch.stack(shares).cpu().numpy()                                  # (C, B)
+    skip, bias, total = skip.cpu().numpy(), bias.cpu().numpy(), total.cpu().numpy()
+    bad = _undefined(arr, skip, bias, total)
+    if bad.any():
+        arr, skip, bias, total = arr.copy(), skip.copy(), bias.copy(), total.copy()
+        arr[:, bad] = skip[bad] = bias[bad] = total[bad] = np.nan
+        warnings.warn(f"direct_attribution: for {int(bad.sum())} of {len(bad)} samples the shares do not add up to "
+                      "the network's output (its float32 forward over- or underflows at this σ, or is not finite): "
+                      "left undefined (NaN)", stacklevel=4)
     coords = {"component": [c[0] for c in comps], "layer": ("component", [c[1] for c in comps]),
               "sample": np.arange(arr.shape[1])}
     return xr.Dataset({
         "share": (("component", "sample"), arr, {"long_name": "component's share of ⟨D(x, σ), w⟩"}),
-        "skip": ("sample", skip.cpu().numpy(), {"long_name": "c_skip·⟨x, w⟩"}),
-        "bias": ("sample", bias.cpu().numpy(), {"long_name": "final layer shift and bias"}),
-        "total": ("sample", total.cpu().numpy(), {"long_name": "⟨D(x, σ), w⟩"}),
+        "skip": ("sample", skip, {"long_name": "c_skip·⟨x, w⟩"}),
+        "bias": ("sample", bias, {"long_name": "final layer shift and bias"}),
+        "total": ("sample", total, {"long_name": "⟨D(x, σ), w⟩"}),
     }, coords=coords, attrs={"layernorm": "final LayerNorm scale frozen at its value on each input"})

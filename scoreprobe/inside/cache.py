@@ -1,23 +1,23 @@
-"""run_with_cache: one forward of a scoreprobe network with its activations kept, as an xarray Dataset.
+"""run_with_cache: one forward of a scoreprobe network with its activations kept.
 
     out, cache = run_with_cache(D, x, sigma)                    # out == D(x, sigma) bit for bit
-    cache["attn_pattern"]          # (sample, layer, head, query, key)
-    cache["resid_post"]            # (sample, layer, token, d_model)
+    cache["blocks.0.attn.hook_z"]  # (batch, pos, head, d_head): an ActivationCache (inside/activations.py)
+    ds = cache.to_xarray()         # the Dataset form:
+    ds["attn_pattern"]             # (sample, layer, head, query, key)
+    ds["resid_post"]               # (sample, layer, token, d_model)
 
 Every hook point becomes a variable named after it without `blocks.{i}.`, `hook_` and dots
 (`blocks.{i}.attn.hook_z` -> `attn_z`, `final.hook_out` -> `final_out`); per-block hooks are
 stacked along `layer`. A GPT is run teacher-forced on bits: x (B, D) 0/1, sigma None, out the
 next-token logits (B, T, V) as `GPT.log_prob` computes them.
 """
-import json
-
 import numpy as np
 import torch
-import xarray as xr
 
 from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.limits import MAX_CACHE_BYTES, MAX_SAMPLES, check_int
-from scoreprobe.inside.hooks import hook_points, installed, network_of, select, split_name
+from scoreprobe.inside.activations import ActivationCache
+from scoreprobe.inside.hooks import hook_points, installed, network_of, select
 
 
 def gpt_inputs(net, bits):
@@ -33,25 +33,47 @@ def forward(D, net, kind, x, sigma):
         if sigma is not None:
             raise ConfigError("a GPT has no noise level: pass sigma=None")
         return net(gpt_inputs(net, x))                                       # (B, T, V)
-    if sigma is None:
-        raise ConfigError("a DiT denoiser needs sigma (a scalar or one per sample)")
+    check_sigma(sigma, len(x))
     if D is net:
         raise ConfigError("pass the denoiser (series.denoiser(step), load_checkpoint(...)), not the bare DiT: "
                           "its preconditioning is part of the output")
     return D(x, sigma)
 
 
+def check_sigma(sigma, n):
+    """A DiT's σ: a real number or n of them (a tensor, array or list); ConfigError otherwise (NaN passes: the
+    output then stays undefined)."""
+    if sigma is None:
+        raise ConfigError("a DiT denoiser needs sigma (a scalar or one per sample)")
+    if isinstance(sigma, (str, bytes, bool)) or getattr(sigma, "dtype", None) in (torch.bool, np.bool_):
+        raise ConfigError(f"sigma must be a number or {n} numbers, got {sigma!r}")
+    try:
+        s = torch.as_tensor(sigma)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise ConfigError(f"sigma must be a number or {n} numbers, got {type(sigma).__name__}") from e
+    if not (s.is_floating_point() or s.dtype in (torch.int32, torch.int64)) or s.ndim > 1 or s.numel() not in (1, n):
+        raise ConfigError(f"sigma must be a number or {n} numbers (one per row of x), got {s.dtype} "
+                          f"{tuple(s.shape)}")
+
+
 def check_input(D, kind, x):
-    """x as a tensor (B, D) on the model's device; DataError for a wrong shape."""
-    x = torch.as_tensor(x)
+    """x as a tensor (B, D) on the model's device, B >= 1; DataError for a wrong shape or an empty batch."""
+    if isinstance(x, (str, bytes)):
+        raise DataError(f"x must be a (B, D) array or tensor, got {type(x).__name__}")
+    try:
+        x = torch.as_tensor(x)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise DataError(f"x must be a (B, D) numeric array or tensor, got {type(x).__name__}") from e
     dim = D.n_bits if kind == "gpt" else getattr(D, "dim", None)
     if x.ndim != 2 or (dim is not None and x.shape[1] != dim):
         raise DataError(f"expected x of shape (B, {dim}), got {tuple(x.shape)}")
+    if len(x) == 0:
+        raise DataError("x has no rows (an empty batch): pass at least one")
     device = next(D.parameters()).device
     return x.to(device) if kind == "gpt" else x.to(device, torch.float32 if not x.is_floating_point() else x.dtype)
 
 
-def run_with_cache(D, x, sigma=None, names=None, return_type="dataset", dtype=None, device=None):
+def run_with_cache(D, x, sigma=None, names=None, return_type="cache", dtype=None, device=None):
     """Run D once and keep the activations at the chosen hook points.
 
     Parameters
@@ -60,51 +82,49 @@ def run_with_cache(D, x, sigma=None, names=None, return_type="dataset", dtype=No
     x : (B, D) inputs: noisy signed images for a DiT; 0/1 bits for a GPT.
     sigma : scalar or (B,) noise levels (DiT); None for a GPT.
     names : which hook points (None: all): names, fnmatch patterns or a predicate (inside.hooks.select).
-    return_type : "dataset" (below) or "dict": {hook name: tensor} in the hook's own layout (B, *dims), as
-        TransformerLens keys its cache (`cache["blocks.0.attn.hook_z"]`, (B, head, token, d_head) here), kept
-        in `dtype` (default float32) on `device` (default: where it was computed) — nothing stacked or copied
-        to numpy, so a GPU cache can stay on the GPU and a float16 one takes half the memory.
+    return_type : "cache" (below), "dataset" (the cache's `to_xarray()` form) or "dict": {hook name: tensor} in
+        the network's own layout (B, *dims), e.g. `hook_z` (B, head, token, d_head). The cache and the dict keep
+        `dtype` (default float32) on `device` (default: where it was computed): nothing stacked or copied to
+        numpy, so a GPU cache can stay on the GPU and a float16 one takes half the memory.
 
     Returns
     -------
     out : torch.Tensor, D(x, sigma) bit for bit (the hooks only read), or the GPT's logits (B, T, V).
-    cache : xarray.Dataset, one variable per hook kind, dims `sample`, `layer` (per-block hooks) and
-        the hook's own (`token`, `d_model`, `head`, `query`, `key`, `d_head`, `d_mlp`, `d_out`, `d_vocab`);
-        attrs: `kind`, `hooks` (JSON list of the hook names kept), and `sigma` per sample (DiT).
+    cache : an ActivationCache (scoreprobe/inside/activations.py): `cache["blocks.0.attn.hook_z"]` (batch, pos,
+        head, d_head) as TransformerLens, `cache["pattern", 0]`, `stack_head_results`, `decompose_resid`,
+        `accumulated_resid`, `readout`, and `to_xarray()`: one variable per hook kind, dims `sample`, `layer`
+        (per-block hooks) and the hook's own (`token`, `d_model`, `head`, `query`, `key`, `d_head`, `d_mlp`,
+        `d_out`, `d_vocab`); attrs `kind`, `hooks` (JSON list of the hook names kept), coord `sigma` (DiT). What a
+        Dataset answers (`cache.attn_pattern`, `cache["attn_z"]`) the cache answers through that form.
     """
     net, kind = network_of(D)
     x = check_input(D, kind, x)
+    if kind == "dit":
+        check_sigma(sigma, len(x))
     points = hook_points(net)
     chosen = select(points, names)
-    check_cache_size(D, net, kind, x, sigma, chosen)
-    if return_type not in ("dataset", "dict"):
-        raise ConfigError(f"return_type must be 'dataset' or 'dict', got {return_type!r}")
-    as_dict = return_type == "dict"
+    if return_type not in ("cache", "dataset", "dict"):
+        raise ConfigError(f"return_type must be 'cache', 'dataset' or 'dict', got {return_type!r}")
     dtype = torch.float32 if dtype is None else dtype
     if dtype not in (torch.float32, torch.float16, torch.bfloat16, torch.float64) or (
-            not as_dict and dtype == torch.bfloat16):
-        raise ConfigError(f"dtype must be a torch float type (bfloat16 only with return_type='dict'), got {dtype!r}")
+            return_type == "dataset" and dtype == torch.bfloat16):
+        raise ConfigError(f"dtype must be a torch float type (bfloat16 not with return_type='dataset'), got {dtype!r}")
+    check_cache_size(D, net, kind, x, sigma, chosen)
     kept = {}
 
     def keep(name):
         def fn(a):
-            b = a.detach().to(dtype=dtype, device=device if device is not None else a.device, copy=True)
-            kept[name] = b if as_dict else b.cpu().numpy()
+            kept[name] = a.detach().to(dtype=dtype, device=device if device is not None else a.device, copy=True)
             return a
         return fn
 
     with torch.no_grad(), installed(net, {n: keep(n) for n in chosen}, compose=True):   # inside sp.hooks too
         out = forward(D, net, kind, x, sigma)
-    if as_dict:
+    if return_type == "dict":
         return out, kept
-    ds = to_dataset(kept, points, len(x))
-    if getattr(net, "register", None) is not None:
-        ds = ds.assign_coords(register=("token", np.arange(ds.sizes["token"]) == ds.sizes["token"] - 1))
-    ds.attrs.update(kind=kind, hooks=json.dumps(chosen))
-    if kind == "dit":
-        s = torch.as_tensor(sigma, dtype=torch.float64).reshape(-1).expand(len(x)).numpy()
-        ds = ds.assign_coords(sigma=("sample", s, {"units": "1", "long_name": "noise level σ"}))
-    return out, ds
+    s = None if kind == "gpt" else torch.as_tensor(sigma, dtype=torch.float64).reshape(-1).expand(len(x)).cpu()
+    cache = ActivationCache(kept, D, net, kind, x, s, points, chosen)
+    return out, (cache.to_xarray() if return_type == "dataset" else cache)
 
 
 def check_cache_size(D, net, kind, x, sigma, chosen):
@@ -128,51 +148,3 @@ def check_cache_size(D, net, kind, x, sigma, chosen):
     if total > MAX_CACHE_BYTES:
         raise ConfigError(f"caching {len(chosen)} hook points over {n} rows would take {total / 2**30:.1f} GiB, over "
                           f"the {MAX_CACHE_BYTES >> 30} GiB limit (scoreprobe.limits): pass fewer names= or fewer rows")
-
-
-def to_dataset(kept, points, n):
-    """{hook name: array (B, ...)} -> Dataset: per-block hooks stacked along `layer`."""
-    groups = {}
-    for name, arr in kept.items():
-        layer, var = split_name(name)
-        groups.setdefault(var, []).append((layer, name, arr))
-    data = {}
-    for var, items in groups.items():
-        point = points[items[0][1]]
-        dims = ("sample",) * point.batched + point.dims
-        if items[0][0] is None:
-            data[var] = xr.Variable(dims, items[0][2], {"hook": items[0][1]})
-            continue
-        items.sort(key=lambda t: t[0])
-        arr = np.stack([a for _, _, a in items], axis=1)                     # (B, L, ...)
-        pattern = items[0][1].replace(f"blocks.{items[0][0]}.", "blocks.{i}.", 1)
-        data[var] = xr.DataArray(arr, dims=("sample", "layer") + dims[1:],
-                                 coords={"layer": [layer for layer, _, _ in items]}, attrs={"hook": pattern})
-    data = _pad_tokens(data)
-    ds = xr.Dataset(data).assign_coords(sample=np.arange(n))
-    for dim in ("head", "token", "query", "key"):
-        if dim in ds.dims:
-            ds = ds.assign_coords({dim: np.arange(ds.sizes[dim])})
-    return ds
-
-
-def _pad_tokens(data):
-    """A DiT with a register token has T+1 tokens in the stream but T in `embed` and `final_out`: those
-    are padded with NaN at the register's index (the last), so one `token` axis serves all."""
-    sizes = {v.sizes["token"] if isinstance(v, xr.DataArray) else v.shape[v.dims.index("token")]
-             for v in data.values() if "token" in v.dims}
-    if len(sizes) < 2:
-        return data
-    full = max(sizes)
-    out = {}
-    for name, v in data.items():
-        dims = v.dims
-        if "token" in dims and (v.shape[dims.index("token")] < full):
-            width = [(0, 0)] * len(dims)
-            width[dims.index("token")] = (0, full - v.shape[dims.index("token")])
-            arr = np.pad(np.asarray(v.values if isinstance(v, xr.DataArray) else v.data), width,
-                         constant_values=np.nan)
-            coords = {"layer": v.layer.values} if isinstance(v, xr.DataArray) and "layer" in v.coords else {}
-            v = xr.DataArray(arr, dims=dims, coords=coords, attrs=v.attrs)
-        out[name] = v
-    return out

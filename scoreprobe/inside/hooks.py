@@ -12,28 +12,16 @@ Names (docs/inside.md): `hook_embed`, `hook_cond` (DiT), `hook_pos_embed` (GPT),
 scale_mlp|gate_mlp`, and `final.hook_shift|hook_scale|hook_out` (DiT) / `final.hook_out` (GPT logits).
 """
 import contextlib
-import fnmatch
 import re
-import weakref
 
 import torch.nn as nn
 
 from scoreprobe.errors import ConfigError
 from scoreprobe.models.dit import DiT
 from scoreprobe.models.gpt import GPT
-from scoreprobe.models.hookpoint import HookPoint
+from scoreprobe.models.hooked import hook_points, select   # noqa: F401 (re-exported: inside's names)
 
-_RENAME = (("transformer.h.", "blocks."), ("final_layer.", "final."), ("transformer.ln_f.", "final.ln_f."))
 _BLOCK = re.compile(r"^blocks\.(\d+)\.(.+)$")
-
-
-def _public_name(path):
-    """Module path -> hook name: GPT's `transformer.h.` and DiT's `final_layer.` become `blocks.`/`final.`;
-    GPT's top-level `hook_out` is `final.hook_out`."""
-    for old, new in _RENAME:
-        if path.startswith(old):
-            return new + path[len(old):]
-    return "final.hook_out" if path == "hook_out" else path
 
 
 def network_of(D):
@@ -56,43 +44,12 @@ def network_of(D):
                       "(or a denoiser wrapping a DiT), not a plain callable")
 
 
-_POINTS = weakref.WeakKeyDictionary()
-
-
-def hook_points(net):
-    """{hook name: HookPoint} of a DiT or GPT, in order of definition (remembered per network)."""
-    points = _POINTS.get(net)
-    if points is None:
-        points = {_public_name(path): m for path, m in net.named_modules() if isinstance(m, HookPoint)}
-        _POINTS[net] = points
-    return points
-
-
 def split_name(name):
     """'blocks.2.attn.hook_z' -> (2, 'attn_z'); 'hook_embed' -> (None, 'embed'); 'final.hook_out' ->
     (None, 'final_out'): the layer and the Dataset variable that holds the hook's activation."""
     m = _BLOCK.match(name)
     layer, rest = (int(m.group(1)), m.group(2)) if m else (None, name)
     return layer, rest.replace("hook_", "").replace(".", "_")
-
-
-def select(points, names=None):
-    """The hook names chosen by `names`: None = all; a string or list of names or fnmatch patterns
-    ('blocks.*.attn.hook_pattern'); or a predicate name -> bool. ConfigError when a name or pattern
-    matches nothing."""
-    if names is None:
-        return list(points)
-    if callable(names):
-        return [n for n in points if names(n)]
-    names = [names] if isinstance(names, str) else list(names)
-    chosen = []
-    for pat in names:
-        found = [n for n in points if fnmatch.fnmatchcase(n, str(pat))]
-        if not found:
-            raise ConfigError(f"no hook point matches {pat!r}; names look like "
-                              "'blocks.0.attn.hook_pattern' (see docs/inside.md)")
-        chosen += [n for n in found if n not in chosen]
-    return [n for n in points if n in chosen]
 
 
 def keepers(names, grad=False):

@@ -21,6 +21,8 @@ from scoreprobe.errors import ConfigError
 from scoreprobe.inside.cache import check_input, forward
 from scoreprobe.inside.hooks import hook_points, installed, keepers, network_of, select
 from scoreprobe.inside.sites import resolve_sites, with_atoms
+from scoreprobe.limits import check_seed
+from scoreprobe.models.hooked import checked
 
 HOW = ("zero", "mean", "resample")
 
@@ -29,8 +31,8 @@ def _resolved(points, hooks_):
     """[(name, fn)] in the order given, patterns expanded; ConfigError for a malformed entry."""
     out = []
     for item in hooks_ or ():
-        if not (isinstance(item, tuple) and len(item) == 2 and callable(item[1])):
-            raise ConfigError(f"a hook is (name_or_filter, fn), got {item!r}")
+        if not (isinstance(item, tuple) and len(item) == 2 and callable(item[1])) or item[0] is None:
+            raise ConfigError(f"a hook is (name_or_filter, fn) with a name, a pattern or a predicate, got {item!r}")
         out += [(name, item[1]) for name in select(points, item[0])]
     return out
 
@@ -40,11 +42,10 @@ def _forward_fn(name, fns, bwd):
     registered on the result (when it is in a graph)."""
     def fn(a):
         for f in fns:
-            new = f(a, name)
-            a = a if new is None else new
+            a = checked(name, a, f(a, name))
         if bwd and a.requires_grad:
             for g in bwd:
-                a.register_hook(lambda grad, g=g: g(grad, name))
+                a.register_hook(lambda grad, g=g: checked(name, grad, g(grad, name)))
         return a
     return fn
 
@@ -104,9 +105,12 @@ def ablate(D, x, sigma=None, sites="head", how="zero", reference=None, direction
     `sp.patch` (site, site_kind, site_layer). Undefined values stay NaN (a zero base norm)."""
     if how not in HOW:
         raise ConfigError(f"how must be one of {', '.join(HOW)}, got {how!r}")
+    check_seed(seed)
     net, kind = network_of(D)
     x = check_input(D, kind, x)
     site_list = resolve_sites(net, sites)
+    if not any(st.atoms for st in site_list):
+        raise ConfigError(f"sites {sites!r} select nothing to ablate")
     names = sorted({at.hook for st in site_list for at in st.atoms})
     ref = x if reference is None else check_input(D, kind, reference)
     with torch.no_grad():

@@ -1,7 +1,8 @@
 """Path patching (Wang et al. 2023; Goldowsky-Dill et al. 2023): how much of a sender's effect reaches the
 output *through one receiver*.
 
-For a clean / corrupt pair at one σ (the inputs and metric of `sp.patch`):
+For a clean / corrupt pair at one σ (the inputs and metric of `sp.patch`; for a GPT, teacher-forced bits and
+its logit metric, inside/gpt_patch.py):
 
 1. run the corrupt input with the sender's activation taken from the clean run and every other head and MLP
    output (`hook_z` of each head, `hook_mlp_out` of each block) frozen at its corrupt value, and record the
@@ -13,7 +14,11 @@ For a clean / corrupt pair at one σ (the inputs and metric of `sp.patch`):
 
 effect = (m(2) − m_corrupt) / (m(clean*) − m_corrupt), as `sp.patch`'s effect: 0 = nothing passes along the
 path, 1 = the whole clean-vs-corrupt difference. Senders: 'blocks.i.attn.hook_z[head=h]' or
-'blocks.i.hook_mlp_out'; receivers: 'blocks.j.attn[head=h]', 'blocks.j.mlp' or 'final', with i < j.
+'blocks.i.hook_mlp_out'; receivers: 'blocks.j.attn[head=h]', 'blocks.j.mlp' or 'final', with i < j — or, in the
+site naming of `sp.patch` / `sp.ablate`, the receiver's input itself: 'blocks.j.attn.hook_q[head=h]' (also hook_k,
+hook_v: that input only), 'blocks.j.mlp.hook_pre', 'final.hook_out'. A receiver *set* joins receivers with '+'
+('blocks.2.attn[head=0]+blocks.3.mlp'): their inputs are recorded in one run (step 1) and replaced together
+(step 2), the effect through all of them at once; the sender must come before every one of them.
 """
 import re
 import warnings
@@ -23,7 +28,8 @@ import torch
 import xarray as xr
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.inside.hooks import hook_points, installed, network_of
+from scoreprobe.inside.gpt_patch import gpt_runner
+from scoreprobe.inside.hooks import hook_points, installed, keepers, network_of
 from scoreprobe.inside.patch import (
     FINAL, _direction, capture, metric, pair_inputs, patched_output, warn_undefined_effects,
 )
@@ -32,6 +38,7 @@ from scoreprobe.inside.ratio import DEN_FLOOR, pooled_ratio, unit_ratio
 
 _SENDER = re.compile(r"^blocks\.(\d+)\.(attn\.hook_z\[head=(\d+)\]|hook_mlp_out)$")
 _RECEIVER = re.compile(r"^(?:blocks\.(\d+)\.(attn\[head=(\d+)\]|mlp)|final)$")
+_RECEIVER_SITE = re.compile(r"^blocks\.(\d+)\.attn\.hook_([qkv])\[head=(\d+)\]$")
 
 
 def _sender(label, n_heads):
@@ -41,23 +48,45 @@ def _sender(label, n_heads):
     return int(m.group(1)), label
 
 
-def _receiver(label, n_heads, which):
-    """(layer, {hook name: head index or None}) of a receiver."""
-    m = _RECEIVER.match(label)
-    if not m or (m.group(3) is not None and int(m.group(3)) >= n_heads):
-        raise ConfigError(f"unknown receiver {label!r}: 'blocks.j.attn[head=h]', 'blocks.j.mlp' or 'final'")
-    if label == "final":
+def _receiver(label, n_heads, which, depth):
+    """(first layer, {hook name: set of head indices, or None for the whole input}) of a receiver or a '+' set."""
+    layer, hooks_ = None, {}
+    for part in str(label).split("+"):
+        lj, part_hooks = _one_receiver(part.strip(), n_heads, which, depth)
+        layer = lj if layer is None else min(layer, lj)
+        for h, head in part_hooks.items():
+            heads = hooks_.setdefault(h, set())
+            if heads is not None:
+                hooks_[h] = None if head is None else heads | {head}
+    return layer, hooks_
+
+
+def _one_receiver(label, n_heads, which, depth):
+    """(layer, {hook name: head index or None}) of one receiver, in either naming (module docstring)."""
+    site = _RECEIVER_SITE.match(label)
+    if site and int(site.group(3)) < n_heads and int(site.group(1)) < depth:
+        j = int(site.group(1))
+        return j, {f"blocks.{j}.attn.hook_{site.group(2)}": int(site.group(3))}
+    if label in ("final", FINAL):
         return 10 ** 9, {FINAL: None}
+    m = re.match(r"^blocks\.(\d+)\.mlp\.hook_pre$", label)
+    if m and int(m.group(1)) < depth:
+        return int(m.group(1)), {label: None}
+    m = _RECEIVER.match(label)
+    if not m or (m.group(3) is not None and int(m.group(3)) >= n_heads) or int(m.group(1)) >= depth:
+        raise ConfigError(f"unknown receiver {label!r}: 'blocks.j.attn[head=h]', 'blocks.j.mlp', 'final', their "
+                          "inputs as patch sites ('blocks.j.attn.hook_q[head=h]', 'blocks.j.mlp.hook_pre', "
+                          "'final.hook_out'), or a set joined with '+'")
     j = int(m.group(1))
     if m.group(2) == "mlp":
         return j, {f"blocks.{j}.mlp.hook_pre": None}
     return j, {f"blocks.{j}.attn.hook_{w}": int(m.group(3)) for w in which}
 
 
-def _frozen_fns(net, acts_r, sender_layer, sender, clean_acts):
+def _frozen_fns(depth, acts_r, sender_layer, sender, clean_acts):
     """Hook functions: every head's z and every MLP output at its corrupt value, except the sender's (clean)."""
     fns = {}
-    for i in range(len(net.blocks)):
+    for i in range(depth):
         z, mlp = f"blocks.{i}.attn.hook_z", f"blocks.{i}.hook_mlp_out"
         fns[z] = _setter(acts_r[z])
         fns[mlp] = _setter(acts_r[mlp])
@@ -88,59 +117,86 @@ def _recorder(store, name):
     return fn
 
 
-def path_patch(D, clean, corrupt, sigma, senders, receivers, which="qkv", seed=0, direction=None, floor=DEN_FLOOR):
-    """Path patching of a DiT denoiser at one noise level (see the module docstring).
+def path_patch(D, clean, corrupt, sigma, senders, receivers, which="qkv", seed=0, direction=None, floor=DEN_FLOOR,
+               metric=None, positions=None):
+    """Path patching of a DiT denoiser at one noise level, or of a GPT (see the module docstring).
 
-    clean, corrupt : (B, D) images (0/1 bits or ±1); sigma : scalar or (B,); senders, receivers : labels (or
-    lists of labels); which : for head receivers, any of "q", "k", "v"; direction : (B, D) metric direction
-    (default y_c − y_r); floor : the smallest |contrast| a ratio is taken over (scoreprobe.inside.ratio).
+    clean, corrupt : (B, D) images (0/1 bits or ±1; a GPT: 0/1 bits, sigma None); sigma : scalar or (B,); senders,
+    receivers : labels (or lists of labels); which : for head receivers, any of "q", "k", "v"; direction : (B, D)
+    metric direction (DiT; default y_c − y_r); metric, positions : a GPT's metric as `sp.patch` takes it ("log_lik"
+    by default, or "logit_diff" with optional position weights); floor : the smallest |contrast| a ratio is taken
+    over (scoreprobe.inside.ratio).
     Returns xarray.Dataset, dims (sender, receiver, sample): `effect` (NaN where the pair's |contrast| < floor),
     `effect_numerator` m − m_r, and `effect_pooled` (sender, receiver) Σ(m − m_r)/Σ(m_c* − m_r); NaN where the
     sender is not before the receiver, or where the pairs' contrasts have mixed sign or |mean| < floor (the
     reason in attrs["pooled_undefined"], with one warning)."""
     net, kind = network_of(D)
-    if kind != "dit":
-        raise ConfigError("path_patch takes a denoiser wrapping a DiT")
     if not floor >= 0:
         raise ConfigError(f"floor must be a non-negative number, got {floor!r}")
     if not which or set(which) - set("qkv"):
         raise ConfigError(f"which must be letters of 'qkv', got {which!r}")
     senders = [senders] if isinstance(senders, str) else list(senders)
     receivers = [receivers] if isinstance(receivers, str) else list(receivers)
-    H = net.blocks[0].attn.num_heads
+    blocks = _blocks(net, kind)
+    H = blocks[0].attn.num_heads if kind == "dit" else net.config.n_head
     snd = [_sender(s, H) for s in senders]
-    rcv = [_receiver(r, H, sorted(set(which))) for r in receivers]
-    xc, xr, s, delta = pair_inputs(D, clean, corrupt, sigma, seed)
-    delta = delta if direction is None else _direction(direction, delta)
-    needed = sorted({f"blocks.{i}.{h}" for i in range(len(net.blocks)) for h in ("attn.hook_z", "hook_mlp_out")}
+    rcv = [_receiver(r, H, sorted(set(which)), len(blocks)) for r in receivers]
+    needed = sorted({f"blocks.{i}.{h}" for i in range(len(blocks)) for h in ("attn.hook_z", "hook_mlp_out")}
                     | {FINAL})
     with torch.no_grad():
-        out_c, acts_c = capture(D, net, xc, s, needed)
-        out_r, acts_r = capture(D, net, xr, s, needed)
-        m_r = metric(out_r, delta)
-        m_c = metric(patched_output(D, net, xr, s, resolve_sites(net, FINAL)[0], acts_c), delta)
+        run, acts_c, acts_r, m_r, m_c = _runner(D, net, kind, clean, corrupt, sigma, seed, direction, needed,
+                                                metric, positions)
         den = m_c - m_r
-        eff = np.full((len(snd), len(rcv), len(xc)), np.nan)
+        eff = np.full((len(snd), len(rcv), len(m_r)), np.nan)
         for a, (li, label) in enumerate(snd):
             for b, (lj, hooks_) in enumerate(rcv):
                 if li < lj:
-                    eff[a, b] = (_one_path(D, net, xr, s, (li, label), hooks_, acts_r, acts_c, delta)
+                    eff[a, b] = (_one_path(run, net, len(blocks), (li, label), hooks_, acts_r, acts_c)
                                  - m_r).cpu().numpy()
     return _dataset(senders, receivers, eff, den.cpu().numpy(), floor)
 
 
-def _one_path(D, net, xr, s, sender, hooks_, acts_r, acts_c, delta):
+def _blocks(net, kind):
+    return net.blocks if kind == "dit" else net.transformer.h
+
+
+def _runner(D, net, kind, clean, corrupt, sigma, seed, direction, needed, metric_name, positions):
+    """(run, clean activations, corrupt activations, m_corrupt, m_clean*): run(fns) -> (B,) metric of the corrupt
+    input with hook functions `fns` installed. DiT: the projection on the pair's difference (or `direction`), m_clean*
+    the corrupt input with every network activation clean (the skip term stays corrupt); GPT: gpt_patch's metric."""
+    if kind == "gpt":
+        if sigma is not None or direction is not None:
+            raise ConfigError("a GPT has no noise level and reads a logit metric: pass sigma=None, metric= (not "
+                              "direction=)")
+        run, acts_c, m_r, m_c = gpt_runner(net, clean, corrupt, needed, metric_name or "log_lik", positions)
+        fns, acts_r = keepers(needed)
+        run(fns)
+        return run, acts_c, acts_r, m_r, m_c
+    if metric_name is not None or positions is not None:
+        raise ConfigError("metric= and positions= are a GPT's; a DiT's metric is direction=")
+    xc, xr, s, delta = pair_inputs(D, clean, corrupt, sigma, seed)
+    delta = delta if direction is None else _direction(direction, delta)
+    _, acts_c = capture(D, net, xc, s, needed)
+    out_r, acts_r = capture(D, net, xr, s, needed)
+    m_c = metric(patched_output(D, net, xr, s, resolve_sites(net, FINAL)[0], acts_c), delta)
+
+    def run(fns):
+        with installed(net, fns, compose=True):
+            return metric(D(xr, s), delta)
+    return run, acts_c, acts_r, metric(out_r, delta), m_c
+
+
+def _one_path(run, net, depth, sender, hooks_, acts_r, acts_c):
     """The metric after the receiver's input is replaced by its value with only the sender clean (step 1)."""
     recorded = {}
-    freeze = _frozen_fns(net, acts_r, sender[0], sender[1], acts_c)
-    with installed(net, freeze), installed(net, {h: _recorder(recorded, h) for h in hooks_}, compose=True):
-        D(xr, s)
+    fns = _frozen_fns(depth, acts_r, sender[0], sender[1], acts_c)
+    fns.update({h: _recorder(recorded, h) for h in hooks_})
+    run(fns)
     points, fns = hook_points(net), {}
-    for h, head in hooks_.items():
-        atoms = [Atom(h) if head is None else Atom(h, (("head", head),))]
+    for h, heads in hooks_.items():
+        atoms = [Atom(h)] if heads is None else [Atom(h, (("head", hd),)) for hd in sorted(heads)]
         fns[h] = (lambda p, new, ats: lambda a: with_atoms(a, new, p, ats))(points[h], recorded[h], atoms)
-    with installed(net, fns):
-        return metric(D(xr, s), delta)
+    return run(fns)
 
 
 def _dataset(senders, receivers, num, den, floor):

@@ -171,9 +171,12 @@ def resolve_sites(net, sites):
         return site_grid(net)
     if isinstance(sites, str) and sites in GRANULARITIES + FINER:
         return site_grid(net, (sites,))
-    sites = [sites] if isinstance(sites, (str, Site)) else list(sites)
+    if isinstance(sites, (str, Site)):
+        sites = [sites]
+    elif not isinstance(sites, (list, tuple)) or not all(isinstance(s, (str, Site)) for s in sites):
+        raise ConfigError(f"sites are a granularity, a site label or a list of them, got {sites!r} (docs/inside.md)")
     if not sites:
-        raise ConfigError("no patching sites given")
+        raise ConfigError("no patching sites given (an empty list selects nothing)")
     points = hook_points(net)
     out = []
     for s in sites:

@@ -47,7 +47,7 @@ def cache_series(series, x, sigmas, names=None, steps=None, out=None, dtype=None
     def probe(model):
         parts = []
         for s in sig:
-            _, ds = run_with_cache(model, x, s, names=names, dtype=dt)
+            _, ds = run_with_cache(model, x, s, names=names, dtype=dt, return_type="dataset")
             parts.append(ds.drop_vars("sigma"))
         out_ds = xr.concat(parts, dim=xr.DataArray(sig, dims="sigma", name="sigma"))
         out_ds.attrs = {k: v for k, v in parts[0].attrs.items() if k in ("kind", "hooks")}

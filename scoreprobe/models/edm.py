@@ -16,10 +16,12 @@ import math
 import torch
 import torch.nn as nn
 
+from scoreprobe.models.hooked import HookedModel
+
 P_MEAN, P_STD = -1.2, 1.2
 
 
-class ImageDenoiser(nn.Module):
+class ImageDenoiser(HookedModel, nn.Module):
     """Base of the denoiser wrappers: flattened (B, D) images in, the network on (B, C, H, W).
 
     net: the wrapped network; image_shape: (C, H, W), D = C*H*W; label: label-table row passed to

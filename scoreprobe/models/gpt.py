@@ -22,6 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from scoreprobe.errors import ConfigError, DataError
+from scoreprobe.models.hooked import HookedModel
 from scoreprobe.models.hookpoint import HookedLayerNorm, HookPoint, attend, fast_lookup, per_head_result
 from scoreprobe.models.order import check_pixel_order, check_token_order, pixel_order
 
@@ -169,7 +170,7 @@ class Block(nn.Module):
         return self.hook_resid_post(x + self.hook_mlp_out(self.mlp(self.ln_2(x))))
 
 
-class GPT(nn.Module):
+class GPT(HookedModel, nn.Module):
     """Causal transformer over bit or cell tokens; token id vocab_size is BOS.
 
     forward(idx (B, t) long, BOS first) -> logits (B, t, vocab_size) of the next token. With a

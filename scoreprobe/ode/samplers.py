@@ -34,6 +34,7 @@ from scoreprobe.defaults import DEFAULT_N_STEPS, SAMPLE_ENGINE
 from scoreprobe.ode.engine import EngineSettings
 from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.limits import warn_nonfinite_rows
+from scoreprobe.models.hooked import SigmaWindowHooks
 from scoreprobe.noise import randn_per_sample, stream_seed
 
 STOCHASTIC = ("edm-stochastic", "ddim", "ancestral")
@@ -284,7 +285,7 @@ def _check_inputs(x0, sigma_start, index, n_steps, sigma_min, rho):
 
 def sample(D, n, seed, n_steps=DEFAULT_N_STEPS, sigma_max=80.0, chunk_size=None, device=None,
            dtype=torch.float32, *, dim=None, solver="heun", sampler=None, sigma_min=0.002, rho=7.0,
-           callback=None, progress=None):
+           callback=None, progress=None, fwd_hooks=None, sigma_window=None):
     """Draw n samples from σ_max·ε, ε ~ N(0, I) per sample index, with `sampler` (default: the Heun PF-ODE).
 
     As `ode.sample`, plus `sampler`: None (the deterministic PF-ODE with `solver`), a name of
@@ -293,10 +294,18 @@ def sample(D, n, seed, n_steps=DEFAULT_N_STEPS, sigma_max=80.0, chunk_size=None,
     Sample i depends only on (seed, i) and the sampler: the same for any n > i, chunk size or device
     (up to the denoiser's own floating-point differences).
 
+    fwd_hooks : [(name_or_filter, fn(activation, name) -> tensor or None), ...] as `run_with_hooks`, applied to every
+        evaluation of D whose σ lies in `sigma_window` = (lo, hi) (ends included; None: every σ). The Heun step
+        evaluates D at σ_i and σ_{i+1}: each evaluation is hooked by its own σ (models.hooked.SigmaWindowHooks).
+
     Returns
     -------
     x : (n, D) tensor of `dtype` on `device`, signed endpoints (threshold with `to_bits`).
     """
+    if fwd_hooks is not None:
+        D = SigmaWindowHooks(D, fwd_hooks, sigma_window)
+    elif sigma_window is not None:
+        raise ConfigError("sigma_window= needs fwd_hooks= (the hooks to apply inside the window)")
     spec = as_sampler(sampler, solver)
     kw = dict(n_steps=n_steps, sigma_max=sigma_max, chunk_size=chunk_size, device=device, dtype=dtype, dim=dim,
               sigma_min=sigma_min, rho=rho, callback=callback, progress=progress)

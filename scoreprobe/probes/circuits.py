@@ -95,7 +95,8 @@ def group_attention(D, net, rule, bits, sigmas, seed):
     eps = randn_per_sample(seed, np.arange(len(bits)), bits.shape[1])
     out = []
     for s in sigmas:
-        _, c = run_with_cache(D, y + float(s) * eps, float(s), names="blocks.*.attn.hook_pattern")
+        _, c = run_with_cache(D, y + float(s) * eps, float(s), names="blocks.*.attn.hook_pattern",
+                              return_type="dataset")
         pat = c.attn_pattern.values                                             # (B, L, h, T, T)
         out.append((pat * share).sum(-1).mean(axis=(0, 3)))                     # (L, h)
     return np.stack(out), float(share.sum(1).mean() / share.shape[0])

@@ -67,8 +67,26 @@ def clocks_payload(ds):
                        "log10_width": _num(a.get("window_log10_width", math.nan), 3),
                        "log10_width_ci": [_num(v, 3) for v in a.get("window_log10_width_ci") or []],
                        "open_share": _num(a.get("window_open_share")), "censored": bool(a.get("window_hi_censored")),
-                       "status": window_status(ds, tau=a)},
+                       "status": window_status(ds, tau=a), "undecided": _undecided(ds, a, n)},
             "under_resolved": list(a.get("under_resolved") or []), "n_boot": a.get("n_boot"), "ci": _num(a.get("ci"))}
+
+
+def _undecided(ds, a, n):
+    """For a window closed because τ_rule is not reached: a sentence when the highest measured rule accuracy's 95%
+    Wilson interval reaches the threshold (more samples would decide), else None."""
+    thr = a.get("rule_threshold")
+    if a.get("window_open") or thr is None or not (a.get("tau_rule") is None or not math.isfinite(a["tau_rule"])):
+        return None
+    y = ds["rule_acc"].values.astype(np.float64)
+    if not np.isfinite(y).any():
+        return None
+    k = int(np.nanargmax(y))
+    lo, hi = wilson_interval(y[k:k + 1], n, Z95)
+    if hi[0] < thr:
+        return None
+    return (f"not decided at this budget: the highest rule accuracy, {y[k]:.3f} at step {int(ds.step.values[k])}, "
+            f"has a 95% interval [{lo[0]:.3f}, {hi[0]:.3f}] over {n} samples that reaches {thr:g}; more samples "
+            f"(and more than {ds.sizes['step']} checkpoints) would decide")
 
 
 def _anchors(ds):

@@ -182,7 +182,7 @@ def _clock_table(c):
         text = f"open: steps {spans}, log10 width {width}{ci}" + \
             (" (still open at the last checkpoint)" if w["censored"] else "")
     else:
-        text = w["status"]   # stats.taus.window_status: "closed: ..."
+        text = w["status"] + (f" — {w['undecided']}" if w.get("undecided") else "")   # stats.taus.window_status
     rows.append(("innovation window", text))
     if c["under_resolved"]:
         rows.append(("under-resolved", ", ".join(c["under_resolved"]) + ": no checkpoint within a factor 1.5"))

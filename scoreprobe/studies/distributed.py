@@ -22,6 +22,10 @@ Failures (dask.distributed 2026.8, read in its scheduler: `TaskState.retries` is
   setting (dask's default 3). After that the run is logged as failed; a rerun of the grid resumes it;
 - no worker for NO_WORKER_S, or a scheduler that stops answering: every run still pending is logged as failed
   (`scoreprobe.sweep.dask_wait` bounds).
+
+What the caller logs (logger "grid"): the scheduler's address and dashboard link; each run as it starts on a worker
+(looked up every REPORT_S), each death of the worker running it (the scheduler's count) and where it runs again, and
+each run as it completes or fails.
 """
 import contextlib
 import logging
@@ -32,6 +36,7 @@ from scoreprobe.errors import WorkerError, first_line
 
 logger = logging.getLogger("grid")
 TICK_S = 0.1   # how often the caller looks for completed runs
+REPORT_S = 0.5   # how often it asks the scheduler which runs started and which lost their worker
 
 
 def run_task(args, run, fn):
@@ -58,7 +63,7 @@ def run_on_dask(scheduler, args, runs, on_done, resources=None, fn=None):
         tag = uuid.uuid4().hex[:8]
         futures = {client.submit(run_task, args, run, fn, key=f"grid-{run.name}-{tag}", pure=False,
                                  priority=len(runs) - i, resources=resources): run for i, run in enumerate(runs)}
-        logger.info("submitted %d runs to %s", len(futures), client.scheduler.address)
+        logger.info("submitted %d runs to %s%s", len(futures), client.scheduler.address, _dashboard(client))
         try:
             _wait_all(client, futures, on_done)
         finally:   # an interrupted caller leaves no task running on a cluster it does not own
@@ -67,17 +72,29 @@ def run_on_dask(scheduler, args, runs, on_done, resources=None, fn=None):
     return []
 
 
+def _dashboard(client):
+    """'; dashboard: http://...' when the scheduler serves its dashboard (bokeh installed), else ''."""
+    try:
+        return f"; dashboard: {client.dashboard_link}"
+    except Exception:   # noqa: BLE001  (no dashboard service: nothing to link)
+        return ""
+
+
 def _wait_all(client, futures, on_done):
     """Handle each future as it completes (polled every TICK_S); while none does, dask_wait's watch bounds the
     wait (asked every POLL_S: no worker for NO_WORKER_S, a silent scheduler) and on its error the runs still
     pending are logged as failed and cancelled."""
     from scoreprobe.sweep import dask_wait
-    pending = dict(futures)
-    watch, last = dask_wait._Watch(client, "of the grid"), time.monotonic()
+    pending, where = dict(futures), {}
+    watch, last, reported = dask_wait._Watch(client, "of the grid"), time.monotonic(), 0.0
     while pending:
         done = [f for f in pending if f.done()]
         for f in done:
             _settle(f, pending.pop(f), on_done)
+        if time.monotonic() - reported >= REPORT_S:
+            reported = time.monotonic()
+            with contextlib.suppress(Exception):   # a report only: the watch below judges a silent scheduler
+                _report(client, pending, where)
         if done or time.monotonic() - last < dask_wait.POLL_S:
             time.sleep(0 if done else TICK_S)
             continue
@@ -89,6 +106,31 @@ def _wait_all(client, futures, on_done):
                 logger.error("%s failed: %s", run.name, first_line(e))
             client.cancel(list(pending))
             return
+
+
+def _report(client, pending, seen):
+    """Log each pending run when it starts on a worker, and each death of a worker that was running it (the
+    scheduler's count of them, TaskState.suspicious) with the retry that follows; `seen` ({key: (worker, deaths)})
+    carries what was logged."""
+    running = {key: w for w, keys in client.processing().items() for key in keys}
+    deaths = client.run_on_scheduler(_suspicious, keys=[f.key for f in pending])
+    for future, run in pending.items():
+        key = future.key
+        worker, dead = seen.get(key, (None, 0))
+        if deaths.get(key, 0) > dead:
+            logger.warning("%s: the worker running it died (%d time(s)); the scheduler runs it again, resuming from "
+                           "its files", run.name, deaths[key])
+            dead = deaths[key]
+        now = running.get(key)
+        if now is not None and now != worker:
+            logger.info("%s %s on %s", run.name, "started" if worker is None and not dead else "running again", now)
+            worker = now
+        seen[key] = (worker, dead)
+
+
+def _suspicious(dask_scheduler, keys):
+    """On the scheduler: {key: how many workers died while running it}."""
+    return {k: dask_scheduler.tasks[k].suspicious for k in keys if k in dask_scheduler.tasks}
 
 
 def _settle(future, run, on_done):

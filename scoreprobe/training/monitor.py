@@ -37,6 +37,7 @@ from scoreprobe.stats.tidy import with_taus
 from scoreprobe.sweep import concat_steps
 from scoreprobe.sweep.executor import with_step
 from scoreprobe.sweep.identity import model_identity, same, side_effect_free
+from scoreprobe.training.live import LiveBoard
 
 logger = logging.getLogger(__name__)
 MAX_PENDING = 2   # background measurements waiting at once (each holds a copy of the model)
@@ -65,11 +66,15 @@ class Monitor:
         the step is committed (store, τ, log) at a later call, in step order. At most MAX_PENDING
         measurements wait; a due step beyond them waits for the oldest. `wait()` (and `result()`,
         `steps`) commits every pending one. The results are those of the foreground monitor.
+    tensorboard : a folder: live TensorBoard events of each measured step (the curves with their intervals as
+        margin charts, τ, a grid of samples with keep_bits) at their real wall times (training/live.py); on disk
+        within 2 s, and all of them after `close()`.
     """
 
     def __init__(self, dataset, rule=None, every=None, out=None, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS,
                  sampler=MONITOR_SAMPLER, device=None, chunk_size=None, keep_bits=False, rule_threshold=RULE_THRESHOLD,
-                 mem_threshold=MEM_THRESHOLD, n_boot=1000, overwrite=False, steps=None, background=False):
+                 mem_threshold=MEM_THRESHOLD, n_boot=1000, overwrite=False, steps=None, background=False,
+                 tensorboard=None):
         rule = getattr(dataset, "rule", None) if rule is None else rule
         if rule is None or not hasattr(dataset, "train"):
             raise ConfigError("Monitor needs the training data (an object with .train and .heldout bits, e.g. "
@@ -95,6 +100,7 @@ class Monitor:
         self.parts, self.models, self.tau = {}, {}, None
         self._overwrite = bool(overwrite)
         self.background, self._pool, self._pending = bool(background), None, {}   # pending: step -> (identity, future)
+        self.board = None if tensorboard is None else LiveBoard(tensorboard)
         if out is not None:
             self._resume(out)
 
@@ -194,6 +200,13 @@ class Monitor:
         self._collect(wait=None)
         return self
 
+    def close(self):
+        """Commit pending measurements and close the live TensorBoard writer (its last events reach the disk)."""
+        self.wait()
+        if self.board is not None:
+            self.board.close()
+        return self
+
     def _update(self, step):
         """Re-read τ from every step so far; log the step's values and the τ known now."""
         ds = self._concat()
@@ -204,6 +217,8 @@ class Monitor:
                     float(row["mem_ratio"].values[0]), describe_taus(self.tau))
         if self.out is not None:
             store.update_attrs(self.out, {"novel_oracle": ds.attrs["novel_oracle"], **self.tau})
+        if self.board is not None:
+            self.board.log_clocks(step, row, self.tau, getattr(self.rule, "image_shape", None))
 
     def _concat(self):
         ds = concat_steps([self.parts[s] for s in sorted(self.parts)])

@@ -35,6 +35,7 @@ from scoreprobe.data.rules import rule_from_spec
 from scoreprobe.training.guard import (RunLock, load_state, read_meta, remove_stale_temps, run_digest, save_checkpoint,
                                        state_file)
 from scoreprobe.training.run_dir import atomic_save, init_run_dir
+from scoreprobe.training.live import LiveBoard
 from scoreprobe.training.trainlog import (LOG_NAME, bucket_sums, heldout_bank, heldout_record, log_record,
                                          postfix, truncate_log)
 
@@ -284,25 +285,30 @@ def _open_locked(cfg, run_dir, device):
     return run
 
 
-def train_run(cfg, run_dir, device="cpu", progress=None, keep_state=True):
+def train_run(cfg, run_dir, device="cpu", progress=None, keep_state=True, tensorboard=None):
     """Train, resume or extend the run described by `cfg` in `run_dir`; returns the run directory Path.
 
     keep_state: keep the last training state in final_state.pt (model, EMA, optimizer, RNG: about
     four times a float32 checkpoint), which a later call with a larger total_steps continues from.
+    tensorboard: a folder: each logged record (loss, its σ buckets, the held-out loss) also as live TensorBoard
+    events, as it is written (training/live.py).
     """
+    board = None if tensorboard is None else LiveBoard(tensorboard)     # tensorboardX checked before the run opens
     run = open_run(cfg, run_dir, device)
     if run is None:
         return Path(run_dir)
     run.keep_state = keep_state
     try:
-        _train_loop(cfg, run, device, progress)
+        _train_loop(cfg, run, device, progress, board)
         run.finish()
     finally:
         run.close()
+        if board is not None:
+            board.close()
     return run.dir
 
 
-def _train_loop(cfg, run, device, progress):
+def _train_loop(cfg, run, device, progress, board=None):
     """The optimizer steps of `run` up to cfg.total_steps, each recorded (log, checkpoints, resume.pt)."""
     bar = CountProgress(cfg.total_steps, run.st.step, "train", progress)
     try:
@@ -312,6 +318,8 @@ def _train_loop(cfg, run, device, progress):
                 rec = run.record(loss, log, parts)
                 if rec is not None:
                     bar.set_postfix_str(postfix(rec))
+                    if board is not None:
+                        board.log_record(rec)
                 if run.checkpoint_label():
                     bar.mark(run.st.step, run.checkpoint_label())
                 bar.update(1)
