@@ -3,6 +3,8 @@
 Planted maps: a denoiser whose PF-ODE ends at vertex A inside a stripe of the plane and at B outside,
 exactly (the stripe is a set of (x_0 + 1)/σ, which the flow toward either vertex keeps), so the
 dense map is known pixel by pixel. Shipped checkpoints: tests marked slow."""
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -143,3 +145,28 @@ def test_checkerboard_falls_back_to_dense(setup):
     np.testing.assert_array_equal(vertex(ref), vertex(dense))
     assert OUTCOMES[int(ref.refine_outcome[0])] == "dense_entropy"
     assert float(ref.integrated_fraction[0]) == 1.0 and np.isnan(float(ref.audit_bound[0]))
+
+
+@pytest.mark.slow
+def test_shipped_series_refined_agrees_with_dense_at_every_checkpoint():
+    """Issue 75's bar: at res 32 (the smallest grid refined by default) every checkpoint's refined map ends
+    where the dense map does at >= 99.9% of the points (the same engine), and a stack of two checkpoints
+    gives each the map it gets alone. About 10 min on one loaded core."""
+    import scoreprobe as sp
+    series = sp.load_series()
+    plane = sp.auto_plane(series.dataset, series.rule, seed=0)
+    kw = dict(sigma_start=1.0, res=32, keep_bits=True, progress=False)
+    dense = basins(series, plane, refine=False, **kw)
+    ref = basins(series, plane, **kw)
+    assert json.loads(ref.attrs["scoreprobe_config"])["refine"] == RefineSettings().spec()
+    assert "refine" not in json.loads(dense.attrs["scoreprobe_config"])
+    same = (dense.endpoint_bits == ref.endpoint_bits).all("bit").mean(("sigma_start", "v", "u")).values   # (step,)
+    assert (same >= 0.999).all(), dict(zip(series.steps, same))
+    filled = (ref.endpoint_integrated == 0).sum(("sigma_start", "v", "u")).values
+    wrong = (~(dense.endpoint_bits == ref.endpoint_bits).all("bit")).sum(("sigma_start", "v", "u")).values
+    bound = ref.audit_bound.values[:, 0]
+    assert all(w <= b * f for w, b, f in zip(wrong, bound, filled) if f), (wrong, bound, filled)
+    two = basins(series, plane, steps=list(series.steps[-2:]), models_per_pass=2, **kw)
+    np.testing.assert_array_equal(two.endpoint_bits.values, ref.endpoint_bits.sel(step=series.steps[-2:]).values)
+    np.testing.assert_array_equal(two.endpoint_integrated.values,
+                                  ref.endpoint_integrated.sel(step=series.steps[-2:]).values)

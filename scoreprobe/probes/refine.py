@@ -9,19 +9,19 @@ A basin map's labels are constant over large regions and change only across boun
    cell, and every filled cell, within one cell's size of a disagreeing one is split in two or four
    and the corners of its children integrated (the boundary band, dilated by one cell); the other
    cells are **filled** with their corners' label;
-3. the **audit**: in every filled cell a seeded random `audit` share of its filled pixels (at least
-   one) is integrated. A disagreement re-opens that cell (step 2 again) and a second audit with fresh
-   points follows; a second failure integrates every pixel (`outcome` dense_audit). With no
-   disagreement, each cell's share m_c >= a·n_c bounds the number W of wrong filled pixels: P(no
-   failure) <= prod (1 - p_c)^{m_c} <= exp(-a·W), so W <= ln(20)/a at 95% (`audit_bound` is W over
-   the filled pixels, a one-sided 95% upper bound; NaN when nothing is filled);
+3. the **audit**: every filled pixel is integrated with probability `audit` (seeded, independently).
+   A disagreement re-opens its cell (step 2 again) and a second audit with fresh points follows; a
+   second failure integrates every pixel (`outcome` dense_audit). With no disagreement, the number W
+   of filled pixels that would end elsewhere satisfies P(no failure) = (1 - a)^W, so W <= ln 20 /
+   -ln(1 - a) at 95% (`audit_bound` is W over the filled pixels the audit drew from, a one-sided 95%
+   upper bound; NaN when nothing is filled; the pixels it integrated are then no longer filled);
 4. the **boundary basin entropy** S_bb (Daza et al. 2016: the mean Gibbs entropy of the labels in the
    `box` x `box` boxes that hold more than one) of the refined map: above ln 2 the boundary looks
    fractal, filling is unsafe, and every pixel is integrated (`outcome` dense_entropy).
 
-A label is the endpoint's vertex (its thresholded bits) for an on-vertex endpoint of a successful
-row; an off-vertex, non-finite or max_steps endpoint has no label and never agrees with anything,
-so it is never the source of a fill. Pixels are flat indices i·res + j (row i = v, column j = u).
+A label is the endpoint's vertex (its thresholded bits) and its off-vertex flag, for a successful
+row; a non-finite or max_steps endpoint has no label and never agrees with anything, so it is never
+the source of a fill. Pixels are flat indices i·res + j (row i = v, column j = u).
 The method can miss a feature that touches no integrated pixel: one narrower than the stride
 that no lattice line crosses and that the audit's sample does not hit (tests/test_refine.py plants
 one; docs/definitions.md, "Basin maps").
@@ -40,8 +40,8 @@ AUTO_RES = 32                                             # refine=None refines 
 
 @dataclass(frozen=True)
 class RefineSettings:
-    """stride: the coarse lattice's spacing (0: 8 from res 64 on, else 4); audit: share of each filled
-    cell's pixels integrated to audit it (at least one per cell); seed: of the audit's sample;
+    """stride: the coarse lattice's spacing (0: 8 from res 64 on, else 4); audit: probability with which
+    each filled pixel is integrated to audit the fill; seed: of the audit's sample;
     box: side of the boxes of the boundary basin entropy; max_entropy: S_bb above it integrates densely."""
     stride: int = 0
     audit: float = 0.05
@@ -96,6 +96,7 @@ class MapState:
                 self.rows[key] = np.zeros((self.res * self.res,) + v.shape[1:], dtype=v.dtype)
             self.rows[key][idx] = v
         packed = np.packbits(rows["bits"], axis=1)                            # (n, B)
+        packed = np.concatenate([packed, rows["off_vertex"].astype(np.uint8)[:, None]], axis=1)   # (n, B + 1)
         ids = np.array([self.vertex.setdefault(p.tobytes(), len(self.vertex)) for p in packed], dtype=np.int64)
         self.label[idx] = np.where(usable, ids, NO_LABEL)
         self.known[idx] = True
@@ -191,19 +192,20 @@ def _owners(st, filled):
     return owner.ravel()
 
 
-def _audit_sample(owner, n_cells, share, rng):
-    """Per filled cell, ceil(share·n_c) of its n_c filled pixels, without replacement: (idx, least m_c/n_c)."""
-    picks, least = [], 1.0
-    order = np.argsort(owner, kind="stable")
-    counts = np.bincount(owner[owner >= 0], minlength=n_cells)
-    start = int((owner < 0).sum())
-    for n_c in counts:
-        if n_c:
-            m_c = min(n_c, math.ceil(share * n_c))
-            picks.append(order[start + rng.choice(n_c, size=m_c, replace=False)])
-            least = min(least, m_c / n_c)
-        start += n_c
-    return (np.concatenate(picks) if picks else np.zeros(0, dtype=np.int64)), least
+def _audit_sample(owner, share, rng):
+    """Each filled pixel (owner >= 0) drawn independently with probability `share`: flat indices."""
+    filled = np.flatnonzero(owner >= 0)
+    return filled[rng.random(len(filled)) < share]
+
+
+def audit_bound(share, n_filled):
+    """One-sided 95% upper bound on the share of n_filled filled pixels that end elsewhere, after an audit
+    drawing each with probability `share` found none: P(no failure) = (1 - share)^W <= 0.05 iff
+    W >= ln 20 / -ln(1 - share). NaN when nothing is filled."""
+    if not n_filled:
+        return float("nan")
+    w = math.log(20) / -math.log1p(-share) if share < 1 else 0.0
+    return min(1.0, w / n_filled)
 
 
 def boundary_entropy(label, res, box):
@@ -240,18 +242,16 @@ def refine_steps(st, settings, sigma_index=0):
         if s_bb > settings.max_entropy:
             outcome = "dense_entropy"
             break
-        cells = list(filled)
         owner = _owners(st, filled)
         if not (owner >= 0).any():
             outcome = "refined"
             break
-        sample, least = _audit_sample(owner, len(cells), settings.audit, rng)
+        sample = _audit_sample(owner, settings.audit, rng)
         yield sample
         audit_points += len(sample)
-        wrong = [c for c in cells if _agrees(st, c) != filled[c]]
+        wrong = [c for c in filled if _agrees(st, c) != filled[c]]
         if not wrong:
-            n_filled = int((_owners(st, filled) >= 0).sum())
-            bound = min(1.0, math.log(20) / least / n_filled) if n_filled else float("nan")
+            bound = audit_bound(settings.audit, int((owner >= 0).sum()))   # over the filled pixels the audit drew from
             outcome = "refined"
             break
         failures += 1
@@ -282,9 +282,9 @@ def _filled_labels(st, filled):
 
 
 def _usable(rows):
-    """On-vertex endpoints of successful rows carry a label; the rest never agree with anything."""
+    """Finite endpoints of successful rows carry a label (vertex and off-vertex flag); the rest never agree."""
     from scoreprobe.data.datasets import STATE_CODES
-    return (rows["status"] == 0) & ~rows["off_vertex"] & (rows["state"] != STATE_CODES["invalid"])
+    return (rows["status"] == 0) & (rows["state"] != STATE_CODES["invalid"])
 
 
 def refined_maps(rows_of, res, k, settings, sigma_index=0):
