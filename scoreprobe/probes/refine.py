@@ -86,7 +86,8 @@ class MapState:
         self.res = res
         self.known = np.zeros(res * res, dtype=bool)
         self.label = np.full(res * res, NO_LABEL, dtype=np.int64)
-        self.vertex = {}                                                      # packed bits -> label id
+        self.basin = np.full(res * res, NO_LABEL, dtype=np.int64)            # the vertex alone (S_bb's basins)
+        self.vertex = {}                                                      # packed bits (+ flag) -> id
         self.rows = {}                                                        # key -> (res*res, ...) array
 
     def put(self, idx, rows, usable):
@@ -96,8 +97,9 @@ class MapState:
                 self.rows[key] = np.zeros((self.res * self.res,) + v.shape[1:], dtype=v.dtype)
             self.rows[key][idx] = v
         packed = np.packbits(rows["bits"], axis=1)                            # (n, B)
-        packed = np.concatenate([packed, rows["off_vertex"].astype(np.uint8)[:, None]], axis=1)   # (n, B + 1)
-        ids = np.array([self.vertex.setdefault(p.tobytes(), len(self.vertex)) for p in packed], dtype=np.int64)
+        self.basin[idx] = [self.vertex.setdefault(p.tobytes(), len(self.vertex)) for p in packed]
+        flagged = np.concatenate([packed, rows["off_vertex"].astype(np.uint8)[:, None]], axis=1)   # (n, B + 1)
+        ids = np.array([self.vertex.setdefault(p.tobytes(), len(self.vertex)) for p in flagged], dtype=np.int64)
         self.label[idx] = np.where(usable, ids, NO_LABEL)
         self.known[idx] = True
 
@@ -210,7 +212,8 @@ def audit_bound(share, n_filled):
 
 def boundary_entropy(label, res, box):
     """S_bb: mean Gibbs entropy (nats) of the labels in the box x box boxes holding more than one label
-    (NaN when none does). `label` (res*res,) int64, NO_LABEL endpoints counted as one label of their own."""
+    (NaN when none does). `label` (res*res,) int64: the endpoint vertex (the basin; the off-vertex flag of
+    a saddle point is no basin of its own)."""
     n = res // box
     if n == 0:
         return float("nan")
@@ -238,7 +241,7 @@ def refine_steps(st, settings, sigma_index=0):
     yield from _refine(st, [tuple(int(v) for v in c) for c in _cells(lat)], filled)
     outcome = None
     while outcome is None:
-        s_bb = boundary_entropy(_filled_labels(st, filled), res, settings.box)
+        s_bb = boundary_entropy(_filled_basins(st, filled), res, settings.box)
         if s_bb > settings.max_entropy:
             outcome = "dense_entropy"
             break
@@ -264,7 +267,7 @@ def refine_steps(st, settings, sigma_index=0):
     if outcome != "refined":
         yield np.flatnonzero(~st.known)
         filled, bound = {}, float("nan")
-    s_bb = boundary_entropy(_filled_labels(st, filled), res, settings.box)
+    s_bb = boundary_entropy(_filled_basins(st, filled), res, settings.box)
     return {"outcome": outcome, "integrated_fraction": float(st.known.mean()), "audit_bound": bound,
             "audit_points": audit_points, "audit_failures": failures, "boundary_entropy": s_bb,
             "source": _sources(st, filled)}
@@ -276,9 +279,9 @@ def _sources(st, filled):
     return np.where(owner >= 0, corner[np.maximum(owner, 0)], np.arange(st.res * st.res))
 
 
-def _filled_labels(st, filled):
-    """(res*res,) labels of the map as it would be filled now."""
-    return st.label[_sources(st, filled)]
+def _filled_basins(st, filled):
+    """(res*res,) endpoint vertices of the map as it would be filled now."""
+    return st.basin[_sources(st, filled)]
 
 
 def _usable(rows):
