@@ -108,6 +108,14 @@ def line(step, r):
     return "| " + " | ".join(cells) + " |"
 
 
+def shipped(args):
+    """Sets the torch threads; the shipped series, its automatic plane and the --steps (default: all)."""
+    torch.set_num_threads(args.threads)
+    series = sp.load_series()
+    plane = sp.auto_plane(series.dataset, series.rule, seed=0)
+    return series, plane, [int(s) for s in args.steps.split(",")] if args.steps else list(series.steps)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", default=None, help="checkpoints (default: every one of the shipped series)")
@@ -117,10 +125,7 @@ def main():
     p.add_argument("--ref-steps", type=int, default=128, help="Heun steps of the peers' reference")
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
-    torch.set_num_threads(args.threads)
-    series = sp.load_series()
-    plane = sp.auto_plane(series.dataset, series.rule, seed=0)
-    steps = [int(s) for s in args.steps.split(",")] if args.steps else list(series.steps)
+    series, plane, steps = shipped(args)
     res_list = [int(r) for r in args.res.split(",")]
     print(f"basins refined vs dense vs peers: σ_start 1, automatic plane; {torch.get_num_threads()} torch thread(s); "
           f"load average at start {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; peers on "

@@ -14,15 +14,16 @@ audit's bound, S_bb, and the same shares for the ideal of any boundary method: o
 """
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
-import scoreprobe as sp
-from scoreprobe.probes.basins import basins
-from scoreprobe.probes.refine import OUTCOMES, RefineSettings, refined_maps
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_basins_refine import shipped   # noqa: E402
+from scoreprobe.probes.basins import basins   # noqa: E402
+from scoreprobe.probes.refine import OUTCOMES, RefineSettings, refined_maps   # noqa: E402
 
 
 def dense_rows(series, plane, step, res, cache):
@@ -62,10 +63,7 @@ def main():
     p.add_argument("--cache", default=None, help="folder of dense maps (dense_RES_STEP.npz), written when missing")
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
-    torch.set_num_threads(args.threads)
-    series = sp.load_series()
-    plane = sp.auto_plane(series.dataset, series.rule, seed=0)
-    steps = [int(s) for s in args.steps.split(",")] if args.steps else list(series.steps)
+    series, plane, steps = shipped(args)
     res, t0 = args.res, time.perf_counter()
     print(f"refinement replayed on the dense maps: {res}² automatic plane, σ_start 1, {RefineSettings()}; "
           f"load average {os.getloadavg()[0]:.1f}")
