@@ -62,17 +62,19 @@ def main():
     p.add_argument("--steps", default=None)
     p.add_argument("--cache", default=None, help="folder of dense maps (dense_RES_STEP.npz), written when missing")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--max-entropy", type=float, default=None, help="RefineSettings.max_entropy (default: ln 2)")
     args = p.parse_args()
     series, plane, steps = shipped(args)
     res, t0 = args.res, time.perf_counter()
-    print(f"refinement replayed on the dense maps: {res}² automatic plane, σ_start 1, {RefineSettings()}; "
+    settings = RefineSettings() if args.max_entropy is None else RefineSettings(max_entropy=args.max_entropy)
+    print(f"refinement replayed on the dense maps: {res}² automatic plane, σ_start 1, {settings}; "
           f"load average {os.getloadavg()[0]:.1f}")
     print("| step | outcome | integrated | evaluations vs dense | speed-up (evaluations) | agreement | audit bound "
           "| S_bb | ideal: points, evaluations |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---|")
     for step in steps:
         flat = dense_rows(series, plane, step, res, args.cache)
-        m = refined_maps(lambda idx: [{k: v[idx] for k, v in flat.items()}], res, 1, RefineSettings())[0]
+        m = refined_maps(lambda idx: [{k: v[idx] for k, v in flat.items()}], res, 1, settings)[0]
         same = (np.packbits(m["bits"].reshape(res * res, -1), axis=1) == np.packbits(flat["bits"], axis=1)).all(1)
         cost = flat["nfe"][m["integrated"].ravel()].sum() / flat["nfe"].sum()
         i_pts, i_cost = ideal(flat, res)
