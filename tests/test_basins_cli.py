@@ -207,3 +207,34 @@ def test_cli_plane_of_two_training_items_and_a_heldout_one(setup, tmp_path, monk
     assert r.exit_code == 0, r.output
     assert "plane train:0, train:1, heldout:2" in r.output
     assert stored_config(tmp_path / "p.zarr")["plane"]["labels"] == ["train:0", "train:1", "heldout:2"]
+
+
+@pytest.mark.slow
+def test_cli_basins_refines_from_res_32_and_dense_integrates_every_point(setup, tmp_path, monkeypatch):
+    """Issue 75: at --res 32 the command's map is refined (column 'integr.', the settings in the store's
+    config) and ends where --dense does on both oracles; --dense writes a dense store. ≈ 8 s idle."""
+    import json
+
+    import numpy as np
+    from click.testing import CliRunner
+
+    import scoreprobe.loading.series
+    from scoreprobe.cli import cli
+    from scoreprobe.store import open_store
+    rule, ds, _ = setup
+    monkeypatch.setattr(scoreprobe.loading.series, "load_series", lambda path=None: _OracleSeries(tmp_path, rule, ds))
+    (tmp_path / "run.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    base = ["basins", str(tmp_path), "--res", "32", "--steps", "all", "--no-animate"]
+    out = {}
+    for name, extra in (("refined", []), ("dense", ["--dense"])):
+        r = CliRunner().invoke(cli, base + ["--out", f"{name}.zarr"] + extra)
+        assert r.exit_code == 0, r.output
+        out[name] = (r.output, open_store(tmp_path / f"{name}.zarr"))
+    (text_r, ref), (text_d, dense) = out["refined"], out["dense"]
+    assert "integr." in text_r and "audit bound" in text_r and "integr." not in text_d
+    assert json.loads(ref.attrs["scoreprobe_config"])["refine"]["stride"] == 0
+    assert "refine" not in json.loads(dense.attrs["scoreprobe_config"]) and "endpoint_integrated" not in dense
+    assert (ref.integrated_fraction.values < 1).any()
+    np.testing.assert_array_equal(ref.endpoint_state.values, dense.endpoint_state.values)
+    np.testing.assert_array_equal(ref.endpoint_index.values, dense.endpoint_index.values)

@@ -1,5 +1,6 @@
 """`scoreprobe basins`, `field` and `animate`: PF-ODE basins and score fields on 2D planes."""
 import click
+import numpy as np
 
 from scoreprobe.cli.app import cli
 from scoreprobe.defaults import DEFAULT_N_STEPS
@@ -59,10 +60,15 @@ def _plane_setup(source, plane_spec, seed, steps, outputs, command):
 CONVERGENCE_COLUMNS = (("label_change_fraction", "chg@2N"), ("label_change_fraction_item", "item@2N"))
 
 
+def _worst_bound(ds):
+    b = ds.audit_bound.values
+    return "undefined (nothing filled)" if np.isnan(b).all() else f"at most {float(np.nanmax(b)):.3g} (95%)"
+
+
 def _basin_table(ds):
     """Lines of the per-step table: share of the plane flowing to each kind of endpoint, and with
     --check-convergence the share whose label changes when the steps are doubled."""
-    extra = [(k, h) for k, h in CONVERGENCE_COLUMNS if k in ds]
+    extra = [(k, h) for k, h in CONVERGENCE_COLUMNS + (("integrated_fraction", "integr."),) if k in ds]
     lines = []
     for s0 in ds.sigma_start.values:
         d = ds.sel(sigma_start=s0)
@@ -76,7 +82,11 @@ def _basin_table(ds):
             lines.append(f"{int(d.step[i]):>8d}" + "".join(f"{c:>11.3f}" for c in cells))
     lines.append("the five states add up to 1 (by the endpoint's thresholded bits); off-vertex: share of "
                  "endpoints not at a vertex, a flag (docs/definitions.md)")
-    if extra:
+    if "integrated_fraction" in ds:
+        lines.append("integr.: share of the grid integrated (boundary band, lattice, audit; the rest filled); "
+                     f"audit bound on the filled points' disagreement {_worst_bound(ds)}; "
+                     f"{int((ds.refine_outcome > 0).sum())} map(s) integrated densely (audit failed twice or S_bb > ln 2)")
+    if any(k in ds for k, _ in CONVERGENCE_COLUMNS):
         lines.append("chg@2N: share of the grid whose endpoint state differs with the finer setting (2x --n-steps; "
                      "the engine: tolerances tightened, ode.finer); item@2N: whose state or item reached differs")
     return lines
@@ -99,6 +109,11 @@ def _basin_table(ds):
               help="Animation over steps (.gif, or .mp4 with ffmpeg) [default: <source>.basins.gif; basins.gif for "
                    "the shipped series].")
 @click.option("--no-animate", is_flag=True, help="Skip the animation.")
+@click.option("--dense", is_flag=True,
+              help="Integrate every grid point. Without it, grids of --res 32 and more integrate a coarse lattice, "
+                   "the boundary band between labels and an audit sample, and fill the rest (column 'integr.': the "
+                   "share integrated; docs/definitions.md, 'Basin maps'). A store written either way is a "
+                   "different analysis from one written the other.")
 @animation_options
 @click.option("--check-convergence", is_flag=True,
               help="Integrate every grid again with the finer setting (2x --n-steps on the fixed grid, the "
@@ -113,7 +128,7 @@ def _basin_table(ds):
 @scheduler_options
 @source_options
 def basins(source, plane_spec, sigma_start, res, solver, tol, n_steps, steps, seed, out, overwrite, animate_path, no_animate,
-           dpi, frame_size, check_convergence, device, models_per_pass, autocast, scheduler, dask_local):
+           dense, dpi, frame_size, check_convergence, device, models_per_pass, autocast, scheduler, dask_local):
     """Basin maps of the PF-ODE on a plane through a training item, a nearby held-out item and a
     rule-violating vertex, at the checkpoints of SOURCES (default: the shipped
     series; or a run directory, checkpoint files, a glob or a folder of them: see --dataset, --set)."""
@@ -140,7 +155,7 @@ def basins(source, plane_spec, sigma_start, res, solver, tol, n_steps, steps, se
     with on_scheduler(scheduler):
         ds = run_basins(s, plane, sigma_start=sig, res=res, n_steps=n_steps, solver=solver, steps=chosen, out=out or None,
                         device=device, check_convergence=check_convergence, overwrite=overwrite,
-                        models_per_pass=models_per_pass, autocast=autocast)
+                        models_per_pass=models_per_pass, autocast=autocast, refine=False if dense else None)
     for line in _basin_table(ds):
         click.echo(line)
     if out:

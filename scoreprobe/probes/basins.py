@@ -20,6 +20,7 @@ from scoreprobe.precision import with_autocast
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFAULT_SOLVER, DEFINITIONS_VERSION
 from scoreprobe.data.datasets import state_flag_attrs
 from scoreprobe.probes.field import as_sigma_list, plane_coords
+from scoreprobe.slices import classify
 from scoreprobe.sweep import dataset_and_rule, run_probe
 
 logger = logging.getLogger(__name__)
@@ -39,11 +40,13 @@ def flow_to_zero(D, x0, sigma, n_steps, solver, chunk_size):
 # ---------------------------------------------------------------------------------------------
 
 def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, solver=DEFAULT_SOLVER,
-              chunk_size="auto", dtype=torch.float32, device="cpu", keep_bits=False):
+              chunk_size="auto", dtype=torch.float32, device="cpu", keep_bits=False, refine=None):
     """Endpoints of the PF-ODE from every grid point of `plane`, for one denoiser.
 
     A `models.stack.StackedDenoiser` of K checkpoints integrates all K maps in one batched pass
     and gives a list of K such dicts (identical to K calls with the single models).
+    refine : None (integrate every grid point) or a `probes.refine.RefineSettings`: integrate the
+        boundary band and an audit sample, fill the rest (`probes.refine`).
 
     Returns
     -------
@@ -52,33 +55,54 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
     decided_sigma (float64: σ where the engine decided the point, 0 when integrated to the end),
     nfe (int64: denoiser evaluations of the point), status (int8: codes of `ode.engine.STATUS`);
     with keep_bits, bits (S, res, res, D) uint8: the thresholded endpoint (meaningless where invalid).
+    With refine also integrated (S, res, res) bool (filled pixels: nfe 0, decided_sigma NaN) and the
+    (S,) summaries of `probes.refine.refine_steps` (outcome as a code of `probes.refine.OUTCOMES`).
     """
-    from scoreprobe.models.stack import chunk_rows, counted, replicate, split, stack_size
-    from scoreprobe.slices import classify
+    from scoreprobe.models.stack import counted, stack_size
 
     k = stack_size(D)                          # K models of a stack
     points, _, _ = plane.grid(res, margin)
-    x0 = replicate(torch.as_tensor(points, dtype=dtype, device=device), k)   # (P*K, D)
-    keys = ("state", "index", "train_index", "heldout_index", "nearest_train_hamming", "anchor", "off_vertex") + \
-        (("bits",) if keep_bits else ())
-    out, n_bad = [{key: [] for key in keys + ("decided_sigma", "nfe", "status")} for _ in range(k)], 0
-    for s in sigma_starts:
-        with warnings.catch_warnings():   # non-finite endpoints: counted over all σ_start, warned once below
-            warnings.simplefilter("ignore", NonFiniteWarning)
-            r = flow_to_zero(D, x0, s, n_steps, solver, chunk_rows(chunk_size, k))   # (P*K, D)
-        n_bad += int((~torch.isfinite(r.x)).any(dim=1).sum())
-        per_row = {"decided_sigma": r.decided_sigma.reshape(-1, k), "nfe": r.nfe.reshape(-1, k),
-                   "status": np.asarray(r.status, dtype=np.int8).reshape(-1, k)}                 # (P, K)
-        for i, xe in enumerate(split(r.x, k)):                                # (P, D) per model
-            c = classify(xe, dataset, rule, anchors=plane.anchors)
-            for key in keys:
-                out[i][key].append(c[key].reshape(res, res, -1) if key == "bits" else c[key].reshape(res, res))
-            for key, v in per_row.items():
-                out[i][key].append(v[:, i].reshape(res, res))
-    warn_nonfinite(n_bad, len(sigma_starts) * len(x0), "PF-ODE endpoints "
+    points = torch.as_tensor(points, dtype=dtype, device=device)                 # (P, D)
+    out, n_bad = [{} for _ in range(k)], [0]
+    for si, s in enumerate(sigma_starts):
+        def rows_of(idx, s=s):   # flat grid indices (n,) -> K dicts of (n, ...) arrays
+            x0 = points[torch.as_tensor(idx, dtype=torch.long, device=device)]   # (n, D)
+            return _endpoint_rows(D, x0, s, k, n_steps, solver, chunk_size, dataset, rule, plane, n_bad)
+        if refine is None:
+            maps = [{key: v.reshape((res, res) + v.shape[1:]) for key, v in m.items()}
+                    for m in rows_of(np.arange(res * res))]
+        else:
+            from scoreprobe.probes.refine import refined_maps
+            maps = refined_maps(rows_of, res, k, refine, si)
+        for o, m in zip(out, maps):
+            for key, v in m.items():
+                if key != "bits" or keep_bits:
+                    o.setdefault(key, []).append(v)
+    warn_nonfinite(n_bad[0], len(sigma_starts) * res * res * k, "PF-ODE endpoints "
                    + counted("sigma_starts x grid points", k), "they are classified `invalid`")
     maps = [{key: np.stack(v) for key, v in m.items()} for m in out]
     return maps if k > 1 else maps[0]
+
+
+_MAP_KEYS = ("state", "index", "train_index", "heldout_index", "nearest_train_hamming", "anchor", "off_vertex",
+             "bits")
+
+
+def _endpoint_rows(D, x0, sigma, k, n_steps, solver, chunk_size, dataset, rule, plane, n_bad):
+    """PF-ODE endpoints of x0 (n, D) for each of K stacked models: K dicts of (n, ...) arrays (the keys
+    of `basin_map`, bits included); n_bad[0] counts the non-finite endpoints."""
+    from scoreprobe.models.stack import chunk_rows, replicate, split
+    with warnings.catch_warnings():   # non-finite endpoints: counted over all σ_start, warned once by basin_map
+        warnings.simplefilter("ignore", NonFiniteWarning)
+        r = flow_to_zero(D, replicate(x0, k), sigma, n_steps, solver, chunk_rows(chunk_size, k))   # (n*K, D)
+    n_bad[0] += int((~torch.isfinite(r.x)).any(dim=1).sum())
+    per_row = {"decided_sigma": r.decided_sigma.reshape(-1, k), "nfe": r.nfe.reshape(-1, k),
+               "status": np.asarray(r.status, dtype=np.int8).reshape(-1, k)}                     # (n, K)
+    out = []
+    for i, xe in enumerate(split(r.x, k)):                                    # (n, D) per model
+        c = classify(xe, dataset, rule, anchors=plane.anchors)
+        out.append({**{key: c[key] for key in _MAP_KEYS}, **{key: np.asarray(v[:, i]) for key, v in per_row.items()}})
+    return out
 
 
 def label_change(a, b):
@@ -163,6 +187,8 @@ def _basin_dataset(m, plane, sigma_starts, u, v):
         "fraction": (("sigma_start", "state"), frac, {
             **one, "long_name": "fraction of the plane ending in each state"}),
     }
+    if "integrated" in m:   # basins(refine=...)
+        data.update(_refine_vars(m))
     if "bits" in m:   # basins(keep_bits=True)
         data["endpoint_bits"] = (dims + ("bit",), m["bits"].astype(np.uint8), {
             **one, "long_name": "thresholded bits of the PF-ODE endpoint (meaningless where endpoint_state is invalid)"})
@@ -174,8 +200,36 @@ def _basin_dataset(m, plane, sigma_starts, u, v):
     return xr.Dataset(data, coords=coords)
 
 
-def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule, check_convergence, keep_bits=False):
-    """The store identity of a basins run (`check_convergence` and `keep_bits` are recorded only when True)."""
+def _refine_vars(m):
+    """Data variables of a refined map: which pixels were integrated, and per sigma_start the integrated
+    share, the audit's bound and the outcome (`probes.refine`)."""
+    from scoreprobe.probes.refine import OUTCOMES
+    one, s = {"units": "1"}, ("sigma_start",)
+    return {
+        "endpoint_integrated": (("sigma_start", "v", "u"), m["integrated"].astype(np.uint8), {
+            **one, "flag_values": [0, 1], "flag_meanings": "filled integrated",
+            "long_name": "grid point integrated (1) or filled with its cell's label (0; nfe 0, decided sigma NaN)"}),
+        "integrated_fraction": (s, m["integrated_fraction"], {
+            **one, "long_name": "share of the grid integrated (boundary band, lattice and audit)"}),
+        "audit_bound": (s, m["audit_bound"], {
+            **one, "long_name": "one-sided 95% upper bound on the share of filled grid points whose integrated "
+            "label would differ (NaN: nothing filled)"}),
+        "audit_points": (s, m["audit_points"], {**one, "long_name": "grid points integrated to audit filled cells"}),
+        "audit_failures": (s, m["audit_failures"], {
+            **one, "long_name": "audit rounds that found a filled cell ending elsewhere (2: dense)"}),
+        "boundary_basin_entropy": (s, m["boundary_entropy"], {
+            "units": "nat", "long_name": "boundary basin entropy S_bb of the map (NaN: no boundary box)"}),
+        "refine_outcome": (s, m["outcome"], {
+            **one, "flag_values": list(range(len(OUTCOMES))), "flag_meanings": " ".join(OUTCOMES),
+            "long_name": "refined, or every point integrated after two failed audits (dense_audit) or because "
+            "S_bb > ln 2 (dense_entropy)"}),
+    }
+
+
+def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule, check_convergence, keep_bits=False,
+                  refine=None):
+    """The store identity of a basins run (`check_convergence` and `keep_bits` are recorded only when True,
+    `refine` only when the map is refined)."""
     from scoreprobe.ode import solver_config
     # "endpoint_status": 1 marks stores with the per-point status variable (older ones are refused as another config)
     config = {"probe": "basins", "definitions": DEFINITIONS_VERSION, "endpoint_status": 1, "plane": plane.spec(),
@@ -185,13 +239,15 @@ def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule
         config["check_convergence"] = True
     if keep_bits:
         config["keep_bits"] = True
+    if refine is not None:
+        config["refine"] = refine.spec()
     return config
 
 
 def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFAULT_N_STEPS, *, dataset=None,
            rule=None, margin=0.5, solver=DEFAULT_SOLVER, chunk_size="auto", dtype=torch.float32, device="cpu", steps=None,
            out=None, progress=None, check_convergence=False, overwrite=False, models_per_pass=1, autocast=None,
-           model_id=None, keep_bits=False):
+           model_id=None, keep_bits=False, refine=None):
     """Basin map of the PF-ODE on a plane, for a denoiser or every checkpoint of a series.
 
     Every grid point x is taken as a noisy sample at level sigma_start: the ODE runs from
@@ -215,6 +271,12 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
         fixed steps; the engine's tolerances tightened) (about twice the cost of the map itself) and store the share of grid points whose label changes; a ScoreprobeWarning
         is issued when it exceeds LABEL_CHANGE_TOL. Recorded in the store's config when True.
     model_id : names a weightless source (a function, an oracle) for resuming `out` (see `sweep`).
+    refine : None (the default: refine from res 32 on), True, False (integrate every grid point), or a
+        `probes.refine.RefineSettings` (or a dict of its fields): integrate a coarse lattice and the
+        boundary band between labels, fill the cells whose integrated pixels agree, audit each filled
+        cell with a seeded random share of its pixels, and fall back to every point when the audit fails
+        twice or S_bb > ln 2 (`probes.refine`; docs/definitions.md, "Basin maps"). Recorded in the
+        store's config when on.
     keep_bits : also store each endpoint's thresholded bits, `endpoint_bits` ([step,] sigma_start, v, u,
         bit) uint8 (the report's gallery shows them); recorded in the store's config when True.
 
@@ -224,22 +286,25 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
     endpoint_train_index, endpoint_heldout_index, endpoint_anchor, nearest_train_hamming,
     endpoint_decided_sigma, nfe; fraction ([step,] sigma_start, state): share of the plane in each state; with
     check_convergence, label_change_fraction and label_change_fraction_item ([step,] sigma_start),
-    float64 (see `label_change`).
+    float64 (see `label_change`); refined: endpoint_integrated, integrated_fraction, audit_bound,
+    audit_points, audit_failures, boundary_basin_entropy, refine_outcome (see `_refine_vars`).
     """
+    from scoreprobe.probes.refine import resolve_refine
+    refine = resolve_refine(refine, int(res))
     dataset, rule = dataset_and_rule(D_or_series, dataset, rule, who="basins")
     sigma_starts = as_sigma_list(sigma_start, "sigma_start")
     if int(n_steps) < 1:
         raise ConfigError(f"n_steps must be >= 1, got {n_steps}")
     _, u, v = plane.grid(res, margin)
     config = _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule, check_convergence,
-                           keep_bits)
+                           keep_bits, refine)
 
     def probe(D):   # a StackedDenoiser of K checkpoints gives K Datasets
         from scoreprobe.ode import finer
 
         def grid_map(solver_, n):
             m = basin_map(D, plane, sigma_starts, res, n, dataset, rule, margin, solver_, chunk_size, dtype, device,
-                          keep_bits)
+                          keep_bits, refine)
             return m if isinstance(m, list) else [m]
         maps = grid_map(solver, int(n_steps))
         out = [_basin_dataset(m, plane, sigma_starts, u, v) for m in maps]

@@ -1,0 +1,89 @@
+"""Issue 75: boundary refinement replayed on every checkpoint's dense map (agreement and cost, no timing).
+
+For each checkpoint of the shipped series the dense basin map (`basins(refine=False)`, the adaptive engine at
+every point of the automatic plane, σ_start 1) is integrated once, and `probes.refine.refined_maps` is run
+with its rows looked up in that map instead of integrated again. A row's endpoint, status and evaluation
+count do not depend on the rows it is batched with (docs/definitions.md, "The adaptive engine"), so this is
+the refined map `basins()` returns, at the cost of one dense map per checkpoint. Printed per checkpoint:
+the outcome, the share of points integrated, the share of the dense map's evaluations those points cost
+(the refined map's cost relative to dense), the agreement with the dense map (same endpoint vertex), the
+audit's bound, S_bb, and the same shares for the ideal of any boundary method: only the points with a
+4-neighbour ending elsewhere.
+
+    python bench/bench_refine_replay.py --res 64 --cache /tmp/dense64     # ≈ 1 min per checkpoint on one core
+"""
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_basins_refine import shipped   # noqa: E402
+from scoreprobe.probes.basins import basins   # noqa: E402
+from scoreprobe.probes.refine import OUTCOMES, RefineSettings, refined_maps   # noqa: E402
+
+
+def dense_rows(series, plane, step, res, cache):
+    """Flat (res*res, ...) arrays of the dense map, from `cache`/dense_{res}_{step}.npz when there."""
+    path = Path(cache) / f"dense_{res}_{step}.npz" if cache else None
+    if path is None or not path.exists():
+        a = basins(series.denoiser(step), plane, sigma_start=1.0, res=res, dataset=series.dataset, rule=series.rule,
+                   refine=False, keep_bits=True)
+        z = {"bits": a.endpoint_bits.values[0], "nfe": a.nfe.values[0], "state": a.endpoint_state.values[0],
+             "off": a.endpoint_off_vertex.values[0], "status": a.endpoint_status.values[0]}
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(path, **z)
+    else:
+        z = np.load(path)
+    return {"bits": z["bits"].reshape(res * res, -1), "nfe": z["nfe"].ravel(), "state": z["state"].ravel(),
+            "off_vertex": z["off"].ravel().astype(bool), "status": z["status"].ravel()}
+
+
+def ideal(flat, res):
+    """Points with a 4-neighbour ending on another vertex or flag: (share of points, share of evaluations)."""
+    key = np.concatenate([np.packbits(flat["bits"], axis=1), flat["off_vertex"][:, None].astype(np.uint8)], 1)
+    lab = np.unique(key, axis=0, return_inverse=True)[1].reshape(res, res)
+    edge = np.zeros((res, res), dtype=bool)
+    dv, du = lab[1:] != lab[:-1], lab[:, 1:] != lab[:, :-1]
+    edge[1:] |= dv
+    edge[:-1] |= dv
+    edge[:, 1:] |= du
+    edge[:, :-1] |= du
+    return edge.mean(), flat["nfe"][edge.ravel()].sum() / flat["nfe"].sum()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--res", type=int, default=64)
+    p.add_argument("--steps", default=None)
+    p.add_argument("--cache", default=None, help="folder of dense maps (dense_RES_STEP.npz), written when missing")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--max-entropy", type=float, default=None, help="RefineSettings.max_entropy (default: ln 2)")
+    args = p.parse_args()
+    series, plane, steps = shipped(args)
+    res, t0 = args.res, time.perf_counter()
+    settings = RefineSettings() if args.max_entropy is None else RefineSettings(max_entropy=args.max_entropy)
+    print(f"refinement replayed on the dense maps: {res}² automatic plane, σ_start 1, {settings}; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print("| step | outcome | integrated | evaluations vs dense | speed-up (evaluations) | agreement | audit bound "
+          "| S_bb | ideal: points, evaluations |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---|")
+    for step in steps:
+        flat = dense_rows(series, plane, step, res, args.cache)
+        m = refined_maps(lambda idx: [{k: v[idx] for k, v in flat.items()}], res, 1, settings)[0]
+        same = (np.packbits(m["bits"].reshape(res * res, -1), axis=1) == np.packbits(flat["bits"], axis=1)).all(1)
+        cost = flat["nfe"][m["integrated"].ravel()].sum() / flat["nfe"].sum()
+        i_pts, i_cost = ideal(flat, res)
+        bound = "" if np.isnan(m["audit_bound"]) else f"{m['audit_bound']:.3f}"
+        print(f"| {step} | {OUTCOMES[int(m['outcome'])]} | {m['integrated_fraction']:.3f} | {cost:.3f} | "
+              f"{1 / cost:.1f}× | {same.mean():.4f} | {bound} | {m['boundary_entropy']:.3f} | "
+              f"{i_pts:.3f}, {i_cost:.3f} |", flush=True)
+    print(f"{time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
