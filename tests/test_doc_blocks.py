@@ -31,6 +31,7 @@ MARKED = {
     "docs/distributed.md#1": ("slow",),        # starts dask clusters (worker processes import torch)
     "docs/distributed.md#2": ("slow",),
     "docs/ensemble.md#2": ("gpu", "slow"),     # 8 runs of 20 000 steps on CUDA
+    "docs/features.md#2": ("slow",),          # loads the shipped series, trains an SAE, samples with a hook
     "docs/monitor.md#1": ("slow",),            # 6000 training steps, 13 measurements of 1000 samples
     "docs/studies.md#1": ("slow",),            # 18 training runs (tests/test_studies_doc.py: at toy sizes)
 }
