@@ -48,7 +48,7 @@ def test_a_planted_dictionary_is_recovered():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", ["topk", "batchtopk", "jumprelu"])
+@pytest.mark.parametrize("arch", ["topk", "batchtopk", "jumprelu", "standard"])
 def test_a_planted_dictionary_in_superposition_is_recovered_at_the_defaults(arch):
     """64 directions in 32 dimensions (p 0.03), d_sae 64, every setting at its default (docs/features.md)."""
     d = sp.planted_dictionary(4096, 32, 64, p=0.03, seed=0)
