@@ -217,3 +217,18 @@ def test_bad_inputs_are_refused_before_training():
     with pytest.raises(DataError, match="site="):
         import xarray as xr
         sp.train_sae(xr.Dataset(), 2)
+
+
+def test_site_rows_of_a_cache_series_select_steps_and_sigmas(tmp_path):
+    D = planted()
+    x = torch.randn(5, 4, generator=torch.Generator().manual_seed(1))
+    ds = sp.cache_series({1: D, 2: D}, x, sigmas=[0.5, 1.0], names="hook_embed", out=str(tmp_path / "c.zarr"),
+                         progress=False)
+    from scoreprobe.features.rows import site_rows
+    X = site_rows(ds, "hook_embed", steps=[2], sigmas=[1.0])
+    _, one = sp.run_with_cache(D, x, 1.0, names="hook_embed")
+    assert np.allclose(X.values, one.embed.values.reshape(5, -1))
+    assert X["step"].values.tolist() == [2] * 5 and X["sigma"].values.tolist() == [1.0] * 5
+    assert site_rows(ds, "hook_embed").shape == (2 * 2 * 5, 32)
+    with pytest.raises(DataError, match="sigma"):
+        site_rows(ds, "hook_embed", sigmas=[0.7])

@@ -30,7 +30,7 @@ MIN_THRESHOLD = 1e-6     # jumprelu's θ is trained directly (Adam steps in θ, 
 
 
 def train_sae(activations, d_sae, *, arch="topk", k=None, l1=None, l0=None, seed=0, steps=None,
-              batch_size=None, lr=None, site=None, sae_steps=None, sigmas=None, token=None, progress=False):
+              batch_size=None, lr=None, site=None, sae_steps=None, sigmas=None, token=None, progress=None):
     """A sparse autoencoder fitted to activation rows (see the module docstring for the recipe).
 
     activations : (n, d_in) tensor/array, or a cached Dataset (run_with_cache, cache_series, open_store) with
@@ -39,7 +39,7 @@ def train_sae(activations, d_sae, *, arch="topk", k=None, l1=None, l0=None, seed
     k : active latents per row for topk/batchtopk (default max(1, d_sae // 16)); l1 : standard's L1
         coefficient; l0 : jumprelu's L0 coefficient (on the scaled rows; defaults in DEFAULTS).
     seed : the initialisation and the batch order; the result is a function of (rows, settings, seed).
-    progress : False (default), None (bar on a terminal, else a stderr line every 30 s) or True.
+    progress : None (default: a bar on a terminal, else a stderr line every 30 s of training), True or False.
     Returns an SAE (scoreprobe.features.sae) in eval mode on the CPU, settings in `sae.config`."""
     X = site_rows(activations, site, sae_steps, sigmas, token)
     x = torch.as_tensor(X.values, dtype=torch.float32)                     # (n, d_in)
