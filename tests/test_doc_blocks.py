@@ -44,7 +44,7 @@ EXTERNAL = {
     "python -m pytest": "this suite itself",
 }
 # Print statements whose comment states what they print, per block (tests/doc_blocks.py, `claims`).
-CLAIMS = {"README.md#4": 2, "docs/distributed.md#2": 1, "docs/inside.md#1": 5}
+CLAIMS = {"README.md#4": 2, "docs/distributed.md#2": 1, "docs/features.md#1": 1, "docs/inside.md#1": 5}
 # Pages whose blocks the default suite runs elsewhere (here: under -m slow).
 DELEGATED = {"README.md": "tests/test_readme.py"}
 # Toy sizes beside test_readme.TOY, and what stands for a user's placeholder (a fixture's name).

@@ -1,7 +1,7 @@
 """Does an SAE on the shipped DiT's residual stream find the rule's parity groups, and from which step on?
 
     python analyses/features --smoke --out /tmp/f    # < 3 min: 2 checkpoints, 1 site, short SAEs
-    python analyses/features                         # CPU preset: 8 checkpoints x 4 sites at σ 0.7
+    python analyses/features                         # CPU preset: 6 checkpoints x 4 sites at σ 0.7, ≈ 5 CPU-min
     python analyses/features --from-results          # rewrite the .md from the .json
 
 Through the API only. Inputs: the 120 training items and held-out valid items (1024 rows in all), each
@@ -33,8 +33,8 @@ from scoreprobe.store.json_ready import json_ready
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 PRESETS = {
-    "cpu": dict(steps=[500, 896, 1322, 1950, 2876, 4243, 9233, 36000], sites=[0, 1, 2, 3], sigma=0.7,
-                n_rows=1024, d_sae=256, k=8, sae_steps=1500),
+    "cpu": dict(steps=[500, 896, 1322, 1950, 4243, 36000], sites=[0, 1, 2, 3], sigma=0.7,
+                n_rows=1024, d_sae=128, k=8, sae_steps=1000),
     "smoke": dict(steps=[500, 36000], sites=[3], sigma=0.7, n_rows=256, d_sae=64, k=4, sae_steps=100),
 }
 F1_MIN, APPEAR_SHARE = 0.8, 0.5
