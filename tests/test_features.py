@@ -142,6 +142,9 @@ def test_probe_directions_read_a_planted_linear_feature_and_leave_a_constant_one
     p = sp.probe_directions(acts, truth)
     assert float(p.accuracy.sel(feature="pixel2=1")) > 0.97
     assert abs(float(p.direction.sel(feature="pixel2=1").values @ u / np.linalg.norm(u))) > 0.95
+    assert float(p.mean_difference.sel(feature="pixel2=1").values @ u / np.linalg.norm(u)) > 0.95   # + side
+    assert float(p.mean_difference.sel(feature="pixel2=0").values @ u / np.linalg.norm(u)) < -0.95
+    assert np.isnan(p.mean_difference.sel(feature="pixel0=1")).all()
     assert 0.35 < float(p.accuracy.sel(feature="pixel1=1")) < 0.65        # pixel 1 is not in the activations
     assert np.isnan(p.accuracy.sel(feature="pixel0=1")) and np.isnan(p.direction.sel(feature="pixel0=1")).all()
 

@@ -11,7 +11,9 @@ the noisy input's bits, both polarities; the clean pixels; the training item), t
 18 'group j odd' features (sp.probe_directions, held-out accuracy), a TopK SAE (sp.train_sae) and
 sp.sae_scores. Per site and step: the coverage of the parity groups (groups with a latent of F1 >= 0.8 for
 either polarity, of 18), the MCC of the decoder rows against the 18 probe directions, EV, L0, dead latents,
-the pixel coverage (of 36) for comparison. The step at which groups appear: the first measured checkpoint
+the pixel coverage (of 36) for comparison. MCC is read against the mean-difference directions, not the
+ridge readouts: a least-squares readout in 720 dimensions from 512 rows leans on low-variance directions and is
+near-orthogonal to any decoder row (MCC 0.01-0.02 in a first run), whatever the SAE learned. The step at which groups appear: the first measured checkpoint
 from which the coverage stays >= 9 (half the groups), read against the series' τ_rule (its clocks.json).
 No interval: one SAE seed per cell (the SAE's own seed-to-seed spread is not measured here).
 Results: analyses/results/features_<preset>.{md,json}.
@@ -60,7 +62,7 @@ def measure_step(series, step, cfg, clean, x):
     for site in names:
         probes = sp.probe_directions(cache, truth, site=site)
         sae = sp.train_sae(cache, cfg["d_sae"], site=site, k=cfg["k"], steps=cfg["sae_steps"], seed=0)
-        s = sp.sae_scores(sae, cache, truth, probes.direction.sel(feature=odd), site=site)
+        s = sp.sae_scores(sae, cache, truth, probes.mean_difference.sel(feature=odd), site=site)
         rows.append(dict(step=step, site=site, **_summary(s, probes, n_groups, odd)))
     return rows
 
@@ -99,13 +101,16 @@ def report_md(report):
              f"d_sae {cfg['d_sae']}, k {cfg['k']}, {cfg['sae_steps']} steps, seed 0; τ_rule = "
              f"{_fmt(report['tau_rule'])} (clocks.json). Coverage: groups (of {rows[0]['n_groups']}) with a latent "
              f"of F1 >= {F1_MIN} for either polarity of the group's parity in the noisy input's bits. MCC: decoder "
-             "rows against the 18 'group odd' probe directions. One SAE seed per cell: no interval.", "",
+             "rows against the 18 'group odd' mean-difference directions (sp.probe_directions). Probe acc: held-out "
+             "accuracy of the linear readout of 'group odd', mean over groups, against always answering 'even' "
+             "(majority). Best F1: the best latent's F1 for the best group. One SAE seed per cell: no interval.", "",
              f"## At the last checkpoint (step {last})", "",
-             "| site | group coverage | MCC | probe acc (majority) | pixel coverage | EV | L0 | dead | groups appear |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| site | group coverage | best F1 | MCC | probe acc (majority) | pixel coverage | EV | L0 | dead | groups appear |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in (r for r in rows if r["step"] == last):
         app = report["appear"][r["site"]]
-        lines.append(f"| {r['site']} | {r['group_coverage']}/{r['n_groups']} | {r['mcc']:.3f} | "
+        lines.append(f"| {r['site']} | {r['group_coverage']}/{r['n_groups']} | {np.nanmax(r['group_best_f1']):.2f} | "
+                     f"{r['mcc']:.3f} | "
                      f"{r['probe_accuracy']:.3f} ({r['probe_majority']:.3f}) | {r['pixel_coverage']}/{r['n_pixels']} | "
                      f"{r['explained_variance']:.3f} | {r['l0']:.1f} | {r['dead']} | "
                      f"{'never' if app is None else app} |")
@@ -154,7 +159,8 @@ def run(preset):
         rows += measure_step(series, step, cfg, clean, x)
         sys.stderr.write(f"features: step {step} done, {time.perf_counter() - t0:.0f} s\n")
     sites = [f"blocks.{i}.hook_resid_post" for i in cfg["sites"]]
-    return dict(preset=preset, config=cfg, series=str(series.path), tau_rule=clocks.get("tau_rule"),
+    path = Path(series.path).resolve()
+    return dict(preset=preset, config=cfg, series=str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path), tau_rule=clocks.get("tau_rule"),
                 tau_mem=clocks.get("tau_mem"), sites=sites, rows=rows,
                 appear={s: appearance(rows, s, rows[0]["n_groups"]) for s in sites},
                 seconds=time.perf_counter() - t0)

@@ -67,8 +67,10 @@ def probe_directions(activations, truth, *, site=None, steps=None, sigmas=None, 
     rows by `sample`. Rows are split at random (seed) into a fitting part and a held-out part of share
     `test_share`; accuracy is read on the held-out part. A feature constant on the fitting part has no
     direction (NaN) and no accuracy (NaN). ridge : the penalty relative to the mean eigenvalue of XᵀX.
-    Returns a Dataset: direction (feature, d_in) unit rows, accuracy and majority (the held-out accuracy of
-    always answering the commoner value) per feature."""
+    Returns a Dataset: direction (feature, d_in) the unit readout, mean_difference (feature, d_in) the unit
+    difference of the class means on the fitting part (the direction the feature moves the activations: what a
+    planted or SAE decoder direction is compared with), accuracy and majority (the held-out accuracy of always
+    answering the commoner value) per feature."""
     X = site_rows(activations, site, steps, sigmas, token)
     x = X.values.astype(np.float64)                                          # (n, d_in)
     t = truth.sel(sample=X["sample"].values).transpose("sample", "feature").values.astype(bool)
@@ -91,9 +93,24 @@ def probe_directions(activations, truth, *, site=None, steps=None, sigmas=None, 
     norm = np.linalg.norm(w, axis=0)
     direction = np.where((constant | (norm == 0))[None, :], np.nan, w / np.where(norm > 0, norm, 1)).T
     acc = np.where(constant, np.nan, acc)
+    diff = _mean_difference(a, t[fit], constant)                              # (F, d_in)
     return xr.Dataset({
         "direction": (("feature", "d_in"), direction, {"long_name": "unit probe direction (NaN: constant feature)"}),
+        "mean_difference": (("feature", "d_in"), diff, {"long_name": "unit difference of the class means (NaN: "
+                                                                     "constant feature)"}),
         "accuracy": ("feature", acc, {"long_name": "held-out accuracy of the linear probe", "units": "1"}),
         "majority": ("feature", majority, {"long_name": "held-out accuracy of the commoner value", "units": "1"}),
     }, coords={"feature": truth.feature.values}, attrs={"n_fit": int(len(fit)), "n_test": int(n_test),
                                                          "ridge": ridge, "seed": seed})
+
+
+def _mean_difference(a, t, constant):
+    """Unit (mean of rows where the feature is on − mean where it is off) per feature; NaN rows where undefined."""
+    on = t.astype(np.float64)                                                # (n, F)
+    n_on, n_off = on.sum(0), (1 - on).sum(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = (on.T @ a) / n_on[:, None] - ((1 - on).T @ a) / n_off[:, None]  # (F, d_in)
+        norm = np.linalg.norm(d, axis=1, keepdims=True)
+        d = d / norm
+    d[constant | (norm[:, 0] == 0)] = np.nan
+    return d
