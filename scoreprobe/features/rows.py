@@ -14,7 +14,6 @@ import torch
 import xarray as xr
 
 from scoreprobe.errors import DataError
-from scoreprobe.inside.hooks import split_name
 
 ROW_DIMS = ("step", "sigma", "sample")
 
@@ -43,6 +42,7 @@ def site_rows(source, site=None, steps=None, sigmas=None, token=None):
 
 
 def _from_dataset(ds, site, steps, sigmas, token):
+    from scoreprobe.inside.hooks import split_name      # the networks' modules load only for a cached Dataset
     layer, var = split_name(site)
     if var not in ds.data_vars:
         raise DataError(f"site {site!r}: the Dataset has no variable {var!r} (it has {', '.join(ds.data_vars)})")
