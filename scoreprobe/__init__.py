@@ -67,6 +67,12 @@ _API = {
     "scoreprobe.stats.verdict": "verdict",
     "scoreprobe.viz.circuits": "plot_circuits",
     "scoreprobe.studies.grid": "Grid",
+    "scoreprobe.features.sae": "SAE",
+    "scoreprobe.features.train": "train_sae",
+    "scoreprobe.features.scores": "sae_scores",
+    "scoreprobe.features.truth": "probe_directions rule_features",
+    "scoreprobe.features.steer": "latent_hook",
+    "scoreprobe.features.synthetic": "planted_dictionary",
 }
 _WHERE = {name: module for module, names in _API.items() for name in names.split()}
 __all__ = sorted(_WHERE)

@@ -31,6 +31,7 @@ MARKED = {
     "docs/distributed.md#1": ("slow",),        # starts dask clusters (worker processes import torch)
     "docs/distributed.md#2": ("slow",),
     "docs/ensemble.md#2": ("gpu", "slow"),     # 8 runs of 20 000 steps on CUDA
+    "docs/features.md#2": ("slow",),          # loads the shipped series, trains an SAE, samples with a hook
     "docs/monitor.md#1": ("slow",),            # 6000 training steps, 13 measurements of 1000 samples
     "docs/studies.md#1": ("slow",),            # 18 training runs (tests/test_studies_doc.py: at toy sizes)
 }
@@ -43,7 +44,7 @@ EXTERNAL = {
     "python -m pytest": "this suite itself",
 }
 # Print statements whose comment states what they print, per block (tests/doc_blocks.py, `claims`).
-CLAIMS = {"README.md#4": 2, "docs/distributed.md#2": 1, "docs/inside.md#1": 6}
+CLAIMS = {"README.md#4": 2, "docs/distributed.md#2": 1, "docs/features.md#1": 1, "docs/inside.md#1": 6}
 # Pages whose blocks the default suite runs elsewhere (here: under -m slow).
 DELEGATED = {"README.md": "tests/test_readme.py"}
 # Pages whose blocks of one language together take long: they run only under -m slow.

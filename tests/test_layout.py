@@ -174,8 +174,8 @@ def test_the_top_level_holds_only_the_small_shared_pieces():
     assert len(top) <= 10
     # endpoints (classify ODE endpoints): beside slices; the ODE family and the oracles are packages
     assert sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()) == [
-        "cli", "data", "inside", "loading", "models", "ode", "oracles", "probes", "reports", "stats", "store",
-        "studies", "sweep", "training", "viz"]
+        "cli", "data", "features", "inside", "loading", "models", "ode", "oracles", "probes", "reports", "stats",
+        "store", "studies", "sweep", "training", "viz"]
 
 
 def test_the_ode_family_is_one_package_one_file_per_part():

@@ -1,0 +1,1 @@
+"""Features in the activations: SAEs on the shipped DiT scored against the rule's parity groups."""

@@ -1,0 +1,10 @@
+"""Features in a network's activations: sparse autoencoders, ground truth from the rule, and scores.
+
+    sae.py        the SAE module (SAELens names: encode, decode, W_enc, W_dec, b_enc, b_dec)
+    jumprelu.py   JumpReLU's straight-through estimators
+    rows.py       activations as rows (n, d_in): a tensor, or one hook site of a cached Dataset / store
+    train.py      train_sae
+    synthetic.py  a planted dictionary (known directions, sparse codes) for validation
+
+Definitions and the validation numbers: docs/features.md.
+"""
