@@ -29,6 +29,7 @@ BY_ID = {b.id: b for b in ALL}
 MARKED = {
     "README.md#3": ("gpu",),                   # --device cuda, full-size maps of all 24 checkpoints
     "docs/distributed.md#1": ("slow",),        # starts dask clusters (worker processes import torch)
+    "docs/inside.md#2": ("slow",),             # 3 × 300 samples of the shipped network, hooked over a σ window
     "docs/distributed.md#2": ("slow",),
     "docs/ensemble.md#2": ("gpu", "slow"),     # 8 runs of 20 000 steps on CUDA
     "docs/features.md#2": ("slow",),          # loads the shipped series, trains an SAE, samples with a hook
