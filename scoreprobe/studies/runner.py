@@ -1,7 +1,6 @@
 """One run of a study, start to end: train (or resume) it, measure the clocks of every checkpoint
 (`queue.measured_clocks`, store <run dir>/clocks.zarr, resumed) and write its export (`export.export_run`,
 <exports>/<run>.npz); a stage already done is skipped, and its time kept from the earlier export."""
-import json
 import logging
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from scoreprobe.studies.queue import finished, measured_clocks
 from scoreprobe.store import normalize_config
 from scoreprobe.studies.recipes import run_seconds
 from scoreprobe.training.config import RESUME_STATE, stored_config
-from scoreprobe.training.guard import read_state
+from scoreprobe.training.guard import read_meta, read_state
 from scoreprobe.training.train import train_run
 
 logger = logging.getLogger("scaling")
@@ -103,7 +102,7 @@ def record_log_meta(args, run, export):
     fields, info = log_meta(path), read_export(export)
     if not fields or all(info["meta"].get(k) == v for k, v in fields.items()):
         return None
-    stored = normalize_config(stored_config(json.loads((path / "run.json").read_text()).get("config", {})))
+    stored = normalize_config(stored_config(read_meta(path).get("config", {})))   # a damaged run.json: named
     if stored != info["config"]:
         raise CheckpointError(f"{run.name}: the run directory {path} holds another TrainConfig than {export}")
     set_meta(export, fields)
