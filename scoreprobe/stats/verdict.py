@@ -61,8 +61,8 @@ class Verdict:
 def word_at(lower, upper, region, censored=False):
     """The word of one interval [lower, upper] against the claimed region (lo, hi); ends may be ±inf."""
     lo, hi = region
-    if math.isnan(lower) or math.isnan(upper):
-        return "undefined"
+    if math.isnan(lower) or math.isnan(upper) or lower == math.inf or upper == -math.inf:
+        return "undefined"     # no interval, or one holding no finite value ([inf, inf]: no estimate)
     if lower >= lo and upper <= hi:
         return "supported"
     if upper < lo or lower > hi:
@@ -97,7 +97,7 @@ def verdict(thresholds, estimate, lower, upper, *, region, paper_threshold, cens
 def _checked(thresholds, estimate, lower, upper, censored, region):
     arrays = [np.asarray(a, dtype=float).reshape(-1) for a in (thresholds, estimate, lower, upper)]
     n = arrays[0].size
-    cens = np.zeros(n, bool) if censored is None else np.asarray(censored, dtype=bool).reshape(-1)
+    cens = np.zeros(n, bool) if censored is None else _flags(censored)
     if n == 0 or any(a.size != n for a in arrays[1:]) or cens.size != n:
         raise ConfigError(f"verdict: thresholds, estimate, lower, upper and censored must be non-empty and of one "
                           f"length (got {[a.size for a in arrays]} and {cens.size})")
@@ -109,6 +109,16 @@ def _checked(thresholds, estimate, lower, upper, censored, region):
     if len(region) != 2 or any(math.isnan(float(r)) for r in region) or not float(region[0]) < float(region[1]):
         raise ConfigError(f"verdict: region must be (lo, hi) with lo < hi, got {region!r}")
     return t, est, lo_, hi_, cens
+
+
+def _flags(censored):
+    """censored as a (T,) bool array: real bools only (a string "False" or a NaN would read as True)."""
+    flags = np.asarray(censored, dtype=object).reshape(-1)
+    bad = [f for f in flags if not (isinstance(f, bool) or type(f).__name__ == "bool_")]
+    if bad:
+        raise ConfigError(f"verdict: censored must hold True or False per threshold, got {bad[0]!r} "
+                          f"({type(bad[0]).__name__})")
+    return flags.astype(bool)
 
 
 def _paper_reading(readings, paper_threshold):

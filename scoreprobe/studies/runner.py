@@ -1,13 +1,14 @@
 """One run of a study, start to end: train (or resume) it, measure the clocks of every checkpoint
 (`queue.measured_clocks`, store <run dir>/clocks.zarr, resumed) and write its export (`export.export_run`,
 <exports>/<run>.npz); a stage already done is skipped, and its time kept from the earlier export."""
+import json
 import logging
 import time
 from pathlib import Path
 
 from scoreprobe.data.curriculum import piece_valid
 from scoreprobe.data.rules import rule_from_spec
-from scoreprobe.errors import CheckpointError
+from scoreprobe.errors import CheckpointError, first_line
 from scoreprobe.loading.series import load_series
 from scoreprobe.models.build import param_count
 from scoreprobe.studies.divergence import RECOVER, WINDOW, divergence, log_meta
@@ -16,7 +17,7 @@ from scoreprobe.studies.queue import finished, measured_clocks
 from scoreprobe.store import normalize_config
 from scoreprobe.studies.recipes import run_seconds
 from scoreprobe.training.config import RESUME_STATE, stored_config
-from scoreprobe.training.guard import read_meta, read_state
+from scoreprobe.training.guard import read_state
 from scoreprobe.training.train import train_run
 
 logger = logging.getLogger("scaling")
@@ -102,11 +103,22 @@ def record_log_meta(args, run, export):
     fields, info = log_meta(path), read_export(export)
     if not fields or all(info["meta"].get(k) == v for k, v in fields.items()):
         return None
-    stored = normalize_config(stored_config(read_meta(path).get("config", {})))   # a damaged run.json: named
+    stored = normalize_config(stored_config(_run_config(path)))
     if stored != info["config"]:
         raise CheckpointError(f"{run.name}: the run directory {path} holds another TrainConfig than {export}")
     set_meta(export, fields)
     return fields
+
+
+def _run_config(path):
+    """The config of <path>/run.json; CheckpointError naming the file when it is not a JSON object with one."""
+    try:
+        meta = json.loads((path / "run.json").read_text())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise CheckpointError(f"{path / 'run.json'} is not readable JSON: {first_line(e)}") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("config", {}), dict):
+        raise CheckpointError(f"{path / 'run.json'} is not a run's settings (a JSON object with a config object)")
+    return meta.get("config", {})
 
 
 def with_device(meta, device):
