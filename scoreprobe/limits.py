@@ -132,6 +132,17 @@ def check_whole(value, name, lo, hi, error=ConfigError):
     return check_int(value, name, lo, hi, error)
 
 
+def check_flags(values, name, error=ConfigError):
+    """A (N,) numpy bool array of `values`, each a real bool (numpy's included); a string "False", a NaN, a number
+    or None is refused (np.asarray(..., dtype=bool) reads every one of them but 0 as True)."""
+    import numpy as np
+    flags = np.asarray(values, dtype=object).reshape(-1)
+    bad = [f for f in flags if not (isinstance(f, bool) or type(f).__name__ == "bool_")]
+    if bad:
+        raise error(f"{name} must hold True or False, got {_short(bad[0])} ({type(bad[0]).__name__})")
+    return flags.astype(bool)
+
+
 def check_seed(value, name="seed", error=ConfigError):
     """A seed: an int in [0, MAX_SEED] (2**64 and above would wrap onto the draws of a smaller seed)."""
     return check_int(value, name, 0, MAX_SEED, error)

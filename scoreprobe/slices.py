@@ -50,9 +50,11 @@ class Plane:
         e_u = (b - a)/|b - a|; e_v = Gram-Schmidt of (c - a) against e_u. Raises ConfigError
         when the three points are (numerically) collinear.
         """
-        anchors = np.stack([_as_vector(p, name) for p, name in zip((a, b, c), "abc")])  # (3, D)
-        if len({p.shape for p in anchors}) != 1:
-            raise DataError("plane anchors must have the same length")
+        points = [_as_vector(p, name) for p, name in zip((a, b, c), "abc")]
+        if len({p.shape for p in points}) != 1 or points[0].size == 0:
+            raise DataError(f"plane anchors must be non-empty points of one length, got lengths "
+                            f"{[p.size for p in points]}")
+        anchors = np.stack(points)                                           # (3, D)
         origin = anchors.mean(axis=0)                                        # (D,)
         e_u = anchors[1] - anchors[0]
         n_u = np.linalg.norm(e_u)

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFAULT_SAMPLE_SOLVER, DEFAULT_SOLVER
 from scoreprobe.ode.engine import STATUS, EngineResult, EngineSettings, solve
 from scoreprobe.errors import ConfigError, DataError, ScoreprobeWarning
-from scoreprobe.limits import MAX_ODE_STEPS, check_int, check_rows, check_seed, warn_nonfinite_rows
+from scoreprobe.limits import MAX_ODE_STEPS, MAX_SIGMA, check_int, check_real, check_rows, check_seed, warn_nonfinite_rows
 from scoreprobe.noise import NOISE, randn_per_sample  # noqa: F401  (re-exported)
 
 logger = logging.getLogger(__name__)
@@ -240,8 +240,8 @@ def integrate(D, x0, sigma_start, n_steps=DEFAULT_N_STEPS, solver=DEFAULT_SOLVER
     name, settings = resolve_solver(solver)
     if not torch.is_tensor(x0) or x0.ndim != 2 or not x0.is_floating_point():
         raise DataError("x0 must be a floating-point torch tensor of shape (B, D)")
-    sigma_start = float(sigma_start)
-    if not 0 < sigma_start < float("inf"):
+    sigma_start = check_real(sigma_start, "sigma_start", 0.0, MAX_SIGMA)   # limits.MAX_SIGMA: float32 overflows past it
+    if not sigma_start > 0:
         raise ConfigError(f"sigma_start must be positive and finite, got {sigma_start}")
     sigmas = edm_sigmas(n_steps, min(sigma_min, sigma_start), sigma_start, rho).tolist()
     if chunk_size == "auto":

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scoreprobe.errors import ConfigError
+from scoreprobe.limits import check_flags
 
 WORDS = ("supported", "contradicted", "undecided", "budget-bound", "undefined", "threshold-dependent")
 _OPPOSITE = {"supported": "contradicted", "contradicted": "supported"}
@@ -97,7 +98,7 @@ def verdict(thresholds, estimate, lower, upper, *, region, paper_threshold, cens
 def _checked(thresholds, estimate, lower, upper, censored, region):
     arrays = [np.asarray(a, dtype=float).reshape(-1) for a in (thresholds, estimate, lower, upper)]
     n = arrays[0].size
-    cens = np.zeros(n, bool) if censored is None else _flags(censored)
+    cens = np.zeros(n, bool) if censored is None else check_flags(censored, "verdict: censored (one per threshold)")
     if n == 0 or any(a.size != n for a in arrays[1:]) or cens.size != n:
         raise ConfigError(f"verdict: thresholds, estimate, lower, upper and censored must be non-empty and of one "
                           f"length (got {[a.size for a in arrays]} and {cens.size})")
@@ -109,16 +110,6 @@ def _checked(thresholds, estimate, lower, upper, censored, region):
     if len(region) != 2 or any(math.isnan(float(r)) for r in region) or not float(region[0]) < float(region[1]):
         raise ConfigError(f"verdict: region must be (lo, hi) with lo < hi, got {region!r}")
     return t, est, lo_, hi_, cens
-
-
-def _flags(censored):
-    """censored as a (T,) bool array: real bools only (a string "False" or a NaN would read as True)."""
-    flags = np.asarray(censored, dtype=object).reshape(-1)
-    bad = [f for f in flags if not (isinstance(f, bool) or type(f).__name__ == "bool_")]
-    if bad:
-        raise ConfigError(f"verdict: censored must hold True or False per threshold, got {bad[0]!r} "
-                          f"({type(bad[0]).__name__})")
-    return flags.astype(bool)
 
 
 def _paper_reading(readings, paper_threshold):
