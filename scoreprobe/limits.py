@@ -261,6 +261,6 @@ def warn_nonfinite_rows(x, what, consequence):
 
 
 def _short(value):
-    text = repr(value)
+    text = " ".join(repr(value).split())      # one line: an array's or a tensor's repr spans several
     return text if len(text) <= 60 else text[:57] + "..."
 

@@ -104,6 +104,15 @@ def arrays(draw, shape, torch_ok=True, fill=None):
     return torch.from_numpy(np.ascontiguousarray(base)) if as_tensor else base
 
 
+def integer(value):
+    """Whether a value is an integer (python, numpy, a 0-d integer array or tensor), not a bool or a float."""
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        if getattr(value, "dtype", None) is not None and "int" not in str(value.dtype):
+            return False
+        value = value.item()
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
 def has_nan(value):
     """Whether a value holds a NaN anywhere (a float, an array, a tensor, a list of them)."""
     if isinstance(value, (float, np.floating)):
@@ -254,14 +263,20 @@ class Target:
     `slots` {argument: strategy of hostile values}, and `undefined(kw, result) -> bool` judging a result when the
     hostile value holds NaN (None: a result from NaN input is fine, e.g. where NaN is documented as "not reached")."""
 
-    def __init__(self, name, call, valid, slots, undefined=None):
+    def __init__(self, name, call, valid, slots, undefined=None, accepts=None):
         self.name, self.call, self.valid, self.slots, self.undefined = name, call, valid, slots, undefined
+        self.accepts = accepts or {}
 
     def run(self, slot, value):
+        """(class, detail) of the call with `value` in `slot`; a value taken (no error) that `accepts[slot]` says
+        has no meaning there (10.9 as a training step) is silent_wrong: it was read as another value."""
         kw = dict(self.valid() if callable(self.valid) else self.valid)
         kw[slot] = value
         check = None if self.undefined is None else (lambda result: self.undefined(slot, kw, result))
-        return attempt(lambda: self.call(**kw), check, value)
+        cls, detail = attempt(lambda: self.call(**kw), check, value)
+        if cls == "ok" and slot in self.accepts and not self.accepts[slot](value):
+            return "silent_wrong", f"taken as a value it is not: {_short(value)[:60]}"
+        return cls, detail
 
 
 def rows_nan(arg, n=3, sigma="sigma"):
@@ -478,9 +493,11 @@ def _studies():
                    DATA, RULE, every=every, n_samples=n_samples, seed=seed, n_steps=n_steps, steps=steps),
                dict(every=10, n_samples=4, seed=0, n_steps=2, steps=None),
                {"every": counts(), "n_samples": counts(), "seed": scalars(), "n_steps": counts(),
-                "steps": st.one_of(scalars(), st.lists(scalars(), max_size=4))}),
+                "steps": st.one_of(scalars(), st.lists(scalars(), max_size=4))},
+               accepts={"every": lambda v: v is None or integer(v), "n_samples": integer, "seed": integer}),
         Target("Monitor.__call__", lambda step: sp.Monitor(DATA, RULE, every=10, n_samples=4, n_steps=2)(
-                   step, sp.EmpiricalDenoiser(DATA.train)), dict(step=10), {"step": st.one_of(scalars(), arrays(()))}),
+                   step, sp.EmpiricalDenoiser(DATA.train)), dict(step=10), {"step": st.one_of(scalars(), arrays(()))},
+               accepts={"step": integer}),
         Target("pool", lambda over, ci: _pool(over, ci), dict(over="seed", ci=0.95),
                {"over": st.one_of(scalars(), st.sampled_from(["N", "seed", "x"])), "ci": scalars()}),
     ]
