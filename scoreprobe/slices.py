@@ -16,7 +16,7 @@ import numpy as np
 
 from scoreprobe.endpoints import classify, classify_endpoints  # noqa: F401 (re-exported)
 from scoreprobe.errors import ConfigError, DataError
-from scoreprobe.limits import check_grid
+from scoreprobe.limits import check_grid, check_seed
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ def auto_plane(dataset, rule, seed=0):
     """
     if len(dataset.heldout) == 0 or len(dataset.train) == 0:
         raise ConfigError("auto_plane needs a dataset with training and held-out items")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     near_i, dist = dataset.train_index.nearest(dataset.heldout)   # (M,), (M,)
     target = 2 if np.any(dist == 2) else int(dist[dist > 0].min())
     j = int(rng.choice(np.flatnonzero(dist == target)))

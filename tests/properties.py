@@ -403,6 +403,64 @@ def _ode():
     ]
 
 
+def _more():
+    """Further public calls: rule specs, planes, basins, retention, samplers, window and abruptness readings, the
+    grid exponent, and the loaders given hostile paths."""
+    mem = sp.EmpiricalDenoiser(DATA.train)
+    ds = _clocks_ds()
+    path = st.one_of(scalars(), st.sampled_from(["", "/nonexistent/x", "/proc/self/mem", "/dev/null", "/", ".",
+                                                 "a\x00b", "~" * 300]))
+    spec = st.one_of(scalars(), st.dictionaries(st.sampled_from(["name", "G", "k", "n", "shape", "layout", "seed"]),
+                                                st.one_of(scalars(), st.sampled_from(["parity", "exactk", "rowk",
+                                                                                      "latin", "sudoku"]),
+                                                          st.lists(scalars(), max_size=3)), max_size=5))
+    return [
+        Target("rule_from_spec", lambda spec: sp.rule_from_spec(spec).n_bits,
+               dict(spec={"name": "parity", "G": 2, "shape": [4, 4]}), {"spec": spec}),
+        Target("RowK", lambda k, shape: sp.RowK(k, shape=shape).n_valid, dict(k=1, shape=(3, 3)),
+               {"k": scalars(), "shape": st.one_of(scalars(), st.lists(scalars(), max_size=3).map(tuple))}),
+        Target("Sudoku", lambda n: sp.Sudoku(n).n_bits, dict(n=4), {"n": counts()}),
+        Target("auto_plane", lambda seed: sp.auto_plane(DATA, RULE, seed=seed).basis, dict(seed=0), {"seed": scalars()}),
+        Target("basins", lambda sigma_start, res, n_steps: sp.basins(mem, _plane(), sigma_start=sigma_start, res=res,
+                                                                     n_steps=n_steps, solver="heun", dataset=DATA, rule=RULE),
+               dict(sigma_start=(0.5,), res=3, n_steps=2),
+               {"sigma_start": st.one_of(scalars(), arrays((1,), fill=lambda r, s: [0.5])), "res": counts(),
+                "n_steps": counts()}),
+        Target("retention", lambda points, sigmas, n_noise: sp.retention(
+                   mem, points, sigmas=sigmas, n_noise=n_noise, n_steps=2, solver="heun", dataset=DATA, rule=RULE),
+               lambda: dict(points=DATA.train[:2].astype(float) * 2 - 1, sigmas=(0.5,), n_noise=2),
+               {"points": arrays((2, D_), fill=_signed), "sigmas": st.one_of(scalars(), arrays((1,), fill=lambda r, s: [0.5])),
+                "n_noise": counts()}),
+        Target("Sampler", lambda name, s_churn, eta: sp.Sampler(name=name, s_churn=s_churn, eta=eta),
+               dict(name="heun", s_churn=None, eta=None),
+               {"name": st.one_of(scalars(), st.sampled_from(["heun", "euler", "edm_stochastic", "ddim", "x"])),
+                "s_churn": scalars(), "eta": scalars()},
+               lambda slot, kw, out: False),        # a sampler built with a NaN setting is never "undefined kept"
+        Target("window_status", lambda rule_threshold, mem_threshold: sp.window_status(
+                   ds, rule_threshold=rule_threshold, mem_threshold=mem_threshold),
+               dict(rule_threshold=0.9, mem_threshold=0.1), {"rule_threshold": scalars(), "mem_threshold": scalars()}),
+        Target("abruptness", lambda var, n_boot, ci, min_count: sp.abruptness(ds, var=var, n_boot=n_boot, ci=ci,
+                                                                              min_count=min_count),
+               dict(var="mem_ratio", n_boot=20, ci=0.95, min_count=5),
+               {"var": st.one_of(scalars(), st.sampled_from(["rule_acc", "state", "x"])), "n_boot": counts(),
+                "ci": scalars(), "min_count": counts()}),
+        Target("fit_exponent", lambda x, over, key, ci: _fit_exponent(x, over, key, ci),
+               dict(x="N", over="seed", key="tau_rule", ci=0.95),
+               {"x": st.one_of(scalars(), st.sampled_from(["N", "seed", "x"])),
+                "over": st.one_of(scalars(), st.sampled_from(["N", "seed", "x"])),
+                "key": st.one_of(scalars(), st.sampled_from(["tau_rule", "tau_mem", "budget", "x"])), "ci": scalars()}),
+        Target("load_series", lambda path: sp.load_series(path), dict(path="/nonexistent"), {"path": path}),
+        Target("load_dataset", lambda path: sp.load_dataset(path, RULE), dict(path="/nonexistent"), {"path": path}),
+        Target("load_checkpoint", lambda path: sp.load_checkpoint(path), dict(path="/nonexistent"), {"path": path}),
+        Target("open_store", lambda path: sp.open_store(path), dict(path="/nonexistent"), {"path": path}),
+    ]
+
+
+def _fit_exponent(x, over, key, ci):
+    from scoreprobe.studies.tidy import fit_exponent
+    return fit_exponent(_collected(), x=x, over=over, key=key, ci=ci)
+
+
 def _plane():
     s = DATA.train.astype(float) * 2 - 1
     return sp.Plane.through(s[0], s[1], s[2])
@@ -563,7 +621,7 @@ def _inside():
 
 def targets():
     """Every target, in a fixed order."""
-    return [*_data(), *_oracles(), *_ode(), *_stats(), *_studies(), *_inside()]
+    return [*_data(), *_oracles(), *_ode(), *_stats(), *_studies(), *_more(), *_inside()]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -132,6 +132,8 @@ def load_dataset(path, rule=None):
     than limits.MAX_ITEMS / MAX_DATASET_BYTES (checked before loading), widths differ, items are
     invalid or duplicated, train and held-out overlap, or the stored rule differs.
     """
+    from scoreprobe.atomic import check_path_text
+    path = check_path_text(path, "load_dataset: path")
     if not os.path.isfile(path):
         raise DataError(f"no dataset file at {path}" + (" (it is a directory)" if os.path.isdir(path) else ""))
     from scoreprobe.data.datafile import check_bit_headers, check_distinct, npz_headers, stored_rule

@@ -248,7 +248,8 @@ def open_store(path):
     damaged data (rerunning the command that wrote it recomputes them) or when a store written
     before commit records has an interrupted write.
     """
-    path, root = _root(path)
+    from scoreprobe.atomic import check_path_text
+    path, root = _root(check_path_text(path, "open_store: path"))
     if root is None:
         raise StoreError(f"no zarr store at {path}; run the analysis with out={str(path)!r} first")
     bad = verify(path)
