@@ -133,13 +133,15 @@ def check_whole(value, name, lo, hi, error=ConfigError):
 
 
 def check_flags(values, name, error=ConfigError):
-    """A (N,) numpy bool array of `values`, each a real bool (numpy's included); a string "False", a NaN, a number
-    or None is refused (np.asarray(..., dtype=bool) reads every one of them but 0 as True)."""
+    """A (N,) numpy bool array of `values`, each a real bool (numpy's included) or the integer 0 or 1; a string
+    "False", a NaN, a float, another number or None is refused (np.asarray(..., dtype=bool) reads every one of them
+    but 0 as True)."""
     import numpy as np
     flags = np.asarray(values, dtype=object).reshape(-1)
-    bad = [f for f in flags if not (isinstance(f, bool) or type(f).__name__ == "bool_")]
+    bad = [f for f in flags if not (isinstance(f, bool) or type(f).__name__ == "bool_"
+                                    or (isinstance(f, numbers.Integral) and f in (0, 1)))]
     if bad:
-        raise error(f"{name} must hold True or False, got {_short(bad[0])} ({type(bad[0]).__name__})")
+        raise error(f"{name} must hold True or False (or 0 / 1), got {_short(bad[0])} ({type(bad[0]).__name__})")
     return flags.astype(bool)
 
 

@@ -51,12 +51,14 @@ def test_an_interval_holding_no_finite_value_is_undefined(end, region):
     assert v.word == "undefined" and {r.word for r in v.readings} == {"undefined"}
 
 
-@pytest.mark.parametrize("flags", [["False", "False"], [math.nan, math.nan], [0, 1], [None, None]])
+@pytest.mark.parametrize("flags", [["False", "False"], [math.nan, math.nan], [0.0, 1.0], [0, 2], [None, None]])
 def test_censored_flags_must_be_bools(flags):
-    with pytest.raises(ConfigError, match="censored must hold True or False"):
+    with pytest.raises(ConfigError, match=r"censored must hold True or False \(or 0 / 1\)"):
         verdict([0.5, 0.9], [2, 2], [1, 1], [3, 3], region=(0, 5), paper_threshold=0.9, censored=flags)
     assert verdict([0.5, 0.9], [2, 2], [1, 1], [3, 3], region=(0, 5), paper_threshold=0.9,
                    censored=np.array([False, True])).word == "supported"
+    assert verdict([0.5, 0.9], [2, 2], [1, 1], [3, 3], region=(0, 5), paper_threshold=0.9,
+                   censored=[0, 1]).word == "supported"           # integer flags 0 / 1 read as they are
 
 
 @pytest.mark.parametrize("y", [[1e308] * 3, [-1e200, 1e200, 0.0], [36000.0, 72000.0, 50000.0]])

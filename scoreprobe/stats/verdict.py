@@ -98,7 +98,7 @@ def verdict(thresholds, estimate, lower, upper, *, region, paper_threshold, cens
 def _checked(thresholds, estimate, lower, upper, censored, region):
     arrays = [np.asarray(a, dtype=float).reshape(-1) for a in (thresholds, estimate, lower, upper)]
     n = arrays[0].size
-    cens = np.zeros(n, bool) if censored is None else check_flags(censored, "verdict: censored (one per threshold)")
+    cens = np.zeros(n, bool) if censored is None else check_flags(censored, "verdict: censored")
     if n == 0 or any(a.size != n for a in arrays[1:]) or cens.size != n:
         raise ConfigError(f"verdict: thresholds, estimate, lower, upper and censored must be non-empty and of one "
                           f"length (got {[a.size for a in arrays]} and {cens.size})")

@@ -20,6 +20,7 @@ INFO); `monitor.result()` is the clocks Dataset so far. Definitions: docs/defini
 import json
 import logging
 import math
+import numbers
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -267,6 +268,8 @@ def _step(step):
     if getattr(step, "ndim", None) == 0 and hasattr(step, "item") and not getattr(step, "is_floating_point",
                                                                                   lambda: False)():
         step = step.item()
+    if isinstance(step, numbers.Integral) and not isinstance(step, bool) and step < 0:
+        raise ConfigError(f"Monitor: training steps are >= 0, got {step}")
     return check_int(step, "Monitor: the training step", 0, MAX_STEP)
 
 
