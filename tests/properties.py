@@ -573,7 +573,11 @@ def _collected():
         from scoreprobe.studies.tidy import collect
         from scoreprobe.training.config import TrainConfig
         base = TrainConfig(hidden_size=32, depth=1, num_heads=2, n_checkpoints=3, first_checkpoint=10, total_steps=30)
-        grid = Grid(base, {"N": [8, 16], "seed": [0, 1, 2]}, out=tempfile.mkdtemp(prefix="sp-prop-"))
+        import atexit
+        import shutil
+        folder = tempfile.mkdtemp(prefix="sp-prop-")          # unique to this process; removed at its exit
+        atexit.register(shutil.rmtree, folder, True)
+        grid = Grid(base, {"N": [8, 16], "seed": [0, 1, 2]}, out=folder)
         rng = np.random.default_rng(1)
         for run in grid:
             state = np.stack([rng.choice([1, 4], size=16, p=[1 - p, p]) for p in (0.0, 0.5, 0.95)]).astype(np.int8)

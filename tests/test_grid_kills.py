@@ -59,7 +59,7 @@ def _resumed(tmp_path, point, reference, **kw):
     assert not (run_dir / LOCK_NAME).exists() and not list(run_dir.rglob("*.tmp"))
 
 
-def test_a_run_left_before_its_first_checkpoint_is_not_stuck(tmp_path, reference):
+def test_a_run_left_before_its_first_checkpoint_is_not_stuck(tmp_path):
     """The stuck state of the issue, made here (the real kill is the slow test below): run.json and dataset.npz
     written, no checkpoint, and the lock file a dead trainer leaves (its flock gone with the process). Before the fix
     every rerun failed with "has no checkpoints yet"."""
@@ -68,7 +68,7 @@ def test_a_run_left_before_its_first_checkpoint_is_not_stuck(tmp_path, reference
     init_run_dir(g.runs[0].cfg, run_dir)                    # the test process trains with one thread (conftest)
     (run_dir / LOCK_NAME).write_text('{"pid": 999999999, "host": "gone", "since": "2026-12-07T00:00:00Z"}')
     assert run(g, **SIZES).done == ["N2"]
-    same_export(read_export(g.exports / "N2.npz"), reference)
+    np.testing.assert_array_equal(read_export(g.exports / "N2.npz")["ds"].step.values, [0, 10, 30])
     assert not (run_dir / LOCK_NAME).exists()
 
 
@@ -85,9 +85,10 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_on_dask(tmp_path, refe
     _resumed(tmp_path, "after_run_json", reference, scheduler=("local", 1))
 
 
-def test_a_deleted_checkpoint_is_trained_again_not_exported_without(tmp_path, reference, caplog):
+def test_a_deleted_checkpoint_is_trained_again_not_exported_without(tmp_path, caplog):
     g = grid(tmp_path)
     assert run(g, **SIZES).done == ["N2"]
+    reference = read_export(g.exports / "N2.npz")
     (g.exports / "N2.npz").unlink()
     (g.run_dir(g.runs[0]) / "ckpt" / "step_0000010.pt").unlink()
     with caplog.at_level(logging.WARNING, logger="grid"):
@@ -97,7 +98,7 @@ def test_a_deleted_checkpoint_is_trained_again_not_exported_without(tmp_path, re
 
 
 @pytest.mark.parametrize("damage", ["run.json", "train_log.jsonl"])
-def test_a_damaged_run_file_fails_its_run_naming_the_file(tmp_path, reference, caplog, damage):
+def test_a_damaged_run_file_fails_its_run_naming_the_file(tmp_path, caplog, damage):
     """A truncated run.json, a log line that is no record (not the last one, which a kill may cut short)."""
     g = grid(tmp_path)
     assert run(g, **SIZES).done == ["N2"]
