@@ -6,7 +6,9 @@ trainer's lock file of a dead process where it held it. The next run(grid) here 
 equals, array for array, the export of the same grid run without a kill (training resumes bitwise on the CPU). Before
 the fix the first kill left the run stuck: every rerun failed with "has no checkpoints yet". Also: a finished run
 whose intermediate checkpoint was deleted is trained again and exported with every planned step (it was exported
-with one step fewer), and a damaged run.json or training log fails the run with a message naming the file."""
+with one step fewer), and a damaged run.json or training log fails the run with a message naming the file. The
+runs take seconds each (slow); the default suite checks the same states without training (the last four tests)."""
+import json
 import logging
 import os
 import subprocess
@@ -16,8 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scoreprobe.errors import CheckpointError, DataError
+from scoreprobe.studies.divergence import _losses
 from scoreprobe.studies.execute import run
 from scoreprobe.studies.export import read_export
+from scoreprobe.studies.queue import finished
+from scoreprobe.training.config import ckpt_path
 from scoreprobe.training.guard import LOCK_NAME
 from scoreprobe.training.run_dir import init_run_dir
 from tests.kill_grid import POINTS, SIZES, grid
@@ -59,6 +65,7 @@ def _resumed(tmp_path, point, reference, **kw):
     assert not (run_dir / LOCK_NAME).exists() and not list(run_dir.rglob("*.tmp"))
 
 
+@pytest.mark.slow
 def test_a_run_left_before_its_first_checkpoint_is_not_stuck(tmp_path):
     """The stuck state of the issue, made here (the real kill is the slow test below): run.json and dataset.npz
     written, no checkpoint, and the lock file a dead trainer leaves (its flock gone with the process). Before the fix
@@ -85,6 +92,7 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_on_dask(tmp_path, refe
     _resumed(tmp_path, "after_run_json", reference, scheduler=("local", 1))
 
 
+@pytest.mark.slow
 def test_a_deleted_checkpoint_is_trained_again_not_exported_without(tmp_path, caplog):
     g = grid(tmp_path)
     assert run(g, **SIZES).done == ["N2"]
@@ -97,6 +105,7 @@ def test_a_deleted_checkpoint_is_trained_again_not_exported_without(tmp_path, ca
     assert "the checkpoints of steps 10 are missing (deleted?) from a finished run: training again" in caplog.text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["run.json", "train_log.jsonl"])
 def test_a_damaged_run_file_fails_its_run_naming_the_file(tmp_path, caplog, damage):
     """A truncated run.json, a log line that is no record (not the last one, which a kill may cut short)."""
@@ -116,3 +125,57 @@ def test_a_damaged_run_file_fails_its_run_naming_the_file(tmp_path, caplog, dama
     assert summary.failed == ["N2"]
     (error,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert named in error and not error.startswith("N2 failed: JSONDecodeError")
+
+
+# ---------------------------------------------------------------------------------------------
+# The same states, read without training (default suite): what decides that a run is done
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def started(tmp_path):
+    """(grid, run, run directory) of a run directory as `init_run_dir` leaves it: run.json, dataset.npz, no checkpoint."""
+    g = grid(tmp_path)
+    r = g.runs[0]
+    init_run_dir(r.cfg, g.run_dir(r))
+    return g, r, g.run_dir(r)
+
+
+def test_run_json_without_checkpoints_is_not_finished(started):
+    """Before the fix finished() raised CheckpointError "has no checkpoints yet": every rerun failed."""
+    _, r, run_dir = started
+    assert finished(run_dir, r.cfg) is False
+
+
+def test_a_missing_planned_checkpoint_is_not_finished(started, caplog):
+    """finished() reads the planned steps of run.json (0, 10, 30): the last written, one missing -> not finished,
+    logged; every one written -> finished (files that only exist are enough for it: the trainer checks them)."""
+    _, r, run_dir = started
+    for step in (0, 30):
+        ckpt_path(run_dir, step).write_bytes(b"")
+    with caplog.at_level(logging.WARNING, logger="grid"):
+        assert finished(run_dir, r.cfg) is False
+    assert "the checkpoints of steps 10 are missing (deleted?) from a finished run" in caplog.text
+    ckpt_path(run_dir, 10).write_bytes(b"")
+    assert finished(run_dir, r.cfg) is True
+    (run_dir / "resume.pt").write_bytes(b"")          # killed after the last checkpoint, before the state moved
+    assert finished(run_dir, r.cfg) is False
+
+
+def test_a_truncated_run_json_is_named(started):
+    _, r, run_dir = started
+    (run_dir / "run.json").write_text((run_dir / "run.json").read_text()[:40])
+    with pytest.raises(CheckpointError, match=rf"{run_dir / 'run.json'} is not readable JSON"):
+        finished(run_dir, r.cfg)
+
+
+def test_a_bad_log_line_is_named_and_a_cut_last_line_is_left_out(tmp_path):
+    log = tmp_path / "train_log.jsonl"
+    good = "".join(json.dumps({"step": s, "loss": 1.0 / s}) + "\n" for s in (1, 2, 3))
+    log.write_text(good + '{"step": 4, "lo')                       # a kill cut the last line short
+    assert [s for s, _ in _losses(tmp_path)] == [1, 2, 3]
+    log.write_text(good + '{"step": 4, "lo\n' + good)
+    with pytest.raises(DataError, match=rf"{log}, line 4: not a training-log record"):
+        _losses(tmp_path)
+    log.write_text(good + '{"step": 4, "loss": "x"}\n')
+    with pytest.raises(DataError, match="line 4"):
+        _losses(tmp_path)
