@@ -33,14 +33,15 @@ def finished(run_dir, cfg):
     runs again from its last state or from step 0 and writes it (the checkpoints still there are checked bit for
     bit, `training.guard.save_checkpoint`), so an export never holds fewer steps than planned. A damaged run.json
     is a CheckpointError naming the file."""
-    from scoreprobe.training.guard import read_meta
+    from scoreprobe.loading.series import _read_run_json   # size, JSON, format, arch, the steps' types
     run_dir = Path(run_dir)
     if not (run_dir / "run.json").is_file() or (run_dir / RESUME_STATE).exists():
         return False
-    meta = read_meta(run_dir)
+    meta = _read_run_json(run_dir)
     if stored_config(meta.get("config", {})) != cfg.to_dict():
         return False  # train_run explains the difference
-    missing = [s for s in meta["checkpoint_steps"] if not ckpt_path(run_dir, s).exists()]
+    planned = meta.get("checkpoint_steps") or [cfg.total_steps]
+    missing = [s for s in planned if not ckpt_path(run_dir, s).exists()]
     if missing and ckpt_path(run_dir, cfg.total_steps).exists():
         logger.warning("%s: the checkpoints of steps %s are missing (deleted?) from a finished run: training again "
                        "to write them", run_dir, ", ".join(map(str, missing[:5])) + (" ..." if len(missing) > 5 else ""))
