@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.limits import MAX_ROWS_BYTES, check_whole
+from scoreprobe.limits import MAX_BITS, MAX_ROWS_BYTES, check_whole
 
 NOISE = "splitmix64-box-muller"          # recorded in the config of stores that use this noise
 BLOCK = 2048                             # rows per block: the working set stays in cache
@@ -68,7 +68,7 @@ def randn_per_sample(seed, index, d, dtype=torch.float32, device="cpu"):
     index = np.asarray(index.cpu() if torch.is_tensor(index) else index).reshape(-1)
     if index.size and (not np.issubdtype(index.dtype, np.integer) or index.min() < 0):
         raise ConfigError("randn_per_sample: index must hold non-negative integers")
-    d = check_whole(d, "randn_per_sample: d (a positive integer)", 1, MAX_ROWS_BYTES // 8)
+    d = check_whole(d, "randn_per_sample: d (a positive integer)", 1, MAX_BITS)   # bits of an image (limits)
     if index.size * d * 8 > MAX_ROWS_BYTES:     # refused before the (M, d) float64 buffer
         raise ConfigError(f"randn_per_sample: {index.size} rows of {d} values need {index.size * d * 8 / 2**30:.1f} "
                           f"GiB (limit {MAX_ROWS_BYTES >> 30} GiB, scoreprobe.limits.MAX_ROWS_BYTES)")

@@ -280,11 +280,16 @@ class Target:
 
 
 def rows_nan(arg, n=3, sigma="sigma"):
-    """undefined check of a denoiser-like call: the result's rows are NaN where x or σ is (the others finite)."""
+    """undefined check of a denoiser-like call: a row whose σ is NaN is NaN throughout, and the output is NaN at
+    every entry where x is (a parity group, a patch's pixels or the whole row may follow: the rule oracle's other
+    groups do not depend on it)."""
     def check(slot, kw, out):
-        bad = nan_rows(kw[arg], n) | nan_rows(kw[sigma], n) if sigma else nan_rows(kw[arg], n)
         out = as_numpy(out).reshape(n, -1)
-        return bool(np.isnan(out[bad]).all())
+        if sigma and not np.isnan(out[nan_rows(kw[sigma], n)]).all():
+            return False
+        x = kw[arg]
+        x = as_numpy(x) if torch.is_tensor(x) or (isinstance(x, np.ndarray) and x.dtype != object) else None
+        return x is None or x.size != out.size or bool(np.isnan(out[np.isnan(x.reshape(out.shape))]).all())
     return check
 
 

@@ -283,8 +283,12 @@ def load_series(path=None):
                                   f"{DEFAULT_SERIES}/, or pass a run directory")
     from scoreprobe.atomic import check_path_text
     path = check_path_text(path, "load_series: path")
-    if not path.exists():
-        raise CheckpointError(f"no run directory at {path}")
+    try:
+        path.stat()
+    except FileNotFoundError:
+        raise CheckpointError(f"no run directory at {path}") from None
+    except OSError as e:          # a name too long, a loop of links, a folder that may not be read
+        raise CheckpointError(f"cannot read {str(path)[:80]}: {e.strerror or e}") from None
     if path.is_file():
         raise CheckpointError(f"{path} is a file; load_series takes a run directory (use load_checkpoint for files)")
     meta = _read_run_json(path)

@@ -190,7 +190,7 @@ def _fixed_result(x, n_steps, solver):
     b = x.shape[0]
     nfe = 2 * n_steps - 1 if solver == "heun" else n_steps
     zeros = np.zeros(b, dtype=np.int64)
-    status = np.where((~torch.isfinite(x)).reshape(b, -1).any(dim=1).cpu().numpy(), STATUS.index("non_finite"), 0)
+    status = np.where((~torch.isfinite(x)).flatten(1).any(dim=1).cpu().numpy(), STATUS.index("non_finite"), 0)
     return EngineResult(x, np.zeros(b), np.full(b, nfe, dtype=np.int64), np.full(b, n_steps, dtype=np.int64),
                         zeros, status.astype(np.int8))
 
