@@ -36,6 +36,8 @@ def _mix64(z):
 
 def _per_sample_keys(seed, index):
     """(M,) uint64 keys, one per index, hashed from (seed, index). index: (M,) int."""
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise ConfigError(f"randn_per_sample: seed must be an integer, got {seed!r}")
     key = _mix64(np.array([int(seed) & _MASK64], dtype=np.uint64))              # (1,)
     with np.errstate(over="ignore"):
         return _mix64(key ^ _mix64(index.astype(np.uint64) + _GAMMA))

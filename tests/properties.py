@@ -496,12 +496,13 @@ def _stats():
                {"n_boot": counts(), **{k: scalars() for k in ("rule_threshold", "mem_threshold", "ci", "seed")}},
                lambda slot, kw, out: all(out[k] is None or math.isnan(out[k]) for k in
                                          (("tau_rule",) if slot == "rule_threshold" else ("tau_mem",)))),
+        # NaN among the points means "not reached" (documented): a lower bound, no interval
         Target("pool_seeds", lambda points, ci, n_boot, last_steps: sp.pool_seeds(points, ci=ci, n_boot=n_boot,
                                                                                   last_steps=last_steps),
                lambda: dict(points=np.array([300.0, 500, 700, 400]), ci=0.95, n_boot=50, last_steps=None),
                {"points": pts, "ci": scalars(), "n_boot": counts(),
                 "last_steps": st.one_of(scalars(), arrays((4,), fill=lambda r, s: np.full(s, 3000.0)))},
-               lambda slot, kw, out: slot != "points" or (math.isnan(out["pooled"]) and np.isnan(out["ci"]).all())),
+               lambda slot, kw, out: slot != "points" or (out["lower_bound"] and np.isnan(out["ci"]).all())),
         Target("pool_ratio", lambda points_a, points_b, ci: sp.pool_ratio(points_a, points_b, ci=ci),
                lambda: dict(points_a=np.array([300.0, 500, 700, 400]), points_b=np.array([30.0, 50, 70, 40]), ci=0.95),
                {"points_a": pts, "points_b": pts, "ci": scalars()},

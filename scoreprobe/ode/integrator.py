@@ -58,8 +58,7 @@ def edm_sigmas(n_steps, sigma_min=0.002, sigma_max=80.0, rho=7.0):
     if not (0 < sigma_min <= sigma_max < float("inf")):
         raise ConfigError(f"need 0 < sigma_min <= sigma_max < inf, got sigma_min={sigma_min}, "
                           f"sigma_max={sigma_max}")
-    if not rho > 0:
-        raise ConfigError(f"rho must be positive, got {rho}")
+    check_real(rho, "rho", 0.01, 1000.0)        # 1/rho and the power overflow far outside (EDM's rho is 7)
     n = int(n_steps)
     frac = torch.arange(n, dtype=torch.float64) / max(n - 1, 1)                  # (N,) in [0, 1]
     lo, hi = sigma_min ** (1.0 / rho), sigma_max ** (1.0 / rho)

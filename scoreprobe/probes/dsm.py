@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from scoreprobe.data.datasets import to_signed
 from scoreprobe.errors import ConfigError, DataError, NonFiniteWarning, SettingWarning, user_stacklevel
-from scoreprobe.limits import MAX_SIGMA, MAX_SIGMAS, check_seed
+from scoreprobe.limits import MAX_SIGMA, MAX_SIGMAS, check_int, check_seed
 from scoreprobe.models.stack import replicate, stack_size
 from scoreprobe.models.stack import split as split_rows
 from scoreprobe.noise import NOISE, randn_per_sample
@@ -293,7 +293,7 @@ def dsm_by_sigma(D_or_series, sigmas=None, n_noise=8, n_train=None, n_heldout=No
     """
     dataset, rule = dataset_and_rule(D_or_series, dataset, rule, need_rule=False, who="dsm_by_sigma")
     sig = _resolve_sigmas(sigmas)
-    seed = check_seed(seed)
+    seed, n_noise = check_seed(seed), check_int(n_noise, "n_noise", 1, NOISE_STRIDE)
     bits, split, item_index, pos = _select_items(dataset, n_train, n_heldout)
     kw = dict(sigmas=sig, n_noise=n_noise, seed=seed, chunk_size=chunk_size, dtype=dtype)
     refs = _references(dataset, rule, bits, split, pos, progress=progress, **kw) if oracles else {}

@@ -154,6 +154,7 @@ def pool_seeds(points, draws=None, n_boot=2000, seed=0, ci=0.95, log=True, last_
     """
     if method not in METHODS:
         raise ConfigError(f"pool_seeds: method must be one of {', '.join(METHODS)}, got {method!r}")
+    n_boot, ci, seed = taus_mod.check_boot(n_boot, ci, seed)
     points, draws, shape = _check(points, draws, last_steps)
     if method == "hierarchical" and draws is None:
         raise ConfigError("pool_seeds: method='hierarchical' needs the sample-level draws")

@@ -147,8 +147,8 @@ class Grid:
             for axis, value in zip(self.axes, combo):
                 cfg = _apply(cfg, axis, value)
             if self.steps is not None:
-                cfg = dataclasses.replace(cfg, total_steps=check_whole(self.steps(cfg), "steps(cfg) (total_steps)",
-                                                                       1, MAX_STEP))
+                cfg = dataclasses.replace(cfg, total_steps=check_whole(_call_steps(self.steps, cfg),
+                                                                       "steps(cfg) (total_steps)", 1, MAX_STEP))
             cfg.validate()
             _check_rule(cfg)
         except (ConfigError, TypeError, ValueError) as e:
@@ -179,6 +179,14 @@ class Grid:
     def coords(self):
         """{axis: coordinate values}: the values themselves; rule specs (and lists) by their label."""
         return {a: [label(v) if isinstance(v, (dict, list, tuple)) else v for v in vs] for a, vs in self.axes.items()}
+
+
+def _call_steps(steps, cfg):
+    """steps(cfg), any error of the user's callable a ConfigError (the cell is named by the caller)."""
+    try:
+        return steps(cfg)
+    except Exception as e:   # noqa: BLE001  (views(inf) overflows in math.ceil: any callable may raise anything)
+        raise ConfigError(f"steps(cfg) raised {type(e).__name__}: {e}") from None
 
 
 def _check_rule(cfg):
