@@ -44,6 +44,9 @@ eating memory or time. The limits (raise them here if a real use needs more):
                                   the rows, before the batch runs)
     MAX_EXPORT_BYTES   256 MiB    the arrays of one compact export (.npz), as their headers declare them
                                   (checked before any is loaded)
+    MAX_GRID_CELLS     10000      cells (training runs) of a studies.Grid: the product of its axes' lengths
+    MAX_LOG_VALUE      1000       |ln τ|, |ln budget| and the covariates of a censored mean or fit (stats.censored):
+                                  τ <= MAX_STEP is ln 27.6, and sums of squares of larger values overflow
     MAX_EXPANSION      8          bytes a checkpoint's weights take in memory over the file's bytes
                                   (zero-stride views declare storage the file does not hold); the
                                   environment variable SCOREPROBE_MAX_EXPANSION overrides it
@@ -94,6 +97,8 @@ MAX_CACHE_BYTES = 2 << 30
 MAX_STORE_META_BYTES = 32 << 20
 MAX_LOG_BYTES = 64 << 20
 MAX_LOG_LINE_BYTES = 64 << 10
+MAX_LOG_VALUE = 1000.0
+MAX_GRID_CELLS = 10_000
 EXPANSION_ENV = "SCOREPROBE_MAX_EXPANSION"
 
 
@@ -112,6 +117,32 @@ def check_bool(value, name, error=ConfigError):
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         return bool(value)
     raise error(f"{name} must be True or False, got {_short(value)} ({type(value).__name__})")
+
+
+def check_whole(value, name, lo, hi, error=ConfigError):
+    """A whole number in [lo, hi] as an int: a python or numpy integer, a 0-d integer tensor or array, or a float
+    with no fractional part (10.0); bools, NaN, ±inf, 10.9 and strings are refused (never truncated)."""
+    if hasattr(value, "ndim") and getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        value = value.item()                                    # a 0-d torch tensor or numpy array
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, numbers.Integral)) \
+            and type(value).__name__ != "bool_":
+        if not (math.isfinite(float(value)) and float(value).is_integer()):
+            raise error(f"{name} must be a whole number, got {_short(value)}")
+        value = int(value)
+    return check_int(value, name, lo, hi, error)
+
+
+def check_flags(values, name, error=ConfigError):
+    """A (N,) numpy bool array of `values`, each a real bool (numpy's included) or the integer 0 or 1; a string
+    "False", a NaN, a float, another number or None is refused (np.asarray(..., dtype=bool) reads every one of them
+    but 0 as True)."""
+    import numpy as np
+    flags = np.asarray(values, dtype=object).reshape(-1)
+    bad = [f for f in flags if not (isinstance(f, bool) or type(f).__name__ == "bool_"
+                                    or (isinstance(f, numbers.Integral) and f in (0, 1)))]
+    if bad:
+        raise error(f"{name} must hold True or False (or 0 / 1), got {_short(bad[0])} ({type(bad[0]).__name__})")
+    return flags.astype(bool)
 
 
 def check_seed(value, name="seed", error=ConfigError):
@@ -232,6 +263,6 @@ def warn_nonfinite_rows(x, what, consequence):
 
 
 def _short(value):
-    text = repr(value)
+    text = " ".join(repr(value).split())      # one line: an array's or a tensor's repr spans several
     return text if len(text) <= 60 else text[:57] + "..."
 

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from scoreprobe.errors import ConfigError
+from scoreprobe.limits import MAX_BITS, MAX_ROWS_BYTES, check_whole
 
 NOISE = "splitmix64-box-muller"          # recorded in the config of stores that use this noise
 BLOCK = 2048                             # rows per block: the working set stays in cache
@@ -35,6 +36,8 @@ def _mix64(z):
 
 def _per_sample_keys(seed, index):
     """(M,) uint64 keys, one per index, hashed from (seed, index). index: (M,) int."""
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise ConfigError(f"randn_per_sample: seed must be an integer, got {seed!r}")
     key = _mix64(np.array([int(seed) & _MASK64], dtype=np.uint64))              # (1,)
     with np.errstate(over="ignore"):
         return _mix64(key ^ _mix64(index.astype(np.uint64) + _GAMMA))
@@ -67,8 +70,10 @@ def randn_per_sample(seed, index, d, dtype=torch.float32, device="cpu"):
     index = np.asarray(index.cpu() if torch.is_tensor(index) else index).reshape(-1)
     if index.size and (not np.issubdtype(index.dtype, np.integer) or index.min() < 0):
         raise ConfigError("randn_per_sample: index must hold non-negative integers")
-    if int(d) != d or d < 1:
-        raise ConfigError(f"randn_per_sample: d must be a positive integer, got {d!r}")
+    d = check_whole(d, "randn_per_sample: d (a positive integer)", 1, MAX_BITS)   # bits of an image (limits)
+    if index.size * d * 8 > MAX_ROWS_BYTES:     # refused before the (M, d) float64 buffer
+        raise ConfigError(f"randn_per_sample: {index.size} rows of {d} values need {index.size * d * 8 / 2**30:.1f} "
+                          f"GiB (limit {MAX_ROWS_BYTES >> 30} GiB, scoreprobe.limits.MAX_ROWS_BYTES)")
     keys, out = _per_sample_keys(seed, index), np.empty((index.size, int(d)))     # (M,), (M, d)
     with np.errstate(over="ignore"):
         for start in range(0, index.size, BLOCK):

@@ -16,7 +16,7 @@ import numpy as np
 
 from scoreprobe.endpoints import classify, classify_endpoints  # noqa: F401 (re-exported)
 from scoreprobe.errors import ConfigError, DataError
-from scoreprobe.limits import check_grid
+from scoreprobe.limits import check_grid, check_seed
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +50,11 @@ class Plane:
         e_u = (b - a)/|b - a|; e_v = Gram-Schmidt of (c - a) against e_u. Raises ConfigError
         when the three points are (numerically) collinear.
         """
-        anchors = np.stack([_as_vector(p, name) for p, name in zip((a, b, c), "abc")])  # (3, D)
-        if len({p.shape for p in anchors}) != 1:
-            raise DataError("plane anchors must have the same length")
+        points = [_as_vector(p, name) for p, name in zip((a, b, c), "abc")]
+        if len({p.shape for p in points}) != 1 or points[0].size == 0:
+            raise DataError(f"plane anchors must be non-empty points of one length, got lengths "
+                            f"{[p.size for p in points]}")
+        anchors = np.stack(points)                                           # (3, D)
         origin = anchors.mean(axis=0)                                        # (D,)
         e_u = anchors[1] - anchors[0]
         n_u = np.linalg.norm(e_u)
@@ -154,7 +156,7 @@ def auto_plane(dataset, rule, seed=0):
     """
     if len(dataset.heldout) == 0 or len(dataset.train) == 0:
         raise ConfigError("auto_plane needs a dataset with training and held-out items")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     near_i, dist = dataset.train_index.nearest(dataset.heldout)   # (M,), (M,)
     target = 2 if np.any(dist == 2) else int(dist[dist > 0].min())
     j = int(rng.choice(np.flatnonzero(dist == target)))

@@ -38,8 +38,13 @@ def to_signed(bits):
 def to_bits(x):
     """x: (..., D) signed values (numpy or torch) -> uint8 (x > 0), same library as the input."""
     if isinstance(x, torch.Tensor):
+        if x.is_complex():
+            raise DataError(f"to_bits takes real signed values, got a {x.dtype} tensor")
         return (x > 0).to(torch.uint8)
-    return (np.asarray(x) > 0).astype(np.uint8)
+    x = np.asarray(x)
+    if x.dtype.kind not in "biuf":
+        raise DataError(f"to_bits takes real signed values, got an array of {x.dtype}")
+    return (x > 0).astype(np.uint8)
 
 
 def state_flag_attrs():
@@ -132,6 +137,8 @@ def load_dataset(path, rule=None):
     than limits.MAX_ITEMS / MAX_DATASET_BYTES (checked before loading), widths differ, items are
     invalid or duplicated, train and held-out overlap, or the stored rule differs.
     """
+    from scoreprobe.atomic import check_path_text
+    path = check_path_text(path, "load_dataset: path")
     if not os.path.isfile(path):
         raise DataError(f"no dataset file at {path}" + (" (it is a directory)" if os.path.isdir(path) else ""))
     from scoreprobe.data.datafile import check_bit_headers, check_distinct, npz_headers, stored_rule

@@ -102,6 +102,14 @@ def load_checkpoint(path, trust=False, *, ema="auto", device="cpu", **overrides)
     VPDenoiser (ddpm_eps / v / x0) or ModuleDenoiser (trusted EDM-style pickles) — each with
     `.parameterization`, `.sigma_data` (None when the model has none) and `.info`; or models.gpt.GPT.
     """
+    from scoreprobe.atomic import check_path_text
+    path = check_path_text(path, "load_checkpoint: path")   # not a path (a number, None): ConfigError
+    try:
+        path.stat()
+    except FileNotFoundError:
+        pass                      # said by the reader, with what it looked for
+    except OSError as e:          # a name too long, a loop of links, a folder that may not be read
+        raise CheckpointError(f"cannot read {str(path)[:80]}: {e.strerror or e}") from None
     return _load(path, trust, ema, device, overrides)
 
 
@@ -273,9 +281,14 @@ def load_series(path=None):
         if not (path / "run.json").is_file():
             raise CheckpointError(f"the default series is not at {path}; set {ENV_VAR} to the folder holding "
                                   f"{DEFAULT_SERIES}/, or pass a run directory")
-    path = Path(path)
-    if not path.exists():
-        raise CheckpointError(f"no run directory at {path}")
+    from scoreprobe.atomic import check_path_text
+    path = check_path_text(path, "load_series: path")
+    try:
+        path.stat()
+    except FileNotFoundError:
+        raise CheckpointError(f"no run directory at {path}") from None
+    except OSError as e:          # a name too long, a loop of links, a folder that may not be read
+        raise CheckpointError(f"cannot read {str(path)[:80]}: {e.strerror or e}") from None
     if path.is_file():
         raise CheckpointError(f"{path} is a file; load_series takes a run directory (use load_checkpoint for files)")
     meta = _read_run_json(path)

@@ -47,6 +47,8 @@ class ImageDenoiser(HookedModel, nn.Module):
         if x.ndim != 2 or x.shape[1] != self.dim:
             raise ValueError(f"expected x of shape (B, {self.dim}), got {tuple(x.shape)}")
         sigma = torch.as_tensor(sigma, dtype=torch.float32, device=x.device).reshape(-1)
+        if sigma.numel() not in (1, x.shape[0]):
+            raise ValueError(f"sigma must be one noise level or one per row of x ({x.shape[0]}), got {sigma.numel()}")
         return x.float(), sigma.expand(x.shape[0]) if sigma.numel() == 1 else sigma
 
     def _net(self, inp, t):

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFAULT_SAMPLE_SOLVER, DEFAULT_SOLVER
 from scoreprobe.ode.engine import STATUS, EngineResult, EngineSettings, solve
 from scoreprobe.errors import ConfigError, DataError, ScoreprobeWarning
-from scoreprobe.limits import MAX_ODE_STEPS, check_int, check_rows, check_seed, warn_nonfinite_rows
+from scoreprobe.limits import MAX_ODE_STEPS, MAX_SIGMA, check_int, check_real, check_rows, check_seed, warn_nonfinite_rows
 from scoreprobe.noise import NOISE, randn_per_sample  # noqa: F401  (re-exported)
 
 logger = logging.getLogger(__name__)
@@ -58,8 +58,7 @@ def edm_sigmas(n_steps, sigma_min=0.002, sigma_max=80.0, rho=7.0):
     if not (0 < sigma_min <= sigma_max < float("inf")):
         raise ConfigError(f"need 0 < sigma_min <= sigma_max < inf, got sigma_min={sigma_min}, "
                           f"sigma_max={sigma_max}")
-    if not rho > 0:
-        raise ConfigError(f"rho must be positive, got {rho}")
+    check_real(rho, "rho", 0.01, 1000.0)        # 1/rho and the power overflow far outside (EDM's rho is 7)
     n = int(n_steps)
     frac = torch.arange(n, dtype=torch.float64) / max(n - 1, 1)                  # (N,) in [0, 1]
     lo, hi = sigma_min ** (1.0 / rho), sigma_max ** (1.0 / rho)
@@ -190,7 +189,7 @@ def _fixed_result(x, n_steps, solver):
     b = x.shape[0]
     nfe = 2 * n_steps - 1 if solver == "heun" else n_steps
     zeros = np.zeros(b, dtype=np.int64)
-    status = np.where((~torch.isfinite(x)).reshape(b, -1).any(dim=1).cpu().numpy(), STATUS.index("non_finite"), 0)
+    status = np.where((~torch.isfinite(x)).flatten(1).any(dim=1).cpu().numpy(), STATUS.index("non_finite"), 0)
     return EngineResult(x, np.zeros(b), np.full(b, nfe, dtype=np.int64), np.full(b, n_steps, dtype=np.int64),
                         zeros, status.astype(np.int8))
 
@@ -240,8 +239,8 @@ def integrate(D, x0, sigma_start, n_steps=DEFAULT_N_STEPS, solver=DEFAULT_SOLVER
     name, settings = resolve_solver(solver)
     if not torch.is_tensor(x0) or x0.ndim != 2 or not x0.is_floating_point():
         raise DataError("x0 must be a floating-point torch tensor of shape (B, D)")
-    sigma_start = float(sigma_start)
-    if not 0 < sigma_start < float("inf"):
+    sigma_start = check_real(sigma_start, "sigma_start", 0.0, MAX_SIGMA)   # limits.MAX_SIGMA: float32 overflows past it
+    if not sigma_start > 0:
         raise ConfigError(f"sigma_start must be positive and finite, got {sigma_start}")
     sigmas = edm_sigmas(n_steps, min(sigma_min, sigma_start), sigma_start, rho).tolist()
     if chunk_size == "auto":

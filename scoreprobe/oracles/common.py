@@ -25,6 +25,12 @@ def check_inputs(x, sigma, dim):
     return sigma[:, None]                                                        # (B, 1)
 
 
+def undefined_at_nan_sigma(out, sigma):
+    """out (B, D) with the rows whose sigma (B, 1) is NaN set to NaN: a posterior mean at an undefined noise level
+    is undefined, never the output of another σ (a `torch.where(σ > 0, ...)` reads NaN as σ = 0)."""
+    return torch.where(torch.isnan(sigma), torch.full_like(out, math.nan), out)
+
+
 def gaussian_terms(x, sigma):
     """The part of log p_σ(x) shared by all oracles: -(‖x‖² + D)/2σ² - D/2·log(2πσ²). (B,)"""
     d = x.shape[1]

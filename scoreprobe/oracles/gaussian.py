@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from scoreprobe.errors import ConfigError, DataError
-from scoreprobe.oracles.common import as_bits, check_inputs
+from scoreprobe.oracles.common import as_bits, check_inputs, undefined_at_nan_sigma
 
 MAX_DIM = 4096                 # largest D a GaussianDenoiser holds (Σ: D² float64 = 128 MiB, eigh seconds)
 _CHUNK = 1 << 16               # rows of bits summed at a time when computing moments
@@ -191,7 +191,7 @@ class GaussianDenoiser:
         sigma = check_inputs(x, sigma, self.dim)                                 # (B, 1)
         z, total, (mu, lam, vec) = self._rotate(x, sigma)
         gain = torch.where(lam > 0, lam / torch.where(total > 0, total, 1.0), 0.0)   # (B, D) λ/(λ+σ²)
-        return (mu + (z * gain) @ vec.T).to(x.dtype)
+        return undefined_at_nan_sigma(mu + (z * gain) @ vec.T, sigma).to(x.dtype)
 
     def log_density(self, x, sigma):
         """Exact log N(x; μ, Σ + σ²I) (all constants included). -> (B,) in x's dtype.

@@ -50,7 +50,7 @@ import torch
 
 from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.limits import MAX_GRID_BYTES
-from scoreprobe.oracles.common import as_bits, check_inputs
+from scoreprobe.oracles.common import as_bits, check_inputs, undefined_at_nan_sigma
 
 _ELEMENT_BUDGET = 1 << 24      # logits held at once (rows of x per chunk = budget / (H·W·U))
 
@@ -236,7 +236,7 @@ class LocalDenoiser:
             else:
                 mean = torch.einsum("bqu,quc->bqc", weights, centres)              # (b, HW, C)
             out[start:start + rows] = mean.permute(0, 2, 1).reshape(len(xs), -1)   # channel-major (b, D)
-        return out.clamp_(-1.0, 1.0)                                              # NaN in x stays NaN
+        return undefined_at_nan_sigma(out.clamp_(-1.0, 1.0), sigma)                 # NaN in x or σ stays NaN
 
     def __repr__(self):
         return f"LocalDenoiser(patch={self.patch}, {self.variant}, shape={self.image_shape})"

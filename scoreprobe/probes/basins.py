@@ -15,7 +15,7 @@ import torch
 import xarray as xr
 
 from scoreprobe.errors import ConfigError, NonFiniteWarning, ScoreprobeWarning
-from scoreprobe.limits import warn_nonfinite
+from scoreprobe.limits import MAX_ODE_STEPS, check_int, warn_nonfinite
 from scoreprobe.precision import with_autocast
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFAULT_SOLVER, DEFINITIONS_VERSION
 from scoreprobe.data.datasets import state_flag_attrs
@@ -293,8 +293,7 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
     refine = resolve_refine(refine, int(res))
     dataset, rule = dataset_and_rule(D_or_series, dataset, rule, who="basins")
     sigma_starts = as_sigma_list(sigma_start, "sigma_start")
-    if int(n_steps) < 1:
-        raise ConfigError(f"n_steps must be >= 1, got {n_steps}")
+    n_steps = check_int(n_steps, "n_steps", 1, MAX_ODE_STEPS)
     _, u, v = plane.grid(res, margin)
     config = _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule, check_convergence,
                            keep_bits, refine)

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from scoreprobe.data.datasets import to_signed
 from scoreprobe.errors import ConfigError, DataError, NonFiniteWarning, SettingWarning, user_stacklevel
-from scoreprobe.limits import MAX_SIGMA, MAX_SIGMAS
+from scoreprobe.limits import MAX_SIGMA, MAX_SIGMAS, check_int, check_seed
 from scoreprobe.models.stack import replicate, stack_size
 from scoreprobe.models.stack import split as split_rows
 from scoreprobe.noise import NOISE, randn_per_sample
@@ -66,7 +66,7 @@ def _resolve_sigmas(sigmas):
         return default_sigmas(sigmas)
     s = np.atleast_1d(np.asarray(sigmas, dtype=np.float64))
     if s.ndim != 1 or s.size == 0 or not np.all(np.isfinite(s)) or np.any(s <= 0):
-        raise ConfigError(f"sigmas must be a non-empty 1-D list of positive finite numbers, got {str(sigmas)[:80]}")
+        raise ConfigError(f"sigmas must be a non-empty 1-D list of positive finite numbers, got {_shown(sigmas)}")
     if s.size > MAX_SIGMAS or np.any(s > MAX_SIGMA):
         raise ConfigError(f"sigmas must be at most {MAX_SIGMAS} values of at most {MAX_SIGMA:g} (scoreprobe.limits)")
     return s
@@ -293,6 +293,7 @@ def dsm_by_sigma(D_or_series, sigmas=None, n_noise=8, n_train=None, n_heldout=No
     """
     dataset, rule = dataset_and_rule(D_or_series, dataset, rule, need_rule=False, who="dsm_by_sigma")
     sig = _resolve_sigmas(sigmas)
+    seed, n_noise = check_seed(seed), check_int(n_noise, "n_noise", 1, NOISE_STRIDE)
     bits, split, item_index, pos = _select_items(dataset, n_train, n_heldout)
     kw = dict(sigmas=sig, n_noise=n_noise, seed=seed, chunk_size=chunk_size, dtype=dtype)
     refs = _references(dataset, rule, bits, split, pos, progress=progress, **kw) if oracles else {}
@@ -351,3 +352,8 @@ def _config(sigmas, n_noise, seed, split, oracles, rule, dataset, dtype, sigma_d
         "statistics": "means over finite items, non-finite counted; independent-samples SE",
         "z_significant": Z_SIGNIFICANT,
     }
+
+
+def _shown(value):
+    """`value` as text on one line, at most 80 characters (an array's repr spans several)."""
+    return " ".join(str(value).split())[:80]

@@ -38,10 +38,10 @@ def plane_coords(plane, u, v):
 def as_sigma_list(sigmas, name="sigmas"):
     arr = np.atleast_1d(np.asarray(sigmas, dtype=np.float64))
     if arr.ndim != 1 or len(arr) == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-        raise ConfigError(f"{name} must be one or more positive finite numbers, got {str(sigmas)[:80]}")
+        raise ConfigError(f"{name} must be one or more positive finite numbers, got {_shown(sigmas)}")
     if len(arr) > MAX_SIGMAS or np.any(arr > MAX_SIGMA):
         raise ConfigError(f"{name} must be at most {MAX_SIGMAS} values of at most {MAX_SIGMA:g} "
-                          f"(scoreprobe.limits.MAX_SIGMA), got {str(sigmas)[:80]}")
+                          f"(scoreprobe.limits.MAX_SIGMA), got {_shown(sigmas)}")
     return arr
 
 
@@ -171,3 +171,8 @@ def oracle_fields(obj, plane, sigmas, res=64, margin=0.5, dataset=None, rule=Non
         f = plane_field(D, plane, sigmas, res, margin, dtype=torch.float64, device=device)
         parts.append(_field_dataset(f, plane, sigmas, u, v, prefix=prefix, who=who))
     return xr.merge(parts, compat="override", join="exact")
+
+
+def _shown(value):
+    """`value` as text on one line, at most 80 characters (an array's repr spans several)."""
+    return " ".join(str(value).split())[:80]

@@ -11,7 +11,7 @@ import torch
 import xarray as xr
 
 from scoreprobe.errors import ConfigError, NonFiniteWarning
-from scoreprobe.limits import warn_nonfinite
+from scoreprobe.limits import MAX_SAMPLES, check_int, check_rows, warn_nonfinite
 from scoreprobe.noise import NOISE
 from scoreprobe.precision import with_autocast
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFAULT_SOLVER, DEFINITIONS_VERSION
@@ -137,8 +137,7 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
     from scoreprobe.ode import solver_config
     dataset, rule = dataset_and_rule(D_or_series, dataset, rule, who="retention")
     sigmas = as_sigma_list(sigmas)
-    if int(n_noise) < 1:
-        raise ConfigError(f"n_noise must be >= 1, got {n_noise}")
+    n_noise = check_int(n_noise, "n_noise", 1, MAX_SAMPLES)
     if points is None:
         points, split_, item = retention_points(dataset, n_train, n_heldout, seed)
     else:
@@ -146,6 +145,7 @@ def retention(D_or_series, points=None, sigmas=(0.1, 0.2, 0.5, 1.0, 2.0), n_nois
         if points.ndim != 2 or points.shape[1] != dataset.train.shape[1]:
             raise ConfigError(f"points must be (M, {dataset.train.shape[1]}) signed vertices, got {points.shape}")
         split_, item = _split_of(points, dataset)
+    check_rows(len(points) * n_noise, points.shape[1], "points x n_noise (restarts)")   # before any is drawn
     split_ = np.asarray(split if split is not None else split_, dtype=str)
     config = {"probe": "retention", "definitions": DEFINITIONS_VERSION, "sigmas": sigmas.tolist(),
               "n_noise": int(n_noise), "seed": int(seed), "noise": NOISE,

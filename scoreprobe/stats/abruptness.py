@@ -23,7 +23,7 @@ default_rng(seed). The draws can be pooled over seeds with `seeds.pool_seeds(...
 import numpy as np
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.stats.taus import _ci, sample_weights
+from scoreprobe.stats.taus import _ci, check_boot, sample_weights
 
 
 def _counts(ds, var):
@@ -83,7 +83,8 @@ def abruptness(ds, var="mem_ratio", n_boot=1000, seed=0, ci=0.95, min_count=20, 
     ci [lo, hi], at_step (geometric middle of the band), band [first, last step], n_band, draws
     (n_boot,), var, n_boot.
     """
-    if var not in ds:
+    n_boot, ci, seed = check_boot(n_boot, ci, seed)    # before any work: a NaN level, a huge n_boot
+    if not isinstance(var, str) or var not in ds:
         raise ConfigError(f"abruptness: the Dataset has no variable {var!r}")
     ds = ds.sortby("step")
     steps = ds["step"].values.astype(np.float64)

@@ -20,6 +20,7 @@ import numpy as np
 from scipy import optimize, special, stats
 
 from scoreprobe.errors import ConfigError
+from scoreprobe.limits import MAX_LOG_VALUE
 
 _SPAN = 50.0          # search for interval ends this many (profile) standard errors away at most
 
@@ -88,6 +89,7 @@ def censored_coef(X, y, censored, j, level=0.95):
     if X.ndim != 2 or X.shape[0] != y.size or not np.all(np.isfinite(X)) or not 0 <= j < X.shape[1]:
         raise ConfigError(f"censored_coef: X must be a finite (n, p) design with n = {y.size} and 0 <= j < p "
                           f"(got shape {X.shape}, j = {j})")
+    _check_log_scale(X, "the design (ln x)")
     (n, p), k = X.shape, int(cens.sum())
     out = dict(n=n, n_censored=k, df=n - p, method="censored normal regression, profile interval (t-calibrated)")
     obs = X[~cens]
@@ -174,6 +176,15 @@ def _end(gap, center, step):
     return math.inf if step > 0 else -math.inf
 
 
+def _check_log_scale(values, what):
+    """ConfigError past ±MAX_LOG_VALUE: these are logarithms (ln τ ≤ ln MAX_STEP ≈ 27.6); a raw τ passed by mistake,
+    or values whose squares overflow (three 1e308 gave a mean of inf), are refused, not averaged into inf."""
+    big = float(np.abs(values).max()) if np.size(values) else 0.0
+    if big > MAX_LOG_VALUE:
+        raise ConfigError(f"censored_mean: {what} must lie within ±{MAX_LOG_VALUE:g} (natural logarithms: pass ln τ, "
+                          f"not τ; scoreprobe.limits.MAX_LOG_VALUE), got {big:.3g}")
+
+
 def _checked(y, censored, level):
     y = np.asarray(y, dtype=float).reshape(-1)
     cens = np.asarray(censored).reshape(-1)
@@ -182,6 +193,7 @@ def _checked(y, censored, level):
                           f"(got {y.size} values, {cens.size} {cens.dtype} flags)")
     if not np.all(np.isfinite(y)):
         raise ConfigError("censored_mean: every ln τ (or ln budget) must be finite: a run's value is undefined")
+    _check_log_scale(y, "every ln τ (or ln budget)")
     if not 0 < float(level) < 1:
         raise ConfigError(f"censored_mean: level must lie in (0, 1), got {level!r}")
     return y, cens

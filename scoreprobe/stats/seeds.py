@@ -154,6 +154,7 @@ def pool_seeds(points, draws=None, n_boot=2000, seed=0, ci=0.95, log=True, last_
     """
     if method not in METHODS:
         raise ConfigError(f"pool_seeds: method must be one of {', '.join(METHODS)}, got {method!r}")
+    n_boot, ci, seed = taus_mod.check_boot(n_boot, ci, seed)
     points, draws, shape = _check(points, draws, last_steps)
     if method == "hierarchical" and draws is None:
         raise ConfigError("pool_seeds: method='hierarchical' needs the sample-level draws")
@@ -244,11 +245,30 @@ def pool_windows(is_open, widths, hi_censored):
     last checkpoint is a lower bound. is_open, widths (log10), hi_censored : (S,). Returns dict n_seeds, n_open,
     widths_open (per open seed), median_open (NaN: none open), median_is_bound (a censored width at or below
     the median), censored (per open seed)."""
-    o = np.asarray(is_open, bool).ravel()
-    w, c = np.asarray(widths, np.float64).ravel()[o], np.asarray(hi_censored, bool).ravel()[o]
+    from scoreprobe.limits import check_flags
+    o = check_flags(is_open, "pool_windows: is_open")
+    c = check_flags(hi_censored, "pool_windows: hi_censored")
+    w = _reals(widths, "pool_windows: widths")
+    if not o.size == w.size == c.size:
+        raise ConfigError(f"pool_windows: is_open, widths and hi_censored must be one value per seed, got {o.size}, "
+                          f"{w.size} and {c.size}")
+    w, c = w[o], c[o]
     med = float(np.median(w)) if w.size else math.nan
     return {"n_seeds": int(o.size), "n_open": int(o.sum()), "widths_open": w.tolist(), "censored": c.tolist(),
             "median_open": med, "median_is_bound": bool(w.size and np.any(c & (w <= med)))}
+
+
+def _reals(values, name):
+    """(N,) float64 of `values`: numbers only (strings, complex numbers and bools refused; NaN kept, and None as
+    NaN: a width stored as JSON null)."""
+    raw = np.asarray(values) if not isinstance(values, (str, bytes)) else np.asarray([values])
+    if raw.dtype == object:
+        flat = [math.nan if v is None else v for v in raw.reshape(-1)]
+        raw = np.asarray(flat) if all(isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_))
+                                      for v in flat) else raw
+    if raw.dtype.kind not in "iuf":
+        raise ConfigError(f"{name} must be numbers, got {str(values)[:40]!r} ({raw.dtype})")
+    return raw.astype(np.float64).reshape(-1)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ import scipy.stats
 
 from scoreprobe.defaults import MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import ConfigError, DataError, ResolutionWarning
-from scoreprobe.limits import MAX_SAMPLES, check_int, check_real
+from scoreprobe.limits import MAX_BOOT, MAX_SAMPLES, check_int, check_real, check_seed
 from scoreprobe.stats.crossings import DEFAULT_DEFINITION, DEFINITIONS, RELIABLE_K, crossing_of, logit_fraction
 from scoreprobe.stats.crossings import crossing, window_intervals, window_segments, window_summary  # noqa: F401
 
@@ -153,6 +153,11 @@ def tau_summary(ds, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM_THRESHOLD, 
     under_resolved (names), thresholds, n_boot, ci, tau_interpolation, tau_definition, window_status.
     """
     check_definition(definition)
+    n_boot, ci, seed = check_boot(n_boot, ci, seed)
+    for name, t in (("rule_threshold", rule_threshold), ("mem_threshold", mem_threshold),
+                    ("novel_threshold", novel_threshold)):
+        if t is not None:
+            check_real(t, name, 0.0, 1.0)
     ds, steps, u, n, th = setup(ds, rule_threshold, mem_threshold, novel_threshold)
     point = point_values(ds, u, n, th, definition)
     boot = _bootstrap(ds, u, th, int(n_boot), seed, definition) if n_boot and "state" in ds else None
@@ -192,6 +197,15 @@ def attr_number(attrs, name, default, integer=False):
 def novel_oracle_of(ds):
     """ds.attrs["novel_oracle"] (the perfect generalizer's novel_valid, 1 when absent): a number in [0, 1]."""
     return check_real(ds.attrs.get("novel_oracle", 1.0), "attribute 'novel_oracle'", 0.0, 1.0, DataError)
+
+
+def check_boot(n_boot, ci, seed):
+    """(n_boot, ci, seed) checked before any work: n_boot an integer in [0, MAX_BOOT] (0: no intervals), ci a level
+    in (0, 1), seed a seed; ConfigError otherwise (a NaN level, a negative or huge n_boot were numpy tracebacks)."""
+    n_boot = check_int(n_boot, "n_boot", 0, MAX_BOOT)
+    if not 0 < check_real(ci, "ci", 0.0, 1.0) < 1:
+        raise ConfigError(f"ci must be an interval level in (0, 1), got {ci!r}")
+    return n_boot, float(ci), check_seed(seed)
 
 
 def setup(ds, rule_threshold=RULE_THRESHOLD, mem_threshold=MEM_THRESHOLD, novel_threshold=None):

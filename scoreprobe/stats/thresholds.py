@@ -15,7 +15,7 @@ import xarray as xr
 from scoreprobe.defaults import MEM_THRESHOLD, RULE_THRESHOLD
 from scoreprobe.errors import ConfigError
 from scoreprobe.stats.crossings import DEFAULT_DEFINITION, crossing_of, logit_fraction, window_segments, window_summary
-from scoreprobe.stats.taus import (INTERPOLATION, _ci, check_definition, definition_text, novel_oracle_of,
+from scoreprobe.stats.taus import (INTERPOLATION, _ci, check_boot, check_definition, definition_text, novel_oracle_of,
                                     resampled_curves, setup, tau_summary)
 
 RULE_THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
@@ -100,6 +100,7 @@ def taus(ds, rule_thresholds=RULE_THRESHOLDS, mem_thresholds=MEM_THRESHOLDS, def
     rule 0.9 / memorization 0.1, the paper's thresholds).
     """
     check_definition(definition)
+    n_boot, ci, seed = check_boot(n_boot, ci, seed)
     rts, mts = _thresholds(rule_thresholds, "rule_thresholds"), _thresholds(mem_thresholds, "mem_thresholds")
     ds, _, u, n, _ = setup(ds)
     rule, mem, boot = _curves(ds, n_boot, seed)

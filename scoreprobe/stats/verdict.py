@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scoreprobe.errors import ConfigError
+from scoreprobe.limits import check_flags
 
 WORDS = ("supported", "contradicted", "undecided", "budget-bound", "undefined", "threshold-dependent")
 _OPPOSITE = {"supported": "contradicted", "contradicted": "supported"}
@@ -61,8 +62,8 @@ class Verdict:
 def word_at(lower, upper, region, censored=False):
     """The word of one interval [lower, upper] against the claimed region (lo, hi); ends may be ±inf."""
     lo, hi = region
-    if math.isnan(lower) or math.isnan(upper):
-        return "undefined"
+    if math.isnan(lower) or math.isnan(upper) or lower == math.inf or upper == -math.inf:
+        return "undefined"     # no interval, or one holding no finite value ([inf, inf]: no estimate)
     if lower >= lo and upper <= hi:
         return "supported"
     if upper < lo or lower > hi:
@@ -97,7 +98,7 @@ def verdict(thresholds, estimate, lower, upper, *, region, paper_threshold, cens
 def _checked(thresholds, estimate, lower, upper, censored, region):
     arrays = [np.asarray(a, dtype=float).reshape(-1) for a in (thresholds, estimate, lower, upper)]
     n = arrays[0].size
-    cens = np.zeros(n, bool) if censored is None else np.asarray(censored, dtype=bool).reshape(-1)
+    cens = np.zeros(n, bool) if censored is None else check_flags(censored, "verdict: censored")
     if n == 0 or any(a.size != n for a in arrays[1:]) or cens.size != n:
         raise ConfigError(f"verdict: thresholds, estimate, lower, upper and censored must be non-empty and of one "
                           f"length (got {[a.size for a in arrays]} and {cens.size})")

@@ -248,7 +248,11 @@ def open_store(path):
     damaged data (rerunning the command that wrote it recomputes them) or when a store written
     before commit records has an interrupted write.
     """
-    path, root = _root(path)
+    from scoreprobe.atomic import check_path_text
+    try:
+        path, root = _root(check_path_text(path, "open_store: path"))
+    except OSError as e:          # a name too long, a loop of links, a folder that may not be read
+        raise StoreError(f"cannot read the store {str(path)[:80]}: {e.strerror or e}") from None
     if root is None:
         raise StoreError(f"no zarr store at {path}; run the analysis with out={str(path)!r} first")
     bad = verify(path)

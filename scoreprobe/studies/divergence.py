@@ -24,6 +24,8 @@ import math
 import statistics
 from pathlib import Path
 
+from scoreprobe.errors import DataError
+
 FACTOR = 10.0    # a logged loss this many times the median of the WINDOW lines before it is a spike
 WINDOW = 10
 RECOVER = 2.0    # recovered: some WINDOW consecutive lines after it have a median within this × the one before
@@ -31,12 +33,41 @@ START_LOSS = 0.5   # training has started once a logged loss is below this (an u
 
 
 def _losses(path):
-    """[(step, loss)] of <path>/train_log.jsonl ([] when there is no log)."""
+    """[(step, loss)] of <path>/train_log.jsonl ([] when there is no log). A last line a kill cut short (no newline)
+    is left out, as training drops it when it resumes; any other line that is not a record (JSON with an integer step,
+    and a number as loss where it has one) is a DataError naming the file and the line."""
     log = Path(path) / "train_log.jsonl"
     if not log.is_file():
         return []
-    return [(int(d["step"]), float(d["loss"])) for d in map(json.loads, filter(str.strip, log.read_text().splitlines()))
-            if "loss" in d]
+    lines, out = log.read_text(errors="replace").splitlines(True), []
+    for i, line in enumerate(lines, 1):
+        if not line.strip() or (i == len(lines) and not line.endswith("\n")):
+            continue
+        rec = _record(line)
+        if rec is None:
+            raise DataError(f"{log}, line {i}: not a training-log record (a JSON object with an integer step and a "
+                            f"numeric loss): {line.strip()[:60]!r}")
+        if "loss" in rec:
+            out.append((rec["step"], float(rec["loss"])))
+    return out
+
+
+def _record(line):
+    """The JSON object of one log line with an integer step and (where it has one) a numeric loss, else None."""
+    try:
+        rec = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(rec, dict) or type(rec.get("step")) is not int:
+        return None
+    loss = rec.get("loss", 0.0)
+    if isinstance(loss, bool) or not isinstance(loss, (int, float)):
+        return None
+    try:
+        float(loss)
+    except OverflowError:   # an integer of hundreds of digits
+        return None
+    return rec
 
 
 def loss_spikes(path, factor=FACTOR, window=WINDOW, recover=RECOVER):

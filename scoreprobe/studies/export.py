@@ -25,7 +25,8 @@ import xarray as xr
 
 from scoreprobe.atomic import atomic_write
 from scoreprobe.data.datasets import STATE_CODES
-from scoreprobe.errors import DataError
+from scoreprobe.errors import DataError, first_line
+from scoreprobe.limits import MAX_STEP
 from scoreprobe.loading.npz import check_clocks, field, read_npz
 from scoreprobe.probes.counts import bit_sums
 from scoreprobe.store import normalize_config
@@ -95,6 +96,7 @@ def read_export(path):
     step, state, oracle = check_clocks(path, z)
     S, n = state.shape
     info = {k: _json_field(path, z, k) for k in ("config", "meta", "clocks_config")}
+    _check_meta(path, info["meta"])
     info.update(params=int(field(path, z, "params", "int", 0)), train_s=_num(field(path, z, "train_s", "real", 0)),
                 clocks_s=_num(field(path, z, "clocks_s", "real", 0)), version=version)
     fv = None
@@ -124,10 +126,27 @@ def _packed(path, z, name, S, n, ndim):
 
 
 def _json_field(path, z, name):
+    """A JSON object field (config, meta, clocks_config); DataError for anything else."""
     try:
-        return json.loads(str(field(path, z, name, "text")))
-    except ValueError as e:
-        raise DataError(f"{path}: field {name!r} is not JSON: {e}") from None
+        value = json.loads(str(field(path, z, name, "text")))
+    except (ValueError, RecursionError) as e:
+        raise DataError(f"{path}: field {name!r} is not JSON: {first_line(e)}") from None
+    if not isinstance(value, dict):
+        raise DataError(f"{path}: field {name!r} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _check_meta(path, meta):
+    """DataError unless the meta fields tables read have their types: train_start an integer step or null (never
+    started), loss_spikes a list of objects (`scoreprobe.studies.divergence.log_meta`)."""
+    start = meta.get("train_start")
+    if start is not None and (type(start) is not int or not 0 <= start <= MAX_STEP):
+        raise DataError(f"{path}: meta train_start must be a training step (an integer in [0, {MAX_STEP}]) or null, "
+                        f"got {str(start)[:40]!r}")
+    spikes = meta.get("loss_spikes", [])
+    if not isinstance(spikes, list) or not all(isinstance(x, dict) for x in spikes):
+        raise DataError(f"{path}: meta loss_spikes must be a list of objects (one per recovered spike), got "
+                        f"{str(spikes)[:40]!r}")
 
 
 def _num(v):

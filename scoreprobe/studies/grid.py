@@ -34,6 +34,7 @@ import re
 from pathlib import Path
 
 from scoreprobe.errors import ConfigError
+from scoreprobe.limits import MAX_GRID_CELLS, MAX_STEP, check_whole
 from scoreprobe.studies.recipes import Run
 from scoreprobe.training.config import TrainConfig
 
@@ -119,6 +120,10 @@ class Grid:
         if not re.fullmatch(r"[A-Za-z0-9._-]+", str(self.name)):
             raise ConfigError(f"a grid name is letters, digits, '.', '_' and '-', got {self.name!r}")
         self.axes = {a: self._values(a, v) for a, v in self.axes.items()}
+        cells = math.prod(len(v) for v in self.axes.values())
+        if cells > MAX_GRID_CELLS:
+            raise ConfigError(f"grid {self.name} has {cells} cells ({' x '.join(str(len(v)) for v in self.axes.values())}"
+                              f"), more than the limit {MAX_GRID_CELLS} (scoreprobe.limits.MAX_GRID_CELLS)")
         self.out = Path(self.out if self.out is not None else Path("runs") / self.name)
         self.runs = [self._cell(combo) for combo in itertools.product(*self.axes.values())]
 
@@ -126,7 +131,10 @@ class Grid:
         field_of(axis)
         if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
             raise ConfigError(f"grid axis {axis!r} needs a list of values, got {values!r}")
-        values = list(values)
+        values = list(itertools.islice(values, MAX_GRID_CELLS + 1))   # a huge or endless iterable: not all of it
+        if len(values) > MAX_GRID_CELLS:
+            raise ConfigError(f"grid axis {axis!r} has more than {MAX_GRID_CELLS} values (scoreprobe.limits."
+                              "MAX_GRID_CELLS, the cells of a grid)")
         labels = [label(v) for v in values]
         if not values or len(set(labels)) != len(labels):
             raise ConfigError(f"grid axis {axis!r} needs a non-empty list of distinct values, got {values!r}")
@@ -139,7 +147,8 @@ class Grid:
             for axis, value in zip(self.axes, combo):
                 cfg = _apply(cfg, axis, value)
             if self.steps is not None:
-                cfg = dataclasses.replace(cfg, total_steps=int(self.steps(cfg)))
+                cfg = dataclasses.replace(cfg, total_steps=check_whole(_call_steps(self.steps, cfg),
+                                                                       "steps(cfg) (total_steps)", 1, MAX_STEP))
             cfg.validate()
             _check_rule(cfg)
         except (ConfigError, TypeError, ValueError) as e:
@@ -170,6 +179,14 @@ class Grid:
     def coords(self):
         """{axis: coordinate values}: the values themselves; rule specs (and lists) by their label."""
         return {a: [label(v) if isinstance(v, (dict, list, tuple)) else v for v in vs] for a, vs in self.axes.items()}
+
+
+def _call_steps(steps, cfg):
+    """steps(cfg), any error of the user's callable a ConfigError (the cell is named by the caller)."""
+    try:
+        return steps(cfg)
+    except Exception as e:   # noqa: BLE001  (views(inf) overflows in math.ceil: any callable may raise anything)
+        raise ConfigError(f"steps(cfg) raised {type(e).__name__}: {e}") from None
 
 
 def _check_rule(cfg):

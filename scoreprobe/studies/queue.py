@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from scoreprobe.loading.series import load_series
-from scoreprobe.training.config import ENSEMBLE_VARIES, stored_config
+from scoreprobe.training.config import ENSEMBLE_VARIES, RESUME_STATE, ckpt_path, stored_config
 from scoreprobe.training.ensemble import train_ensemble
 from scoreprobe.errors import StoreError, first_line
 from scoreprobe.stats.clocks import clocks
@@ -24,13 +24,28 @@ logger = logging.getLogger("grid")
 
 
 def finished(run_dir, cfg):
-    """True when `run_dir` holds this config's run with its last checkpoint written (skip training)."""
-    meta = Path(run_dir) / "run.json"
-    if not meta.is_file() or (Path(run_dir) / "resume.pt").exists():
+    """True when `run_dir` holds this config's run with every planned checkpoint written (skip training).
+
+    Whatever a kill leaves is not finished, so that training resumes or restarts it: no run.json yet, run.json
+    without a checkpoint (killed before the first), a training state (resume.pt: killed mid-run, or after the last
+    checkpoint and before the state was moved), a checkpoint missing (killed while writing it: only its temporary
+    file exists). A planned checkpoint missing from a run that is otherwise done (deleted) is logged: training then
+    runs again from its last state or from step 0 and writes it (the checkpoints still there are checked bit for
+    bit, `training.guard.save_checkpoint`), so an export never holds fewer steps than planned. A damaged run.json
+    is a CheckpointError naming the file."""
+    from scoreprobe.loading.series import _read_run_json   # size, JSON, format, arch, the steps' types
+    run_dir = Path(run_dir)
+    if not (run_dir / "run.json").is_file() or (run_dir / RESUME_STATE).exists():
         return False
-    if stored_config(json.loads(meta.read_text()).get("config", {})) != cfg.to_dict():
+    meta = _read_run_json(run_dir)
+    if stored_config(meta.get("config", {})) != cfg.to_dict():
         return False  # train_run explains the difference
-    return cfg.total_steps in load_series(run_dir).steps
+    planned = meta.get("checkpoint_steps") or [cfg.total_steps]
+    missing = [s for s in planned if not ckpt_path(run_dir, s).exists()]
+    if missing and ckpt_path(run_dir, cfg.total_steps).exists():
+        logger.warning("%s: the checkpoints of steps %s are missing (deleted?) from a finished run: training again "
+                       "to write them", run_dir, ", ".join(map(str, missing[:5])) + (" ..." if len(missing) > 5 else ""))
+    return not missing
 
 
 def apply_preset(args, presets):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from scoreprobe.data.curriculum import piece_valid
 from scoreprobe.data.rules import rule_from_spec
-from scoreprobe.errors import CheckpointError
+from scoreprobe.errors import CheckpointError, first_line
 from scoreprobe.loading.series import load_series
 from scoreprobe.models.build import param_count
 from scoreprobe.studies.divergence import RECOVER, WINDOW, divergence, log_meta
@@ -103,11 +103,22 @@ def record_log_meta(args, run, export):
     fields, info = log_meta(path), read_export(export)
     if not fields or all(info["meta"].get(k) == v for k, v in fields.items()):
         return None
-    stored = normalize_config(stored_config(json.loads((path / "run.json").read_text()).get("config", {})))
+    stored = normalize_config(stored_config(_run_config(path)))
     if stored != info["config"]:
         raise CheckpointError(f"{run.name}: the run directory {path} holds another TrainConfig than {export}")
     set_meta(export, fields)
     return fields
+
+
+def _run_config(path):
+    """The config of <path>/run.json; CheckpointError naming the file when it is not a JSON object with one."""
+    try:
+        meta = json.loads((path / "run.json").read_text())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise CheckpointError(f"{path / 'run.json'} is not readable JSON: {first_line(e)}") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("config", {}), dict):
+        raise CheckpointError(f"{path / 'run.json'} is not a run's settings (a JSON object with a config object)")
+    return meta.get("config", {})
 
 
 def with_device(meta, device):

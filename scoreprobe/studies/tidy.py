@@ -114,7 +114,7 @@ def _describe(ds):
 
 def _check_dims(ds, *dims):
     for d in dims:
-        if d not in ds.dims:
+        if not isinstance(d, str) or d not in ds.dims:
             raise ConfigError(f"{d!r} is not an axis of this grid's Dataset (axes: {', '.join(map(str, ds.dims))})")
 
 
@@ -198,6 +198,8 @@ def fit_exponent(ds, x="N", over="seed", key="tau_mem", kind="power", ci=0.95):
     crossed before its first checkpoint.
     """
     _check_dims(ds, x, over)
+    if x == over:
+        raise ConfigError(f"fit_exponent: x and over must be two different axes, got {x!r} for both")
     if key not in KEYS:
         raise ConfigError(f"fit_exponent: key must be one of {', '.join(KEYS)}, got {key!r}")
     if not np.issubdtype(ds[x].dtype, np.number):

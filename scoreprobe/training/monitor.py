@@ -20,6 +20,7 @@ INFO); `monitor.result()` is the clocks Dataset so far. Definitions: docs/defini
 import json
 import logging
 import math
+import numbers
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -130,15 +131,14 @@ class Monitor:
 
     def due(self, step):
         """Whether `step` is one the monitor measures."""
-        return int(step) in self.at if self.at is not None else int(step) % self.every == 0
+        step = _step(step)
+        return step in self.at if self.at is not None else step % self.every == 0
 
     def __call__(self, step, model):
         """Measure `model` at training step `step` when it is due; returns that step's clocks Dataset
         (dims step, sample) or None when the step is not due. A step measured before (in this run or a
         stored one) with the same model is returned as stored; with another model: StoreError."""
-        step = int(step)
-        if step < 0:
-            raise ConfigError(f"Monitor: training steps are >= 0, got {step}")
+        step = _step(step)
         if not self.due(step):
             return None
         if self.spec != samplers.Sampler() and (isinstance(model, AncestralSampler) or callable(getattr(model, "sample", None))):
@@ -275,6 +275,17 @@ def log_steps(first=MONITOR_SCHEDULE["first"], per_decade=MONITOR_SCHEDULE["per_
         out.add(s)
         k += 1
     return frozenset(out)
+
+
+def _step(step):
+    """A training step as an int in [0, MAX_STEP]: an integer (python, numpy, or a 0-d integer tensor or array);
+    ConfigError for a bool, a float (10.9 was stored as step 10), NaN, inf or a string, as for steps=."""
+    if getattr(step, "ndim", None) == 0 and hasattr(step, "item") and not getattr(step, "is_floating_point",
+                                                                                  lambda: False)():
+        step = step.item()
+    if isinstance(step, numbers.Integral) and not isinstance(step, bool) and step < 0:
+        raise ConfigError(f"Monitor: training steps are >= 0, got {step}")
+    return check_int(step, "Monitor: the training step", 0, MAX_STEP)
 
 
 def _step_set(steps):
