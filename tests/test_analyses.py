@@ -22,6 +22,7 @@ def _analysis(name):
     return importlib.import_module(f"analyses.{name if '.' in name else name + '.run'}")
 
 
+@pytest.mark.slow   # trains the study's three smoke runs end to end
 def test_two_clocks_smoke(tmp_path, capsys):
     two_clocks = _analysis("two_clocks")
     two_clocks.main(["--smoke", "--out", str(tmp_path)])

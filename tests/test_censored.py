@@ -63,6 +63,7 @@ def test_bad_input_is_refused(y, cens, match):
 
 
 @pytest.mark.parametrize("n, share", [(3, 0.10), (9, 0.25)])
+@pytest.mark.slow   # a coverage simulation: 300 censored means per design
 def test_coverage_at_the_studies_designs(n, share):
     # 300 replicates: a coverage of 0.95 reads ≥ 0.92 with probability ≈ 0.99; docs/definitions.md quotes
     # 1000 replicates per cell (3 and 9 runs, 0 / 10 / 25% censored)

@@ -121,6 +121,7 @@ sweep(probe, {s: s for s in range(int(sys.argv[2]))}, out=sys.argv[1], config={"
 """
 
 
+@pytest.mark.slow   # readers polling a store while a real writer commits steps
 def test_safe_readers_never_fail_during_a_write(tmp_path):
     """A writer process appends steps while this one reads with every safe reader in turn: each
     read succeeds without a warning and shows complete steps (values and step coordinate agree).

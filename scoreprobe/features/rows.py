@@ -21,8 +21,8 @@ ROW_DIMS = ("step", "sigma", "sample")
 def site_rows(source, site=None, steps=None, sigmas=None, token=None):
     """The activations of `source` at `site` as a DataArray (row, d_in) float32.
 
-    source : tensor or array (n, d_in) (site not needed), a DataArray (row, d_in), or a Dataset from
-        run_with_cache / cache_series / open_store with the site's variable.
+    source : tensor or array (n, d_in) (site not needed), a DataArray (row, d_in), run_with_cache's cache, or a
+        Dataset from run_with_cache(return_type="dataset") / cache_series / open_store with the site's variable.
     site : a hook name ('blocks.2.hook_resid_post', 'hook_embed', 'final.hook_out').
     steps, sigmas : a subset of the store's steps / σ (None: all); token : one token's rows only.
     Rows carry the coordinates `sample` (and `step`, `sigma` where the source has them)."""
@@ -34,6 +34,8 @@ def site_rows(source, site=None, steps=None, sigmas=None, token=None):
                                      coords={"sample": ("row", np.arange(len(arr)))}))
     if isinstance(source, xr.DataArray) and source.dims == ("row", "d_in"):
         return _checked(source.astype(np.float32))
+    if callable(getattr(source, "to_xarray", None)) and not isinstance(source, (xr.Dataset, xr.DataArray)):
+        source = source.to_xarray()                  # run_with_cache's default result (an ActivationCache)
     if not isinstance(source, xr.Dataset):
         raise DataError(f"activations must be a tensor or array (n, d_in) or a cached Dataset, got {type(source).__name__}")
     if not isinstance(site, str):
