@@ -9,6 +9,7 @@ def _study():
     return _analysis("circuits")
 
 
+@pytest.mark.slow   # the circuits study's smoke run end to end
 def test_circuits_smoke_and_from_results(tmp_path, capsys):
     circuits = _study()
     assert circuits.main(["--plan"]) == 0 and "sp.circuits on models" in capsys.readouterr().out

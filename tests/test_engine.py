@@ -13,6 +13,10 @@ from scoreprobe.data.rules import Parity
 
 F64 = torch.float64
 
+# The rule oracle's trajectories are the long ones (about 5-10 s each against scipy at tight tolerances): they run
+# under -m slow; the empirical oracle's run by default.
+RULE_SLOW = pytest.param("rule", marks=pytest.mark.slow)
+
 
 def oracle(which):
     rule = Parity(3)
@@ -33,7 +37,7 @@ def per_point_reference(D, x0, sigma_start, sigma_min=0.002):
     return D(x, torch.full((len(x),), sigma_min, dtype=F64))
 
 
-@pytest.mark.parametrize("which", ["rule", "empirical"])
+@pytest.mark.parametrize("which", [RULE_SLOW, "empirical"])
 @pytest.mark.parametrize("pair", ["bs3", "heun-euler"])
 def test_the_engine_converges_to_scipy_without_early_decision(which, pair):
     D = oracle(which)
@@ -58,7 +62,7 @@ def test_a_constant_denoiser_is_integrated_exactly():
     torch.testing.assert_close(r.x, c.expand_as(x0), rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("which", ["rule", "empirical"])
+@pytest.mark.parametrize("which", [RULE_SLOW, "empirical"])
 def test_the_decision_criterion_holds_on_the_exact_oracles(which):
     """The criterion of docs/definitions.md: where |D(x, σ) − v|_∞ <= tol at v = sign(x), the rest of
     the flow keeps D within tol of v (the box around v is trapping for a posterior mean), so the
@@ -93,7 +97,7 @@ def test_patience_counts_the_evaluations_along_the_accepted_path(pair, patience,
     assert torch.equal(r.x, v.expand_as(x0))
 
 
-@pytest.mark.parametrize("which", ["rule", "empirical"])
+@pytest.mark.parametrize("which", [RULE_SLOW, "empirical"])
 def test_early_decision_keeps_the_labels_of_a_tight_reference(which):
     D = oracle(which)
     for sigma_start in (1.0, 2.0, 80.0):

@@ -41,9 +41,19 @@ def folder(tmp_path_factory):
     return d
 
 
-def test_report_reuses_the_runs_clocks_and_says_why_not_its_basins(folder, capsys, monkeypatch):
+def _workdir(folder, tmp_path, monkeypatch):
+    """A copy of the user's folder for one test: a report writes its cache and page beside the stores, and what
+    one test's report leaves there must not decide what the next one reads (order or parallel workers)."""
+    import shutil
+    work = tmp_path / "runs"
+    shutil.copytree(folder, work)
+    monkeypatch.chdir(work)
+    return work
+
+
+def test_report_reuses_the_runs_clocks_and_says_why_not_its_basins(folder, tmp_path, capsys, monkeypatch):
     from scoreprobe.store import open_store
-    monkeypatch.chdir(folder)
+    folder = _workdir(folder, tmp_path, monkeypatch)
     out = _run(["report", "--steps", STEPS, "--sections", "clocks,basins", "--out", "page.html", *SIZE_ARGS], capsys)
     assert re.search(r"clocks +reuse clocks\.zarr, found by its name", out), out
     assert re.search(r"not used +basins\.zarr: it was computed at other settings than the page's \(res, "
@@ -62,8 +72,9 @@ def test_report_reuses_the_runs_clocks_and_says_why_not_its_basins(folder, capsy
     assert "--store clocks.zarr" in _section(page, "provenance")   # the command that remakes the page names it
 
 
-def test_a_found_store_of_fewer_checkpoints_is_not_used_and_the_page_is_computed(folder, capsys, monkeypatch):
-    monkeypatch.chdir(folder)
+def test_a_found_store_of_fewer_checkpoints_is_not_used_and_the_page_is_computed(folder, tmp_path, capsys,
+                                                                                 monkeypatch):
+    folder = _workdir(folder, tmp_path, monkeypatch)
     out = _run(["report", "--steps", "0,1322,20092,36000", "--sections", "clocks", "--out", "more.html",
                 "--cache", "more.cache", *SIZE_ARGS], capsys)
     assert re.search(r"not used +clocks\.zarr: it holds 3 of the 4 checkpoints the page shows \(not 20092\); "
@@ -72,7 +83,6 @@ def test_a_found_store_of_fewer_checkpoints_is_not_used_and_the_page_is_computed
 
 
 def test_a_found_store_of_another_series_is_named_without_the_store_advice(folder, tmp_path, capsys, monkeypatch):
-    import shutil
     import scoreprobe as sp
     series = sp.load_series()
     other = tmp_path / "clocks.zarr"
@@ -80,7 +90,6 @@ def test_a_found_store_of_another_series_is_named_without_the_store_advice(folde
         warnings.simplefilter("ignore", ScoreprobeWarning)
         sp.clocks({0: sp.RuleDenoiser(series.rule)}, dataset=series.dataset, rule=series.rule, n_samples=40,
                   n_steps=4, out=str(other), progress=False)
-    shutil.copytree(folder / "report.cache", tmp_path / "report.cache")   # the basins already computed
     monkeypatch.chdir(tmp_path)
     out = _run(["report", "--steps", STEPS, "--sections", "clocks", "--out", "p.html", *SIZE_ARGS], capsys)
     line = [ln for ln in out.splitlines() if "not used" in ln]
@@ -88,8 +97,8 @@ def test_a_found_store_of_another_series_is_named_without_the_store_advice(folde
     assert "clocks     compute 3 checkpoints" in out
 
 
-def test_provenance_is_a_settings_table_not_json(folder, capsys, monkeypatch):
-    monkeypatch.chdir(folder)
+def test_provenance_is_a_settings_table_not_json(folder, tmp_path, capsys, monkeypatch):
+    folder = _workdir(folder, tmp_path, monkeypatch)
     _run(["report", "--steps", STEPS, "--sections", "clocks,basins", "--out", "page.html", *SIZE_ARGS], capsys)
     prov = _section((folder / "page.html").read_text(), "provenance")
     assert '<table class="kv settings"><tr><th>setting</th><th>value</th></tr>' in prov

@@ -162,6 +162,7 @@ def xr_equal(a, b):
     xr.testing.assert_identical(a.drop_attrs(), b.drop_attrs())
 
 
+@pytest.mark.slow   # basin sweeps of the shipped series' last 5 checkpoints twice; the row-by-row equality stays in the default suite
 def test_a_sweep_with_stacked_checkpoints_writes_the_store_of_the_loop(tmp_path, capsys):
     import xarray as xr
 

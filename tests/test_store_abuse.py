@@ -194,6 +194,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow   # two real writer processes started at the same instant
 def test_two_writers_at_the_same_instant(tmp_path):
     import subprocess
     import sys

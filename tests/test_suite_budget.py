@@ -48,13 +48,23 @@ def test_within_budget_and_without_one_pass(tmp_path):
     assert code == 0 and "suite time" not in out, out
 
 
-def test_the_budget_from_the_environment_and_a_bad_one(tmp_path):
+def test_the_budget_from_the_environment(tmp_path):
     code, out = _pytest(tmp_path, env={"SCOREPROBE_SUITE_BUDGET_S": "0.3"})
     assert code == 1 and "test_sleeps" in out, out
-    code, out = _pytest(tmp_path, env={"SCOREPROBE_SUITE_BUDGET_S": "eight minutes"})
-    assert code == 4 and "is not a number of seconds" in out, out
-    code, out = _pytest(tmp_path, "--suite-budget", "-1")
-    assert code == 4 and "positive number of seconds" in out, out
+
+
+@pytest.mark.parametrize("option, env, match", [(None, "eight minutes", "is not a number of seconds"),
+                                                (-1.0, None, "positive number of seconds"),
+                                                (0.0, None, "positive number of seconds")])
+def test_a_bad_budget_is_a_usage_error(monkeypatch, option, env, match):
+    """Read in this process (a usage error ends pytest before any test: exit 4)."""
+    import suite_budget
+    monkeypatch.delenv("SCOREPROBE_SUITE_BUDGET_S", raising=False)
+    if env is not None:
+        monkeypatch.setenv("SCOREPROBE_SUITE_BUDGET_S", env)
+    config = type("Config", (), {"getoption": lambda self, name: option})()
+    with pytest.raises(pytest.UsageError, match=match):
+        suite_budget._budget(config)
 
 
 def test_under_xdist_the_controller_counts_every_worker(tmp_path):
