@@ -56,7 +56,7 @@ def test_remedies_smoke(tmp_path, capsys):
     assert "curriculum: left out — --curriculum-g 6 must be > 1 and < G = 6" in (tmp_path / "g6" / "remedies_smoke.md").read_text()
 
 
-@pytest.mark.slow   # trains 4 runs as a stacked ensemble end to end (test_two_clocks_smoke stays in the default suite)
+@pytest.mark.slow   # trains 4 runs as a stacked ensemble end to end
 def test_two_clocks_smoke_with_seeds_as_ensembles(tmp_path, caplog):
     """--ensemble (the GPU preset's default) trains the runs of one length as one stacked ensemble."""
     two_clocks = _analysis("two_clocks")

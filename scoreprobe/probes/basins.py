@@ -15,7 +15,7 @@ import torch
 import xarray as xr
 
 from scoreprobe.errors import ConfigError, NonFiniteWarning, ScoreprobeWarning
-from scoreprobe.limits import MAX_ODE_STEPS, check_int, warn_nonfinite
+from scoreprobe.limits import MAX_ODE_STEPS, check_grid, check_int, warn_nonfinite
 from scoreprobe.precision import with_autocast
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFAULT_SOLVER, DEFINITIONS_VERSION
 from scoreprobe.data.datasets import state_flag_attrs
@@ -290,8 +290,9 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
     audit_points, audit_failures, boundary_basin_entropy, refine_outcome (see `_refine_vars`).
     """
     from scoreprobe.probes.refine import resolve_refine
-    refine = resolve_refine(refine, int(res))
     dataset, rule = dataset_and_rule(D_or_series, dataset, rule, who="basins")
+    res = check_grid(res, dataset.train.shape[1])   # before anything reads it: res = inf is a ConfigError
+    refine = resolve_refine(refine, res)
     sigma_starts = as_sigma_list(sigma_start, "sigma_start")
     n_steps = check_int(n_steps, "n_steps", 1, MAX_ODE_STEPS)
     _, u, v = plane.grid(res, margin)
