@@ -15,7 +15,8 @@ holds (past every limit of scoreprobe/limits.py: a MemoryError under an RLIMIT_A
 (derandomize), a small budget here (~25 s); the long profile is the slow test."""
 import pytest
 
-from tests.properties import GOOD, Target, explore, targets
+from tests.properties import GOOD, Target, explore
+from tests.property_targets import targets
 
 TARGETS = targets()
 QUICK = 4       # draws per target in the default suite (derandomized: the same draws every run)
