@@ -68,6 +68,7 @@ _API = {
     "scoreprobe.viz.circuits": "plot_circuits",
     "scoreprobe.studies.grid": "Grid",
     "scoreprobe.features.sae": "SAE",
+    "scoreprobe.features.disk": "save_sae load_sae",
     "scoreprobe.features.train": "train_sae",
     "scoreprobe.features.scores": "sae_scores",
     "scoreprobe.features.truth": "probe_directions rule_features",

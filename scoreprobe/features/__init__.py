@@ -3,7 +3,8 @@
     sae.py        the SAE module (SAELens names: encode, decode, W_enc, W_dec, b_enc, b_dec)
     jumprelu.py   JumpReLU's straight-through estimators
     rows.py       activations as rows (n, d_in): a tensor, or one hook site of a cached Dataset / store
-    train.py      train_sae
+    train.py      train_sae (resumable from a checkpoint= file)
+    disk.py       save_sae / load_sae (SAELens's folder layout) and the training state
     synthetic.py  a planted dictionary (known directions, sparse codes) for validation
 
 Definitions and the validation numbers: docs/features.md.

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from scoreprobe.errors import ConfigError
-from scoreprobe.features import jumprelu as jr
+from scoreprobe.limits import check_int
+from scoreprobe.features import disk, jumprelu as jr
 from scoreprobe.features.rows import site_rows
 from scoreprobe.features.sae import ARCHS, SAE
 from scoreprobe.progress import CountProgress
@@ -30,7 +31,8 @@ MIN_THRESHOLD = 1e-6     # jumprelu's θ is trained directly (Adam steps in θ, 
 
 
 def train_sae(activations, d_sae, *, arch="topk", k=None, l1=None, l0=None, seed=0, steps=None,
-              batch_size=None, lr=None, site=None, sae_steps=None, sigmas=None, token=None, progress=None):
+              batch_size=None, lr=None, site=None, sae_steps=None, sigmas=None, token=None, progress=None,
+              checkpoint=None, save_every=500):
     """A sparse autoencoder fitted to activation rows (see the module docstring for the recipe).
 
     activations : (n, d_in) tensor/array, or a cached Dataset (run_with_cache, cache_series, open_store) with
@@ -40,10 +42,17 @@ def train_sae(activations, d_sae, *, arch="topk", k=None, l1=None, l0=None, seed
         coefficient; l0 : jumprelu's L0 coefficient (on the scaled rows; defaults in DEFAULTS).
     seed : the initialisation and the batch order; the result is a function of (rows, settings, seed).
     progress : None (default: a bar on a terminal, else a stderr line every 30 s of training), True or False.
+    checkpoint : a file path: the training state is written there atomically every `save_every` steps and at
+        the end; a later call with the same rows and settings resumes from it (bit for bit the uninterrupted
+        result; a finished state returns its SAE without training); other rows or settings: ConfigError
+        (features.disk). None (default): nothing is written.
     Returns an SAE (scoreprobe.features.sae) in eval mode on the CPU, settings in `sae.config`."""
     X = site_rows(activations, site, sae_steps, sigmas, token)
     x = torch.as_tensor(X.values, dtype=torch.float32)                     # (n, d_in)
     cfg = _settings(x, d_sae, arch, k, l1, l0, steps, batch_size, lr)
+    save_every = check_int(save_every, "save_every", 1, 10**9)
+    print_ = None if checkpoint is None else disk.fingerprint(x, cfg, seed)
+    state = None if checkpoint is None else disk.read_state(checkpoint, print_)
     gen = torch.Generator().manual_seed(int(seed))
     mean = x.mean(0)
     c = float(((x - mean) ** 2).sum(1).mean().div(x.shape[1]).sqrt())
@@ -51,7 +60,8 @@ def train_sae(activations, d_sae, *, arch="topk", k=None, l1=None, l0=None, seed
         raise ConfigError("the activation rows are all equal: there is nothing for an SAE to learn")
     xs = x / c
     sae = _init(SAE(x.shape[1], cfg["d_sae"], arch, cfg["k"]), mean / c, gen, cfg)
-    _fit(sae, xs, gen, cfg, progress)
+    save = None if checkpoint is None else (lambda st: disk.write_state(checkpoint, dict(st, fingerprint=print_)))
+    _fit(sae, xs, gen, cfg, progress, state, save, save_every)
     _fold_scale(sae, c)
     sae.config = dict(cfg, seed=int(seed), scale=c, n_rows=int(x.shape[0]), site=X.attrs.get("site"))
     return sae.eval()
@@ -99,17 +109,20 @@ def _init(sae, b_dec, gen, cfg):
     return sae
 
 
-def _fit(sae, xs, gen, cfg, progress):
-    """Adam on the scaled rows xs (n, d_in) for cfg['steps'] steps (see the module docstring)."""
+def _fit(sae, xs, gen, cfg, progress, state=None, save=None, save_every=500):
+    """Adam on the scaled rows xs (n, d_in) for cfg['steps'] steps (see the module docstring), from `state`
+    (features.disk) when given; `save(state)` every `save_every` steps and at the end."""
     theta = torch.nn.Parameter(sae.threshold.clone()) if sae.arch == "jumprelu" else None
     params = list(sae.parameters()) + ([theta] if theta is not None else [])
     opt = torch.optim.Adam(params, lr=cfg["lr"])
     n, steps, bs = xs.shape[0], cfg["steps"], cfg["batch_size"]
     decay_from = int(steps * (1 - cfg["decay_share"]))
     since_fired = torch.zeros(sae.d_sae)                                   # rows since each latent last fired
-    order, pos = torch.randperm(n, generator=gen), 0
-    bar = CountProgress(steps, 0, "train_sae", progress)
-    for i in range(steps):
+    order, pos, start = torch.randperm(n, generator=gen), 0, 0
+    if state is not None:
+        since_fired, order, pos, start = _restore(state, sae, theta, opt, gen)
+    bar = CountProgress(steps, start, "train_sae", progress)
+    for i in range(start, steps):
         if pos + bs > n:
             order, pos = torch.randperm(n, generator=gen), 0
         x = xs[order[pos:pos + bs]]                                        # (B, d_in)
@@ -129,9 +142,29 @@ def _fit(sae, xs, gen, cfg, progress):
         bar.update()
         if i % 100 == 0:
             bar.set_postfix_str(f"loss {loss.item():.4g}")
+        if save is not None and (i + 1 == steps or (i + 1) % save_every == 0):
+            save(_snapshot(sae, theta, opt, gen, since_fired, order, pos, i + 1))
     bar.close()
     if theta is not None:
         sae.threshold.copy_(theta.detach())
+
+
+def _snapshot(sae, theta, opt, gen, since_fired, order, pos, step):
+    """Everything _fit needs to go on from `step` exactly as if it had not stopped."""
+    return {"sae": {k: v.clone() for k, v in sae.state_dict().items()},
+            "theta": None if theta is None else theta.detach().clone(), "adam": opt.state_dict(),
+            "generator": gen.get_state(), "since_fired": since_fired.clone(), "order": order.clone(),
+            "pos": int(pos), "step": int(step)}
+
+
+def _restore(state, sae, theta, opt, gen):
+    """Load a _snapshot into the live objects; returns (since_fired, order, pos, step)."""
+    sae.load_state_dict(state["sae"])
+    if theta is not None:
+        theta.data.copy_(state["theta"])
+    opt.load_state_dict(state["adam"])
+    gen.set_state(state["generator"])
+    return state["since_fired"], state["order"], state["pos"], state["step"]
 
 
 def _loss(sae, x, theta, since_fired, cfg):
