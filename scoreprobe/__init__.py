@@ -71,6 +71,7 @@ _API = {
     "scoreprobe.features.disk": "save_sae load_sae",
     "scoreprobe.features.train": "train_sae",
     "scoreprobe.features.scores": "sae_scores",
+    "scoreprobe.features.sweep": "sae_sweep",
     "scoreprobe.features.truth": "probe_directions rule_features",
     "scoreprobe.features.steer": "latent_hook",
     "scoreprobe.features.synthetic": "planted_dictionary",

@@ -5,6 +5,7 @@
     rows.py       activations as rows (n, d_in): a tensor, or one hook site of a cached Dataset / store
     train.py      train_sae (resumable from a checkpoint= file)
     disk.py       save_sae / load_sae (SAELens's folder layout) and the training state
+    sweep.py      sae_sweep: one SAE per (site, step, σ) of a cached store, scored, resumable
     synthetic.py  a planted dictionary (known directions, sparse codes) for validation
 
 Definitions and the validation numbers: docs/features.md.
