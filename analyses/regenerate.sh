@@ -14,5 +14,7 @@ done
 run remedies --preset g3 --from-results
 run circuits --series closed --from-results
 run circuits --series gpt --from-results
+run features --from-results
+run features --causal --from-results
 run mechanism --rereport analyses/results/mechanism.json
 run findings

@@ -34,3 +34,36 @@ def test_appearance_is_the_first_step_from_which_coverage_stays_above_half():
     rows = [dict(step=s, site="a", group_coverage=c) for s, c in ((1, 2), (2, 10), (3, 4), (4, 9), (5, 18))]
     assert appearance(rows, "a", 18) == 4
     assert appearance([dict(step=1, site="a", group_coverage=3)], "a", 18) is None
+
+
+@pytest.mark.slow   # trains an SAE and samples 3 arms of 16 from the shipped checkpoint (~25 s)
+def test_causal_smoke_pairs_the_arms_and_ranks_the_matched_set(tmp_path):
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from analyses.features import run
+    run.main(["--smoke", "--causal", "--out", str(tmp_path)])
+    c = json.loads((tmp_path / "features_causal_smoke.json").read_text())
+    matched, *randoms = c["arms"]
+    assert matched["kind"] == "matched" and len(randoms) == 2
+    assert all(len(r["latents"]) == len(matched["latents"]) and not set(r["latents"]) & set(matched["latents"])
+               for r in randoms)
+    for a in c["arms"]:
+        assert a["d_rule_accuracy"] == pytest.approx(a["rule_accuracy"] - c["base"]["rule_accuracy"])
+    bigger = sum(abs(r["d_rule_accuracy"]) >= abs(matched["d_rule_accuracy"]) for r in randoms)
+    assert c["p_rank"] == pytest.approx((1 + bigger) / 3) and c["p_min"] == pytest.approx(1 / 3)
+    md = (tmp_path / "features_causal_smoke.md").read_text()
+    run.main(["--smoke", "--causal", "--out", str(tmp_path), "--from-results"])
+    assert (tmp_path / "features_causal_smoke.md").read_text() == md
+
+
+def test_the_matched_latents_are_each_groups_best_f1_latent_once():
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import numpy as np
+    import xarray as xr
+    from analyses.features.causal import matched_latents
+    feats = ["group0=odd", "group1=odd", "group2=odd", "group0=even"]
+    s = xr.Dataset({"best_latent": ("feature", [5, 5, 2, 9]), "best_f1": ("feature", [0.3, 0.2, np.nan, 0.9])},
+                   coords={"feature": feats})
+    latents, f1 = matched_latents(s, 3)
+    assert latents == [5] and f1[:2] == [0.3, 0.2] and np.isnan(f1[2])
