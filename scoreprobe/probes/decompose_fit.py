@@ -6,6 +6,7 @@ per-point statistics (draws of one point summed together):
 
     gram (P, K, K) = X_p'X_p     xty (P, K) = X_p'y_p     yty (P,) = y_p'y_p     ysum (P, D) = Σ_draws y_p
     xx (P,) = x_p'x_p            xy (P,) = x_p'y_p        n_rows (P,) = draws of the point (0: padding)
+    affine (P,) = ‖y_p − (A x_p + b)‖², the affine map fitted on the other half of the points (held out)
 
 so a resample of points with multiplicities m (P,) gives G = Σ m_p gram_p etc., and
 
@@ -51,6 +52,11 @@ def r2_shrink(s, ss_tot):
     """r² of the best linear shrinkage c·x of the input (…,); c = xy/xx."""
     with np.errstate(invalid="ignore", divide="ignore"):
         return _r2(s["yty"] - s["xy"] ** 2 / s["xx"], ss_tot)
+
+
+def r2_affine(s, ss_tot):
+    """Held-out r² of the network's own affine fit (…,) from the per-point held-out errors `affine`."""
+    return _r2(s["affine"], ss_tot)
 
 
 def distance(s, ss_tot):
