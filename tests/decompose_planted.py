@@ -7,21 +7,22 @@ import numpy as np
 
 from scoreprobe.data.datasets import make_dataset
 from scoreprobe.data.rules import Parity
-from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
+from scoreprobe.oracles import EmpiricalDenoiser, LocalDenoiser, RuleDenoiser
 from scoreprobe.probes.decompose import _cells_dataset, cell_values, decompose_points, evaluate, noised, point_stats
 from scoreprobe.stats.decompose_calls import decompose_summary, mixture_weights
 
 NAMES = ("memorizer", "rule")
 
 
-def oracle_outputs(n_points, n_noise, sigmas=(0.5, 1.0, 2.0), seed=0):
+def oracle_outputs(n_points, n_noise, sigmas=(0.5, 1.0, 2.0), seed=0, local=False):
     """{σ: (x (M, D), outputs (2, M, D))} on the held-out points of the shipped-like recipe (parity G = 2, 6×6,
-    120 training items), memorizer and rule oracle."""
+    120 training items), memorizer and rule oracle (and the 3×3 local oracle with `local`, for readers
+    that need one)."""
     rule = Parity(G=2, shape=(6, 6), layout="offset")
     ds = make_dataset(rule, n_train=120, n_heldout=n_points, seed=seed)
     bits, split, pos = decompose_points(ds, rule, n_points, seed)
     keep = split == "heldout"
-    D = (EmpiricalDenoiser(ds.train), RuleDenoiser(rule))
+    D = (EmpiricalDenoiser(ds.train), RuleDenoiser(rule)) + ((LocalDenoiser(ds.train, 3, shape=(6, 6)),) if local else ())
     out = {}
     for s in sigmas:
         x = noised(bits[keep], pos[keep], s, n_noise, seed)
@@ -40,7 +41,7 @@ def model_dataset(outputs, n_noise, a, noise, rng):
         st = point_stats(y, o, x, n_noise)
         stats.append([st])
         cells.append([cell_values(st)])
-    named = [(n, n, 0, None) for n in NAMES]
+    named = [(n, n, 0, None) for n in NAMES] + [("local", "local", 3, None)] * (len(o) > 2)
     return _cells_dataset(cells, stats, sig, ["heldout"], named)
 
 

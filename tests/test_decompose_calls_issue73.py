@@ -131,3 +131,27 @@ def test_the_model_level_interval_is_the_t_interval_of_the_models_own_leads(setu
     assert np.isclose(float(own[0].best_value), float(models[0].r2.max()))
     assert np.isclose(float(own[0].r2_shrink), float(models[0].r2_shrink))
     assert np.isclose(float(own[0].r2_affine), float(models[0].r2_affine))
+
+
+def test_the_study_md_names_the_offered_set_and_how_its_calls_were_made():
+    """The md of a series' calls names the oracle set beside the weights and says which definition made the calls:
+    the current one (its family, adjustment and unit) or, for a json written before issue 73, the former one."""
+    import json
+
+    from decompose_planted import oracle_outputs, recipe
+    from scoreprobe.reports.decompose_calls_md import models_section
+    from scoreprobe.stats.decompose_models import calls_over_models, models_summary
+    outputs = oracle_outputs(32, 4, sigmas=(1.0, 2.0), local=True)
+    models, _ = recipe(outputs, 4, 3, np.random.default_rng(0))
+    dss = {f"m{i}": d.expand_dims(step=[0, 10]) for i, d in enumerate(models)}
+    m = calls_over_models(dss, 50, {n: f"runs/{n}" for n in dss})
+    m = json.loads(json.dumps(m))                              # as the study stores it
+    assert m["calls"]["adjust"] == "holm" and m["calls"]["oracles"] == "memorizer rule local"
+    s = {"models": models_summary(m)}
+    text = "\n".join(models_section(m, s, {}, "", {"open": "planted"}))
+    assert "Oracles offered: memorizer, rule, local." in text and "holm over the" in text and "former" not in text
+    assert "t interval over the models" in text
+    old = {k: v for k, v in m.items() if k != "calls"}         # a json written before issue 73's calls
+    text = "\n".join(models_section(old, s, {}, "", {"open": "shipped"}))
+    assert "former definition" in text and "Oracles offered: memorizer, rule, local." in text
+    assert "two-level bootstrap interval" in text
