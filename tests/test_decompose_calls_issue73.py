@@ -76,15 +76,26 @@ def test_the_exact_rule_oracle_at_tiny_sigma_is_not_shrinkage(setup):
     assert (s.best_oracle == "indistinguishable").all() and (s.r2_shrink > 0.999).all()
 
 
-def test_the_held_out_affine_fit_is_brute_force_least_squares():
+def test_the_held_out_affine_fit_is_brute_force_ridge_chosen_by_gcv():
+    """Each half's map is the ridge solution (X_c'X_c + λI)⁻¹X_c'Y_c at the λ of least GCV (written out with the hat
+    matrix), scored on the other half; too few rows: no baseline."""
+    from scoreprobe.probes.decompose import AFFINE_LAMBDAS
     rng = np.random.default_rng(0)
-    x, y = rng.normal(size=(10, 3, 4)), rng.normal(size=(10, 3, 4))
+    x = rng.normal(size=(10, 3, 4))
+    y = x @ rng.normal(size=(4, 4)) + 0.3 + 0.5 * rng.normal(size=(10, 3, 4))
     got = affine_heldout_sse(y, x)
     for k in (0, 1):
         fit_on, score = np.arange(10) % 2 != k, np.arange(10) % 2 == k
-        X = np.c_[x[fit_on].reshape(-1, 4), np.ones(15)]
-        W = np.linalg.solve(X.T @ X, X.T @ y[fit_on].reshape(-1, 4))
-        pred = np.concatenate([x[score], np.ones((5, 3, 1))], 2) @ W
+        X, Y = x[fit_on].reshape(-1, 4), y[fit_on].reshape(-1, 4)
+        Xc, Yc = X - X.mean(0), Y - Y.mean(0)
+        best = None
+        for lam in AFFINE_LAMBDAS * np.mean(np.linalg.svd(Xc, compute_uv=False) ** 2):
+            H = Xc @ np.linalg.solve(Xc.T @ Xc + lam * np.eye(4), Xc.T)
+            gcv = ((Yc - H @ Yc) ** 2).sum() / (1 - (np.trace(H) + 1) / 15) ** 2
+            if best is None or gcv < best[0]:
+                best = (gcv, np.linalg.solve(Xc.T @ Xc + lam * np.eye(4), Xc.T @ Yc))
+        W = best[1]
+        pred = x[score] @ W + (Y.mean(0) - X.mean(0) @ W)
         assert np.allclose(got[score], ((y[score] - pred) ** 2).sum((1, 2)))
     assert np.isnan(affine_heldout_sse(y[:2], x[:2])).all()         # 3 rows per half < D + 1 = 5: no baseline
 
