@@ -1,5 +1,5 @@
 """decompose calls with intervals (issue 55, part B): planted networks against the calls, the mixture with its
-interval, the two-level bootstrap over models, and the statistics against brute force."""
+interval, the model as the unit over trained models, and the statistics against brute force."""
 import numpy as np
 import pytest
 import torch
