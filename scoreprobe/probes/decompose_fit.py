@@ -186,3 +186,49 @@ def simplex_batch(gram, xty, w0):
     for i in np.flatnonzero(~ok):
         w[i] = simplex_fit(gram[i], xty[i])
     return w
+
+
+AFFINE_LAMBDAS = np.geomspace(1e-6, 1e2, 33)   # ridge penalties tried, × the mean squared singular value of x
+
+
+def affine_fit(x, y):
+    """The affine map y ≈ x·W + b by ridge regression (intercept unpenalized), the penalty chosen by generalized
+    cross-validation on these rows alone among AFFINE_LAMBDAS (λ → 0 is least squares). x, y: (rows, D) ->
+    (W (D, D), b (D,)). With 64 rows and 37 parameters per coordinate, least squares pays ≈ 2.4× the residual
+    on held-out rows; the ridge keeps what the data support (shipped model, step 36 000, σ = 1: held-out r²
+    0.10 by least squares, 0.44 by this fit)."""
+    mx, my = x.mean(0), y.mean(0)
+    u, sv, vt = np.linalg.svd(x - mx, full_matrices=False)
+    uty = u.T @ (y - my)
+    best, lam_best = np.inf, 0.0
+    for lam in AFFINE_LAMBDAS * max(float((sv ** 2).mean()), 1e-300):
+        f = sv ** 2 / (sv ** 2 + lam)
+        dof = f.sum() + 1
+        if dof >= len(x):
+            continue
+        gcv = (((y - my) - u @ (f[:, None] * uty)) ** 2).sum() / (1 - dof / len(x)) ** 2
+        if gcv < best:
+            best, lam_best = gcv, lam
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shrink = np.where(sv > 0, sv / (sv ** 2 + lam_best), 0.0)
+    W = vt.T @ (shrink[:, None] * uty)
+    return W, my - mx @ W
+
+
+def affine_heldout_sse(y, x):
+    """The network's own linear part, scored on held-out points: per point, ‖y − (x·W + b)‖² summed over its
+    draws, with (W, b) = `affine_fit` on the OTHER half of the points (points split by the parity of their
+    index; two folds, so every point is scored once, by a map that never saw it).
+
+    y, x: (P, n_noise, D) -> (P,); NaN for every point when a half holds fewer rows (points × draws) than the
+    map's D + 1 parameters per coordinate (no baseline)."""
+    p, n, d = y.shape
+    out = np.full(p, np.nan)
+    if (p // 2) * n < d + 1:
+        return out
+    fold = np.arange(p) % 2
+    for k in (0, 1):
+        fit_rows, score = fold != k, fold == k
+        W, b = affine_fit(x[fit_rows].reshape(-1, d), y[fit_rows].reshape(-1, d))
+        out[score] = ((y[score] - (x[score] @ W + b)) ** 2).sum((1, 2))
+    return out

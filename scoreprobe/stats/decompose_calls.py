@@ -289,7 +289,17 @@ def mixture_weights(ds_or_list, level=0.95, n_boot=1000, seed=0, oracles=None, m
         reps = replicates(stats, lambda pooled, cells, j: _mixture_fn(pooled, starts[j][cells, :k]), (k + 1,),
                           n_boot, seed)                                            # (C, B, K + 1)
         lo, hi = interval(reps, level)
-    dims, coords, shape = cell_layout(items[0])
+    return _mixture_dataset(items[0], names, (est, lo, hi, shrink), level, min_r2).assign_attrs(
+        n_boot=int(n_boot), seed=int(seed), n_models=len(items),
+        unit=("models: t over the models' own weights, m − 1 df" if len(items) > 1 else
+              "points: percentile bootstrap over the points"))
+
+
+def _mixture_dataset(ref, names, values, level, min_r2):
+    """mixture_weights' Dataset from (est, lower, upper) (C, K + 1) and r2_shrink (C,) over `ref`'s cells."""
+    est, lo, hi, shrink = values
+    k = len(names)
+    dims, coords, shape = cell_layout(ref)
     cdims = (*dims, "oracle")
     oc = {**coords, "oracle": ("oracle", np.array(names, dtype=object))}
     data = {"weight": (cdims, est[:, :k].reshape(*shape, k), {"long_name": "mixture weight (≥ 0, Σ = 1)"}),
@@ -304,10 +314,7 @@ def mixture_weights(ds_or_list, level=0.95, n_boot=1000, seed=0, oracles=None, m
                                         "a reading"})}
     data["fits"] = (dims, (est[:, k] >= min_r2).reshape(shape),
                     {"long_name": f"the mixture explains r² ≥ {min_r2:g} of the network's variation"})
-    unit = ("models: t over the models' own weights, m − 1 df" if len(items) > 1 else
-            "points: percentile bootstrap over the points")
-    return xr.Dataset(data, coords=oc, attrs={"level": float(level), "n_boot": int(n_boot), "seed": int(seed),
-                                              "n_models": len(items), "unit": unit, "min_r2": float(min_r2),
+    return xr.Dataset(data, coords=oc, attrs={"level": float(level), "min_r2": float(min_r2),
                                               "oracles": " ".join(names),
                                               "conditional_on": "the weights are those of the best mixture of "
                                                                 "exactly these oracles; another set gives others"})
