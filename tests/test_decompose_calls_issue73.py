@@ -43,7 +43,7 @@ def test_a_planted_tie_over_three_models_is_rarely_called():
     assert tested >= 0.6 * 3 * n, tested
 
 
-@pytest.mark.slow   # 200 recipes × 3 models × 3 σ: about a minute
+@pytest.mark.slow   # 2 × 200 recipes × 3 models × 3 σ: 1.5–3.5 minutes on a shared 2-core machine
 def test_a_planted_tie_over_three_models_is_called_at_most_5_percent_of_200_recipes():
     for n_points, n_noise in ((64, 2), (32, 4)):
         called, n, tested = false_calls(200, n_models=3, n_points=n_points, n_noise=n_noise, seed=7, min_r2=0.0)
