@@ -22,7 +22,7 @@ def _decomposed_real():
     def half_nan(x, s):
         return R(x, s) if float(s.reshape(-1)[0]) < 0.75 else torch.full_like(x, float("nan"))
     return sp.decompose({0: R, 10: half_nan}, dataset=series.dataset, rule=series.rule, sigmas=[0.5, 1.0],
-                        n_points=6, n_noise=1, oracles=("memorizer", "rule"), progress=False)
+                        n_points=24, n_noise=1, oracles=("memorizer", "rule"), progress=False)
 
 
 def test_cli_table_band_mean_is_nan_when_one_sigma_is_undefined(capsys):
@@ -42,7 +42,7 @@ def test_cli_table_band_mean_is_nan_when_one_sigma_is_undefined(capsys):
 
 def test_best_oracle_names_only_defined_cells():
     from scoreprobe.stats.decompose_calls import best_oracle
-    best = best_oracle(_decomposed_real().sel(split="heldout"), n_boot=50)
+    best = best_oracle(_decomposed_real().sel(split="heldout"))
     assert best.values.tolist() == [["rule", "rule"], ["rule", "undefined"]]
     assert best.attrs["flag_meanings"].split()[-1] == "undefined"
 

@@ -47,7 +47,10 @@ def test_substituted_oracle_has_weight_one(setup, name):
     for var in ("weight", "weight_simplex"):
         w = out[var].transpose("sigma", "split", "oracle").values
         assert np.abs(w - want)[ok].max() < 1e-6
-    calls = best_oracle(out, n_boot=100).transpose("sigma", "split").values
+    calls = best_oracle(out).transpose("sigma", "split").values
+    if name == "memorizer":     # 12 points: too few to fit the linear baseline, so copying is never claimed
+        assert np.isnan(out.r2_affine).all() and set(calls.ravel()) <= {"indistinguishable", "undecided"}
+        return
     assert set(calls.ravel()) <= {name, "indistinguishable", "undecided"} and (calls == name).sum() >= 5
 
 
@@ -80,8 +83,8 @@ def test_over_steps_and_noise_in_network(setup):
         return named["rule"](x, s) + 0.01 * torch.randn(x.shape, generator=g, dtype=x.dtype)
     out = run({0: named["memorizer"], 100: noisy}, rule, ds, oracles=("memorizer", "rule"))
     assert list(out.step.values) == [0, 100]
-    assert set(best_oracle(out.sel(step=0), n_boot=100).values.ravel()) <= {"memorizer", "indistinguishable"}
-    assert (best_oracle(out.sel(step=100, split="heldout"), n_boot=100) == "rule").all()
+    assert set(best_oracle(out.sel(step=0)).values.ravel()) <= {"indistinguishable", "undecided"}   # no baseline
+    assert (best_oracle(out.sel(step=100, split="heldout")) == "rule").all()
     ok = out.condition.sel(step=100) < 1e4
     assert int(ok.sum()) >= 7
     assert np.abs(out.weight.sel(step=100, oracle="rule") - 1).where(ok).max() < 0.02
@@ -91,7 +94,7 @@ def test_over_steps_and_noise_in_network(setup):
 def test_best_oracle_ties(setup):
     rule, ds, named = setup
     out = run(named["rule"], rule, ds, sigmas=(0.01, 1.0))
-    best = best_oracle(out, n_boot=100)
+    best = best_oracle(out)
     assert (best.sel(sigma=1.0) == "rule").all()
     # every oracle returns the item, and so does D ≈ x: no call
     assert best.sel(sigma=0.01, split="train").item() in ("indistinguishable", "shrinkage")

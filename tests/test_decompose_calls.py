@@ -1,5 +1,5 @@
 """decompose calls with intervals (issue 55, part B): planted networks against the calls, the mixture with its
-interval, the two-level bootstrap over models, and the statistics against brute force."""
+interval, the model as the unit over trained models, and the statistics against brute force."""
 import numpy as np
 import pytest
 import torch
@@ -36,10 +36,10 @@ def noisy(D, scale, seed):
 
 def test_a_network_equal_to_the_rule_oracle_is_called_rule_with_the_tie_excluded(setup):
     rule, ds, _, R = setup
-    s = decompose_summary(run(R, rule, ds), n_boot=200)
+    s = decompose_summary(run(R, rule, ds))
     fresh = s.sel(split=["heldout", "random_valid"])
     assert (fresh.best_oracle == "rule").all(), fresh.best_oracle.values
-    assert (fresh.lead_lower > 0).all() and (fresh.over_shrink_lower > 0).all()
+    assert (fresh.p_adjusted <= 0.05).all() and (fresh.lead > 0).all() and (fresh.over_shrink > 0).all()
     assert np.allclose(fresh.best_value, 1.0)
     # on training points the memorizer and the rule differ less: whatever the label, never "memorizer"
     assert not (s.best_oracle.sel(split="train") == "memorizer").any()
@@ -48,7 +48,7 @@ def test_a_network_equal_to_the_rule_oracle_is_called_rule_with_the_tie_excluded
 def test_a_random_linear_network_is_never_called_an_oracle(setup):
     rule, ds, _, _ = setup
     A = torch.as_tensor(np.random.default_rng(3).normal(size=(36, 36)) / 6, dtype=torch.float64)
-    labels = best_oracle(run(lambda x, s: x @ A.T, rule, ds), n_boot=200).values.ravel()
+    labels = best_oracle(run(lambda x, s: x @ A.T, rule, ds)).values.ravel()
     assert set(labels) <= set(LABELS), labels
 
 
@@ -60,7 +60,7 @@ def test_the_untrained_adaln_zero_network_is_shrinkage_at_every_sigma():
     assert (out.r2_shrink > 0.999999).all()
     assert np.allclose(out.shrink_coef.transpose("sigma", "split"), (1 / (1 + out.sigma ** 2)).values[:, None],
                        rtol=1e-5)
-    s = decompose_summary(out, n_boot=50)
+    s = decompose_summary(out)
     assert (s.best_oracle == SHRINKAGE).all(), s.best_oracle.values
     assert mixture_weights(out, n_boot=50).shrinkage.all()
 
@@ -82,9 +82,9 @@ def test_a_planted_mixture_is_recovered_with_an_interval_that_covers_it_and_shri
     assert widths[1] < 0.75 * widths[0], widths          # 4× the points: about half the width
 
 
-def test_the_bootstrap_over_models_is_two_level(setup):
-    """Three planted models whose memorizer weight is 0.5, 0.6, 0.7: the two-level interval covers their mean
-    and is wider than one model's (which sees only its own points)."""
+def test_over_models_the_model_is_the_unit(setup):
+    """Three planted models whose memorizer weight is 0.5, 0.6, 0.7: the t interval over models (2 df) covers
+    their mean and is wider than one model's (which sees only its own points)."""
     rule, ds, M, R = setup
     models = [run(noisy(lambda x, s, a=a: a * M(x, s) + (1 - a) * R(x, s), 0.05, i), rule, ds,
                   oracles=("memorizer", "rule")).sel(split="heldout", sigma=1.0)
@@ -94,8 +94,9 @@ def test_the_bootstrap_over_models_is_two_level(setup):
     assert abs(float(both.weight) - 0.6) < 0.02 and float(both.lower) < 0.6 < float(both.upper)
     assert float(both.upper - both.lower) > 3 * float(one.upper - one.lower)
     assert float(one.lower) < 0.6 < float(one.upper)
-    s = decompose_summary(models, n_boot=200)
-    assert s.attrs["n_models"] == 3 and s.best_oracle.item() in ("memorizer", "undecided")
+    s = decompose_summary(models)
+    # one oracle alone explains less than 0.8 of a 0.5–0.7 mixture at σ = 1: "none", never a name
+    assert s.attrs["n_models"] == 3 and s.best_oracle.item() in ("none", "undecided"), s.best_oracle.item()
     with pytest.raises(ConfigError, match="differ"):
         mixture_weights([models[0], models[1].assign_coords(sigma=2.0)], n_boot=50)
 
@@ -150,7 +151,7 @@ def test_the_active_set_simplex_fit_equals_enumeration_and_the_batch_equals_the_
 def test_undefined_cells_stay_undefined(setup):
     rule, ds, _, R = setup
     out = run({0: R, 5: lambda x, s: torch.full_like(x, float("nan"))}, rule, ds, oracles=("memorizer", "rule"))
-    s = decompose_summary(out, n_boot=50)
+    s = decompose_summary(out)
     assert (s.best_oracle.sel(step=5) == "undefined").all() and np.isnan(s.lead.sel(step=5)).all()
     assert (s.leader.sel(step=5) == "").all()
     assert np.isnan(mixture_weights(out, n_boot=50).weight.sel(step=5)).all()
@@ -170,7 +171,7 @@ def test_readings_refuse_what_they_cannot_read(setup):
     out = run(R, rule, ds, oracles=("memorizer", "rule"), sigmas=(1.0,), n_points=4)
     with pytest.raises(ConfigError, match="per-point statistics"):
         best_oracle(out[["r2"]])
-    for bad in ({"var": "weight"}, {"level": 1.5}, {"n_boot": 3}, {"margin": -1}):
+    for bad in ({"var": "weight"}, {"level": 1.5}, {"min_r2": 2}, {"adjust": "bonferroni"}, {"margin": -1}):
         with pytest.raises(ConfigError):
             decompose_summary(out, **bad)
     with pytest.raises(ConfigError, match="oracles"):

@@ -21,7 +21,7 @@ def series_dir(tmp_path, monkeypatch):
 def test_cli_decompose_table_store_and_figure(series_dir):
     from scoreprobe.cli import cli
     from scoreprobe.store import open_store
-    args = ["decompose", str(series_dir), "--steps", "all", "--sigmas", "1,2,3", "--n-points", "8",
+    args = ["decompose", str(series_dir), "--steps", "all", "--sigmas", "1,2,3", "--n-points", "40",
             "--out", "dec.zarr", "--plot", "dec.png", "--oracles", "memorizer,rule,local,local_equivariant",
             "--n-boot", "100"]
     r = CliRunner().invoke(cli, args)

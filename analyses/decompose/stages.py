@@ -2,7 +2,7 @@
 them per stage).
 
 models      `sp.decompose` over two series of 3 trained models each (issue 55 item 7), the calls made with a
-            two-level bootstrap (models, then points within each) and the mixture weights with intervals
+            model as the unit (t over models, sign flips over points, Holm over the cells) and the mixture weights with intervals
             (`scoreprobe.stats.decompose_models`); per model as well, so that a call resting on one model shows.
             open: the shipped recipe at training seeds 0, 1, 2; closed: the closed-window series, trained here when
             missing (`scoreprobe.studies.trained_models`: not the models behind mechanism_seeds' exports, whose run

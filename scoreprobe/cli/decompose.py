@@ -21,7 +21,7 @@ from scoreprobe.cli.source import source_options
 LETTERS = {"memorizer": "M", "rule": "R", "gaussian": "G", "rule_gaussian": "Q", "local": "L",
            "local_equivariant": "E", "local_boundary": "B"}
 ORACLE_NAMES = tuple(LETTERS)
-MARKS = {"undecided": "~", "indistinguishable": "=", "shrinkage": "s", "undefined": "?"}
+MARKS = {"undecided": "~", "indistinguishable": "=", "shrinkage": "s", "undefined": "?", "none": "0", "linear": "A"}
 
 
 def _letter(name):
@@ -65,9 +65,9 @@ def _sigmas(ctx, param, value):
 @click.option("--patch", callback=_patch, default="3", show_default=True,
               help="Window side(s) of the local oracles, odd; several (3,5) calibrate p per σ.")
 @click.option("--n-boot", type=click.IntRange(20, 100_000), default=1000, show_default=True,
-              help="Bootstrap resamples of the points behind each call's interval.")
+              help="Bootstrap resamples of the points behind the mixture weights' interval (one model).")
 @click.option("--level", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True,
-              help="Level of the intervals.")
+              help="Level of the intervals; 1 − the calls' family-wise error (Holm over the cells).")
 @click.option("--split", type=click.Choice(("train", "heldout", "random_valid")), default="heldout",
               help="Points the printed table and the figure show.")
 @click.option("--seed", type=SEED, default=0, help="Seed of the noise bank and of the fresh valid images.")
@@ -83,10 +83,11 @@ def decompose(source, sigmas, n_points, n_noise, oracles, patch, n_boot, level, 
     """Compare the denoiser of every checkpoint of SOURCES (default: the shipped series) with the exact
     oracles — the memorizer, the rule oracle, the Gaussian (Wiener) baselines of the training set and
     of the rule, and the local (patch) oracles — per σ, on noised training items, held-out items and
-    fresh valid images. Prints, per step, the call at each σ (an oracle only where a paired bootstrap
-    over points puts the best's r² lead above 0 and the network is neither a linear shrinkage nor
-    between indistinguishable oracles), the called leads with their intervals, and the mixture weights
-    at σ = 1 (docs/definitions.md, "What kind of denoiser")."""
+    fresh valid images. Prints, per step, the call at each σ (an oracle only where it explains r² ≥ 0.8,
+    beats the runner-up, the shrinkage c·x and the network's own held-out affine fit by sign-flip tests
+    over points, Holm over the cells; docs/oracles.md, "Calls"), the called leads with their intervals,
+    and the mixture weights at σ = 1 over the offered oracles (docs/definitions.md, "What kind of
+    denoiser")."""
     from scoreprobe.probes.decompose import decompose as run
     names = None if oracles.strip() == "all" else tuple(o.strip() for o in oracles.split(",") if o.strip())
     if names is not None and (not names or any(o not in ORACLE_NAMES for o in names)):
@@ -109,7 +110,7 @@ def decompose(source, sigmas, n_points, n_noise, oracles, patch, n_boot, level, 
         click.echo(store_line(out, list(ds.step.values), reused))
     if plot:
         from scoreprobe.viz.decompose import plot_decompose
-        save_figure(plot_decompose(ds, split=split, n_boot=n_boot, level=level), plot, dpi=120)
+        save_figure(plot_decompose(ds, split=split, level=level), plot, dpi=120)
         click.echo(f"wrote {plot}")
 
 
@@ -128,10 +129,12 @@ def _table(ds, split, band=(0.2, 2.0), n_boot=1000, level=0.95):
     inband = (sig >= band[0]) & (sig <= band[1])
     if not inband.any():
         inband[:] = True
-    summary = decompose_summary(d, n_boot=n_boot, level=level)
+    summary = decompose_summary(d, level=level)
     marks = {**MARKS, **{n: _letter(n) for n in names}}
     click.echo(f"calls on {split} points at each σ ({', '.join(f'{_letter(n)} = {n}' for n in names)}; "
-               f"~ undecided, = indistinguishable, s shrinkage, ? undefined: no oracle is named there); "
+               f"~ undecided, = indistinguishable, s shrinkage, ? undefined, "
+               f"0 none fits (r² < {summary.attrs['min_r2']:g}), "
+               f"A linear (its own held-out affine fit): no oracle is named there); "
                f"mean r² over σ in [{band[0]}, {band[1]}]")
     click.echo(f"{'step':>8s}  " + "".join(f"{s:>5.2g}" for s in sig) + "  " + "".join(f"{n[:10]:>11s}" for n in names))
     for i in range(d.sizes["step"]):

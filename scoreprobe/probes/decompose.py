@@ -21,7 +21,10 @@ summed together; `scoreprobe.probes.decompose_fit`), so every reading can be res
   the split's rows; `r2_shrink`: the same for the best linear shrinkage c·x of the input (the
   untrained adaLN-Zero network is exactly x/(1+σ²): r2_shrink = 1);
 - `weight`, `r2_joint`, `residual`, `condition`: the joint least-squares fit (minimum norm);
-- `weight_simplex`, `r2_simplex`: the best mixture (weights ≥ 0 summing to 1).
+- `weight_simplex`, `r2_simplex`: the best mixture (weights ≥ 0 summing to 1);
+- `r2_affine`: the network's own linear part as a baseline (Li et al. 2024's linearity): the affine map
+  A·x + b fitted (ridge, penalty by generalized cross-validation) on one half of the split's points, scored
+  on the other half (two folds).
 
 Readings (`scoreprobe.stats.decompose_calls`): `mixture_weights` (the mixture with bootstrap
 intervals: the primary attribution), `best_oracle` / `decompose_summary` (a call only where a paired
@@ -187,7 +190,8 @@ def point_stats(y, outputs, x, n_noise):
     """Per-point sufficient statistics of one cell (`scoreprobe.probes.decompose_fit`).
 
     y, x: (P·n_noise, D) network outputs and inputs, rows point-major; outputs: (K, P·n_noise, D).
-    Returns {gram (P, K, K), xty (P, K), yty (P,), ysum (P, D), xx (P,), xy (P,), n_rows (P,)}; a point
+    Returns {gram (P, K, K), xty (P, K), yty (P,), ysum (P, D), xx (P,), xy (P,), n_rows (P,), affine (P,):
+    `decompose_fit.affine_heldout_sse`}; a point
     whose network output is not finite gets NaN statistics (the cell is then undefined)."""
     n = int(n_noise)
     p, d = len(y) // n, y.shape[1]
@@ -199,6 +203,8 @@ def point_stats(y, outputs, x, n_noise):
     for v in out.values():
         v[bad] = np.nan
     out["n_rows"] = np.full(p, float(n))
+    out["affine"] = fit.affine_heldout_sse(Y.reshape(p, n, d), V.reshape(p, n, d))
+    out["affine"][bad] = np.nan
     return out
 
 
@@ -217,7 +223,8 @@ def cell_values(stats):
         coef = s["xy"] / s["xx"]
     return {"r2": fit.r2_alone(s, ss), "weight": w, "weight_simplex": ws, "r2_joint": 1 - err(w) / ss,
             "r2_simplex": 1 - err(ws) / ss, "residual": float(np.sqrt(err(w) / (s["n_rows"] * s["ysum"].size))),
-            "condition": fit.condition(s["gram"]), "r2_shrink": float(fit.r2_shrink(s, ss)), "shrink_coef": coef}
+            "condition": fit.condition(s["gram"]), "r2_shrink": float(fit.r2_shrink(s, ss)), "shrink_coef": coef,
+            "r2_affine": float(fit.r2_affine(s, ss))}
 
 
 def regress(y, outputs, x=None):
@@ -228,7 +235,7 @@ def regress(y, outputs, x=None):
     return cell_values(point_stats(y, outputs, x, len(y)))
 
 
-_CELL_SCALARS = ("r2_joint", "r2_simplex", "residual", "condition", "r2_shrink", "shrink_coef")
+_CELL_SCALARS = ("r2_joint", "r2_simplex", "residual", "condition", "r2_shrink", "shrink_coef", "r2_affine")
 _C, _O = ("sigma", "split"), ("sigma", "split", "oracle")
 _VARS = {
     "r2": (_O, "1 − ‖D − D_k‖²/‖D − mean D‖² of the oracle alone, no fit"),
@@ -240,13 +247,16 @@ _VARS = {
     "condition": (_C, "condition number of the oracle-output matrix (large: weights not identified)"),
     "r2_shrink": (_C, "r² of the best linear shrinkage c·x of the input (1: the network is a shrinkage)"),
     "shrink_coef": (_C, "c of the best linear shrinkage c·x"),
+    "r2_affine": (_C, "held-out r² of the network's own affine fit A·x + b (fitted on the other half of the points)"),
 }
 _STAT_DIMS = {"gram": ("point", "oracle", "oracle_b"), "xty": ("point", "oracle"), "yty": ("point",),
-              "ysum": ("point", "pixel"), "xx": ("point",), "xy": ("point",), "n_rows": ("point",)}
+              "ysum": ("point", "pixel"), "xx": ("point",), "xy": ("point",), "n_rows": ("point",),
+              "affine": ("point",)}
 _STAT_NAMES = {"gram": "X_p'X_p: oracle outputs' Gram matrix of the point (draws summed)",
                "xty": "X_p'y_p: oracle outputs against the network's", "yty": "y_p'y_p",
                "ysum": "network output summed over the point's draws", "xx": "x_p'x_p (inputs)",
-               "xy": "x_p'y_p", "n_rows": "noise draws of the point (0: padding, no point)"}
+               "xy": "x_p'y_p", "n_rows": "noise draws of the point (0: padding, no point)",
+               "affine": "‖y_p − (A x_p + b)‖²: the affine map fitted on the other half of the points"}
 
 
 def _pad(v, n):

@@ -30,6 +30,27 @@ def _call_text(m, i, k, j):
     return f"{lab} (lead {m['pooled']['lead'][i][k][j]:+.3f} [{lo:+.3f}, {hi:+.3f}])"
 
 
+def _offered(m):
+    return ", ".join(m["oracle"])
+
+
+def _method(m):
+    """How the json's calls were made: issue 73's (its "calls" record) or the former two-level bootstrap."""
+    c = m.get("calls")
+    if not c:
+        return (f"These calls were made under the former definition (a two-level bootstrap, {m['n_boot']} resamples: "
+                "models, then points; no multiplicity control, no r² floor, no linear baseline — it calls ties over 3 "
+                "models in about 40% of planted recipes, docs/oracles.md \"Calls\"): a cell names an oracle where the "
+                "bootstrap puts its lead over the runner-up and its margin over c·x above 0; otherwise undecided / "
+                "indistinguishable / shrinkage / undefined. Rerun the models stage to read them under the current "
+                "calls.")
+    return (f"A cell names an oracle only where it explains r² ≥ {c['min_r2']:g} and beats the runner-up, the best "
+            f"shrinkage c·x and the network's own held-out affine fit (and, for the memorizer, the training-set "
+            f"Gaussian), tested over {c['unit']}, {c['adjust']} over the {c['n_family']} tested cells "
+            f"({c['family']}) at {1 - c['level']:.0%}; otherwise undecided / indistinguishable / shrinkage / none "
+            "(nothing explains the share) / linear (the affine fit does as well) / undefined (docs/oracles.md).")
+
+
 def _taus_text(m):
     """'name τ_rule …, τ_mem …' per model from the clocks each series' run directory holds."""
     def one(t, k):
@@ -58,9 +79,13 @@ def models_findings(m, s, t, series_text, key="models"):
     if sig5 is not None and m.get("series", "open") == "open":
         cells = [f"step {st}: {_call_text(m, *_cell(m, st, sig5))}" for st in m["steps"] if st > 0]
         out.append("- σ = 5, with the Gaussian (Wiener) oracle of the training set's mean and covariance among the "
-                   "candidates (it cannot copy): " + "; ".join(cells) + ".")
+                   "candidates (the Gaussian cannot copy; a memorizer call is copying only where the memorizer also "
+                   "beats the network's own held-out affine fit" + ("" if m.get("calls") else
+                                                                     ", which these calls, made before that test, "
+                                                                     "did not check") + "): " + "; ".join(cells) + ".")
     i, j = len(m["steps"]) - 1, m["split"].index("heldout")
-    out.append(f"- Mixture weights at the last step ({m['steps'][-1]}), the primary attribution: " + "; ".join(
+    out.append(f"- Mixture weights at the last step ({m['steps'][-1]}) over the offered oracles ({_offered(m)}), "
+               "the primary attribution: " + "; ".join(
         f"σ {x:g}: {_mix(m, i, m['sigma'].index(x), j)}" for x in (1.0, 2.0) if x in m["sigma"]) + ".")
     return out
 
@@ -72,11 +97,8 @@ def models_section(m, s, t, prefix, series_text, key="models",
         return [f"## {title}", "", "Not measured (no trained models of this series found).", ""]
     clk = f" Clocks (each model's clocks.json): {_taus_text(m)}." if m.get("taus") else ""
     L = [f"## {title}", "", f"Series: {series_text[m.get('series', 'open')]}.{clk}", "",
-         f"Models: {', '.join(f'{n} ({d})' for n, d in m['model_dirs'].items())}. Oracles: {', '.join(m['oracle'])}. "
-         f"A cell names an oracle only where a two-level bootstrap ({m['n_boot']} resamples: models, then points "
-         "within each) puts its lead over the runner-up above 0 and its margin over the best shrinkage c·x above 0; "
-         "otherwise undecided / indistinguishable (top two oracles within 0.01 of the network's variance of each "
-         "other) / shrinkage (r² of c·x ≥ 0.999) / undefined. Per split, the (step × σ) cells of each label:", ""]
+         f"Models: {', '.join(f'{n} ({d})' for n, d in m['model_dirs'].items())}. Oracles offered: "
+         f"{_offered(m)}. " + _method(m) + " Per split, the (step × σ) cells of each label:", ""]
     for split in m["split"]:
         L += [f"**{split} points**", "", "| label | cells | steps | σ |", "|---|---|---|---|"]
         L += [f"| {n} | {r['cells']} | {r['steps'][0]}–{r['steps'][1]} | {r['sigma'][0]:g}–{r['sigma'][1]:g} |"
@@ -89,8 +111,10 @@ def models_section(m, s, t, prefix, series_text, key="models",
     agree = s[key]["per_model_agree"]
     L += ["", "A call pooled over models against each model's own call (held-out cells with a pooled call): " +
           ", ".join(f"{n} {a} of {b}" for n, (a, b) in agree.items()) + ".", "",
-          "Mixture weights (w ≥ 0, Σ w = 1; 95% two-level interval; oracles whose upper end is below 0.05 left out), "
-          "held-out points — the primary attribution:", "",
+          f"Mixture weights over the offered oracles ({_offered(m)}; the best mixture of exactly these: another set "
+          "gives other weights) (w ≥ 0, Σ w = 1; 95% " + ("t interval over the models" if m.get("calls") else
+                                                           "two-level bootstrap interval") +
+          "; oracles whose upper end is below 0.05 left out), held-out points — the primary attribution:", "",
           "| step | " + " | ".join(f"σ {x:g}" for x in MIX_SIGMAS if x in m["sigma"]) + " |",
           "|---|" + "---|" * sum(x in m["sigma"] for x in MIX_SIGMAS)]
     for i, st in enumerate(m["steps"]):

@@ -7,10 +7,11 @@ is re-run. The scheme:
 - one model: B resamples of the split's points with replacement (the noise draws of a point stay
   together); every oracle, the shrinkage baseline and the mixture are computed on the SAME resample
   (paired), so a lead best − runner-up is resampled as a difference;
-- several models (a list of Datasets from trained models of one recipe, the same cells): models are
-  the units. A replicate draws m models with replacement, then, independently for each drawn model,
-  its points with replacement; the replicate's value is the mean over the m drawn models of each
-  model's value. The estimate is the mean over the models of each model's full-sample value.
+- several models (a list of Datasets from trained models of one recipe, the same cells): a replicate draws
+  m models with replacement, then, independently for each drawn model, its points with replacement; the
+  replicate's value is the mean over the m drawn models of each model's value. The estimate is the mean
+  over the models of each model's full-sample value. (The readings no longer use this over models: with
+  3 models it cannot hold its level; `scoreprobe.stats.decompose_infer` takes the model as the unit.)
 
 Intervals are percentile intervals at `level`.
 """
@@ -26,14 +27,15 @@ POINT_DIMS = ("point", "oracle", "oracle_b", "pixel")
 _CHUNK = 2 ** 24               # floats of pooled Gram matrices held at once (cells × resamples × K²)
 
 
-def as_list(ds_or_list, who):
-    """[Dataset, ...] from one decompose Dataset or a list of them (the same cells and oracles)."""
+def as_list(ds_or_list, who, need=STATS):
+    """[Dataset, ...] from one decompose Dataset or a list of them (the same cells and oracles), each holding the
+    per-point statistics `need`."""
     items = list(ds_or_list) if isinstance(ds_or_list, (list, tuple)) else [ds_or_list]
     if not items or not all(isinstance(d, xr.Dataset) for d in items):
         raise ConfigError(f"{who} needs a Dataset from decompose() or a list of them (one per trained model)")
-    missing = [v for v in STATS if v not in items[0]]
+    missing = [v for v in need if v not in items[0]]
     if missing:
-        raise ConfigError(f"{who} needs decompose()'s per-point statistics ({', '.join(STATS)}) to resample "
+        raise ConfigError(f"{who} needs decompose()'s per-point statistics ({', '.join(need)}) to resample "
                           f"points; this Dataset lacks {', '.join(missing)} (written before they were kept, or "
                           "a hand-made table): re-run decompose")
     ref = items[0]
@@ -57,7 +59,9 @@ def flat_stats(ds, oracles=None):
     dims = cell_layout(ds)[0]
     d = ds if oracles is None else ds.sel(oracle=list(oracles), oracle_b=list(oracles))
     out = {}
-    for name in STATS:
+    for name in (*STATS, "affine"):
+        if name not in d:
+            continue
         v = d[name]
         rest = [x for x in POINT_DIMS if x in v.dims]
         arr = np.asarray(v.transpose(*dims, *rest).values, np.float64)

@@ -1,11 +1,12 @@
 """The calls of `sp.decompose` over several trained models of one series, as the study reports keep them (JSON): the
-calls pooled over models with a two-level bootstrap (models, then points within each) and per model, the mixture
-weights with intervals, the r² of each oracle averaged over models and the best patch size per σ; then the regions
-of (step × σ) cells each label holds, and how often each model's own call agrees with the pooled one.
+calls pooled over models (the model is the unit: t over models and sign flips over points, Holm over every tested
+cell of the series) and per model, the mixture weights of the offered oracles with t intervals over models, the r²
+of each oracle averaged over models and the best patch size per σ; then the regions of (step × σ) cells each label
+holds, and how often each model's own call agrees with the pooled one.
 
-A cell names an oracle only where the bootstrap puts the best oracle's lead over the runner-up above 0 and its
-margin over the shrinkage baseline c·x above 0 (`scoreprobe.stats.decompose_calls.decompose_summary`); otherwise
-"undecided", "indistinguishable", "shrinkage" or "undefined" (NO_CALL).
+A cell names an oracle only where `scoreprobe.stats.decompose_calls.decompose_summary` calls it; otherwise one of
+NO_CALL ("undecided", "indistinguishable", "shrinkage", "undefined", "none": nothing explains r² ≥ 0.8, "linear":
+the network's own held-out affine fit does as well as every oracle).
 """
 import warnings
 
@@ -13,7 +14,7 @@ import numpy as np
 
 from scoreprobe.stats.decompose_calls import best_patch, decompose_summary, mixture_weights
 
-NO_CALL = ("undecided", "indistinguishable", "shrinkage", "undefined")
+NO_CALL = ("undecided", "indistinguishable", "shrinkage", "undefined", "none", "linear")
 
 
 def _round(a, nd=4):
@@ -22,7 +23,8 @@ def _round(a, nd=4):
 
 
 def _summary_json(s):
-    keep = ("lead", "lead_lower", "lead_upper", "over_shrink_lower", "discriminability", "r2_shrink", "best_value")
+    keep = ("lead", "lead_lower", "lead_upper", "over_shrink_lower", "discriminability", "r2_shrink", "best_value",
+            "r2_affine", "r2_mixture", "over_affine", "p_adjusted")
     out = {"label": s.best_oracle.transpose("step", "sigma", "split").values.astype(str).tolist(),
            "leader": s.leader.transpose("step", "sigma", "split").values.astype(str).tolist()}
     out.update({k: _round(s[k].transpose("step", "sigma", "split").values) for k in keep if k in s})
@@ -30,16 +32,18 @@ def _summary_json(s):
 
 
 def calls_over_models(dss, n_boot, model_dirs):
-    """{model: decompose Dataset} of one series' models ({model: run dir}: `model_dirs`) -> JSON-able: the calls pooled over models (two-level
-    bootstrap, `n_boot` resamples) and per model, the mixture weights with intervals pooled over models, the r² of
-    each oracle averged over models (step, σ, split, oracle) and the best patch size per σ of the first model."""
+    """{model: decompose Dataset} of one series' models ({model: run dir}: `model_dirs`) -> JSON-able: the calls pooled
+    over models and per model (`decompose_summary`; "calls": its level, min_r2, adjust, family and unit), the mixture
+    weights of the offered oracles ("oracle") with intervals over models (one model: `n_boot` point resamples), the
+    r² of each oracle averaged over models (step, σ, split, oracle) and the best patch size per σ of the first
+    model."""
     names = list(dss)
     items = [dss[n] for n in names]
     boot = dict(n_boot=n_boot, seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")            # undefined cells are kept as such in the labels
-        pooled = decompose_summary(items, **boot)
-        per_model = {n: _summary_json(decompose_summary(d, **boot)) for n, d in dss.items()}
+        pooled = decompose_summary(items)
+        per_model = {n: _summary_json(decompose_summary(d)) for n, d in dss.items()}
         mix = mixture_weights(items, **boot)
         best_p = best_patch(items[0])
     first = items[0]
@@ -48,6 +52,8 @@ def calls_over_models(dss, n_boot, model_dirs):
             "steps": [int(s) for s in first.step.values], "sigma": [float(s) for s in first.sigma.values],
             "split": [str(s) for s in first.split.values], "oracle": [str(o) for o in first.oracle.values],
             "n_boot": n_boot, "pooled": _summary_json(pooled), "per_model": per_model,
+            "calls": {k: pooled.attrs[k] for k in ("level", "min_r2", "adjust", "family", "n_family", "unit",
+                                                   "oracles")},
             "r2_mean": _round(r2),
             "mixture": {k: _round(mix[k].transpose("step", "sigma", "split", "oracle").values)
                         for k in ("weight", "lower", "upper")},

@@ -7,7 +7,8 @@ from scoreprobe.viz.common import new_figure
 ORACLE_COLORS = {"memorizer": "#ff9f1c", "rule": "#2ca02c", "gaussian": "#d62728", "rule_gaussian": "#8c564b",
                  "local": "#1f77b4", "local_equivariant": "#9467bd", "local_boundary": "#17becf"}
 # cells without a call (never an oracle's colour): undecided, indistinguishable, shrinkage, undefined (r² NaN)
-LABEL_COLORS = {"undecided": "#d9d9d9", "indistinguishable": "#969696", "shrinkage": "#f7e1d7", "undefined": "#000000"}
+LABEL_COLORS = {"undecided": "#d9d9d9", "indistinguishable": "#969696", "shrinkage": "#f7e1d7", "undefined": "#000000",
+                "none": "#ffffff", "linear": "#c6dbef"}
 
 
 def _tau_marks(ax, taus, steps):
@@ -21,9 +22,9 @@ def _tau_marks(ax, taus, steps):
                 transform=ax.get_xaxis_transform())
 
 
-def plot_decompose(ds, split="heldout", var="r2", taus=None, fig=None, n_boot=1000, level=0.95):
+def plot_decompose(ds, split="heldout", var="r2", taus=None, fig=None, level=0.95):
     """Heat maps over (step, σ) of `var` for each oracle (one panel each) and the calls (`best_oracle`:
-    an oracle's colour only where called; n_boot, level: its bootstrap).
+    an oracle's colour only where called; level: 1 − its family's error rate).
 
     Parameters
     ----------
@@ -52,14 +53,14 @@ def plot_decompose(ds, split="heldout", var="r2", taus=None, fig=None, n_boot=10
         _tau_marks(ax, taus, steps)
     fig.colorbar(im, ax=axes[len(names) - 1], shrink=0.8)
     from scoreprobe.stats.decompose_calls import LABELS, best_oracle
-    labels = best_oracle(d, n_boot=n_boot, level=level).transpose("sigma", "step").values
+    labels = best_oracle(d, level=level).transpose("sigma", "step").values
     order = [*names, *LABELS]
     codes = np.vectorize(order.index, otypes=[int])(labels)
     colors = {**{n: ORACLE_COLORS.get(n.rpartition("_p")[0], "grey") for n in names}, **ORACLE_COLORS, **LABEL_COLORS}
     cmap = ListedColormap([colors.get(n, "grey") for n in order])
     axes[-1].imshow(codes, origin="lower", aspect="auto", cmap=cmap, vmin=-0.5, vmax=len(order) - 0.5,
                     interpolation="nearest")
-    axes[-1].set_title(f"call by r² ({level:.0%} bootstrap; grey: no call)", fontsize=9)
+    axes[-1].set_title(f"call by r² (Holm at {1 - level:.0%}; grey: no call)", fontsize=9)
     from matplotlib.lines import Line2D
     shown = [n for n in order if n in names or (labels == n).any()]
     handles = [Line2D([], [], ls="", marker="s", color=colors.get(n, "grey"), label=n) for n in shown]
