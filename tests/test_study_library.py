@@ -90,7 +90,7 @@ def test_paired_final_states_and_the_sampler_table(tmp_path):
 
 
 def test_collect_first_reads_the_first_folder_that_holds_the_export(tmp_path, monkeypatch):
-    from scoreprobe.studies import fallback_exports as fe
+    from analyses.exactk_ladder import fallback_exports as fe
     held = {"a": tmp_path / "second"}
     monkeypatch.setattr(fe, "load_exports", lambda runs, folder: (
         ({runs[0].name: {"from": folder.name}}, {}) if held.get(runs[0].name) == folder else
