@@ -22,7 +22,7 @@ def collect(args, name):
 
 
 def write_report(args, timings, measure_s):
-    from scoreprobe.viz.mechanism import study_figures
+    from scoreprobe.viz.battery import study_figures
     results = Path(args.results)
     results.mkdir(parents=True, exist_ok=True)
     stem = results / f"mechanism{args.suffix}"
