@@ -1,5 +1,5 @@
-"""One threshold-curve figure per claim of the scaling study (issue 35), drawn with `scoreprobe.viz.thresholds.panel`
-from the report of tables.py (the exports only)."""
+"""One threshold-curve figure per claim of the scaling study (issue 35), drawn with
+`scoreprobe.viz.thresholds.panel` from the report of tables.py (the exports only)."""
 from scoreprobe.viz import new_figure
 from scoreprobe.viz.common import save_figure
 from scoreprobe.viz.thresholds import panel
