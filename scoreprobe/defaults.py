@@ -10,7 +10,7 @@ Their meaning and how each was chosen: docs/definitions.md.
 DEFAULT_SOLVER = "adaptive"
 # The solver of sample and clocks: still the fixed grid. The engine from σ_max moves τ_rule / τ_mem of
 # the shipped series within their CIs (docs/definitions.md, "Measured sampler bias"), but the shipped
-# clocks.json, checkpoints/README.md, analyses/results/gpt_clocks.* and the README quote Heun 32;
+# clocks.json, checkpoints/README.md, the shipped gpt_clocks tables and the README quote Heun 32;
 # switching means re-measuring those (sampler="adaptive" / `--sampler adaptive` gives the engine).
 DEFAULT_SAMPLE_SOLVER = "heun"
 

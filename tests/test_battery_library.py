@@ -42,7 +42,7 @@ def test_preset_overrides_parse_back_the_command_that_gives_them():
 
 
 def test_a_point_is_read_as_the_claims_test_reads_its_interval():
-    from scoreprobe.reports.battery_tables import tau_ratios
+    from analyses.mechanism.battery_tables import tau_ratios
     from scoreprobe.stats.claim_tests import point_reading
     assert point_reading(("near", "tau_mem"), 1500.0, 1000.0) == ("within a factor 2 of τ_mem: 1500 / 1000 = 1.50",
                                                                   True)

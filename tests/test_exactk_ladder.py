@@ -90,7 +90,7 @@ def test_chance_copies_are_the_perfect_generalizers_memorized_share():
     k = 3 of 36 at N = 240 copies 3.4% by chance, so memorization thresholds 0.01 and 0.02 are below it."""
     from types import SimpleNamespace
     from scoreprobe.probes.clocks import novel_oracle
-    S = importlib.import_module("scoreprobe.stats.count_error")
+    S = importlib.import_module("analyses.exactk_ladder.count_error")
     for rule in (ExactK(3), ExactK(18), Parity(2, layout="offset")):
         c = S.chance(rule.spec(), 240)["copies"]
         assert Fraction(*c["fraction"]) == Fraction(240, int(rule.n_valid))
@@ -132,7 +132,7 @@ def test_bad_cli_input_is_one_line_and_exit_2(capsys):
 
 
 def test_step0_interval_counts_identical_samples_once():
-    S = importlib.import_module("scoreprobe.stats.count_error")
+    S = importlib.import_module("analyses.exactk_ladder.count_error")
     rows = [{"curve": {"step": [0, 5], "rule_acc": [0.125, 0.5]}, "n_samples": 32, "step0_states": "a"}
             for _ in range(3)]
     same = S.step0(rows, 0.132)
@@ -229,8 +229,8 @@ def _planted(label, taus, steps=30000):
 def test_ratios_of_planted_taus_and_bounds_where_one_side_never_reaches():
     """exact-K at 1000, 2000, 4000 against parity at 8000 × the same: ratio 1/8 with a Welch interval; against
     a parity that never reaches: censored, with the bound gm(τ_exact) / budget = 2000 / 30000."""
-    tables = importlib.import_module("scoreprobe.reports.rule_ladder")
-    bounded = importlib.import_module("scoreprobe.stats.ratio_bounds").bounded_ratio_curve
+    tables = importlib.import_module("analyses.exactk_ladder.rule_ladder")
+    bounded = importlib.import_module("analyses.exactk_ladder.ratio_bounds").bounded_ratio_curve
     ex, c1 = _planted("exactk", [1000, 2000, 4000])
     par, c2 = _planted("parity", [8000, 16000, 32000])
     never, c3 = _planted("never", [math.inf] * 3)
@@ -252,7 +252,7 @@ def test_ratios_of_planted_taus_and_bounds_where_one_side_never_reaches():
 def test_pooled_counts_at_selected_steps_of_planted_runs():
     """Two seeds with planted count errors: the mean |Σ − k| and its t interval over the seeds, the shares as
     means over the seeds, at step 0, the first, every 4th, the last and the peak of rule_acc."""
-    S = importlib.import_module("scoreprobe.stats.count_error")
+    S = importlib.import_module("analyses.exactk_ladder.count_error")
     assert S.selected_steps(21, 7) == [0, 1, 5, 7, 9, 13, 17, 20] and S.selected_steps(3, 2) == [0, 1, 2]
     steps = list(range(0, 60, 10))                                                      # 6 checkpoints
     rows = []

@@ -21,7 +21,7 @@ def test_the_page_and_the_readme_table_regenerate_from_the_shipped_results(monke
 
 
 def _claim(read, region=(8.0, 12.5)):
-    from scoreprobe.reports.verdict_table import Claim
+    from analyses.findings.verdict_table import Claim
     return Claim("x", "planted", "≈ 10×", region, "[8, 12.5]", "planted", "none", read)
 
 
@@ -40,7 +40,7 @@ def _reading(est, lo, hi, censored=None):
     ([5, 5, 5, 10], [4, 4, 4, 9], [6, 6, 6, 11], None, "threshold-dependent"),
 ])
 def test_planted_readings_give_each_word_read_at_the_paper_threshold_first(est, lo, hi, censored, word):
-    from scoreprobe.reports.verdict_table import judged, table
+    from analyses.findings.verdict_table import judged, table
     r, v = judged(_claim(lambda results: _reading(est, lo, hi, censored)), None)
     assert v.word == word and v.paper.threshold == 0.9
     lines = table([(_claim(None), r, v)])
@@ -57,7 +57,7 @@ def test_a_study_not_shipped_is_said(tmp_path):
 def test_a_curve_reading_from_json_rows_with_a_bound_and_the_readme_block():
     """claim_readings: JSON nulls read back as NaN, a censored bound replaces the paper's threshold, one number is
     a one-threshold reading; verdict_table.with_summary replaces only what lies between its markers."""
-    from scoreprobe.reports.verdict_table import README_END, README_START, with_summary
+    from analyses.findings.verdict_table import README_END, README_START, with_summary
     from scoreprobe.stats.claim_readings import from_curve, once, readable_range, with_bound
     rows = [{"threshold": 0.5, "value": 2.0, "ci": [1.5, 2.5]},
             {"threshold": 0.9, "value": None, "ci": [None, None], "censored": True}]

@@ -11,6 +11,7 @@ import pytest
 from scoreprobe.stats.crossed import crossed_mean
 from scoreprobe.stats.crossed_arms import crossed_difference
 from scoreprobe.stats.verdict import word_at
+from tests.test_analyses import _analysis
 
 T = 10                      # rule thresholds 0.3 … 0.95; the paper's 0.9 is index 8
 BUDGET = 30000
@@ -45,7 +46,7 @@ def fast(monkeypatch):
     F = importlib.import_module("scoreprobe.stats.g_factor")
     monkeypatch.setattr(F, "N_REP", 2000)
     monkeypatch.setattr(F, "N_REP_CENSORED", 30)
-    return importlib.import_module("scoreprobe.reports.g_factor_md"), F
+    return _analysis("data_draws.g_factor_md"), F
 
 
 def test_the_md_prints_the_verdict_the_planted_readings_give(fast):
@@ -94,7 +95,7 @@ def test_a_partly_censored_threshold_carries_the_censored_estimate(fast):
 
 
 def test_n_count_is_against_the_same_data_seed():
-    L = importlib.import_module("scoreprobe.reports.large_n_md")
+    L = _analysis("data_draws.large_n_md")
     assert L.fisher(3, 3, 0, 3) == pytest.approx(0.05) and L.fisher(3, 3, 0, 9) == pytest.approx(1 / 220)
 
     def run(N, d, s, tau):
@@ -131,7 +132,7 @@ def test_n_count_is_against_the_same_data_seed():
 def test_the_large_n_over_data_seeds_sits_beside_the_same_seeds_at_the_grid_n():
     """G = 3 at N = 480 over data seeds 0-2 (training seed 0): data seed 1 reaches 0.9 at N = 480, data seed 2 is not
     exported yet; each row beside the same data seed at N = 240 (not reached)."""
-    L = importlib.import_module("scoreprobe.reports.large_n_md")
+    L = _analysis("data_draws.large_n_md")
     p = {"configs": [(2, 240), (3, 240)], "large_N_draws": [(3, 480, 1), (3, 480, 2)]}
 
     def run(N, d, tau, acc):

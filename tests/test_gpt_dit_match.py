@@ -53,7 +53,7 @@ def _info(rule_acc, data_seed=1, n=100):
 
 
 def test_the_choice_takes_the_earliest_rate_to_the_criterion_and_refuses_other_splits():
-    choice = importlib.import_module("scoreprobe.studies.lr_choice")
+    choice = importlib.import_module("analyses.gpt_dit_match.lr_choice")
     slow = _info([0, 0, 0.1, 0.3, 0.6, 0.85, 0.95, 0.95])
     fast = _info([0, 0.1, 0.5, 0.85, 0.9, 0.95, 0.95, 0.9])
     never = _info([0, 0, 0.2, 0.5, 0.7, 0.75, 0.75, 0.7])
@@ -68,7 +68,7 @@ def test_the_choice_takes_the_earliest_rate_to_the_criterion_and_refuses_other_s
 
 
 def test_the_abruptness_comes_from_the_dense_runs_once_every_seed_is_done(monkeypatch):
-    S = importlib.import_module("scoreprobe.stats.model_match")
+    S = importlib.import_module("analyses.gpt_dit_match.model_match")
 
     def rows(values, flops=1.0):
         return [{"abrupt_common": {"abruptness": v}, "step_flops": flops, "seed": i} for i, v in enumerate(values)]
@@ -87,7 +87,7 @@ def test_the_abruptness_comes_from_the_dense_runs_once_every_seed_is_done(monkey
 
 
 def test_per_flop_is_per_step_times_the_flops_per_step():
-    S = importlib.import_module("scoreprobe.stats.model_match")
+    S = importlib.import_module("analyses.gpt_dit_match.model_match")
     curve = [{"threshold": 0.5, "value": 0.1, "ci": [0.05, 0.2], "censored": False},
              {"threshold": 0.9, "value": math.nan, "ci": [math.nan, math.nan], "censored": True}]
     out = S.per_flop(curve, 6.0)

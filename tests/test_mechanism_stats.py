@@ -272,7 +272,7 @@ def test_seed_t_interval_covers_at_three_and_five_seeds(n_seeds):
 
 def test_remedies_comparisons_pair_by_seed_leave_bounds_out_and_adjust_over_the_family():
     from analyses.remedies.run import FAMILY, value
-    from scoreprobe.stats.paired_seeds import comparisons as paired
+    from analyses.remedies.paired_seeds import comparisons as paired
 
     def comparisons(rows):
         return paired(rows, FAMILY, value)

@@ -17,7 +17,7 @@ RESULTS = Path(__file__).resolve().parents[1] / "analyses" / "results"
     ({}, "unknown"),
 ])
 def test_the_sampler_of_an_export(config, text):
-    assert importlib.import_module("scoreprobe.stats.model_match").sampler_of(config) == text
+    assert importlib.import_module("analyses.gpt_dit_match.model_match").sampler_of(config) == text
 
 
 def test_the_md_names_the_samplers_of_the_exports():

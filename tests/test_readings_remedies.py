@@ -27,7 +27,7 @@ def _holm(p):
 
 
 def test_holm_in_a_family_counts_members_without_a_p_as_one():
-    H = importlib.import_module("scoreprobe.stats.holm_families")
+    H = importlib.import_module("analyses.remedies.holm_families")
     p = [0.01, math.nan, 0.04, 0.03]
     readable = H.holm_in_family(p)                                  # the 3 with a p
     assert readable[1] != readable[1]                                # NaN stays NaN
@@ -39,7 +39,7 @@ def test_holm_in_a_family_counts_members_without_a_p_as_one():
 
 
 def test_holm_in_a_family_matches_holm_written_out():
-    H = importlib.import_module("scoreprobe.stats.holm_families")
+    H = importlib.import_module("analyses.remedies.holm_families")
     rng = np.random.default_rng(0)
     for _ in range(50):
         p = rng.uniform(0, 0.2, size=rng.integers(1, 8))
@@ -49,7 +49,7 @@ def test_holm_in_a_family_matches_holm_written_out():
 
 def test_the_families_on_planted_cells():
     """Two clocks' thresholds and one endpoint: readable (per threshold), planned (fixed size), every τ test, all."""
-    H = importlib.import_module("scoreprobe.stats.holm_families")
+    H = importlib.import_module("analyses.remedies.holm_families")
     cell = lambda p: {"p": p}                                        # noqa: E731
     fam = {"tau_rule": {("a", "b"): [cell(0.01), cell(0.2)], ("c", "b"): [cell(0.02), cell(math.nan)]},
            "tau_mem": {("a", "b"): [cell(0.004)], ("c", "b"): [cell(math.nan)]}}
@@ -68,7 +68,7 @@ def test_the_families_on_planted_cells():
 
 
 def test_a_censored_bound_is_against_the_other_arms_ci_end():
-    S = importlib.import_module("scoreprobe.stats.variant_ratios")
+    S = importlib.import_module("analyses.remedies.variant_ratios")
     import scipy.stats
     a, b = np.array([1000.0, 1300.0, 900.0]), np.array([2000.0, math.inf, 2500.0])
     out = S.censored_bound(a, b, np.full(3, 30000.0), np.full(3, 30000.0))

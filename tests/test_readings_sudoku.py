@@ -30,7 +30,7 @@ def _curve(values, lo, hi, censored=()):
     ([0.5] * 8 + [1.5, 1.5], 0.9, 1.1, (), "threshold-dependent"),   # contradicted at 0.9, supported below
 ])
 def test_the_verdict_word_reads_the_papers_threshold_first(values, lo, hi, censored, word):
-    R = importlib.import_module("scoreprobe.reports.transpose_split")
+    R = importlib.import_module("analyses.sudoku_transpose.transpose_split_md")
     assert R.curve_verdict(_curve(values, lo, hi, censored)).word == word
 
 

@@ -89,13 +89,13 @@ def _rows(values, steps=30000):
 
 
 def _stats():
-    """The remedies' statistics (scoreprobe.stats.variant_ratios, piece_clocks, studies.curriculum_rows) with the
+    """The remedies' statistics (analyses.remedies.variant_ratios, piece_clocks, studies.curriculum_rows) with the
     study's COMPARISONS (g3_grid) bound, as one namespace."""
     import types
     from functools import partial
     from scoreprobe.data.curriculum import beyond_state
-    from scoreprobe.stats import piece_clocks, variant_ratios
-    from scoreprobe.studies import curriculum_rows
+    from analyses.remedies import piece_clocks, variant_ratios
+    from analyses.remedies import curriculum_rows
     comparisons = _analysis("remedies.g3_grid").COMPARISONS
     return types.SimpleNamespace(family=partial(variant_ratios.family, comparisons=comparisons),
                                  endpoint_family=partial(variant_ratios.endpoint_family, comparisons=comparisons),

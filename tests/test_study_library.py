@@ -13,9 +13,10 @@ import xarray as xr
 from scoreprobe.data.datasets import STATE_CODES
 from scoreprobe.reports import clock_tables as T
 from scoreprobe.reports.study_report import regenerate_command, runs_json, write_study
-from scoreprobe.stats import run_ci_fits, transpose_split
+from analyses.sudoku_transpose import transpose_split
+from scoreprobe.stats import run_ci_fits
 from scoreprobe.stats.paired_states import paired
-from scoreprobe.stats.two_samplers import by_N, ratio_curves
+from analyses.sampler_scaling.two_samplers import by_N, ratio_curves
 
 
 def test_regenerate_command_runs_json_and_write_study(tmp_path):
@@ -89,7 +90,7 @@ def test_paired_final_states_and_the_sampler_table(tmp_path):
 
 
 def test_collect_first_reads_the_first_folder_that_holds_the_export(tmp_path, monkeypatch):
-    from scoreprobe.studies import fallback_exports as fe
+    from analyses.exactk_ladder import fallback_exports as fe
     held = {"a": tmp_path / "second"}
     monkeypatch.setattr(fe, "load_exports", lambda runs, folder: (
         ({runs[0].name: {"from": folder.name}}, {}) if held.get(runs[0].name) == folder else

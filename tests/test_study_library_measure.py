@@ -136,7 +136,8 @@ def test_attribution_sums_are_the_patching_numerators():
 def test_circuits_reports_regenerate_from_the_shipped_json(name):
     from tests.test_analyses import _analysis
     study = _analysis("circuits")
-    from scoreprobe.reports import circuits_gpt_md, circuits_md
+    from analyses.circuits import circuits_gpt_md
+    from scoreprobe.reports import circuits_md
     res = json.loads((RESULTS / f"{name}.json").read_text())
     md = (circuits_gpt_md.markdown(res, study.GPT_COMMAND) if name == "circuits_gpt" else
           circuits_md.markdown(res, study.SERIES_WHO, study.RESULT_NAME, study.COMMAND))

@@ -114,7 +114,7 @@ def _sym(o, d, s):
 
 
 def test_the_split_recovers_a_planted_data_preference():
-    S, tables = importlib.import_module("scoreprobe.stats.transpose_split"), importlib.import_module("scoreprobe.reports.transpose_split")
+    S, tables = importlib.import_module("analyses.sudoku_transpose.transpose_split"), importlib.import_module("analyses.sudoku_transpose.transpose_split_md")
     delta = [-0.8, 0.0, 0.3]
     ro, rt, curves = _rows(0.0, delta, _sym)
     two = S.family_ratio_curve(ro, curves)[0]
@@ -133,7 +133,7 @@ def test_the_split_recovers_a_planted_data_preference():
 
 
 def test_the_split_recovers_a_planted_architecture_preference():
-    S, tables = importlib.import_module("scoreprobe.stats.transpose_split"), importlib.import_module("scoreprobe.reports.transpose_split")
+    S, tables = importlib.import_module("analyses.sudoku_transpose.transpose_split"), importlib.import_module("analyses.sudoku_transpose.transpose_split_md")
     ro, rt, curves = _rows(-0.5, [0.0, 0.0, 0.0], lambda o, d, s: 0.03 * ((s + d) % 3 - 1) * (1 if o else -1))
     kept, by_seed = S.architecture_part(ro, rt, curves), S.data_part_by_seed(ro, rt, curves)
     assert math.isclose(kept[0]["value"], math.exp(-0.5), rel_tol=1e-9) and kept[0]["ci"][1] < 1

@@ -282,7 +282,7 @@ def design_lines(by, runs):
 
 def write_all(args, runs):
     """Write <results>/capacity_exponent_<preset>.md, .json and .png; returns the .md path."""
-    from scoreprobe.viz.power_law import figure
+    from analyses.capacity_exponent.figures import figure
     text, rep, by = report(args, runs)
     return presets.write_tables(args.results, f"capacity_exponent_{args.preset}", text, rep,
                                 lambda png: figure(by, rep["sizes"], png))

@@ -1,8 +1,8 @@
 """The tables of analyses/data_draws (markdown and JSON) and its figure, from the exports only: per configuration
-its data seed × training seed tables (`scoreprobe.reports.seed_grid_md`), the G factor with both variance
-components (`scoreprobe.reports.g_factor_md`), G = 3 at larger N (`scoreprobe.reports.large_n_md`), the runs."""
+its data seed × training seed tables (`seed_grid_md.py`), the G factor with both variance components
+(`g_factor_md.py`), G = 3 at larger N (`large_n_md.py`), the runs; the figure is `figures.py`'s."""
 from analyses.data_draws import grid as grid_mod
-from scoreprobe.reports import g_factor_md, large_n_md, seed_grid_md
+from analyses.data_draws import g_factor_md, large_n_md, seed_grid_md
 from scoreprobe.reports.study_md import header
 from scoreprobe.stats.curves import curves_of
 from scoreprobe.studies import format as F
@@ -38,6 +38,6 @@ def report(args, runs):
 
 def write_all(args, runs):
     """Write <results>/data_draws_<preset>.md, .json and .png; returns the .md path."""
-    from scoreprobe.viz.seed_grid import figure
+    from analyses.data_draws.figures import figure
     text, rep, rows_by = report(args, runs)
     return presets.write_tables(args.results, f"data_draws_{args.preset}", text, rep, lambda png: figure(rows_by, png))

@@ -4,8 +4,8 @@ import json
 
 from scoreprobe.atomic import atomic_write_text
 from scoreprobe.reports.crossover_md import cross_findings, crossover_section
-from scoreprobe.reports.decompose_calls_md import models_findings, models_section
-from scoreprobe.reports.disjoint_pairs_md import pairs_findings, pairs_section
+from analyses.decompose.decompose_calls_md import models_findings, models_section
+from analyses.decompose.disjoint_pairs_md import pairs_findings, pairs_section
 from scoreprobe.stats.crossover_summary import excess_slopes, gap_closed, loglog_slope
 from scoreprobe.stats.decompose_models import models_summary
 from scoreprobe.stats.disjoint_pairs import pairs_summary

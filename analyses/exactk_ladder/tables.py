@@ -1,13 +1,13 @@
 """The tables of analyses/exactk_ladder (markdown and JSON) and its figure, from the exports only: the sections of
-scoreprobe.reports.rule_ladder (chance levels, count error, τ per rule, ratios with bounds), then the runs."""
-from scoreprobe.reports import rule_ladder as L
+analyses.exactk_ladder.rule_ladder (chance levels, count error, τ per rule, ratios with bounds), then the runs."""
+from analyses.exactk_ladder import rule_ladder as L
 from scoreprobe.reports.study_report import regenerate_command, runs_json, write_study
-from scoreprobe.stats import count_error as K
+from analyses.exactk_ladder import count_error as K
 from scoreprobe.stats.curves import curves_of
 from scoreprobe.stats.runs import run_stats
 from scoreprobe.studies import format as F
-from scoreprobe.studies.fallback_exports import collect_first
-from scoreprobe.viz.count_error import ladder_figure
+from analyses.exactk_ladder.fallback_exports import collect_first
+from analyses.exactk_ladder.figures import ladder_figure
 from analyses.exactk_ladder import grid as grid_mod
 
 

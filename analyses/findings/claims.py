@@ -8,7 +8,7 @@ half-line. The margins are ours, stated here and on the page, so a reader can re
 import math
 from pathlib import Path
 
-from scoreprobe.reports.verdict_table import Claim
+from analyses.findings.verdict_table import Claim
 from scoreprobe.stats import claim_readings as R
 from scoreprobe.stats.claim_readings import curve_at, load_result as load
 

@@ -5,14 +5,14 @@ Usage: python analyses/findings [--from-results] [--results analyses/results] [-
 (it only ever reads results: --from-results is accepted for symmetry with the studies). The verdict words come
 from `scoreprobe.stats.verdict.verdict`, the paper's own threshold read first (docs/definitions.md, "Censored runs
 and verdict words"), so the words cannot drift from the numbers; the table, the sections and the README's block
-are `scoreprobe.reports.verdict_table`'s."""
+are `analyses.findings.verdict_table`'s."""
 import argparse
 from pathlib import Path
 
 from analyses.findings.claims import CLAIMS, NEAR, NEAR_B, RESULTS
 from analyses.findings.literature import LITERATURE, capacity_lines
 from scoreprobe.atomic import atomic_write_text
-from scoreprobe.reports.verdict_table import judged, section, summary, table, with_summary
+from analyses.findings.verdict_table import judged, section, summary, table, with_summary
 
 
 def render(results):

@@ -8,7 +8,7 @@ gets its own sweep. Splits: the same rule, N and held-out size, drawn with anoth
 .data_seed: the N training images and the held-out set):
 
   tuning split      data seed 1, training seed 0: the sweep (3 learning rates per model); the choice
-                    (`choices`, scoreprobe.studies.lr_choice) reads these runs only
+                    (`choices`, analyses.gpt_dit_match.lr_choice) reads these runs only
   evaluation split  data seed 0 (the scaling study's split): the chosen rate, the preset's training seeds
 
 A run whose TrainConfig equals a run of another study *is* that run (same name, run directory and export
@@ -22,14 +22,14 @@ of each sweep, marked pending (their cost does not depend on the rate).
 """
 import dataclasses
 
-from scoreprobe.studies import lr_choice
+from analyses.gpt_dit_match import lr_choice
 from scoreprobe.studies import recipes as scaling_grid
 
 MODELS = ("dit", "gpt-patch", "gpt-raster", "gpt-random")
 LABELS = {"dit": "DiT", "gpt-patch": "GPT patch order", "gpt-raster": "GPT raster order", "gpt-random": "GPT random order"}
 # the learning-rate criterion (stated before any run): τ_rule at rule accuracy 0.8, not the paper's 0.9: the DiT at
 # G = 2, N = 120 peaks at 0.89–0.96 over seeds (analyses/results/scaling_cpu.md), so 0.9 would leave its sweep to
-# the tie rule (scoreprobe.studies.lr_choice)
+# the tie rule (analyses.gpt_dit_match.lr_choice)
 TUNE_THRESHOLD = 0.8
 DIT_LRS, GPT_LRS = [1e-3, 2e-3, 4e-3], [5e-4, 1e-3, 2e-3]   # factors of 2 around each model's rate so far
 PRESETS = {
@@ -147,7 +147,7 @@ def export_folder(results, preset, run):
 
 def choices(results, preset):
     """{model: (lr, sweep rows)} of every model whose whole sweep is exported under `results`, read from the
-    tuning runs' exports only (scoreprobe.studies.lr_choice.choices)."""
+    tuning runs' exports only (analyses.gpt_dit_match.lr_choice.choices)."""
     p = PRESETS[preset]
     runs = {m: [r for r in tuning_runs(preset) if r.meta["match_model"] == m] for m in p["models"]}
     return lr_choice.choices(runs, lambda r: export_folder(results, preset, r), p["tune_data_seed"], TUNE_THRESHOLD)

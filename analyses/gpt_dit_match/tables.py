@@ -1,16 +1,16 @@
 """The tables (markdown and JSON) and the figure of the GPT–DiT match, from the exports only: the sections of
-scoreprobe.reports.model_match over the sweep, the evaluation runs and the dense-checkpoint runs, then the runs."""
+analyses.gpt_dit_match.model_match_md over the sweep, the evaluation runs and the dense-checkpoint runs, then the runs."""
 import math
 
 from scoreprobe.cli.study import folder
-from scoreprobe.reports import model_match as M
+from analyses.gpt_dit_match import model_match_md as M
 from scoreprobe.reports.study_report import regenerate_command, runs_json, write_study
-from scoreprobe.stats import model_match as S
+from analyses.gpt_dit_match import model_match as S
 from scoreprobe.stats.curves import curves_of
 from scoreprobe.studies import format as F
 from scoreprobe.studies import presets
 from scoreprobe.studies.format import fmt
-from scoreprobe.viz.model_match import match_figure
+from analyses.gpt_dit_match.figures import match_figure
 from analyses.gpt_dit_match import grid as grid_mod
 
 LABELS = grid_mod.LABELS

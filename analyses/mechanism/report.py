@@ -1,14 +1,14 @@
 """The report of analyses/mechanism: every number from the stores (nothing from a log), summarized by
 scoreprobe.studies.battery_summary (one unit per independent thing; each series is ONE trained model: the CIs are
 over its planes / items / pairs, not over training runs), the json, the figures and the md, from the report dict
-alone (every number is in the json): its introduction here, the tables scoreprobe.reports.battery_tables'."""
+alone (every number is in the json): its introduction here, the tables analyses.mechanism.battery_tables'."""
 import json
 from pathlib import Path
 
 from analyses.mechanism import measure as M
 from scoreprobe.atomic import atomic_write_text
 from scoreprobe.cli.study import command_line
-from scoreprobe.reports.battery_tables import claim_lines, series_sections, series_table, units_paragraph
+from analyses.mechanism.battery_tables import claim_lines, series_sections, series_table, units_paragraph
 from scoreprobe.store import normalize_config
 from scoreprobe.studies import battery
 from scoreprobe.studies.battery_summary import summarize
@@ -22,7 +22,7 @@ def collect(args, name):
 
 
 def write_report(args, timings, measure_s):
-    from scoreprobe.viz.mechanism import study_figures
+    from scoreprobe.viz.battery import study_figures
     results = Path(args.results)
     results.mkdir(parents=True, exist_ok=True)
     stem = results / f"mechanism{args.suffix}"

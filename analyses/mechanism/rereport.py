@@ -19,7 +19,7 @@ import numpy as np
 from analyses.mechanism import measure as M
 from analyses.mechanism.evidence import evidence_lines
 from scoreprobe.atomic import atomic_write_text
-from scoreprobe.reports.battery_tables import (clocks_table, drawn_units_table, dsm_rows, half_cell, shares_table,
+from analyses.mechanism.battery_tables import (clocks_table, drawn_units_table, dsm_rows, half_cell, shares_table,
                                                symmetry_table, tau_ratios)
 from scoreprobe.reports.report_cells import curve_cell, num, step_text
 from scoreprobe.stats.dsm_stats import family_from_z

@@ -1,14 +1,14 @@
 """The report of analyses/mechanism_seeds: from the exports alone, the per-series statistics (scoreprobe.studies.
-battery_series), the claims (claims.py), the json, the figure (scoreprobe.viz.mechanism.models_figure) and the
+battery_series), the claims (claims.py), the json, the figure (scoreprobe.viz.battery.models_figure) and the
 markdown, from the report dict alone (every number is in the json): its introduction here, the tables
-scoreprobe.reports.battery_models_tables' and the claims scoreprobe.reports.holm_claims'."""
+analyses.mechanism_seeds.battery_models_tables' and the claims scoreprobe.reports.holm_claims'."""
 import json
 
 from analyses.mechanism_seeds import grid as G
 from analyses.mechanism_seeds.claims import CLAIMS, evaluate, evaluate_controls
 from analyses.mechanism_seeds.measure import settings
 from scoreprobe.atomic import atomic_write_text
-from scoreprobe.reports.battery_models_tables import (capture_table, design_lines, dsm_table, half_change_table,
+from analyses.mechanism_seeds.battery_models_tables import (capture_table, design_lines, dsm_table, half_change_table,
                                                       kinds_table, models_table, over_training)
 from scoreprobe.reports.holm_claims import claim_statistic, claims_table
 from scoreprobe.stats.claim_tests import copies_at
@@ -46,7 +46,7 @@ def write_all(args, models, figures=True):
     stem.parent.mkdir(parents=True, exist_ok=True)
     fig = None
     if figures and any(r.get("n_models", 0) >= 2 for r in report["series"].values()):
-        from scoreprobe.viz.mechanism import models_figure
+        from scoreprobe.viz.battery import models_figure
         models_figure(report, stem.with_suffix(".png"))
         fig = stem.with_suffix(".png").name
     atomic_write_text(stem.with_suffix(".md"), markdown(report, fig))

@@ -1,14 +1,14 @@
 """The tables (markdown and JSON) and the figure of the remedies where the baseline learns, from the exports only:
 each variant pooled over its seeds, its τ ratio to the reference over thresholds and the endpoints (Holm in every
-family: scoreprobe.stats.variant_ratios, holm_families; the md: scoreprobe.reports.holm_md), the runs."""
+family: analyses.remedies.variant_ratios, holm_families; the md: analyses.remedies.holm_md), the runs."""
 from analyses.remedies import g3_grid as grid_mod
-from scoreprobe.reports import holm_md
+from analyses.remedies import holm_md
 from scoreprobe.reports.study_md import header as study_header, pooled_points
-from scoreprobe.stats import holm_families as H
-from scoreprobe.stats import variant_ratios as S
+from analyses.remedies import holm_families as H
+from analyses.remedies import variant_ratios as S
 from scoreprobe.stats.curves import curves_of
-from scoreprobe.stats.piece_clocks import rule_curve
-from scoreprobe.studies import curriculum_rows as R
+from analyses.remedies.piece_clocks import rule_curve
+from analyses.remedies import curriculum_rows as R
 from scoreprobe.studies import format as F
 from scoreprobe.studies import presets
 
@@ -94,7 +94,7 @@ def report(args, runs):
 
 def write_all(args, runs):
     """Write <results>/remedies_<preset>.md, .json and .png; returns the .md path."""
-    from scoreprobe.viz.variant_runs import variant_figure
+    from analyses.remedies.figures import variant_figure
     text, rep, rows_by = report(args, runs)
     planned = {v: rs for v, rs in rows_by.items() if v in grid_mod.VARIANTS}   # the curriculum from its switch: no line
     return presets.write_tables(args.results, f"remedies_{args.preset}", text, rep,

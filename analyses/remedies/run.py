@@ -37,11 +37,11 @@ from scoreprobe.studies.queue import finished, in_parallel, measured_clocks, tra
 from scoreprobe.loading.series import load_series
 from scoreprobe.store import normalize_config
 from scoreprobe.training.train import TrainConfig, train_run
-from scoreprobe.reports.holm_md import comparison_lines
-from scoreprobe.reports.variant_table_md import rule_clock, table_lines
-from scoreprobe.stats import paired_seeds
-from scoreprobe.studies.curriculum_rows import beyond_row, clocks_row
-from scoreprobe.viz.variant_runs import run_figure
+from analyses.remedies.holm_md import comparison_lines
+from analyses.remedies.variant_table_md import rule_clock, table_lines
+from analyses.remedies import paired_seeds
+from analyses.remedies.curriculum_rows import beyond_row, clocks_row
+from analyses.remedies.figures import run_figure
 from scoreprobe.atomic import atomic_write_text
 
 logger = logging.getLogger("remedies")

@@ -30,7 +30,7 @@ from scoreprobe.cli.study import drive
 from scoreprobe.studies import presets
 from scoreprobe.studies.export import load_exports
 from scoreprobe.studies.queue import run_queue
-from scoreprobe.studies.remeasure import remeasure
+from analyses.sampler_scaling.remeasure import remeasure
 from analyses.sampler_scaling.grid import LABEL, PRESETS, SAMPLER, plan, run_seconds
 
 logger = logging.getLogger("sampler_scaling")

@@ -2,12 +2,12 @@
 (the scaling study's exports, or the run's own where the regenerated model differed) and under the stochastic
 sampler, paired per run; τ_mem = a·N^b per sampler over thresholds, and b_stochastic − b_heun from the paired
 ratios (least squares of ln(τ_stochastic / τ_heun) on ln N over every seed, t interval): the sections of
-scoreprobe.reports.two_samplers."""
+analyses.sampler_scaling.two_samplers_md."""
 from analyses.sampler_scaling.grid import SAMPLER
 from scoreprobe.reports.study_report import regenerate_command, runs_json, write_study
-from scoreprobe.reports.two_samplers import section_N, section_b, section_identity
+from analyses.sampler_scaling.two_samplers_md import section_N, section_b, section_identity
 from scoreprobe.studies.format import not_done
-from scoreprobe.studies.remeasure import collect_pairs
+from analyses.sampler_scaling.remeasure import collect_pairs
 
 def write_all(args, runs):
     """Write <results>/sampler_scaling_<preset>.md and .json; returns the .md path."""

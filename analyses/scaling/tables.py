@@ -1,11 +1,11 @@
 """The tables of analyses/scaling (markdown and JSON), from the exports only: the parity G and N axes here (τ_rule
 against G, τ_mem and τ_rule against N), the other axes from scoreprobe.reports (scaling_axes_md: capacity, other
 rules, the matched GPT; families_md: the puzzles' constraint families; windows_md: why a window is closed); the
-figures (scoreprobe.viz.scaling_panels) from the same numbers."""
+figures (analyses.scaling.figures) from the same numbers."""
 import math
 
 from analyses.scaling import grid as scaling_grid
-from scoreprobe.reports import families_md, scaling_axes_md as sec, windows_md
+from analyses.scaling import families_md, scaling_axes_md as sec, windows_md
 from scoreprobe.reports.study_md import curve_claims, header
 from scoreprobe.stats import curves as C
 from scoreprobe.stats.censored_slopes import censored_slope_curve
@@ -14,7 +14,7 @@ from scoreprobe.stats.runs import axis_fit
 from scoreprobe.studies import format as F
 from scoreprobe.studies.format import cells as _cells, ci_text, curve_table, fmt, select, statuses as _statuses
 from scoreprobe.studies.presets import collect_with_draws, write_tables
-from scoreprobe.viz.scaling_panels import figures
+from analyses.scaling.figures import figures
 
 
 def section_runs(rows, missing):

@@ -22,9 +22,9 @@ Usage:
   python analyses/sudoku_transpose --plan          # the run list, order and estimated time, nothing run
   python analyses/sudoku_transpose --hours 3       # start no run that would not end within 3 h (resumable)
 
-Statistics: scoreprobe.stats.transpose_split (the ratio per run, pooled two-level over data seeds × training
+Statistics: analyses.sudoku_transpose.transpose_split (the ratio per run, pooled two-level over data seeds × training
 seeds; its architecture's and data's parts per matched pair; per data seed); the verdicts over thresholds and
-which seed sets the order: scoreprobe.reports.transpose_split.
+which seed sets the order: analyses.sudoku_transpose.transpose_split_md.
 """
 import logging
 

@@ -1,16 +1,16 @@
 """The tables of analyses/sudoku_transpose (markdown and JSON) and its figure, from the exports only: per
-architecture scoreprobe.reports.transpose_split (families, ratios, kept and reversed parts, verdicts, which seed
+architecture analyses.sudoku_transpose.transpose_split_md (families, ratios, kept and reversed parts, verdicts, which seed
 sets the order), the decision table first, the runs last."""
 from scoreprobe.cli.study import folder
-from scoreprobe.reports import transpose_split as T
+from analyses.sudoku_transpose import transpose_split_md as T
 from scoreprobe.reports.study_report import regenerate_command, runs_json, write_study
-from scoreprobe.stats import transpose_split as S
+from analyses.sudoku_transpose import transpose_split as S
 from scoreprobe.stats.curves import curves_of
 from scoreprobe.stats.runs import run_stats
 from scoreprobe.studies import format as F
 from scoreprobe.studies import presets
 from scoreprobe.studies.format import fmt
-from scoreprobe.viz.transpose_split import transpose_figure
+from analyses.sudoku_transpose.figures import transpose_figure
 from analyses.sudoku_transpose import grid as grid_mod
 
 FAMILIES = ("rows", "columns", "boxes", "cells")

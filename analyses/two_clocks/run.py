@@ -35,7 +35,7 @@ from scoreprobe.reports.clock_tables import fit_lines, ratio_lines, sweep_table
 from scoreprobe.stats.run_ci_fits import g_ratio, mem_fit
 from scoreprobe.store import normalize_config
 from scoreprobe.studies.queue import apply_preset
-from scoreprobe.studies.recipe_runs import plan_runs, run_all
+from analyses.two_clocks.recipe_runs import plan_runs, run_all
 from scoreprobe.studies.recipes import run_name, total_steps, train_config  # noqa: F401  (two_clocks' recipe)
 from scoreprobe.viz.clock_runs import run_figure, scaling_figure
 

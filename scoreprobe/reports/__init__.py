@@ -11,10 +11,10 @@ checked against scoreprobe.limits, the page's size), `checks` (store contents by
 (docs/definitions.md into the page); `page.html`, `page.css`, `page.js` are the page's template,
 styles and script (package data).
 
-The package also writes the studies' markdown (analyses/): the claims and verdict tables (`verdict_table`,
-`holm_claims`, `holm_md`), the table cells (`report_cells`, `interval_text`), a study's header and files
-(`study_md`, `study_report`), and one module per kind of report, named after its concept (`g_factor_md`,
-`battery_tables`, `circuits_md`, `clock_tables`, ...). They read `stats` and `studies`; nothing below imports them.
+The package also holds the markdown every study shares: the claims tested with Holm (`holm_claims`), the table
+cells (`report_cells`, `interval_text`), a study's header and files (`study_md`, `study_report`), and one module per
+general kind of report, named after its concept (`circuits_md`, `clock_tables`, `crossover_md`, ...). A study's own
+tables live in its folder, analyses/<study>/ (issue 74). They read `stats` and `studies`; nothing below imports them.
 """
 import dataclasses
 import datetime

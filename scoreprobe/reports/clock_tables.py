@@ -1,6 +1,6 @@
 """Markdown tables of single runs' clocks with their bootstrap CIs (`sp.clocks` attrs: τ_rule, τ_novel, τ_mem with
-"<key>_ci", the window): a sweep of runs with its G ratios and N power law (analyses/two_clocks), models side by
-side (analyses/gpt_clocks), and samplers against Heun (analyses/sampler_clocks)."""
+"<key>_ci", the window): a sweep of runs with its G ratios and N power law, models side by
+side, and samplers against Heun."""
 import json
 import math
 from pathlib import Path

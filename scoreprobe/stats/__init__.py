@@ -36,24 +36,16 @@ composes the two here (`stats.clocks`).
     decompose_infer.py     the calls' units of inference: sign flips over points, t over trained models
     compare.py, compare_text.py            runs side by side (sp.compare) and its text
 
-The studies' statistics (analyses/, each named after its concept):
+Readings several studies share (a study's own readings live in its folder, analyses/<study>/, issue 74):
 
     censored_slopes.py         slopes of ln τ on ln x over every run, with censoring; differences of slopes
-    count_error.py             the count error |Σ bits − k| of exact-K runs and the rule's chance levels
     curves.py                  every scaling claim as a curve over thresholds, per run and pooled
     extrapolate.py             where a run that did not reach a threshold would reach it
-    g_factor.py                the G factor τ_rule(G = 3) / τ_rule(G = 2) over data and training seeds
-    holm_families.py           multiplicity over named families of comparisons
-    model_match.py             models matched per step and per training FLOP
-    models_units.py            trained models × units tables per series
-    paired_seeds.py            variants against references, paired by training seed
+    g_factor.py                the G factor τ_rule(G = 3) / τ_rule(G = 2) over data and training seeds (one
+                               study's own: it moves to that study's folder after issue 73's merge)
+    models_units.py            trained models × units tables per series (the battery over several models)
     paired_states.py           two measurements of one model from the same initial noises
-    piece_clocks.py            rule clocks of a curriculum run's pieces
-    ratio_bounds.py            bounds on a censored ratio of τ from the budget
     run_ci_fits.py             ratios and a power law from single runs' τ with their bootstrap CIs
-    runs.py                    per-run statistics of the scaling exports
+    runs.py                    per-run and per-configuration statistics of exported runs
     seed_grid.py               crossed data seed × training seed grids
-    transpose_split.py         a ratio of two constraint families within each run, split into data and training parts
-    two_samplers.py            two samplers on the same runs
-    variant_ratios.py          variants against their references over training seeds
 """

@@ -1,5 +1,5 @@
 """A claim's reading over thresholds, from a study's result JSON: the threshold curve of an effect with its
-intervals, as `scoreprobe.stats.verdict.verdict` reads it (docs/findings.md; analyses/findings).
+intervals, as `scoreprobe.stats.verdict.verdict` reads it (e.g. a page of claims with their verdicts).
 
 A `CurveReading` holds, per threshold, the estimate and its 95% interval (NaN where undefined: a censored arm
 without a bound, a crossing before the first checkpoint), the censored flags, and the paper's threshold. Where

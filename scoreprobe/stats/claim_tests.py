@@ -1,5 +1,5 @@
-"""Claims tested with trained models and units as the units of resampling (analyses/mechanism_seeds): each claim
-one p-value, Holm over the whole family (family-wise error 0.05), and a plain verdict.
+"""Claims tested with trained models and units as the units of resampling (the battery over several trained
+models): each claim one p-value, Holm over the whole family (family-wise error 0.05), and a plain verdict.
 
 A claim is (series, the claim in words, the quantity, the test), read off a series report of
 `scoreprobe.studies.battery_series` (its "half_change" rows with their ratio to each model's τ over thresholds,

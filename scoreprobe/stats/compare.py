@@ -5,7 +5,7 @@
 
 Each item is a clocks Dataset, the path of a clocks store (`scoreprobe clocks --out`), a run
 directory (its clocks are measured here, with `n_samples` and `seed`) or the compact export of a
-scaling run (`analyses/scaling_export.py`, format "scoreprobe-scaling-run/1": steps and per-sample
+study's run (`scoreprobe.studies.export`, format "scoreprobe-scaling-run/1": steps and per-sample
 states). Definitions: docs/definitions.md, "Comparing runs". In short:
 
 - τ and the window of every run are those of its own checkpoints (`taus`, the run's own

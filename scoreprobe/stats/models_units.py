@@ -1,4 +1,4 @@
-"""Trained models × units (analyses/mechanism_seeds): per series, the (trained models × units) table
+"""Trained models × units: per series, the (trained models × units) table
 of every quantity, its units aligned across the models (every model of a series is measured on the same
 planes, items and DSM pairs), and intervals with models and units as the units of resampling
 (scoreprobe.stats.crossed; docs/definitions.md, "Trained models and units"):

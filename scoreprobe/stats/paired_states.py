@@ -1,4 +1,4 @@
-"""Two measurements of one model from the same initial noises (analyses/sampler_clocks: a sampler against Heun),
+"""Two measurements of one model from the same initial noises (e.g. a sampler against Heun),
 compared sample by sample at the last checkpoint."""
 import numpy as np
 

@@ -1,7 +1,7 @@
-"""Statistics of analyses/scaling, from the minimal clocks Datasets of the exports: per run (τ with
-sample-level draws, window status, peaks, abruptness, family clocks, τ over thresholds) and per configuration
-(pooled over seeds with the t interval of `scoreprobe.stats.seeds`; censored seeds make a bound at the
-budget)."""
+"""Per-run and per-configuration statistics of a study's runs, from the minimal clocks Datasets of the exports
+(`scoreprobe.studies.export`): per run (τ with sample-level draws, window status, peaks, abruptness, family clocks,
+τ over thresholds) and per configuration (pooled over seeds with the t interval of `scoreprobe.stats.seeds`;
+censored seeds make a bound at the budget)."""
 
 import math
 

@@ -1,8 +1,8 @@
-"""Crossed data seed × training seed grids (analyses/data_draws, sudoku_transpose), from the per-run rows of
+"""Crossed data seed × training seed grids (any study that names both seeds of its runs), from the per-run rows of
 scoreprobe.stats.runs.run_stats: the grid of a configuration, its two-level split at every threshold with the
 interval's coverage at the configuration's own components, the censored estimate where some runs do not cross, the power of the component
 tests after Holm, and the G factor's two shortcuts (runs or data seeds as the units; the factor with both
-components is `factor.py`'s)."""
+components is `g_factor.py`'s)."""
 import itertools
 import math
 

@@ -21,7 +21,7 @@ already measured with the same settings and model.
 
 `args` is any namespace with the battery's settings: out, device, seeds, kinds, n_planes, max_hamming, res,
 sigma_starts, reach_sigmas, n_steps, ret_items, ret_noise, ret_sigmas, dsm_sigmas, dsm_noise, dsm_heldout,
-anim_res (analyses/mechanism's PRESETS hold them)."""
+anim_res (a study's presets hold them)."""
 import hashlib
 import json
 import time
@@ -329,7 +329,7 @@ def measured_steps(cfg, n_grid):
 # ---------------------------------------------------------------------------------------------
 # Time: the battery on one trained model
 # ---------------------------------------------------------------------------------------------
-# The mechanism CPU preset's measured rates (analyses/mechanism PRESETS["cpu"]: 81 CPU-s per checkpoint and probe
+# The measured rates of a CPU preset of the battery (the mechanism study's "cpu": 81 CPU-s per checkpoint and probe
 # seed on the loaded 2 cores, 32 Heun steps; retention 65% of it over 64 items × 8 restarts × 8 σ, basins 33% over
 # 11 planes × 8² points × 5 plane sets, the DSM the rest), scaled by the solves each model needs (planes counted
 # as drawn, an upper bound: distinct planes are measured once).

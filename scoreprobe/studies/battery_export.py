@@ -1,9 +1,9 @@
-"""The compact result of the battery (scoreprobe.studies.battery) on one trained model, one .npz (analyses/
-mechanism_seeds: <results>/mechanism_seeds[_<preset>]/<model>.npz): everything its tables are computed from (no
+"""The compact result of the battery (scoreprobe.studies.battery) on one trained model, one .npz (e.g.
+<results>/<study>[_<preset>]/<model>.npz): everything its tables are computed from (no
 run directory or store needed).
 
 One file holds: the model's TrainConfig and the study's settings (JSON), the measured steps (S,), its
-clocks as analyses/scaling exports them (checkpoint steps, per-sample endpoint states int8, novel_oracle:
+clocks as scoreprobe.studies.export writes them (checkpoint steps, per-sample endpoint states int8, novel_oracle:
 every τ and threshold curve is recomputed from them), and per unit:
 - basins: per plane set (kind/extent at σ_start) the pixel counts (Q, P, S) uint16 of the quantities
   BASIN_Q (shares = counts / pixels, exact), with each plane's key (its three anchors as bit strings) and

@@ -1,4 +1,4 @@
-"""The battery on several trained models of one series (analyses/mechanism_seeds), from their exports
+"""The battery on several trained models of one series, from their exports
 (studies.battery_export): the models' clocks, the per-step curves of each quantity (models and units crossed),
 the half-change steps with their ratio to each model's τ over thresholds, the DSM tests with models and pairs as
 units, and the capture geometry (the statistics: scoreprobe.stats.models_units)."""

@@ -1,4 +1,4 @@
-"""The battery on ONE trained model (analyses/mechanism), from its stores (scoreprobe.studies.battery.collect):
+"""The battery on ONE trained model, from its stores (scoreprobe.studies.battery.collect):
 per-step curves with bootstrap CIs over the independent units, the capture geometry, the training − held-out
 symmetry, the DSM split with one multiple-testing family over steps × σ, and fitted half-change steps.
 

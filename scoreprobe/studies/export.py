@@ -1,4 +1,4 @@
-"""The compact per-run result of analyses/scaling, <results>/scaling_<preset>/<run>.npz, and the minimal
+"""The compact per-run result of a study's run, <results>/<folder>/<run>.npz, and the minimal
 clocks Dataset rebuilt from it: what every table and figure is computed from (no run directory needed).
 
 One file holds: the run's TrainConfig (JSON) and its parameter count, the clocks' settings (JSON), the
@@ -14,7 +14,7 @@ tens of KB compressed.
 Versions (`version`; a file without it is version 1): 2 adds the optional `bit_sum` (S, n) int16, each
 sample's number of ones (-1 for a non-finite endpoint; `scoreprobe.probes.counts.bit_sums`), written when
 the clocks kept the bits (`clocks(..., keep_bits=True)`): what the count error of an exact-K rule is read
-from (analyses/exactk_ladder). The keys of version 1 are unchanged, so readers of version 1 read version 2
+from. The keys of version 1 are unchanged, so readers of version 1 read version 2
 files (the `format` string stays); a version newer than VERSION is refused.
 """
 import json

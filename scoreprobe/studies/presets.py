@@ -1,6 +1,7 @@
-"""Running another study's runs on the scaling study's machinery (analyses/data_draws, sudoku_transpose, the
-remedies' G = 3 preset, gpt_dit_match): each run trains and exports with `run.run_one` into the export folder
-its study names for it (`folder_of(run)`: a run that *is* a scaling run keeps scaling's folder, so it is
+"""Running a study's runs on the shared study machinery (any study whose runs are parity runs of
+`scoreprobe.studies.recipes`, some of them shared with another study's grid): each run trains and exports with
+`run.run_one` into the export folder its study names for it (`folder_of(run)`: a run that *is* another study's
+run keeps that study's folder, so it is
 reused, never trained twice), runs already exported with the same TrainConfig are skipped, `--jobs` run at a
 time (scoreprobe.studies.queue.run_queue: a run starts when a worker is free, none that would end past `--hours`), and
 `--plan` prints the order with estimated times."""

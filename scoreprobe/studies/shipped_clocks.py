@@ -1,5 +1,5 @@
 """A series' clocks as shipped (<series>/clocks.json, written by checkpoints/measure.py with `sp.clocks` on every
-checkpoint) and as measured now, as plain rows (analyses/sampler_clocks, gpt_clocks): the curves over steps, the
+checkpoint) and as measured now, as plain rows (for a study that re-measures a shipped series): the curves over steps, the
 τ with their CIs, the window, and a recheck of the shipped file at some steps."""
 import json
 import time

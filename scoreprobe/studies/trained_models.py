@@ -4,7 +4,7 @@
              seeds 0, 1, 2: checkpoints/parity-default and runs/shipped/s1, s2 (the command in
              checkpoints/README.md with `--seed 1` / `--seed 2`; same data).
     closed   the closed-window series (parity G = 2, N = 30, 3750 steps: τ_mem comes before any τ_rule) at training
-             seeds 0, 1, 2 of analyses/mechanism_seeds' closed config (CLOSED_CONFIG), trained as one stacked
+             seeds 0, 1, 2 of the closed config (CLOSED_CONFIG), trained as one stacked
              ensemble under runs/closed-window/closed-s* (`train_closed`).
 
 Paths are relative to the repository root. A run's clocks are its clocks.json (checkpoints/measure.py: τ with CIs,
@@ -23,7 +23,7 @@ CLOSED_RUNS = tuple(f"runs/closed-window/closed-s{i}" for i in range(3))
 CLOSED_CONFIG = dict(rule={"name": "parity", "G": 2, "shape": [6, 6], "layout": "offset", "seed": 0}, n_train=30,
                      n_heldout=1024, model="dit", size="tiny", hidden_size=80, lr=2e-3, batch_size=96,
                      total_steps=3750, n_checkpoints=20, first_checkpoint=200, extra_checkpoints=[50, 100, 200, 350],
-                     save_dtype="float16")      # analyses/mechanism_seeds grid.series_config("cpu", "closed", seed)
+                     save_dtype="float16")      # the mechanism-seeds grid's closed series config at each seed
 TAU_KEYS = ("tau_rule", "tau_rule_ci", "tau_mem", "tau_mem_ci")
 
 
@@ -42,7 +42,7 @@ def clock_summary(run_dir):
     f = Path(run_dir) / "clocks.json"
     if not f.is_file():
         raise ConfigError(f"{f} is missing: measure the clocks first (python checkpoints/measure.py {run_dir}; the "
-                          "closed-window models: python analyses/decompose --models-only trains and measures them)")
+                          "closed-window models: `train_closed` trains them and measures them)")
     c = json.loads(f.read_text())
     t = c["taus"]
     return {**{k: t.get(k) for k in ("tau_rule", "tau_rule_ci", "tau_rule_reached", "tau_mem", "tau_mem_ci",

@@ -1,4 +1,4 @@
-"""Figures of single runs' clocks (analyses/two_clocks, gpt_clocks): a run's rule accuracy / memorization and its
+"""Figures of single runs' clocks (any study of single runs): a run's rule accuracy / memorization and its
 endpoint states, τ against G and N over a sweep with the power-law fit, and models' curves against steps and
 views per training image side by side."""
 import numpy as np

@@ -1,6 +1,6 @@
 """The per-run row of a study whose runs may hold a curriculum's pieces (analyses/remedies' G = 3 preset): the
 clocks of an export read beyond the curriculum's pieces (`beyond_info`), and `run_row`, scoreprobe.stats.runs.run_stats
-with the rule clock compared read among the samples that break a piece (scoreprobe.stats.piece_clocks); a row
+with the rule clock compared read among the samples that break a piece (analyses.remedies.piece_clocks); a row
 from measured clocks (`clocks_row`, and a curriculum run's `beyond_row`: analyses/remedies' own presets); the
 cells of a runs table of such rows."""
 import math
@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from scoreprobe.stats import curves as C
-from scoreprobe.stats.piece_clocks import among_breaking, breaking_taus
+from analyses.remedies.piece_clocks import among_breaking, breaking_taus
 from scoreprobe.stats.runs import run_stats
 from scoreprobe.studies.export import clocks_dataset
 from scoreprobe.studies.format import ci_text, fmt

@@ -2,7 +2,7 @@
 and its control, analyses/remedies' G = 3 preset): rule accuracy among the samples that break a piece and its τ
 over thresholds, the rule accuracy compared for any run, and a run's endpoints (peak rule accuracy, the last
 memorized share). Rows are scoreprobe.stats.runs.run_stats's, with the piece readings of
-scoreprobe.studies.curriculum_rows.run_row."""
+analyses.remedies.curriculum_rows.run_row."""
 import numpy as np
 
 from scoreprobe.data.curriculum import beyond_state

@@ -1,13 +1,13 @@
 """The markdown of models matched per step and per training FLOP (analyses/gpt_dit_match): the training compute,
-the learning-rate sweep and its choice (scoreprobe.studies.lr_choice), each model at its chosen rate, the
-dense-checkpoint replication, every model against the reference over thresholds (scoreprobe.stats.model_match),
+the learning-rate sweep and its choice (analyses.gpt_dit_match.lr_choice), each model at its chosen rate, the
+dense-checkpoint replication, every model against the reference over thresholds (analyses.gpt_dit_match.model_match),
 and which sampler each model's clocks were read with. Models are named by `labels` ({model: words})."""
 import math
 
 from scoreprobe.models.build import param_count
 from scoreprobe.models.flops import counted_flops, forward_flops, n_tokens, step_flops
 from scoreprobe.stats import curves as C
-from scoreprobe.stats import model_match as S
+from analyses.gpt_dit_match import model_match as S
 from scoreprobe.studies.format import ci_text, curve_table, fmt, pooled_cell
 
 
@@ -34,11 +34,11 @@ def section_flops(runs, labels):
 
 
 def section_sweep(chosen, p, threshold, labels):
-    """The sweep of every model ({model: (lr, rows)}, scoreprobe.studies.lr_choice.choices) and its choice at
+    """The sweep of every model ({model: (lr, rows)}, analyses.gpt_dit_match.lr_choice.choices) and its choice at
     `threshold`; p: the preset (tune_data_seed, tune_seed)."""
     lines = ["## The learning-rate sweep (tuning split)", "",
              f"Data seed {p['tune_data_seed']} (its own training and held-out images), training seed {p['tune_seed']}. "
-             f"Criterion, fixed before the runs (scoreprobe.studies.lr_choice): the earliest τ_rule at rule accuracy "
+             f"Criterion, fixed before the runs (analyses.gpt_dit_match.lr_choice): the earliest τ_rule at rule accuracy "
              f"{threshold:g}; a rate that never reaches it ranks after those that do, by peak rule accuracy. "
              "The evaluation split enters no part of it.", "",
              "| model | lr | τ_rule at the criterion | peak rule_acc | chosen |", "|---|---:|---:|---:|---|"]

@@ -1,5 +1,5 @@
-"""Multiplicity over named families (analyses/remedies' G = 3 preset: scoreprobe.stats.variant_ratios, its tables
-scoreprobe.reports.holm_md): every Welch p of a study under each family it can be counted in, the family named
+"""Multiplicity over named families (analyses/remedies' G = 3 preset: analyses.remedies.variant_ratios, its tables
+analyses.remedies.holm_md): every Welch p of a study under each family it can be counted in, the family named
 with its size, so that "survives Holm" is said only of the family it survives in.
 
 Families (FAMILIES), from the narrowest to the widest:

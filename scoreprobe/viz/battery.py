@@ -1,4 +1,4 @@
-"""Figures of the mechanism study (analyses/mechanism), drawn from its report dict: basin shares and
+"""Figures of the battery (scoreprobe.studies.battery) on one trained model, drawn from its report dict: basin shares and
 retention vs log step with CI ribbons and τ bands, the DSM significance heat map, and the basin-evolution
 animation of one plane with the step and the clocks marked in every frame.
 
@@ -175,7 +175,7 @@ def study_figures(summary, anims, stem):
 
 
 # ---------------------------------------------------------------------------------------------
-# The battery on several trained models (analyses/mechanism_seeds)
+# The battery on several trained models (scoreprobe.studies.battery_series)
 # ---------------------------------------------------------------------------------------------
 
 MODELS_PANELS = ("violating basin", "t − h basin (symmetric planes)", "held-out captured (σ 1)",

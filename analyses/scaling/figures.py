@@ -105,7 +105,7 @@ def figures(rep, args, stem):
                  "ribbons (t on ln τ); open points: seeds; arrows: lower bounds at the budget")
     save_figure(fig, stem.with_suffix(".png"), dpi=100)
     curves_figure(rep, stem.with_name(stem.name + "_curves.png"))
-    from scoreprobe.viz.thresholds import threshold_figures
+    from analyses.scaling.threshold_figures import threshold_figures
     threshold_figures(rep, stem)
 
 

@@ -1,12 +1,12 @@
 """The markdown of a ladder of rules against a reference family at one N and model (analyses/exactk_ladder:
 exact-K k = 3, 9, 18 against parity G = 2, 3, 4): the chance levels at initialisation, the count error of exact-K
-(scoreprobe.stats.count_error), pooled τ per rule over thresholds, and the ratios of τ between rules with a bound
-from the budget where a ratio is censored (scoreprobe.stats.ratio_bounds). Configurations are keyed by their
+(analyses.exactk_ladder.count_error), pooled τ per rule over thresholds, and the ratios of τ between rules with a bound
+from the budget where a ratio is censored (analyses.exactk_ladder.ratio_bounds). Configurations are keyed by their
 label ('exact-K k = 18', 'parity G = 3')."""
 from scoreprobe.probes.counts import TOP
-from scoreprobe.stats import count_error as K
+from analyses.exactk_ladder import count_error as K
 from scoreprobe.stats import curves as C
-from scoreprobe.stats.ratio_bounds import bounded_ratio_curve
+from analyses.exactk_ladder.ratio_bounds import bounded_ratio_curve
 from scoreprobe.studies.format import ci_text, curve_cell, curve_table, fmt, threshold_label
 
 

@@ -1,10 +1,10 @@
 """The markdown of two measurements of the same runs (analyses/sampler_scaling: Heun and a stochastic sampler):
 τ_mem and τ_rule per N under both with the paired ratio, the exponent b of τ_mem = a·N^b per sampler and its
-difference from the paired ratios (scoreprobe.stats.two_samplers), and whether the regenerated runs are the
+difference from the paired ratios (analyses.sampler_scaling.two_samplers), and whether the regenerated runs are the
 shipped ones. rows: {"heun": rows, "stochastic": rows} (scoreprobe.stats.runs.run_stats, paired by run)."""
 from scoreprobe.stats import curves as C
 from scoreprobe.stats.curves import curves_of
-from scoreprobe.stats.two_samplers import by_N, ratio_curves
+from analyses.sampler_scaling.two_samplers import by_N, ratio_curves
 from scoreprobe.studies.format import curve_table, fmt, pooled_cell
 
 

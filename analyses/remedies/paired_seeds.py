@@ -1,7 +1,7 @@
 """Variants against references across trained models, paired by seed (analyses/remedies, issue 35): per comparison
 the seeds both have, the per-seed differences, a t interval over the seeds (`timing.seed_t_interval`) and Holm over
 the whole family of comparisons; a value that is not a number (a τ not reached: a bound at the run's budget) enters
-no difference (its seed is named). The markdown: scoreprobe.reports.holm_md.comparison_lines."""
+no difference (its seed is named). The markdown: analyses.remedies.holm_md.comparison_lines."""
 import math
 
 import numpy as np

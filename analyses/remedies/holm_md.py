@@ -1,12 +1,12 @@
 """The markdown of comparisons Holm-adjusted in named families (analyses/remedies): each variant's τ ratio to its
 reference over thresholds (`ratio_cell`, `section_ratios`), the endpoints' differences (`section_endpoints`), every
-p under each family of scoreprobe.stats.holm_families (`section_multiplicity`), and the paired-by-seed comparisons
-of trained models (`comparison_lines`, scoreprobe.stats.paired_seeds). `labels`: {variant: its name in the text}."""
+p under each family of analyses.remedies.holm_families (`section_multiplicity`), and the paired-by-seed comparisons
+of trained models (`comparison_lines`, analyses.remedies.paired_seeds). `labels`: {variant: its name in the text}."""
 import math
 
 from scoreprobe.stats import curves as C
-from scoreprobe.stats import holm_families as H
-from scoreprobe.stats.variant_ratios import verdict
+from analyses.remedies import holm_families as H
+from analyses.remedies.variant_ratios import verdict
 from scoreprobe.studies.format import ci_text, fmt, threshold_label
 
 
@@ -86,7 +86,7 @@ def _holm_cell(h, family):
 
 
 def section_multiplicity(fam, ends, sizes, labels):
-    """Every test with p < 0.05 before adjustment under each family (scoreprobe.stats.holm_families), the count that survives in
+    """Every test with p < 0.05 before adjustment under each family (analyses.remedies.holm_families), the count that survives in
     each, and the copying effects (τ_mem, the last memorized share) said family by family."""
     cells = [(f"τ_{key[4:]} at {r['threshold']:g}", f"{labels[v]} / {labels[ref]}", r, ci_text(r["ci"], 2), 2)
              for key, comps in fam.items() for (v, ref), rs in comps.items() for r in rs]
@@ -130,7 +130,7 @@ def _num(v, q, log_quantities):
 
 
 def comparison_lines(cmp, n_family, labels, log_quantities=("log_tau_mem",), alpha=0.05):
-    """The markdown section of `scoreprobe.stats.paired_seeds.comparisons`: labels {quantity: its name}; a quantity
+    """The markdown section of `analyses.remedies.paired_seeds.comparisons`: labels {quantity: its name}; a quantity
     in `log_quantities` is a log difference, shown as the ratio (×exp)."""
     def num(v, q):
         return _num(v, q, log_quantities)

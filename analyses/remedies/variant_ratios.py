@@ -3,14 +3,14 @@ ratio of τ at every threshold (Welch t on ln τ, `stats.seeds.pool_ratio`) with
 comparisons at that threshold; a side with a seed that does not reach a threshold gives no ratio, only a bound
 with that seed at its budget. Beside the τ, two endpoints (peak rule accuracy, the last memorized share) as
 differences of seed means, Holm over the same comparisons; and a run's τ counted from a switch step
-(`since_switch`). Multiplicity in every family: scoreprobe.stats.holm_families."""
+(`since_switch`). Multiplicity in every family: analyses.remedies.holm_families."""
 import math
 
 import numpy as np
 
 from scoreprobe.stats import curves as C
 from scoreprobe.stats.intervals import welch_p
-from scoreprobe.stats.piece_clocks import ENDPOINTS, endpoint
+from analyses.remedies.piece_clocks import ENDPOINTS, endpoint
 from scoreprobe.stats.pvalues import adjust_pvalues
 from scoreprobe.stats.seeds import pool_ratio, pool_seeds, ratio_curve
 

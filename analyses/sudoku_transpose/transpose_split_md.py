@@ -1,6 +1,6 @@
 """The markdown of a transposition design (analyses/sudoku_transpose): per configuration (an architecture) the
 pooled τ of each constraint family, τ_rows / τ_columns on the original and the transposed data with its kept
-(architecture) and reversed (data) parts (`scoreprobe.stats.transpose_split`), their verdicts over thresholds,
+(architecture) and reversed (data) parts (`analyses.sudoku_transpose.transpose_split`), their verdicts over thresholds,
 what the data part can say, and which seed sets each part (the two-level F tests with Holm in named families).
 
 Families are named in image coordinates: "rows" are the rows of the images a model is trained on and samples;
@@ -8,7 +8,7 @@ on transposed data those are the columns of the grids as drawn."""
 import numpy as np
 
 from scoreprobe.stats import curves as C
-from scoreprobe.stats import transpose_split as S
+from analyses.sudoku_transpose import transpose_split as S
 from scoreprobe.stats.verdict import verdict
 from scoreprobe.studies.format import curve_table
 

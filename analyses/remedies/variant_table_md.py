@@ -1,7 +1,7 @@
 """The tables of analyses/remedies' own presets (smoke, cpu, gpu: one run per variant and seed, its clocks measured
 by `sp.clocks`, its rows kept in the study's JSON): per run τ_rule, τ_mem (a τ not reached is a bound at the run's
 budget, with its extrapolation), the window and the peak; per variant the seeds side by side; the curriculum runs'
-rule clock beyond the curriculum's pieces. The comparisons across seeds: scoreprobe.reports.holm_md."""
+rule clock beyond the curriculum's pieces. The comparisons across seeds: analyses.remedies.holm_md."""
 import numpy as np
 
 

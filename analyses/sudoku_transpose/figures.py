@@ -1,7 +1,7 @@
 """The figure of a transposition design (analyses/sudoku_transpose): per configuration (columns), τ_rows /
 τ_columns over family thresholds on the original and the transposed data (top) and its kept (architecture) and
 reversed (data) parts (bottom), with 95% CIs; censored thresholds as crosses on the axis. Drawn from the report
-(scoreprobe.reports.transpose_split.orientation_report's dicts)."""
+(analyses.sudoku_transpose.transpose_split_md.orientation_report's dicts)."""
 from scoreprobe.viz.common import save_figure
 from scoreprobe.viz.thresholds import panel
 
