@@ -152,7 +152,7 @@ def test_the_study_md_names_the_offered_set_and_how_its_calls_were_made():
     import json
 
     from decompose_planted import oracle_outputs, recipe
-    from scoreprobe.reports.decompose_calls_md import models_section
+    from analyses.decompose.decompose_calls_md import models_section
     from scoreprobe.stats.decompose_models import calls_over_models, models_summary
     outputs = oracle_outputs(32, 4, sigmas=(1.0, 2.0), local=True)
     models, _ = recipe(outputs, 4, 3, np.random.default_rng(0))
