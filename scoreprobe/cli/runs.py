@@ -111,10 +111,13 @@ def _step_list(ctx, param, text):
 @click.option("--tensorboard", "tensorboard", metavar="DIR", default=None,
               help="Also write the log as live TensorBoard events to DIR while training (`tensorboard --logdir "
                    "DIR`); needs tensorboardX: pip install 'scoreprobe[tensorboard]'.")
+@click.option("--tensorboard-samples", "tensorboard_samples", metavar="N", type=int, default=0, show_default=True,
+              help="With --tensorboard, also sample the EMA model N times at each checkpoint: its clocks with their "
+                   "95%% intervals (margin charts), τ and a grid of samples, live (0: none).")
 @_train_options
 @click.pass_context
 def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads, ensemble_spec, keep_state,
-          tensorboard, **settings):
+          tensorboard, tensorboard_samples, **settings):
     """Train a model and write log-spaced checkpoints to RUN_DIR (rerun the same command to resume);
     with --ensemble, a grid of DiT runs at once, one run directory each under RUN_DIR.
 
@@ -142,6 +145,12 @@ def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads
         if tensorboard is not None:
             raise click.BadParameter("live events are written for one run; with --ensemble use `scoreprobe export-tb`",
                                      param_hint="--tensorboard")
+    if tensorboard_samples and tensorboard is None:
+        raise click.BadParameter("needs --tensorboard DIR (where the sample grids go)",
+                                 param_hint="--tensorboard-samples")
+    if not 0 <= tensorboard_samples <= 10 ** 6:
+        raise click.BadParameter(f"must be in [0, 1000000], got {tensorboard_samples}",
+                                 param_hint="--tensorboard-samples")
         return _train_ensemble(run_dir, grid, rule_args, device, settings)
     cfg = TrainConfig(rule=_rule_spec(**rule_args), **settings)
     cfg.validate()   # every number in range and the model within the size limits before anything is said or made
@@ -153,7 +162,8 @@ def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads
         torch.set_num_threads(threads)
     _say(f"training {cfg.model} on {cfg.rule} (N={cfg.n_train}) for {cfg.total_steps} steps on {device} "
                f"-> {run_dir}")
-    path = train_run(cfg, run_dir, device=device, keep_state=keep_state, tensorboard=tensorboard)
+    path = train_run(cfg, run_dir, device=device, keep_state=keep_state, tensorboard=tensorboard,
+                     tensorboard_samples=tensorboard_samples)
     _say(f"done: {path}")
 
 

@@ -69,7 +69,8 @@ class Monitor:
         `steps`) commits every pending one. The results are those of the foreground monitor.
     tensorboard : a folder: live TensorBoard events of each measured step (the curves with their intervals as
         margin charts, τ, a grid of samples with keep_bits) at their real wall times (training/live.py); on disk
-        within 2 s, and all of them after `close()`.
+        within 2 s, and all of them after `close()`. A LiveBoard (training/live.py) is written to as it is (the
+        training loop's own, so that losses and clocks share one event file).
     """
 
     def __init__(self, dataset, rule=None, every=None, out=None, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS,
@@ -101,7 +102,8 @@ class Monitor:
         self.parts, self.models, self.tau = {}, {}, None
         self._overwrite = bool(overwrite)
         self.background, self._pool, self._pending = bool(background), None, {}   # pending: step -> (identity, future)
-        self.board = None if tensorboard is None else LiveBoard(tensorboard)
+        live = tensorboard is None or isinstance(tensorboard, LiveBoard)
+        self.board = tensorboard if live else LiveBoard(tensorboard)
         if out is not None:
             self._resume(out)
 
