@@ -135,6 +135,12 @@ def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads
     if rule in ("latin", "sudoku") and ctx.get_parameter_source("shape") != ParameterSource.DEFAULT:
         raise click.BadParameter(f"--shape applies to parity, exactk and rowk; a {rule} grid is --n N (an image of "
                                  "N one-hot channels of N x N pixels)", param_hint="--shape")
+    if tensorboard_samples and tensorboard is None:
+        raise click.BadParameter("needs --tensorboard DIR (where the sample grids go)",
+                                 param_hint="--tensorboard-samples")
+    if not 0 <= tensorboard_samples <= 10 ** 6:
+        raise click.BadParameter(f"must be in [0, 1000000], got {tensorboard_samples}",
+                                 param_hint="--tensorboard-samples")
     layout = _default_layout(rule, layout, ensemble_spec)
     rule_args = dict(rule=rule, G=G, k=k, n=n, layout=layout, rule_seed=rule_seed, shape=shape)
     if ensemble_spec is not None:
@@ -145,12 +151,6 @@ def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads
         if tensorboard is not None:
             raise click.BadParameter("live events are written for one run; with --ensemble use `scoreprobe export-tb`",
                                      param_hint="--tensorboard")
-    if tensorboard_samples and tensorboard is None:
-        raise click.BadParameter("needs --tensorboard DIR (where the sample grids go)",
-                                 param_hint="--tensorboard-samples")
-    if not 0 <= tensorboard_samples <= 10 ** 6:
-        raise click.BadParameter(f"must be in [0, 1000000], got {tensorboard_samples}",
-                                 param_hint="--tensorboard-samples")
         return _train_ensemble(run_dir, grid, rule_args, device, settings)
     cfg = TrainConfig(rule=_rule_spec(**rule_args), **settings)
     cfg.validate()   # every number in range and the model within the size limits before anything is said or made
