@@ -13,7 +13,8 @@ import torch
 
 import scoreprobe as sp
 from scoreprobe.oracles import EmpiricalDenoiser
-from scoreprobe.training.live import CURVES, LiveBoard, live_monitor, sample_grid
+from scoreprobe.training.live import CURVES, LiveBoard, sample_grid
+from scoreprobe.training.monitor import live_monitor
 from scoreprobe.training.tensorboard import records
 
 event_pb2 = pytest.importorskip("tensorboardX.proto.event_pb2")

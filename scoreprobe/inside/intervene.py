@@ -121,7 +121,7 @@ def ablate(D, x, sigma=None, sites="head", how="zero", reference=None, direction
     points = hook_points(net)
     means = _mean_axes(mean_over, how, names, points)
     given = _given_acts(reference, names) if how != "zero" else None
-    ref = x if reference is None or given is not None else check_input(D, kind, reference)
+    ref = x if reference is None or given is not None or how == "zero" else check_input(D, kind, reference)
     with torch.no_grad():
         base = forward(D, net, kind, x, sigma)
         if how == "zero":

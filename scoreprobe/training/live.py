@@ -13,7 +13,7 @@ and `close()` — at the end of training, `Monitor.close()` — writes what is l
   16 samples' bits (white = 1) when the monitor keeps its bits (keep_bits=True).
 
 `train_run(..., tensorboard=, tensorboard_samples=N)` / `scoreprobe train --tensorboard DIR --tensorboard-samples N`
-also measures the EMA model at each checkpoint step with a Monitor of N samples (`live_monitor`: the clocks with their
+also measures the EMA model at each checkpoint step with a Monitor of N samples (training/monitor.live_monitor: the clocks with their
 intervals, τ and the sample grid above, in the same event file as the losses); the training itself is unchanged (the
 Monitor leaves the loop's random streams as they were).
 
@@ -89,22 +89,6 @@ class LiveBoard:
     def close(self):
         """Write every pending event and close the file (idempotent)."""
         self.writer.close()
-
-
-def live_monitor(cfg, run_dir, save_at, board, n_samples):
-    """A Monitor (training/monitor.py) of `n_samples` samples writing to `board` at the checkpoint steps `save_at`,
-    or None for n_samples 0. cfg: the TrainConfig (its rule; a GPT samples with "heun"); run_dir: holds dataset.npz."""
-    if not n_samples:
-        return None
-    if board is None:
-        raise ConfigError("tensorboard_samples needs tensorboard= (the folder the sample grids go to)")
-    from scoreprobe.data.datasets import load_dataset
-    from scoreprobe.data.rules import rule_from_spec
-    from scoreprobe.training.monitor import Monitor
-    data = load_dataset(f"{run_dir}/dataset.npz", rule_from_spec(cfg.rule))
-    sampler = "heun" if cfg.model == "gpt" else None
-    kw = {} if sampler is None else {"sampler": sampler}
-    return Monitor(data, steps=list(save_at), n_samples=n_samples, keep_bits=True, n_boot=0, tensorboard=board, **kw)
 
 
 def sample_grid(bits, image_shape, n=16, cols=4):

@@ -331,3 +331,18 @@ def lightning_callback(monitor, use_ema=None):
             monitor(trainer.global_step, model)
 
     return MonitorCallback()
+
+
+def live_monitor(cfg, run_dir, save_at, board, n_samples):
+    """A Monitor of `n_samples` samples writing to `board` at the checkpoint steps `save_at`,
+    or None for n_samples 0. cfg: the TrainConfig (its rule; a GPT samples with "heun"); run_dir: holds dataset.npz."""
+    if not n_samples:
+        return None
+    if board is None:
+        raise ConfigError("tensorboard_samples needs tensorboard= (the folder the sample grids go to)")
+    from scoreprobe.data.datasets import load_dataset
+    from scoreprobe.data.rules import rule_from_spec
+    data = load_dataset(f"{run_dir}/dataset.npz", rule_from_spec(cfg.rule))
+    sampler = "heun" if cfg.model == "gpt" else None
+    kw = {} if sampler is None else {"sampler": sampler}
+    return Monitor(data, steps=list(save_at), n_samples=n_samples, keep_bits=True, n_boot=0, tensorboard=board, **kw)

@@ -36,7 +36,8 @@ from scoreprobe.training.guard import (RunLock, load_state, read_meta, remove_st
                                        state_file)
 from scoreprobe.training.run_dir import atomic_save, init_run_dir
 from scoreprobe.limits import MAX_SAMPLES, check_int
-from scoreprobe.training.live import LiveBoard, live_monitor
+from scoreprobe.training.live import LiveBoard
+from scoreprobe.training.monitor import live_monitor
 from scoreprobe.training.trainlog import (LOG_NAME, bucket_sums, heldout_bank, heldout_record, log_record,
                                          postfix, truncate_log)
 
