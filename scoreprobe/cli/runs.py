@@ -111,10 +111,13 @@ def _step_list(ctx, param, text):
 @click.option("--tensorboard", "tensorboard", metavar="DIR", default=None,
               help="Also write the log as live TensorBoard events to DIR while training (`tensorboard --logdir "
                    "DIR`); needs tensorboardX: pip install 'scoreprobe[tensorboard]'.")
+@click.option("--tensorboard-samples", "tensorboard_samples", metavar="N", type=int, default=0, show_default=True,
+              help="With --tensorboard, also sample the EMA model N times at each checkpoint: its clocks with their "
+                   "95%% intervals (margin charts), τ and a grid of samples, live (0: none).")
 @_train_options
 @click.pass_context
 def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads, ensemble_spec, keep_state,
-          tensorboard, **settings):
+          tensorboard, tensorboard_samples, **settings):
     """Train a model and write log-spaced checkpoints to RUN_DIR (rerun the same command to resume);
     with --ensemble, a grid of DiT runs at once, one run directory each under RUN_DIR.
 
@@ -132,6 +135,12 @@ def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads
     if rule in ("latin", "sudoku") and ctx.get_parameter_source("shape") != ParameterSource.DEFAULT:
         raise click.BadParameter(f"--shape applies to parity, exactk and rowk; a {rule} grid is --n N (an image of "
                                  "N one-hot channels of N x N pixels)", param_hint="--shape")
+    if tensorboard_samples and tensorboard is None:
+        raise click.BadParameter("needs --tensorboard DIR (where the sample grids go)",
+                                 param_hint="--tensorboard-samples")
+    if not 0 <= tensorboard_samples <= 10 ** 6:
+        raise click.BadParameter(f"must be in [0, 1000000], got {tensorboard_samples}",
+                                 param_hint="--tensorboard-samples")
     layout = _default_layout(rule, layout, ensemble_spec)
     rule_args = dict(rule=rule, G=G, k=k, n=n, layout=layout, rule_seed=rule_seed, shape=shape)
     if ensemble_spec is not None:
@@ -153,7 +162,8 @@ def train(ctx, run_dir, rule, G, k, n, layout, rule_seed, shape, device, threads
         torch.set_num_threads(threads)
     _say(f"training {cfg.model} on {cfg.rule} (N={cfg.n_train}) for {cfg.total_steps} steps on {device} "
                f"-> {run_dir}")
-    path = train_run(cfg, run_dir, device=device, keep_state=keep_state, tensorboard=tensorboard)
+    path = train_run(cfg, run_dir, device=device, keep_state=keep_state, tensorboard=tensorboard,
+                     tensorboard_samples=tensorboard_samples)
     _say(f"done: {path}")
 
 

@@ -85,16 +85,22 @@ def run_with_hooks(D, x, sigma=None, fwd_hooks=(), bwd_hooks=()):
 # Ablations
 # ---------------------------------------------------------------------------------------------
 
-def ablate(D, x, sigma=None, sites="head", how="zero", reference=None, direction=None, seed=0):
+def ablate(D, x, sigma=None, sites="head", how="zero", reference=None, direction=None, seed=0, mean_over=("sample",)):
     """Ablate each site in turn and measure what the output loses.
 
     Parameters
     ----------
     D : a denoiser wrapping a DiT, or a GPT (x then 0/1 bits, sigma None).
     x : (B, D) inputs. sites : as for `sp.patch` ("head", "sub", "block", "token", "all", labels such as
-        'blocks.0.attn.hook_z[head=1]'). how : "zero" (the entries set to 0), "mean" (to their mean over
-        `reference`, every other index kept), "resample" (each row's entries taken from a row of `reference`
-        drawn with `seed`). reference : (R, D) inputs run at the same σ (default: x itself).
+        'blocks.0.attn.hook_z[head=1]' or pairs ('blocks.0.attn.hook_z', 1)). how : "zero" (the entries set to 0),
+        "mean" (to their mean over `reference`, every other index kept), "resample" (each row's entries taken from
+        a row of `reference` drawn with `seed`).
+    reference : what the mean / resample draws from (default: x itself): (R, D) inputs, run at the same σ; or
+        activations already taken over a reference set, e.g. of a whole dataset: an ActivationCache
+        (`sp.run_with_cache`, at the σ the caller chose) or {hook name: (R, ...) tensor} in the network's layout
+        (`run_with_cache(..., return_type="dict")`), holding every hook the sites touch.
+    mean_over : "mean" only: the axes averaged, "sample" (the reference rows, per position: the default) and any of
+        the hook's own axes, e.g. ("sample", "token") for one mean over rows and positions.
     direction : (B, D) or (D,) optional: the metric ⟨D(x), direction⟩ per row (DiT); for a GPT the metric is
         the log-likelihood of x.
 
@@ -112,13 +118,66 @@ def ablate(D, x, sigma=None, sites="head", how="zero", reference=None, direction
     if not any(st.atoms for st in site_list):
         raise ConfigError(f"sites {sites!r} select nothing to ablate")
     names = sorted({at.hook for st in site_list for at in st.atoms})
-    ref = x if reference is None else check_input(D, kind, reference)
+    points = hook_points(net)
+    means = _mean_axes(mean_over, how, names, points)
+    given = _given_acts(reference, names) if how != "zero" else None
+    ref = x if reference is None or given is not None or how == "zero" else check_input(D, kind, reference)
     with torch.no_grad():
         base = forward(D, net, kind, x, sigma)
-        ref_acts = _capture(D, net, kind, ref, _ref_sigma(sigma, len(ref), len(x)), names) if how != "zero" else {}
-        rows = _rows(how, len(x), len(ref), seed)
-        outs = [_ablated(D, net, kind, x, sigma, st, how, ref_acts, rows) for st in site_list]
+        if how == "zero":
+            ref_acts = {}
+        else:
+            ref_acts = given or _capture(D, net, kind, ref, _ref_sigma(sigma, len(ref), len(x)), names)
+            _check_shapes(D, net, kind, x, sigma, names, ref_acts, points)
+        n_ref = len(next(iter(ref_acts.values()))) if ref_acts else len(ref)
+        rows = _rows(how, len(x), n_ref, seed)
+        outs = [_ablated(D, net, kind, x, sigma, st, how, ref_acts, rows, means) for st in site_list]
     return _dataset(site_list, base, outs, _metric_fn(D, net, kind, x, direction))
+
+
+def _mean_axes(mean_over, how, names, points):
+    """{hook name: tuple of axes (0 = the reference rows) averaged} for "mean"; ConfigError for an unknown axis."""
+    over = (mean_over,) if isinstance(mean_over, str) else tuple(mean_over)
+    if "sample" not in over or len(set(over)) < len(over):
+        raise ConfigError(f"mean_over names axes once each, 'sample' among them, got {mean_over!r}")
+    if how != "mean" or over == ("sample",):
+        return {n: (0,) for n in names}
+    out = {}
+    for n in names:
+        p = points[n]
+        bad = [a for a in over if a != "sample" and a not in p.dims]
+        if bad or not p.batched:
+            raise ConfigError(f"mean_over {over}: hook {n} has axes ('sample',) + {p.dims}, not {bad or ['sample']}")
+        out[n] = tuple(0 if a == "sample" else 1 + p.dims.index(a) for a in over)
+    return out
+
+
+def _given_acts(reference, names):
+    """{hook: tensor} from an ActivationCache or a dict of activations; None for inputs (or no reference)."""
+    from scoreprobe.inside.activations import ActivationCache
+    if isinstance(reference, ActivationCache):
+        acts = {n: reference.raw(n) for n in names if n in reference._acts}
+    elif isinstance(reference, dict):
+        acts = {n: torch.as_tensor(reference[n]) for n in names if n in reference}
+    else:
+        return None
+    missing = [n for n in names if n not in acts]
+    if missing:
+        raise ConfigError(f"reference activations lack {missing}: cache them (run_with_cache(..., names=...))")
+    if len({len(a) for a in acts.values()}) != 1 or not len(next(iter(acts.values()))):
+        raise ConfigError("reference activations must share one non-empty number of rows")
+    return acts
+
+
+def _check_shapes(D, net, kind, x, sigma, names, ref_acts, points):
+    """ConfigError before any ablation where a reference activation's shape (past its rows) is not the hook's."""
+    seen = _capture(D, net, kind, x[:1], sigma if sigma is None or torch.as_tensor(sigma).numel() == 1
+                    else torch.as_tensor(sigma).reshape(-1)[:1], names)
+    for n in names:
+        want, got = seen[n].shape[points[n].batched:], ref_acts[n].shape[points[n].batched:]
+        if tuple(want) != tuple(got):
+            raise ConfigError(f"reference activation {n} has shape {tuple(ref_acts[n].shape)}; the hook's is "
+                              f"(rows,) + {tuple(want)}")
 
 
 def _ref_sigma(sigma, n_ref, n):
@@ -145,18 +204,18 @@ def _capture(D, net, kind, x, sigma, names):
     return kept
 
 
-def _value(how, a, ref, rows, batched):
-    """The replacement of a whole activation a (B, ...) (unbatched: (...))."""
+def _value(how, a, ref, rows, batched, axes=(0,)):
+    """The replacement of a whole activation a (B, ...) (unbatched: (...)); axes: those "mean" averages."""
     if how == "zero":
         return torch.zeros_like(a)
     if not batched:
         return ref.to(a.dtype)
     if how == "mean":
-        return ref.mean(0, keepdim=True).expand_as(a).to(a.dtype)
-    return ref[rows.to(ref.device)].to(a.dtype)
+        return ref.to(a.device).mean(axes, keepdim=True).expand_as(a).to(a.dtype)
+    return ref[rows.to(ref.device)].to(a.device, a.dtype)
 
 
-def _ablated(D, net, kind, x, sigma, site, how, ref_acts, rows):
+def _ablated(D, net, kind, x, sigma, site, how, ref_acts, rows, means):
     """D's output with the site's atoms replaced."""
     points = hook_points(net)
     by_hook = {}
@@ -167,7 +226,7 @@ def _ablated(D, net, kind, x, sigma, site, how, ref_acts, rows):
         point = points[name]
 
         def fn(a):
-            return with_atoms(a, _value(how, a, ref_acts.get(name), rows, point.batched), point, atoms)
+            return with_atoms(a, _value(how, a, ref_acts.get(name), rows, point.batched, means[name]), point, atoms)
         return fn
     with installed(net, {h: fn_for(h, ats) for h, ats in by_hook.items()}, compose=True):
         return forward(D, net, kind, x, sigma)

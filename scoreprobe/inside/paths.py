@@ -13,10 +13,13 @@ its logit metric, inside/gpt_patch.py):
    it recomputed, and read the metric.
 
 effect = (m(2) − m_corrupt) / (m(clean*) − m_corrupt), as `sp.patch`'s effect: 0 = nothing passes along the
-path, 1 = the whole clean-vs-corrupt difference. Senders: 'blocks.i.attn.hook_z[head=h]' or
-'blocks.i.hook_mlp_out'; receivers: 'blocks.j.attn[head=h]', 'blocks.j.mlp' or 'final', with i < j — or, in the
-site naming of `sp.patch` / `sp.ablate`, the receiver's input itself: 'blocks.j.attn.hook_q[head=h]' (also hook_k,
-hook_v: that input only), 'blocks.j.mlp.hook_pre', 'final.hook_out'. A receiver *set* joins receivers with '+'
+path, 1 = the whole clean-vs-corrupt difference. Senders and receivers are named as the sites of `sp.patch` and
+`sp.ablate` (inside/sites.py; a (hook name, head) pair is the label with [head=h]): senders the outputs
+'blocks.i.attn.hook_z[head=h]' or 'blocks.i.hook_mlp_out'; receivers their inputs 'blocks.j.attn.hook_q[head=h]'
+(also hook_k, hook_v: that input only), 'blocks.j.mlp.hook_pre' or 'final.hook_out', with i < j. The older receiver
+names 'blocks.j.attn[head=h]' (its inputs picked by `which=`), 'blocks.j.mlp' and 'final' are still taken here (and
+refused by patch / ablate, naming the site to write); an output given as a receiver is refused naming its inputs.
+A receiver *set* joins receivers with '+'
 ('blocks.2.attn[head=0]+blocks.3.mlp'): their inputs are recorded in one run (step 1) and replaced together
 (step 2), the effect through all of them at once; the sender must come before every one of them.
 """
@@ -33,7 +36,7 @@ from scoreprobe.inside.hooks import hook_points, installed, keepers, network_of
 from scoreprobe.inside.patch import (
     FINAL, _direction, capture, metric, pair_inputs, patched_output, warn_undefined_effects,
 )
-from scoreprobe.inside.sites import Atom, resolve_sites, with_atoms
+from scoreprobe.inside.sites import Atom, is_site_item, resolve_sites, site_text, with_atoms
 from scoreprobe.inside.ratio import DEN_FLOOR, pooled_ratio, unit_ratio
 
 _SENDER = re.compile(r"^blocks\.(\d+)\.(attn\.hook_z\[head=(\d+)\]|hook_mlp_out)$")
@@ -41,11 +44,23 @@ _RECEIVER = re.compile(r"^(?:blocks\.(\d+)\.(attn\[head=(\d+)\]|mlp)|final)$")
 _RECEIVER_SITE = re.compile(r"^blocks\.(\d+)\.attn\.hook_([qkv])\[head=(\d+)\]$")
 
 
-def _sender(label, n_heads):
+def _sender(label, n_heads, depth):
     m = _SENDER.match(label)
-    if not m or (m.group(3) is not None and int(m.group(3)) >= n_heads):
-        raise ConfigError(f"unknown sender {label!r}: 'blocks.i.attn.hook_z[head=h]' or 'blocks.i.hook_mlp_out'")
+    if not m or (m.group(3) is not None and int(m.group(3)) >= n_heads) or int(m.group(1)) >= depth:
+        old = re.match(r"^blocks\.(\d+)\.(?:attn\[head=(\d+)\]|mlp)$", label)
+        new = (f": write {_output_site(old.group(1), old.group(2))!r}" if old else "")
+        raise ConfigError(f"unknown sender {label!r}{new}; senders are head outputs 'blocks.i.attn.hook_z[head=h]' "
+                          "(or ('blocks.i.attn.hook_z', h)) or MLP outputs 'blocks.i.hook_mlp_out'")
     return int(m.group(1)), label
+
+
+def _output_site(j, head):
+    return f"blocks.{j}.hook_mlp_out" if head is None else f"blocks.{j}.attn.hook_z[head={head}]"
+
+
+def _labels(items):
+    """A label, a (hook name, head) pair or a list of them -> list of labels (inside.sites.site_text)."""
+    return [site_text(it) for it in ([items] if is_site_item(items) else list(items))]
 
 
 def _receiver(label, n_heads, which, depth):
@@ -73,6 +88,12 @@ def _one_receiver(label, n_heads, which, depth):
     if m and int(m.group(1)) < depth:
         return int(m.group(1)), {label: None}
     m = _RECEIVER.match(label)
+    out = re.match(r"^blocks\.(\d+)\.(?:attn\.hook_z\[head=(\d+)\]|hook_mlp_out)$", label)
+    if out:
+        j, h = out.group(1), out.group(2)
+        inputs = (f"'blocks.{j}.mlp.hook_pre'" if h is None
+                  else f"'blocks.{j}.attn.hook_q[head={h}]' (or hook_k, hook_v)")
+        raise ConfigError(f"unknown receiver {label!r}: an output; a receiver is named by its input, {inputs}")
     if not m or (m.group(3) is not None and int(m.group(3)) >= n_heads) or int(m.group(1)) >= depth:
         raise ConfigError(f"unknown receiver {label!r}: 'blocks.j.attn[head=h]', 'blocks.j.mlp', 'final', their "
                           "inputs as patch sites ('blocks.j.attn.hook_q[head=h]', 'blocks.j.mlp.hook_pre', "
@@ -135,11 +156,10 @@ def path_patch(D, clean, corrupt, sigma, senders, receivers, which="qkv", seed=0
         raise ConfigError(f"floor must be a non-negative number, got {floor!r}")
     if not which or set(which) - set("qkv"):
         raise ConfigError(f"which must be letters of 'qkv', got {which!r}")
-    senders = [senders] if isinstance(senders, str) else list(senders)
-    receivers = [receivers] if isinstance(receivers, str) else list(receivers)
+    senders, receivers = _labels(senders), _labels(receivers)
     blocks = _blocks(net, kind)
     H = blocks[0].attn.num_heads if kind == "dit" else net.config.n_head
-    snd = [_sender(s, H) for s in senders]
+    snd = [_sender(s, H, len(blocks)) for s in senders]
     rcv = [_receiver(r, H, sorted(set(which)), len(blocks)) for r in receivers]
     needed = sorted({f"blocks.{i}.{h}" for i in range(len(blocks)) for h in ("attn.hook_z", "hook_mlp_out")}
                     | {FINAL})

@@ -12,6 +12,12 @@ index of one of its named axes:
     "a+b"                                  atoms a and b together
     "*"                                    every hook point (the clean run's output: effect 1)
     "none"                                 nothing (the corrupt run's output: effect 0)
+    ("blocks.1.attn.hook_z", 2)            a (hook name, head) pair: the same as "blocks.1.attn.hook_z[head=2]"
+    ("blocks.1.attn.hook_z", {"head": 2, "token": 4})   a (hook name, {axis: index}) pair
+
+One naming for `sp.patch`, `sp.ablate` and `sp.path_patch` (its senders and receivers are sites too: a receiver
+is named by its input, 'blocks.j.attn.hook_q[head=h]', 'blocks.j.mlp.hook_pre', 'final.hook_out'). path_patch's
+older receiver names ('blocks.j.attn[head=h]', 'blocks.j.mlp', 'final') are refused here with the site to write.
 
 `site_grid(net)` is the default list: per block the block, its two sub-blocks, each head, and the
 residual stream entering it at each token; the finer granularities "head_token" (each head at each token)
@@ -19,6 +25,8 @@ and "neuron" (each MLP neuron) are there when asked for by name.
 """
 import re
 from dataclasses import dataclass
+
+import numpy as np
 
 from scoreprobe.errors import ConfigError
 from scoreprobe.inside.hooks import hook_points
@@ -89,8 +97,48 @@ class Site:
         return int(m.group(1)) if m else -1
 
 
+def site_text(item):
+    """A site as its label: a string as it is, (hook name, head index) -> 'hook[head=h]', (hook name, {axis: index})
+    -> 'hook[axis=i,...]'; ConfigError for anything else."""
+    if isinstance(item, str):
+        return item.strip()
+    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+        sel = {"head": item[1]} if not isinstance(item[1], dict) else item[1]
+        if sel and all(isinstance(k, str) and isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 0
+                       for k, v in sel.items()):
+            return f"{item[0].strip()}[{','.join(f'{k}={int(v)}' for k, v in sel.items())}]"
+    raise ConfigError(f"a site is a label ('blocks.1.attn.hook_z[head=2]') or a (hook name, head) / (hook name, "
+                      f"{{axis: index}}) pair with non-negative int indices, got {item!r}")
+
+
+def is_site_item(item):
+    """Whether `item` is one site (a label, a Site or a (hook name, index) pair), not a list of them."""
+    return isinstance(item, (str, Site)) or (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+                                             and not isinstance(item[1], str))
+
+
+_OLD_RECEIVER = re.compile(r"^blocks\.(\d+)\.(?:attn\[head=(\d+)\]|mlp)$")
+
+
+def _old_receiver(text):
+    """The message for path_patch's older receiver names used as a site, or None."""
+    m = _OLD_RECEIVER.match(text)
+    if text == "final":
+        return "'final' is path_patch's older name of the output: as a site write 'final.hook_out'"
+    if not m:
+        return None
+    j, h = m.group(1), m.group(2)
+    if h is None:
+        return (f"{text!r} is path_patch's older receiver name: as a site write 'blocks.{j}.mlp.hook_pre' (its "
+                f"input) or 'blocks.{j}.hook_mlp_out' (its output)")
+    return (f"{text!r} is path_patch's older receiver name: as a site write 'blocks.{j}.attn.hook_q[head={h}]' (or "
+            f"hook_k, hook_v: its inputs) or 'blocks.{j}.attn.hook_z[head={h}]' (its output)")
+
+
 def _atoms(text, points):
     """One '+'-free term -> list of Atom (checked against the network's hook points)."""
+    if _old_receiver(text):
+        raise ConfigError(_old_receiver(text))
     if text == "*":
         return [Atom(n) for n in points]
     if re.fullmatch(r"blocks\.\d+", text):
@@ -111,8 +159,8 @@ def _atoms(text, points):
 
 
 def parse_site(text, points):
-    """A site label -> Site (ConfigError naming the bad part)."""
-    text = str(text).strip()
+    """A site label (or a (hook name, index) pair, see site_text) -> Site (ConfigError naming the bad part)."""
+    text = site_text(text) if isinstance(text, tuple) else str(text).strip()
     if text == "none":
         return Site("none", (), "none")
     atoms = [a for term in text.split("+") for a in _atoms(term.strip(), points)]
@@ -171,10 +219,11 @@ def resolve_sites(net, sites):
         return site_grid(net)
     if isinstance(sites, str) and sites in GRANULARITIES + FINER:
         return site_grid(net, (sites,))
-    if isinstance(sites, (str, Site)):
+    if is_site_item(sites):
         sites = [sites]
-    elif not isinstance(sites, (list, tuple)) or not all(isinstance(s, (str, Site)) for s in sites):
-        raise ConfigError(f"sites are a granularity, a site label or a list of them, got {sites!r} (docs/inside.md)")
+    elif not isinstance(sites, (list, tuple)) or not all(is_site_item(s) for s in sites):
+        raise ConfigError(f"sites are a granularity, a site label, a (hook name, head) pair or a list of them, got "
+                          f"{sites!r} (docs/inside.md)")
     if not sites:
         raise ConfigError("no patching sites given (an empty list selects nothing)")
     points = hook_points(net)

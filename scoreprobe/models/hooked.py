@@ -187,3 +187,27 @@ def _window(sigma_window):
     if isinstance(sigma_window, str) or not (0 <= lo <= hi):
         raise ConfigError(f"sigma_window needs 0 <= lo <= hi (not NaN), got {sigma_window!r}")
     return lo, hi
+
+
+def windowed_probe(probe, config, fwd_hooks=None, sigma_window=None, out=None):
+    """(probe, config) for a probe function denoiser -> Dataset (basins, clocks): with `fwd_hooks`, a probe that runs
+    the given one on SigmaWindowHooks(denoiser, fwd_hooks, sigma_window) (one checkpoint at a time, no stack) and the
+    config with "interventions" (the hook names and the window) set; unchanged without hooks. ConfigError, before any
+    work: a window without hooks, a malformed hook or window, or `out=` (a store cannot identify hook functions)."""
+    if fwd_hooks is None:
+        if sigma_window is not None:
+            raise ConfigError("sigma_window= needs fwd_hooks= (the hooks to apply inside the window)")
+        return probe, config
+    lo, hi = _window(sigma_window)
+    hooks_ = list(fwd_hooks) if isinstance(fwd_hooks, (list, tuple)) else None
+    if not hooks_ or not all(isinstance(h, tuple) and len(h) == 2 and callable(h[1]) for h in hooks_):
+        raise ConfigError(f"fwd_hooks is a non-empty list of (name_or_filter, fn), got {fwd_hooks!r}")
+    if out is not None:
+        raise ConfigError("fwd_hooks= runs in memory: a store cannot identify hook functions (leave out= unset)")
+
+    def hooked(D):
+        return probe(SigmaWindowHooks(D, hooks_, (lo, hi)))
+    hooked.stackable, hooked.n_bits = False, getattr(probe, "n_bits", None)
+    names = [h[0] if isinstance(h[0], str) else getattr(h[0], "__name__", repr(h[0])) for h in hooks_]
+    window = [lo, hi if hi < float("inf") else "inf"]
+    return hooked, {**config, "interventions": {"fwd_hooks": names, "sigma_window": window}}

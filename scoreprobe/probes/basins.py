@@ -16,6 +16,7 @@ import xarray as xr
 
 from scoreprobe.errors import ConfigError, NonFiniteWarning, ScoreprobeWarning
 from scoreprobe.limits import MAX_ODE_STEPS, check_grid, check_int, warn_nonfinite
+from scoreprobe.models.hooked import windowed_probe
 from scoreprobe.precision import with_autocast
 from scoreprobe.defaults import DEFAULT_N_STEPS, DEFAULT_SOLVER, DEFINITIONS_VERSION
 from scoreprobe.data.datasets import state_flag_attrs
@@ -247,7 +248,7 @@ def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule
 def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFAULT_N_STEPS, *, dataset=None,
            rule=None, margin=0.5, solver=DEFAULT_SOLVER, chunk_size="auto", dtype=torch.float32, device="cpu", steps=None,
            out=None, progress=None, check_convergence=False, overwrite=False, models_per_pass=1, autocast=None,
-           model_id=None, keep_bits=False, refine=None):
+           model_id=None, keep_bits=False, refine=None, fwd_hooks=None, sigma_window=None):
     """Basin map of the PF-ODE on a plane, for a denoiser or every checkpoint of a series.
 
     Every grid point x is taken as a noisy sample at level sigma_start: the ODE runs from
@@ -279,6 +280,8 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
         store's config when on.
     keep_bits : also store each endpoint's thresholded bits, `endpoint_bits` ([step,] sigma_start, v, u,
         bit) uint8 (the report's gallery shows them); recorded in the store's config when True.
+    fwd_hooks, sigma_window : hooks applied to the evaluations of D whose σ lies in the window, as `sp.sample` takes
+        them (models.hooked.SigmaWindowHooks; one checkpoint at a time, in memory: no `out`); recorded in the config.
 
     Returns
     -------
@@ -314,6 +317,7 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
         return out if len(out) > 1 else out[0]
     probe.stackable, probe.n_bits = True, dataset.train.shape[1]
 
+    probe, config = windowed_probe(probe, config, fwd_hooks, sigma_window, out)
     probe, config = with_autocast(probe, config, autocast, device)
     ds = run_probe(probe, D_or_series, config, steps=steps, out=out, device=device, progress=progress,
                    overwrite=overwrite, models_per_pass=models_per_pass, model_id=model_id)

@@ -28,6 +28,7 @@ from scoreprobe.defaults import DEFAULT_N_STEPS, DEFINITIONS_VERSION
 from scoreprobe.errors import ConfigError, NonFiniteWarning, user_stacklevel
 from scoreprobe.limits import check_rows, check_seed, warn_nonfinite
 from scoreprobe.precision import with_autocast
+from scoreprobe.models.hooked import windowed_probe
 from scoreprobe.models.stack import StackedDenoiser, chunk_rows, replicate, split
 from scoreprobe.sweep import dataset_and_rule, is_multi, source_identity, sweep
 
@@ -237,7 +238,7 @@ def novel_oracle(dataset, rule):
 
 def measure_clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, device=None, dataset=None,
                    rule=None, keep_bits=False, out=None, chunk_size=None, steps=None, progress=None, overwrite=False,
-                   models_per_pass=1, autocast=None, model_id=None, sampler=None):
+                   models_per_pass=1, autocast=None, model_id=None, sampler=None, fwd_hooks=None, sigma_window=None):
     """The clock curves of a training run: sample every checkpoint with the same seed and classify (no τ).
 
     Parameters
@@ -257,6 +258,9 @@ def measure_clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_
     autocast : None (float32), "bf16" or "fp16": the network's matrix products in that dtype, the ODE
         in float32 (see `scoreprobe.precision`); recorded in the store's config.
     model_id : names a weightless source (a function, an oracle) for resuming `out` (see `sweep`).
+    fwd_hooks, sigma_window : hooks applied to the evaluations of D whose σ lies in the window, as `sp.sample` takes
+        them (models.hooked.SigmaWindowHooks; a DiT's sampler, one checkpoint at a time, in memory: no `out`);
+        recorded in the config (`interventions`).
 
     Returns
     -------
@@ -282,6 +286,9 @@ def measure_clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_
                           device=ode_device, chunk_size=chunk_size, keep_bits=keep_bits, sampler=spec)
     probe.stackable, probe.n_bits = True, dataset.train.shape[1]
 
+    if fwd_hooks is not None and (getattr(obj, "kind", None) == "gpt" or type(obj).__name__ == "GPT"):
+        raise ConfigError("fwd_hooks= over a σ window need a denoiser: a GPT samples tokens without σ")
+    probe, config = windowed_probe(probe, config, fwd_hooks, sigma_window, out)
     probe, config = with_autocast(probe, config, autocast, load_device)
     if not is_multi(obj):
         ds = probe(obj)

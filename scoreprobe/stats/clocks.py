@@ -16,13 +16,13 @@ from scoreprobe.sweep import is_multi
 def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, device=None, dataset=None, rule=None,
            keep_bits=False, out=None, chunk_size=None, steps=None, rule_threshold=RULE_THRESHOLD,
            mem_threshold=MEM_THRESHOLD, n_boot=1000, progress=None, overwrite=False, models_per_pass=1,
-           autocast=None, model_id=None, sampler=None):
+           autocast=None, model_id=None, sampler=None, fwd_hooks=None, sigma_window=None):
     """The two clocks of a training run: sample every checkpoint with the same seed, classify, read τ.
 
     Parameters
     ----------
     series_or_mapping, n_samples, seed, n_steps, device, dataset, rule, keep_bits, out, chunk_size, steps,
-    progress, overwrite, models_per_pass, autocast, model_id, sampler :
+    progress, overwrite, models_per_pass, autocast, model_id, sampler, fwd_hooks, sigma_window :
         as for `scoreprobe.probes.clocks.measure_clocks` (a single denoiser: no `step` dim, no τ).
     rule_threshold, mem_threshold, n_boot : see `scoreprobe.stats.taus.tau_summary` (τ_novel's threshold
         is rule_threshold × `novel_oracle`).
@@ -36,7 +36,7 @@ def clocks(series_or_mapping, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS, d
     ds = measure_clocks(series_or_mapping, n_samples=n_samples, seed=seed, n_steps=n_steps, device=device,
                         dataset=dataset, rule=rule, keep_bits=keep_bits, out=out, chunk_size=chunk_size, steps=steps,
                         progress=progress, overwrite=overwrite, models_per_pass=models_per_pass, autocast=autocast,
-                        model_id=model_id, sampler=sampler)
+                        model_id=model_id, sampler=sampler, fwd_hooks=fwd_hooks, sigma_window=sigma_window)
     if not is_multi(series_or_mapping):
         return ds
     attrs = tau_summary(ds, rule_threshold=rule_threshold, mem_threshold=mem_threshold, n_boot=n_boot)

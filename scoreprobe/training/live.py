@@ -12,6 +12,11 @@ and `close()` — at the end of training, `Monitor.close()` — writes what is l
   `tau/<clock>` (the τ known at this step, in steps, once it is reached), and `samples`: a grid of the first
   16 samples' bits (white = 1) when the monitor keeps its bits (keep_bits=True).
 
+`train_run(..., tensorboard=, tensorboard_samples=N)` / `scoreprobe train --tensorboard DIR --tensorboard-samples N`
+also measures the EMA model at each checkpoint step with a Monitor of N samples (training/monitor.live_monitor: the clocks with their
+intervals, τ and the sample grid above, in the same event file as the losses); the training itself is unchanged (the
+Monitor leaves the loop's random streams as they were).
+
 `pip install "scoreprobe[tensorboard]"` (tensorboardX and protobuf, < 0.5 MB) provides the writer; without it
 asking for live events is one ConfigError. `scoreprobe export-tb` (training/tensorboard.py) writes the same tags
 after the fact from run directories and stores.

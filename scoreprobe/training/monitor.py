@@ -69,7 +69,8 @@ class Monitor:
         `steps`) commits every pending one. The results are those of the foreground monitor.
     tensorboard : a folder: live TensorBoard events of each measured step (the curves with their intervals as
         margin charts, τ, a grid of samples with keep_bits) at their real wall times (training/live.py); on disk
-        within 2 s, and all of them after `close()`.
+        within 2 s, and all of them after `close()`. A LiveBoard (training/live.py) is written to as it is (the
+        training loop's own, so that losses and clocks share one event file).
     """
 
     def __init__(self, dataset, rule=None, every=None, out=None, n_samples=1000, seed=0, n_steps=DEFAULT_N_STEPS,
@@ -101,7 +102,8 @@ class Monitor:
         self.parts, self.models, self.tau = {}, {}, None
         self._overwrite = bool(overwrite)
         self.background, self._pool, self._pending = bool(background), None, {}   # pending: step -> (identity, future)
-        self.board = None if tensorboard is None else LiveBoard(tensorboard)
+        live = tensorboard is None or isinstance(tensorboard, LiveBoard)
+        self.board = tensorboard if live else LiveBoard(tensorboard)
         if out is not None:
             self._resume(out)
 
@@ -329,3 +331,18 @@ def lightning_callback(monitor, use_ema=None):
             monitor(trainer.global_step, model)
 
     return MonitorCallback()
+
+
+def live_monitor(cfg, run_dir, save_at, board, n_samples):
+    """A Monitor of `n_samples` samples writing to `board` at the checkpoint steps `save_at`,
+    or None for n_samples 0. cfg: the TrainConfig (its rule; a GPT samples with "heun"); run_dir: holds dataset.npz."""
+    if not n_samples:
+        return None
+    if board is None:
+        raise ConfigError("tensorboard_samples needs tensorboard= (the folder the sample grids go to)")
+    from scoreprobe.data.datasets import load_dataset
+    from scoreprobe.data.rules import rule_from_spec
+    data = load_dataset(f"{run_dir}/dataset.npz", rule_from_spec(cfg.rule))
+    sampler = "heun" if cfg.model == "gpt" else None
+    kw = {} if sampler is None else {"sampler": sampler}
+    return Monitor(data, steps=list(save_at), n_samples=n_samples, keep_bits=True, n_boot=0, tensorboard=board, **kw)

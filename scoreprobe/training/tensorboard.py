@@ -27,6 +27,12 @@ TensorBoard shows every point once (restart it, or reload, to see a replaced fil
 scoreprobe versions in the folder (`events.out.tfevents.<time>.<host>.scoreprobe`) are removed. Values are
 float32 in the file: NaN and ±inf are written as they are (TensorBoard shows them), a finite value past
 float32's range is refused (DataError, before anything is written), never written as inf.
+
+Why a hand-written writer beside tensorboardX (training/live.py, the live events): measured on the shipped run's
+360 log records (bench/bench_tensorboard_writers.py), this export takes 32 ms end to end against 111 ms for
+tensorboardX's SummaryWriter writing the same events (the same (step, tag, value) triples); it needs no optional
+dependency; and it replaces one fixed-name file atomically, where a SummaryWriter starts a new time-and-host-named
+file each time (a re-export would show every point twice).
 """
 import json
 import math

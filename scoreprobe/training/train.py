@@ -35,7 +35,9 @@ from scoreprobe.data.rules import rule_from_spec
 from scoreprobe.training.guard import (RunLock, load_state, read_meta, remove_stale_temps, run_digest, save_checkpoint,
                                        state_file)
 from scoreprobe.training.run_dir import atomic_save, init_run_dir
+from scoreprobe.limits import MAX_SAMPLES, check_int
 from scoreprobe.training.live import LiveBoard
+from scoreprobe.training.monitor import live_monitor
 from scoreprobe.training.trainlog import (LOG_NAME, bucket_sums, heldout_bank, heldout_record, log_record,
                                          postfix, truncate_log)
 
@@ -181,6 +183,7 @@ class Run:
         self.resume, self.final = self.dir / RESUME_STATE, self.dir / FINAL_STATE
         self.keep_state = True    # finish() keeps the last state in final_state.pt (to extend the run)
         self.lock = None          # the directory's RunLock (training.guard), released by close()
+        self.monitor = None       # a live Monitor at the checkpoint steps (train_run's tensorboard_samples)
         plan, self.mix = cfg.curriculum_plan(), cfg.curriculum_mix()
         self.switch, self.first_bits = (plan[1], curriculum_bits(rule_from_spec(cfg.rule), plan[0], cfg.n_train,
                                                                  data.heldout, cfg.data_seed)) if plan else (0, None)
@@ -285,20 +288,28 @@ def _open_locked(cfg, run_dir, device):
     return run
 
 
-def train_run(cfg, run_dir, device="cpu", progress=None, keep_state=True, tensorboard=None):
+def train_run(cfg, run_dir, device="cpu", progress=None, keep_state=True, tensorboard=None, tensorboard_samples=0):
     """Train, resume or extend the run described by `cfg` in `run_dir`; returns the run directory Path.
 
     keep_state: keep the last training state in final_state.pt (model, EMA, optimizer, RNG: about
     four times a float32 checkpoint), which a later call with a larger total_steps continues from.
     tensorboard: a folder: each logged record (loss, its σ buckets, the held-out loss) also as live TensorBoard
     events, as it is written (training/live.py).
+    tensorboard_samples: with tensorboard, also measure the EMA model at each checkpoint step with this many samples
+    (clocks with their intervals as margin charts, τ, a grid of samples: training/live.live_monitor); 0: none.
     """
+    check_int(tensorboard_samples, "tensorboard_samples", 0, MAX_SAMPLES)
+    if tensorboard_samples and tensorboard is None:
+        raise ConfigError("tensorboard_samples needs tensorboard= (the folder the sample grids go to)")
     board = None if tensorboard is None else LiveBoard(tensorboard)     # tensorboardX checked before the run opens
     run = open_run(cfg, run_dir, device)
     if run is None:
         return Path(run_dir)
     run.keep_state = keep_state
     try:
+        run.monitor = live_monitor(cfg, run.dir, run.save_at, board, tensorboard_samples)
+        if run.monitor is not None and run.st.step in run.save_at:
+            run.monitor(run.st.step, run.st.ema)                        # the checkpoint the run starts from
         _train_loop(cfg, run, device, progress, board)
         run.finish()
     finally:
@@ -322,6 +333,8 @@ def _train_loop(cfg, run, device, progress, board=None):
                         board.log_record(rec)
                 if run.checkpoint_label():
                     bar.mark(run.st.step, run.checkpoint_label())
+                    if run.monitor is not None:
+                        run.monitor(run.st.step, run.st.ema)
                 bar.update(1)
     finally:
         bar.close()
