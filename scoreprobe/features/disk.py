@@ -21,6 +21,7 @@ import torch
 from scoreprobe.atomic import atomic_path, atomic_write_text, check_out_path, check_path_text
 from scoreprobe.errors import CheckpointError, ConfigError
 from scoreprobe.features.sae import SAE
+from scoreprobe.training.run_dir import atomic_save
 
 WEIGHTS, CONFIG = "sae_weights.safetensors", "cfg.json"
 STATE_VERSION = 1
@@ -84,8 +85,7 @@ def fingerprint(x, cfg, seed):
 
 def write_state(path, state):
     """Replace the training state file `path` by `state` (a dict of tensors and plain values), atomically."""
-    with atomic_path(Path(path)) as tmp:
-        torch.save(dict(state, version=STATE_VERSION), tmp)
+    atomic_save(dict(state, version=STATE_VERSION), Path(path))      # a full disk stays an OSError naming it
 
 
 def read_state(path, print_):

@@ -60,8 +60,8 @@ def train_sae(activations, d_sae, *, arch="topk", k=None, l1=None, l0=None, seed
         raise ConfigError("the activation rows are all equal: there is nothing for an SAE to learn")
     xs = x / c
     sae = _init(SAE(x.shape[1], cfg["d_sae"], arch, cfg["k"]), mean / c, gen, cfg)
-    save = None if checkpoint is None else (lambda st: disk.write_state(checkpoint, dict(st, fingerprint=print_)))
-    _fit(sae, xs, gen, cfg, progress, state, save, save_every)
+    keep = None if checkpoint is None else (lambda st: disk.write_state(checkpoint, dict(st, fingerprint=print_)))
+    _fit(sae, xs, gen, cfg, progress, state, keep, save_every)
     _fold_scale(sae, c)
     sae.config = dict(cfg, seed=int(seed), scale=c, n_rows=int(x.shape[0]), site=X.attrs.get("site"))
     return sae.eval()
@@ -109,9 +109,9 @@ def _init(sae, b_dec, gen, cfg):
     return sae
 
 
-def _fit(sae, xs, gen, cfg, progress, state=None, save=None, save_every=500):
+def _fit(sae, xs, gen, cfg, progress, state=None, keep=None, save_every=500):
     """Adam on the scaled rows xs (n, d_in) for cfg['steps'] steps (see the module docstring), from `state`
-    (features.disk) when given; `save(state)` every `save_every` steps and at the end."""
+    (features.disk) when given; `keep(state)` every `save_every` steps and at the end."""
     theta = torch.nn.Parameter(sae.threshold.clone()) if sae.arch == "jumprelu" else None
     params = list(sae.parameters()) + ([theta] if theta is not None else [])
     opt = torch.optim.Adam(params, lr=cfg["lr"])
@@ -142,8 +142,8 @@ def _fit(sae, xs, gen, cfg, progress, state=None, save=None, save_every=500):
         bar.update()
         if i % 100 == 0:
             bar.set_postfix_str(f"loss {loss.item():.4g}")
-        if save is not None and (i + 1 == steps or (i + 1) % save_every == 0):
-            save(_snapshot(sae, theta, opt, gen, since_fired, order, pos, i + 1))
+        if keep is not None and (i + 1 == steps or (i + 1) % save_every == 0):
+            keep(_snapshot(sae, theta, opt, gen, since_fired, order, pos, i + 1))
     bar.close()
     if theta is not None:
         sae.threshold.copy_(theta.detach())
