@@ -30,7 +30,9 @@ def g_factor(results):
         r.notes.append(f"{d['factor']['design'][0]} data seeds × {d['factor']['design'][1]} training seeds per G at N = "
                        f"{d['factor']['N']}; intervals with both variance components (analyses/data_draws, coverage "
                        "measured at this design); where G = 3 never reliably exceeds a threshold the factor is a bound "
-                       "against G = 2's upper CI end, which grows with the budget.")
+                       "against G = 2's upper CI end: it grows with the budget where G = 3's runs are still rising, "
+                       "and where they peaked and fell below the threshold (\"not reached and falling\") a longer "
+                       "run would not decide it.")
         if "large_N" in d:
             r.notes.append(larger_n_note(d["large_N"]))
         return r

@@ -3,6 +3,7 @@
 curve, the coverage of every interval at this design and the censored estimates."""
 import math
 
+from scoreprobe.stats import budget_trend as BT
 from scoreprobe.stats import g_factor as Fa
 from scoreprobe.stats import curves as C
 from scoreprobe.studies.format import fmt, threshold_label
@@ -57,7 +58,7 @@ def paper_lines(rows, v):
         lines += [f"- {p['n_censored_b']} of {p['n_runs']} G = 3 runs do not reliably exceed {PAPER:g} within "
                   f"{fmt(p['budget_b'])} steps: the factor is > {p['value']:.1f}× against G = 2's upper CI end "
                   f"({fmt(p['a_ci_end'])} steps; {_how(p)}), > {p['bound_vs_value']:.1f}× against its "
-                  f"pooled value ({fmt(p['a_value'])}). A bound at the budget: it grows with the budget."]
+                  f"pooled value ({fmt(p['a_value'])}). " + _budget_text(p)]
     elif p["kind"] == "two-level":
         lines += [f"- the factor at {PAPER:g}: {p['value']:.2f} [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}]."]
     else:
@@ -79,6 +80,17 @@ def paper_lines(rows, v):
     return lines + [""]
 
 
+def _budget_text(p):
+    """What a longer budget could do to the bound: grow it (runs still rising), or nothing (peaked and falling)."""
+    if not p.get("falling"):
+        return "A bound at the budget: it grows with the budget."
+    (p0, p1), (e0, e1) = p["peak_end"]
+    return (f"Not reached and falling: every G = 3 run that misses {PAPER:g} peaked ({p0:.3f}–{p1:.3f}) and fell "
+            f"below it by its budget (the mean of its last checkpoints {e0:.3f}–{e1:.3f}; a fall of ≥ "
+            f"{BT.MARGIN:g} counts, `scoreprobe.stats.budget_trend`): G = 3 does not learn the rule to {PAPER:g} at "
+            "this N and recipe; a longer run would not decide it (N does: G = 3 at larger N below).")
+
+
 def _how(r):
     return "its interval with both components" if r["interval_a"] == "two-level" else r["interval_a"]
 
@@ -87,9 +99,9 @@ def curve_lines(rows):
     """threshold | the factor with both components, or the bound | the claim's word | the word against 1."""
     lines = [f"| rule threshold | G = 3 / G = 2, both components [95% CI] (df) | ≈ 10× ({Fa.REGION[0]:.3g}, "
              f"{Fa.REGION[1]:.3g}) | > 1 |", "|---:|---|---|---|"]
-    _, _, lo, hi, cens = Fa.readings(rows)
-    for r, l_, h_, c in zip(rows, lo, hi, cens):
-        words = [word_at(l_, h_, region, c) for region in (Fa.REGION, (1.0, math.inf))]
+    _, _, lo, hi, cens, fall = Fa.readings(rows)
+    for r, l_, h_, c, f in zip(rows, lo, hi, cens, fall):
+        words = [word_at(l_, h_, region, c, f) for region in (Fa.REGION, (1.0, math.inf))]
         lines.append(f"| {threshold_label(r['threshold'], PAPER)} | {reading_cell(r)} | {words[0]} | {words[1]} |")
     return lines + [""]
 

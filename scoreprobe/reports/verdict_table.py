@@ -32,7 +32,7 @@ def judged(claim, results):
     if r is None:
         return None, None
     v = verdict(r.thresholds, r.estimate, r.lower, r.upper, region=claim.region, paper_threshold=r.paper_threshold,
-                censored=r.censored)
+                censored=r.censored, falling=r.falling)
     return r, v
 
 
