@@ -20,6 +20,7 @@ composes the two here (`stats.clocks`).
     censored.py      censored normal estimates (runs that never crossed)
     pvalues.py       Holm and Benjamini–Hochberg adjustment
     verdict.py       the verdict words over an interval
+    misfit.py        a line's lack of fit with replicate runs per x; the slope over the per-x means
     budget_trend.py  where a run that missed a threshold is heading at its budget (rising, or peaked and falling)
     claim_readings.py  a claim's curve of readings from a study's results (what verdict reads)
     claim_tests.py   claims tested one p-value each, Holm over the family, plain verdicts
