@@ -185,3 +185,36 @@ def test_a_bound_whose_runs_peaked_and_fell_reads_not_reached_and_falling(fast, 
     assert (("Not reached and falling: every G = 3 run that misses 0.9 peaked (0.880–0.880)" in md)
             is (shape == "falling"))
     assert ("A bound at the budget: it grows with the budget." in md) is (shape == "rising")
+
+
+def test_the_factor_where_both_arms_reach_the_threshold_and_its_assumption(fast):
+    """G = 3 censored at 0.9 at the grid's N but crossing at a larger N: the cross-N factor is the MOVER of G = 3's t
+    interval (its training seeds) and G = 2's crossed interval, by hand; the G = 2 shift between two grid N
+    (planted: none) is the crossed difference, its interval holding 1."""
+    from scoreprobe.stats.crossed_arms import mover
+    from scoreprobe.stats.intervals import t_interval
+    text, F = fast
+    inf = {(d, s, j) for d in range(3) for s in range(3) for j in (8, 9)}
+    rows_by, g2, _ = _planted(10.0, g3_inf=inf, base=7.7)
+    rng = np.random.default_rng(5)
+    small = g2 + rng.normal(0, .005, g2.shape)                              # G = 2 at N = 120: no shift planted
+    rows_by[(2, 120)] = _arm(2, small, N=120)
+    big = g2.mean() + math.log(5.0) + rng.normal(0, .05, (1, 3, T))          # N = 480: one data seed, 3 seeds
+    rows = [r for rs in rows_by.values() for r in rs] + _arm(3, big, N=480)
+    lines, out = text.cross_n_section(rows_by, rows)
+    p = next(r for r in out["factors"][480] if r["threshold"] == 0.9)
+    mb, lb, hb = t_interval(big[0, :, 8])
+    ra = crossed_mean(g2[..., 8])
+    d, lo, hi = mover(float(mb), (float(lb), float(hb)), float(ra["mean"]), (float(ra["lo"]), float(ra["hi"])))
+    assert p["value"] == pytest.approx(math.exp(d)) and p["ci"] == pytest.approx([math.exp(lo), math.exp(hi)])
+    assert p["ci"][0] < 5.0 < p["ci"][1]
+    shift = [r for r in out["g2_shift"] if r["threshold"] < 0.9]
+    ref = crossed_difference(small[..., 0], g2[..., 0])
+    assert shift[0]["value"] == pytest.approx(math.exp(ref["diff"])) and all(r["covers_1"] for r in shift)
+    md = "\n".join(lines)
+    assert f"τ_rule(G = 3, N = 480) / τ_rule(G = 2, N = 240) at 0.9: {p['value']:.2f}" in md
+    assert f"its interval holding 1 at {len(shift)} of {len(shift)} thresholds: no shift resolved there" in md
+    rows_by[(2, 120)] = _arm(2, g2 - math.log(1.5), N=120)                   # a planted shift: the assumption fails
+    lines, out = text.cross_n_section(rows_by, rows)
+    assert not any(r["covers_1"] for r in out["g2_shift"] if r["threshold"] < 0.9)
+    assert "the assumption does not hold at every threshold" in "\n".join(lines)

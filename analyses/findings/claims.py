@@ -35,6 +35,8 @@ def g_factor(results):
                        "run would not decide it.")
         if "large_N" in d:
             r.notes.append(larger_n_note(d["large_N"]))
+        if d.get("factor_cross_n"):
+            r.notes.append(cross_n_note(d["factor_cross_n"]))
         return r
     s = _scaling(results)
     if s is None:
@@ -47,6 +49,21 @@ def g_factor(results):
                        f"> {bound:.1f}× against G = 2's upper CI end (> {s['G']['lower_bounds']['3']['factor_above']:.1f}× "
                        "against its pooled value), a bound that grows with the budget.")
     return r
+
+
+def cross_n_note(cross):
+    """The factor where both arms reach 0.9 (G = 3 at a larger N over G = 2 at the grid's N), with its assumption."""
+    parts = []
+    for Nb, rows in cross["factors"].items():
+        p = next(r for r in rows if abs(r["threshold"] - 0.9) < 1e-9)
+        if p["value"] is not None and math.isfinite(p["value"]):
+            parts.append(f"τ_rule(G = 3, N = {Nb}) / τ_rule(G = 2, N = {cross['N']}) = {p['value']:.2f} "
+                         f"[{p['ci'][0]:.2f}, {p['ci'][1]:.2f}]")
+    read = [r for r in cross.get("g2_shift", []) if r["covers_1"] is not None and r["threshold"] < 0.9]
+    held = sum(r["covers_1"] for r in read)
+    return ("Where both arms reach 0.9 (across N, beside the verdict, not for it): " + "; ".join(parts) + ". It assumes "
+            f"G = 2's τ_rule does not move with N; from N = {cross.get('N_small')} to {cross['N']} G = 2's interval holds 1 at {held} of "
+            f"{len(read)} thresholds 0.3–0.85 (analyses/data_draws, 'The G factor where both arms reach 0.9').")
 
 
 def larger_n_note(large):

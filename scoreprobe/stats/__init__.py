@@ -44,6 +44,7 @@ The studies' statistics (analyses/, each named after its concept):
     curves.py                  every scaling claim as a curve over thresholds, per run and pooled
     extrapolate.py             where a run that did not reach a threshold would reach it
     g_factor.py                the G factor τ_rule(G = 3) / τ_rule(G = 2) over data and training seeds
+    g_factor_cross_n.py        the G factor where both arms reach the threshold (across N), and its assumption
     holm_families.py           multiplicity over named families of comparisons
     model_match.py             models matched per step and per training FLOP
     models_units.py            trained models × units tables per series
