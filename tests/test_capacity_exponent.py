@@ -50,7 +50,7 @@ def _rows(taus, steps):
     return rows, curves
 
 
-def test_b_is_the_censored_regression_and_keeps_a_censored_run():
+def test_b_is_read_over_the_per_n_means_and_keeps_a_censored_run():
     T = _analysis("capacity_exponent.tables")
     from scoreprobe.stats.censored import censored_fit
     Ns = [30, 30, 60, 60, 120, 120, 240, 240]
@@ -60,9 +60,14 @@ def test_b_is_the_censored_regression_and_keeps_a_censored_run():
     curve = T.b_curve(rows, curves)
     y = np.log([t if math.isfinite(t) else 125 * 240 for t in taus])
     ref = censored_fit(np.log(Ns), y, np.array([False] * 7 + [True]))
-    assert curve[3]["b"] == pytest.approx(ref["slope"]) and curve[3]["n_censored"] == 1
-    assert curve[3]["b_ci"] == pytest.approx([ref["lower"], ref["upper"]]) and not curve[3]["censored"]
-    assert curve[3]["b_ci"][0] < 1.3 < curve[3]["b_ci"][1]
+    assert curve[3]["b_runs"] == pytest.approx(ref["slope"]) and curve[3]["n_censored"] == 1
+    assert curve[3]["b_ci_runs"] == pytest.approx([ref["lower"], ref["upper"]]) and not curve[3]["censored"]
+    # the verdict's b: the per-N means as units (issue 73 item 8), t on 4 − 2 df, wider than the runs' interval
+    from scoreprobe.stats.misfit import means_slope
+    m = means_slope(np.log(Ns), y, np.array([False] * 7 + [True]))
+    assert curve[3]["b"] == pytest.approx(m["slope"]) and curve[3]["b_ci"] == pytest.approx([m["lower"], m["upper"]])
+    assert curve[3]["b_ci"][0] < ref["lower"] and curve[3]["b_ci"][1] > ref["upper"] and curve[3]["b_df"] == 2
+    assert curve[3]["b_ci"][0] < 1.3 < curve[3]["b_ci"][1] and curve[3]["lack_of_fit"]["df"] == [2, 4]
     one_n = T.b_curve(rows[:2], curves)                                  # one N: no slope, said so
     assert math.isnan(one_n[0]["b"]) and "undefined" in T.b_cell(one_n[0])
 

@@ -153,3 +153,69 @@ def test_the_large_n_over_data_seeds_sits_beside_the_same_seeds_at_the_grid_n():
     assert ("3 of 3 data seeds at N = 480 reliably exceed 0.9 (training seed 0), against 0 of 3 at N = 240 with the "
             "same data seeds: one-sided Fisher exact p = 0.050 (the smallest 3 against 3 runs can give is 0.050") in text
     assert "peak 0.950–0.970 → last 0.700–0.850) with at most 0.0% of samples copies" in text
+
+
+def _with_curves(rows, shape):
+    """Rows with a planted rule-accuracy curve (step, rule_acc) each: "falling" peaks at 0.88 near step 12000 and
+    ends at 0.62 by the budget; "rising" climbs to 0.87 at the budget."""
+    step = np.linspace(0, BUDGET, 31)
+    if shape == "falling":
+        acc = 0.78 * np.exp(-((step - 12000) / 9000) ** 2 / 2) + 0.1
+        acc = np.where(step > 12000, np.maximum(acc, 0.62), acc)
+    else:
+        acc = 0.1 + 0.77 / (1 + np.exp(-(step - 15000) / 3000))
+    for r in rows:
+        r["curve"] = {"step": step.tolist(), "rule_acc": acc.tolist()}
+    return rows
+
+
+@pytest.mark.parametrize("shape, word", [("falling", "not reached and falling"), ("rising", "budget-bound")])
+def test_a_bound_whose_runs_peaked_and_fell_reads_not_reached_and_falling(fast, shape, word):
+    """G = 3 censored at 0.9 and 0.95 in every run, the bound inside the region: its runs' curves decide the word —
+    peaked and fell below 0.9 within the budget: not learned here; still rising at the budget: budget-bound."""
+    text, F = fast
+    inf = {(d, s, j) for d in range(3) for s in range(3) for j in (8, 9)}
+    rows_by, _, _ = _planted(10.0, g3_inf=inf, base=7.7)
+    _with_curves(rows_by[(2, 240)], "rising")
+    _with_curves(rows_by[(3, 240)], shape)
+    lines, out = text.section(rows_by)
+    paper = next(x for x in out["readings"] if x["threshold"] == 0.9)
+    assert paper["kind"] == "bound" and paper["falling"] is (shape == "falling")
+    assert out["verdict"]["claim"]["word"] == word
+    md = "\n".join(lines)
+    assert (("Not reached and falling: every G = 3 run that misses 0.9 peaked (0.880–0.880)" in md)
+            is (shape == "falling"))
+    assert ("A bound at the budget: it grows with the budget." in md) is (shape == "rising")
+
+
+def test_the_factor_where_both_arms_reach_the_threshold_and_its_assumption(fast):
+    """G = 3 censored at 0.9 at the grid's N but crossing at a larger N: the cross-N factor is the MOVER of G = 3's t
+    interval (its training seeds) and G = 2's crossed interval, by hand; the G = 2 shift between two grid N
+    (planted: none) is the crossed difference, its interval holding 1."""
+    from scoreprobe.stats.crossed_arms import mover
+    from scoreprobe.stats.intervals import t_interval
+    text, F = fast
+    inf = {(d, s, j) for d in range(3) for s in range(3) for j in (8, 9)}
+    rows_by, g2, _ = _planted(10.0, g3_inf=inf, base=7.7)
+    rng = np.random.default_rng(5)
+    small = g2 + rng.normal(0, .005, g2.shape)                              # G = 2 at N = 120: no shift planted
+    rows_by[(2, 120)] = _arm(2, small, N=120)
+    big = g2.mean() + math.log(5.0) + rng.normal(0, .05, (1, 3, T))          # N = 480: one data seed, 3 seeds
+    rows = [r for rs in rows_by.values() for r in rs] + _arm(3, big, N=480)
+    lines, out = text.cross_n_section(rows_by, rows)
+    p = next(r for r in out["factors"][480] if r["threshold"] == 0.9)
+    mb, lb, hb = t_interval(big[0, :, 8])
+    ra = crossed_mean(g2[..., 8])
+    d, lo, hi = mover(float(mb), (float(lb), float(hb)), float(ra["mean"]), (float(ra["lo"]), float(ra["hi"])))
+    assert p["value"] == pytest.approx(math.exp(d)) and p["ci"] == pytest.approx([math.exp(lo), math.exp(hi)])
+    assert p["ci"][0] < 5.0 < p["ci"][1]
+    shift = [r for r in out["g2_shift"] if r["threshold"] < 0.9]
+    ref = crossed_difference(small[..., 0], g2[..., 0])
+    assert shift[0]["value"] == pytest.approx(math.exp(ref["diff"])) and all(r["covers_1"] for r in shift)
+    md = "\n".join(lines)
+    assert f"τ_rule(G = 3, N = 480) / τ_rule(G = 2, N = 240) at 0.9: {p['value']:.2f}" in md
+    assert f"its interval holding 1 at {len(shift)} of {len(shift)} thresholds: no shift resolved there" in md
+    rows_by[(2, 120)] = _arm(2, g2 - math.log(1.5), N=120)                   # a planted shift: the assumption fails
+    lines, out = text.cross_n_section(rows_by, rows)
+    assert not any(r["covers_1"] for r in out["g2_shift"] if r["threshold"] < 0.9)
+    assert "the assumption does not hold at every threshold" in "\n".join(lines)

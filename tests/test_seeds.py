@@ -126,8 +126,15 @@ def test_power_fit_recovers_b_and_its_seed_spread():
     slope, icpt = np.polyfit(X, Y, 1)
     resid = Y - (icpt + slope * X)
     se = math.sqrt(resid @ resid / 10 / np.sum((X - X.mean()) ** 2))
-    assert t_fit["b"] == pytest.approx(slope) and t_fit["n_points"] == 12
-    assert t_fit["b_ci"] == pytest.approx([slope - 2.2281388519649385 * se, slope + 2.2281388519649385 * se])
+    assert t_fit["b_runs"] == pytest.approx(slope) and t_fit["n_points"] == 12
+    assert t_fit["b_ci_runs"] == pytest.approx([slope - 2.2281388519649385 * se, slope + 2.2281388519649385 * se])
+    # the reading: the 4 per-N means as units, t on 2 df (issue 73 item 8); equal seeds per N: the same slope
+    means = [np.mean(np.log(p)) for p in points]
+    m_slope, m_icpt = np.polyfit(np.log(xs), means, 1)
+    m_res = np.asarray(means) - (m_icpt + m_slope * np.log(xs))
+    m_se = math.sqrt(m_res @ m_res / 2 / np.sum((np.log(xs) - np.log(xs).mean()) ** 2))
+    assert t_fit["b"] == pytest.approx(slope) == pytest.approx(m_slope)
+    assert t_fit["b_ci"] == pytest.approx([m_slope - 4.302652729911275 * m_se, m_slope + 4.302652729911275 * m_se])
 
 
 def test_exp_fit_gives_the_per_unit_factor_and_leaves_out_unreached():

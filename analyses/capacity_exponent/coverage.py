@@ -14,6 +14,10 @@ import numpy as np
 
 from scoreprobe.atomic import atomic_write_text
 from scoreprobe.stats.censored import coverage_fit
+from scoreprobe.stats import misfit
+
+RATIOS = (0, 1, 2, 3, 4, 5, 6)   # misfit ratios σ²_δ/σ² simulated for b's per-N-means interval (issue 73 item 8)
+N_REP_MISFIT = {"smoke": 20}     # replicates per ratio (200 for the real presets: Monte Carlo s.e. ≈ 0.015)
 
 N_REP = {"smoke": 40}     # simulated designs per coverage (500 for the real presets: Monte Carlo s.e. ≈ 0.01 at 0.95)
 CAP = 0.95                # a share of 1 (every run at an N censored) is simulated at this share: 1 has no likelihood
@@ -53,7 +57,7 @@ class Cache:
     """Measured coverages by design, read from and written back to `path` (only the designs asked for: `store`)."""
 
     def __init__(self, path, preset):
-        self.path, self.n_rep = path, N_REP.get(preset, 500)
+        self.path, self.n_rep, self.preset = path, N_REP.get(preset, 500), preset
         self.old = json.loads(path.read_text()) if path.is_file() else {}
         self.used = {}
 
@@ -72,6 +76,19 @@ class Cache:
             self.store({**self.old, key: self.used[key]})   # kept at once: an interrupted report resumes here
         return self.used[key]
 
+    def get_misfit(self, x, share):
+        """{ratio: misfit.coverage dict} of b's per-N-means interval (and, with nothing censored, the runs' interval)
+        at this design over RATIOS (measured if new)."""
+        n_rep = N_REP_MISFIT.get(self.preset, 200)
+        key = json.dumps({"misfit": list(RATIOS), "x": np.round(x, 6).tolist(), "share": np.round(share, 6).tolist(),
+                          "n_rep": n_rep})
+        if key not in self.old:
+            self.old[key] = {str(k): v for k, v in misfit.coverage(np.asarray(x), RATIOS, np.asarray(share),
+                                                                   n_rep=n_rep, seed=0, runs=not any(share)).items()}
+            self.store({**self.old, key: self.old[key]})
+        self.used[key] = self.old[key]
+        return self.used[key]
+
     def store(self, entries=None):
         """Write `entries` (default: the designs asked for, dropping the rest) atomically."""
         atomic_write_text(self.path, json.dumps(self.used if entries is None else entries, indent=1, sort_keys=True)
@@ -86,3 +103,17 @@ def text(c):
         return f"undefined: none of {c['n_rep']} simulated designs gives an interval (too few runs cross)"
     s = f"{c['coverage']:.3f} ({c['n_rep']} simulated designs"
     return s + (f"; {c['defined']:.3f} of them give an interval)" if c["defined"] < 1 else ")")
+
+
+def misfit_text(c):
+    """'per-N means 0.93–0.96 (among designs with an interval: …; defined in 0.68–1.00 of them), runs as units
+    0.65–0.95, over misfit ratios 0–6 (200 designs each)'."""
+    rng = lambda k: f"{min(v[k] for v in c.values()):.3f}–{max(v[k] for v in c.values()):.3f}"   # noqa: E731
+    n = next(iter(c.values()))["n_rep"]
+    head = f"per-N means {rng('means')}"
+    if min(v["defined"] for v in c.values()) < 1:
+        head += f" (among the designs with an interval {rng('means_defined')}; defined in {rng('defined')} of them)"
+    runs = "" if math.isnan(next(iter(c.values()))["runs"]) else f", runs as units {rng('runs')}"
+    ks = [float(k) for k in c]
+    return (f"{head}{runs}, over misfit ratios {min(ks):g}–{max(ks):g} ({n} simulated designs each; the lack-of-fit "
+            f"test flags {rng('flagged')} of them)")

@@ -61,13 +61,25 @@ def section_size(size, rows, cache):
     if len(Ns) < 2:
         return lines + ["", f"Only N = {Ns[0]} so far: no slope.", ""], out
     x, share, *_ = design = cov.size_design(rows, J_PAPER, n_of)
-    out["coverage"] = {"design": cov.describe(x, share), **cache.get(*design)}
-    lines += ["", f"Coverage of the 95% interval of b at 0.1 at this size's design (N = "
-              f"{out['coverage']['design']}): {cov.text(out['coverage'])}."]
+    out["coverage"] = {"design": cov.describe(x, share), "misfit": cache.get_misfit(x, share)}
+    p = C.at(curve, PAPER_T)
+    lines += ["", f"Coverage of the 95% interval of b at 0.1 at this size's design (N = {out['coverage']['design']}), "
+              "with a random per-N deviation from the line of variance ratio × the run scatter: "
+              f"{cov.misfit_text(out['coverage']['misfit'])}. {misfit_line(p)}"]
     field = b_verdict(curve, (FIELD_B, math.inf))
     out["verdict_b_above_1"] = field.word
     lines += ["", f"- b > 1 (the field's b = 1 excluded from above): {field.sentence('{:.3g}')}", ""]
     return lines, out
+
+
+def misfit_line(p):
+    """What the lack-of-fit test says at the paper's threshold, and which interval the verdict reads."""
+    lof = p.get("lack_of_fit", {})
+    if not lof or lof["why"]:
+        return f"Lack of fit at 0.1: not read ({lof.get('why', 'no test')})."
+    return (f"Lack of fit at 0.1: F({lof['df'][0]}, {lof['df'][1]}) = {lof['F']:.2f}, p = {lof['p']:.3f} (misfit ratio "
+            f"≈ {lof['ratio']:.1f}; {lof['how']}): the verdict reads the per-N means' interval, which holds its "
+            "coverage under such a misfit where it is defined (above); the runs-as-units interval beside it does not.")
 
 
 MIN_N, MIN_SEEDS = 3, 2      # a size's b is compared only over this much design
@@ -135,10 +147,15 @@ def section_question(by, cache):
 INTRO = ("Parity G = 2, the scaling study's recipe (12 000 views per training image, 20 log-spaced checkpoints, 1000 "
          "samples each, data seed 0), DiT width × depth as named; τ_mem in training steps, reliably exceeds (definitions "
          "version 6, docs/definitions.md), over memorization thresholds 0.01–0.2 (the paper's 0.1 in bold). b: slope of "
-         "ln τ_mem on ln N over every run, a normal likelihood with right-censoring at each run's budget "
-         "(`scoreprobe.stats.censored.censored_fit`; with no run censored it is least squares with the t interval, "
-         "n − 2 df); each interval's coverage is simulated at the design it was read on (its runs per N, each N's "
-         "share censored at 0.1; `analyses/capacity_exponent/coverage.py`) and quoted beside it.")
+         "ln τ_mem on ln N with the per-N means as the units (`scoreprobe.stats.misfit.means_slope`: each N's mean ln "
+         "τ_mem — a normal likelihood with right-censoring at each run's budget and one s where runs are censored — "
+         "then least squares over the N with the t interval on (number of N − 2) df), so that an N-specific deviation "
+         "from the line widens the interval instead of being read as a slope; beside it every run as a unit "
+         "(`scoreprobe.stats.censored.censored_fit`, n − 2 df), and the pure-error lack-of-fit test "
+         "(`scoreprobe.stats.misfit.lack_of_fit`). An N whose runs are all censored has no mean: b is then undefined "
+         "(the runs' fit beside it, never read for a verdict). Each interval's coverage is simulated at the design it "
+         "was read on (its runs per N, each N's share censored at 0.1; `analyses/capacity_exponent/coverage.py`) and "
+         "quoted beside it.")
 RUNS = [F.RUN, F.col("params", lambda r: f"{r['params']:,}"), F.STEPS, F.tau_col("tau_mem"), F.PEAK, F.FINAL_MEM,
         F.TRAIN_S]
 
@@ -229,6 +246,11 @@ def start_lines(by, never=()):
              f"0.51M DiT of the shipped recipe is below it by step 200): " + "; ".join(parts) + ". A late start delays "
              "every clock of its run by about as much, more of a small N's τ_mem than of a large N's."]
     moved = [(size, r["b"]["b"], r["b_from_start"]["b"]) for size, r in out.items() if "b" in r]
+    undefined = [size for size, b0, b1 in moved if not (math.isfinite(b0) and math.isfinite(b1))]
+    if undefined:
+        lines[0] += (f" b is undefined for {', '.join(undefined)} (an N whose runs are all censored): counted from the "
+                     "start or from step 0 is not compared there.")
+        moved = [m for m in moved if m[0] not in undefined]
     if moved:
         up = all(b1 > b0 for _, b0, b1 in moved)
         lines[0] += (" Counted from each run's start, b is " + ("higher" if up else "not higher") + " for "

@@ -168,6 +168,16 @@ def run_gpt(cfg, out_dir, name, log):
     return result
 
 
+def reread(res):
+    """`res` (a DiT series' JSON) with its readings over models recomputed from the stored per-model readings
+    and PF-ODE outcomes under the current definitions (ranks within σ, shares' intervals inside [0, 1])."""
+    names = list(res["models"])
+    cells, family = {}, {}
+    for kind in ("rule", "copy"):
+        cells[kind], family[kind] = across.effects_across(res["per_model"], kind, names, res["sites"], res["sigmas"])
+    return json_ready({**res, "cells": cells, "family": family, "ode_across": across.ode_across(res["ode"], names)})
+
+
 def write(res, out_dir, name):
     """The .md (and, for a DiT series, the heat map .png) of one result, from its json."""
     if res.get("series") == "gpt":
@@ -204,7 +214,11 @@ def main(argv=None):
         print(plan(cfg))
         return 0
     if a.from_results:
-        write(json.loads((out_dir / f"{name}.json").read_text()), out_dir, name)
+        res = json.loads((out_dir / f"{name}.json").read_text())
+        if res.get("series") != "gpt":      # the readings over models from the stored per-model ones
+            res = reread(res)
+            atomic_write_text(out_dir / f"{name}.json", json.dumps(res, indent=1))
+        write(res, out_dir, name)
         print(f"wrote {out_dir / name} (.md, and .png for a DiT series)")
         return 0
     (run_gpt if a.series == "gpt" else run)(cfg, out_dir, name, print)

@@ -3,6 +3,9 @@
 curve, the coverage of every interval at this design and the censored estimates."""
 import math
 
+import numpy as np
+
+from scoreprobe.stats import budget_trend as BT
 from scoreprobe.stats import g_factor as Fa
 from scoreprobe.stats import curves as C
 from scoreprobe.studies.format import fmt, threshold_label
@@ -57,7 +60,7 @@ def paper_lines(rows, v):
         lines += [f"- {p['n_censored_b']} of {p['n_runs']} G = 3 runs do not reliably exceed {PAPER:g} within "
                   f"{fmt(p['budget_b'])} steps: the factor is > {p['value']:.1f}× against G = 2's upper CI end "
                   f"({fmt(p['a_ci_end'])} steps; {_how(p)}), > {p['bound_vs_value']:.1f}× against its "
-                  f"pooled value ({fmt(p['a_value'])}). A bound at the budget: it grows with the budget."]
+                  f"pooled value ({fmt(p['a_value'])}). " + _budget_text(p)]
     elif p["kind"] == "two-level":
         lines += [f"- the factor at {PAPER:g}: {p['value']:.2f} [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}]."]
     else:
@@ -79,6 +82,17 @@ def paper_lines(rows, v):
     return lines + [""]
 
 
+def _budget_text(p):
+    """What a longer budget could do to the bound: grow it (runs still rising), or nothing (peaked and falling)."""
+    if not p.get("falling"):
+        return "A bound at the budget: it grows with the budget."
+    (p0, p1), (e0, e1) = p["peak_end"]
+    return (f"Not reached and falling: every G = 3 run that misses {PAPER:g} peaked ({p0:.3f}–{p1:.3f}) and fell "
+            f"below it by its budget (the mean of its last checkpoints {e0:.3f}–{e1:.3f}; a fall of ≥ "
+            f"{BT.MARGIN:g} counts, `scoreprobe.stats.budget_trend`): G = 3 does not learn the rule to {PAPER:g} at "
+            "this N and recipe; a longer run would not decide it (N does: G = 3 at larger N below).")
+
+
 def _how(r):
     return "its interval with both components" if r["interval_a"] == "two-level" else r["interval_a"]
 
@@ -87,9 +101,9 @@ def curve_lines(rows):
     """threshold | the factor with both components, or the bound | the claim's word | the word against 1."""
     lines = [f"| rule threshold | G = 3 / G = 2, both components [95% CI] (df) | ≈ 10× ({Fa.REGION[0]:.3g}, "
              f"{Fa.REGION[1]:.3g}) | > 1 |", "|---:|---|---|---|"]
-    _, _, lo, hi, cens = Fa.readings(rows)
-    for r, l_, h_, c in zip(rows, lo, hi, cens):
-        words = [word_at(l_, h_, region, c) for region in (Fa.REGION, (1.0, math.inf))]
+    _, _, lo, hi, cens, fall = Fa.readings(rows)
+    for r, l_, h_, c, f in zip(rows, lo, hi, cens, fall):
+        words = [word_at(l_, h_, region, c, f) for region in (Fa.REGION, (1.0, math.inf))]
         lines.append(f"| {threshold_label(r['threshold'], PAPER)} | {reading_cell(r)} | {words[0]} | {words[1]} |")
     return lines + [""]
 
@@ -172,3 +186,45 @@ def censored_lines(rows):
                   "design" + (": below the 0.93 target, so they are shown beside the bounds, not read for the verdict."
                               if lo < 0.93 else ".")]
     return lines + [""]
+
+
+def cross_n_section(rows_by, rows):
+    """(lines, JSON-able dict): the G factor where both arms reach the paper's threshold — G = 3 at each larger N
+    (data seed 0) over G = 2 at the grid's N — and the G = 2 shift between its two grid N that the reading assumes
+    away (`scoreprobe.stats.g_factor_cross_n`)."""
+    from scoreprobe.stats import g_factor_cross_n as X
+    grid = sorted(N for G, N in rows_by if G == 2 and (3, N) in rows_by)
+    if not grid:
+        return [], {}
+    N, T = grid[-1], C.thresholds_of("tau_rule")
+    a = Fa.arm(rows_by[(2, N)], curves_of(rows_by[(2, N)]))
+    bigs = sorted({r["meta"]["N"] for r in rows if r["meta"]["G"] == 3 and r["meta"]["N"] > N})
+    if a is None or not bigs:
+        return [], {}
+    out, lines = {"N": N, "factors": {}}, [f"## The G factor where both arms reach {PAPER:g}", ""]
+    for Nb in bigs:
+        rs = sorted([r for r in rows if r["meta"]["G"] == 3 and r["meta"]["N"] == Nb and r["meta"]["data_seed"] == 0],
+                    key=lambda r: r["seed"])
+        out["factors"][Nb] = X.cross_factor(np.log(C._points(rs, curves_of(rs), "tau_rule")), a["ln"], T)
+        p = C.at(out["factors"][Nb], PAPER)
+        lines.append(f"- τ_rule(G = 3, N = {Nb}) / τ_rule(G = 2, N = {N}) at {PAPER:g}: " + (
+            f"{p['value']:.2f} [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}] (G = 3: {p['n_b']} training seeds of data seed 0, "
+            f"t; G = 2: its crossed block; MOVER)" if math.isfinite(p["value"]) else f"undefined ({p['why']})") + ".")
+    small = [n for G, n in rows_by if G == 2 and n < N]
+    if small:
+        s = Fa.arm(rows_by[(2, max(small))], curves_of(rows_by[(2, max(small))]))
+        shift = out["g2_shift"] = X.g2_shift(s["ln"], a["ln"], T) if s is not None else []
+        out["N_small"] = max(small)
+        read = [r for r in shift if r["covers_1"] is not None and r["threshold"] < PAPER]
+        if read:
+            held = sum(r["covers_1"] for r in read)
+            lines.append(f"- It assumes G = 2's τ_rule does not move between N = {N} and the larger N (G = 2 was not "
+                         f"run there). From N = {max(small)} to {N}, G = 2's τ_rule moves by a factor "
+                         f"{min(r['value'] for r in read):.2f}–{max(r['value'] for r in read):.2f} at "
+                         f"{C.span([r['threshold'] for r in read], T)} (95% CI ends {min(r['ci'][0] for r in read):.2f} "
+                         f"to {max(r['ci'][1] for r in read):.2f}; both components), its interval holding 1 at {held} "
+                         f"of {len(read)} thresholds" + (": no shift resolved there." if held == len(read) else
+                                                          ": the assumption does not hold at every threshold."))
+    lines.append("- A factor across N reads G and N together, and the budget (views per image) makes the larger N "
+                 "train longer: it is not the per-unit-G factor at one N, shown beside that verdict, never for it.")
+    return lines + [""], out

@@ -31,8 +31,11 @@ def report(args, runs):
     text, factor = g_factor_md.section(rows_by)
     lines += text
     text, large = large_n_md.section(rows, p)
+    lines += text
+    text, cross = g_factor_md.cross_n_section(rows_by, rows)
     lines += text + F.runs_section(rows, missing, RUNS)
-    rep = presets.report_json(args, runs, missing, rows, configs=configs, factor=factor, large_N=large)
+    rep = presets.report_json(args, runs, missing, rows, configs=configs, factor=factor, large_N=large,
+                              factor_cross_n=cross)
     return "\n".join(lines) + "\n", rep, rows_by
 
 

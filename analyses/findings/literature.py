@@ -83,9 +83,16 @@ def _start_lines(c):
     return ["- Training start (the first logged loss below 0.5): " + "; ".join(
         f"{size} at steps {r['min']}–{r['max']}, b {_b(r['b'])} counted from step 0, {_b(r['b_from_start'])} from "
         "each run's start" for size, r in moved.items()) + (
-        ". Late starts lower b; they do not make it exceed 1" if all(r["b_from_start"]["b"] > r["b"]["b"]
-                                                                     for r in moved.values()) else
-        ". Counted from the start, b is not higher for every size") + " (the capacity md, 'When training started')."]
+        _start_reading(moved) + " (the capacity md, 'When training started').")]
+
+
+def _start_reading(moved):
+    """Whether b counted from each run's start is higher for every size (undefined where a size's b is)."""
+    pairs = [(r["b_from_start"]["b"], r["b"]["b"]) for r in moved.values()]
+    if any(a is None or b is None or not (math.isfinite(a) and math.isfinite(b)) for a, b in pairs):
+        return ". Counted from the start, b is undefined for some size (an N whose runs are all censored): not compared"
+    return (". Late starts lower b; they do not make it exceed 1" if all(a > b for a, b in pairs) else
+            ". Counted from the start, b is not higher for every size")
 
 
 def _done(c):
@@ -93,7 +100,9 @@ def _done(c):
 
 
 def _b(row):
-    if not row or row.get("b") is None or not math.isfinite(row["b"]):
+    if not row:
         return "—"
+    if row.get("b") is None or not math.isfinite(row["b"]):
+        return f"undefined ({row.get('method') or 'no estimate'})"
     lo, hi = row["b_ci"]
     return f"{row['b']:.2f} [{lo:.2f}, {hi:.2f}] ({row['n']} runs, {row['n_censored']} censored)"

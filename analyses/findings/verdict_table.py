@@ -24,6 +24,18 @@ class Claim:
     effect: str           # what is measured, in words
     study: str            # the study and the command that regenerates it
     read: object          # read(results folder) -> CurveReading or None (study not shipped)
+    here: tuple = ()      # work done elsewhere: (quantity, its value there, our scope) -> "b > 1 here (scope)"
+
+
+def word_of(c, v):
+    """The verdict's word, or, for a claim about work done elsewhere (`c.here`), what our runs show at their own
+    scope: "b > 1 here (0.51M DiT, N 30–240, this recipe)", never "contradicted" against another setup."""
+    if not c.here:
+        return v.word
+    q, ref, scope = c.here
+    p = v.paper
+    rel = {"supported": "≈", "contradicted": ">" if p.lower > v.region[1] else "<"}.get(v.word)
+    return f"{q} {rel} {ref} here ({scope})" if rel else f"{v.word} here ({scope})"
 
 
 def judged(claim, results):
@@ -32,7 +44,7 @@ def judged(claim, results):
     if r is None:
         return None, None
     v = verdict(r.thresholds, r.estimate, r.lower, r.upper, region=claim.region, paper_threshold=r.paper_threshold,
-                censored=r.censored)
+                censored=r.censored, falling=r.falling)
     return r, v
 
 
@@ -64,7 +76,7 @@ def table(rows):
             continue
         spread = readable_range(r) if len(r.thresholds) > 1 else "—"
         lines.append(f"| {c.paper} | {c.paper_number} | {c.region_text} | {at_paper_text(r)} | {spread} "
-                     f"| **{v.word}** | {c.study} |")
+                     f"| **{word_of(c, v)}** | {c.study} |")
     return lines
 
 
@@ -75,6 +87,8 @@ def section(c, r, v, beside=None):
     if r is None:
         return lines + [f"Not shipped: {c.study} has no results here.", ""]
     said = v.sentence('{:.3g}') if len(r.thresholds) > 1 else f"{v.word}: {at_paper_text(r)}"
+    if c.here:
+        said = f"{word_of(c, v)} — {said}"
     lines += [f"- **{said}**."] + [f"- {n}" for n in r.notes]
     return lines + ([f"- Beside ours: {beside}"] if beside else []) + [""]
 
@@ -82,7 +96,7 @@ def section(c, r, v, beside=None):
 def summary(rows):
     """The README's short table: claim | verdict | ours at the paper's threshold (between README_START/END)."""
     lines = [README_START, "| claim (the paper's words) | verdict | ours at the paper's threshold |", "|---|---|---|"]
-    lines += [f"| {c.paper} | {'not shipped' if r is None else f'**{v.word}**'} | "
+    lines += [f"| {c.paper} | {'not shipped' if r is None else f'**{word_of(c, v)}**'} | "
               f"{'—' if r is None else at_paper_text(r)} |" for c, r, v in rows]
     return "\n".join(lines + [README_END])
 

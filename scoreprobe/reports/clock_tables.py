@@ -72,6 +72,14 @@ def fit_lines(f, G_fixed):
         return lines + [f"- no fit: {f['error']}"]
     lines.append(f"- τ_mem = a·N^b: a = {f['a']:.3g}, b = {f['b']:.2f}, 95% CI of b [{f['b_ci'][0]:.2f}, "
                  f"{f['b_ci'][1]:.2f}] (t-interval of the log-log fit, {f['n']} runs, r² = {f['r2']:.3f})")
+    lof = f.get("lack_of_fit")
+    if lof and not lof["why"]:
+        lo, hi = f["b_ci_means"]
+        lines.append(f"- lack of fit (replicate runs per N): F({lof['df'][0]}, {lof['df'][1]}) = {lof['F']:.2f}, p = "
+                     f"{lof['p']:.3f}; b with the per-N means as units (each N's deviation from the line in its error, "
+                     f"t on {lof['K'] - 2} df): [{lo:.2f}, {hi:.2f}]")
+    elif lof:
+        lines.append(f"- lack of fit not read ({lof['why']}): the interval above assumes ln τ_mem is linear in ln N")
     if "b_ci_measurement" in f:
         lo, hi = f["b_ci_measurement"]
         lines.append(f"- b from measurement noise alone (each τ_mem redrawn within its CI): [{lo:.2f}, {hi:.2f}]")

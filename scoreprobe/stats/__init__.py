@@ -20,6 +20,8 @@ composes the two here (`stats.clocks`).
     censored.py      censored normal estimates (runs that never crossed)
     pvalues.py       Holm and Benjamini–Hochberg adjustment
     verdict.py       the verdict words over an interval
+    misfit.py        a line's lack of fit with replicate runs per x; the slope over the per-x means
+    budget_trend.py  where a run that missed a threshold is heading at its budget (rising, or peaked and falling)
     claim_readings.py  a claim's curve of readings from a study's results (what verdict reads)
     claim_tests.py   claims tested one p-value each, Holm over the family, plain verdicts
     timing.py        half-change steps over training
@@ -43,6 +45,7 @@ Readings several studies share (a study's own readings live in its folder, analy
     extrapolate.py             where a run that did not reach a threshold would reach it
     g_factor.py                the G factor τ_rule(G = 3) / τ_rule(G = 2) over data and training seeds (one
                                study's own: it moves to that study's folder after issue 73's merge)
+    g_factor_cross_n.py        the G factor where both arms reach the threshold (across N), and its assumption
     models_units.py            trained models × units tables per series (the battery over several models)
     paired_states.py           two measurements of one model from the same initial noises
     run_ci_fits.py             ratios and a power law from single runs' τ with their bootstrap CIs

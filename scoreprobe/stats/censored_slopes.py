@@ -9,6 +9,7 @@ from scipy import stats
 
 from scoreprobe.stats import curves as C
 from scoreprobe.stats.censored import censored_coef, censored_fit
+from scoreprobe.stats.misfit import lack_of_fit, means_slope
 
 
 def censored_slope_curve(rows, curves, xs, key="tau_mem", full=False):
@@ -16,18 +17,27 @@ def censored_slope_curve(rows, curves, xs, key="tau_mem", full=False):
 
     Returns a curve (one dict per threshold): threshold, b, b_ci [lo, hi], n_censored and n_points (the runs);
     with `full` the count is "n" and the row also says censored False (the censored runs are in the likelihood:
-    the slope is an estimate, not a bound) and the fit's method. Thresholds some run crossed before its first
+    the slope is an estimate, not a bound) and the fit's method. b and b_ci are read with the per-x means as the
+    units (`scoreprobe.stats.misfit.means_slope`, t on K − 2 df: an interval that holds its coverage where each x
+    deviates from the line; NaN with the reason in `method` where an x has every run censored or K < 3);
+    b_runs, b_ci_runs: every run as a unit (`censored_fit`), shown beside it, never read for a verdict;
+    lack_of_fit: the pure-error test (`misfit.lack_of_fit`). Thresholds some run crossed before its first
     checkpoint after step 0 are unreadable (`curves.mark_under_resolved`)."""
     x = np.log(np.asarray(xs, dtype=np.float64))
     out = []
     for j, t in enumerate(C.thresholds_of(key)):
         tau = np.array([curves[r["run"]][key][j] for r in rows], dtype=np.float64)
         cens = ~np.isfinite(tau)
-        f = censored_fit(x, np.log(np.where(cens, [float(r["steps"]) for r in rows], tau)), cens)
-        row = {"threshold": float(t), "b": f["slope"], "b_ci": [f["lower"], f["upper"]],
-               ("n" if full else "n_points"): f["n"], "n_censored": f["n_censored"]}
+        y = np.log(np.where(cens, [float(r["steps"]) for r in rows], tau))
+        f = censored_fit(x, y, cens)
+        m = means_slope(x, y, cens) if np.isfinite(f["slope"]) else {"slope": math.nan, "lower": math.nan,
+                                                                     "upper": math.nan, "df": 0, "why": f["method"]}
+        row = {"threshold": float(t), "b": m["slope"], "b_ci": [m["lower"], m["upper"]],
+               ("n" if full else "n_points"): f["n"], "n_censored": f["n_censored"], "b_df": m["df"],
+               "b_runs": f["slope"], "b_ci_runs": [f["lower"], f["upper"]], "lack_of_fit": lack_of_fit(x, y, cens)}
         if full:
-            row.update(censored=False, method=f["method"])
+            row.update(censored=False, method=m["why"] or f"per-x means as units, t on {m['df']} df (x's means: "
+                       + ("least squares" if not f["n_censored"] else "censored normal, one s") + ")")
         out.append(row)
     return C.mark_under_resolved(out, rows, curves, key)
 

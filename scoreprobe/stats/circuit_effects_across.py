@@ -10,14 +10,15 @@ import numpy as np
 
 from scoreprobe.stats.nearest_steps import nearest_step
 from scoreprobe.stats.pvalues import adjust_family
-from scoreprobe.stats.unit_intervals import t_summary, why_undefined
+from scoreprobe.stats.unit_intervals import cluster_share, t_summary, why_undefined
 
 ALPHA = 0.05
 
 
 def effects_across(per_model, kind, names, sites, sigmas):
     """Per σ and site, the last checkpoint's effect over models: mean, t CI, per-model values, the reason where
-    undefined, and Holm over the family of all defined (σ, site) cells of this pair kind."""
+    undefined, its rank within the σ (of n_ranked defined cells; top_mean the σ's largest mean), and Holm over the
+    family of all defined (σ, site) cells of this pair kind."""
     e = np.array([per_model[n]["effects"][kind]["effect"] for n in names], np.float64)       # (M, σ, site)
     mean, lo, hi, p = t_summary(e)
     p_holm = adjust_family(p)
@@ -27,10 +28,13 @@ def effects_across(per_model, kind, names, sites, sigmas):
     sm, slo, shi, _ = (np.exp(v) for v in t_summary(np.log(steps)))            # geometric: steps are > 0
     bound = np.array([per_model[n]["effects"][kind]["half_step_is_bound"] for n in names], bool)
     hm, hlo, hhi, _ = t_summary(half)
+    rank = ranks(mean)
     cells = []
     for s, sig in enumerate(sigmas):
         for j, site in enumerate(sites):
             cells.append({"sigma": float(sig), "site": site, "mean": mean[s, j], "ci": [lo[s, j], hi[s, j]],
+                          "rank": rank[s, j], "n_ranked": int(np.isfinite(mean[s]).sum()),
+                          "top_mean": float(np.nanmax(mean[s])) if np.isfinite(mean[s]).any() else np.nan,
                           "per_model": e[:, s, j].tolist(), "p": p[s, j], "p_holm": p_holm[s, j],
                           "undefined": why[s, j], "half_over_tau": half[:, s, j].tolist(),
                           "half_is_bound": bound[:, s, j].tolist(), "half_step": steps[:, s, j].tolist(),
@@ -39,6 +43,16 @@ def effects_across(per_model, kind, names, sites, sigmas):
     family = {"what": f"{kind} pairs: effect ≠ 0 (one-sample t over models), every defined (σ, site) cell at the "
                       "last checkpoint", "size": int(np.isfinite(p).sum()), "alpha": ALPHA, "method": "holm"}
     return cells, family
+
+
+def ranks(mean):
+    """(σ, site) rank of each defined cell within its σ by mean effect over models (1 = largest; NaN: undefined),
+    so a Holm-significant cell is read beside the size of the effects that are not."""
+    out = np.full(mean.shape, np.nan)
+    for s in range(mean.shape[0]):
+        ok = np.flatnonzero(np.isfinite(mean[s]))
+        out[s, ok[np.argsort(-mean[s, ok], kind="stable")]] = np.arange(1, ok.size + 1)
+    return out
 
 
 def ranked(cells, sigma, kinds_of, n_top=3):
@@ -62,8 +76,9 @@ def scalar_across(per_model, names, get):
 
 
 def ode_across(ode, names):
-    """Per (kind, site, σ*): the outcome shares over the apart pairs, mean over models with a t CI and the
-    per-model values, and the counts summed over models (apart, together, together moved)."""
+    """Per (kind, site, σ*): the outcome shares over the apart pairs, mean over models with an interval inside
+    [0, 1] (`unit_intervals.cluster_share`: Korn–Graubard, the models' spread in it) and the per-model values, and
+    the counts per model (apart, together, together moved)."""
     rows = {}
     for n in names:
         for r in ode[n]:
@@ -72,9 +87,10 @@ def ode_across(ode, names):
     for (kind, site, star), rs in rows.items():
         row = {"kind": kind, "site": site, "sigma_star": star, "n_apart": [r["n_apart"] for r in rs],
                "n_together": [r["n_together"] for r in rs], "together_moved": [r["together_moved"] for r in rs]}
+        n = np.array([[r["n_apart"]] for r in rs], np.float64)                                 # (M, 1)
         for k in ("to_clean", "to_corrupt", "to_third"):
             v = np.array([[np.nan if r[k] is None else r[k]] for r in rs], np.float64)        # (M, 1)
-            mean, lo, hi, _ = t_summary(v)
+            mean, lo, hi = cluster_share(v, n)
             row[k] = {"mean": mean[0], "ci": [lo[0], hi[0]], "per_model": v[:, 0].tolist()}
         out.append(row)
     return out

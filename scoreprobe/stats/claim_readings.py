@@ -22,6 +22,7 @@ class CurveReading:
     censored: list
     paper_threshold: float
     notes: list = field(default_factory=list)   # sentences the page prints under the claim
+    falling: list = None     # (T,) bools: every run missing a censored threshold peaked and fell (None: unknown)
 
     def at_paper(self):
         """(estimate, lower, upper, censored) at the threshold nearest the paper's."""
@@ -40,13 +41,15 @@ def from_curve(curve, paper_threshold=None):
 
 
 def from_readings(rows, paper_threshold):
-    """A CurveReading of rows {threshold, kind, value, ci} where kind "bound" marks a censored lower bound: its
-    estimate NaN, its interval [ci[0], inf] (a JSON null end reads NaN)."""
+    """A CurveReading of rows {threshold, kind, value, ci, falling?} where kind "bound" marks a censored lower
+    bound: its estimate NaN, its interval [ci[0], inf] (a JSON null end reads NaN); `falling` (the runs missing it
+    peaked and fell, `scoreprobe.stats.g_factor`) False where a row does not say."""
     bound = [r["kind"] == "bound" for r in rows]
     lo = [r["ci"][0] if r["ci"][0] is not None else math.nan for r in rows]
     hi = [math.inf if b else (r["ci"][1] if r["ci"][1] is not None else math.nan) for r, b in zip(rows, bound)]
     est = [math.nan if b else x["value"] for x, b in zip(rows, bound)]
-    return CurveReading([float(x["threshold"]) for x in rows], est, lo, hi, bound, paper_threshold)
+    return CurveReading([float(x["threshold"]) for x in rows], est, lo, hi, bound, paper_threshold,
+                        falling=[bool(x.get("falling", False)) for x in rows])
 
 
 def _nan(row):

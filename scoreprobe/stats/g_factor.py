@@ -13,6 +13,10 @@ Per threshold one reading:
   censoring;
 - otherwise (both censored without a bound, a crossing before the first checkpoint): undefined.
 
+A bound carries `falling`: every run of the censored arm that misses the threshold peaked and fell below it within
+its budget (`scoreprobe.stats.budget_trend`; rows without their "curve" cannot tell: False). Its verdict word is
+then "not reached and falling", not "budget-bound": a longer run would not decide it.
+
 The verdict words come from `scoreprobe.stats.verdict.verdict` over these readings, the paper's threshold first;
 the claim "≈ 10× per unit G" is read as the region REGION, a factor 1.25 either side of 10 (the margin of
 docs/findings.md, analyses/findings/claims.py NEAR).
@@ -26,6 +30,7 @@ from scoreprobe.stats import curves as C
 from scoreprobe.stats.crossed import crossed_mean, mean_squares
 from scoreprobe.stats import crossed_arms as X
 from scoreprobe.stats.censored import censored_mean
+from scoreprobe.stats.budget_trend import end_trend, falling_at
 from scoreprobe.stats.verdict import verdict
 
 PAPER_FACTOR = 10.0                                    # the paper's ≈ 10× in τ_rule per unit of G
@@ -38,7 +43,8 @@ REGIMES = {"data-dominated": (1, .09, .09), "init-dominated": (.09, 1, .09), "re
 
 def arm(rows, curves, key="tau_rule"):
     """One arm's complete block: dict ds, ss, ln (D, I, T) ln τ (inf: not reached), budget (D, I) ln last step,
-    early (T,) a run crossed before its first checkpoint after step 0; None without a 2 × 2 block."""
+    early (T,) a run crossed before its first checkpoint after step 0, falling (T,) every run missing a
+    threshold peaked and fell below it (False without the runs' "curve"); None without a 2 × 2 block."""
     block = S.complete_grid(rows)
     if block is None:
         return None
@@ -46,7 +52,13 @@ def arm(rows, curves, key="tau_rule"):
     flat = [r for row in grid for r in row]
     D, I = len(ds), len(ss)
     early, _ = C._early(flat, curves, (key,))
-    return {"ds": ds, "ss": ss, "ln": np.log(C._points(flat, curves, key)).reshape(D, I, -1),
+    ln = np.log(C._points(flat, curves, key))
+    falling, trends = np.zeros(ln.shape[1], dtype=bool), None
+    if all("curve" in r for r in flat):
+        runs = [(r["curve"]["step"], r["curve"]["rule_acc"]) for r in flat]
+        falling = falling_at(runs, np.isfinite(ln), C.thresholds_of(key))
+        trends = [end_trend(*c) for c in runs]
+    return {"ds": ds, "ss": ss, "ln": ln.reshape(D, I, -1), "falling": falling, "trends": trends,
             "budget": np.log([[float(r["steps"]) for r in row] for row in grid]), "early": early.any(axis=0)}
 
 
@@ -70,7 +82,14 @@ def factor_rows(a, b, thresholds):
             last = {"a": components(va), "b": components(vb)}
             out.append({"threshold": t, **readable_row(va, vb, seed=j)})
             continue
-        out.append({"threshold": t, **censored_row(va, vb, a["budget"], b["budget"], last, seed=j)})
+        row = censored_row(va, vb, a["budget"], b["budget"], last, seed=j)
+        if row["kind"] == "bound":     # the censored arm's runs: still rising, or peaked and falling
+            arm_ = b if "b_bound" in row else a
+            row["falling"] = bool(arm_["falling"][j])
+            if row["falling"]:     # the missing runs' peak and end (mean of their last checkpoints), min and max
+                miss = [tr for tr, v in zip(arm_["trends"], arm_["ln"][..., j].ravel()) if not np.isfinite(v)]
+                row["peak_end"] = [[min(x[k] for x in miss), max(x[k] for x in miss)] for k in ("peak", "end")]
+        out.append({"threshold": t, **row})
     return out
 
 
@@ -148,13 +167,13 @@ def _exp(x):
 # ---------------------------------------------------------------------------------------------
 
 def readings(rows):
-    """(thresholds, estimate, lower, upper, censored) of the readings, as `verdict` takes them: a bound is a
-    censored reading (its open end 0 or inf), an undefined reading NaN."""
-    cols = [[], [], [], [], []]
+    """(thresholds, estimate, lower, upper, censored, falling) of the readings, as `verdict` takes them: a bound
+    is a censored reading (its open end 0 or inf), an undefined reading NaN."""
+    cols = [[], [], [], [], [], []]
     for r in rows:
         defined = r["kind"] != "undefined"
         vals = (r["threshold"], r["value"] if defined else math.nan, r["ci"][0] if defined else math.nan,
-                r["ci"][1] if defined else math.nan, r["kind"] == "bound")
+                r["ci"][1] if defined else math.nan, r["kind"] == "bound", bool(r.get("falling", False)))
         for c, v in zip(cols, vals):
             c.append(v)
     return cols
@@ -163,8 +182,8 @@ def readings(rows):
 def verdicts(rows, paper):
     """{"claim": the verdict of "≈ 10× per unit G" (REGION), "slower": of "G = 3 is slower" (factor > 1)}, both
     reading the paper's threshold first."""
-    t, est, lo, hi, cens = readings(rows)
-    return {name: verdict(t, est, lo, hi, region=region, paper_threshold=paper, censored=cens)
+    t, est, lo, hi, cens, fall = readings(rows)
+    return {name: verdict(t, est, lo, hi, region=region, paper_threshold=paper, censored=cens, falling=fall)
             for name, region in (("claim", REGION), ("slower", (1.0, math.inf)))}
 
 

@@ -34,6 +34,7 @@ from scoreprobe.stats.abruptness import abruptness, least_squares
 from scoreprobe.stats.families import family_draws, interval, u_to_steps
 from scoreprobe.stats.intervals import FIT_METHOD, T_METHOD, TWO_LEVEL_METHOD, WELCH_METHOD, slope_interval
 from scoreprobe.stats.intervals import t_interval, two_level, welch_interval
+from scoreprobe.stats.misfit import lack_of_fit, means_slope
 
 DRAW_KEYS = ("tau_rule", "tau_mem", "tau_novel", "window_log10_width", "abruptness")
 _THRESHOLD_OF = {"tau_rule": "rule", "tau_mem": "mem", "tau_novel": "novel"}
@@ -286,9 +287,12 @@ def seed_fit(xs, points, draws=None, kind="power", n_boot=2000, seed=0, ci=0.95,
     xs : (K,) axis values (N, parameters: kind="power"; G: kind="exp").
     points, draws : per x, the per-seed points and draws of pool_seeds (draws: only for "hierarchical").
         last_steps : per x, the per-seed last steps (for the lower bounds reported in left_out).
-    method : "t" (default: least squares over every seed's ln τ, t interval on the slope with n − 2
-        df) or "hierarchical" (refit on hierarchical-bootstrap replicates of the per-x pooled values;
-        x number k is pooled with seed + k).
+    method : "t" (default: least squares; with ≥ 3 x the slope and its t interval over the per-x means
+        (K − 2 df: it keeps its coverage where each x deviates from the line, `stats.misfit.means_slope`), the
+        fit over every seed's ln τ (n − 2 df) beside it as b_runs / b_ci_runs (factor_runs / factor_ci_runs),
+        and `lack_of_fit` (the pure-error F test); with 2 x every seed's ln τ, n − 2 df; `method` says which) or
+        "hierarchical" (refit on hierarchical-bootstrap replicates of the per-x pooled values; x number k is
+        pooled with seed + k).
 
     Returns
     -------
@@ -339,12 +343,21 @@ def _t_fit_report(out, kind, used, pts, ci):
     if len(set(used)) < 2:
         return _nan_fit(out, kind, f"fewer than two distinct x with every seed reached ({len(set(used))})")
     X = np.concatenate([np.full(v.size, FITS[kind](np.float64(x))) for x, v in zip(used, pts)])
-    r = slope_interval(X, np.log(np.concatenate(pts)), ci)
+    y = np.log(np.concatenate(pts))
+    r = slope_interval(X, y, ci)
+    lof, m = lack_of_fit(X, y), means_slope(X, y, level=ci)
+    slope, lo, hi = (r["slope"], *r["slope_ci"]) if m["why"] else (m["slope"], m["lower"], m["upper"])
+    lof_text = (f"lack of fit F({lof['df'][0]}, {lof['df'][1]}) = {lof['F']:.2f}, p = {lof['p']:.3f}" if not lof["why"]
+                else f"lack of fit not read: {lof['why']}")
+    out.update(lack_of_fit=lof, method=f"{FIT_METHOD}; {m['why']}" if m["why"] else
+               f"the slope over the per-x means, t on {m['df']} df (each x's deviation from the line in its error; "
+               f"{lof_text})")
     if kind == "power":
-        return {**out, "a": float(np.exp(r["intercept"])), "b": r["slope"], "b_ci": r["slope_ci"],
-                "a_ci": [float(np.exp(v)) for v in r["intercept_ci"]]}
-    return {**out, "factor": float(np.exp(r["slope"])), "factor_ci": [float(np.exp(v)) for v in r["slope_ci"]],
-            "c": r["intercept"]}
+        return {**out, "a": float(np.exp(r["intercept"])), "b": slope, "b_ci": [lo, hi],
+                "a_ci": [float(np.exp(v)) for v in r["intercept_ci"]], "b_runs": r["slope"], "b_ci_runs": r["slope_ci"]}
+    return {**out, "factor": float(np.exp(slope)), "factor_ci": [float(np.exp(lo)), float(np.exp(hi))],
+            "c": r["intercept"], "factor_runs": float(np.exp(r["slope"])),
+            "factor_ci_runs": [float(np.exp(v)) for v in r["slope_ci"]]}
 
 
 def _fit_report(out, kind, used, pooled, reps, ci):

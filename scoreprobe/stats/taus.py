@@ -348,8 +348,10 @@ def fit_power_law(N, tau, confidence=0.95):
 
     Returns
     -------
-    dict: a, b, a_ci, b_ci ((lo, hi) at `confidence`; NaN with only two points), n (pairs used),
-    r2 (coefficient of determination in log-log).
+    dict: a, b, a_ci, b_ci ((lo, hi) at `confidence`; NaN with only two points: every pair a unit), n (pairs
+    used), r2 (coefficient of determination in log-log); with replicate runs at some N: lack_of_fit (the
+    pure-error F test, `stats.misfit.lack_of_fit`) and b_ci_means (the slope's interval with the per-N means as
+    units, K − 2 df, which keeps its coverage where each N deviates from the line; NaN ends below 3 distinct N).
     """
     N, tau = np.asarray(N, dtype=np.float64).ravel(), np.asarray(tau, dtype=np.float64).ravel()
     if N.shape != tau.shape:
@@ -362,6 +364,10 @@ def fit_power_law(N, tau, confidence=0.95):
     t = scipy.stats.t.ppf(0.5 + confidence / 2, n - 2) if n > 2 else float("nan")
     b_ci = (fit.slope - t * fit.stderr, fit.slope + t * fit.stderr)
     ln_a_ci = (fit.intercept - t * fit.intercept_stderr, fit.intercept + t * fit.intercept_stderr)
+    from scoreprobe.stats.misfit import lack_of_fit, means_slope
+    x, y = np.log(N[keep]), np.log(tau[keep])
+    m = means_slope(x, y, level=confidence)
     return {"a": float(np.exp(fit.intercept)), "b": float(fit.slope),
             "a_ci": tuple(float(np.exp(v)) for v in ln_a_ci), "b_ci": tuple(float(v) for v in b_ci),
-            "n": n, "r2": float(fit.rvalue ** 2)}
+            "n": n, "r2": float(fit.rvalue ** 2), "lack_of_fit": lack_of_fit(x, y),
+            "b_ci_means": (m["lower"], m["upper"])}

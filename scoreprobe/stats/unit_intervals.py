@@ -1,6 +1,7 @@
 """Means over units (trained models, replicate pairs, data seeds, points) with their intervals, in the two forms
 the study reports read: arrays with the models on the first axis (`t_summary`, with a one-sample t test of 0), and
-JSON-ready [mean, lo, hi] triples with None for what is undefined (`t_triple`, `mean_interval`, `wilson_triple`).
+JSON-ready [mean, lo, hi] triples with None for what is undefined (`t_triple`, `mean_interval`, `wilson_triple`),
+and shares over models with an interval inside [0, 1] (`cluster_share`).
 
 A t interval has n − 1 degrees of freedom; with fewer than 2 units there is a mean and no interval, and a unit
 whose value is undefined (NaN) leaves the mean undefined too: a mean of "never" is no number.
@@ -35,6 +36,32 @@ def clipped_summary(values, lo_end=0.0, hi_end=1.0, ci=CI):
     shares and distances / D live); NaN stays NaN."""
     m, lo, hi = t_interval(np.moveaxis(np.asarray(values, float), 0, -1), ci)
     return m, np.clip(lo, lo_end, hi_end), np.clip(hi, lo_end, hi_end)
+
+
+def cluster_share(shares, counts, ci=CI):
+    """mean, lo, hi (each (...)) of a share over models (the mean of the per-model shares) with an interval inside
+    [0, 1] that carries the spread between models: Korn & Graubard's (1998) Clopper–Pearson interval at the
+    effective number of trials n* = p̄(1 − p̄)/v̂ (v̂ = s²/M, the between-model variance of the mean; the pooled
+    count Σ n_m where the models agree exactly, and never more), scaled by (z/t_{M−1})² for the M − 1 df of v̂,
+    with p̄·n* successes. shares, counts (M, ...): per model its share and the trials it is a share of. NaN where
+    a model's share is NaN, a count is 0, or fewer than 2 models."""
+    p, n = np.asarray(shares, np.float64), np.asarray(counts, np.float64)
+    m = p.shape[0]
+    mean = p.mean(0)
+    if m < 2:
+        nan = np.full(mean.shape, np.nan)
+        return mean, nan, nan
+    v = p.var(0, ddof=1) / m
+    total = n.sum(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        n_eff = np.where(v > 0, np.minimum(mean * (1 - mean) / v, total), total)
+    n_eff = n_eff * (stats.norm.ppf(0.5 + ci / 2) / stats.t.ppf(0.5 + ci / 2, m - 1)) ** 2
+    x, a = mean * n_eff, (1 - ci) / 2
+    with np.errstate(invalid="ignore"):
+        lo = np.where(mean > 0, stats.beta.ppf(a, x, n_eff - x + 1), 0.0)
+        hi = np.where(mean < 1, stats.beta.ppf(1 - a, x + 1, n_eff - x), 1.0)
+    bad = ~np.isfinite(mean) | np.any(n <= 0, axis=0)
+    return np.where(bad, np.nan, mean), np.where(bad, np.nan, lo), np.where(bad, np.nan, hi)
 
 
 def why_undefined(reasons, names):

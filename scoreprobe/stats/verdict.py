@@ -11,8 +11,13 @@ At one threshold (`word_at`):
     supported      the interval lies inside the region
     contradicted   the interval and the region do not overlap
     undecided      the interval straddles an end of the region
-    budget-bound   censored and straddling: a longer budget could decide it, these runs cannot
-    undefined      no interval (NaN at either end): never read as a word
+    budget-bound   censored and straddling, the runs that did not reach it still rising (or flat) at their
+                   budget: a longer budget could decide it, these runs cannot
+    not reached and falling
+                   censored and straddling, every run that did not reach it peaked and fell below it within
+                   its budget (`falling`, from `scoreprobe.stats.budget_trend`): not learned at this setting;
+                   a longer budget would not decide it
+    undefined      no interval (NaN at either end, or both ends infinite): never read as a word
 
 Over the curve (`verdict`) the paper's own threshold is read first, and its word is the verdict, with one
 exception: where it decides (supported or contradicted) and another threshold of the range decides the
@@ -27,7 +32,8 @@ import numpy as np
 from scoreprobe.errors import ConfigError
 from scoreprobe.limits import check_flags
 
-WORDS = ("supported", "contradicted", "undecided", "budget-bound", "undefined", "threshold-dependent")
+FALLING = "not reached and falling"
+WORDS = ("supported", "contradicted", "undecided", "budget-bound", FALLING, "undefined", "threshold-dependent")
 _OPPOSITE = {"supported": "contradicted", "contradicted": "supported"}
 
 
@@ -40,6 +46,7 @@ class Reading:
     upper: float
     censored: bool
     word: str
+    falling: bool = False
 
 
 @dataclass(frozen=True)
@@ -59,31 +66,42 @@ class Verdict:
         return f"{head}; over {_span([r.threshold for r in self.readings], fmt)}: {tail}"
 
 
-def word_at(lower, upper, region, censored=False):
-    """The word of one interval [lower, upper] against the claimed region (lo, hi); ends may be ±inf."""
+def word_at(lower, upper, region, censored=False, falling=False):
+    """The word of one interval [lower, upper] against the claimed region (lo, hi); ends may be ±inf.
+    falling: (censored only) every run that did not reach the threshold peaked and fell below it."""
     lo, hi = region
-    if math.isnan(lower) or math.isnan(upper) or lower == math.inf or upper == -math.inf:
-        return "undefined"     # no interval, or one holding no finite value ([inf, inf]: no estimate)
+    if (math.isnan(lower) or math.isnan(upper) or lower == math.inf or upper == -math.inf
+            or (math.isinf(lower) and math.isinf(upper))):
+        return "undefined"     # no interval, or one holding no finite value ([inf, inf], [-inf, inf]: no estimate)
     if lower >= lo and upper <= hi:
         return "supported"
     if upper < lo or lower > hi:
         return "contradicted"
-    return "budget-bound" if censored else "undecided"
+    if not censored:
+        return "undecided"
+    return FALLING if falling else "budget-bound"
 
 
-def verdict(thresholds, estimate, lower, upper, *, region, paper_threshold, censored=None):
+def verdict(thresholds, estimate, lower, upper, *, region, paper_threshold, censored=None, falling=None):
     """The verdict of a claim "the effect lies in `region`" over a threshold curve.
 
     thresholds, estimate, lower, upper: (T,) sequences (the curve and its interval; NaN where undefined);
     censored: (T,) bools, True where the interval is a bound from runs that did not reach the threshold
-    (its open end ±inf); region: (lo, hi), lo < hi, either end may be ±inf (a one-sided claim);
+    (its open end ±inf); falling: (T,) bools, True where every run that did not reach the threshold peaked and
+    fell below it within its budget (read only where censored; `scoreprobe.stats.budget_trend.falling_at`);
+    region: (lo, hi), lo < hi, either end may be ±inf (a one-sided claim);
     paper_threshold: the paper's own threshold, one of `thresholds`.
     Returns a `Verdict` (word, the paper's Reading, every Reading in threshold order).
     """
     t, est, lo_, hi_, cens = _checked(thresholds, estimate, lower, upper, censored, region)
+    fall = np.zeros(t.size, bool) if falling is None else check_flags(falling, "verdict: falling")
+    if fall.size != t.size:
+        raise ConfigError(f"verdict: falling must have one flag per threshold ({t.size}), got {fall.size}")
+    fall = fall & cens
     order = np.argsort(t)
     readings = tuple(Reading(float(t[i]), float(est[i]), float(lo_[i]), float(hi_[i]), bool(cens[i]),
-                             word_at(float(lo_[i]), float(hi_[i]), region, bool(cens[i]))) for i in order)
+                             word_at(float(lo_[i]), float(hi_[i]), region, bool(cens[i]), bool(fall[i])),
+                             bool(fall[i])) for i in order)
     paper = _paper_reading(readings, paper_threshold)
     word = paper.word
     if word in _OPPOSITE and any(r.word == _OPPOSITE[word] for r in readings):
@@ -125,6 +143,8 @@ def _evidence(r, fmt):
         return "no estimate"
     if r.censored:
         side = f"> {fmt.format(r.lower)}" if math.isinf(r.upper) else f"< {fmt.format(r.upper)}"
+        if r.falling:
+            return f"{side}; not reached: the runs that miss it peaked and fell below it within their budget"
         return f"{side}, censored at the budget"
     return f"{fmt.format(r.estimate)} [{fmt.format(r.lower)}, {fmt.format(r.upper)}]"
 

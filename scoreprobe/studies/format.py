@@ -168,9 +168,23 @@ def slope_cell(row):
     'b [lo, hi] (n = k, c censored)', why it is undefined, or the under-resolved text."""
     if row.get("under_resolved"):
         return under_text(row)
+    runs = _runs_text(row)
     if math.isnan(row["b"]):
-        return f"undefined ({row['method']}; {row['n']} runs, {row['n_censored']} censored)"
-    return f"{row['b']:.2f} {ci_text(row['b_ci'], 2, open_end='unbounded')} (n = {row['n']}, {row['n_censored']} censored)"
+        return f"undefined ({row['method']}; {row['n']} runs, {row['n_censored']} censored){runs}"
+    how = f"per-N means, {row['b_df']} df; " if "b_df" in row else ""
+    return f"{row['b']:.2f} {ci_text(row['b_ci'], 2, open_end='unbounded')} ({how}n = {row['n']}, {row['n_censored']} censored){runs}"
+
+
+def _runs_text(row):
+    """'; lack of fit F(2, 8) = 9.86, p = 0.007; runs as units 1.27 [1.19, 1.35]' (rows before issue 73: '')."""
+    if "lack_of_fit" not in row:
+        return ""
+    lof = row["lack_of_fit"]
+    text = (f"; lack of fit F({lof['df'][0]}, {lof['df'][1]}) = {lof['F']:.2f}, p = {lof['p']:.3f}" if not lof["why"]
+            else f"; lack of fit not read ({lof['why']})")
+    if math.isfinite(row["b_runs"]):
+        text += f"; runs as units {row['b_runs']:.2f} {ci_text(row['b_ci_runs'], 2, open_end='unbounded')}"
+    return text
 
 
 def todo_text(runs, key, label):
