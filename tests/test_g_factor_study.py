@@ -43,7 +43,7 @@ def _planted(factor, g3_inf=(), seed=0, base=7.0):
 
 @pytest.fixture
 def fast(monkeypatch):
-    F = importlib.import_module("scoreprobe.stats.g_factor")
+    F = importlib.import_module("analyses.data_draws.g_factor")
     monkeypatch.setattr(F, "N_REP", 2000)
     monkeypatch.setattr(F, "N_REP_CENSORED", 30)
     return _analysis("data_draws.g_factor_md"), F

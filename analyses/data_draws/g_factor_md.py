@@ -1,12 +1,12 @@
 """The G factor's section of analyses/data_draws (markdown and JSON) from the readings of
-`scoreprobe.stats.g_factor`: the paper's threshold first, in the words of `scoreprobe.stats.verdict`, then the
+`analyses.data_draws.g_factor`: the paper's threshold first, in the words of `scoreprobe.stats.verdict`, then the
 curve, the coverage of every interval at this design and the censored estimates."""
 import math
 
 import numpy as np
 
 from scoreprobe.stats import budget_trend as BT
-from scoreprobe.stats import g_factor as Fa
+from analyses.data_draws import g_factor as Fa
 from scoreprobe.stats import curves as C
 from scoreprobe.studies.format import fmt, threshold_label
 from scoreprobe.stats.curves import curves_of
@@ -191,8 +191,8 @@ def censored_lines(rows):
 def cross_n_section(rows_by, rows):
     """(lines, JSON-able dict): the G factor where both arms reach the paper's threshold — G = 3 at each larger N
     (data seed 0) over G = 2 at the grid's N — and the G = 2 shift between its two grid N that the reading assumes
-    away (`scoreprobe.stats.g_factor_cross_n`)."""
-    from scoreprobe.stats import g_factor_cross_n as X
+    away (`analyses.data_draws.g_factor_cross_n`)."""
+    from analyses.data_draws import g_factor_cross_n as X
     grid = sorted(N for G, N in rows_by if G == 2 and (3, N) in rows_by)
     if not grid:
         return [], {}

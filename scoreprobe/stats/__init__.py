@@ -43,9 +43,6 @@ Readings several studies share (a study's own readings live in its folder, analy
     censored_slopes.py         slopes of ln τ on ln x over every run, with censoring; differences of slopes
     curves.py                  every scaling claim as a curve over thresholds, per run and pooled
     extrapolate.py             where a run that did not reach a threshold would reach it
-    g_factor.py                the G factor τ_rule(G = 3) / τ_rule(G = 2) over data and training seeds (one
-                               study's own: it moves to that study's folder after issue 73's merge)
-    g_factor_cross_n.py        the G factor where both arms reach the threshold (across N), and its assumption
     models_units.py            trained models × units tables per series (the battery over several models)
     paired_states.py           two measurements of one model from the same initial noises
     run_ci_fits.py             ratios and a power law from single runs' τ with their bootstrap CIs

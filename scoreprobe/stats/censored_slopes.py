@@ -1,4 +1,4 @@
-"""Slopes of ln τ on ln x over every run, with censoring (analyses/capacity_exponent, analyses/scaling): b of
+"""Slopes of ln τ on ln x over every run, with censoring (scaling exponents over N, widths, rules): b of
 τ ∝ x^b at each threshold by `censored.censored_fit` (a run that did not reach the threshold is censored at its
 last step: kept in the likelihood, not dropped), and the difference of two groups' slopes as the interaction of one
 fit (censored the same way)."""

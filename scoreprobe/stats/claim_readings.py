@@ -43,7 +43,7 @@ def from_curve(curve, paper_threshold=None):
 def from_readings(rows, paper_threshold):
     """A CurveReading of rows {threshold, kind, value, ci, falling?} where kind "bound" marks a censored lower
     bound: its estimate NaN, its interval [ci[0], inf] (a JSON null end reads NaN); `falling` (the runs missing it
-    peaked and fell, `scoreprobe.stats.g_factor`) False where a row does not say."""
+    peaked and fell, e.g. a G factor's bound) False where a row does not say."""
     bound = [r["kind"] == "bound" for r in rows]
     lo = [r["ci"][0] if r["ci"][0] is not None else math.nan for r in rows]
     hi = [math.inf if b else (r["ci"][1] if r["ci"][1] is not None else math.nan) for r, b in zip(rows, bound)]

@@ -1,5 +1,5 @@
-"""Ratios and a power law from single runs' τ with their bootstrap CIs (analyses/two_clocks: one run per
-configuration and seed, no pooling over seeds): τ_rule(G') / τ_rule(G) with a log-normal CI from the two runs'
+"""Ratios and a power law from single runs' τ with their bootstrap CIs (one run per configuration and seed,
+no pooling over seeds; the clock tables and figures of series of runs read them): τ_rule(G') / τ_rule(G) with a log-normal CI from the two runs'
 CIs (or a bound where the larger G is not reached), and τ_mem = a·N^b with the spread of b when each τ_mem is
 redrawn within its own CI. Rows: dicts with "G", "N", "seed", "steps", τ keys and their "<key>_ci"."""
 import math

@@ -2,7 +2,7 @@
 scoreprobe.stats.runs.run_stats: the grid of a configuration, its two-level split at every threshold with the
 interval's coverage at the configuration's own components, the censored estimate where some runs do not cross, the power of the component
 tests after Holm, and the G factor's two shortcuts (runs or data seeds as the units; the factor with both
-components is `g_factor.py`'s)."""
+components: `crossed_arms.crossed_difference`)."""
 import itertools
 import math
 

@@ -1,4 +1,4 @@
-"""The G factor (analyses/data_draws, reported by scoreprobe.reports.g_factor_md): τ_rule(G = 3) / τ_rule(G = 2) at one N over the rule thresholds, each arm
+"""The G factor of this study (reported by analyses/data_draws/g_factor_md.py): τ_rule(G = 3) / τ_rule(G = 2) at one N over the rule thresholds, each arm
 a crossed block of data seeds × training seeds (issue 54 items 1–3).
 
 Per threshold one reading:
