@@ -221,11 +221,12 @@ def _tb_run_is_file(work):
 def _nan_answer(work, result):
     """Each σ bucket the log leaves undefined (null) is NaN in the event file, not 0 and not left out."""
     from scoreprobe.training.tensorboard import read_events
+    from scoreprobe.training.trainlog import bucket_tag
     rec = json.loads((work / "run" / "train_log.jsonl").read_text().splitlines()[1])
     nulls = [k for k, v in rec["loss_by_sigma"].items() if v is None]
     got = [e[2] for e in read_events(result[0]) if e[1] == rec["step"] and "train/loss" in e[2]]
     assert nulls and len(got) == 1, (nulls, got)
-    assert all(got[0][f"train/loss_by_sigma/{k}"] != got[0][f"train/loss_by_sigma/{k}"] for k in nulls), got
+    assert all(got[0][f"train/loss_by_sigma/{bucket_tag(k)}"] != got[0][f"train/loss_by_sigma/{bucket_tag(k)}"] for k in nulls), got
 
 
 _NAN_API = _export_answer(_set("loss_by_sigma", "*", value=None), "", None)[0]

@@ -11,6 +11,7 @@ from scoreprobe.cli import main
 from scoreprobe.errors import ConfigError, DataError
 from scoreprobe.oracles import EmpiricalDenoiser, RuleDenoiser
 from scoreprobe.training.tensorboard import crc32c, event, export_tb, frame, masked_crc, read_events, records
+from scoreprobe.training.trainlog import bucket_tag
 
 
 def test_crc32c_matches_the_rfc_3720_check_values():
@@ -54,8 +55,8 @@ def test_export_writes_training_log_and_clocks_that_read_back(tmp_path):
         assert got["train/loss"] == pytest.approx(rec["loss"], rel=1e-6)      # float32 in the file
         assert got["heldout/loss"] == pytest.approx(rec["heldout"]["loss"], rel=1e-6)
         for k, v in rec["loss_by_sigma"].items():
-            assert math.isnan(got[f"train/loss_by_sigma/{k}"]) if v is None else \
-                got[f"train/loss_by_sigma/{k}"] == pytest.approx(v, rel=1e-6)
+            assert math.isnan(got[f"train/loss_by_sigma/{bucket_tag(k)}"]) if v is None else \
+                got[f"train/loss_by_sigma/{bucket_tag(k)}"] == pytest.approx(v, rel=1e-6)
     clk = read_events(files[1])
     curves = [e for e in clk[1:] if "clocks/rule_acc" in e[2]]
     assert [e[1] for e in curves] == [0, 50]

@@ -27,6 +27,7 @@ import numpy as np
 
 from scoreprobe.errors import ConfigError
 from scoreprobe.probes.wilson import wilson_interval
+from scoreprobe.training.trainlog import bucket_tag
 
 CURVES = ("rule_acc", "novel_valid", "mem_ratio")
 CLOCKS = ("tau_rule", "tau_novel", "tau_mem")
@@ -55,12 +56,12 @@ class LiveBoard:
         step = int(rec["step"])
         self._scalar("train/loss", rec["loss"], step)
         for bucket, v in (rec.get("loss_by_sigma") or {}).items():
-            self._scalar(f"train/loss_by_sigma/{bucket}", v, step)
+            self._scalar(f"train/loss_by_sigma/{bucket_tag(bucket)}", v, step)
         held = rec.get("heldout") or {}
         if "loss" in held:
             self._scalar("heldout/loss", held["loss"], step)
         for bucket, v in (held.get("loss_by_sigma") or {}).items():
-            self._scalar(f"heldout/loss_by_sigma/{bucket}", v, step)
+            self._scalar(f"heldout/loss_by_sigma/{bucket_tag(bucket)}", v, step)
         self.writer.flush()
 
     def log_clocks(self, step, part, tau, image_shape=None):

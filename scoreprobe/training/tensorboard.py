@@ -44,6 +44,7 @@ from pathlib import Path
 import warnings
 
 from scoreprobe.errors import ConfigError, DataError, ScoreprobeWarning
+from scoreprobe.training.trainlog import bucket_tag
 
 FILE_VERSION = "brain.Event:2"
 _MASK_DELTA = 0xA282EAD8
@@ -235,12 +236,12 @@ def _write_events(folder, data):
 def _log_scalars(rec):
     out = {"train/loss": rec["loss"]}
     for k, v in (rec.get("loss_by_sigma") or {}).items():
-        out[f"train/loss_by_sigma/{k}"] = v
+        out[f"train/loss_by_sigma/{bucket_tag(k)}"] = v
     held = rec.get("heldout") or {}
     if held:
         out["heldout/loss"] = held["loss"]
         for k, v in (held.get("loss_by_sigma") or {}).items():
-            out[f"heldout/loss_by_sigma/{k}"] = v
+            out[f"heldout/loss_by_sigma/{bucket_tag(k)}"] = v
     return {k: (math.nan if v is None else v) for k, v in out.items()}
 
 

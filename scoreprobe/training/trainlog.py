@@ -36,6 +36,13 @@ def bucket_labels(edges=SIGMA_EDGES):
     return [f"sigma<{fmt(edges[0])}", *inner, f"sigma>={fmt(edges[-1])}"]
 
 
+def bucket_tag(bucket):
+    """A bucket label as a TensorBoard tag part: 'sigma<0.1' -> 'sigma_lt_0.1', '0.1<=sigma<1' -> '0.1_le_sigma_lt_1',
+    'sigma>=1' -> 'sigma_ge_1' (tensorboardX would rewrite '<' and '=' to '_' on its own, losing the reading; the
+    live writer and export-tb use this one form)."""
+    return str(bucket).replace("<=", "_le_").replace(">=", "_ge_").replace("<", "_lt_").replace(">", "_gt_")
+
+
 def bucket_sums(loss, sigma, edges=SIGMA_EDGES):
     """Per-bucket loss sums and counts of one minibatch: a (2K,) float64 tensor [sums..., counts...].
 
