@@ -33,6 +33,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the checkout's scoreprobe, installed or not
+
 NEW_SEED, OLD_SEED = 0, 1
 
 
