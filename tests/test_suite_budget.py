@@ -67,6 +67,7 @@ def test_a_bad_budget_is_a_usage_error(monkeypatch, option, env, match):
         suite_budget._budget(config)
 
 
+@pytest.mark.slow   # a pytest run in a subprocess with 2 xdist workers (~16 s); CI's default run exercises the same path
 def test_under_xdist_the_controller_counts_every_worker(tmp_path):
     pytest.importorskip("xdist")
     code, out = _pytest(tmp_path, "-p", "xdist", "-n", "2", "--suite-budget", "0.3")
