@@ -17,8 +17,9 @@ ALPHA = 0.05
 
 def effects_across(per_model, kind, names, sites, sigmas):
     """Per σ and site, the last checkpoint's effect over models: mean, t CI, per-model values, the reason where
-    undefined, its rank within the σ (of n_ranked defined cells; top_mean the σ's largest mean), and Holm over the
-    family of all defined (σ, site) cells of this pair kind."""
+    undefined, its rank within the σ (of n_ranked defined cells; top_mean the σ's largest mean among them: an
+    undefined cell has no mean to compare; NaN when none is defined), and Holm over the family of all defined
+    (σ, site) cells of this pair kind."""
     e = np.array([per_model[n]["effects"][kind]["effect"] for n in names], np.float64)       # (M, σ, site)
     mean, lo, hi, p = t_summary(e)
     p_holm = adjust_family(p)
@@ -29,12 +30,13 @@ def effects_across(per_model, kind, names, sites, sigmas):
     bound = np.array([per_model[n]["effects"][kind]["half_step_is_bound"] for n in names], bool)
     hm, hlo, hhi, _ = t_summary(half)
     rank = ranks(mean)
+    n_ranked = np.isfinite(mean).sum(1)                                        # (σ,) defined cells per σ
+    top = [float(np.nanmax(m)) if n else np.nan for m, n in zip(mean, n_ranked)]   # NaN (undefined) cells skipped
     cells = []
     for s, sig in enumerate(sigmas):
         for j, site in enumerate(sites):
             cells.append({"sigma": float(sig), "site": site, "mean": mean[s, j], "ci": [lo[s, j], hi[s, j]],
-                          "rank": rank[s, j], "n_ranked": int(np.isfinite(mean[s]).sum()),
-                          "top_mean": float(np.nanmax(mean[s])) if np.isfinite(mean[s]).any() else np.nan,
+                          "rank": rank[s, j], "n_ranked": int(n_ranked[s]), "top_mean": top[s],
                           "per_model": e[:, s, j].tolist(), "p": p[s, j], "p_holm": p_holm[s, j],
                           "undefined": why[s, j], "half_over_tau": half[:, s, j].tolist(),
                           "half_is_bound": bound[:, s, j].tolist(), "half_step": steps[:, s, j].tolist(),

@@ -107,10 +107,9 @@ def _label(r2, best, dist, tests, names, level, min_r2, adjust):
     close = dist < DISTINCT if k > 1 else np.ones(len(best), bool)
     tested = ~(undefined | at_x | shrink | none | linear | close | (no_affine & (names[best] == "memorizer")))
     diffs = [tests["lead"]["diff"] - tests["lead"]["margin"]] + [t["diff"] for n, t in tests.items() if n != "lead"]
-    ps = [t["p"] for t in tests.values()]
     with np.errstate(invalid="ignore"):
         worse = np.any([~(np.nan_to_num(d, nan=1.0) > 0) for d in diffs], axis=0)   # a comparison the wrong way
-        p = np.where(worse, 1.0, np.nanmax(np.where(np.isnan(ps), -np.inf, ps), axis=0))
+        p = np.where(worse, 1.0, _raw_p(tests))
     p_adj = np.full(len(best), np.nan)
     p_adj[tested] = adjust_family(p[tested], adjust) if tested.any() else p_adj[tested]
     called = tested & (p_adj <= 1 - level)
@@ -162,7 +161,10 @@ def _calls(ds_or_list, var, level, margin, min_r2, adjust):
 
 
 def _raw_p(tests):
-    """The call's unadjusted p-value: the largest of its comparisons' (intersection–union)."""
+    """The call's unadjusted p-value: the largest of its comparisons' (intersection–union). A NaN p is a
+    comparison that does not apply to the cell (over_gaussian beside a leader other than the memorizer,
+    over_affine where the affine fit is undefined: such a memorizer is never tested, see _label) and is
+    skipped; every tested cell has the lead's p, so the maximum is over at least one."""
     ps = np.array([t["p"] for t in tests.values()])
     return np.nanmax(np.where(np.isnan(ps), -np.inf, ps), axis=0)
 
