@@ -48,7 +48,7 @@ def causal_check(series, cfg, clean, x, causal):
     sae = sp.train_sae(cache, cfg["d_sae"], site=site, k=cfg["k"], steps=cfg["sae_steps"], seed=0, progress=False)
     scores = sp.sae_scores(sae, cache, truth, site=site)
     matched, f1 = matched_latents(scores, n_groups)
-    live = [i for i in range(sae.d_sae) if i not in matched and not _dead(sae, cache, site, i)]
+    live = [i for i in np.flatnonzero(_fired(sae, cache, site)).tolist() if i not in matched]
     rng = np.random.default_rng(causal["seed"])
     randoms = [sorted(rng.choice(live, len(matched), replace=False).tolist()) for _ in range(causal["n_random"])]
     window = (sigma / 2, 2 * sigma)
@@ -70,11 +70,12 @@ def causal_check(series, cfg, clean, x, causal):
                 p_rank=(1 + at_least) / (len(arms)), p_min=1 / len(arms))
 
 
-def _dead(sae, cache, site, latent):
+def _fired(sae, cache, site):
+    """(d_sae,) bool: the latents active on at least one of the site's rows (encoded once)."""
     from scoreprobe.features.rows import site_rows
     with torch.no_grad():
-        f = sae.encode(torch.as_tensor(site_rows(cache, site).values))
-    return not bool((f[:, latent] > 0).any())
+        f = sae.encode(torch.as_tensor(site_rows(cache, site).values))              # (n, d_sae)
+    return (f > 0).any(0).numpy()
 
 
 def causal_md(c):

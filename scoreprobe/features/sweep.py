@@ -93,13 +93,13 @@ def _cell(cache, site, axes, key, d_sae, ground_truth, directions, out_dir, trai
         stem = "_".join(f"{d}{v:g}" if isinstance(v, float) else f"{d}{v}" for d, v in where.items()) or "cell"
         ckpt = Path(out_dir) / site / f"{stem}.state"
         ckpt.parent.mkdir(parents=True, exist_ok=True)
-    sae = train_sae(cache, d_sae, site=site, sae_steps=steps, sigmas=sigmas, checkpoint=ckpt, progress=False,
-                    **train_kw)
-    if ckpt is not None:
+    X = site_rows(cache, site, steps, sigmas)                   # (row, d_in): read once for training and scores
+    sae = train_sae(X, d_sae, checkpoint=ckpt, progress=False, **train_kw)
+    if ckpt is not None and not (ckpt.with_suffix("") / "cfg.json").is_file():   # cfg.json is written last
         save_sae(sae, ckpt.with_suffix(""))
     truth = ground_truth(step, sigma) if callable(ground_truth) else ground_truth
     dirs = directions(site, step, sigma) if callable(directions) else directions
-    return sae_scores(sae, cache, truth, dirs, site=site, steps=steps, sigmas=sigmas)
+    return sae_scores(sae, X, truth, dirs)
 
 
 def _assemble(scored, sites, axes):
