@@ -22,9 +22,9 @@ With several models a comparison holds only where BOTH units exclude a tie (inte
 the larger of the two, so the test keeps its level whichever source of variation dominates).
 """
 import numpy as np
-from scipy import stats as st
 
 from scoreprobe.probes import decompose_fit as fit
+from scoreprobe.stats.unit_intervals import t_summary
 
 N_FLIPS = 4000          # random sign flips of the points' differences per cell (seeded: the result is reproducible)
 
@@ -58,15 +58,10 @@ def r2_columns(model_res):
 
 
 def _t_test(x, level, axis):
-    """Mean, two-sided p-value of mean = 0, and the t interval of the mean along `axis` (NaN where n < 2)."""
-    n = x.shape[axis]
-    m = x.mean(axis)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        se = x.std(axis, ddof=1) / np.sqrt(n) if n > 1 else np.full(m.shape, np.nan)
-        t = np.where(se > 0, m / se, np.where(m == 0, 0.0, np.sign(m) * np.inf))
-    p = np.where(np.isfinite(se), 2 * st.t.sf(np.abs(t), max(n - 1, 1)), np.nan)
-    half = st.t.ppf(0.5 + level / 2, max(n - 1, 1)) * se
-    return m, p, m - half, m + half
+    """Mean, two-sided p-value of mean = 0, and the t interval of the mean along `axis` (NaN where n < 2):
+    `unit_intervals.t_summary` with `axis` as the units."""
+    m, lo, hi, p = t_summary(np.moveaxis(x, axis, 0), level)
+    return m, p, lo, hi
 
 
 def sign_flip_p(u):

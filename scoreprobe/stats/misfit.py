@@ -25,6 +25,7 @@ from scipy import stats
 from scoreprobe.errors import ConfigError
 from scoreprobe.limits import check_flags
 from scoreprobe.stats import censored as Cs
+from scoreprobe.stats.intervals import slope_interval
 
 
 def _groups(x):
@@ -101,11 +102,9 @@ def means_slope(x, y, censored=None, level=0.95):
         return {**nan, "why": f"fewer than 3 distinct x ({K}): no degree of freedom for the per-x means"}
     if np.any(np.isnan(means)):
         return {**nan, "why": "an x with every run censored: its mean is not identified"}
-    fit = stats.linregress(ux, means)
-    t = stats.t.ppf(0.5 + level / 2, K - 2)
-    return {"slope": float(fit.slope), "lower": float(fit.slope - t * fit.stderr),
-            "upper": float(fit.slope + t * fit.stderr), "intercept": float(fit.intercept), "K": int(K),
-            "df": int(K - 2), "why": ""}
+    fit = slope_interval(ux, means, level)                               # the K means as units, K − 2 df
+    return {"slope": fit["slope"], "lower": fit["slope_ci"][0], "upper": fit["slope_ci"][1],
+            "intercept": fit["intercept"], "K": int(K), "df": int(K - 2), "why": ""}
 
 
 def coverage(x, ratios, censored_share=0.0, n_rep=400, seed=0, level=0.95, runs=True):
