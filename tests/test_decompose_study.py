@@ -22,9 +22,12 @@ def test_decompose_study_smoke_plan_and_from_results(tmp_path, capsys):
     assert "decompose" not in res                                     # the one-model r² table is gone
     assert s["pairs"]["by_n"]["4"]["shared_train_max"] == 0           # the pairs' training sets are disjoint
     assert res["pairs"]["by_n"]["4"]["replicates"]["0"]["disjoint"]["steps"] == [40]
-    for fig in ("heatmap", "crossover", "disjoint"):
+    assert set(res["pairs_mem"]["by_n"]) == {"6"}                      # the small-N pairs past τ_mem (section 3b)
+    assert res["pairs_mem"]["by_n"]["6"]["replicates"]["0"]["disjoint"]["steps"] == [60]
+    for fig in ("heatmap", "crossover", "disjoint", "disjoint_mem"):
         assert (tmp_path / "res" / f"smoke_decompose_{fig}.png").stat().st_size > 1000
     md = (tmp_path / "res" / "smoke_decompose.md").read_text()
+    assert "## 3b. Disjoint training sets across the memorization boundary" in md
     (tmp_path / "res" / "smoke_decompose.md").unlink()
     assert study.main(args + ["--from-results"]) == 0
     assert (tmp_path / "res" / "smoke_decompose.md").read_text() == md

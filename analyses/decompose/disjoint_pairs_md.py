@@ -12,19 +12,37 @@ from scoreprobe.reports.interval_text import never as _f
 from scoreprobe.reports.interval_text import triple as _ci
 
 
-def pairs_findings(s):
-    """The disjoint-pairs headline lines (last measured step, σ = 1)."""
-    out, ceil = [], s["pairs"]["ceiling"]
-    for n, ps in s["pairs"]["by_n"].items():
+def pairs_findings(s, key="pairs"):
+    """The disjoint-pairs headline lines (last measured step, σ = 1) of s[key] (absent: none)."""
+    if key not in s:
+        return []
+    out, ceil = [], s[key]["ceiling"]
+    for n, ps in s[key]["by_n"].items():
         last, j = str(ps["steps"][-1]), _j1(ps["sigma"])
         d, fl = ps["disjoint"][last], ps["floor"]
         rule = ("every member reaches τ_rule" if ps["rule_learned"] else "NOT every member reaches τ_rule")
-        mem = "no member reaches τ_mem" if not ps["tau_mem_reached"] else f"τ_mem reached by {ps['tau_mem_reached']}"
+        mem = _mem_words(ps)
         out.append(f"- Disjoint pairs N = {n} at step {last} ({rule}; {mem}): cosine at σ = {ps['sigma'][j]:g} "
                    f"{_ci(d['cosine'][j])} over {d['n_pairs']} pairs, against the memorizers' floor "
                    f"{_ci(fl['cosine'][j])} and the rule oracle's ceiling {ceil['cosine'][j]:.0f}; same sample "
                    f"{_ci(d['sample_same'])} (floor {_ci(fl['sample_same'])}).")
     return out
+
+
+def _mem_words(ps):
+    """'no member reaches τ_mem' / 'every member reaches τ_mem' / 'τ_mem reached by a, b'."""
+    got = ps["tau_mem_reached"]
+    if not got:
+        return "no member reaches τ_mem"
+    return "every member reaches τ_mem" if len(got) == len(ps["clocks"]) else f"τ_mem reached by {', '.join(got)}"
+
+
+def _step_words(ps, step):
+    """Where a measured step lies against the members' clocks: how many are past τ_rule and past τ_mem."""
+    c = ps["clocks"].values()
+    rule = sum(1 for x in c if x["tau_rule"] is not None and x["tau_rule"] <= step)
+    mem = sum(1 for x in c if x["tau_mem"] is not None and x["tau_mem"] <= step)
+    return f"{rule} of {len(c)} members past their τ_rule, {mem} of {len(c)} past their τ_mem"
 
 
 def _j1(sigma):
@@ -82,19 +100,54 @@ def pairs_section(res, s, prefix):
          "training set). Agreement is read beside the members' rule clock, not as its proxy: agreement and rule "
          "recovery are separate transitions (Maillard & Goldt 2026). Intervals: 95%, t over the replicate pairs "
          "(2 df) or, for one pair, t over the points (cosine) and Wilson (shares).", "",
-         "An earlier version of this section paired models at N = 8 and 16, where neither member learns the rule "
-         "(τ_rule never reached), and read their agreement as a generalization test; it was not one: at such N two "
-         "perfect memorizers already agree substantially in cosine, and no member generalizes.", ""]
+         *_small_n_note(s), ""]
+    L += _n_blocks(pz)
+    L += ["Step 0 is not measured: the DiT's output layer starts at zero, so D = c_skip·x for every "
+          "initialization and any two members agree exactly there.", "", f"![pairs]({prefix}decompose_disjoint.png)", ""]
+    return L + mem_pairs_section(res, s, prefix)
+
+
+def _small_n_note(s):
+    """Why N = 8, 16 are not in this section (section 3b, when measured, has them past τ_mem)."""
+    where = ("section 3b measures them" if "pairs_mem" in s else "they are not measured in this json")
+    floors = ""
+    if "pairs_mem" in s:
+        fl = [(n, ps["floor"]["cosine"][_j1(ps["sigma"])]) for n, ps in s["pairs_mem"]["by_n"].items()]
+        floors = (" (the memorizers' cosine floor at σ = 1: "
+                  + ", ".join(f"{_ci(v, '{:.2f}')} at N = {n}" for n, v in fl) + ", below this section's)")
+    return ["An earlier version of this section paired models at N = 8 and 16, where no member learns the rule, "
+            "and read their agreement as a generalization test; it was not one, since no member generalizes. The "
+            "reason it gave for dropping them — that two memorizers already agree strongly there — was wrong: the "
+            f"floor is lower at small N{floors}. At small N the pairs answer another question: whether agreement "
+            f"falls when the members memorize; {where}, trained past τ_mem."]
+
+
+def mem_pairs_section(res, s, prefix):
+    """Section 3b: pairs at small N trained past τ_mem (res["pairs_mem"]; absent: nothing)."""
+    if "pairs_mem" not in s:
+        return []
+    q = dict(res["params"], **res["params"]["mem_pairs"])
+    L = ["## 3b. Disjoint training sets across the memorization boundary (small N)", "",
+         f"As section 3 (the same recipe, floor, ceiling and intervals) at N = {', '.join(map(str, q['pair_Ns']))}, "
+         f"{q['pair_steps']} steps, {q['pair_checkpoints']} checkpoints from step {q['pair_first']}: every member "
+         "is meant to pass its τ_mem within the run (the clock table says whether it does), so agreement is read "
+         "before and after memorization. A disjoint pair whose members both memorize tends to the floor (the two "
+         "training sets' memorizers); a same-data pair whose members both memorize tends to agree fully.", ""]
+    L += _n_blocks(s["pairs_mem"])
+    return L + [f"![pairs past τ_mem]({prefix}decompose_disjoint_mem.png)", ""]
+
+
+def _n_blocks(pz):
+    """Per N: the shared-image check, the clock table, and per measured step the agreement table and per-pair lines."""
+    L = []
     for n, ps in pz["by_n"].items():
         L += [f"### N = {n} per member", "",
               f"Training sets shared by two disjoint-data members: at most {ps['shared_train_max']} images. "
               + ("Every member reaches τ_rule." if ps["rule_learned"] else "**Not every member reaches τ_rule**: "
                  "agreement here is not measured where the rule is learned.")
               + (" No member reaches τ_mem within the run." if not ps["tau_mem_reached"] else
-                 f" τ_mem reached by {', '.join(ps['tau_mem_reached'])}."), "", *_clock_table(ps), ""]
+                 " " + _mem_words(ps).replace("every", "Every") + "."), "", *_clock_table(ps), ""]
         for step in map(str, ps["steps"]):
-            L += [f"Agreement at step {step}:", "", *_agreement_table(ps, step, pz["ceiling"]), "",
-                  *_per_pair_lines(ps, step), ""]
-    L += ["Step 0 is not measured: the DiT's output layer starts at zero, so D = c_skip·x for every "
-          "initialization and any two members agree exactly there.", "", f"![pairs]({prefix}decompose_disjoint.png)", ""]
+            L += [f"Agreement at step {step} ({_step_words(ps, int(step))}):", "",
+                  *_agreement_table(ps, step, pz["ceiling"]), "", *_per_pair_lines(ps, step), ""]
     return L

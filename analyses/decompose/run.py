@@ -12,6 +12,7 @@
 3. Disjoint pairs at N where the rule is learned (N = 120, 240; 3 replicate pairs each, one stacked
    ensemble): their clocks and their agreement per σ (`scoreprobe.probes.disjoint`) between a floor
    (the two training sets' memorizers) and a ceiling (the rule oracle with itself; a same-data pair).
+3b. The same at small N (N = 8, 16; preset "mem_pairs"), trained past τ_mem: agreement across memorization.
 
 Writes analyses/results/decompose.{md,json} and decompose_*.png.
 
@@ -22,6 +23,7 @@ Usage:
   python analyses/decompose --from-results          # rewrite md + figures from the json
   nohup nice -n 5 python analyses/decompose --pairs-only > /tmp/pairs.log 2>&1 &
                                                     # pairs (resumable) + crossover intervals into the json
+  python analyses/decompose --only pairs_mem        # one stage (or several, comma-separated) into the json
 """
 import argparse
 import json
@@ -40,6 +42,7 @@ from analyses.decompose.stages import (
     measure_excess_by_n,
     measure_models,
     measure_pairs,
+    mem_pair_params,
     train_pairs,
     with_clocks,
 )
@@ -57,7 +60,8 @@ PRESETS = {
                   pair_Ns=[4], pair_replicates=2, pair_same_data=[0], pair_heldout=16, pair_width=16, pair_depth=1,
                   pair_batch=8, pair_steps=40, pair_checkpoints=3, pair_first=10, pair_clock_samples=16,
                   pair_points=8, pair_samples=16, pair_planes=1, pair_res=4, pair_ode_steps=6,
-                  pair_sigmas=[0.5, 1.0], pair_measure_at=[40]),
+                  pair_sigmas=[0.5, 1.0], pair_measure_at=[40],
+                  mem_pairs=dict(pair_Ns=[6], pair_steps=60, pair_checkpoints=3, pair_first=10, pair_measure_at=[60])),
     "cpu": dict(steps=None, model_steps=[0, 607, 896, 1322, 1950, 2876, 4243, 6259, 9233, 13620, 24404, 36000],
                 closed_steps=[0, 100, 200, 350, 531, 736, 1019, 1412, 1955, 2708, 3750],
                 model_patch=[3, 5], model_boot=1000, sigmas=[0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0, 5.0], n_points=64,
@@ -69,7 +73,9 @@ PRESETS = {
                 pair_depth=4, pair_batch=96, pair_steps=7000, pair_checkpoints=10, pair_first=300,
                 pair_clock_samples=200, pair_points=64, pair_samples=200, pair_planes=2, pair_res=16,
                 pair_ode_steps=18, pair_sigmas=[0.1, 0.2, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0],
-                pair_measure_at=[1000, 3500, 7000]),
+                pair_measure_at=[1000, 3500, 7000],
+                mem_pairs=dict(pair_Ns=[8, 16], pair_steps=3000, pair_checkpoints=12, pair_first=30,
+                               pair_measure_at=[100, 400, 1000, 3000])),
 }
 
 
@@ -88,7 +94,12 @@ def parse_args(argv=None):
     ap.add_argument("--pairs-only", action="store_true",
                     help="only the disjoint pairs (train, resumable; measure) and the crossover intervals (τ_cross over "
                          "the cross_series, the excess over data seeds); the other sections are kept from the json")
-    return ap.parse_args(argv)
+    ap.add_argument("--only", type=lambda v: v.split(","), default=None, metavar="STAGE[,STAGE]",
+                    help=f"only these stages ({', '.join(STAGE_KEYS)}), merged into the existing json")
+    args = ap.parse_args(argv)
+    if args.only and not set(args.only) <= set(STAGE_KEYS):
+        ap.error(f"--only: unknown stage(s) {sorted(set(args.only) - set(STAGE_KEYS))}; choose from {list(STAGE_KEYS)}")
+    return args
 
 
 def plan(p, name):
@@ -109,7 +120,8 @@ def plan(p, name):
              f"depth {p['pair_depth']}, batch {p['pair_batch']}, {p['pair_steps']} steps, {p['pair_checkpoints']} "
              f"checkpoints; clocks with {p['pair_clock_samples']} samples; agreement at steps near "
              f"{p['pair_measure_at']} with {p['pair_samples']} samples, {p['pair_planes']} planes at res "
-             f"{p['pair_res']}; floor (memorizers) and ceiling (rule oracle) alike"]
+             f"{p['pair_res']}; floor (memorizers) and ceiling (rule oracle) alike",
+             f"  disjoint pairs past τ_mem: the same with {p['mem_pairs']}"]
     return "\n".join(lines)
 
 
@@ -119,7 +131,8 @@ STAGE_KEYS = {"models": ("sigmas", "n_points", "n_noise", "model_steps", "model_
               "excess_by_n": ("Ns", "excess_noise", "excess_seeds", "cross_sigmas"),
               "cross_ci": ("cross_series", "cross_ci_draws", "cross_ci_boot", "cross_ci_steps", "cross_sigmas"),
               "cross_ci_data": ("cross_data_seeds", "cross_data_steps", "cross_ci_draws", "cross_ci_boot", "cross_sigmas"),
-              "pairs": tuple(k for k in PRESETS["cpu"] if k.startswith("pair_"))}
+              "pairs": tuple(k for k in PRESETS["cpu"] if k.startswith("pair_")),
+              "pairs_mem": tuple(k for k in PRESETS["cpu"] if k.startswith("pair_"))}
 
 
 def cached_stage(runs_dir, key, p, fn, res, timings):
@@ -128,9 +141,35 @@ def cached_stage(runs_dir, key, p, fn, res, timings):
     res[key], timings[key] = cached_json(runs_dir / f"stage_{key}.json", {k: p[k] for k in STAGE_KEYS[key]}, fn)
 
 
+PAIRS_ONLY = ("excess_by_n", "cross_ci", "cross_ci_data", "pairs", "pairs_mem")
+
+
+def wanted(args):
+    """The stages this invocation computes (the others are kept from the json): --only's list, --models-only's,
+    --pairs-only's, or every stage."""
+    if args.only:
+        return set(args.only)
+    if args.models_only:
+        return {"models", "models_closed"}
+    if args.pairs_only:
+        return set(PAIRS_ONLY)
+    return set(STAGE_KEYS)
+
+
+def train_measure_pairs(q, key, rule, runs_dir, res, timings):
+    """Train (resumable) and measure one pairs stage (`key`: "pairs" or "pairs_mem" with its parameters `q`)."""
+    t = time.time()
+    dirs = train_pairs(q, rule, runs_dir)
+    timings[f"{key}_train"] = round(time.time() - t, 1)
+    first = runs_dir / ("train_seconds.json" if key == "pairs" else f"train_seconds_{key}.json")
+    if not first.is_file():                       # the run that trained them (a rerun finds them finished)
+        atomic_write_text(first, json.dumps({"seconds": timings[f"{key}_train"]}))
+    timings[f"{key}_train_first"] = json.loads(first.read_text())["seconds"]
+    cached_stage(runs_dir, key, q, lambda: measure_pairs(q, dirs), res, timings)
+
+
 def run(p, name, args, old=None):
-    """Every stage (cached per stage), or with --pairs-only the pairs and crossover-interval stages merged into
-    `old` (the existing json)."""
+    """Every stage (cached per stage), or those `wanted(args)` names merged into `old` (the existing json)."""
     import torch
     torch.set_num_threads(1)
     import scoreprobe as sp
@@ -139,7 +178,7 @@ def run(p, name, args, old=None):
     runs_dir.mkdir(parents=True, exist_ok=True)
     res = dict(old) if old else {}
     res.update({"preset": name, "params": p, "taus": clock_taus(ROOT / "checkpoints" / "parity-default")})
-    timings = dict(res.get("timings_s", {}))
+    timings, todo = dict(res.get("timings_s", {})), wanted(args)
     stages = {"models": lambda: measure_models(p, ROOT, runs_dir),
               "models_closed": lambda: measure_models(p, ROOT, runs_dir, "closed", train=name == "cpu"),
               "crossover": lambda: crossover_json(sp.crossover(series, sigmas=p["cross_sigmas"],
@@ -149,27 +188,19 @@ def run(p, name, args, old=None):
               "cross_ci": lambda: measure_cross_ci(p, ROOT, runs_dir),
               "cross_ci_data": lambda: measure_cross_ci_data(p, ROOT, runs_dir)}
     for key, fn in stages.items():
-        if args.models_only and not key.startswith("models"):
-            continue
-        if not (args.pairs_only and key in ("models", "models_closed", "crossover")):
+        if key in todo:
             cached_stage(runs_dir, key, p, fn, res, timings)
     for key, which in (("models", "open"), ("models_closed", "closed")):
         if key in res:
             res[key] = with_clocks(res[key], ROOT, which)
     res.pop("decompose", None)      # the one-model r² table of issue 38, replaced by the models stage
-    if args.models_only:
-        res["timings_s"] = timings
-        return res
     if args.no_pairs:
         return None
-    t = time.time()
-    dirs = train_pairs(p, series.config["rule"], runs_dir)
-    timings["pairs_train"] = round(time.time() - t, 1)
-    first = runs_dir / "train_seconds.json"       # the run that trained them (a rerun finds them finished)
-    if not first.is_file():
-        atomic_write_text(first, json.dumps({"seconds": timings["pairs_train"]}))
-    timings["pairs_train_first"] = json.loads(first.read_text())["seconds"]
-    cached_stage(runs_dir, "pairs", p, lambda: measure_pairs(p, dirs), res, timings)
+    rule = series.config["rule"]
+    if "pairs" in todo:
+        train_measure_pairs(p, "pairs", rule, runs_dir, res, timings)
+    if "pairs_mem" in todo:
+        train_measure_pairs(mem_pair_params(p), "pairs_mem", rule, runs_dir, res, timings)
     res["timings_s"] = timings
     res["torch_threads"] = torch.get_num_threads()
     return res
@@ -186,12 +217,14 @@ def main(argv=None):
         print(plan(p, name))
         return 0
     js = out / f"{prefix}decompose.json"
-    if (args.pairs_only or args.models_only) and not js.is_file():
-        raise SystemExit(f"--pairs-only / --models-only merge into {js}, which does not exist: run the whole study first")
+    merge = args.pairs_only or args.models_only or args.only
+    if merge and not js.is_file():
+        raise SystemExit(f"--pairs-only / --models-only / --only merge into {js}, which does not exist: run the whole "
+                         "study first")
     if args.from_results:
         res = json.loads(js.read_text())
     else:
-        old = json.loads(js.read_text()) if args.pairs_only or args.models_only else None
+        old = json.loads(js.read_text()) if merge else None
         res = run(p, name, args, old)
         if res is None:
             print(f"shipped-series stages cached under {args.runs}")

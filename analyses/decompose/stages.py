@@ -16,6 +16,8 @@ excess      the generalizer's excess over the memorizer as a function of N over 
             beside τ_mem(N) measured by analyses/two_clocks.
 pairs       DiTs on disjoint training sets at N where the rule is learned (one stacked ensemble), their clocks and
             their agreement between a floor and a ceiling (`scoreprobe.stats.disjoint_pairs`).
+pairs_mem   the same at small N (p["mem_pairs"] overrides the pair_* sizes), trained past τ_mem: agreement across the
+            memorization boundary.
 """
 import dataclasses
 import json
@@ -152,6 +154,11 @@ def train_pairs(p, rule_spec, runs_dir):
     dirs = [str(Path(runs_dir) / name) for name, _ in members]
     train_ensemble([c for _, c in members], dirs, device="cpu")
     return {name: d for (name, _), d in zip(members, dirs)}
+
+
+def mem_pair_params(p):
+    """The preset `p` with its pair_* sizes replaced by p["mem_pairs"]: the pairs trained past τ_mem at small N."""
+    return {**p, **p["mem_pairs"]}
 
 
 def measure_pairs(p, dirs):

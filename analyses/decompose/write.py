@@ -28,6 +28,8 @@ def summaries(res):
            "gap_closed": gap_closed(cross, res["taus"]),
            "excess_slope_N": loglog_slope(ex["N"], ex["excess"]), "excess_slopes": excess_slopes(ex),
            "pairs": pairs_summary(res["pairs"])}
+    if res.get("pairs_mem"):
+        out["pairs_mem"] = pairs_summary(res["pairs_mem"])
     meas = ex.get("tau_mem_measured") or {}
     if meas:
         ns = sorted(int(n) for n in meas)
@@ -41,7 +43,7 @@ def findings(res, s):
                                                                               SERIES_TEXT)
     if res.get("models_closed"):
         out += models_findings(res["models_closed"], s, res["taus"], SERIES_TEXT, "models_closed")
-    out += cross_findings(res, s) + pairs_findings(s)
+    out += cross_findings(res, s) + pairs_findings(s) + pairs_findings(s, "pairs_mem")
     return out
 
 
@@ -69,7 +71,7 @@ def markdown(res, s, prefix):
 
 
 def write_all(res, out, prefix=""):
-    """The json (with its summary), the four figures and the md under `out` -> the summary."""
+    """The json (with its summary), the figures and the md under `out` -> the summary."""
     s = summaries(res)
     res_s = dict(res, summary=s)
     atomic_write_text(out / f"{prefix}decompose.json", json.dumps(res_s, indent=1))
@@ -79,5 +81,8 @@ def write_all(res, out, prefix=""):
         save_figure(plot_calls_map(res["models_closed"]), out / f"{prefix}decompose_heatmap_closed.png", dpi=110)
     save_figure(plot_crossover(res, s), out / f"{prefix}decompose_crossover.png", dpi=110)
     save_figure(plot_disjoint_pairs(s), out / f"{prefix}decompose_disjoint.png", dpi=110)
+    if "pairs_mem" in s:
+        save_figure(plot_disjoint_pairs({"pairs": s["pairs_mem"]}), out / f"{prefix}decompose_disjoint_mem.png",
+                    dpi=110)
     atomic_write_text(out / f"{prefix}decompose.md", markdown(res, s, prefix))
     return s

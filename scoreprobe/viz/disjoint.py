@@ -39,6 +39,9 @@ def plot_disjoint_pairs(s):
         _band(bot, steps, [ps["disjoint"][str(v)]["sample_same"] for v in ps["steps"]], "#d62728",
               "disjoint pairs: same sample", "s")
         bot.plot([], [], "-", color="grey", label="members' rule_acc (clocks)")
+        mems = [c["tau_mem"] for c in ps["clocks"].values() if c.get("tau_mem") is not None]
+        for k, t in enumerate(mems):
+            bot.axvline(t + 1, color="#2ca02c", ls=":", lw=0.9, label="members' τ_mem" if k == 0 else None)
         bot.set(xscale="log", ylim=(-0.05, 1.05), xlabel="training step + 1", title="agreement beside the rule clock")
         bot.legend(fontsize=6)
     return fig

@@ -1,0 +1,63 @@
+"""analyses/decompose's pairs past τ_mem (section 3b) from a json alone, and its --only stage selector."""
+import copy
+import functools
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_analyses import _analysis
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _with_mem_pairs():
+    return copy.deepcopy(_planted())
+
+
+@functools.lru_cache(maxsize=1)
+def _planted():
+    """The shipped json with its N = 120 pairs posing as a pairs_mem stage in which member n120-r0-b memorizes at
+    step 2000 (a planted clock: the md must place each measured step against it)."""
+    _analysis("decompose")
+    res = json.loads((ROOT / "analyses" / "results" / "decompose.json").read_text())
+    res.pop("summary", None)
+    mem = copy.deepcopy(res["pairs"])
+    mem["by_n"] = {"8": mem["by_n"]["120"]}
+    mem["by_n"]["8"]["clocks"]["n120-r0-b"]["tau_mem"] = 2000.0
+    res["pairs_mem"] = mem
+    res["params"] = dict(res["params"], mem_pairs=dict(pair_Ns=[8], pair_steps=7000, pair_checkpoints=10,
+                                                       pair_first=300, pair_measure_at=[1000, 3500, 7000]))
+    return res
+
+
+def test_section_3b_reads_each_step_against_the_members_clocks():
+    from analyses.decompose.write import markdown, summaries
+    res = _with_mem_pairs()
+    s = summaries(res)
+    md = markdown(res, s, "")
+    assert "## 3b. Disjoint training sets across the memorization boundary" in md
+    sec = md[md.index("## 3b."):]
+    assert "τ_mem reached by n120-r0-b" in sec
+    assert "(0 of 7 members past their τ_rule, 0 of 7 past their τ_mem)" in sec       # step 1025 < 2000
+    assert "1 of 7 past their τ_mem)" in sec                                           # step 3500 > 2000
+    floor = s["pairs_mem"]["by_n"]["8"]["floor"]["cosine"][5][0]                        # σ = 1
+    assert f"{floor:.2f}" in md[md.index("An earlier version"):md.index("## 3b.")]     # the floor, not a claim
+    assert "two memorizers already agree strongly there — was wrong" in md
+
+
+def test_without_pairs_mem_there_is_no_section_3b():
+    from analyses.decompose.write import markdown, summaries
+    res = _with_mem_pairs()
+    res.pop("pairs_mem")
+    md = markdown(res, summaries(res), "")
+    assert "## 3b." not in md and "they are not measured in this json" in md
+
+
+def test_only_refuses_an_unknown_stage(capsys):
+    run = __import__("analyses.decompose.run", fromlist=["parse_args"])
+    with pytest.raises(SystemExit) as e:
+        run.parse_args(["--only", "pairs_mem,bogus"])
+    assert e.value.code == 2 and "bogus" in capsys.readouterr().err
+    assert run.wanted(run.parse_args(["--only", "pairs_mem"])) == {"pairs_mem"}
+    assert run.wanted(run.parse_args(["--pairs-only"])) >= {"pairs", "pairs_mem"}
