@@ -1,6 +1,7 @@
 """python analyses/circuits --smoke (issue #37): the study end to end at toy size, and --from-results."""
 import pytest
 import json
+from pathlib import Path
 
 from tests.test_analyses import _analysis
 
@@ -59,3 +60,17 @@ def test_gpt_series_smoke_patches_with_the_logit_metric(tmp_path):
     (tmp_path / "circuits_gpt_smoke.md").unlink()
     circuits.main(["--series", "gpt", "--smoke", "--out", str(tmp_path), "--from-results"])
     assert (tmp_path / "circuits_gpt_smoke.md").read_text() == md
+
+
+def test_gpt_md_ranks_each_shown_cell_among_its_readings_defined_sites():
+    """circuits_gpt.md from the shipped json: every shown cell carries its rank by mean effect among the reading's
+    defined sites, recomputed here from the json's cells (a Holm p is read beside the effect's size)."""
+    from analyses.circuits import circuits_gpt_md
+    res = json.loads((Path(__file__).resolve().parents[1] / "analyses" / "results" / "circuits_gpt.json").read_text())
+    md = circuits_gpt_md.markdown(res, "x")
+    for kind in ("rule", "copy"):
+        for read in res["read_steps"]:
+            defined = sorted((c for c in res["across"][kind]["cells"] if c["read"] == read and c["mean"] is not None),
+                             key=lambda c: -c["mean"])
+            for rank, c in enumerate(defined[:3], 1):
+                assert f"| {rank} of {len(defined)} | `{c['site']}` |" in md

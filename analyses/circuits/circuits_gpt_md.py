@@ -22,8 +22,8 @@ def _ranked(cells, read):
 def _table(res, kind):
     names, a = list(res["models"]), res["across"][kind]
     L = [f"**{kind} pairs** (family: {a['family']['what']}, {a['family']['size']} tests, Holm at "
-         f"{a['family']['alpha']}):", "", "| reading | step | contrast (logit units) | site | effect [95% t CI] | "
-         "per model | p_Holm |", "|---|---|---|---|---|---|---|"]
+         f"{a['family']['alpha']}):", "", "| reading | step | contrast (logit units) | rank | site | effect [95% t CI] | "
+         "per model | p_Holm |", "|---|---|---|---:|---|---|---|---|"]
     for read, step in res["read_steps"].items():
         con = a["contrast"][read]
         row = _ranked(a["cells"], read)
@@ -32,10 +32,10 @@ def _table(res, kind):
         head = next((c for c in defined if "[head=" in c["site"]), None)          # the best head, shown always
         for c in defined[:N_SHOW] + ([head] if head is not None and head not in defined[:N_SHOW] else []):
             L.append(f"| {READ_TEXT[read]} | {step} | {_n(con['mean'], '{:+.1f}')} {_ci(con['ci'], '{:+.1f}')} | "
-                     f"`{c['site']}` | {_n(c['mean'])} {_ci(c['ci'])} | {_models(c['per_model'], names)} | "
+                     f"{defined.index(c) + 1} of {len(defined)} | `{c['site']}` | {_n(c['mean'])} {_ci(c['ci'])} | {_models(c['per_model'], names)} | "
                      f"{_n(c['p_holm'], '{:.3f}')} |")
         if undefined:
-            L.append(f"| {READ_TEXT[read]} | {step} | | {len(undefined)} sites undefined | "
+            L.append(f"| {READ_TEXT[read]} | {step} | | | {len(undefined)} sites undefined | "
                      f"{'; '.join(sorted({c['undefined'] for c in undefined}))} | | |")
     return L + [""]
 
@@ -60,7 +60,9 @@ def markdown(res, made_by):
          "only at the group's last member — the bit parity fixes (`positions=` one-hot there). Models are the units: mean [95% t interval, "
          f"{len(names) - 1} df], per-model values, Holm over the stated family. `blocks.i` patches the block's "
          "attention and MLP outputs together (all positions), not the residual stream; a head is "
-         f"`blocks.i.attn.hook_z[head=h]`. Per reading: the {N_SHOW} largest effects and the largest head's.", ""]
+         f"`blocks.i.attn.hook_z[head=h]`. Per reading: the {N_SHOW} largest effects and the largest head's, each "
+         "with its rank among the reading's defined sites (by mean effect): a small p_Holm says the "
+         f"{len(names)} models agree, not that the effect is large.", ""]
     L += [f"Reading steps: {', '.join(f'{READ_TEXT[k]} {v}' for k, v in res['read_steps'].items())}.", ""]
     L += _table(res, "rule") + _table(res, "copy")
     L += ["Contrast over training (mean over models, logit units) at every patched checkpoint: " + "; ".join(
