@@ -77,3 +77,31 @@ def test_doubly_infinite_intervals_are_undefined_and_falling_flags_are_checked()
         sp.verdict([0.9], [1.0], [0.5], [2.0], region=(1, 2), paper_threshold=0.9, falling=["no"])
     with pytest.raises(ConfigError, match="one flag per threshold"):
         sp.verdict([0.9], [1.0], [0.5], [2.0], region=(1, 2), paper_threshold=0.9, falling=[True, False])
+
+
+def _row(name, acc):
+    steps = [100 * (k + 1) for k in range(len(acc))]
+    return {"run": name, "steps": steps[-1], "curve": {"step": steps, "rule_acc": list(acc),
+                                                        "mem_ratio": [0.0] * len(acc)}}
+
+
+def test_a_censored_pooled_tau_says_whether_its_unreached_seeds_fall_or_still_rise():
+    """stats.runs.pooled on planted seeds: a seed that never reaches 0.9 and whose rule accuracy peaked and fell
+    makes the bound 'not reached and falling'; one still rising makes it 'budget-bound'; all reached: no word."""
+    from scoreprobe.stats.runs import pooled
+    from scoreprobe.studies.format import pooled_cell
+    up = [0.1, 0.3, 0.6, 0.92, 0.95, 0.95, 0.96, 0.96]
+    peaked = [0.1, 0.5, 0.85, 0.88, 0.8, 0.7, 0.6, 0.55]
+    rising = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
+    draws = {"a": {"tau_rule": (350.0, np.full(20, 350.0))}, "b": {"tau_rule": (math.inf, np.full(20, math.inf))},
+             "c": {"tau_rule": (math.inf, np.full(20, math.inf))}}
+    fall = pooled([_row("a", up), _row("b", peaked)], draws, "tau_rule")
+    assert fall["lower_bound"] and fall["unreached_trend"] == "falling"
+    assert ", not reached and falling" in pooled_cell(fall)
+    rise = pooled([_row("b", peaked), _row("c", rising)], draws, "tau_rule")
+    assert rise["unreached_trend"] == "rising" and ", budget-bound" in pooled_cell(rise)
+    short = pooled([_row("b", peaked[:3])], draws, "tau_rule")             # too short to read a trend: no word
+    assert short["unreached_trend"] is None and "falling" not in pooled_cell(short)
+    draws["d"] = {"tau_rule": (400.0, np.full(20, 400.0))}
+    both = pooled([_row("a", up), _row("d", up)], draws, "tau_rule")
+    assert "unreached_trend" not in both and "budget" not in pooled_cell(both)

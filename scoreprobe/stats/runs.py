@@ -7,6 +7,9 @@ import math
 
 import numpy as np
 
+from scoreprobe.defaults import MEM_THRESHOLD, RULE_THRESHOLD
+from scoreprobe.errors import ConfigError
+from scoreprobe.stats.budget_trend import falling_at
 from scoreprobe.stats.extrapolate import extrapolate_tau
 from scoreprobe.stats.families import first_share, interval
 from scoreprobe.stats.curves import run_curves
@@ -18,6 +21,7 @@ N_BOOT_POOL = 2000      # hierarchical replicates per configuration
 TAU_KEYS = ("tau_rule", "tau_mem", "tau_novel")
 KEYS = TAU_KEYS + ("window_log10_width", "abruptness")
 LOG = {"window_log10_width": False, "abruptness": False}   # pooled as arithmetic means
+TREND = {"tau_rule": ("rule_acc", RULE_THRESHOLD), "tau_mem": ("mem_ratio", MEM_THRESHOLD)}   # curve, threshold
 
 
 def run_stats(name, run, info):
@@ -63,8 +67,27 @@ def pooled(rows, draws, key, seed=0):
         return windows(rows)
     log = LOG.get(key, True)
     points = [draws[r["run"]][key][0] for r in rows]
-    return pool_seeds(points, [draws[r["run"]][key][1] for r in rows], n_boot=N_BOOT_POOL, seed=seed, log=log,
-                      last_steps=[float(r["steps"]) for r in rows] if log else None)
+    out = pool_seeds(points, [draws[r["run"]][key][1] for r in rows], n_boot=N_BOOT_POOL, seed=seed, log=log,
+                     last_steps=[float(r["steps"]) for r in rows] if log else None)
+    if out.get("lower_bound") and key in TREND:
+        out["unreached_trend"] = unreached_trend(rows, points, key)
+    return out
+
+
+def unreached_trend(rows, points, key):
+    """Where the seeds that do not reach `key`'s threshold are heading at their budget (`budget_trend`):
+    "falling" (every one peaked and fell below the threshold: not learned at this setting, a longer run would not
+    decide it), "rising" (one is still rising or flat: budget-bound), None (a curve too short to read, or none
+    stored). rows: the runs (each with its "curve"); points: (R,) their τ, non-finite where unreached."""
+    curve, threshold = TREND[key]
+    reached = np.isfinite(np.asarray(points, np.float64))
+    if reached.all() or any(curve not in r.get("curve", {}) for r in rows):
+        return None
+    try:
+        fall = falling_at([(r["curve"]["step"], r["curve"][curve]) for r in rows], reached[:, None], [threshold])
+    except ConfigError:
+        return None
+    return "falling" if fall[0] else "rising"
 
 
 def windows(rows):

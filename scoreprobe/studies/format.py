@@ -29,9 +29,14 @@ def under_text(row):
     return f"under-resolved (crossed before step {fmt(row['under_resolved'])} in {row['n_under']} run(s))"
 
 
+TREND_WORDS = {"falling": ", not reached and falling", "rising": ", budget-bound"}   # stats.runs.unreached_trend
+
+
 def pooled_cell(p, digits=0):
     """'pooled [lo, hi] (s0 / s1 / s2)'; '> bound at a budget of T steps (…)' where some seed is censored (the
-    bound: unreached seeds at their last step; it grows with the budget); window widths: `window_cell`."""
+    bound: unreached seeds at their last step; it grows with the budget), followed by ', not reached and falling'
+    (every unreached seed peaked and fell below the threshold) or ', budget-bound' (one still rising) where the
+    runs' curves tell (`scoreprobe.stats.runs.unreached_trend`); window widths: `window_cell`."""
     if "n_open" in p:
         return window_cell(p, digits or 2)
     per = " / ".join("—" if not math.isfinite(v) else fmt(v, digits) for v in p["per_seed"])
@@ -39,6 +44,7 @@ def pooled_cell(p, digits=0):
         return f"{under_text(p)} ({per})"
     if p["lower_bound"]:
         budget = f" at a budget of {fmt(p['budget'])} steps" if p.get("budget") is not None else ""
+        budget += TREND_WORDS.get(p.get("unreached_trend"), "")
         est = p.get("censored_estimate")
         if est:   # some seeds crossed: the censored-normal estimate first, the bound beside it
             return (f"{fmt(est['value'], digits)} {ci_text(est['ci'], digits, open_end='unbounded')} censored fit, "
