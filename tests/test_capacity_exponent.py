@@ -197,3 +197,37 @@ def test_coverage_is_simulated_at_the_runs_design_and_kept_only_for_that_design(
     assert again.get([math.log(n) for n in (30, 30, 60, 60, 120, 120)], [0, 0, 0, 0, 0.5, 0.5]) == first
     again.store()
     assert len(json.loads(path.read_text())) == 1
+
+
+def test_every_pair_of_sizes_is_read_with_per_n_means_and_holm(tmp_path):
+    """pairwise_lines on three planted sizes: each pair's value is misfit.means_difference on its runs, the Holm p
+    is adjust_pvalues over the defined pairs, and a size with an N whose runs are all censored gives undefined
+    pairs that say why (no number)."""
+    from analyses.capacity_exponent import coverage as cov
+    from analyses.capacity_exponent.tables import J_PAPER, pairwise_lines
+    from scoreprobe.stats.misfit import means_difference
+    from scoreprobe.stats.pvalues import adjust_pvalues
+    rng = np.random.default_rng(2)
+    Ns = [30, 60, 120, 240]
+
+    def runs(b, censor_240=False):
+        out = []
+        for N in Ns:
+            for _ in range(2):
+                t = [0.0] * 6
+                t[J_PAPER] = math.inf if censor_240 and N == 240 else math.exp(b * math.log(N) + 2 + 0.1 * rng.standard_normal())
+                out.append({"meta": {"N": N}, "steps": 40000, "curves": {"tau_mem": t}})
+        return out
+    by = {"s": runs(1.3), "m": runs(1.1), "l": runs(1.2, censor_240=True)}
+    out = {}
+    lines = pairwise_lines(by, list(by), set(Ns), lambda r: r["meta"]["N"], cov.Cache(tmp_path / "c.json", "smoke"),
+                           out)
+    pw = {(x["a"], x["b"]): x for x in out["pairwise"]}
+    xy = {k: (np.log([r["meta"]["N"] for r in v]), np.log([r["curves"]["tau_mem"][J_PAPER] for r in v]), None)
+          for k, v in by.items() if k != "l"}
+    ref = means_difference(xy["s"], xy["m"])
+    assert pw[("s", "m")]["value"] == pytest.approx(ref["value"]) and pw[("s", "m")]["p"] == pytest.approx(ref["p"])
+    assert pw[("s", "m")]["p_holm"] == pytest.approx(float(adjust_pvalues([ref["p"], np.nan, np.nan])[0]))
+    assert pw[("s", "l")]["p_holm"] is None and "every run censored" in pw[("s", "l")]["why"]
+    assert "Holm over the 3 pairs" in lines[0] and "undefined (an x with every run censored" in lines[2]
+    assert pw[("s", "m")]["coverage_misfit"] is not None and "0.0" in pw[("s", "m")]["coverage_misfit"]

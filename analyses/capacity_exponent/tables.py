@@ -9,7 +9,13 @@ from analyses.capacity_exponent import coverage as cov
 from analyses.capacity_exponent import grid as grid_mod
 from scoreprobe.reports.study_md import header
 from scoreprobe.stats import curves as C
-from scoreprobe.stats.censored_slopes import censored_slope_curve, difference_text, slope_difference
+from scoreprobe.stats.censored_slopes import (
+    censored_slope_curve,
+    difference_text,
+    means_difference_text,
+    slope_difference,
+)
+from scoreprobe.stats.pvalues import adjust_pvalues
 from scoreprobe.stats.curves import curves_of
 from scoreprobe.stats.seeds import pool_seeds
 from scoreprobe.stats.thresholds import MEM_THRESHOLDS
@@ -139,9 +145,31 @@ def section_question(by, cache):
               f"{last['b']:.2f}; " + ("the intervals do not overlap: b falls with capacity" if apart else
                                       "the intervals overlap")
               + f" (the field: b = {FIELD_B:g}; the paper's reference DiT: {PAPER_B}).",
-              f"- the difference b({sizes[-1]}) − b({sizes[0]}) over the common N: {difference_text(diff)}.{cover}",
-              ""]
-    return lines, out
+              f"- the difference b({sizes[-1]}) − b({sizes[0]}) over the common N, every run a unit: "
+              f"{difference_text(diff)}.{cover}"]
+    return lines + pairwise_lines(by, sizes, common, n_of, cache, out) + [""], out
+
+
+def pairwise_lines(by, sizes, common, n_of, cache, out):
+    """Every pair of sizes' b difference over the common N with the per-N means as units, Holm over the pairs,
+    and the coverage of those intervals at each pair's design under misfit ratios (out["pairwise"])."""
+    pairs = [(a, b) for i, a in enumerate(sizes) for b in sizes[i + 1:]]
+    rows = {s: [r for r in by[s] if n_of(r) in common] for s in sizes}
+    diffs = [slope_difference(rows[a], rows[b], common, n_of)["means"] for a, b in pairs]
+    holm = adjust_pvalues([d["p"] for d in diffs])
+    out["pairwise"] = []
+    L = [f"- every pair of sizes over the common N with the per-N means as units (each size's mean ln τ_mem per N; "
+         f"Holm over the {len(pairs)} pairs):"]
+    for (a, b), d, ph in zip(pairs, diffs, holm):
+        x_a, sh_a = cov.size_design(rows[a], J_PAPER, n_of)[:2]
+        x_b, sh_b = cov.size_design(rows[b], J_PAPER, n_of)[:2]
+        c = cache.get_misfit_difference(x_a, x_b, sh_a, sh_b) if math.isfinite(d["value"]) else None
+        out["pairwise"].append({"a": a, "b": b, **d, "p_holm": None if np.isnan(ph) else float(ph),
+                                "coverage_misfit": c})
+        L.append(f"  - b({b}) − b({a}): {means_difference_text(d)}"
+                 + (f"; p_Holm {ph:.2g}" if np.isfinite(ph) else "")
+                 + (f"; coverage at this design {cov.difference_misfit_text(c)}" if c else "") + ".")
+    return L
 
 
 INTRO = ("Parity G = 2, the scaling study's recipe (12 000 views per training image, 20 log-spaced checkpoints, 1000 "

@@ -55,14 +55,27 @@ def capacity_lines(results):
         how = (f"a censored normal regression, {d['n_censored']} of {d['n']} runs censored at their budget, profile "
                "interval" if d.get("n_censored") else "least squares, t interval")
         cover = f"; coverage at this design {d['coverage']['coverage']:.3f}" if d.get("coverage") else ""
-        said = (f"b(largest) − b(smallest) over the common N: {d['value']:+.2f} [{lo:+.2f}, {hi:+.2f}] (one fit with a "
-                f"size × ln N term, {how}{cover}; memorization 0.1, one test): " + (
+        said = (f"b(largest) − b(smallest) over the common N, every run a unit: {d['value']:+.2f} [{lo:+.2f}, {hi:+.2f}] "
+                f"(one fit with a size × ln N term, {how}{cover}; memorization 0.1): " + (
                     "b is smaller for the larger model, toward the field's b = 1 — what a capacity effect near n* "
                     f"would give, read on {len(q['sizes'])} sizes only" if hi < 0 else
                                                                 "b is larger for the larger model" if lo > 0 else
                                                                 "no change of b with capacity is resolved"))
     design = [f"- {q['design']}"] if q.get("design") else []
-    return lines + ["", f"- {said}. {BONNAIRE}", *design, *_start_lines(c), *_excluded_lines(c), ""]
+    return lines + ["", f"- {said}. {BONNAIRE}", *_pairwise_lines(q), *design, *_start_lines(c), *_excluded_lines(c), ""]
+
+
+def _pairwise_lines(q):
+    """Every pair of sizes with the per-N means as units and Holm over the pairs (the reading that keeps its coverage
+    under a per-N misfit); [] where the json has none."""
+    pw = q.get("pairwise")
+    if not pw:
+        return []
+    parts = [f"b({x['b']}) − b({x['a']}) " + (f"{x['value']:+.2f} [{x['lower']:+.2f}, {x['upper']:+.2f}], p_Holm "
+                                              f"{x['p_holm']:.2g}" if x.get("p_holm") is not None else
+                                              f"undefined ({x['why']})") for x in pw]
+    return [f"- With the per-N means as units (an interval that keeps its coverage where each N deviates from the "
+            f"line; Holm over the {len(pw)} pairs of sizes): " + "; ".join(parts) + "."]
 
 
 def _excluded_lines(c):

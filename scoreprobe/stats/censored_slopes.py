@@ -9,7 +9,7 @@ from scipy import stats
 
 from scoreprobe.stats import curves as C
 from scoreprobe.stats.censored import censored_coef, censored_fit
-from scoreprobe.stats.misfit import lack_of_fit, means_slope
+from scoreprobe.stats.misfit import lack_of_fit, means_difference, means_slope
 
 
 def censored_slope_curve(rows, curves, xs, key="tau_mem", full=False):
@@ -47,22 +47,35 @@ def slope_difference(rows_a, rows_b, xs, x_of, key="tau_mem", threshold=0.1):
     term and a group × ln x term (one residual variance), the interaction's `censored.censored_coef` interval (a
     run that did not reach the threshold is censored at its last step, kept in the likelihood; with none censored
     least squares and its t interval, n − 4 df). NaN with its reason where a group has fewer than 3 crossed runs or
-    fewer than 2 distinct x among them (the crossed runs do not identify its slope)."""
+    fewer than 2 distinct x among them (the crossed runs do not identify its slope).
+    "means": the same difference with the per-(group, x) means as units (`misfit.means_difference`: an interval
+    that keeps its coverage where each x deviates from the line), the one to read."""
     j = list(C.thresholds_of(key)).index(threshold)
     pts = [(math.log(x_of(r)), g, r["curves"][key][j], r) for g, rs in ((0, rows_a), (1, rows_b))
            for r in rs if x_of(r) in xs]
     tau = np.array([p[2] if p[2] is not None else math.inf for p in pts], dtype=float)
     cens = ~np.isfinite(tau)
     x, g = np.array([p[0] for p in pts]), np.array([p[1] for p in pts], dtype=float)
+    y = np.log([float(p[3]["steps"]) if c else t for p, c, t in zip(pts, cens, tau)])   # censored at its budget
+    means = means_difference(*[(x[g == k], y[g == k], cens[g == k]) for k in (0, 1)])
     for grp in (0, 1):
         seen = x[(g == grp) & ~cens]
         if seen.size < 3 or np.unique(seen).size < 2:
-            return {"value": math.nan, "ci": [math.nan, math.nan], "n_censored": int(cens.sum()),
+            return {"value": math.nan, "ci": [math.nan, math.nan], "n_censored": int(cens.sum()), "means": means,
                     "why": "a group with fewer than 3 crossed runs or fewer than 2 distinct N among them"}
-    y = np.log([float(p[3]["steps"]) if c else t for p, c, t in zip(pts, cens, tau)])   # censored at its budget
     f = censored_coef(np.column_stack([np.ones_like(x), x, g, g * x]), y, cens, 3)
     return {"value": f["coef"], "ci": [f["lower"], f["upper"]], "df": f["df"], "n": f["n"],
-            "n_censored": f["n_censored"], "why": ""}
+            "n_censored": f["n_censored"], "means": means, "why": ""}
+
+
+def means_difference_text(m, larger="the larger model"):
+    """'+0.12 [-0.30, +0.54] (per-N means as units, t with 4 df; p 0.57): <which is larger>'; 'undefined (why)'."""
+    if not math.isfinite(m["value"]):
+        return f"undefined ({m['why']})"
+    side = f"b smaller for {larger}" if m["upper"] < 0 else f"b larger for {larger}" if m["lower"] > 0 else \
+        "the interval includes 0: no difference resolved"
+    return (f"{m['value']:+.2f} [{m['lower']:+.2f}, {m['upper']:+.2f}] (per-N means as units, t with {m['df']} df; "
+            f"p {m['p']:.2g}): {side}")
 
 
 def difference_text(d, larger="the larger model"):

@@ -107,6 +107,66 @@ def means_slope(x, y, censored=None, level=0.95):
             "intercept": fit["intercept"], "K": int(K), "df": int(K - 2), "why": ""}
 
 
+def means_difference(a, b, level=0.95):
+    """b's slope minus a's with the per-(group, x) means as units: each group's per-x means (`cell_means`), then
+    least squares over the K_a + K_b means with a group term and a group × x term, its t interval on
+    K_a + K_b − 4 df (one residual variance over the means).
+
+    a, b: (x, y, censored) of each group's runs ((n_g,) each; censored may be None).
+    Returns dict value, lower, upper, p (two-sided, difference 0), df, K (K_a, K_b), why ("" when defined; NaN
+    values otherwise: a group with fewer than 3 distinct x, or an x with every run censored)."""
+    cells = [cell_means(*g) for g in (a, b)]
+    K = [int(c[0].size) for c in cells]
+    nan = {"value": math.nan, "lower": math.nan, "upper": math.nan, "p": math.nan, "df": sum(K) - 4, "K": K}
+    if min(K) < 3:
+        return {**nan, "why": f"a group with fewer than 3 distinct x ({min(K)}): no degree of freedom for its means"}
+    if any(np.any(np.isnan(c[1])) for c in cells):
+        return {**nan, "why": "an x with every run censored: its mean is not identified"}
+    x = np.concatenate([c[0] for c in cells])
+    y = np.concatenate([c[1] for c in cells])
+    g = np.repeat([0.0, 1.0], K)
+    X = np.column_stack([np.ones_like(x), x, g, g * x])
+    beta, *_ = np.linalg.lstsq(X, y, rcond=None)
+    df = x.size - 4
+    se = math.sqrt(float(np.sum((y - X @ beta) ** 2)) / df * np.linalg.inv(X.T @ X)[3, 3])
+    half = stats.t.ppf(1 - (1 - level) / 2, df) * se
+    p = float(2 * stats.t.sf(abs(beta[3]) / se, df)) if se > 0 else math.nan
+    return {"value": float(beta[3]), "lower": float(beta[3] - half), "upper": float(beta[3] + half), "p": p,
+            "df": int(df), "K": K, "why": ""}
+
+
+def _draw(rng, ux, idx, share, rho):
+    """One simulated design: y (n,) = a per-x effect N(0, rho) + N(0, 1) per run, censored above each run's cut
+    (its x's marginal law at its censored share), and the censored flags."""
+    c = np.where(share > 0, stats.norm.isf(np.clip(share, 1e-300, 1)) * math.sqrt(1 + rho), math.inf)
+    y = rng.normal(0, math.sqrt(rho), ux.size)[idx] + rng.standard_normal(idx.size)
+    cens = y > c
+    return np.where(cens, c, y), cens
+
+
+def difference_coverage(x_a, x_b, share_a=0.0, share_b=0.0, ratios=(0,), n_rep=400, seed=0, level=0.95):
+    """Coverage of `means_difference`'s interval at a two-group design (x_a (n_a,), x_b (n_b,), censored shares
+    per run) with a random per-(group, x) effect of variance ratio·σ² per ratio, true difference 0.
+
+    Returns {ratio: dict means (coverage; a replicate without an interval counts as a miss), means_defined,
+    defined, n_rep}."""
+    xs = [np.asarray(v, dtype=float).reshape(-1) for v in (x_a, x_b)]
+    shares = [np.broadcast_to(np.asarray(s, dtype=float), x.shape) for s, x in zip((share_a, share_b), xs)]
+    groups = [_groups(x) for x in xs]
+    rng = np.random.default_rng(seed)
+    out = {}
+    for rho in ratios:
+        hits = defined = 0
+        for _ in range(n_rep):
+            sims = [_draw(rng, ux, idx, sh, rho) for (ux, idx), sh in zip(groups, shares)]
+            d = means_difference(*[(x, y, c) for x, (y, c) in zip(xs, sims)], level=level)
+            hits += d["lower"] <= 0 <= d["upper"]
+            defined += not d["why"]
+        out[float(rho)] = {"means": hits / n_rep, "means_defined": hits / defined if defined else math.nan,
+                           "defined": defined / n_rep, "n_rep": int(n_rep)}
+    return out
+
+
 def coverage(x, ratios, censored_share=0.0, n_rep=400, seed=0, level=0.95, runs=True):
     """Coverage of the runs' interval (least squares / `censored_fit` over every run) and of the per-x means'
     interval at the design x (n,) (its x and runs per x) with a random per-x effect of variance ratio·σ² per
@@ -121,13 +181,10 @@ def coverage(x, ratios, censored_share=0.0, n_rep=400, seed=0, level=0.95, runs=
     rng = np.random.default_rng(seed)
     out = {}
     for rho in ratios:
-        c = np.where(share > 0, stats.norm.isf(np.clip(share, 1e-300, 1)) * math.sqrt(1 + rho), math.inf)
         hits = np.zeros(2)
         flagged = defined = 0
         for _ in range(n_rep):
-            y = rng.normal(0, math.sqrt(rho), ux.size)[idx] + rng.standard_normal(x.size)
-            cens = y > c
-            y = np.where(cens, c, y)
+            y, cens = _draw(rng, ux, idx, share, rho)
             r = Cs.censored_fit(x, y, cens, level=level) if runs else {"lower": math.nan, "upper": math.nan}
             m = means_slope(x, y, cens, level=level)
             hits += [r["lower"] <= 0 <= r["upper"], m["lower"] <= 0 <= m["upper"]]
