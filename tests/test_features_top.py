@@ -91,3 +91,20 @@ def test_plot_top_activating_draws_each_latent_with_its_best_feature():
         sp.plot_top_activating(tops, clean[:, :3])                      # 3 pixels: not square
     with pytest.raises(ConfigError):
         sp.plot_top_activating(tops, clean[:5])                         # fewer rows than tops.row indexes
+
+
+def test_best_latents_ranks_by_the_best_f1_of_the_named_features():
+    sae, x = _planted_sae(), _rows()
+    truth = np.zeros((40, 3), bool)
+    truth[[7, 3, 21], 0] = True                         # "a0": exactly latent 0's rows -> F1 1
+    truth[[5, 30], 1] = True                            # "a1": 2 of latent 2's 3 rows -> F1 0.8
+    truth[:20, 2] = True                                # "b": a feature the prefix leaves out
+    scores = sp.sae_scores(sae, x, xr.DataArray(truth, dims=("sample", "feature"),
+                                                coords={"sample": np.arange(40), "feature": ["a0", "a1", "b"]}))
+    lat, feat, f1 = sp.best_latents(scores, 2, prefix="a")
+    assert lat.tolist() == [0, 2] and feat.tolist() == ["a0", "a1"] and f1.tolist() == [1.0, 0.8]
+    f = scores.f1.sel(feature=["a0", "a1"]).values
+    want = sorted(range(4), key=lambda i: (-np.nanmax(f[i]), i))
+    assert sp.best_latents(scores, 4, prefix="a")[0].tolist() == want
+    with pytest.raises(ConfigError):
+        sp.best_latents(scores, 2, prefix="zzz")

@@ -3,6 +3,7 @@
     tops = top_activating(sae, cache, k=8, site="blocks.2.hook_resid_post")   # Dataset (latent, rank)
     tops.row.sel(latent=17)          # the row indices of latent 17's 8 strongest activations, strongest first
     tops.sample.sel(latent=17)       # the same rows' `sample` coordinate (the input each row came from)
+    best_latents(sp.sae_scores(sae, cache, truth, site=site), 3, prefix="group")   # the 3 best parity latents
 
 Rows are ranked per latent by activation f_l(x) (sae.encode), highest first; equal activations are ordered by
 row index (lowest first), so the result is a function of the rows alone. Only rows where the latent is active
@@ -47,6 +48,24 @@ def top_activating(sae, activations, k=8, *, latents=None, site=None, steps=None
                    {"long_name": "the row's sample coordinate (-1: none)"}),
         "n_active": ("latent", (f > 0).sum(0), {"long_name": "rows on which the latent is active"}),
     }, coords={"latent": chosen, "rank": np.arange(k)}, attrs={"site": str(X.attrs.get("site")), "n_rows": int(n)})
+
+
+def best_latents(scores, n, prefix=""):
+    """(latents (m,), features (m,), f1 (m,)) the n latents (m = min(n, d_sae) that have a defined F1) with the
+    highest F1 against any feature whose name starts with `prefix`, best first, ties by lower latent index;
+    each with that feature and F1. scores : sp.sae_scores Dataset with f1 (latent, feature)."""
+    if "f1" not in scores:
+        raise ConfigError("best_latents needs sae_scores computed with ground_truth (its f1)")
+    names = [f for f in scores.feature.values if str(f).startswith(prefix)]
+    if not names:
+        raise ConfigError(f"no feature name starts with {prefix!r}")
+    f1 = scores.f1.sel(feature=names).values.astype(np.float64)                # (d_sae, n_names)
+    ok = np.isfinite(f1).any(1)
+    best = np.where(ok, np.nanmax(np.where(np.isfinite(f1), f1, -np.inf), 1), -np.inf)
+    chosen = [i for i in np.argsort(-best, kind="stable")[:n] if ok[i]]
+    which = [int(np.argmax(np.where(np.isfinite(f1[i]), f1[i], -np.inf))) for i in chosen]
+    return (np.asarray(chosen, dtype=np.int64), np.asarray([names[j] for j in which], dtype=object),
+            np.asarray([f1[i, j] for i, j in zip(chosen, which)], dtype=np.float64))
 
 
 def _latents(latents, d_sae):

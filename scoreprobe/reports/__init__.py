@@ -168,8 +168,9 @@ def write_atomic(path, text):
     atomic_write_text(path, text)
 
 
-def build(plan, device="cpu", progress=None, sources=None):
-    """Compute (or resume) what `plan` misses, then write the page to plan.out. Returns ReportResult."""
+def build(plan, device="cpu", progress=None, sources=None, saes=()):
+    """Compute (or resume) what `plan` misses, then write the page to plan.out (with a features section when
+    `saes`, SAE folders, are given: reports.features_section). Returns ReportResult."""
     from scoreprobe.reports.gather import gather
     from scoreprobe.reports.payload import section_payloads
     from scoreprobe.reports.render import page_html
@@ -183,6 +184,9 @@ def build(plan, device="cpu", progress=None, sources=None):
     if plan.gallery:
         from scoreprobe.reports.gallery import gallery_payload
         payloads["gallery"] = gallery_payload(plan.series, datasets, plan, device, paths)
+    if saes:
+        from scoreprobe.reports.features_section import features_payload
+        payloads["features"] = features_payload(plan.series, saes)
     title = f"scoreprobe report — {Path(plan.series.path).name}"
     text = page_html(title, _series_rows(plan.series, plan), payloads, notes, _provenance(plan, sources))
     if len(text.encode("utf-8")) > MAX_PAGE_BYTES:
@@ -194,7 +198,7 @@ def build(plan, device="cpu", progress=None, sources=None):
 
 
 def report(source=None, out="report.html", *, dataset=None, stores=(), cache=None, steps=None, sizes=None,
-           plane="auto", sections=PAGE_SECTIONS, device="cpu", progress=None, found=()):
+           plane="auto", sections=PAGE_SECTIONS, device="cpu", progress=None, found=(), saes=()):
     """Write one self-contained HTML page about a checkpoint series.
 
     Parameters
@@ -223,6 +227,9 @@ def report(source=None, out="report.html", *, dataset=None, stores=(), cache=Non
         is for a section the cache does not hold complete, if it holds this series' models at the
         report's settings for every checkpoint of the page (`reports.found`); the page names it, and
         each found store it did not use with the reason.
+    saes : SAE folders (sp.save_sae, sp.sae_sweep's out_dir cells) for a features section: each one's best
+        latents with their top-activating inputs (reports.features_section); one that cannot be shown is named
+        there with the reason.
 
     Returns
     -------
@@ -236,7 +243,8 @@ def report(source=None, out="report.html", *, dataset=None, stores=(), cache=Non
     estimate(plan, device)
     logging.getLogger(__name__).info("report: computing %s; about %.0f s", ", ".join(plan.todo) or "nothing",
                                      plan.seconds)
-    return build(plan, device=device, progress=progress)
+    saes = (saes,) if isinstance(saes, (str, os.PathLike)) else tuple(saes)
+    return build(plan, device=device, progress=progress, saes=saes)
 
 
 def _as_series(source, dataset):
