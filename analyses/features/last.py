@@ -128,7 +128,10 @@ def last_md(last, png_dir=""):
                          f"{_iv(b['mcc'], 3)} | {r['explained_variance']:.3f} |")
     highest = max(r["boot"]["best_f1"]["hi"] for rec in last["sites"].values() for r in rec["seeds"].values())
     lines += ["", f"The highest upper end of best group F1 over every site and seed: {highest:.2f} (coverage needs "
-              f"{F1_THRESHOLD}).", "", "## Each site's best latents and their top-activating inputs", "",
+              f"{F1_THRESHOLD}). The bootstrap of a maximum (the best of d_sae × 36 F1s) is biased upward: a resample "
+              "repeats rows, and with them chance coincidences of a latent and a group, so its interval may lie above "
+              "the point reading; as an upper bound it is generous, not tight.", "",
+              "## Each site's best latents and their top-activating inputs", "",
               f"Seed {o['seeds'][0]}'s {o['n_best']} latents with the highest F1 for any group feature; their "
               f"{o['k_top']} strongest rows (sample index: activation); the figure's titles name each latent's best "
               "feature of all (pixels and items included).", ""]

@@ -1,8 +1,9 @@
 """Does an SAE on the shipped DiT's residual stream find the rule's parity groups, and from which step on?
 
     python analyses/features --smoke --out /tmp/f    # < 3 min: 2 checkpoints, 1 site, short SAEs
-    python analyses/features                         # CPU preset: 6 checkpoints x 4 sites at σ 0.7, 16 min here (2 shared cores)
-    python analyses/features --last                  # only the last checkpoint's seeds, bootstrap, best latents
+    python analyses/features                         # CPU preset: 6 checkpoints x 4 sites at σ 0.7, 16 min here (2 shared cores), then --last's part
+    python analyses/features --last                  # only the last checkpoint's seeds, bootstrap, best latents:
+                                                     #   16 min here (12 SAEs, 400 probe refits; 2 cores shared)
     python analyses/features --from-results          # rewrite the .md from the .json (the PNGs are left as they are)
 
 Through the API only. Inputs: the 120 training items and held-out valid items (1024 rows in all), each
