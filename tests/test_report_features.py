@@ -55,3 +55,13 @@ def test_the_shipped_series_shows_an_saes_best_latents_with_their_top_inputs(tmp
     lat, feat, f1 = sp.best_latents(scores, 2, prefix="group")
     assert [(a, b) for a, b, _, _ in r["latents"]] == list(zip(lat.tolist(), feat.tolist()))
     assert r["explained_variance"] == float(scores.explained_variance) and len(r["png"]) > 100
+
+
+def test_the_regenerate_command_names_the_sae_folders(tmp_path):
+    import shlex
+    from scoreprobe.reports import command_line, make_plan
+    plan = make_plan(sp.load_series(), tmp_path / "r.html", steps=[36000], sections=("clocks",))
+    folder = tmp_path / "saes" / "a b"
+    args = shlex.split(command_line(plan, None, [folder]))
+    assert args[args.index("--sae") + 1] == str(folder) and args.count("--sae") == 1
+    assert "--sae" not in command_line(plan)
