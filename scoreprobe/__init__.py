@@ -75,6 +75,8 @@ _API = {
     "scoreprobe.features.truth": "probe_directions rule_features",
     "scoreprobe.features.steer": "latent_hook",
     "scoreprobe.features.synthetic": "planted_dictionary",
+    "scoreprobe.features.top": "best_latents top_activating",
+    "scoreprobe.viz.features": "plot_top_activating",
 }
 _WHERE = {name: module for module, names in _API.items() for name in names.split()}
 __all__ = sorted(_WHERE)

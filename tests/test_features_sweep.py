@@ -54,6 +54,8 @@ def test_a_rerun_with_out_dir_trains_nothing_and_a_callable_truth_is_per_cell(st
     first = sp.sae_sweep(ds, "hook_embed", 8, ground_truth=per_cell, out_dir=tmp_path, progress=False, **KW)
     assert sorted(seen) == [(1, 0.5), (1, 1.0), (2, 0.5), (2, 1.0)]
     assert (tmp_path / "hook_embed" / "step2_sigma0.5" / "cfg.json").is_file()
+    cfg = sp.load_sae(tmp_path / "hook_embed" / "step2_sigma0.5").config       # where its rows came from
+    assert (cfg["site"], cfg["step"], cfg["sigma"]) == ("hook_embed", 2, 0.5)
     monkeypatch.setattr(train_mod, "_loss", lambda *a, **k: (_ for _ in ()).throw(AssertionError("trained")))
     again = sp.sae_sweep(ds, "hook_embed", 8, ground_truth=truth, out_dir=tmp_path, progress=False, **KW)
     xr.testing.assert_identical(first, again)

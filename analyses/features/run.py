@@ -1,8 +1,10 @@
 """Does an SAE on the shipped DiT's residual stream find the rule's parity groups, and from which step on?
 
     python analyses/features --smoke --out /tmp/f    # < 3 min: 2 checkpoints, 1 site, short SAEs
-    python analyses/features                         # CPU preset: 6 checkpoints x 4 sites at σ 0.7, 16 min here (2 shared cores)
-    python analyses/features --from-results          # rewrite the .md from the .json
+    python analyses/features                         # CPU preset: 6 checkpoints x 4 sites at σ 0.7, 16 min here (2 shared cores), then --last's part
+    python analyses/features --last                  # only the last checkpoint's seeds, bootstrap, best latents:
+                                                     #   16 min here (12 SAEs, 400 probe refits; 2 cores shared)
+    python analyses/features --from-results          # rewrite the .md from the .json (the PNGs are left as they are)
 
 Through the API only. Inputs: the 120 training items and held-out valid items (1024 rows in all), each
 noised once at σ (seed 0, per-row noise). At each checkpoint and each site blocks.{i}.hook_resid_post
@@ -15,8 +17,10 @@ the pixel coverage (of 36) for comparison. MCC is read against the mean-differen
 ridge readouts: a least-squares readout in 720 dimensions from 512 rows leans on low-variance directions and is
 near-orthogonal to any decoder row (MCC 0.01-0.02 in a first run), whatever the SAE learned. The step at which groups appear: the first measured checkpoint
 from which the coverage stays >= 9 (half the groups), read against the series' τ_rule (its clocks.json).
-No interval: one SAE seed per cell (the SAE's own seed-to-seed spread is not measured here).
-Results: analyses/results/features_<preset>.{md,json}.
+One SAE seed per cell over training; at the last checkpoint (last.py) SAE seeds 0-2 and a bootstrap over the rows
+give each site's best group F1, coverage and MCC an interval, and each site's best latents are drawn with their
+top-activating inputs (sp.top_activating, sp.plot_top_activating).
+Results: analyses/results/features_<preset>.{md,json} and features_top_<preset>_blocks<i>.png.
 """
 import argparse
 import json
@@ -103,7 +107,8 @@ def report_md(report):
              f"of F1 >= {F1_MIN} for either polarity of the group's parity in the noisy input's bits. MCC: decoder "
              "rows against the 18 'group odd' mean-difference directions (sp.probe_directions). Probe acc: held-out "
              "accuracy of the linear readout of 'group odd', mean over groups, against always answering 'even' "
-             "(majority). Best F1: the best latent's F1 for the best group. One SAE seed per cell: no interval.", "",
+             "(majority). Best F1: the best latent's F1 for the best group. One SAE seed per cell over training; the last "
+             "checkpoint's seeds and bootstrap intervals are below.", "",
              f"## At the last checkpoint (step {last})", "",
              "| site | group coverage | best F1 | MCC | probe acc (majority) | pixel coverage | EV | L0 | dead | groups appear |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -121,6 +126,9 @@ def report_md(report):
         lines.append(f"| {step} | " + " | ".join(cells.get(s, "") for s in report["sites"]) + " |")
     lines += ["", f"'groups appear': the first measured step from which the coverage stays >= {APPEAR_SHARE:g} of "
               "the groups ('never': not within the measured steps).", ""]
+    if "last" in report:
+        from analyses.features.last import last_md
+        lines += last_md(report["last"])
     return "\n".join(lines)
 
 
@@ -134,6 +142,8 @@ def main(argv=None):
     p.add_argument("--out", default=str(ROOT / "analyses" / "results"))
     p.add_argument("--from-results", action="store_true")
     p.add_argument("--causal", action="store_true", help="the causal check only (causal.py): features_causal_<preset>")
+    p.add_argument("--last", action="store_true", help="only the last checkpoint's intervals and best latents "
+                   "(last.py), added to the existing features_<preset>.json")
     a = p.parse_args(argv)
     preset = "smoke" if a.smoke else "cpu"
     out = Path(a.out)
@@ -141,14 +151,45 @@ def main(argv=None):
     if a.causal:
         return causal_main(preset, out, a.from_results)
     path = out / f"features_{preset}.json"
-    if a.from_results:
+    if a.last and not path.is_file():
+        p.error(f"--last adds to {path}, which is not there: run the study first")
+    if a.from_results or a.last:
         report = json.loads(path.read_text())
     else:
         report = run(preset)
+    if not a.from_results:
+        report["last"] = last_main(report, out)
         atomic_write_text(path, json.dumps(json_ready(report), indent=1, sort_keys=True))
     md = report_md(report)
     atomic_write_text(out / f"features_{preset}.md", md)
     print(md)
+
+
+def last_main(report, out):
+    """The last checkpoint's seeds, bootstrap and best latents (last.py) for `report`; writes the PNG per site."""
+    from analyses.features.last import LAST, last_checkpoint
+    from scoreprobe.viz.common import save_figure
+    preset, cfg = report["preset"], report["config"]
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    series = sp.load_series()
+    clean, x = inputs(series, cfg["n_rows"], cfg["sigma"])
+    last, drawn = last_checkpoint(series, cfg, clean, x, LAST[preset], _summary)
+    shape = series.rule.image_shape[1:]
+    for site, (tops, scores) in drawn.items():
+        fig = sp.plot_top_activating(tops, clean, noisy=x.numpy(), scores=scores, image_shape=shape)
+        fig.suptitle(f"{site}, step {last['step']}\ntop-activating inputs: clean item, noisy x below", fontsize=8)
+        name = f"features_top_{preset}_{site.split('.hook')[0].replace('.', '')}.png"
+        save_figure(fig, out / name, dpi=90)
+        last["sites"][site]["png"] = name
+    table = {r["site"]: r for r in report["rows"] if r["step"] == last["step"]}
+    first = str(LAST[preset]["seeds"][0])
+    last["seed0_equals_table"] = all(
+        np.array_equal(last["sites"][s]["seeds"][first][key], table[s][key], equal_nan=True)
+        for s in drawn for key in ("group_best_f1", "mcc", "explained_variance"))
+    last["seconds"] = time.perf_counter() - t0
+    sys.stderr.write(f"features: last checkpoint's seeds and bootstrap done, {last['seconds']:.0f} s\n")
+    return last
 
 
 def causal_main(preset, out, from_results):

@@ -80,11 +80,14 @@ def _run_stores(series, given):
               help="Change a default size (repeatable, or 'A=1 B=2'): n_samples, n_steps, sigma_start, res, field_res, "
                    "retention_sigmas, retention_items, retention_noise, dsm_sigmas, dsm_noise, dsm_heldout, seed "
                    "(docs/definitions.md, 'The report page').")
+@click.option("--sae", "saes", multiple=True, type=click.Path(exists=True, file_okay=False),
+              help="An SAE folder (sp.save_sae, sp.sae_sweep's out_dir cells; repeatable): adds a features section "
+                   "with its best latents and their top-activating inputs.")
 @click.option("--sections", default="all", help="all, or some of clocks,basins,field,retention,dsm,gallery.")
 @click.option("--plane", "plane_spec", default="auto", help=PLANE_HELP)
 @device_option()
 @source_options
-def report(source, out, stores, cache, steps, sizes, sections, plane_spec, device):
+def report(source, out, stores, cache, steps, sizes, sections, plane_spec, device, saes):
     """One self-contained HTML page about the checkpoints of SOURCES (default: the shipped series):
     the series, the clocks, a gallery of samples, anchors and endpoints (click the basin map), basin
     evolution with a step slider, the score field, retention, the DSM loss by σ and the provenance. Opens offline (no server, nothing fetched). Stores already
@@ -107,7 +110,7 @@ def report(source, out, stores, cache, steps, sizes, sections, plane_spec, devic
                f"checkpoints, on {device}")
     for line in _announce(plan):
         click.echo(line)
-    result = build(plan, device=device, sources=None)
+    result = build(plan, device=device, sources=None, saes=saes)
     for section, note in result.notes:
         click.echo(f"note ({section}): {note}")
     click.echo(f"wrote {result.path} ({result.bytes / 1e6:.2f} MB) in {_duration(result.seconds)}")

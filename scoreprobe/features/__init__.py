@@ -6,6 +6,7 @@
     train.py      train_sae (resumable from a checkpoint= file)
     disk.py       save_sae / load_sae (SAELens's folder layout) and the training state
     sweep.py      sae_sweep: one SAE per (site, step, σ) of a cached store, scored, resumable
+    top.py        top_activating: each latent's top-activating rows (ties by row index; a dead latent: -1)
     synthetic.py  a planted dictionary (known directions, sparse codes) for validation
 
 Definitions and the validation numbers: docs/features.md.

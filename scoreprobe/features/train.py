@@ -63,8 +63,20 @@ def train_sae(activations, d_sae, *, arch="topk", k=None, l1=None, l0=None, seed
     keep = None if checkpoint is None else (lambda st: disk.write_state(checkpoint, dict(st, fingerprint=print_)))
     _fit(sae, xs, gen, cfg, progress, state, keep, save_every)
     _fold_scale(sae, c)
-    sae.config = dict(cfg, seed=int(seed), scale=c, n_rows=int(x.shape[0]), site=X.attrs.get("site"))
+    sae.config = dict(cfg, seed=int(seed), scale=c, n_rows=int(x.shape[0]), site=X.attrs.get("site"), **_where(X))
     return sae.eval()
+
+
+def _where(X):
+    """{"step": s, "sigma": σ} for each of the rows' step / σ coordinates that has one value (a cache_series cell):
+    where the SAE's rows came from, recorded in sae.config (and cfg.json) for the report's features section."""
+    out = {}
+    for dim in ("step", "sigma"):
+        if dim in X.coords:
+            values = np.unique(X[dim].values)
+            if values.size == 1:
+                out[dim] = values.item()
+    return out
 
 
 def _settings(x, d_sae, arch, k, l1, l0, steps, batch_size, lr):

@@ -92,8 +92,8 @@ def _parameterization_row(series, d, cfg, arch):
     return ("parameterization", f"{cfg.get('parameterization') or 'unknown'} ({how})")
 
 
-def command_line(plan, sources=None):
-    """The `scoreprobe report` command that regenerates the page of `plan`."""
+def command_line(plan, sources=None, saes=()):
+    """The `scoreprobe report` command that regenerates the page of `plan` (with `saes`: its SAE folders)."""
     from scoreprobe.loading.series import checkpoints_dir
     args = ["scoreprobe", "report"]
     shipped = Path(plan.series.path).resolve() == Path(checkpoints_dir()).resolve() / "parity-default"
@@ -116,6 +116,8 @@ def command_line(plan, sources=None):
     shown = tuple(plan.items) + (("gallery",) if plan.gallery else ())
     if shown != PAGE_SECTIONS:
         args += ["--sections", ",".join(shown)]
+    for folder in saes:
+        args += ["--sae", str(folder)]
     origin = getattr(plan.series, "origin", None)    # denoisers (scoreprobe.loading.usercode)
     if origin == "--denoiser":
         args[2:2] = ["--denoiser", plan.series.config["denoiser"], "--trust"]
@@ -129,7 +131,7 @@ def command_line(plan, sources=None):
     return line
 
 
-def _provenance(plan, sources):
+def _provenance(plan, sources, saes=()):
     import numpy
     import torch
     import xarray
@@ -141,7 +143,7 @@ def _provenance(plan, sources):
         rec = store_record(item.path)
         rec["origin"] = "found by its name, reused" if item.found else "given" if item.given else "report cache"
         stores[section] = rec
-    return {"version": __version__, "command": command_line(plan, sources),
+    return {"version": __version__, "command": command_line(plan, sources, saes),
             "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "sizes": {k: v for k, v in plan.sizes.items()}, "stores": stores,
             "packages": {"torch": torch.__version__, "numpy": numpy.__version__, "xarray": xarray.__version__,
@@ -168,8 +170,9 @@ def write_atomic(path, text):
     atomic_write_text(path, text)
 
 
-def build(plan, device="cpu", progress=None, sources=None):
-    """Compute (or resume) what `plan` misses, then write the page to plan.out. Returns ReportResult."""
+def build(plan, device="cpu", progress=None, sources=None, saes=()):
+    """Compute (or resume) what `plan` misses, then write the page to plan.out (with a features section when
+    `saes`, SAE folders, are given: reports.features_section). Returns ReportResult."""
     from scoreprobe.reports.gather import gather
     from scoreprobe.reports.payload import section_payloads
     from scoreprobe.reports.render import page_html
@@ -183,8 +186,11 @@ def build(plan, device="cpu", progress=None, sources=None):
     if plan.gallery:
         from scoreprobe.reports.gallery import gallery_payload
         payloads["gallery"] = gallery_payload(plan.series, datasets, plan, device, paths)
+    if saes:
+        from scoreprobe.reports.features_section import features_payload
+        payloads["features"] = features_payload(plan.series, saes)
     title = f"scoreprobe report — {Path(plan.series.path).name}"
-    text = page_html(title, _series_rows(plan.series, plan), payloads, notes, _provenance(plan, sources))
+    text = page_html(title, _series_rows(plan.series, plan), payloads, notes, _provenance(plan, sources, saes))
     if len(text.encode("utf-8")) > MAX_PAGE_BYTES:
         raise ConfigError(f"the page would take {len(text.encode()) / 2**20:.0f} MiB, more than the limit "
                           f"{MAX_PAGE_BYTES >> 20} MiB (scoreprobe.limits.MAX_PAGE_BYTES); nothing was written")
@@ -194,7 +200,7 @@ def build(plan, device="cpu", progress=None, sources=None):
 
 
 def report(source=None, out="report.html", *, dataset=None, stores=(), cache=None, steps=None, sizes=None,
-           plane="auto", sections=PAGE_SECTIONS, device="cpu", progress=None, found=()):
+           plane="auto", sections=PAGE_SECTIONS, device="cpu", progress=None, found=(), saes=()):
     """Write one self-contained HTML page about a checkpoint series.
 
     Parameters
@@ -223,6 +229,9 @@ def report(source=None, out="report.html", *, dataset=None, stores=(), cache=Non
         is for a section the cache does not hold complete, if it holds this series' models at the
         report's settings for every checkpoint of the page (`reports.found`); the page names it, and
         each found store it did not use with the reason.
+    saes : SAE folders (sp.save_sae, sp.sae_sweep's out_dir cells) for a features section: each one's best
+        latents with their top-activating inputs (reports.features_section); one that cannot be shown is named
+        there with the reason.
 
     Returns
     -------
@@ -236,7 +245,8 @@ def report(source=None, out="report.html", *, dataset=None, stores=(), cache=Non
     estimate(plan, device)
     logging.getLogger(__name__).info("report: computing %s; about %.0f s", ", ".join(plan.todo) or "nothing",
                                      plan.seconds)
-    return build(plan, device=device, progress=progress)
+    saes = (saes,) if isinstance(saes, (str, os.PathLike)) else tuple(saes)
+    return build(plan, device=device, progress=progress, saes=saes)
 
 
 def _as_series(source, dataset):

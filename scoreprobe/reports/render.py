@@ -43,6 +43,8 @@ SECTIONS = {
     "dsm": ("DSM loss by σ", "The denoising loss of training vs held-out items at each noise level; a "
             "positive gap (red) means held-out items are denoised worse, i.e. memorization, dots mark the "
             "smallest σ where the gap is significant.", ("DSM loss by",)),
+    "features": ("Features", "Sparse autoencoders given with the page (--sae): each one's best latents by F1 "
+                 "against the rule's features, with the inputs that make them fire hardest, clean and noisy.", ()),
     "provenance": ("Provenance", "What made this page: the scoreprobe version, the settings of every "
                    "analysis, the checksums its stores record, and the command that regenerates it.",
                    ("The report page",)),
@@ -225,6 +227,9 @@ def _sections(payloads, defs, notes, series_rows):
                               "{notes}</section>", name=name, title=SECTIONS[name][0], notes=_notes(notes, name)))
         if name == "retention" and "basins" in payloads:
             parts.append(Markup("</div>"))
+    if "features" in payloads:                          # only when SAEs were given (reports.features_section)
+        from scoreprobe.reports.features_section import features_body
+        parts.append(_section("features", features_body(payloads["features"]), defs, notes))
     return parts
 
 
@@ -254,5 +259,6 @@ def page_html(title, series_rows, payloads, notes, prov):
     defs = markdown.sections(markdown.definitions_text())
     parts = _sections(payloads, defs, notes, series_rows)
     parts.append(_section("provenance", _provenance(prov), defs, notes))
-    data = {k: v for k, v in payloads.items() if k != "dsm"}
-    return assemble(title, [(k, v[0]) for k, v in SECTIONS.items()], parts, data, _notes(notes, "page"))
+    data = {k: v for k, v in payloads.items() if k not in ("dsm", "features")}
+    nav = [(k, v[0]) for k, v in SECTIONS.items() if k != "features" or "features" in payloads]
+    return assemble(title, nav, parts, data, _notes(notes, "page"))
