@@ -7,7 +7,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from analyses.atp_agreement.run import _fmt, markdown
-from scoreprobe.stats.attribution_agreement import agreement, spearman
+from analyses.atp_agreement.attribution_agreement import agreement, attribution_sums, spearman
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "analyses" / "results"
@@ -32,3 +32,16 @@ def test_one_cell_by_hand():
 def test_a_constant_side_has_no_ranking():
     assert np.isnan(spearman([0.0, 0.0, 0.0], [1.0, 2.0, 3.0]))
     assert _fmt([0.5, float("nan")]) == "undefined in 1 of 2"
+
+
+def test_attribution_sums_are_the_patching_numerators():
+    import scoreprobe as sp
+    from scoreprobe.probes.circuits import copy_pairs
+    series = sp.load_series()
+    D = series.denoiser(series.steps[-1])
+    clean, corrupt = copy_pairs(series.dataset, 3)
+    sites = ["blocks.0", "blocks.1.attn.hook_z[head=0]"]
+    row = attribution_sums(D, clean, corrupt, 0.7, sites, seed=1)
+    ds = sp.patch(D, clean, corrupt, 0.7, sites=sites, seed=1)
+    np.testing.assert_allclose(row["exact"], ds.effect_numerator.sum("sample").values, atol=1e-6)
+    assert len(row["atp"]) == len(row["atp_star"]) == len(row["graddrop"]) == 2 and len(row["contrast"]) == 3

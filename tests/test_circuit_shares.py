@@ -1,15 +1,19 @@
 """Circuits readings (issue 73 item 6): each cell's rank and the size of the σ's largest effect beside its Holm p,
 and outcome shares over models with an interval inside [0, 1] that holds its coverage at 3 models (planted
 clustered binomials), where the t interval it replaces leaves [0, 1] and falls short at small shares."""
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from scoreprobe.reports import circuits_md
+from analyses.circuits import circuits_md
 from scoreprobe.stats import circuit_effects_across as A
 from scoreprobe.stats.unit_intervals import cluster_share, t_summary
+
+RESULTS = Path(__file__).resolve().parents[1] / "analyses" / "results"
 
 
 def test_cluster_share_by_hand_and_inside_the_unit_interval():
@@ -74,3 +78,14 @@ def test_a_holm_significant_small_cell_reads_with_its_rank_and_the_largest_effec
     e[1, 0, 1] = np.nan                                          # an undefined cell is not ranked
     cells, _ = A.effects_across(_per_model(e), "rule", ["s0", "s1", "s2"], ["a", "b", "c"], [1.5])
     assert math.isnan(cells[1]["rank"]) and cells[2]["rank"] == 2 and cells[2]["n_ranked"] == 2
+
+
+@pytest.mark.parametrize("name", ["circuits", "circuits_closed", "circuits_gpt"])
+def test_circuits_reports_regenerate_from_the_shipped_json(name):
+    from tests.test_analyses import _analysis
+    study = _analysis("circuits")
+    from analyses.circuits import circuits_gpt_md
+    res = json.loads((RESULTS / f"{name}.json").read_text())
+    md = (circuits_gpt_md.markdown(res, study.GPT_COMMAND) if name == "circuits_gpt" else
+          circuits_md.markdown(res, study.SERIES_WHO, study.RESULT_NAME, study.COMMAND))
+    assert md == (RESULTS / f"{name}.md").read_text()

@@ -1,7 +1,7 @@
 """The library pieces the measuring studies (decompose, circuits, atp_agreement, oracle_samples) are built from:
 nearest checkpoints, strict JSON, the stage cache, the runs' clocks, the crossover summary, intervals over units,
-the table cells, the q/k sites, the oracle-samples JSON and the attribution sums; and the circuits reports
-regenerated from the shipped JSON byte for byte."""
+the table cells, the q/k sites and the oracle-samples JSON. (The attribution sums and the circuits reports are the
+studies' own: tests/test_atp_agreement.py, tests/test_circuit_shares.py.)"""
 import json
 from pathlib import Path
 
@@ -116,29 +116,3 @@ def test_oracle_samples_json_rounds_and_picks_the_pixel_classes():
     out = oracle_samples_json(ds)
     assert out["net_train_item"] == [0.1235, 0.5] and np.allclose(out["hamming"], ds.hamming.values.round(4))
     assert out["border"] == ds.class_agree.sel(pixel_class="border").transpose("step", "oracle").values.round(4).tolist()
-
-
-def test_attribution_sums_are_the_patching_numerators():
-    import scoreprobe as sp
-    from scoreprobe.probes.circuits import copy_pairs
-    from scoreprobe.stats.attribution_agreement import attribution_sums
-    series = sp.load_series()
-    D = series.denoiser(series.steps[-1])
-    clean, corrupt = copy_pairs(series.dataset, 3)
-    sites = ["blocks.0", "blocks.1.attn.hook_z[head=0]"]
-    row = attribution_sums(D, clean, corrupt, 0.7, sites, seed=1)
-    ds = sp.patch(D, clean, corrupt, 0.7, sites=sites, seed=1)
-    np.testing.assert_allclose(row["exact"], ds.effect_numerator.sum("sample").values, atol=1e-6)
-    assert len(row["atp"]) == len(row["atp_star"]) == len(row["graddrop"]) == 2 and len(row["contrast"]) == 3
-
-
-@pytest.mark.parametrize("name", ["circuits", "circuits_closed", "circuits_gpt"])
-def test_circuits_reports_regenerate_from_the_shipped_json(name):
-    from tests.test_analyses import _analysis
-    study = _analysis("circuits")
-    from analyses.circuits import circuits_gpt_md
-    from scoreprobe.reports import circuits_md
-    res = json.loads((RESULTS / f"{name}.json").read_text())
-    md = (circuits_gpt_md.markdown(res, study.GPT_COMMAND) if name == "circuits_gpt" else
-          circuits_md.markdown(res, study.SERIES_WHO, study.RESULT_NAME, study.COMMAND))
-    assert md == (RESULTS / f"{name}.md").read_text()

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scoreprobe.stats.attribution_agreement import agreement, attribution_sums, block_errors
+from analyses.atp_agreement.attribution_agreement import agreement, attribution_sums, block_errors
 
 HERE = Path(__file__).resolve().parent
 STEPS = (2876, 36000)

@@ -4,7 +4,7 @@ study's JSON alone: per reading step near the models' clocks, the largest effect
 Holm, and the contrast over training."""
 import numpy as np
 
-from scoreprobe.reports.circuits_md import _tau
+from analyses.circuits.circuits_md import _tau
 from scoreprobe.reports.interval_text import ci_pair as _ci
 from scoreprobe.reports.interval_text import num as _n
 from scoreprobe.reports.interval_text import per_model as _models

@@ -32,7 +32,7 @@ from scoreprobe.atomic import atomic_write_text
 from scoreprobe.inside.ratio import DEN_FLOOR
 from scoreprobe.probes.circuits import ode_outcomes
 from analyses.circuits import circuits_gpt_md
-from scoreprobe.reports import circuits_md
+from analyses.circuits import circuits_md
 from scoreprobe.stats import circuit_effects_across as across
 from scoreprobe.stats.circuit_effects import gpt_effects, read_model
 from scoreprobe.store.json_ready import json_ready

@@ -13,7 +13,7 @@ styles and script (package data).
 
 The package also holds the markdown every study shares: the claims tested with Holm (`holm_claims`), the table
 cells (`report_cells`, `interval_text`), a study's header and files (`study_md`, `study_report`), and one module per
-general kind of report, named after its concept (`circuits_md`, `clock_tables`, `crossover_md`, ...). A study's own
+general kind of report, named after its concept (`clock_tables`: the clocks of trained runs). A study's own
 tables live in its folder, analyses/<study>/ (issue 74). They read `stats` and `studies`; nothing below imports them.
 """
 import dataclasses

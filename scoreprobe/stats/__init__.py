@@ -33,7 +33,6 @@ composes the two here (`stats.clocks`).
     circuit_effects.py, circuit_effects_across.py   patching effects per model; models as the units
     decompose_models.py    the decompose calls over several trained models, as JSON
     disjoint_pairs.py      trained models on disjoint data: members, measurement, intervals
-    attribution_agreement.py   how well AtP / AtP* / GradDrop rank the sites patching ranks
     decompose_boot.py, decompose_calls.py  resampling a decompose result; the calls with their tests
     decompose_infer.py     the calls' units of inference: sign flips over points, t over trained models
     compare.py, compare_text.py            runs side by side (sp.compare) and its text

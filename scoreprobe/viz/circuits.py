@@ -71,8 +71,8 @@ def plot_circuits(ds, kinds=("rule", "copy"), n_sites=16, taus=None):
 
 def plot_effect_maps(res, n_sites=12):
     """Heat maps (site × step) of the pooled effect over several models, mean over models, one panel per pair kind
-    and σ, the n_sites largest at the last step; cells undefined in any model blank. `res`: the JSON of
-    `scoreprobe.reports.circuits_md` (models, steps, sigmas, sites, per_model[m].effects[kind].curve (step, σ,
+    and σ, the n_sites largest at the last step; cells undefined in any model blank. `res`: a patching study's JSON over
+    models (models, steps, sigmas, sites, per_model[m].effects[kind].curve (step, σ,
     site)). -> Figure."""
     names, steps = list(res["models"]), np.asarray(res["steps"], float)
     fig = new_figure((3.6 * len(res["sigmas"]), 0.25 * n_sites * 2 + 3.0))

@@ -15,8 +15,10 @@ def _band(ax, x, trip, color, label, marker):
 
 
 def plot_disjoint_pairs(s):
-    """The disjoint-pairs summary `s` ({"pairs": scoreprobe.stats.disjoint_summary.pairs_summary}) per N, top: cosine of the two members' denoisers per σ at the last measured step, between floor and ceiling;
-    bottom: the members' rule_acc over steps, beside the disjoint pairs' agreement at the measured steps. -> Figure."""
+    """The disjoint-pairs summary `s` ({"pairs": scoreprobe.stats.disjoint_pairs.pairs_summary(...)}; per N its
+    σ (S,), steps (T,) and [mean, lo, hi] triples) per N, one column each: top, the cosine of the two members'
+    denoisers per σ at the last measured step, between floor and ceiling; bottom, the members' rule_acc over steps
+    beside the disjoint pairs' agreement at σ nearest 1 at the measured steps. -> Figure (2 × number of N axes)."""
     by = s["pairs"]["by_n"]
     fig = new_figure((5.2 * len(by), 7.0))
     axes = np.array(fig.subplots(2, len(by))).reshape(2, len(by))

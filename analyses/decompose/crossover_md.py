@@ -1,7 +1,7 @@
 """The markdown of the loss crossover (`scoreprobe.probes.crossover`, `scoreprobe.stats.tau_cross`,
 `scoreprobe.stats.crossover_summary`), from a study's JSON alone: the headline lines and a section with τ_cross
 and its intervals over noise draws and over trained models, the share of the generalizer's excess closed, and the
-excess by N. The figure beside it: `scoreprobe.viz.crossover.plot_crossover`.
+excess by N. The figure beside it: `crossover_figure.plot_crossover`.
 
 `res` holds "taus" (the series' clocks), "crossover" (crossover_json), "excess_by_n" (excess_by_n, with
 "tau_mem_measured" where known) and optionally "cross_ci" / "cross_ci_data" (τ_cross per model with intervals);

@@ -1,5 +1,6 @@
-"""Loss-crossover figure: a series' σ-averaged training loss against the exact oracles' with τ_cross, and the
-generalizer's excess over the memorizer as a function of N."""
+"""The decompose study's loss-crossover figure: the shipped series' σ-averaged training loss against the exact
+oracles' with τ_cross, and the generalizer's excess over the memorizer as a function of N beside τ_mem(N) measured
+by analyses/two_clocks."""
 import numpy as np
 
 from scoreprobe.viz.common import new_figure
@@ -7,8 +8,9 @@ from scoreprobe.viz.common import new_figure
 
 def plot_crossover(res, s):
     """Left: σ-averaged training loss of the shipped series against the oracles, τ_cross with its interval.
-    Right: the generalizer's excess over the memorizer vs N per data seed, τ_mem(N) measured. `res`, `s`: as
-    `scoreprobe.reports.crossover_md` reads them. -> Figure."""
+    Right: the generalizer's excess over the memorizer vs N per data seed, τ_mem(N) measured. `res`: "crossover"
+    (`scoreprobe.probes.crossover.crossover_json`), "excess_by_n" (`excess_by_n`, with "tau_mem_measured" where
+    known), "taus" (the series' clocks), optionally "cross_ci"; `s`: the study's summary (unused). -> Figure."""
     c, ex, t = res["crossover"], res["excess_by_n"], res["taus"]
     fig = new_figure((11.5, 4.0))
     a1, a2 = fig.subplots(1, 2)
