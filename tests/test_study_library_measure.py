@@ -62,7 +62,7 @@ def test_clocks_of_a_run_directory(tmp_path):
 
 
 def test_crossover_summary():
-    from scoreprobe.stats.crossover_summary import excess_slopes, gap_closed, loglog_slope, over_models
+    from analyses.decompose.crossover_summary import excess_slopes, gap_closed, loglog_slope, over_models
     cross = {"oracle": ["memorizer", "rule"], "oracle_loss_avg": [0.0, 1.0], "loss_avg": [1.0, 0.5, 0.0],
              "steps": [0, 99, 9999]}
     g = gap_closed(cross, {"tau_rule": 99, "tau_mem": 999})

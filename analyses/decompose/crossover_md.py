@@ -1,5 +1,5 @@
 """The markdown of the loss crossover (`scoreprobe.probes.crossover`, `scoreprobe.stats.tau_cross`,
-`scoreprobe.stats.crossover_summary`), from a study's JSON alone: the headline lines and a section with τ_cross
+`analyses.decompose.crossover_summary`), from a study's JSON alone: the headline lines and a section with τ_cross
 and its intervals over noise draws and over trained models, the share of the generalizer's excess closed, and the
 excess by N. The figure beside it: `crossover_figure.plot_crossover`.
 

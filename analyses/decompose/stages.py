@@ -81,7 +81,7 @@ def measure_cross_ci(p, root, cache_dir=None):
     """τ_cross of each series in p["cross_series"] (those with checkpoints) with its bootstrap interval over the
     (item, noise draw) cells, and the t interval over the models -> JSON-able dict."""
     from scoreprobe.loading.series import load_series
-    from scoreprobe.stats.crossover_summary import over_models
+    from analyses.decompose.crossover_summary import over_models
     done = [x for x in p["cross_series"] if (Path(root) / x / "ckpt").is_dir()
             and not (Path(root) / x / "resume.pt").is_file()]       # an unfinished run (still training) waits
     skipped = [str(x) for x in p["cross_series"] if x not in done]

@@ -6,7 +6,7 @@ from scoreprobe.atomic import atomic_write_text
 from analyses.decompose.crossover_md import cross_findings, crossover_section
 from analyses.decompose.decompose_calls_md import models_findings, models_section
 from analyses.decompose.disjoint_pairs_md import pairs_findings, pairs_section
-from scoreprobe.stats.crossover_summary import excess_slopes, gap_closed, loglog_slope
+from analyses.decompose.crossover_summary import excess_slopes, gap_closed, loglog_slope
 from scoreprobe.stats.decompose_models import models_summary
 from scoreprobe.stats.disjoint_pairs import pairs_summary
 from scoreprobe.viz.common import save_figure

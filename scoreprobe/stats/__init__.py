@@ -27,7 +27,6 @@ composes the two here (`stats.clocks`).
     timing.py        half-change steps over training
     dsm_stats.py     band means, paired gaps and their correction over σ of DSM cubes
     tau_cross.py     τ_cross with intervals (loss crossover)
-    crossover_summary.py   the generalizer's excess closed at the clocks; log-log slopes in N over data seeds
     unit_intervals.py      means over units (models, pairs, seeds) with t / Wilson intervals, arrays or triples
     nearest_steps.py       the checkpoint nearest a step of interest, in ln(step + 1)
     circuit_effects.py, circuit_effects_across.py   patching effects per model; models as the units
