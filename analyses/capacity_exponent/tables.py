@@ -131,6 +131,17 @@ def section_question(by, cache):
     apart = first["b_ci"][0] > last["b_ci"][1]
     out["falls"] = bool(apart)
     sizes = list(by)
+    lines += [f"- over N = {', '.join(map(str, common))}, from {p0:,} to {p1:,} parameters b goes {first['b']:.2f} → "
+              f"{last['b']:.2f}; " + ("the intervals do not overlap: b falls with capacity" if apart else
+                                      "the intervals overlap")
+              + f" (the field: b = {FIELD_B:g}; the paper's reference DiT: {PAPER_B}).",
+              extremes_line(by, sizes, common, cache, out)]
+    return lines + pairwise_lines(by, sizes, common, n_of, cache, out) + [""], out
+
+
+def extremes_line(by, sizes, common, cache, out):
+    """The smallest and largest sizes' b difference with every run a unit (out["difference"]) and its coverage at
+    its design (no misfit)."""
     diff = out["difference"] = slope_difference(by[sizes[0]], by[sizes[-1]], common, n_of)
     cover = ""
     if math.isfinite(diff["value"]):
@@ -141,13 +152,8 @@ def section_question(by, cache):
                             **cache.get(*design)}
         cover = (f" Its interval's coverage at this design (N = {diff['coverage']['design']}): "
                  f"{cov.text(diff['coverage'])}.")
-    lines += [f"- over N = {', '.join(map(str, common))}, from {p0:,} to {p1:,} parameters b goes {first['b']:.2f} → "
-              f"{last['b']:.2f}; " + ("the intervals do not overlap: b falls with capacity" if apart else
-                                      "the intervals overlap")
-              + f" (the field: b = {FIELD_B:g}; the paper's reference DiT: {PAPER_B}).",
-              f"- the difference b({sizes[-1]}) − b({sizes[0]}) over the common N, every run a unit: "
-              f"{difference_text(diff)}.{cover}"]
-    return lines + pairwise_lines(by, sizes, common, n_of, cache, out) + [""], out
+    return (f"- the difference b({sizes[-1]}) − b({sizes[0]}) over the common N, every run a unit: "
+            f"{difference_text(diff)}.{cover}")
 
 
 def pairwise_lines(by, sizes, common, n_of, cache, out):
