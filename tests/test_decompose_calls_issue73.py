@@ -164,6 +164,16 @@ def test_the_study_md_names_the_offered_set_and_how_its_calls_were_made():
     text = "\n".join(models_section(m, s, {}, "", {"open": "planted"}))
     assert "Oracles offered: memorizer, rule, local." in text and "holm over the" in text and "former" not in text
     assert "t interval over the models" in text
+    # the weights over the nested set memorizer + rule (a proper subset of the offered three; the set with the
+    # Gaussian is not offered here, so not mixed): mixture_weights on that set, and the md's nested table
+    from scoreprobe.stats.decompose_calls import mixture_weights
+    assert list(m["mixture_nested"]) == ["memorizer+rule"]
+    direct = mixture_weights(list(dss.values()), oracles=["memorizer", "rule"], n_boot=50, seed=0)
+    got = np.array(m["mixture_nested"]["memorizer+rule"]["weight"], float)
+    want = direct.weight.transpose("step", "sigma", "split", "oracle").values
+    np.testing.assert_allclose(got, want, atol=6e-5)                      # the json keeps 4 decimals
+    assert "Mixture weights over nested sets of oracles" in text and "| memorizer+rule | " in text
+    assert "| all offered (3) | " in text
     old = {k: v for k, v in m.items() if k != "calls"}         # a json written before issue 73's calls
     text = "\n".join(models_section(old, s, {}, "", {"open": "shipped"}))
     assert "former definition" in text and "Oracles offered: memorizer, rule, local." in text

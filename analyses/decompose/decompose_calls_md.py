@@ -15,11 +15,36 @@ def _cell(m, step, sigma, split="heldout"):
     return i, k, j
 
 
-def _mix(m, i, k, j):
-    w, lo, hi = (np.array(m["mixture"][v], float)[i, k, j] for v in ("weight", "lower", "upper"))
-    parts = [f"{o} {w[q]:.2f} [{lo[q]:.2f}, {hi[q]:.2f}]" for q, o in enumerate(m["oracle"])
+def _mix(m, i, k, j, mix=None, oracles=None):
+    """The weights of one cell (step i, σ k, split j) above 0.05 at their upper end, of m["mixture"] or `mix`."""
+    mix, oracles = mix or m["mixture"], oracles or m["oracle"]
+    w, lo, hi = (np.array(mix[v], float)[i, k, j] for v in ("weight", "lower", "upper"))
+    parts = [f"{o} {w[q]:.2f} [{lo[q]:.2f}, {hi[q]:.2f}]" for q, o in enumerate(oracles)
              if np.isfinite(w[q]) and hi[q] >= 0.05]
     return "; ".join(parts) if parts else "—"
+
+
+def nested_lines(m):
+    """The weights at the last step over nested sets of oracles beside the full set's (held-out points): the
+    reading of a weight depends on what else is offered. [] where the json has no nested sets."""
+    nested = m.get("mixture_nested")
+    if not nested:
+        return []
+    i, j = len(m["steps"]) - 1, m["split"].index("heldout")
+    sets = [(n, x, x["oracle"], x["r2"]) for n, x in nested.items()]
+    sets.append((f"all offered ({len(m['oracle'])})", m["mixture"], m["oracle"], m["mixture_r2"]))
+    L = ["", f"Mixture weights over nested sets of oracles, step {m['steps'][-1]}, held-out points (the same "
+         "intervals; mixture r² beside):", "", "| offered set | " + " | ".join(f"σ {x:g}" for x in MIX_SIGMAS
+                                                                            if x in m["sigma"]) + " |",
+         "|---|" + "---|" * sum(x in m["sigma"] for x in MIX_SIGMAS)]
+    for name, mix, oracles, r2 in sets:
+        cells = []
+        for x in (x for x in MIX_SIGMAS if x in m["sigma"]):
+            k = m["sigma"].index(x)
+            v = np.array(r2, float)[i, k, j]
+            cells.append(_mix(m, i, k, j, mix, oracles) + (f" (r² {v:.2f})" if np.isfinite(v) else " (r² —)"))
+        L.append(f"| {name} | " + " | ".join(cells) + " |")
+    return L
 
 
 def _call_text(m, i, k, j):
@@ -121,7 +146,7 @@ def models_section(m, s, t, prefix, series_text, key="models",
         L.append(f"| {st} | " + " | ".join(_mix(m, i, m["sigma"].index(x), j) for x in MIX_SIGMAS if x in m["sigma"])
                  + " |")
     fig = "decompose_heatmap.png" if key == "models" else f"decompose_heatmap_{m['series']}.png"
-    L += _patch_lines(m) + ["", f"![calls]({prefix}{fig})", ""]
+    L += nested_lines(m) + _patch_lines(m) + ["", f"![calls]({prefix}{fig})", ""]
     return L
 
 

@@ -31,11 +31,31 @@ def _summary_json(s):
     return out
 
 
+NESTED = (("memorizer", "rule"), ("memorizer", "rule", "gaussian"))   # subsets of the offered oracles mixed too
+
+
+def nested_mixtures(items, boot, nested=NESTED):
+    """{"+".join(set): {oracle, weight, lower, upper (step, σ, split, oracle), r2 (step, σ, split)}} of the mixture
+    weights over each set of `nested` that is a proper subset of the offered oracles (`mixture_weights`, models as
+    the units): the weights are conditional on the set, so the report shows them over nested sets."""
+    offered = [str(o) for o in items[0].oracle.values]
+    out = {}
+    for chosen in nested:
+        if not set(chosen) < set(offered):
+            continue
+        mx = mixture_weights(items, oracles=list(chosen), **boot)
+        out["+".join(chosen)] = {"oracle": list(chosen), "r2": _round(mx["r2_simplex"].transpose("step", "sigma",
+                                                                                                  "split").values),
+                                 **{k: _round(mx[k].transpose("step", "sigma", "split", "oracle").values)
+                                    for k in ("weight", "lower", "upper")}}
+    return out
+
+
 def calls_over_models(dss, n_boot, model_dirs):
     """{model: decompose Dataset} of one series' models ({model: run dir}: `model_dirs`) -> JSON-able: the calls pooled
     over models and per model (`decompose_summary`; "calls": its level, min_r2, adjust, family and unit), the mixture
-    weights of the offered oracles ("oracle") with intervals over models (one model: `n_boot` point resamples), the
-    r² of each oracle averaged over models (step, σ, split, oracle) and the best patch size per σ of the first
+    weights of the offered oracles ("oracle") with intervals over models (one model: `n_boot` point resamples) and
+    over the nested sets of `NESTED` ("mixture_nested": `nested_mixtures`), the r² of each oracle averaged over models (step, σ, split, oracle) and the best patch size per σ of the first
     model."""
     names = list(dss)
     items = [dss[n] for n in names]
@@ -45,6 +65,7 @@ def calls_over_models(dss, n_boot, model_dirs):
         pooled = decompose_summary(items)
         per_model = {n: _summary_json(decompose_summary(d)) for n, d in dss.items()}
         mix = mixture_weights(items, **boot)
+        nested = nested_mixtures(items, boot)
         best_p = best_patch(items[0])
     first = items[0]
     r2 = np.mean([d.r2.transpose("step", "sigma", "split", "oracle").values for d in items], axis=0)
@@ -58,6 +79,7 @@ def calls_over_models(dss, n_boot, model_dirs):
             "mixture": {k: _round(mix[k].transpose("step", "sigma", "split", "oracle").values)
                         for k in ("weight", "lower", "upper")},
             "mixture_r2": _round(mix["r2_simplex"].transpose("step", "sigma", "split").values),
+            "mixture_nested": nested,
             "best_patch_seed0": {"family": [str(f) for f in best_p.family.values],
                                  "patch": _round(best_p.best_patch.transpose("step", "sigma", "split", "family")
                                                  .values, 0)}}
