@@ -61,3 +61,14 @@ def test_only_refuses_an_unknown_stage(capsys):
     assert e.value.code == 2 and "bogus" in capsys.readouterr().err
     assert run.wanted(run.parse_args(["--only", "pairs_mem"])) == {"pairs_mem"}
     assert run.wanted(run.parse_args(["--pairs-only"])) >= {"pairs", "pairs_mem"}
+
+
+def test_with_clocks_keeps_the_stored_tau_of_a_model_whose_clocks_are_not_here(tmp_path):
+    """A merge run (--only) on a machine without a model's run directory keeps the τ its json holds; a
+    clocks.json that is here is read."""
+    from analyses.decompose.stages import with_clocks
+    m = {"models": ["seed0", "seed1"], "taus": {"seed0": {"tau_rule": 1.0}, "seed1": {"tau_rule": 2.0}}}
+    (tmp_path / "checkpoints" / "parity-default").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "parity-default" / "clocks.json").write_text(json.dumps({"taus": {"tau_rule": 7.0}}))
+    got = with_clocks(m, tmp_path, "open")["taus"]
+    assert got["seed0"]["tau_rule"] == 7.0 and got["seed1"] == {"tau_rule": 2.0}

@@ -55,10 +55,12 @@ def measure_models(p, root, runs_dir, series="open", train=False):
 
 def with_clocks(m, root, series):
     """The stage result `m` with its series' name and each model's τ from its clocks.json (read now, not cached:
-    the clocks may be measured after the decompose)."""
+    the clocks may be measured after the decompose); a model whose clocks.json is not here keeps the τ `m` holds."""
     if not m:
         return m
-    return {**m, "series": series, "taus": {n: clock_taus(Path(root) / SERIES[series][n]) for n in m["models"]}}
+    held = m.get("taus") or {}
+    return {**m, "series": series, "taus": {n: clock_taus(Path(root) / SERIES[series][n]) or held.get(n)
+                                            for n in m["models"]}}
 
 
 def _one_model(series, p, m, steps, cache_dir):
