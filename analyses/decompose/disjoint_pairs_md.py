@@ -45,6 +45,16 @@ def _step_words(ps, step):
     return f"{rule} of {len(c)} members past their τ_rule, {mem} of {len(c)} past their τ_mem"
 
 
+def _late_rule(ps):
+    """' k of n members reach τ_rule only after their τ_mem: …' (a closed window), or ''."""
+    late = [k for k, c in ps["clocks"].items() if c["tau_rule"] is not None and c["tau_mem"] is not None
+            and c["tau_rule"] >= c["tau_mem"]]
+    if not late:
+        return ""
+    return (f" {len(late)} of {len(ps['clocks'])} members reach τ_rule only after their τ_mem ({', '.join(late)}): "
+            "a closed window, their rule accuracy that of copies of valid training items, not of the rule learned.")
+
+
 def _j1(sigma):
     return int(np.argmin(abs(np.array(sigma) - 1.0)))
 
@@ -146,7 +156,7 @@ def _n_blocks(pz):
               + ("Every member reaches τ_rule." if ps["rule_learned"] else "**Not every member reaches τ_rule**: "
                  "agreement here is not measured where the rule is learned.")
               + (" No member reaches τ_mem within the run." if not ps["tau_mem_reached"] else
-                 " " + _mem_words(ps).replace("every", "Every") + "."), "", *_clock_table(ps), ""]
+                 " " + _mem_words(ps).replace("every", "Every") + ".") + _late_rule(ps), "", *_clock_table(ps), ""]
         for step in map(str, ps["steps"]):
             L += [f"Agreement at step {step} ({_step_words(ps, int(step))}):", "",
                   *_agreement_table(ps, step, pz["ceiling"]), "", *_per_pair_lines(ps, step), ""]
