@@ -13,6 +13,7 @@ from scoreprobe.stats.censored_slopes import (
     censored_slope_curve,
     difference_text,
     means_difference_text,
+    means_slope_difference,
     slope_difference,
 )
 from scoreprobe.stats.pvalues import adjust_pvalues
@@ -161,7 +162,7 @@ def pairwise_lines(by, sizes, common, n_of, cache, out):
     and the coverage of those intervals at each pair's design under misfit ratios (out["pairwise"])."""
     pairs = [(a, b) for i, a in enumerate(sizes) for b in sizes[i + 1:]]
     rows = {s: [r for r in by[s] if n_of(r) in common] for s in sizes}
-    diffs = [slope_difference(rows[a], rows[b], common, n_of)["means"] for a, b in pairs]
+    diffs = [means_slope_difference(rows[a], rows[b], common, n_of) for a, b in pairs]
     holm = adjust_pvalues([d["p"] for d in diffs])
     out["pairwise"] = []
     L = [f"- every pair of sizes over the common N with the per-N means as units (each size's mean ln τ_mem per N; "

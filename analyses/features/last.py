@@ -15,6 +15,8 @@ The best latents: per site, seed 0's `n_best` latents with the highest F1 agains
 `k_top` top-activating rows (sp.top_activating), drawn with sp.plot_top_activating (clean item, noisy x; the title
 names each latent's best feature of all, pixels and items included).
 """
+import math
+
 import numpy as np
 import torch
 import xarray as xr
@@ -73,7 +75,7 @@ def _bootstrap(sae, X, truth, dirs, idx, n_groups):
     for i, d in zip(idx, dirs):
         t = xr.DataArray(truth.values[i], dims=("row", "feature"), coords={"feature": truth.feature.values})
         g = group_best(classifier_scores(active[i], t).best_f1, n_groups)
-        best.append(np.nanmax(g) if np.isfinite(g).any() else np.nan)
+        best.append(best_of(g))
         cover.append(int(np.sum(g >= F1_THRESHOLD)))
         mcc.append(float(mcc_scores(W, d).mcc))
     return {name: _interval(v) for name, v in (("best_f1", best), ("coverage", cover), ("mcc", mcc))}
@@ -89,12 +91,23 @@ def _interval(values):
 
 def group_best(best_f1, n_groups):
     """(n_groups,) the better of each group's two polarities' best F1 (NaN where both are undefined)."""
-    pair = np.stack([best_f1.sel(feature=[f"group{j}={p}" for j in range(n_groups)]).values
-                     for p in ("even", "odd")])
-    out = np.full(n_groups, np.nan)
+    return polarity_best(best_f1, [(f"group{j}=even", f"group{j}=odd") for j in range(n_groups)])
+
+
+def polarity_best(best_f1, pairs):
+    """(len(pairs),) the better best F1 of each (feature, its other polarity) pair; NaN where both are undefined
+    (a feature constant over the rows), never a number made up for it."""
+    pair = np.stack([best_f1.sel(feature=[p[k] for p in pairs]).values for k in (0, 1)]).astype(np.float64)
+    out = np.full(len(pairs), np.nan)
     ok = np.isfinite(pair).any(0)
     out[ok] = np.nanmax(pair[:, ok], axis=0)
     return out
+
+
+def best_of(values):
+    """The largest defined value, NaN where none is (the best F1 over groups whose F1 is defined)."""
+    v = np.asarray(values, dtype=np.float64)
+    return float(np.nanmax(v)) if np.isfinite(v).any() else math.nan
 
 
 def best_latents(sae, cache, site, scores, opts):
@@ -124,7 +137,7 @@ def last_md(last, png_dir=""):
         for seed, r in rec["seeds"].items():
             b = r["boot"]
             lines.append(f"| {site} | {seed} | {r['group_coverage']}/{r['n_groups']} {_iv(b['coverage'], 0)} | "
-                         f"{np.nanmax(r['group_best_f1']):.2f} {_iv(b['best_f1'], 2)} | {r['mcc']:.3f} "
+                         f"{best_text(r['group_best_f1'])} {_iv(b['best_f1'], 2)} | {r['mcc']:.3f} "
                          f"{_iv(b['mcc'], 3)} | {r['explained_variance']:.3f} |")
     highest = max(r["boot"]["best_f1"]["hi"] for rec in last["sites"].values() for r in rec["seeds"].values())
     lines += ["", f"The highest upper end of best group F1 over every site and seed: {highest:.2f} (coverage needs "
@@ -145,6 +158,12 @@ def last_md(last, png_dir=""):
             lines += ["", f"![{site}: top-activating inputs]({png_dir}{rec['png']})"]
         lines.append("")
     return lines
+
+
+def best_text(values):
+    """The best defined F1 of `values` to 2 digits, 'undefined' where none is defined."""
+    v = best_of(values)
+    return "undefined" if math.isnan(v) else f"{v:.2f}"
 
 
 def _iv(iv, digits):

@@ -32,6 +32,8 @@ import numpy as np
 import torch
 
 import scoreprobe as sp
+from analyses.features.last import group_best as group_best_f1
+from analyses.features.last import best_text, polarity_best
 from scoreprobe.atomic import atomic_write_text
 from scoreprobe.noise import randn_per_sample
 from scoreprobe.store.json_ready import json_ready
@@ -73,12 +75,9 @@ def measure_step(series, step, cfg, clean, x):
 
 def _summary(s, probes, n_groups, odd):
     best = s.best_f1
-    group_best = [np.nanmax([best.sel(feature=f"group{j}=even"), best.sel(feature=f"group{j}=odd")])
-                  if not np.isnan([best.sel(feature=f"group{j}=even"), best.sel(feature=f"group{j}=odd")]).all()
-                  else np.nan for j in range(n_groups)]
-    pix = [f for f in best.feature.values if f.startswith("pixel")]
-    n_pix = len(pix) // 2
-    pixel_best = [np.nanmax([best.sel(feature=f"pixel{i}=1"), best.sel(feature=f"pixel{i}=0")]) for i in range(n_pix)]
+    group_best = group_best_f1(best, n_groups)
+    n_pix = sum(str(f).startswith("pixel") for f in best.feature.values) // 2
+    pixel_best = polarity_best(best, [(f"pixel{i}=1", f"pixel{i}=0") for i in range(n_pix)])
     return dict(group_coverage=int(np.sum(np.array(group_best) >= F1_MIN)), n_groups=n_groups,
                 group_best_f1=[float(v) for v in group_best], mcc=float(s.mcc),
                 probe_accuracy=float(np.nanmean(probes.accuracy.sel(feature=odd))),
@@ -114,7 +113,7 @@ def report_md(report):
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in (r for r in rows if r["step"] == last):
         app = report["appear"][r["site"]]
-        lines.append(f"| {r['site']} | {r['group_coverage']}/{r['n_groups']} | {np.nanmax(r['group_best_f1']):.2f} | "
+        lines.append(f"| {r['site']} | {r['group_coverage']}/{r['n_groups']} | {best_text(r['group_best_f1'])} | "
                      f"{r['mcc']:.3f} | "
                      f"{r['probe_accuracy']:.3f} ({r['probe_majority']:.3f}) | {r['pixel_coverage']}/{r['n_pixels']} | "
                      f"{r['explained_variance']:.3f} | {r['l0']:.1f} | {r['dead']} | "

@@ -60,10 +60,10 @@ def best_latents(scores, n, prefix=""):
     if not names:
         raise ConfigError(f"no feature name starts with {prefix!r}")
     f1 = scores.f1.sel(feature=names).values.astype(np.float64)                # (d_sae, n_names)
-    ok = np.isfinite(f1).any(1)
-    best = np.where(ok, np.nanmax(np.where(np.isfinite(f1), f1, -np.inf), 1), -np.inf)
-    chosen = [i for i in np.argsort(-best, kind="stable")[:n] if ok[i]]
-    which = [int(np.argmax(np.where(np.isfinite(f1[i]), f1[i], -np.inf))) for i in chosen]
+    ok = np.isfinite(f1).any(1)                                                # a latent with a defined F1
+    defined = np.where(np.isfinite(f1), f1, -np.inf)                            # undefined F1 never the best
+    chosen = [i for i in np.argsort(-defined.max(1), kind="stable")[:n] if ok[i]]
+    which = [int(np.argmax(defined[i])) for i in chosen]
     return (np.asarray(chosen, dtype=np.int64), np.asarray([names[j] for j in which], dtype=object),
             np.asarray([f1[i, j] for i, j in zip(chosen, which)], dtype=np.float64))
 

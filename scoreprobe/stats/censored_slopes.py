@@ -50,13 +50,7 @@ def slope_difference(rows_a, rows_b, xs, x_of, key="tau_mem", threshold=0.1):
     fewer than 2 distinct x among them (the crossed runs do not identify its slope).
     "means": the same difference with the per-(group, x) means as units (`misfit.means_difference`: an interval
     that keeps its coverage where each x deviates from the line), the one to read."""
-    j = list(C.thresholds_of(key)).index(threshold)
-    pts = [(math.log(x_of(r)), g, r["curves"][key][j], r) for g, rs in ((0, rows_a), (1, rows_b))
-           for r in rs if x_of(r) in xs]
-    tau = np.array([p[2] if p[2] is not None else math.inf for p in pts], dtype=float)
-    cens = ~np.isfinite(tau)
-    x, g = np.array([p[0] for p in pts]), np.array([p[1] for p in pts], dtype=float)
-    y = np.log([float(p[3]["steps"]) if c else t for p, c, t in zip(pts, cens, tau)])   # censored at its budget
+    x, g, y, cens = _pair_points(rows_a, rows_b, xs, x_of, key, threshold)
     means = means_difference(*[(x[g == k], y[g == k], cens[g == k]) for k in (0, 1)])
     for grp in (0, 1):
         seen = x[(g == grp) & ~cens]
@@ -66,6 +60,26 @@ def slope_difference(rows_a, rows_b, xs, x_of, key="tau_mem", threshold=0.1):
     f = censored_coef(np.column_stack([np.ones_like(x), x, g, g * x]), y, cens, 3)
     return {"value": f["coef"], "ci": [f["lower"], f["upper"]], "df": f["df"], "n": f["n"],
             "n_censored": f["n_censored"], "means": means, "why": ""}
+
+
+def means_slope_difference(rows_a, rows_b, xs, x_of, key="tau_mem", threshold=0.1):
+    """slope_difference's "means" alone (`misfit.means_difference` over the two groups' runs), without the runs'
+    censored fit."""
+    x, g, y, cens = _pair_points(rows_a, rows_b, xs, x_of, key, threshold)
+    return means_difference(*[(x[g == k], y[g == k], cens[g == k]) for k in (0, 1)])
+
+
+def _pair_points(rows_a, rows_b, xs, x_of, key, threshold):
+    """(ln x (n,), group 0/1 (n,), ln τ (n,), censored (n,)) of the two groups' runs whose x is in `xs`, at
+    `threshold` of `key`; a run that did not reach it at ln of its last step, censored."""
+    j = list(C.thresholds_of(key)).index(threshold)
+    pts = [(math.log(x_of(r)), g, r["curves"][key][j], r) for g, rs in ((0, rows_a), (1, rows_b))
+           for r in rs if x_of(r) in xs]
+    tau = np.array([p[2] if p[2] is not None else math.inf for p in pts], dtype=float)
+    cens = ~np.isfinite(tau)
+    x, g = np.array([p[0] for p in pts]), np.array([p[1] for p in pts], dtype=float)
+    y = np.log([float(p[3]["steps"]) if c else t for p, c, t in zip(pts, cens, tau)])   # censored at its budget
+    return x, g, y, cens
 
 
 def means_difference_text(m, larger="the larger model"):
