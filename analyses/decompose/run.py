@@ -13,6 +13,8 @@
    ensemble): their clocks and their agreement per σ (`scoreprobe.probes.disjoint`) between a floor
    (the two training sets' memorizers) and a ceiling (the rule oracle with itself; a same-data pair).
 3b. The same at small N (N = 8, 16; preset "mem_pairs"), trained past τ_mem: agreement across memorization.
+3c. The same at N = 120 (to 20 000 steps, about twice its τ_mem) and N = 240 (to 36 000 steps, past its τ_mem of
+    about 27 000; one pair): preset "long_pairs", stage pairs_long.
 
 Writes analyses/results/decompose.{md,json} and decompose_*.png.
 
@@ -41,6 +43,7 @@ from analyses.decompose.stages import (
     measure_cross_ci_data,
     measure_excess_by_n,
     measure_models,
+    measure_long_pairs,
     measure_pairs,
     mem_pair_params,
     train_pairs,
@@ -61,7 +64,9 @@ PRESETS = {
                   pair_batch=8, pair_steps=40, pair_checkpoints=3, pair_first=10, pair_clock_samples=16,
                   pair_points=8, pair_samples=16, pair_planes=1, pair_res=4, pair_ode_steps=6,
                   pair_sigmas=[0.5, 1.0], pair_measure_at=[40],
-                  mem_pairs=dict(pair_Ns=[6], pair_steps=60, pair_checkpoints=3, pair_first=10, pair_measure_at=[60])),
+                  mem_pairs=dict(pair_Ns=[6], pair_steps=60, pair_checkpoints=3, pair_first=10, pair_measure_at=[60]),
+                  long_pairs=[dict(pair_Ns=[5], pair_replicates=1, pair_same_data=[], pair_steps=50, pair_checkpoints=3,
+                                   pair_first=10, pair_measure_at=[50])]),
     "cpu": dict(steps=None, model_steps=[0, 607, 896, 1322, 1950, 2876, 4243, 6259, 9233, 13620, 24404, 36000],
                 closed_steps=[0, 100, 200, 350, 531, 736, 1019, 1412, 1955, 2708, 3750],
                 model_patch=[3, 5], model_boot=1000, sigmas=[0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0, 5.0], n_points=64,
@@ -75,7 +80,11 @@ PRESETS = {
                 pair_ode_steps=18, pair_sigmas=[0.1, 0.2, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0],
                 pair_measure_at=[1000, 3500, 7000],
                 mem_pairs=dict(pair_Ns=[8, 16], pair_steps=3000, pair_checkpoints=12, pair_first=30,
-                               pair_measure_at=[100, 400, 1000, 3000])),
+                               pair_measure_at=[100, 400, 1000, 3000]),
+                long_pairs=[dict(pair_Ns=[120], pair_replicates=1, pair_same_data=[0], pair_steps=20000,
+                                 pair_checkpoints=12, pair_first=300, pair_measure_at=[2000, 5000, 10000, 20000]),
+                            dict(pair_Ns=[240], pair_replicates=1, pair_same_data=[], pair_steps=36000,
+                                 pair_checkpoints=14, pair_first=300, pair_measure_at=[2500, 10000, 27000, 36000])]),
 }
 
 
@@ -121,7 +130,9 @@ def plan(p, name):
              f"checkpoints; clocks with {p['pair_clock_samples']} samples; agreement at steps near "
              f"{p['pair_measure_at']} with {p['pair_samples']} samples, {p['pair_planes']} planes at res "
              f"{p['pair_res']}; floor (memorizers) and ceiling (rule oracle) alike",
-             f"  disjoint pairs past τ_mem: the same with {p['mem_pairs']}"]
+             f"  disjoint pairs past τ_mem: the same with {p['mem_pairs']}",
+             f"  disjoint pairs at large N past τ_mem (one stage, run directories under <runs>/long): "
+             f"{p['long_pairs']}"]
     return "\n".join(lines)
 
 
@@ -132,7 +143,8 @@ STAGE_KEYS = {"models": ("sigmas", "n_points", "n_noise", "model_steps", "model_
               "cross_ci": ("cross_series", "cross_ci_draws", "cross_ci_boot", "cross_ci_steps", "cross_sigmas"),
               "cross_ci_data": ("cross_data_seeds", "cross_data_steps", "cross_ci_draws", "cross_ci_boot", "cross_sigmas"),
               "pairs": tuple(k for k in PRESETS["cpu"] if k.startswith("pair_")),
-              "pairs_mem": tuple(k for k in PRESETS["cpu"] if k.startswith("pair_"))}
+              "pairs_mem": tuple(k for k in PRESETS["cpu"] if k.startswith("pair_")),
+              "pairs_long": tuple(k for k in PRESETS["cpu"] if k.startswith("pair_")) + ("long_pairs",)}
 
 
 def cached_stage(runs_dir, key, p, fn, res, timings):
@@ -141,7 +153,7 @@ def cached_stage(runs_dir, key, p, fn, res, timings):
     res[key], timings[key] = cached_json(runs_dir / f"stage_{key}.json", {k: p[k] for k in STAGE_KEYS[key]}, fn)
 
 
-PAIRS_ONLY = ("excess_by_n", "cross_ci", "cross_ci_data", "pairs", "pairs_mem")
+PAIRS_ONLY = ("excess_by_n", "cross_ci", "cross_ci_data", "pairs", "pairs_mem", "pairs_long")
 
 
 def wanted(args):
@@ -201,6 +213,8 @@ def run(p, name, args, old=None):
         train_measure_pairs(p, "pairs", rule, runs_dir, res, timings)
     if "pairs_mem" in todo:
         train_measure_pairs(mem_pair_params(p), "pairs_mem", rule, runs_dir, res, timings)
+    if "pairs_long" in todo:
+        cached_stage(runs_dir, "pairs_long", p, lambda: measure_long_pairs(p, rule, runs_dir / "long"), res, timings)
     res["timings_s"] = timings
     res["torch_threads"] = torch.get_num_threads()
     return res

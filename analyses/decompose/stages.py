@@ -18,6 +18,8 @@ pairs       DiTs on disjoint training sets at N where the rule is learned (one s
             their agreement between a floor and a ceiling (`scoreprobe.stats.disjoint_pairs`).
 pairs_mem   the same at small N (p["mem_pairs"] overrides the pair_* sizes), trained past τ_mem: agreement across the
             memorization boundary.
+pairs_long  the same at N where the rule is learned, trained past τ_mem (p["long_pairs"]: one override per N, since
+            each N has its own τ_mem), run directories under <runs>/long, each N cached on its own.
 """
 import dataclasses
 import json
@@ -161,6 +163,24 @@ def train_pairs(p, rule_spec, runs_dir):
 def mem_pair_params(p):
     """The preset `p` with its pair_* sizes replaced by p["mem_pairs"]: the pairs trained past τ_mem at small N."""
     return {**p, **p["mem_pairs"]}
+
+
+def measure_long_pairs(p, rule_spec, runs_dir):
+    """Every p["long_pairs"] entry trained (resumable; run directories under `runs_dir`) and measured, each cached on
+    its own (runs_dir/stage_n<N>.json) -> one `measure_pairs` result over all their N (the ceiling is the rule
+    oracle's, the same for every entry)."""
+    runs_dir = Path(runs_dir)
+    out = {"by_n": {}}
+    for sub in p["long_pairs"]:
+        q = {**p, **sub}
+        dirs = train_pairs(q, rule_spec, runs_dir)
+        tag = "_".join(str(n) for n in q["pair_Ns"])
+        part, _ = cached_json(runs_dir / f"stage_n{tag}.json", {k: q[k] for k in q if k.startswith("pair_")},
+                              lambda: measure_pairs(q, dirs))
+        out["by_n"].update(part["by_n"])
+        out.setdefault("ceiling", part["ceiling"])
+        out.setdefault("sizes", part["sizes"])
+    return out
 
 
 def measure_pairs(p, dirs):
