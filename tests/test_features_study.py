@@ -34,6 +34,12 @@ def test_features_smoke(tmp_path):
     assert f"![blocks.3.hook_resid_post: top-activating inputs]({rec['png']})" in md
     run.main(["--smoke", "--out", str(tmp_path), "--from-results"])
     assert (tmp_path / "features_smoke.md").read_text() == md
+    sweep = report["sweep"]                            # SAE settings x σ: its σ 0.7, (64, 4) cell is the table's
+    assert sweep["equals_table"] is True and len(sweep["rows"]) == 2 * 2
+    assert {r["sigma"] for r in sweep["rows"]} == {0.35, 0.7} and all(0 <= r["odd_share"] <= 1 for r in sweep["rows"])
+    run.main(["--smoke", "--out", str(tmp_path), "--seeds", "checkpoints/parity-default"])
+    seeds = json.loads((tmp_path / "features_smoke.json").read_text())["training_seeds"]
+    assert seeds["checkpoints/parity-default"]["rows"] == report["rows"]   # the same series measured again: equal
 
 
 def test_appearance_is_the_first_step_from_which_coverage_stays_above_half():
@@ -130,3 +136,39 @@ def test_an_interval_counts_only_defined_replicates():
     assert L._interval([1.0, np.nan, 3.0]) == dict(lo=1.05, hi=2.95, n=2)
     iv = L._interval([np.nan, np.nan])
     assert iv["n"] == 0 and np.isnan(iv["lo"]) and np.isnan(iv["hi"]) and L._iv(iv, 2) == "[undefined]"
+
+
+def test_training_seeds_reuse_a_stored_run_only_when_run_and_settings_are_unchanged(tmp_path):
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from analyses.features.seeds import _identity, seed_tables
+    d = str(ROOT / "checkpoints" / "parity-default")
+    calls = []
+
+    def measure(run_dir):
+        calls.append(run_dir)
+        return dict(config={"k": 8}, tau_rule=1.0, tau_mem=2.0, rows=[], appear={}, seconds=0.0)
+    report = {"config": {"k": 8}}
+    report["training_seeds"] = seed_tables(report, [d], measure)
+    assert calls == [d] and report["training_seeds"][d]["identity"] == _identity(d)
+    seed_tables(report, [d], measure)                  # unchanged: kept
+    assert calls == [d]
+    seed_tables({**report, "config": {"k": 4}}, [d], measure)     # other study settings: measured again
+    assert calls == [d, d]
+    report["training_seeds"][d]["identity"]["checkpoints"] = []   # other checkpoint files: measured again
+    seed_tables(report, [d], measure)
+    assert calls == [d, d, d]
+
+
+def test_features_cli_refuses_a_seed_run_without_clocks_before_any_work(tmp_path, capsys):
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from analyses.features import run
+    (tmp_path / "features_smoke.json").write_text("{}")
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text("{}")
+    with pytest.raises(SystemExit) as e:
+        run.main(["--smoke", "--out", str(tmp_path), "--seeds", str(run_dir)])
+    assert e.value.code == 2 and "has no clocks.json" in capsys.readouterr().err
+    assert (tmp_path / "features_smoke.json").read_text() == "{}"

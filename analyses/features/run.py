@@ -33,9 +33,9 @@ import torch
 
 import scoreprobe as sp
 from analyses.features.last import group_best as group_best_f1
+from analyses.features.inputs import inputs
 from analyses.features.last import best_text, polarity_best
 from scoreprobe.atomic import atomic_write_text
-from scoreprobe.noise import randn_per_sample
 from scoreprobe.store.json_ready import json_ready
 
 HERE = Path(__file__).resolve().parent
@@ -46,14 +46,6 @@ PRESETS = {
     "smoke": dict(steps=[500, 36000], sites=[3], sigma=0.7, n_rows=256, d_sae=64, k=4, sae_steps=100),
 }
 F1_MIN, APPEAR_SHARE = 0.8, 0.5
-
-
-def inputs(series, n_rows, sigma, seed=0):
-    """(clean bits (n, D), noisy signed x (n, D)): every training item, then held-out items."""
-    ds = series.dataset
-    clean = np.concatenate([ds.train, ds.heldout])[:n_rows]
-    x = torch.as_tensor(sp.to_signed(clean), dtype=torch.float32)
-    return clean, x + sigma * randn_per_sample(seed, np.arange(len(clean)), clean.shape[1])
 
 
 def measure_step(series, step, cfg, clean, x):
@@ -125,6 +117,12 @@ def report_md(report):
         lines.append(f"| {step} | " + " | ".join(cells.get(s, "") for s in report["sites"]) + " |")
     lines += ["", f"'groups appear': the first measured step from which the coverage stays >= {APPEAR_SHARE:g} of "
               "the groups ('never': not within the measured steps).", ""]
+    if "training_seeds" in report:
+        from analyses.features.seeds import seeds_md
+        lines += seeds_md(report)
+    if "sweep" in report:
+        from analyses.features.sweep import sweep_md
+        lines += sweep_md(report["sweep"], report["tau_rule"])
     if "last" in report:
         from analyses.features.last import last_md
         lines += last_md(report["last"])
@@ -143,6 +141,11 @@ def main(argv=None):
     p.add_argument("--causal", action="store_true", help="the causal check only (causal.py): features_causal_<preset>")
     p.add_argument("--last", action="store_true", help="only the last checkpoint's intervals and best latents "
                    "(last.py), added to the existing features_<preset>.json")
+    p.add_argument("--seeds", nargs="+", metavar="RUN_DIR", default=None,
+                   help="only the over-training table on other training seeds of the recipe (run directories with a "
+                        "clocks.json), added to the existing json (seeds.py)")
+    p.add_argument("--sweep", action="store_true", help="only the SAE settings x σ cells (sweep.py), added to the "
+                   "existing json")
     a = p.parse_args(argv)
     preset = "smoke" if a.smoke else "cpu"
     out = Path(a.out)
@@ -150,14 +153,21 @@ def main(argv=None):
     if a.causal:
         return causal_main(preset, out, a.from_results)
     path = out / f"features_{preset}.json"
-    if a.last and not path.is_file():
-        p.error(f"--last adds to {path}, which is not there: run the study first")
-    if a.from_results or a.last:
-        report = json.loads(path.read_text())
-    else:
-        report = run(preset)
+    adds = a.last or a.sweep or a.seeds
+    if adds and not path.is_file():
+        p.error(f"--last / --sweep / --seeds add to {path}, which is not there: run the study first")
+    if a.seeds:
+        from analyses.features.seeds import check_seed_dirs
+        check_seed_dirs(a.seeds, p.error)
+    report = json.loads(path.read_text()) if a.from_results or adds else run(preset)
     if not a.from_results:
-        report["last"] = last_main(report, out)
+        if a.seeds:
+            from analyses.features.seeds import seed_tables
+            report["training_seeds"] = seed_tables(report, a.seeds, lambda d: run(preset, d))
+        if a.sweep or not adds:
+            report["sweep"] = sweep_main(report)
+        if a.last or not adds:
+            report["last"] = last_main(report, out)
         atomic_write_text(path, json.dumps(json_ready(report), indent=1, sort_keys=True))
     md = report_md(report)
     atomic_write_text(out / f"features_{preset}.md", md)
@@ -191,6 +201,16 @@ def last_main(report, out):
     return last
 
 
+def sweep_main(report):
+    """The SAE settings x σ cells (sweep.py) of `report`'s preset on the shipped series."""
+    from analyses.features.sweep import SWEEP, matches_table, run_sweep
+    series = sp.load_series()
+    clean, _ = inputs(series, report["config"]["n_rows"], report["config"]["sigma"])
+    out = run_sweep(series, report["config"], clean, SWEEP[report["preset"]], log=sys.stderr.write)
+    out["equals_table"] = matches_table(out, report)
+    return out
+
+
 def causal_main(preset, out, from_results):
     """Run (or reread) the causal check and write features_causal_<preset>.{json,md}."""
     from analyses.features.causal import CAUSAL, causal_check, causal_md
@@ -209,10 +229,11 @@ def causal_main(preset, out, from_results):
     print(md)
 
 
-def run(preset):
+def run(preset, series_dir=None):
+    """The over-training table of `series_dir` (None: the shipped series) at the preset's steps and sites."""
     cfg = PRESETS[preset]
     torch.set_num_threads(1)
-    series = sp.load_series()
+    series = sp.load_series(series_dir)
     clocks = json.loads((Path(series.path) / "clocks.json").read_text())["taus"]
     clean, x = inputs(series, cfg["n_rows"], cfg["sigma"])
     rows, t0 = [], time.perf_counter()
