@@ -72,3 +72,29 @@ def test_with_clocks_keeps_the_stored_tau_of_a_model_whose_clocks_are_not_here(t
     (tmp_path / "checkpoints" / "parity-default" / "clocks.json").write_text(json.dumps({"taus": {"tau_rule": 7.0}}))
     got = with_clocks(m, tmp_path, "open")["taus"]
     assert got["seed0"]["tau_rule"] == 7.0 and got["seed1"] == {"tau_rule": 2.0}
+
+
+def test_section_3c_with_one_pair_and_no_same_data_member_keeps_its_table_rectangular():
+    from analyses.decompose.write import markdown, summaries
+    res = _with_mem_pairs()
+    long = copy.deepcopy(res["pairs"])
+    long["by_n"] = {"120": long["by_n"]["120"]}
+    rec = long["by_n"]["120"]
+    rec["replicates"] = {"0": {k: v for k, v in rec["replicates"]["0"].items() if k != "same_data"}}
+    rec["clocks"] = {k: v for k, v in rec["clocks"].items() if k in ("n120-r0-a", "n120-r0-b")}
+    res["pairs_long"] = long
+    res["params"] = dict(res["params"], long_pairs=[dict(pair_Ns=[120], pair_replicates=1, pair_same_data=[],
+                                                         pair_steps=7000, pair_checkpoints=10, pair_first=300,
+                                                         pair_measure_at=[1000, 3500, 7000])])
+    md = markdown(res, summaries(res), "")
+    sec = md[md.index("## 3c."):]
+    assert "N = 120: 1 disjoint pair, no same-data member, 7000 steps" in sec
+    assert "(0 of 2 members past their τ_rule" in sec or "of 2 members past their τ_rule" in sec
+    lines = sec.splitlines()
+    heads = [i for i, line in enumerate(lines) if line.startswith("| measure |")]
+    assert len(heads) == 3                                              # one agreement table per measured step
+    for i in heads:
+        table = lines[i:lines.index("", i)]
+        assert len(table) > 3 and all(line.count("|") == 5 for line in table)   # 4 columns, none empty
+        assert not any("| |" in line or "|  |" in line for line in table)
+    assert "decompose_disjoint_long.png" in sec

@@ -24,10 +24,13 @@ def test_decompose_study_smoke_plan_and_from_results(tmp_path, capsys):
     assert res["pairs"]["by_n"]["4"]["replicates"]["0"]["disjoint"]["steps"] == [40]
     assert set(res["pairs_mem"]["by_n"]) == {"6"}                      # the small-N pairs past τ_mem (section 3b)
     assert res["pairs_mem"]["by_n"]["6"]["replicates"]["0"]["disjoint"]["steps"] == [60]
-    for fig in ("heatmap", "crossover", "disjoint", "disjoint_mem"):
+    assert set(res["pairs_long"]["by_n"]) == {"5"}                     # pairs at larger N past τ_mem (section 3c)
+    assert list(res["pairs_long"]["by_n"]["5"]["replicates"]) == ["0"]
+    for fig in ("heatmap", "crossover", "disjoint", "disjoint_mem", "disjoint_long"):
         assert (tmp_path / "res" / f"smoke_decompose_{fig}.png").stat().st_size > 1000
     md = (tmp_path / "res" / "smoke_decompose.md").read_text()
     assert "## 3b. Disjoint training sets across the memorization boundary" in md
+    assert "## 3c. Disjoint training sets across the memorization boundary (N where" in md
     (tmp_path / "res" / "smoke_decompose.md").unlink()
     assert study.main(args + ["--from-results"]) == 0
     assert (tmp_path / "res" / "smoke_decompose.md").read_text() == md

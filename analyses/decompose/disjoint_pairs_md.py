@@ -71,17 +71,22 @@ def _clock_table(ps):
 def _agreement_table(ps, step, ceil):
     """Rows per σ (cosine), then same sample and same basin: floor, disjoint pairs, same-data pairs, ceiling."""
     d, fl, sd = ps["disjoint"][step], ps["floor"], ps["same_data"][step]
-    head = ("| measure | floor: memorizers (over pairs) | network, disjoint data (over pairs) | "
-            + " | ".join(f"network, same data ({r})" for r in sd) + " | ceiling: rule oracle |")
-    L = [head, "|---|---|---|" + "---|" * len(sd) + "---|"]
+    def row(name, cells):
+        return "| " + " | ".join([name, *cells]) + " |"
+    L = [row("measure", ["floor: memorizers (over pairs)", "network, disjoint data (over pairs)",
+                         *(f"network, same data ({r})" for r in sd), "ceiling: rule oracle"]),
+         "|---|---|---|" + "---|" * len(sd) + "---|"]
     for j, sg in enumerate(ps["sigma"]):
-        L.append(f"| cosine σ = {sg:g} | {_ci(fl['cosine'][j], '{:.3f}')} | {_ci(d['cosine'][j], '{:.3f}')} | "
-                 + " | ".join(_ci(x["cosine"][j], "{:.3f}") for x in sd.values()) + f" | {ceil['cosine'][j]:.3f} |")
-    L.append(f"| same sample | {_ci(fl['sample_same'])} | {_ci(d['sample_same'])} | "
-             + " | ".join(_ci(x["sample_same"]) for x in sd.values()) + f" | {ceil['sample_same']:.2f} |")
+        L.append(row(f"cosine σ = {sg:g}", [_ci(v, "{:.3f}") for v in (fl["cosine"][j], d["cosine"][j],
+                                                                         *(x["cosine"][j] for x in sd.values()))]
+                     + [f"{ceil['cosine'][j]:.3f}"]))
+    L.append(row("same sample", [_ci(v) for v in (fl["sample_same"], d["sample_same"],
+                                                   *(x["sample_same"] for x in sd.values()))]
+                 + [f"{ceil['sample_same']:.2f}"]))
     for j, s0 in enumerate(ps["sigma_start"]):
-        L.append(f"| same basin from σ = {s0:g} | {_ci(fl['basin_same'][j])} | {_ci(d['basin_same'][j])} | "
-                 + " | ".join(_ci(x["basin_same"][j]) for x in sd.values()) + f" | {ceil['basin_same'][j]:.2f} |")
+        L.append(row(f"same basin from σ = {s0:g}", [_ci(v) for v in (fl["basin_same"][j], d["basin_same"][j],
+                                                                      *(x["basin_same"][j] for x in sd.values()))]
+                     + [f"{ceil['basin_same'][j]:.2f}"]))
     return L
 
 
@@ -144,7 +149,27 @@ def mem_pairs_section(res, s, prefix):
          "before and after memorization. A disjoint pair whose members both memorize tends to the floor (the two "
          "training sets' memorizers); a same-data pair whose members both memorize tends to agree fully.", ""]
     L += _n_blocks(s["pairs_mem"])
-    return L + [f"![pairs past τ_mem]({prefix}decompose_disjoint_mem.png)", ""]
+    return L + [f"![pairs past τ_mem]({prefix}decompose_disjoint_mem.png)", ""] + long_pairs_section(res, s, prefix)
+
+
+def long_pairs_section(res, s, prefix):
+    """Section 3c: pairs at N where the rule is learned, trained past τ_mem (res["pairs_long"]; absent: nothing)."""
+    if "pairs_long" not in s:
+        return []
+    subs = [dict(res["params"], **q) for q in res["params"]["long_pairs"]]
+    runs = "; ".join(f"N = {', '.join(map(str, q['pair_Ns']))}: {q['pair_replicates']} disjoint pair"
+                     f"{'s' if q['pair_replicates'] > 1 else ''}"
+                     + (f" and a same-data member for replicate(s) {q['pair_same_data']}" if q["pair_same_data"] else
+                        ", no same-data member") + f", {q['pair_steps']} steps, {q['pair_checkpoints']} checkpoints "
+                     f"from step {q['pair_first']}" for q in subs)
+    L = ["## 3c. Disjoint training sets across the memorization boundary (N where the rule is learned)", "",
+         f"As section 3 (the same recipe, floor, ceiling and intervals), trained past τ_mem: {runs}. Section 3 "
+         "stops before memorization, section 3b at N where the rule is never learned; here both transitions lie "
+         "inside the run, so agreement is read before τ_rule, in the window and past τ_mem, beside each member's "
+         "clocks. With one pair, the intervals are over the points (cosine, t) and the samples (shares, Wilson): "
+         "they hold the pair fixed, and say nothing of how another pair would agree.", ""]
+    L += _n_blocks(s["pairs_long"])
+    return L + [f"![pairs past τ_mem at large N]({prefix}decompose_disjoint_long.png)", ""]
 
 
 def _n_blocks(pz):

@@ -28,8 +28,9 @@ def summaries(res):
            "gap_closed": gap_closed(cross, res["taus"]),
            "excess_slope_N": loglog_slope(ex["N"], ex["excess"]), "excess_slopes": excess_slopes(ex),
            "pairs": pairs_summary(res["pairs"])}
-    if res.get("pairs_mem"):
-        out["pairs_mem"] = pairs_summary(res["pairs_mem"])
+    for key in ("pairs_mem", "pairs_long"):
+        if res.get(key):
+            out[key] = pairs_summary(res[key])
     meas = ex.get("tau_mem_measured") or {}
     if meas:
         ns = sorted(int(n) for n in meas)
@@ -44,6 +45,7 @@ def findings(res, s):
     if res.get("models_closed"):
         out += models_findings(res["models_closed"], s, res["taus"], SERIES_TEXT, "models_closed")
     out += cross_findings(res, s) + pairs_findings(s) + pairs_findings(s, "pairs_mem")
+    out += pairs_findings(s, "pairs_long")
     return out
 
 
@@ -81,8 +83,9 @@ def write_all(res, out, prefix=""):
         save_figure(plot_calls_map(res["models_closed"]), out / f"{prefix}decompose_heatmap_closed.png", dpi=110)
     save_figure(plot_crossover(res, s), out / f"{prefix}decompose_crossover.png", dpi=110)
     save_figure(plot_disjoint_pairs(s), out / f"{prefix}decompose_disjoint.png", dpi=110)
-    if "pairs_mem" in s:
-        save_figure(plot_disjoint_pairs({"pairs": s["pairs_mem"]}), out / f"{prefix}decompose_disjoint_mem.png",
-                    dpi=110)
+    for key, name in (("pairs_mem", "mem"), ("pairs_long", "long")):
+        if key in s:
+            save_figure(plot_disjoint_pairs({"pairs": s[key]}), out / f"{prefix}decompose_disjoint_{name}.png",
+                        dpi=110)
     atomic_write_text(out / f"{prefix}decompose.md", markdown(res, s, prefix))
     return s
