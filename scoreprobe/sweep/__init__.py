@@ -31,8 +31,8 @@ from scoreprobe.errors import ConfigError
 from scoreprobe.progress import StepProgress
 from scoreprobe.store.writer import StoreWriter
 from scoreprobe.sweep import identity
-from scoreprobe.sweep.executor import (MODEL_ATTR, SCHEDULER, STEP_ATTRS, identified, run_step,  # noqa: F401
-                                       with_step)  # (re-exported)
+from scoreprobe.sweep.executor import (MODEL_ATTR, SCHEDULER, STEP_ATTRS, call_probe, identified,  # noqa: F401
+                                       run_step, with_step)  # (re-exported)
 
 logger = logging.getLogger(__name__)
 
@@ -304,9 +304,9 @@ def run_group(probe, group, identify=None):
     models = [getter() for _, getter in group]
     idents = [identify(m, step) if identify is not None else None for (step, _), m in zip(group, models)]
     if len(models) > 1 and can_stack(models):
-        parts = probe(StackedDenoiser(models))
+        parts = call_probe(probe, StackedDenoiser(models), [step for step, _ in group])
     else:
-        parts = [probe(m) for m in models]
+        parts = [call_probe(probe, m, (step,)) for (step, _), m in zip(group, models)]
     return {step: identified(with_step(part, step), identify, ident)
             for (step, _), part, ident in zip(group, parts, idents)}
 
