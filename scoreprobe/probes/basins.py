@@ -243,14 +243,16 @@ def _warm_vars(m):
         "warm_start": (s, m["warm_start"], {
             **one, "flag_values": list(range(len(SEEDINGS))), "flag_meanings": " ".join(SEEDINGS),
             "long_name": "refined on its own (cold: no earlier map in this run), from the previous checkpoint's "
-            f"map (warm: its lattice, boundary band dilated by {WARM_MARGIN} and audit integrated, the rest filled "
-            "from it), or from it with changes in more than half the lattice cells (widespread: all refined cold)"}),
-        "warm_seed_step": (s, m["warm_seed_step"], {**one, "long_name": "step whose finished map seeded this one (-1 cold)"}),
+            "map (warm: the lattice, cells whose lattice points changed refined cold, the seed's boundary points "
+            f"(dilated by {WARM_MARGIN}) integrated and changes followed point by point, the rest filled from the "
+            "seed and audited), or with more than half the lattice cells changed (widespread: all refined cold)"}),
+        "warm_seed_step": (s, m["warm_seed_step"], {
+            **one, "long_name": "step whose finished map seeded this one (-1 cold)"}),
         "warm_changed_points": (s, m["warm_changed_points"], {
             **one, "long_name": "integrated grid points whose label differs from the seed map's (NaN cold)"}),
         "warm_reopened_fraction": (s, m["warm_reopened_fraction"], {
-            **one, "long_name": "share of the lattice cells re-opened and refined cold because a point in them "
-            "changed label (NaN cold)"}),
+            **one, "long_name": "share of the lattice cells refined cold because a lattice point or an audited point "
+            "in them changed label (NaN cold)"}),
     }
 
 

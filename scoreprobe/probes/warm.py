@@ -3,30 +3,35 @@
 Consecutive checkpoints' maps differ mostly near their boundaries, so with `RefineSettings.warm_start` (on by
 default) a map starts from the previous checkpoint's finished map, its **seed**:
 
-1. integrate the coarse lattice (as the cold refinement, `probes.refine`) and the seed's boundary band: every
-   pixel with a 4-neighbour of another label in the seed map (or without a label there), dilated by
-   WARM_MARGIN pixels (a (2·WARM_MARGIN + 1)² square);
-2. every lattice cell holding an integrated pixel whose label differs from the seed's there is **re-opened**:
-   refined as the cold refinement refines the lattice (split level by level where its integrated pixels
-   disagree, the rest filled with their corners' label), and so is every cell the re-opened ones reach with a
-   changed pixel, until no cell left to the seed holds one; when more than WIDESPREAD of the lattice cells hold a
-   change at once, every cell is re-opened (the cold refinement, on top of the pixels already integrated:
-   `warm_start` widespread). The other cells' unintegrated pixels take the seed's label and row (an endpoint's
-   classification is a function of its vertex and off-vertex flag; nfe 0, decided sigma NaN, as filled);
-3. the audit, exactly as the cold refinement's: every filled pixel (from the seed or from a cell's corner) is
+1. integrate the coarse lattice, as the cold refinement does first (`probes.refine`);
+2. every lattice cell with a lattice point whose label differs from the seed's there is **re-opened**: refined
+   exactly as the cold refinement refines the lattice's cells (`refine._refine`: split level by level where its
+   integrated pixels disagree, dilated by one cell, the rest filled with their corners' label); when more than
+   WIDESPREAD of the cells are re-opened at once, all are (the cold refinement with another audit stream:
+   `warm_start` widespread);
+3. in the other cells, integrate the seed's boundary band: every pixel with a 4-neighbour of another label in the
+   seed map (or without a label there), dilated by WARM_MARGIN pixels (0: the boundary pixels alone; 1 and 2
+   cost more evaluations on the shipped series, bench/RESULTS.md);
+4. **flood** the changes: while an integrated pixel whose label differs from the seed's has a 4-neighbour that
+   would be filled from the seed, integrate that neighbour. A boundary that moved, however far, is followed
+   pixel by pixel to where the labels agree with the seed again; the remaining pixels of the cells left to the
+   seed take the seed's label and row (an endpoint's classification is a function of its vertex and off-vertex
+   flag; nfe 0, decided sigma NaN, as every filled pixel);
+5. the audit, exactly as the cold refinement's: every filled pixel (from the seed or from a cell's corner) is
    integrated with probability `audit`, from a stream of its own (the settings' seed, the σ_start index and the
    map's step: independent of the seed map's audit, so the bound holds for the fill it drew from); a
-   disagreement re-opens its cell (a seed cell as in 2, a corner-filled cell as the cold refinement does) and a
-   second audit follows; a second failure integrates every pixel (dense_audit); the bound is the same one-sided
-   95% bound over the filled pixels the last audit drew from;
-4. S_bb above max_entropy: every pixel integrated (dense_entropy), as cold.
+   disagreement re-opens its cell (a seed cell as in 2, then 4; a corner-filled cell as the cold refinement
+   does) and a second audit follows; a second failure integrates every pixel (dense_audit). The bound is the
+   same one-sided 95% bound over the filled pixels the last audit drew from;
+6. S_bb above max_entropy: every pixel integrated (dense_entropy), as cold.
 
 The seed is the finished map (filled pixels included) of the previous checkpoint in the same `basins` call, per
 σ_start (with models_per_pass K, the K maps of a pass all start from the previous pass's last map). The first map,
 a map whose step is unknown (a single denoiser) and every map of a run sent to other processes (dask) are refined
-cold (`warm_start` cold); so is a resumed run's first new map. The stated limitation is the cold one's: a change
-that touches no integrated pixel (an island appearing off the lattice and the band, a thin stripe moving beyond the
-band between lattice points) is found only when the audit's sample hits it, within the audit's bound.
+cold (`warm_start` cold, bit for bit the cold map); so is a resumed run's first new map. The stated limitation:
+a change that touches no integrated pixel — an island appearing inside a cell left to the seed, off its lattice
+points and the seed's boundary — is found only when the audit's sample hits it, within the audit's bound, as a
+feature between lattice lines is for the cold refinement.
 """
 from dataclasses import dataclass
 
@@ -121,7 +126,8 @@ def _holding(cells, mask, res):
     """(n,) bool: which closed cells (n, 4) [i0, i1, j0, j1] hold a True pixel of mask (res*res,)."""
     sat = np.pad(np.cumsum(np.cumsum(mask.reshape(res, res), 0), 1), ((1, 0), (1, 0)))   # summed-area table
     c = np.asarray(cells, dtype=np.int64).reshape(-1, 4)
-    return sat[c[:, 1] + 1, c[:, 3] + 1] - sat[c[:, 0], c[:, 3] + 1] - sat[c[:, 1] + 1, c[:, 2]] + sat[c[:, 0], c[:, 2]] > 0
+    i0, i1, j0, j1 = c[:, 0], c[:, 1] + 1, c[:, 2], c[:, 3] + 1
+    return sat[i1, j1] - sat[i0, j1] - sat[i1, j0] + sat[i0, j0] > 0
 
 
 class _Warm:
@@ -133,7 +139,7 @@ class _Warm:
         self.basin, self.label = st.ids(seed.rows, _usable(seed.rows))          # (n,) each
         self.cells = [tuple(int(v) for v in c) for c in _cells(_lattice(st.res, stride))]
         self.warm, self.filled, self.reopened = set(self.cells), {}, set()
-        self.n, self.flooded = n, 0
+        self.n = n
 
     def stale(self, mask=None):
         """Seed cells holding a pixel of `mask` (n,) bool (None: integrated pixels whose label differs from the
@@ -157,7 +163,6 @@ class _Warm:
             need = np.flatnonzero(near.ravel() & (self.sources() >= self.n))
             if not len(need):
                 return
-            self.flooded += len(need)
             yield need
 
     def reopen(self, cells):
@@ -203,8 +208,8 @@ def warm_steps(st, settings, seed, rng):
         sample = _audit_sample(np.where(fill, 0, -1), settings.audit, rng)
         yield sample
         audit_points += len(sample)
-        missed = np.zeros(len(fill), dtype=bool)                                 # audited pixels filled from the seed,
-        missed[sample] = (src[sample] >= len(fill)) & (st.label[sample] != w.label[sample])   # ending elsewhere
+        missed = np.zeros(len(fill), dtype=bool)                    # audited pixels filled from the seed, elsewhere
+        missed[sample] = (src[sample] >= len(fill)) & (st.label[sample] != w.label[sample])
         wrong = [c for c in w.filled if _agrees(st, c) != w.filled[c]]
         if not wrong and not missed.any():
             bound, outcome = audit_bound(settings.audit, int(fill.sum())), "refined"
