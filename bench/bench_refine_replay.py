@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_basins_refine import shipped   # noqa: E402
 from scoreprobe.probes.basins import basins   # noqa: E402
 from scoreprobe.probes.refine import OUTCOMES, RefineSettings, refined_maps   # noqa: E402
-from scoreprobe.probes.warm import SEEDINGS, seed_of   # noqa: E402
+from scoreprobe.probes.warm import SEEDINGS, seed_of, warm_maps   # noqa: E402
 
 
 def dense_rows(series, plane, step, res, cache):
@@ -115,7 +115,7 @@ def warm_table(series, plane, steps, res, settings, cache, t0):
         flat = dense_rows(series, plane, step, res, cache)
         rows_of = lambda idx: [{k: v[idx] for k, v in flat.items()}]   # noqa: E731
         cold = refined_maps(rows_of, res, 1, settings)[0]
-        warm = refined_maps(rows_of, res, 1, settings, warm=[(seed, step)])[0]
+        warm = warm_maps(rows_of, res, 1, settings, 0, [(seed, step)])[0]
         seed = seed_of(step, warm)
         c, w = scores(cold, flat, res), scores(warm, flat, res)
         ratios.append(w[1] / c[1])

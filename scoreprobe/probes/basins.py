@@ -77,9 +77,12 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
                     for m in rows_of(np.arange(res * res))]
         else:
             from scoreprobe.probes.refine import refined_maps
-            plan = warm.plan(si, k) if warm is not None else None
-            maps = refined_maps(rows_of, res, k, refine, si, plan)
-            if warm is not None:
+            from scoreprobe.probes.warm import warm_maps
+            if warm is None:
+                maps = refined_maps(rows_of, res, k, refine, si)
+            else:
+                plan = warm.plan(si, k)
+                maps = warm_maps(rows_of, res, k, refine, si, plan)
                 warm.keep(si, plan, maps)
         for o, m in zip(out, maps):
             for key, v in m.items():

@@ -304,26 +304,27 @@ def _usable(rows):
     return (rows["status"] == 0) & (rows["state"] != STATE_CODES["invalid"])
 
 
-def refined_maps(rows_of, res, k, settings, sigma_index=0, warm=None):
+def refined_maps(rows_of, res, k, settings, sigma_index=0):
     """Refined basin maps of K models at one σ_start.
 
     rows_of(idx) integrates flat grid indices idx (n,) for all K models and returns K dicts of (n, ...)
     arrays (state, ..., bits, decided_sigma, nfe, status: `probes.basins.basin_map`'s keys). Each model
     uses only the rows it asked for, so its map is the one it gets alone; the union is integrated once.
-    warm : None (each map on its own), or K pairs (seed, step): a `probes.warm.Seed` (the finished map
-        this one starts from) or None (refined on its own), and the model's step (`probes.warm.warm_steps`).
 
-    Returns K dicts: each key as a (res, res, ...) array (filled pixels copy their cell's corner, or with
-    a seed the seed map's pixel, with nfe 0, decided_sigma NaN and status success), integrated (res, res)
-    bool, and the scalars outcome (code of OUTCOMES), integrated_fraction, audit_bound, audit_points,
-    audit_failures, boundary_entropy; with `warm` also those of `probes.warm.warm_summary`.
+    Returns K dicts: each key as a (res, res, ...) array (filled pixels copy their cell's corner, with
+    nfe 0, decided_sigma NaN and status success), integrated (res, res) bool, and the scalars outcome
+    (code of OUTCOMES), integrated_fraction, audit_bound, audit_points, audit_failures, boundary_entropy.
     """
     states = [MapState(res) for _ in range(k)]
-    if warm is None:
-        gens, extra = [refine_steps(st, settings, sigma_index) for st in states], [None] * k
-    else:
-        from scoreprobe.probes.warm import warm_generators
-        gens, extra = warm_generators(states, settings, sigma_index, warm)
+    return drive(rows_of, states, [refine_steps(st, settings, sigma_index) for st in states])
+
+
+def drive(rows_of, states, gens, extra=None):
+    """Run K refinement generators (`refine_steps` or `probes.warm.warm_steps`) on K MapStates, integrating the
+    union of what they ask for at each round with rows_of; K assembled maps (`refined_maps`). extra: K row sets
+    (or None) that the generators' sources index past res*res (a warm start's seed)."""
+    k = len(states)
+    extra = [None] * k if extra is None else extra
     need, summary = [next(g) for g in gens], [None] * k
     while any(n is not None for n in need):
         union = np.unique(np.concatenate([n for n in need if n is not None]))

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scoreprobe.probes.refine import (NO_LABEL, _agrees, _audit_sample, _cells, _lattice, _owners, _refine, _split,
-                                      _usable, audit_bound, boundary_entropy, refine_steps)
+from scoreprobe.probes.refine import (NO_LABEL, MapState, _agrees, _audit_sample, _cells, _lattice, _owners, _refine,
+                                      _split, _usable, audit_bound, boundary_entropy, drive, refine_steps)
 from scoreprobe.sweep.executor import PROBE_STEPS
 
 WARM_MARGIN = 0      # the seed's boundary pixels dilated by this many pixels (0: the boundary pixels alone)
@@ -83,6 +83,16 @@ class WarmChain:
     def keep(self, sigma_index, plan, maps):
         if plan[-1][1] is not None:
             self.last[sigma_index] = seed_of(plan[-1][1], maps[-1])
+
+
+def warm_maps(rows_of, res, k, settings, sigma_index, plan):
+    """`refine.refined_maps` with a warm start: plan, K pairs (seed, step) (`WarmChain.plan`): a `Seed` (the map
+    this one starts from) or None (refined cold, bit for bit `refined_maps`'s map), and the model's step.
+    Returns K dicts as `refined_maps` (seed-filled pixels copy the seed map's pixel), with the warm_* scalars of
+    `warm_summary` (a cold map: warm_start 0, warm_seed_step -1, the others NaN)."""
+    states = [MapState(res) for _ in range(k)]
+    gens, extra = warm_generators(states, settings, sigma_index, plan)
+    return drive(rows_of, states, gens, extra)
 
 
 def warm_generators(states, settings, sigma_index, warm):

@@ -224,8 +224,10 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
     models_per_pass : K >= 1, or "auto" (1 on CPU, where a stack is slower; on CUDA from free
         memory, at most 32): a probe marked `stackable` gets K checkpoints of one architecture at
         once as a `models.stack.StackedDenoiser` (one batched forward for all K) and returns K
-        Datasets; the results equal the one-at-a-time path. Other probes, models that cannot be
-        stacked and dask runs take one checkpoint at a time.
+        Datasets; the results equal the one-at-a-time path (except where a probe chains its steps:
+        basins' warm-started refinement, `probes.warm`). Other probes, models that cannot be
+        stacked and dask runs take one checkpoint at a time. Each probe call runs with
+        `executor.PROBE_STEPS` set to the step(s) it measures.
     model_id : names a source without weights (a user function, an oracle): a str for every step,
         or {step: str}; recorded per step instead of the behavioural fingerprint (a module keeps its
         weights digest with it). The probe's attribute `n_bits` (D) lets the fingerprint be taken
