@@ -76,14 +76,7 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
             maps = [{key: v.reshape((res, res) + v.shape[1:]) for key, v in m.items()}
                     for m in rows_of(np.arange(res * res))]
         else:
-            from scoreprobe.probes.refine import refined_maps
-            from scoreprobe.probes.warm import warm_maps
-            if warm is None:
-                maps = refined_maps(rows_of, res, k, refine, si)
-            else:
-                plan = warm.plan(si, k)
-                maps = warm_maps(rows_of, res, k, refine, si, plan)
-                warm.keep(si, plan, maps)
+            maps = _refined(rows_of, res, k, refine, si, warm)
         for o, m in zip(out, maps):
             for key, v in m.items():
                 if key != "bits" or keep_bits:
@@ -92,6 +85,18 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
                    + counted("sigma_starts x grid points", k), "they are classified `invalid`")
     maps = [{key: np.stack(v) for key, v in m.items()} for m in out]
     return maps if k > 1 else maps[0]
+
+
+def _refined(rows_of, res, k, refine, sigma_index, warm):
+    """K refined maps at one sigma_start (`probes.refine`), started from the chain's last map with `warm`."""
+    from scoreprobe.probes.refine import refined_maps
+    from scoreprobe.probes.warm import warm_maps
+    if warm is None:
+        return refined_maps(rows_of, res, k, refine, sigma_index)
+    plan = warm.plan(sigma_index, k)
+    maps = warm_maps(rows_of, res, k, refine, sigma_index, plan)
+    warm.keep(sigma_index, plan, maps)
+    return maps
 
 
 _MAP_KEYS = ("state", "index", "train_index", "heldout_index", "nearest_train_hamming", "anchor", "off_vertex",

@@ -74,7 +74,8 @@ class WarmChain:
         return {"last": {}, "enabled": False}
 
     def plan(self, sigma_index, k):
-        """K pairs (seed or None, step or None) for `refined_maps(warm=...)`."""
+        """K pairs (seed or None, step or None) for `warm_maps`: the steps of this probe call, each with the last
+        map kept at this σ_start; (None, None) outside a local sweep or in a copy sent elsewhere."""
         steps = PROBE_STEPS.get()
         if not self.enabled or steps is None or len(steps) != k:
             return [(None, None)] * k
@@ -95,10 +96,10 @@ def warm_maps(rows_of, res, k, settings, sigma_index, plan):
     return drive(rows_of, states, gens, extra)
 
 
-def warm_generators(states, settings, sigma_index, warm):
+def warm_generators(states, settings, sigma_index, plan):
     """K refinement generators (see `refine.refine_steps`) and the K extra row sets their sources index."""
     gens, extra = [], []
-    for st, (seed, step) in zip(states, warm):
+    for st, (seed, step) in zip(states, plan):
         if seed is None:
             gens.append(_cold(st, settings, sigma_index))
             extra.append(None)
