@@ -227,11 +227,15 @@ def test_cli_basins_refines_from_res_32_and_dense_integrates_every_point(setup, 
     monkeypatch.chdir(tmp_path)
     base = ["basins", str(tmp_path), "--res", "32", "--steps", "all", "--no-animate"]
     out = {}
-    for name, extra in (("refined", []), ("dense", ["--dense"])):
+    for name, extra in (("refined", []), ("dense", ["--dense"]), ("cold", ["--no-warm-start"])):
         r = CliRunner().invoke(cli, base + ["--out", f"{name}.zarr"] + extra)
         assert r.exit_code == 0, r.output
         out[name] = (r.output, open_store(tmp_path / f"{name}.zarr"))
-    (text_r, ref), (text_d, dense) = out["refined"], out["dense"]
+    (text_r, ref), (text_d, dense), (text_c, cold) = out["refined"], out["dense"], out["cold"]
+    assert "warm start:" in text_r and "warm_seed_step" in ref and (ref.warm_seed_step.values[1:] >= 0).all()
+    assert "warm start:" not in text_c and "warm_seed_step" not in cold and "endpoint_integrated" in cold
+    assert "warm_start" not in json.loads(cold.attrs["scoreprobe_config"])["refine"]
+    np.testing.assert_array_equal(cold.endpoint_state.values, dense.endpoint_state.values)
     assert "integr." in text_r and "audit bound" in text_r and "integr." not in text_d
     assert json.loads(ref.attrs["scoreprobe_config"])["refine"]["stride"] == 0
     assert "refine" not in json.loads(dense.attrs["scoreprobe_config"]) and "endpoint_integrated" not in dense

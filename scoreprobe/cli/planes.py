@@ -86,10 +86,21 @@ def _basin_table(ds):
         lines.append("integr.: share of the grid integrated (boundary band, lattice, audit; the rest filled); "
                      f"audit bound on the filled points' disagreement {_worst_bound(ds)}; "
                      f"{int((ds.refine_outcome > 0).sum())} map(s) integrated densely (audit failed twice or S_bb > ln 2)")
+    if "warm_start" in ds:
+        lines.append(f"warm start: {int((ds.warm_start > 0).sum())} of {ds.warm_start.size} map(s) started from the "
+                     "previous checkpoint's (warm_seed_step in the store)")
     if any(k in ds for k, _ in CONVERGENCE_COLUMNS):
         lines.append("chg@2N: share of the grid whose endpoint state differs with the finer setting (2x --n-steps; "
                      "the engine: tolerances tightened, ode.finer); item@2N: whose state or item reached differs")
     return lines
+
+
+def _refine_of(dense, no_warm_start, res):
+    """basins' refine= for --dense and --no-warm-start (refinement itself stays automatic: from res 32 on)."""
+    from scoreprobe.probes.refine import AUTO_RES, RefineSettings
+    if dense:
+        return False
+    return RefineSettings(warm_start=False) if no_warm_start and res >= AUTO_RES else None
 
 
 @cli.command()
@@ -114,6 +125,10 @@ def _basin_table(ds):
                    "the boundary band between labels and an audit sample, and fill the rest (column 'integr.': the "
                    "share integrated; docs/definitions.md, 'Basin maps'). A store written either way is a "
                    "different analysis from one written the other.")
+@click.option("--no-warm-start", is_flag=True,
+              help="Refine each checkpoint's map on its own. Without it, a refined map starts from the previous "
+                   "checkpoint's: its boundary points integrated, changes followed, the rest filled from it and "
+                   "audited as a cold map is (docs/definitions.md, 'Basin maps'). Recorded in the store's config.")
 @animation_options
 @click.option("--check-convergence", is_flag=True,
               help="Integrate every grid again with the finer setting (2x --n-steps on the fixed grid, the "
@@ -128,7 +143,8 @@ def _basin_table(ds):
 @scheduler_options
 @source_options
 def basins(source, plane_spec, sigma_start, res, solver, tol, n_steps, steps, seed, out, overwrite, animate_path, no_animate,
-           dense, dpi, frame_size, check_convergence, device, models_per_pass, autocast, scheduler, dask_local):
+           dense, no_warm_start, dpi, frame_size, check_convergence, device, models_per_pass, autocast, scheduler,
+           dask_local):
     """Basin maps of the PF-ODE on a plane through a training item, a nearby held-out item and a
     rule-violating vertex, at the checkpoints of SOURCES (default: the shipped
     series; or a run directory, checkpoint files, a glob or a folder of them: see --dataset, --set)."""
@@ -155,7 +171,7 @@ def basins(source, plane_spec, sigma_start, res, solver, tol, n_steps, steps, se
     with on_scheduler(scheduler):
         ds = run_basins(s, plane, sigma_start=sig, res=res, n_steps=n_steps, solver=solver, steps=chosen, out=out or None,
                         device=device, check_convergence=check_convergence, overwrite=overwrite,
-                        models_per_pass=models_per_pass, autocast=autocast, refine=False if dense else None)
+                        models_per_pass=models_per_pass, autocast=autocast, refine=_refine_of(dense, no_warm_start, res))
     for line in _basin_table(ds):
         click.echo(line)
     if out:

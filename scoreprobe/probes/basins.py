@@ -41,13 +41,15 @@ def flow_to_zero(D, x0, sigma, n_steps, solver, chunk_size):
 # ---------------------------------------------------------------------------------------------
 
 def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, solver=DEFAULT_SOLVER,
-              chunk_size="auto", dtype=torch.float32, device="cpu", keep_bits=False, refine=None):
+              chunk_size="auto", dtype=torch.float32, device="cpu", keep_bits=False, refine=None, warm=None):
     """Endpoints of the PF-ODE from every grid point of `plane`, for one denoiser.
 
     A `models.stack.StackedDenoiser` of K checkpoints integrates all K maps in one batched pass
     and gives a list of K such dicts (identical to K calls with the single models).
     refine : None (integrate every grid point) or a `probes.refine.RefineSettings`: integrate the
         boundary band and an audit sample, fill the rest (`probes.refine`).
+    warm : None, or a `probes.warm.WarmChain` (with refine): each map starts from the chain's last finished map
+        of the same sigma_start, and becomes the next one's seed (`probes.warm`).
 
     Returns
     -------
@@ -57,7 +59,8 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
     nfe (int64: denoiser evaluations of the point), status (int8: codes of `ode.engine.STATUS`);
     with keep_bits, bits (S, res, res, D) uint8: the thresholded endpoint (meaningless where invalid).
     With refine also integrated (S, res, res) bool (filled pixels: nfe 0, decided_sigma NaN) and the
-    (S,) summaries of `probes.refine.refine_steps` (outcome as a code of `probes.refine.OUTCOMES`).
+    (S,) summaries of `probes.refine.refine_steps` (outcome as a code of `probes.refine.OUTCOMES`); with warm
+    also the (S,) warm_* of `probes.warm.warm_summary`.
     """
     from scoreprobe.models.stack import counted, stack_size
 
@@ -73,8 +76,7 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
             maps = [{key: v.reshape((res, res) + v.shape[1:]) for key, v in m.items()}
                     for m in rows_of(np.arange(res * res))]
         else:
-            from scoreprobe.probes.refine import refined_maps
-            maps = refined_maps(rows_of, res, k, refine, si)
+            maps = _refined(rows_of, res, k, refine, si, warm)
         for o, m in zip(out, maps):
             for key, v in m.items():
                 if key != "bits" or keep_bits:
@@ -83,6 +85,18 @@ def basin_map(D, plane, sigma_starts, res, n_steps, dataset, rule, margin=0.5, s
                    + counted("sigma_starts x grid points", k), "they are classified `invalid`")
     maps = [{key: np.stack(v) for key, v in m.items()} for m in out]
     return maps if k > 1 else maps[0]
+
+
+def _refined(rows_of, res, k, refine, sigma_index, warm):
+    """K refined maps at one sigma_start (`probes.refine`), started from the chain's last map with `warm`."""
+    from scoreprobe.probes.refine import refined_maps
+    from scoreprobe.probes.warm import warm_maps
+    if warm is None:
+        return refined_maps(rows_of, res, k, refine, sigma_index)
+    plan = warm.plan(sigma_index, k)
+    maps = warm_maps(rows_of, res, k, refine, sigma_index, plan)
+    warm.keep(sigma_index, plan, maps)
+    return maps
 
 
 _MAP_KEYS = ("state", "index", "train_index", "heldout_index", "nearest_train_hamming", "anchor", "off_vertex",
@@ -190,6 +204,8 @@ def _basin_dataset(m, plane, sigma_starts, u, v):
     }
     if "integrated" in m:   # basins(refine=...)
         data.update(_refine_vars(m))
+    if "warm_start" in m:   # refined with warm_start
+        data.update(_warm_vars(m))
     if "bits" in m:   # basins(keep_bits=True)
         data["endpoint_bits"] = (dims + ("bit",), m["bits"].astype(np.uint8), {
             **one, "long_name": "thresholded bits of the PF-ODE endpoint (meaningless where endpoint_state is invalid)"})
@@ -227,6 +243,27 @@ def _refine_vars(m):
     }
 
 
+def _warm_vars(m):
+    """Data variables of a warm-started refinement (`probes.warm`): per sigma_start, what the map reused."""
+    from scoreprobe.probes.warm import SEEDINGS, WARM_MARGIN
+    one, s = {"units": "1"}, ("sigma_start",)
+    return {
+        "warm_start": (s, m["warm_start"], {
+            **one, "flag_values": list(range(len(SEEDINGS))), "flag_meanings": " ".join(SEEDINGS),
+            "long_name": "refined on its own (cold: no earlier map in this run), from the previous checkpoint's "
+            "map (warm: the lattice, cells whose lattice points changed refined cold, the seed's boundary points "
+            f"(dilated by {WARM_MARGIN}) integrated and changes followed point by point, the rest filled from the "
+            "seed and audited), or with more than half the lattice cells changed (widespread: all refined cold)"}),
+        "warm_seed_step": (s, m["warm_seed_step"], {
+            **one, "long_name": "step whose finished map seeded this one (-1 cold)"}),
+        "warm_changed_points": (s, m["warm_changed_points"], {
+            **one, "long_name": "integrated grid points whose label differs from the seed map's (NaN cold)"}),
+        "warm_reopened_fraction": (s, m["warm_reopened_fraction"], {
+            **one, "long_name": "share of the lattice cells refined cold because a lattice point or an audited point "
+            "in them changed label (NaN cold)"}),
+    }
+
+
 def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule, check_convergence, keep_bits=False,
                   refine=None):
     """The store identity of a basins run (`check_convergence` and `keep_bits` are recorded only when True,
@@ -243,6 +280,14 @@ def _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule
     if refine is not None:
         config["refine"] = refine.spec()
     return config
+
+
+def _warm_chains(refine):
+    """{"map", "finer"} -> probes.warm.WarmChain when refining with warm_start, else {}."""
+    if refine is None or not refine.warm_start:
+        return {}
+    from scoreprobe.probes.warm import WarmChain
+    return {"map": WarmChain(), "finer": WarmChain()}
 
 
 def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFAULT_N_STEPS, *, dataset=None,
@@ -277,7 +322,9 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
         boundary band between labels, fill the cells whose integrated pixels agree, audit each filled
         cell with a seeded random share of its pixels, and fall back to every point when the audit fails
         twice or S_bb > ln 2 (`probes.refine`; docs/definitions.md, "Basin maps"). Recorded in the
-        store's config when on.
+        store's config when on. Over a series, with RefineSettings.warm_start (the default; False: each map
+        refined on its own, as before) each checkpoint's map starts from the previous one's finished map: its
+        boundary band is integrated, the rest filled from it and audited, changes re-opened (`probes.warm`).
     keep_bits : also store each endpoint's thresholded bits, `endpoint_bits` ([step,] sigma_start, v, u,
         bit) uint8 (the report's gallery shows them); recorded in the store's config when True.
     fwd_hooks, sigma_window : hooks applied to the evaluations of D whose σ lies in the window, as `sp.sample` takes
@@ -290,7 +337,9 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
     endpoint_decided_sigma, nfe; fraction ([step,] sigma_start, state): share of the plane in each state; with
     check_convergence, label_change_fraction and label_change_fraction_item ([step,] sigma_start),
     float64 (see `label_change`); refined: endpoint_integrated, integrated_fraction, audit_bound,
-    audit_points, audit_failures, boundary_basin_entropy, refine_outcome (see `_refine_vars`).
+    audit_points, audit_failures, boundary_basin_entropy, refine_outcome (see `_refine_vars`); with warm_start,
+    warm_start (flag: cold, warm, widespread), warm_seed_step, warm_changed_points, warm_reopened_fraction
+    ([step,] sigma_start; see `_warm_vars`).
     """
     from scoreprobe.probes.refine import resolve_refine
     dataset, rule = dataset_and_rule(D_or_series, dataset, rule, who="basins")
@@ -302,18 +351,20 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
     config = _basin_config(plane, sigma_starts, res, n_steps, margin, solver, dtype, rule, check_convergence,
                            keep_bits, refine)
 
+    chains = _warm_chains(refine)   # the maps that seed the next checkpoint's (probes.warm)
+
     def probe(D):   # a StackedDenoiser of K checkpoints gives K Datasets
         from scoreprobe.ode import finer
 
-        def grid_map(solver_, n):
+        def grid_map(solver_, n, chain):
             m = basin_map(D, plane, sigma_starts, res, n, dataset, rule, margin, solver_, chunk_size, dtype, device,
-                          keep_bits, refine)
+                          keep_bits, refine, chains.get(chain))
             return m if isinstance(m, list) else [m]
-        maps = grid_map(solver, int(n_steps))
+        maps = grid_map(solver, int(n_steps), "map")
         out = [_basin_dataset(m, plane, sigma_starts, u, v) for m in maps]
         if check_convergence:
             out = [ds.assign(_convergence_vars(label_change(m, m2), n_steps, solver))
-                   for ds, m, m2 in zip(out, maps, grid_map(*finer(solver, n_steps)))]
+                   for ds, m, m2 in zip(out, maps, grid_map(*finer(solver, n_steps), "finer"))]
         return out if len(out) > 1 else out[0]
     probe.stackable, probe.n_bits = True, dataset.train.shape[1]
 

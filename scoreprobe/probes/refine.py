@@ -42,12 +42,15 @@ AUTO_RES = 32                                             # refine=None refines 
 class RefineSettings:
     """stride: the coarse lattice's spacing (0: 8 from res 64 on, else 4); audit: probability with which
     each filled pixel is integrated to audit the fill; seed: of the audit's sample;
-    box: side of the boxes of the boundary basin entropy; max_entropy: S_bb above it integrates densely."""
+    box: side of the boxes of the boundary basin entropy; max_entropy: S_bb above it integrates densely;
+    warm_start: over the checkpoints of a series, start each map from the previous checkpoint's finished map
+    (`probes.warm`; False: every map refined on its own, as before the option existed)."""
     stride: int = 0
     audit: float = 0.05
     seed: int = 0
     box: int = 4
     max_entropy: float = math.log(2)
+    warm_start: bool = True
 
     def __post_init__(self):
         if int(self.stride) != self.stride or self.stride < 0 or self.stride == 1:
@@ -56,12 +59,18 @@ class RefineSettings:
             raise ConfigError(f"refine audit must be a share in (0, 1], got {self.audit!r}")
         if int(self.box) != self.box or self.box < 2:
             raise ConfigError(f"refine box must be an integer >= 2, got {self.box!r}")
+        if not isinstance(self.warm_start, (bool, np.bool_)):
+            raise ConfigError(f"refine warm_start must be True or False, got {self.warm_start!r}")
 
     def stride_for(self, res):
         return int(self.stride) or (8 if res >= 64 else 4)
 
     def spec(self):
-        return asdict(self)
+        """The store config's record; warm_start=False (the maps of before the option) is left out."""
+        d = asdict(self)
+        if not d["warm_start"]:
+            del d["warm_start"]
+        return d
 
 
 def resolve_refine(refine, res):
@@ -96,12 +105,17 @@ class MapState:
             if key not in self.rows:
                 self.rows[key] = np.zeros((self.res * self.res,) + v.shape[1:], dtype=v.dtype)
             self.rows[key][idx] = v
+        self.basin[idx], self.label[idx] = self.ids(rows, usable)
+        self.known[idx] = True
+
+    def ids(self, rows, usable):
+        """(n,) basin ids (the vertex) and (n,) label ids (vertex and off-vertex flag; NO_LABEL where not
+        `usable`) of rows (dict of (n, ...) arrays), numbered as this map numbers them."""
         packed = np.packbits(rows["bits"], axis=1)                            # (n, B)
-        self.basin[idx] = [self.vertex.setdefault(p.tobytes(), len(self.vertex)) for p in packed]
+        basin = [self.vertex.setdefault(p.tobytes(), len(self.vertex)) for p in packed]
         flagged = np.concatenate([packed, rows["off_vertex"].astype(np.uint8)[:, None]], axis=1)   # (n, B + 1)
         ids = np.array([self.vertex.setdefault(p.tobytes(), len(self.vertex)) for p in flagged], dtype=np.int64)
-        self.label[idx] = np.where(usable, ids, NO_LABEL)
-        self.known[idx] = True
+        return np.asarray(basin, dtype=np.int64), np.where(usable, ids, NO_LABEL)
 
     def grid(self, a):
         return a.reshape(self.res, self.res)
@@ -302,7 +316,15 @@ def refined_maps(rows_of, res, k, settings, sigma_index=0):
     (code of OUTCOMES), integrated_fraction, audit_bound, audit_points, audit_failures, boundary_entropy.
     """
     states = [MapState(res) for _ in range(k)]
-    gens = [refine_steps(st, settings, sigma_index) for st in states]
+    return drive(rows_of, states, [refine_steps(st, settings, sigma_index) for st in states])
+
+
+def drive(rows_of, states, gens, extra=None):
+    """Run K refinement generators (`refine_steps` or `probes.warm.warm_steps`) on K MapStates, integrating the
+    union of what they ask for at each round with rows_of; K assembled maps (`refined_maps`). extra: K row sets
+    (or None) that the generators' sources index past res*res (a warm start's seed)."""
+    k = len(states)
+    extra = [None] * k if extra is None else extra
     need, summary = [next(g) for g in gens], [None] * k
     while any(n is not None for n in need):
         union = np.unique(np.concatenate([n for n in need if n is not None]))
@@ -318,14 +340,18 @@ def refined_maps(rows_of, res, k, settings, sigma_index=0):
                 need[m] = g.send(None)
             except StopIteration as stop:
                 need[m], summary[m] = None, stop.value
-    return [_assemble(st, s) for st, s in zip(states, summary)]
+    return [_assemble(st, s, x) for st, s, x in zip(states, summary, extra)]
 
 
-def _assemble(st, summary):
+def _assemble(st, summary, extra=None):
+    """The map's (res, res, ...) arrays: row source[p] of the integrated rows, followed (source >= res*res)
+    by `extra`'s flat rows when given (a warm start's seed map)."""
     res, src = st.res, summary.pop("source")
     filled = src != np.arange(res * res)
     out = {}
     for key, v in st.rows.items():
+        if extra is not None:
+            v = np.concatenate([v, extra[key].astype(v.dtype)])
         v = v[src].copy()
         if key == "nfe":
             v[filled] = 0

@@ -31,8 +31,8 @@ from scoreprobe.errors import ConfigError
 from scoreprobe.progress import StepProgress
 from scoreprobe.store.writer import StoreWriter
 from scoreprobe.sweep import identity
-from scoreprobe.sweep.executor import (MODEL_ATTR, SCHEDULER, STEP_ATTRS, identified, run_step,  # noqa: F401
-                                       with_step)  # (re-exported)
+from scoreprobe.sweep.executor import (MODEL_ATTR, SCHEDULER, STEP_ATTRS, call_probe, identified,  # noqa: F401
+                                       run_step, with_step)  # (re-exported)
 
 logger = logging.getLogger(__name__)
 
@@ -224,8 +224,10 @@ def sweep(probe, obj, steps=None, out=None, config=None, device="cpu", progress=
     models_per_pass : K >= 1, or "auto" (1 on CPU, where a stack is slower; on CUDA from free
         memory, at most 32): a probe marked `stackable` gets K checkpoints of one architecture at
         once as a `models.stack.StackedDenoiser` (one batched forward for all K) and returns K
-        Datasets; the results equal the one-at-a-time path. Other probes, models that cannot be
-        stacked and dask runs take one checkpoint at a time.
+        Datasets; the results equal the one-at-a-time path (except where a probe chains its steps:
+        basins' warm-started refinement, `probes.warm`). Other probes, models that cannot be
+        stacked and dask runs take one checkpoint at a time. Each probe call runs with
+        `executor.PROBE_STEPS` set to the step(s) it measures.
     model_id : names a source without weights (a user function, an oracle): a str for every step,
         or {step: str}; recorded per step instead of the behavioural fingerprint (a module keeps its
         weights digest with it). The probe's attribute `n_bits` (D) lets the fingerprint be taken
@@ -304,9 +306,9 @@ def run_group(probe, group, identify=None):
     models = [getter() for _, getter in group]
     idents = [identify(m, step) if identify is not None else None for (step, _), m in zip(group, models)]
     if len(models) > 1 and can_stack(models):
-        parts = probe(StackedDenoiser(models))
+        parts = call_probe(probe, StackedDenoiser(models), [step for step, _ in group])
     else:
-        parts = [probe(m) for m in models]
+        parts = [call_probe(probe, m, (step,)) for (step, _), m in zip(group, models)]
     return {step: identified(with_step(part, step), identify, ident)
             for (step, _), part, ident in zip(group, parts, idents)}
 

@@ -16,6 +16,19 @@ MODEL_ATTR = "scoreprobe_model"   # a step's Dataset carries the identity of its
 # What scheduler=None means: local, unless set by `scoreprobe.sweep.dask.using(...)`.
 SCHEDULER = contextvars.ContextVar("scoreprobe_scheduler", default=None)
 
+# The steps of the model(s) a probe call measures: (step,), or the K steps of a stacked pass, in the order of the
+# stack; None outside a sweep. A probe may read it (basins' warm start records which step seeded a map).
+PROBE_STEPS = contextvars.ContextVar("scoreprobe_probe_steps", default=None)
+
+
+def call_probe(probe, model, steps):
+    """probe(model) with PROBE_STEPS set to `steps` (a tuple of ints) meanwhile."""
+    token = PROBE_STEPS.set(tuple(int(s) for s in steps))
+    try:
+        return probe(model)
+    finally:
+        PROBE_STEPS.reset(token)
+
 
 def with_step(ds, step):
     """Add a length-1 `step` dimension (int64 coordinate, CF attrs) in front of every data variable."""
@@ -30,7 +43,7 @@ def run_step(probe, getter, step, identify=None):
     measured is in attrs[MODEL_ATTR], for the store's record."""
     model = getter()
     ident = identify(model, step) if identify is not None else None
-    return identified(with_step(probe(model), step), identify, ident)
+    return identified(with_step(call_probe(probe, model, (step,)), step), identify, ident)
 
 
 def identified(ds, identify, ident):
