@@ -7,7 +7,7 @@ count do not depend on the rows it is batched with (docs/definitions.md, "The ad
 the refined map `basins()` returns, at the cost of one dense map per checkpoint. Printed per checkpoint:
 the outcome, the share of points integrated, the share of the dense map's evaluations those points cost
 (the refined map's cost relative to dense), the agreement with the dense map (same endpoint vertex), the
-audit's bound, S_bb, and the same shares for the ideal of any boundary method: only the points with a
+audit's bound, S_bb, the boundary's dimension (`probes.fractal`), and the same shares for the ideal of any boundary method: only the points with a
 4-neighbour ending elsewhere.
 
     python bench/bench_refine_replay.py --res 64 --cache /tmp/dense64     # ≈ 1 min per checkpoint on one core
@@ -69,19 +69,25 @@ def main():
     p.add_argument("--steps", default=None)
     p.add_argument("--cache", default=None, help="folder of dense maps (dense_RES_STEP.npz), written when missing")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--max-entropy", type=float, default=None, help="RefineSettings.max_entropy (default: ln 2)")
+    p.add_argument("--max-entropy", type=float, default=None,
+                   help="RefineSettings.max_entropy (default: none; ln 2 = 0.6931 was the criterion before max_dimension)")
+    p.add_argument("--max-dimension", default=None,
+                   help="RefineSettings.max_dimension (default: its default; 'none': no fractal test)")
     p.add_argument("--warm", action="store_true", help="also replay the warm start, cold and warm side by side")
     args = p.parse_args()
     series, plane, steps = shipped(args)
     res, t0 = args.res, time.perf_counter()
-    settings = RefineSettings() if args.max_entropy is None else RefineSettings(max_entropy=args.max_entropy)
+    kw = {"max_entropy": args.max_entropy}
+    if args.max_dimension is not None:
+        kw["max_dimension"] = None if args.max_dimension.lower() == "none" else float(args.max_dimension)
+    settings = RefineSettings(**kw)
     print(f"refinement replayed on the dense maps: {res}² automatic plane, σ_start 1, {settings}; "
           f"load average {os.getloadavg()[0]:.1f}")
     if args.warm:
         return warm_table(series, plane, steps, res, settings, args.cache, t0)
     print("| step | outcome | integrated | evaluations vs dense | speed-up (evaluations) | agreement | audit bound "
-          "| S_bb | ideal: points, evaluations |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---|")
+          "| S_bb | boundary dimension | ideal: points, evaluations |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for step in steps:
         flat = dense_rows(series, plane, step, res, args.cache)
         m = refined_maps(lambda idx: [{k: v[idx] for k, v in flat.items()}], res, 1, settings)[0]
@@ -91,7 +97,7 @@ def main():
         bound = "" if np.isnan(m["audit_bound"]) else f"{m['audit_bound']:.3f}"
         print(f"| {step} | {OUTCOMES[int(m['outcome'])]} | {m['integrated_fraction']:.3f} | {cost:.3f} | "
               f"{1 / cost:.1f}× | {same.mean():.4f} | {bound} | {m['boundary_entropy']:.3f} | "
-              f"{i_pts:.3f}, {i_cost:.3f} |", flush=True)
+              f"{m['boundary_dimension']:.3f} | {i_pts:.3f}, {i_cost:.3f} |", flush=True)
     print(f"{time.perf_counter() - t0:.0f} s")
 
 

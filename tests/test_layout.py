@@ -156,7 +156,7 @@ def test_the_direction_check_finds_a_probe_importing_stats(tmp_path):
 def test_the_probes_hold_only_what_measures_a_denoiser():
     assert sorted(p.stem for p in (PACKAGE / "probes").glob("*.py")) == [
         "__init__", "basins", "capture", "circuits", "clocks", "counts", "crossover", "decompose", "decompose_fit",
-        "disjoint", "dsm", "dsm_gap", "field", "oracle_samples", "refine", "retention", "warm", "wilson"]
+        "disjoint", "dsm", "dsm_gap", "field", "fractal", "oracle_samples", "refine", "retention", "warm", "wilson"]
 
 
 def test_nothing_below_cli_prints():

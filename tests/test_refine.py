@@ -123,12 +123,16 @@ def test_fallback_on_fractal_entropy_and_defaults():
         RefineSettings(stride=1)
     with pytest.raises(ConfigError):
         RefineSettings(audit=0)
+    with pytest.raises(ConfigError):
+        RefineSettings(max_dimension=3)
     with pytest.raises(TypeError):
         resolve_refine("yes", 64)
 
 
 def test_checkerboard_falls_back_to_dense(setup):
-    """Many labels mixed at the pixel scale: S_bb > ln 2, every point integrated, said in the outcome."""
+    """Many labels mixed at the pixel scale: S_bb > ln 2, and with the entropy criterion (max_entropy ln 2, the
+    default before max_dimension) every point integrated, said in the outcome; at the default settings, at 32²
+    (below probes.fractal.MIN_RES: no dimension) the refinement splits down to every point itself."""
     rule, ds, plane, t_col = setup
     lo = t_col[0] - 1
     period = (t_col[1] - t_col[0]) * 2
@@ -141,11 +145,15 @@ def test_checkerboard_falls_back_to_dense(setup):
         out[:, 6] = torch.where(k % 2 == 1, 1.0, -1.0)
         out[:, 7] = torch.where(k >= 2, 1.0, -1.0)
         return out
-    dense, ref = both(D, rule, ds, plane)
+    dense, ref = both(D, rule, ds, plane, max_dimension=None, max_entropy=np.log(2))
     assert len(np.unique(vertex(dense))) == 4
     np.testing.assert_array_equal(vertex(ref), vertex(dense))
-    assert OUTCOMES[int(ref.refine_outcome[0])] == "dense_entropy"
+    assert OUTCOMES[int(ref.refine_outcome[0])] == "dense_entropy" and float(ref.boundary_basin_entropy[0]) > np.log(2)
     assert float(ref.integrated_fraction[0]) == 1.0 and np.isnan(float(ref.audit_bound[0]))
+    assert np.isnan(float(ref.boundary_dimension[0]))
+    _, default = both(D, rule, ds, plane)
+    np.testing.assert_array_equal(vertex(default), vertex(dense))
+    assert OUTCOMES[int(default.refine_outcome[0])] == "refined" and float(default.integrated_fraction[0]) == 1.0
 
 
 @pytest.mark.slow

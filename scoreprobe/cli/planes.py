@@ -85,7 +85,8 @@ def _basin_table(ds):
     if "integrated_fraction" in ds:
         lines.append("integr.: share of the grid integrated (boundary band, lattice, audit; the rest filled); "
                      f"audit bound on the filled points' disagreement {_worst_bound(ds)}; "
-                     f"{int((ds.refine_outcome > 0).sum())} map(s) integrated densely (audit failed twice or S_bb > ln 2)")
+                     f"{int((ds.refine_outcome > 0).sum())} map(s) integrated densely (audit failed twice or a "
+                     "fractal-looking boundary)")
     if "warm_start" in ds:
         lines.append(f"warm start: {int((ds.warm_start > 0).sum())} of {ds.warm_start.size} map(s) started from the "
                      "previous checkpoint's (warm_seed_step in the store)")

@@ -236,10 +236,14 @@ def _refine_vars(m):
             **one, "long_name": "audit rounds that found a filled cell ending elsewhere (2: dense)"}),
         "boundary_basin_entropy": (s, m["boundary_entropy"], {
             "units": "nat", "long_name": "boundary basin entropy S_bb of the map (NaN: no boundary box)"}),
+        "boundary_dimension": (s, m["boundary_dimension"], {
+            **one, "long_name": "box-counting dimension of the map's boundary, 2 - its uncertainty exponent "
+            "(probes.fractal; NaN: one basin, or res < 32)"}),
         "refine_outcome": (s, m["outcome"], {
             **one, "flag_values": list(range(len(OUTCOMES))), "flag_meanings": " ".join(OUTCOMES),
-            "long_name": "refined, or every point integrated after two failed audits (dense_audit) or because "
-            "S_bb > ln 2 (dense_entropy)"}),
+            "long_name": "refined, or every point integrated after two failed audits (dense_audit), because "
+            "S_bb > max_entropy (dense_entropy; ln 2 was the default before max_dimension) or because the "
+            "boundary's dimension > max_dimension (dense_fractal)"}),
     }
 
 
@@ -321,7 +325,7 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
         `probes.refine.RefineSettings` (or a dict of its fields): integrate a coarse lattice and the
         boundary band between labels, fill the cells whose integrated pixels agree, audit each filled
         cell with a seeded random share of its pixels, and fall back to every point when the audit fails
-        twice or S_bb > ln 2 (`probes.refine`; docs/definitions.md, "Basin maps"). Recorded in the
+        twice or the boundary looks fractal (`probes.fractal`; docs/definitions.md, "Basin maps"). Recorded in the
         store's config when on. Over a series, with RefineSettings.warm_start (the default; False: each map
         refined on its own, as before) each checkpoint's map starts from the previous one's finished map: its
         boundary band is integrated, the rest filled from it and audited, changes re-opened (`probes.warm`).
@@ -337,8 +341,8 @@ def basins(D_or_series, plane, sigma_start=(0.5, 1.0, 2.0), res=64, n_steps=DEFA
     endpoint_decided_sigma, nfe; fraction ([step,] sigma_start, state): share of the plane in each state; with
     check_convergence, label_change_fraction and label_change_fraction_item ([step,] sigma_start),
     float64 (see `label_change`); refined: endpoint_integrated, integrated_fraction, audit_bound,
-    audit_points, audit_failures, boundary_basin_entropy, refine_outcome (see `_refine_vars`); with warm_start,
-    warm_start (flag: cold, warm, widespread), warm_seed_step, warm_changed_points, warm_reopened_fraction
+    audit_points, audit_failures, boundary_basin_entropy, boundary_dimension, refine_outcome (see
+    `_refine_vars`); with warm_start, warm_start (flag: cold, warm, widespread), warm_seed_step, warm_changed_points, warm_reopened_fraction
     ([step,] sigma_start; see `_warm_vars`).
     """
     from scoreprobe.probes.refine import resolve_refine

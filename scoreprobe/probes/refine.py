@@ -15,9 +15,13 @@ A basin map's labels are constant over large regions and change only across boun
    of filled pixels that would end elsewhere satisfies P(no failure) = (1 - a)^W, so W <= ln 20 /
    -ln(1 - a) at 95% (`audit_bound` is W over the filled pixels the audit drew from, a one-sided 95%
    upper bound; NaN when nothing is filled; the pixels it integrated are then no longer filled);
-4. the **boundary basin entropy** S_bb (Daza et al. 2016: the mean Gibbs entropy of the labels in the
-   `box` x `box` boxes that hold more than one) of the refined map: above ln 2 the boundary looks
-   fractal, filling is unsafe, and every pixel is integrated (`outcome` dense_entropy).
+4. the **fractal test** (`probes.fractal`), before each audit, on the map as it would be filled: where the
+   boundary's box-counting dimension D, from its uncertainty exponent (the share of points within ε of a
+   label change ∼ ε^(2 − D) over ε = 1, 2, 4, …, res/8), exceeds `max_dimension` (1.35; smooth boundaries
+   give ≈ 1, thin stripes between several basins up to ≈ 1.3), the boundary looks fractal, filling is
+   unsafe, and every pixel is integrated (`outcome` dense_fractal). The boundary basin entropy S_bb (Daza et
+   al. 2016) is recorded as a reading; with `max_entropy` set, S_bb above it also integrates every pixel
+   (`outcome` dense_entropy: the default criterion, ln 2, of maps written before the fractal test).
 
 A label is the endpoint's vertex (its thresholded bits) and its off-vertex flag, for a successful
 row; a non-finite or max_steps endpoint has no label and never agrees with anything, so it is never
@@ -32,8 +36,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from scoreprobe.errors import ConfigError
+from scoreprobe.probes.fractal import MAX_DIMENSION, boundary_dimension, boundary_entropy, fractal_outcome   # noqa: F401
 
-OUTCOMES = ("refined", "dense_audit", "dense_entropy")   # codes 0, 1, 2 of `refine_outcome`
+OUTCOMES = ("refined", "dense_audit", "dense_entropy", "dense_fractal")   # codes 0..3 of `refine_outcome`
 NO_LABEL = -1
 AUTO_RES = 32                                             # refine=None refines from this res on
 
@@ -42,14 +47,18 @@ AUTO_RES = 32                                             # refine=None refines 
 class RefineSettings:
     """stride: the coarse lattice's spacing (0: 8 from res 64 on, else 4); audit: probability with which
     each filled pixel is integrated to audit the fill; seed: of the audit's sample;
-    box: side of the boxes of the boundary basin entropy; max_entropy: S_bb above it integrates densely;
+    box: side of the boxes of the boundary basin entropy S_bb; max_dimension: the boundary's box-counting
+    dimension (`probes.fractal`) above it integrates densely (None: never); max_entropy: S_bb above it integrates
+    densely too (None, the default: S_bb only recorded; math.log(2): the criterion of maps written before
+    max_dimension existed);
     warm_start: over the checkpoints of a series, start each map from the previous checkpoint's finished map
     (`probes.warm`; False: every map refined on its own, as before the option existed)."""
     stride: int = 0
     audit: float = 0.05
     seed: int = 0
     box: int = 4
-    max_entropy: float = math.log(2)
+    max_dimension: float | None = MAX_DIMENSION
+    max_entropy: float | None = None
     warm_start: bool = True
 
     def __post_init__(self):
@@ -59,6 +68,10 @@ class RefineSettings:
             raise ConfigError(f"refine audit must be a share in (0, 1], got {self.audit!r}")
         if int(self.box) != self.box or self.box < 2:
             raise ConfigError(f"refine box must be an integer >= 2, got {self.box!r}")
+        if self.max_dimension is not None and not 1 <= float(self.max_dimension) <= 2:
+            raise ConfigError(f"refine max_dimension must be None or in [1, 2], got {self.max_dimension!r}")
+        if self.max_entropy is not None and not float(self.max_entropy) > 0:
+            raise ConfigError(f"refine max_entropy must be None or > 0, got {self.max_entropy!r}")
         if not isinstance(self.warm_start, (bool, np.bool_)):
             raise ConfigError(f"refine warm_start must be True or False, got {self.warm_start!r}")
 
@@ -224,27 +237,10 @@ def audit_bound(share, n_filled):
     return min(1.0, w / n_filled)
 
 
-def boundary_entropy(label, res, box):
-    """S_bb: mean Gibbs entropy (nats) of the labels in the box x box boxes holding more than one label
-    (NaN when none does). `label` (res*res,) int64: the endpoint vertex (the basin; the off-vertex flag of
-    a saddle point is no basin of its own)."""
-    n = res // box
-    if n == 0:
-        return float("nan")
-    g = label.reshape(res, res)[:n * box, :n * box].reshape(n, box, n, box).transpose(0, 2, 1, 3).reshape(n * n, -1)
-    ent = []
-    for row in g:
-        _, cnt = np.unique(row, return_counts=True)
-        if len(cnt) > 1:
-            p = cnt / cnt.sum()
-            ent.append(float(-(p * np.log(p)).sum()))
-    return float(np.mean(ent)) if ent else float("nan")
-
-
 def refine_steps(st, settings, sigma_index=0):
     """Generator driving one model's refinement: yields flat pixel indices to integrate (the caller
-    records their rows with `st.put` before resuming it); returns the map's summary dict
-    (outcome, integrated_fraction, audit_bound, audit_points, audit_failures, boundary_entropy, source)
+    records their rows with `st.put` before resuming it); returns the map's summary dict (outcome,
+    integrated_fraction, audit_bound, audit_points, audit_failures, boundary_entropy, boundary_dimension, source)
     where source (res*res,) int64 is the pixel each pixel's rows come from (itself when integrated)."""
     res = st.res
     lat = _lattice(res, settings.stride_for(res))
@@ -255,9 +251,8 @@ def refine_steps(st, settings, sigma_index=0):
     yield from _refine(st, [tuple(int(v) for v in c) for c in _cells(lat)], filled)
     outcome = None
     while outcome is None:
-        s_bb = boundary_entropy(_filled_basins(st, filled), res, settings.box)
-        if s_bb > settings.max_entropy:
-            outcome = "dense_entropy"
+        outcome = fractal_outcome(_filled_basins(st, filled), res, settings)
+        if outcome is not None:
             break
         owner = _owners(st, filled)
         if not (owner >= 0).any():
@@ -281,10 +276,15 @@ def refine_steps(st, settings, sigma_index=0):
     if outcome != "refined":
         yield np.flatnonzero(~st.known)
         filled, bound = {}, float("nan")
-    s_bb = boundary_entropy(_filled_basins(st, filled), res, settings.box)
     return {"outcome": outcome, "integrated_fraction": float(st.known.mean()), "audit_bound": bound,
-            "audit_points": audit_points, "audit_failures": failures, "boundary_entropy": s_bb,
+            "audit_points": audit_points, "audit_failures": failures, **readings(_filled_basins(st, filled), res, settings),
             "source": _sources(st, filled)}
+
+
+def readings(basin, res, settings):
+    """The finished map's boundary_entropy (S_bb) and boundary_dimension (`probes.fractal`); basin (res*res,) int."""
+    return {"boundary_entropy": boundary_entropy(basin, res, settings.box),
+            "boundary_dimension": boundary_dimension(basin, res)}
 
 
 def _sources(st, filled):
@@ -313,7 +313,8 @@ def refined_maps(rows_of, res, k, settings, sigma_index=0):
 
     Returns K dicts: each key as a (res, res, ...) array (filled pixels copy their cell's corner, with
     nfe 0, decided_sigma NaN and status success), integrated (res, res) bool, and the scalars outcome
-    (code of OUTCOMES), integrated_fraction, audit_bound, audit_points, audit_failures, boundary_entropy.
+    (code of OUTCOMES), integrated_fraction, audit_bound, audit_points, audit_failures, boundary_entropy,
+    boundary_dimension.
     """
     states = [MapState(res) for _ in range(k)]
     return drive(rows_of, states, [refine_steps(st, settings, sigma_index) for st in states])

@@ -23,7 +23,8 @@ default) a map starts from the previous checkpoint's finished map, its **seed**:
    disagreement re-opens its cell (a seed cell as in 2, then 4; a corner-filled cell as the cold refinement
    does) and a second audit follows; a second failure integrates every pixel (dense_audit). The bound is the
    same one-sided 95% bound over the filled pixels the last audit drew from;
-6. S_bb above max_entropy: every pixel integrated (dense_entropy), as cold.
+6. the fractal test (`probes.fractal`, before each audit) as cold: every pixel integrated (dense_fractal, or
+   dense_entropy with `max_entropy` set).
 
 The seed is the finished map (filled pixels included) of the previous checkpoint in the same `basins` call, per
 σ_start (with models_per_pass K, the K maps of a pass all start from the previous pass's last map). The first map,
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scoreprobe.probes.refine import (NO_LABEL, MapState, _agrees, _audit_sample, _cells, _lattice, _owners, _refine,
-                                      _split, _usable, audit_bound, boundary_entropy, drive, refine_steps)
+                                      _split, _usable, audit_bound, drive, fractal_outcome, readings, refine_steps)
 from scoreprobe.sweep.executor import PROBE_STEPS
 
 WARM_MARGIN = 0      # the seed's boundary pixels dilated by this many pixels (0: the boundary pixels alone)
@@ -209,8 +210,8 @@ def warm_steps(st, settings, seed, rng):
     yield from w.settle()
     failures, audit_points, bound, outcome = 0, 0, float("nan"), None
     while outcome is None:
-        if boundary_entropy(w.basins(), res, settings.box) > settings.max_entropy:
-            outcome = "dense_entropy"
+        outcome = fractal_outcome(w.basins(), res, settings)
+        if outcome is not None:
             break
         fill, src = ~st.known, w.sources()
         if not fill.any():
@@ -238,7 +239,7 @@ def warm_steps(st, settings, seed, rng):
         w.filled, w.warm, bound = {}, set(), float("nan")
     return {"outcome": outcome, "integrated_fraction": float(st.known.mean()), "audit_bound": bound,
             "audit_points": audit_points, "audit_failures": failures,
-            "boundary_entropy": boundary_entropy(w.basins(), res, settings.box), "source": w.sources(),
+            **readings(w.basins(), res, settings), "source": w.sources(),
             **warm_summary(w, seed, widespread)}
 
 
