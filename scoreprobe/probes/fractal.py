@@ -1,28 +1,30 @@
 """Does a basin map's boundary look fractal? The test behind boundary refinement's dense fallback (issue 75).
 
-Filling a cell with its corners' label is safe where the boundary is a curve: then the points within ε of it
-are a share f(ε) ∝ ε of the plane, and border filling resolves it by following it. A fractal boundary has
-structure at every scale and fills more of the plane as ε shrinks less fast.
+Filling a cell with its corners' label is safe where the boundary is a curve: the points within ε of it are then
+a share f(ε) ∝ ε of the plane, and border filling follows it. A fractal boundary has structure at every scale, and
+the share of points near it shrinks more slowly than ε.
 
-**The statistic** (`boundary_dimension`): the box-counting dimension D of the boundary, from its uncertainty
-exponent α = 2 − D (Grebogi, McDonald, Ott, Yorke 1983, "Final state sensitivity"; McDonald et al. 1985,
-"Fractal basin boundaries": f(ε) ∼ ε^α, α = 1 for a smooth boundary, α < 1 for a fractal one). On the map,
-f(ε) is the share of pixels whose (2ε + 1) x (2ε + 1) window (clipped at the map's edges) holds more than one
-basin: the ε-uncertain points for perturbations within the window, i.e. the Minkowski sausage of the label
-changes, or box counting averaged over every placement of the boxes (aligned boxes miss a boundary that runs
-along their edges). α is the least-squares slope of ln f(ε) on ln ε over ε = 1, 2, 4, …, res/8 (the largest
-window about a quarter of the map). A straight boundary gives D = 1 exactly (f ∝ 2ε); a stripe w pixels wide
-adds w to 2ε, so thin stripes read slightly above 1 (a lone 1-point stripe 1.17, a 2-point one 1.28 over
-ε = 1..8); a random label field fills every window, D = 2. Undefined (NaN) on a map of one basin (no boundary)
-and below res MIN_RES (fewer than three scales: no slope worth the name); a NaN never triggers the fallback.
+**The statistic** (`boundary_dimension`): the box-counting dimension D of the boundary from its uncertainty
+exponent α = 2 − D (Grebogi, McDonald, Ott, Yorke 1983, "Final state sensitivity"; McDonald, Grebogi, Ott, Yorke
+1985, "Fractal basin boundaries": the share of ε-uncertain points f(ε) ∼ ε^α, α = 1 for a smooth boundary,
+α < 1 for a fractal one). On the map, f(ε) is the share of pixels whose (2ε + 1) x (2ε + 1) window (clipped at
+the map's edges) holds more than one basin: the points an error of ε can send elsewhere, i.e. the Minkowski
+sausage of the label changes, or box counting averaged over every placement of the boxes (aligned boxes miss a
+boundary that runs along their edges). α is the least-squares slope of ln f(ε) on ln ε over ε = 1, 2, 4, …, res/8
+(the largest window about a quarter of the map). A straight boundary gives D = 1 exactly (f ∝ 2ε); a stripe w
+points wide adds w to 2ε, so thin stripes read above 1 (over ε = 1..8 a lone 1-point stripe 1.16, a 2-point one
+1.28); a random label field fills every window, D = 2. Undefined (NaN) below res MIN_RES (64: fewer than four
+scales, and at 32² a smooth map of five basins and two stripes already reads 1.41) and on a map of one basin (no
+boundary); a NaN never triggers the fallback, so below 64² the audit alone guards the filled points.
 
-**The criterion**: D > `RefineSettings.max_dimension` (MAX_DIMENSION, 1.35). Measured (bench/RESULTS.md, tests/
-test_fractal.py): smooth planted maps of 2, 3 and 5 basins with triple junctions and 1–2-point stripes 1.00–1.33
-at 32², ≤ 1.27 at 64², ≤ 1.22 at 128²; the 24 shipped checkpoints at 64² 0.94–1.28; basins of Newton's method for
-z³ − 1 (a fractal boundary with the Wada property, dimension ≈ 1.42) 1.44–1.50; a Weierstrass graph y < W(x)
-(H 0.2) 1.35–1.43; random fields 2.00. What it misses: a fractal boundary of dimension ≲ 1.35, or one whose
-structure the grid does not resolve, reads as smooth (the audit still guards every filled point), and a map
-crowded with 2-point stripes can read as fractal (then integrated densely: slower, never wrong).
+**The criterion**: D > `RefineSettings.max_dimension` (MAX_DIMENSION, 1.4). Measured (tests/test_fractal.py;
+bench/RESULTS.md, issue 75): smooth planted maps of 2, 3 and 5 basins with triple junctions and 1–2-point
+stripes 1.01–1.34 at 64², 1.01–1.26 at 128²; the 24 shipped checkpoints at 64² 0.94–1.28 (the highest, 11214,
+made of 2-point stripes); basins of Newton's method for z³ − 1 (a fractal Wada boundary) 1.46 at 64² and 128²;
+a Weierstrass graph y < W(x) with H 0.1 1.43 and 1.51, with H 0.2 1.39 (missed) and 1.46; random fields 2.00.
+What it misses: a fractal boundary whose measured dimension stays below 1.4 at the map's resolution (a rougher
+grid resolves less of it) reads as smooth, and its filled points are guarded by the audit alone; a map crowded
+with stripes two points wide can read above 1.4 and is then integrated densely (slower, never wrong).
 
 **The boundary basin entropy** S_bb (Daza, Wagemakers, Georgeot, Guéry-Odelin, Sanjuán 2016, "Basin entropy"):
 the mean Gibbs entropy of the basins in the `box` x `box` boxes that hold more than one. Their sufficient

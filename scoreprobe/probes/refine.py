@@ -17,11 +17,12 @@ A basin map's labels are constant over large regions and change only across boun
    upper bound; NaN when nothing is filled; the pixels it integrated are then no longer filled);
 4. the **fractal test** (`probes.fractal`), before each audit, on the map as it would be filled: where the
    boundary's box-counting dimension D, from its uncertainty exponent (the share of points within ε of a
-   label change ∼ ε^(2 − D) over ε = 1, 2, 4, …, res/8), exceeds `max_dimension` (1.35; smooth boundaries
-   give ≈ 1, thin stripes between several basins up to ≈ 1.3), the boundary looks fractal, filling is
-   unsafe, and every pixel is integrated (`outcome` dense_fractal). The boundary basin entropy S_bb (Daza et
-   al. 2016) is recorded as a reading; with `max_entropy` set, S_bb above it also integrates every pixel
-   (`outcome` dense_entropy: the default criterion, ln 2, of maps written before the fractal test).
+   label change ∼ ε^(2 − D) over ε = 1, 2, 4, …, res/8; from res 64 on, NaN below), exceeds `max_dimension`
+   (1.4; smooth boundaries give 1, thin stripes between several basins up to ≈ 1.3, planted fractal ones 1.43–2),
+   the boundary looks fractal, filling is unsafe, and every pixel is integrated (`outcome` dense_fractal).
+   The boundary basin entropy S_bb (Daza et al. 2016) is recorded as a reading; with `max_entropy` set, S_bb
+   above it also integrates every pixel (`outcome` dense_entropy: with ln 2, the default criterion of the
+   maps written before the fractal test, which fired on smooth maps where three basins meet along thin stripes).
 
 A label is the endpoint's vertex (its thresholded bits) and its off-vertex flag, for a successful
 row; a non-finite or max_steps endpoint has no label and never agrees with anything, so it is never
