@@ -163,7 +163,8 @@ def test_the_estimate_on_closed_forms_and_where_it_is_undefined():
 
 def test_settings():
     assert RefineSettings().max_dimension == MAX_DIMENSION and RefineSettings().max_entropy is None
-    for bad in ({"max_dimension": 0.5}, {"max_dimension": 2.5}, {"max_entropy": 0}, {"max_entropy": -1.0}):
+    for bad in ({"max_dimension": 0.5}, {"max_dimension": 2.5}, {"max_dimension": float("nan")},
+                {"max_dimension": "1.4"}, {"max_entropy": 0}, {"max_entropy": -1.0}, {"max_entropy": True}):
         with pytest.raises(ConfigError):
             RefineSettings(**bad)
     assert RefineSettings(max_dimension=None, max_entropy=0.7).spec()["max_entropy"] == 0.7

@@ -69,9 +69,9 @@ class RefineSettings:
             raise ConfigError(f"refine audit must be a share in (0, 1], got {self.audit!r}")
         if int(self.box) != self.box or self.box < 2:
             raise ConfigError(f"refine box must be an integer >= 2, got {self.box!r}")
-        if self.max_dimension is not None and not 1 <= float(self.max_dimension) <= 2:
+        if self.max_dimension is not None and not 1 <= _number(self.max_dimension) <= 2:
             raise ConfigError(f"refine max_dimension must be None or in [1, 2], got {self.max_dimension!r}")
-        if self.max_entropy is not None and not float(self.max_entropy) > 0:
+        if self.max_entropy is not None and not _number(self.max_entropy) > 0:
             raise ConfigError(f"refine max_entropy must be None or > 0, got {self.max_entropy!r}")
         if not isinstance(self.warm_start, (bool, np.bool_)):
             raise ConfigError(f"refine warm_start must be True or False, got {self.warm_start!r}")
@@ -85,6 +85,11 @@ class RefineSettings:
         if not d["warm_start"]:
             del d["warm_start"]
         return d
+
+
+def _number(x):
+    """x as a float, NaN for what is not a real number (so every range check refuses it)."""
+    return float(x) if isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) else math.nan
 
 
 def resolve_refine(refine, res):
