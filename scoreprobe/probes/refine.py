@@ -243,6 +243,14 @@ def audit_bound(share, n_filled):
     return min(1.0, w / n_filled)
 
 
+def reopen_cells(st, wrong, filled):
+    """Drop the filled cells `wrong` (their audit found a disagreement) and refine their children (a generator of
+    the pixels to integrate, as `_refine`)."""
+    for c in wrong:
+        del filled[c]
+    yield from _refine(st, [ch for c in wrong for ch in _split(c)], filled)
+
+
 def refine_steps(st, settings, sigma_index=0):
     """Generator driving one model's refinement: yields flat pixel indices to integrate (the caller
     records their rows with `st.put` before resuming it); returns the map's summary dict (outcome,
@@ -276,9 +284,7 @@ def refine_steps(st, settings, sigma_index=0):
         if failures == 2:
             outcome = "dense_audit"
             break
-        for c in wrong:
-            del filled[c]
-        yield from _refine(st, [ch for c in wrong for ch in _split(c)], filled)
+        yield from reopen_cells(st, wrong, filled)
     if outcome != "refined":
         yield np.flatnonzero(~st.known)
         filled, bound = {}, float("nan")

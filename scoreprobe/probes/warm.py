@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scoreprobe.probes.refine import (NO_LABEL, MapState, _agrees, _audit_sample, _cells, _lattice, _owners, _refine,
-                                      _split, _usable, audit_bound, drive, fractal_outcome, readings, refine_steps)
+                                      _usable, audit_bound, drive, fractal_outcome, readings, refine_steps, reopen_cells)
 from scoreprobe.sweep.executor import PROBE_STEPS
 
 WARM_MARGIN = 0      # the seed's boundary pixels dilated by this many pixels (0: the boundary pixels alone)
@@ -230,9 +230,7 @@ def warm_steps(st, settings, seed, rng):
         if failures == 2:
             outcome = "dense_audit"
             break
-        for c in wrong:
-            del w.filled[c]
-        yield from _refine(st, [ch for c in wrong for ch in _split(c)], w.filled)
+        yield from reopen_cells(st, wrong, w.filled)
         yield from w.reopen(w.stale(missed))
     if outcome != "refined":
         yield np.flatnonzero(~st.known)
