@@ -105,7 +105,7 @@ def label_of(m):
     return (m["bits"].astype(np.int64) << np.arange(8)).sum(-1)
 
 
-@pytest.mark.parametrize("res", [32, 64, 128])
+@pytest.mark.parametrize("res", [32, 64, pytest.param(128, marks=pytest.mark.slow)])   # 128²: ~1 s each, -m slow
 @pytest.mark.parametrize("name", sorted(SMOOTH))
 def test_smooth_boundaries_refine_exactly(name, res):
     lab = SMOOTH[name](res)
