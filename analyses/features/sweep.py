@@ -68,7 +68,7 @@ def run_sweep(series, cfg, clean, opts, log=None):
     for step in opts["steps"]:
         rows += sweep_step(series, step, cfg, clean, opts)
         if log:
-            log(f"features sweep: step {step} done")
+            log(f"features sweep: step {step} done\n")
     return dict(opts=opts, rows=rows)
 
 
