@@ -98,3 +98,9 @@ def test_section_3c_with_one_pair_and_no_same_data_member_keeps_its_table_rectan
         assert len(table) > 3 and all(line.count("|") == 5 for line in table)   # 4 columns, none empty
         assert not any("| |" in line or "|  |" in line for line in table)
     assert "decompose_disjoint_long.png" in sec
+
+
+def test_train_member_refuses_an_unknown_member_with_exit_2(capsys):
+    study = _analysis("decompose")
+    assert study.main(["--train-member", "n7-r9-z"]) == 2
+    assert "no long-pairs member 'n7-r9-z'" in capsys.readouterr().err

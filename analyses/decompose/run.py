@@ -26,6 +26,8 @@ Usage:
   nohup nice -n 5 python analyses/decompose --pairs-only > /tmp/pairs.log 2>&1 &
                                                     # pairs (resumable) + crossover intervals into the json
   python analyses/decompose --only pairs_mem        # one stage (or several, comma-separated) into the json
+  python analyses/decompose --train-member n240-r0-a # one long-pairs member (resumable); one process per core, then
+                                                    # --only pairs_long measures them
 """
 import argparse
 import json
@@ -103,6 +105,9 @@ def parse_args(argv=None):
     ap.add_argument("--pairs-only", action="store_true",
                     help="only the disjoint pairs (train, resumable; measure) and the crossover intervals (τ_cross over "
                          "the cross_series, the excess over data seeds); the other sections are kept from the json")
+    ap.add_argument("--train-member", metavar="NAME", default=None,
+                    help="train (or resume) one member of the long pairs (stage pairs_long: n120-r0-a, ...) and exit; "
+                         "one process per core trains the members in parallel")
     ap.add_argument("--only", type=lambda v: v.split(","), default=None, metavar="STAGE[,STAGE]",
                     help=f"only these stages ({', '.join(STAGE_KEYS)}), merged into the existing json")
     args = ap.parse_args(argv)
@@ -229,6 +234,18 @@ def main(argv=None):
     out = Path(args.results)
     if args.plan:
         print(plan(p, name))
+        return 0
+    if args.train_member:
+        import torch
+        from analyses.decompose.stages import long_member_params, train_long_member
+        try:
+            q = long_member_params(p, args.train_member)
+        except ValueError as e:
+            print(e, file=sys.stderr)
+            return 2
+        torch.set_num_threads(1)
+        rule = __import__("scoreprobe").load_series().config["rule"]
+        print(train_long_member(q, rule, Path(args.runs) / name / "long", args.train_member))
         return 0
     js = out / f"{prefix}decompose.json"
     merge = args.pairs_only or args.models_only or args.only

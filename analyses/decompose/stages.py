@@ -151,13 +151,36 @@ def pair_configs(p, rule_spec):
         for name, n, _, i, seed in pair_members(p["pair_Ns"], p["pair_replicates"], p.get("pair_same_data", ()))]
 
 
-def train_pairs(p, rule_spec, runs_dir):
-    """Train (or resume, or skip when finished) every member as one stacked ensemble -> {name: run_dir}."""
+def train_pairs(p, rule_spec, runs_dir, stacked=True, only=None):
+    """Train (or resume, or skip when finished) every member -> {name: run_dir}: as one stacked ensemble, or
+    (stacked=False) one `train_run` after another, only the member named `only` when given. A member trained one
+    way is resumed the same way: a stacked and a single run of one config differ in float rounding, and so in
+    their trajectories (the long pairs are trained single: faster per member on a CPU, one process per core)."""
     from scoreprobe.training.ensemble import train_ensemble
+    from scoreprobe.training.train import train_run
     members = pair_configs(p, rule_spec)
-    dirs = [str(Path(runs_dir) / name) for name, _ in members]
-    train_ensemble([c for _, c in members], dirs, device="cpu")
-    return {name: d for (name, _), d in zip(members, dirs)}
+    dirs = {name: str(Path(runs_dir) / name) for name, _ in members}
+    if stacked:
+        train_ensemble([c for _, c in members], list(dirs.values()), device="cpu")
+    for name, cfg in members:
+        if not stacked and only in (None, name):
+            train_run(cfg, dirs[name], device="cpu", progress=False)
+    return dirs
+
+
+def long_member_params(p, name):
+    """The preset of the long-pairs entry that has member `name`; ValueError if none has it."""
+    from scoreprobe.stats.disjoint_pairs import pair_members
+    for sub in p["long_pairs"]:
+        q = {**p, **sub}
+        if name in [m[0] for m in pair_members(q["pair_Ns"], q["pair_replicates"], q["pair_same_data"])]:
+            return q
+    raise ValueError(f"--train-member: no long-pairs member {name!r}")
+
+
+def train_long_member(q, rule_spec, runs_dir, name):
+    """Train (or resume) the long-pairs member `name` of preset q (`long_member_params`) alone."""
+    return train_pairs(q, rule_spec, runs_dir, stacked=False, only=name)[name]
 
 
 def mem_pair_params(p):
@@ -173,7 +196,7 @@ def measure_long_pairs(p, rule_spec, runs_dir):
     out = {"by_n": {}}
     for sub in p["long_pairs"]:
         q = {**p, **sub}
-        dirs = train_pairs(q, rule_spec, runs_dir)
+        dirs = train_pairs(q, rule_spec, runs_dir, stacked=False)
         tag = "_".join(str(n) for n in q["pair_Ns"])
         part, _ = cached_json(runs_dir / f"stage_n{tag}.json", {k: q[k] for k in q if k.startswith("pair_")},
                               lambda: measure_pairs(q, dirs))
