@@ -145,6 +145,7 @@ def test_cli_field(setup, tmp_path, monkeypatch):
     assert (tmp_path / f"{tmp_path.name}.field.png").is_file() and (tmp_path / f"{tmp_path.name}.field.zarr").is_dir()
 
 
+@pytest.mark.slow   # 6-11 s: -m slow, for the default suite's 480-s budget
 def test_two_runs_analysed_in_one_folder_do_not_collide(setup, tmp_path, monkeypatch):
     """Issue 34, item 6: the default outputs carry each source's name (they were basins.zarr / basins.gif /
     clocks.zarr for every run, and the second run was refused: 'holds a different analysis')."""

@@ -174,6 +174,7 @@ def test_start_steps_give_b_counted_from_the_start_and_a_run_that_never_started_
     assert out == {} and "80x4: no run's log kept" in lines[0]
 
 
+@pytest.mark.slow   # 6-11 s: -m slow, for the default suite's 480-s budget
 def test_coverage_is_simulated_at_the_runs_design_and_kept_only_for_that_design(tmp_path, monkeypatch):
     """coverage.shares counts a run that did not reach the threshold (None or inf) in its N's share, capped; the
     cache measures a design once, quotes it again unchanged, and drops designs no longer asked for."""

@@ -72,6 +72,7 @@ def test_scores_results_and_scales_replace_what_they_say(shipped):
     assert not torch.allclose(doubled, D(x, 0.7).detach())
 
 
+@pytest.mark.slow   # 6-11 s: -m slow, for the default suite's 480-s budget
 def test_head_token_and_neuron_sites(shipped):
     D, data = shipped
     clean, corrupt = flipped(data, 4, 3)

@@ -51,6 +51,7 @@ def _workdir(folder, tmp_path, monkeypatch):
     return work
 
 
+@pytest.mark.slow   # 6-11 s: -m slow, for the default suite's 480-s budget
 def test_report_reuses_the_runs_clocks_and_says_why_not_its_basins(folder, tmp_path, capsys, monkeypatch):
     from scoreprobe.store import open_store
     folder = _workdir(folder, tmp_path, monkeypatch)
@@ -97,6 +98,7 @@ def test_a_found_store_of_another_series_is_named_without_the_store_advice(folde
     assert "clocks     compute 3 checkpoints" in out
 
 
+@pytest.mark.slow   # 6-11 s: -m slow, for the default suite's 480-s budget
 def test_provenance_is_a_settings_table_not_json(folder, tmp_path, capsys, monkeypatch):
     folder = _workdir(folder, tmp_path, monkeypatch)
     _run(["report", "--steps", STEPS, "--sections", "clocks,basins", "--out", "page.html", *SIZE_ARGS], capsys)

@@ -46,6 +46,7 @@ def test_cli_report_of_your_own_denoiser_writes_the_page(here, capsys):
     assert "mine.py:make" in text and "--denoiser" in text              # the page says what was measured
 
 
+@pytest.mark.slow   # 6-11 s: -m slow, for the default suite's 480-s budget
 def test_api_report_of_a_mapping_with_dataset_writes_the_page(tmp_path):
     data = sp.make_dataset(RULE, 20, 10, seed=0)
     models = {0: sp.RuleDenoiser(RULE), 100: sp.EmpiricalDenoiser(data.train)}
