@@ -33,6 +33,7 @@ def doc_run(tmp_path_factory):
     return env
 
 
+@pytest.mark.slow   # shares a 15-30 s module fixture: -m slow, for the default suite's 480-s budget
 def test_monitor_gives_the_taus_of_clocks_on_the_same_checkpoints(doc_run):
     monitor, checkpoints, data, rule = (doc_run[k] for k in ("monitor", "checkpoints", "data", "rule"))
     assert monitor.steps == [0, 500, 1000, 1500, 2000, 2500] == sorted(checkpoints)
@@ -53,6 +54,7 @@ def test_monitor_gives_the_taus_of_clocks_on_the_same_checkpoints(doc_run):
     assert doc_run["summary"].loc["tau_mem"].iloc[0] == want.attrs["tau_mem"]   # the printed table (transposed)
 
 
+@pytest.mark.slow   # shares a 15-30 s module fixture: -m slow, for the default suite's 480-s budget
 def test_a_restarted_loop_skips_measured_steps_and_refuses_another_model(doc_run):
     monitor, checkpoints, data, rule = (doc_run[k] for k in ("monitor", "checkpoints", "data", "rule"))
     again = Monitor(data, rule, every=500, out=monitor.out, n_samples=300)

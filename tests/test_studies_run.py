@@ -31,6 +31,7 @@ def ran(tmp_path_factory):
     return grid, summary, seen
 
 
+@pytest.mark.slow   # shares a 15-30 s module fixture: -m slow, for the default suite's 480-s budget
 def test_every_cell_is_exported_as_it_finishes(ran):
     grid, summary, seen = ran
     names = [r.name for r in grid]
@@ -40,6 +41,7 @@ def test_every_cell_is_exported_as_it_finishes(ran):
     assert all((grid.run_dir(r) / "clocks.zarr").is_dir() for r in grid)
 
 
+@pytest.mark.slow   # shares a 15-30 s module fixture: -m slow, for the default suite's 480-s budget
 def test_a_second_run_does_nothing_and_leaves_the_exports_unchanged(ran, caplog):
     grid, _, _ = ran
     before = {p.name: p.read_bytes() for p in grid.exports.iterdir()}
@@ -50,6 +52,7 @@ def test_a_second_run_does_nothing_and_leaves_the_exports_unchanged(ran, caplog)
     assert "grid tiny: 4 runs, 4 exported already, 0 to run" in caplog.text
 
 
+@pytest.mark.slow   # shares a 15-30 s module fixture: -m slow, for the default suite's 480-s budget
 def test_collect_holds_run_curves_of_each_export(ran):
     grid, _, _ = ran
     ds = collect(grid)
@@ -71,6 +74,7 @@ def test_collect_holds_run_curves_of_each_export(ran):
     assert ds.mem_reached.sel(N=2).any()          # the tiny runs do cross something: the check is not all-NaN
 
 
+@pytest.mark.slow   # shares a 15-30 s module fixture: -m slow, for the default suite's 480-s budget
 def test_pool_and_fit_read_seeds_as_the_stats_functions_do(ran):
     grid, _, _ = ran
     ds = collect(grid)
@@ -97,6 +101,7 @@ def test_pool_and_fit_read_seeds_as_the_stats_functions_do(ran):
     assert set(pool(ds.sel(mem_threshold=0.1), keys=["tau_mem"]).sizes) == {"N"}
 
 
+@pytest.mark.slow   # shares a 15-30 s module fixture: -m slow, for the default suite's 480-s budget
 def test_a_cell_not_exported_is_nan_and_named(ran, tmp_path):
     grid, _, _ = ran
     more = Grid(BASE, {"N": [2, 4, 8], "seed": [0, 1]}, name="tiny", out=grid.out)
