@@ -104,6 +104,17 @@ def polarity_best(best_f1, pairs):
     return out
 
 
+def probe_means(probes, odd):
+    """{"probe_accuracy", "probe_majority"}: the 'group odd' probes' held-out accuracy and majority answer, each
+    averaged over the groups whose probe is defined (a group constant on the fitting part has none: NaN, skipped);
+    NaN when no group's is."""
+    def mean(v):
+        v = np.asarray(v, dtype=np.float64)
+        return float(v[np.isfinite(v)].mean()) if np.isfinite(v).any() else math.nan
+    return dict(probe_accuracy=mean(probes.accuracy.sel(feature=odd)),
+                probe_majority=mean(probes.majority.sel(feature=odd)))
+
+
 def best_of(values):
     """The largest defined value, NaN where none is (the best F1 over groups whose F1 is defined)."""
     v = np.asarray(values, dtype=np.float64)

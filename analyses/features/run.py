@@ -34,7 +34,7 @@ import torch
 import scoreprobe as sp
 from analyses.features.last import group_best as group_best_f1
 from analyses.features.inputs import inputs
-from analyses.features.last import best_text, polarity_best
+from analyses.features.last import best_text, polarity_best, probe_means
 from scoreprobe.atomic import atomic_write_text
 from scoreprobe.store.json_ready import json_ready
 
@@ -72,8 +72,7 @@ def _summary(s, probes, n_groups, odd):
     pixel_best = polarity_best(best, [(f"pixel{i}=1", f"pixel{i}=0") for i in range(n_pix)])
     return dict(group_coverage=int(np.sum(np.array(group_best) >= F1_MIN)), n_groups=n_groups,
                 group_best_f1=[float(v) for v in group_best], mcc=float(s.mcc),
-                probe_accuracy=float(np.nanmean(probes.accuracy.sel(feature=odd))),
-                probe_majority=float(np.nanmean(probes.majority.sel(feature=odd))),
+                **probe_means(probes, odd),
                 pixel_coverage=int(np.sum(np.array(pixel_best) >= F1_MIN)), n_pixels=n_pix,
                 explained_variance=float(s.explained_variance), l0=float(s.l0), dead=int(s.dead))
 

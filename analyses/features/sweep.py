@@ -16,7 +16,7 @@ import xarray as xr
 
 import scoreprobe as sp
 from analyses.features.inputs import noised
-from analyses.features.last import best_of, best_text, group_best
+from analyses.features.last import best_of, best_text, group_best, probe_means
 
 SWEEP = {"cpu": dict(steps=[4243, 36000], sigmas=[0.35, 0.7, 1.4], settings=[[128, 8], [512, 32]]),
          "smoke": dict(steps=[36000], sigmas=[0.35, 0.7], settings=[[64, 4], [32, 4]])}
@@ -56,8 +56,7 @@ def sweep_step(series, step, cfg, clean, opts):
                                  group_coverage=int(np.sum(best >= 0.8)), group_best_f1=[float(v) for v in best],
                                  mcc=float(cell.mcc), explained_variance=float(cell.explained_variance),
                                  l0=float(cell.l0), odd_share=float(truth[s].sel(feature=odd).values.mean()),
-                                 probe_accuracy=float(np.nanmean(pr.accuracy.sel(feature=odd))),
-                                 probe_majority=float(np.nanmean(pr.majority.sel(feature=odd)))))
+                                 **probe_means(pr, odd)))
     return rows
 
 
