@@ -21,7 +21,7 @@ import numpy as np
 
 from scoreprobe.probes.oracle_samples import oracle_samples_json
 from scoreprobe.stats.unit_intervals import clipped_summary as _mean_ci
-from scoreprobe.studies.trained_models import SHIPPED_RUNS, existing_series
+from scoreprobe.studies.trained_models import SHIPPED_RUNS, clock_taus, existing_series
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = dict(zip(("seed0", "seed1", "seed2"), SHIPPED_RUNS))
@@ -40,8 +40,16 @@ def measure(results):
             warnings.simplefilter("ignore")
             ds = sp.oracle_samples(series, n_samples=N_SAMPLES, seed=0, steps=list(STEPS), progress=False)
         out["oracle"] = [str(o) for o in ds.oracle.values]
-        out["models"][name] = {"dir": MODELS[name], **oracle_samples_json(ds)}
+        out["models"][name] = {"dir": MODELS[name], "taus": clock_taus(ROOT / MODELS[name]), **oracle_samples_json(ds)}
     return out
+
+
+def _model_words(name, m):
+    """'seed1 (runs/shipped/s1; τ_rule 2043, τ_mem 10739)': which model was read (its clocks.json when measured)."""
+    t = m.get("taus") or {}
+    clocks = "; " + ", ".join(f"{label} {'not reached' if t.get(k) is None else f'{t[k]:.0f}'}"
+                              for k, label in (("tau_rule", "τ_rule"), ("tau_mem", "τ_mem"))) if t else ""
+    return f"{name} ({m['dir']}{clocks})"
 
 
 def _cell(m, lo, hi):
@@ -53,7 +61,8 @@ def markdown(res):
     mods = [res["models"][n] for n in names]
     L = ["# Network and oracle samples from the same noise", "",
          f"Made by `python analyses/oracle_samples` (issue 55 item 3). Models: "
-         f"{', '.join(n + ' (' + m['dir'] + ')' for n, m in zip(names, mods))}; {res['n_samples']} samples per checkpoint, "
+         f"{', '.join(_model_words(n, m) for n, m in zip(names, mods))} (clocks from each run's clocks.json when "
+         f"measured: a run retrained on another machine is another draw of the recipe); {res['n_samples']} samples per checkpoint, "
          "seed 0, Heun 32, float32. Definitions: docs/oracle_samples.md. "
          + (f"Mean over the {len(mods)} models with a 95% t interval ({len(mods) - 1} df)." if len(mods) > 1 else
             "One model: no interval over models (see its Wilson intervals in the json)."), ""]
