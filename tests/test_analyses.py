@@ -229,3 +229,23 @@ def test_family_order_counts_an_unreached_family_at_the_last_step_as_a_bound():
     assert abcd["bound"] == "mixed" and abcd["n_reached"] == 3 and math.isnan(abcd["per_seed"][3])
     assert abcd["pooled"] == pytest.approx((0.5 * 0.4 * 4.0) ** (1 / 3))
     assert abcd["per_seed_share_first"] == [1.0, 1.0, 0.0, 0.5] and abcd["share_first"] == pytest.approx(0.625, abs=0.03)
+
+
+def test_two_clocks_from_results_rewrites_the_shipped_page_with_the_current_readers(tmp_path):
+    """--from-results on the shipped json (made before runs named their seed) gives the shipped md byte for byte,
+    with the fit's lack-of-fit line: one run per N, so it says the interval assumes a straight line."""
+    two_clocks = _analysis("two_clocks")
+    shipped = ANALYSES / "results"
+    shutil.copy(shipped / "two_clocks_cpu.json", tmp_path / "two_clocks_cpu.json")
+    two_clocks.main(["--preset", "cpu", "--from-results", "--results", str(tmp_path)])
+    md = (tmp_path / "two_clocks_cpu.md").read_text()
+    assert md == (shipped / "two_clocks_cpu.md").read_text()
+    assert "lack of fit not read (no replicate runs at any x): the interval above assumes ln τ_mem is linear" in md
+
+
+def test_two_clocks_from_results_without_a_json_is_one_message(tmp_path, capsys):
+    two_clocks = _analysis("two_clocks")
+    with pytest.raises(SystemExit) as e:
+        two_clocks.main(["--preset", "cpu", "--from-results", "--results", str(tmp_path)])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip() == f"two_clocks: error: --from-results: {tmp_path}/two_clocks_cpu.json is missing"

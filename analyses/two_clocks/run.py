@@ -20,6 +20,7 @@ Usage:
   python analyses/two_clocks --device cuda         # GPU preset: G = 2, 3, 4, 6, N = 64…1024, 3 seeds,
                                                       # runs of one length as stacked ensembles
   python analyses/two_clocks --smoke               # < 1 min: checks the pipeline end to end
+  python analyses/two_clocks --from-results        # rewrite the md, json and figure from the json (current readers)
 Any preset value can be overridden (--Ns 32,64,128,256 --views 12000 --jobs 1 ...).
 
 What the paper (arXiv 2605.10019) reports: τ_rule grows about tenfold per unit of G and barely
@@ -28,6 +29,7 @@ with N; τ_mem grows nearly linearly with N (≈ 35·N^1.14 for its reference Di
 import argparse
 import json
 import logging
+import sys
 from pathlib import Path
 
 from scoreprobe.atomic import atomic_write_text
@@ -67,6 +69,8 @@ def parse_args(argv=None):
     p.add_argument("--preset", choices=sorted(PRESETS), default=None, help="default: gpu on CUDA, else cpu")
     p.add_argument("--smoke", action="store_true", help="same as --preset smoke")
     p.add_argument("--train-only", action="store_true", help="train (or resume) the runs, measure nothing")
+    p.add_argument("--from-results", action="store_true",
+                   help="rewrite <results>/two_clocks_<preset>.md/.json/.png from the json's runs (no training, no clocks)")
     p.add_argument("--model", choices=["dit", "gpt"], default="dit")
     p.add_argument("--size", default="tiny", help="model size preset")
     p.add_argument("--layout", default="offset", help="parity layout (offset, contiguous, random)")
@@ -109,6 +113,8 @@ def markdown(rows, fit, ratios, args):
 def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.from_results:
+        return rewrite(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     runs = plan_runs(args)
@@ -119,6 +125,20 @@ def main(argv=None):
     if args.train_only:
         return
     write_results(rows, args)
+
+
+def rewrite(args):
+    """--from-results: the tables, fit and figure again from <results>/two_clocks_<preset>.json, with the settings
+    it was made with (its "args") and the current readers (e.g. the fit's lack-of-fit line)."""
+    js = Path(args.results) / f"two_clocks_{args.preset}.json"
+    if not js.is_file():
+        print(f"two_clocks: error: --from-results: {js} is missing", file=sys.stderr)
+        raise SystemExit(2)
+    report = json.loads(js.read_text())
+    saved = report["args"]
+    # a json made before runs named their training seed holds one seed per run: the args' "seed" (default 0)
+    rows = [{"seed": saved.get("seed", 0), **r} for r in report["runs"]]
+    write_results(rows, argparse.Namespace(**{**vars(args), **saved, "results": args.results}))
 
 
 def write_results(rows, args):
