@@ -55,13 +55,20 @@ def vertices(ds):
     return ds.endpoint_bits.values[0].reshape(-1, ds.sizes["bit"])            # (P, D)
 
 
+def sample(plane, res, n):
+    """The peers' seeded sample of the res² grid: (sorted indices into the grid, (n, D) starting points, grid size / n);
+    n 0 or more than the grid: every point."""
+    pts, _, _ = plane.grid(res, 0.5)
+    n = min(n or len(pts), len(pts))
+    idx = np.sort(np.random.default_rng(0).choice(len(pts), n, replace=False))
+    return idx, torch.as_tensor(pts[idx], dtype=torch.float32), len(pts) / n
+
+
 def peers(D, plane, res, refined_bits, args):
     """Heun-128 reference on a seeded sample of the grid; our agreement there; each peer at the loosest
     tolerance reaching it: (our agreement, n points, {peer: (tol or None, agreement, seconds for the whole grid)})."""
-    pts, _, _ = plane.grid(res, 0.5)
-    n = min(args.peer_points or len(pts), len(pts))
-    idx = np.sort(np.random.default_rng(0).choice(len(pts), n, replace=False))
-    x0, scale = torch.as_tensor(pts[idx], dtype=torch.float32), len(pts) / n
+    idx, x0, scale = sample(plane, res, args.peer_points)
+    n = len(idx)
     out = {}
     with torch.no_grad():
         ref = _bits(integrate(D, x0, 1.0, n_steps=args.ref_steps, solver="heun")).numpy()

@@ -16,6 +16,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scoreprobe as sp   # noqa: E402
+from bench_basins_refine import sample, vertices   # noqa: E402
 from bench_engine_table import _bits, tde   # noqa: E402
 from scoreprobe.ode import integrate   # noqa: E402
 from scoreprobe.ode.engine import EngineSettings   # noqa: E402
@@ -26,18 +27,11 @@ SETTINGS = {"default (5e-3)": "adaptive", "patience 0": EngineSettings(patience=
             "1e-3, patience 0": EngineSettings(rtol=1e-3, atol=1e-3, patience=0)}
 
 
-def sample(plane, res=64, n=256):
-    """The refine bench's seeded sample: (indices into the grid, (n, D) starting points)."""
-    pts, _, _ = plane.grid(res, 0.5)
-    idx = np.sort(np.random.default_rng(0).choice(len(pts), n, replace=False))
-    return idx, torch.as_tensor(pts[idx], dtype=torch.float32)
-
-
 def disagreements(D, series, plane, step):
     """One line per sampled point where the refined map's vertex differs from Heun 128's."""
     ds = basins(D, plane, sigma_start=1.0, res=64, dataset=series.dataset, rule=series.rule, keep_bits=True)
-    ours = ds.endpoint_bits.values[0].reshape(-1, ds.sizes["bit"])                  # (P, D)
-    idx, x0 = sample(plane)
+    ours = vertices(ds)                                                              # (P, D)
+    idx, x0, _ = sample(plane, 64, 256)
     h128 = _bits(integrate(D, x0, 1.0, n_steps=128, solver="heun")).numpy()
     bad = np.where((ours[idx] != h128).any(1))[0]
     if not len(bad):
@@ -52,7 +46,7 @@ def disagreements(D, series, plane, step):
 
 def off_reference(D, plane, step):
     """How many of the 256 sampled points each engine setting ends off Heun 512."""
-    _, x0 = sample(plane)
+    _, x0, _ = sample(plane, 64, 256)
     ref = _bits(integrate(D, x0, 1.0, n_steps=512, solver="heun")).numpy()
     counts = {name: int((_bits(integrate(D, x0, 1.0, solver=s)).numpy() != ref).any(1).sum())
               for name, s in SETTINGS.items()}

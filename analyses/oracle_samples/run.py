@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from scoreprobe.probes.oracle_samples import oracle_samples_json
+from scoreprobe.reports.clock_tables import tau_text
 from scoreprobe.stats.unit_intervals import clipped_summary as _mean_ci
 from scoreprobe.studies.trained_models import SHIPPED_RUNS, clock_taus, existing_series
 
@@ -47,8 +48,7 @@ def measure(results):
 def _model_words(name, m):
     """'seed1 (runs/shipped/s1; τ_rule 2043, τ_mem 10739)': which model was read (its clocks.json when measured)."""
     t = m.get("taus") or {}
-    clocks = "; " + ", ".join(f"{label} {'not reached' if t.get(k) is None else f'{t[k]:.0f}'}"
-                              for k, label in (("tau_rule", "τ_rule"), ("tau_mem", "τ_mem"))) if t else ""
+    clocks = f"; τ_rule {tau_text(t.get('tau_rule'), None)}, τ_mem {tau_text(t.get('tau_mem'), None)}" if t else ""
     return f"{name} ({m['dir']}{clocks})"
 
 
